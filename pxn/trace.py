@@ -1,0 +1,298 @@
+"""The one trace schema: what happened in a batched GEPA run, event by event.
+
+The real runner and the simulator both write it, so one summary serves
+measured and simulated runs, and "predicted vs measured" compares like with
+like. A trace is JSON Lines: one event per line, each written and flushed as
+it completes, so a crash leaves a valid prefix.
+
+Every event has `start` and `end`, in seconds since the run started (an
+instant, such as a decision, has start == end). The first line is always a
+`run_start` carrying the schema version.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections import Counter
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar, TextIO
+
+from pxn.errors import PxnError
+
+SCHEMA_VERSION = 1
+
+# Rollout phases, in the order one gepa iteration runs them.
+ROLLOUT_PHASES = ("seed_val", "parent_minibatch", "child_minibatch", "full_val")
+# Stage names: the rollout phases plus the reflection stage between the minibatches.
+STAGES = ("seed_val", "parent_minibatch", "reflection", "child_minibatch", "full_val")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    kind: ClassVar[str]
+    start: float
+    end: float
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunStart(Event):
+    """What was run: the shape, the budget and the pool. Always the first line."""
+
+    kind: ClassVar[str] = "run_start"
+    schema: int = SCHEMA_VERSION
+    source: str  # "sim" or "runner"
+    shape: str  # "PxN", e.g. "2x2"; "1x1" for single
+    budget: int  # metric calls
+    workers: int  # rollout slots W
+    reflection_concurrency: int
+    valset_size: int
+    trainset_size: int
+    minibatch: int
+    seed: int
+    started_at: str = ""  # ISO wall-clock time of start (runner); "" for a simulation
+    meta: dict[str, Any] = field(default_factory=dict)  # task, models, versions, scenario
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunEnd(Event):
+    kind: ClassVar[str] = "run_end"
+    status: str  # "completed", "interrupted" or "failed"
+    metric_calls: int
+    iterations: int
+    message: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Iteration(Event):
+    """One gepa iteration, numbered as gepa's callbacks number it (from 1)."""
+
+    kind: ClassVar[str] = "iteration"
+    iteration: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stage(Event):
+    """One stage between two barriers: a name from STAGES. Iteration 0 is the seed."""
+
+    kind: ClassVar[str] = "stage"
+    iteration: int
+    name: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rollout(Event):
+    """One metric call: one candidate run on one example, on one worker slot."""
+
+    kind: ClassVar[str] = "rollout"
+    iteration: int
+    phase: str  # one of ROLLOUT_PHASES
+    worker: int
+    candidate: str  # gepa's candidate index, or the proposal id "i-j" of an unaccepted child
+    example: str
+    score: float | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
+    error: str | None = None
+    attempts: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reflection(Event):
+    """One reflection LM call proposing a child of `parent`."""
+
+    kind: ClassVar[str] = "reflection"
+    iteration: int
+    slot: int
+    proposal: str  # gepa's proposal id "i-j"
+    parent: str
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
+    error: str | None = None
+    attempts: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision(Event):
+    """Whether a proposal beat its parent on the minibatch and joined the pool."""
+
+    kind: ClassVar[str] = "decision"
+    iteration: int
+    proposal: str
+    parent: str
+    accepted: bool
+    candidate: str | None = None  # the new candidate index when accepted
+    score_before: float | None = None
+    score_after: float | None = None
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.kind: cls for cls in (RunStart, RunEnd, Iteration, Stage, Rollout, Reflection, Decision)
+}
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    return {"kind": event.kind, **asdict(event)}
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    """Build an event from a parsed line; raise ValueError naming what is wrong."""
+    kind = data.get("kind")
+    cls = EVENT_TYPES.get(kind)  # type: ignore[arg-type]
+    if cls is None:
+        raise ValueError(f"unknown event kind {kind!r}")
+    required = [
+        f.name
+        for f in fields(cls)
+        if f.default is MISSING and f.default_factory is MISSING  # type: ignore[misc]
+    ]
+    missing = [name for name in required if name not in data]
+    if missing:
+        raise ValueError(f"{kind} event lacks field(s) {', '.join(missing)}")
+    known = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in known})
+
+
+class TraceWriter:
+    """Appends events to a JSONL file, one flushed line each, from any thread."""
+
+    def __init__(self, path: str | Path, *, append: bool = False):
+        self.path = Path(path)
+        self._file: TextIO = self.path.open("a" if append else "x", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def write(self, event: Event) -> None:
+        line = json.dumps(event_to_dict(event), allow_nan=False) + "\n"
+        with self._lock:
+            self._file.write(line)
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class Trace:
+    """The valid events of a trace file, and what had to be skipped."""
+
+    path: Path
+    events: list[Event]
+    skipped: list[str] = field(default_factory=list)  # "line N: what was wrong"
+
+    @property
+    def run_start(self) -> RunStart:
+        return self.events[0]  # type: ignore[return-value]
+
+    @property
+    def run_end(self) -> RunEnd | None:
+        last = self.events[-1]
+        return last if isinstance(last, RunEnd) else None
+
+    def of(self, cls: type[Event]) -> list[Any]:
+        return [e for e in self.events if isinstance(e, cls)]
+
+
+def read_trace(path: str | Path) -> Trace:
+    """Read a trace, keeping every valid event.
+
+    A truncated last line (a crash mid-write), an unknown event kind (a newer
+    writer) or a line lacking a field is skipped and reported in
+    `Trace.skipped`; a file that is not a trace of this schema version raises
+    PxnError.
+    """
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise PxnError(f"cannot read trace {path}: {exc.strerror}") from None
+    events: list[Event] = []
+    skipped: list[str] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            what = "truncated last line" if number == len(lines) else "not valid JSON"
+            skipped.append(f"line {number}: {what}")
+            continue
+        if not events:
+            _check_header(path, number, data)
+        try:
+            events.append(event_from_dict(data))
+        except (ValueError, TypeError) as exc:
+            skipped.append(f"line {number}: {exc}")
+    if not events:
+        raise PxnError(f"trace {path} holds no events")
+    return Trace(path, events, skipped)
+
+
+def _check_header(path: Path, number: int, data: Any) -> None:
+    if not isinstance(data, dict) or data.get("kind") != "run_start":
+        raise PxnError(
+            f"{path} line {number}: a trace starts with a run_start event; is this a pxn trace?"
+        )
+    if data.get("schema") != SCHEMA_VERSION:
+        raise PxnError(
+            f"{path}: trace schema version {data.get('schema')!r}, this pxn reads version "
+            f"{SCHEMA_VERSION}; use the gepa-pxn release that wrote it"
+        )
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """The figures of one run, measured or simulated."""
+
+    wall_clock: float  # seconds
+    iterations: int
+    full_val_iterations: int  # iterations that ran full validation
+    proposals: int
+    accepted: int
+    metric_calls: int
+    stage_time: dict[str, float]  # seconds per stage name, plus "overhead"
+    utilisation: float  # busy worker-seconds / (W * wall-clock)
+
+    @property
+    def full_val_share(self) -> float:
+        return self.full_val_iterations / self.iterations if self.iterations else math.nan
+
+
+def summarize(trace: Trace) -> RunSummary:
+    """Summarize a trace the same way whether it was measured or simulated."""
+    end = trace.run_end
+    wall_clock = end.end if end else max(e.end for e in trace.events)
+    stages = trace.of(Stage)
+    stage_time = {name: 0.0 for name in STAGES}
+    for stage in stages:
+        stage_time[stage.name] += stage.duration
+    stage_time["overhead"] = wall_clock - sum(stage_time.values())
+    decisions = trace.of(Decision)
+    rollouts = trace.of(Rollout)
+    busy = sum(r.duration for r in rollouts)
+    workers = trace.run_start.workers
+    phases_per_iteration = Counter(s.iteration for s in stages if s.name == "full_val")
+    return RunSummary(
+        wall_clock=wall_clock,
+        iterations=len(trace.of(Iteration)),
+        full_val_iterations=len(phases_per_iteration),
+        proposals=len(decisions),
+        accepted=sum(d.accepted for d in decisions),
+        metric_calls=len(rollouts),
+        stage_time=stage_time,
+        utilisation=busy / (workers * wall_clock) if wall_clock > 0 else 0.0,
+    )
