@@ -1,0 +1,1 @@
+"""Calibration: real traces -> Scenario; predicted against measured."""

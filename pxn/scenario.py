@@ -1,0 +1,317 @@
+"""Scenario: everything the simulator needs to predict one batched GEPA run.
+
+A scenario is the workload and the machine (budget, data sizes, worker pool,
+latencies, acceptance); the shape P x N is what you vary over it. Scenarios
+load from TOML and write back to it, and every mistake in one is reported as a
+`PxnError` naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.stats
+import tomli_w
+
+from pxn.errors import PxnError
+
+SELECTIONS = ("all", "best", "topk")
+
+
+@cache
+def continuous_distribution_names() -> tuple[str, ...]:
+    return tuple(
+        sorted(
+            name
+            for name in dir(scipy.stats)
+            if isinstance(getattr(scipy.stats, name), scipy.stats.rv_continuous)
+        )
+    )
+
+
+@dataclass(frozen=True)
+class Latency:
+    """The latency in seconds of one call: a scipy.stats distribution or a sample.
+
+    `dist` is any scipy.stats continuous distribution name with `params` its
+    shape parameters, loc and scale (as scipy names them), or "empirical" with
+    `samples` the observed latencies to resample from. A single sample gives a
+    deterministic latency.
+    """
+
+    dist: str
+    params: dict[str, float] = field(default_factory=dict)
+    samples: tuple[float, ...] = ()
+
+    def frozen(self) -> Any:
+        """The frozen scipy distribution (not for "empirical")."""
+        return _frozen(self.dist, tuple(sorted(self.params.items())))
+
+    def mean(self) -> float:
+        if self.dist == "empirical":
+            return float(np.mean(self.samples))
+        return float(self.frozen().mean())
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        if self.dist == "empirical":
+            return rng.choice(np.asarray(self.samples), size=size)
+        return self.frozen().rvs(size=size, random_state=rng)
+
+    def validate(self, what: str) -> None:
+        if self.dist == "empirical":
+            if not self.samples:
+                raise PxnError(f"{what}: an empirical latency needs a non-empty 'samples' list")
+            if min(self.samples) < 0:
+                raise PxnError(f"{what}: latency samples must be >= 0 seconds")
+            return
+        names = continuous_distribution_names()
+        if self.dist not in names:
+            close = difflib.get_close_matches(self.dist, (*names, "empirical"), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise PxnError(
+                f"{what}: unknown latency distribution {self.dist!r}{hint} "
+                "(any scipy.stats continuous distribution, or 'empirical')"
+            )
+        try:
+            dist = self.frozen()
+            low, mean = dist.support()[0], dist.mean()
+        except TypeError as exc:
+            raise PxnError(f"{what}: bad parameters for {self.dist}: {exc}") from None
+        if not np.isfinite(mean) or low < 0:
+            raise PxnError(
+                f"{what}: {self.dist} with {self.params} must have a finite mean and no "
+                f"negative latencies (support starts at {low})"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.dist == "empirical":
+            return {"dist": "empirical", "samples": list(self.samples)}
+        return {"dist": self.dist, **self.params}
+
+    @classmethod
+    def from_dict(cls, data: Any, what: str) -> Latency:
+        if not isinstance(data, dict) or "dist" not in data:
+            raise PxnError(f"{what}: a latency is a table with 'dist' and its parameters")
+        data = dict(data)
+        dist = data.pop("dist")
+        if dist == "empirical":
+            return cls("empirical", samples=tuple(float(x) for x in data.get("samples", ())))
+        bad = [k for k, v in data.items() if not isinstance(v, int | float)]
+        if bad:
+            raise PxnError(f"{what}: parameter(s) {', '.join(bad)} must be numbers")
+        return cls(dist, params={k: float(v) for k, v in data.items()})
+
+
+@cache
+def _frozen(dist: str, params: tuple[tuple[str, float], ...]) -> Any:
+    return getattr(scipy.stats, dist)(**dict(params))
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """Probability that a proposal beats its parent on the minibatch.
+
+    Constant `a0`, or decaying a(i) = a0 * exp(-i / tau) over the i proposals
+    made before it, when `tau` is set.
+    """
+
+    a0: float
+    tau: float | None = None
+
+    def probability(self, proposals_made: int | np.ndarray) -> float | np.ndarray:
+        if self.tau is None:
+            return self.a0
+        return self.a0 * np.exp(-np.asarray(proposals_made) / self.tau)
+
+    def validate(self) -> None:
+        if not 0.0 <= self.a0 <= 1.0:
+            raise PxnError(f"acceptance a0 must be a probability in [0, 1]: got {self.a0}")
+        if self.tau is not None and not self.tau > 0:
+            raise PxnError(f"acceptance tau must be > 0 proposals: got {self.tau}")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """P parents per step, N mutations per parent: k = P * N proposals per iteration."""
+
+    p: int
+    n: int
+
+    @property
+    def k(self) -> int:
+        return self.p * self.n
+
+    @property
+    def label(self) -> str:
+        return "single" if self.k == 1 else f"{self.p}x{self.n}"
+
+    def __str__(self) -> str:
+        return f"{self.p}x{self.n}"
+
+    @classmethod
+    def parse(cls, text: str) -> Shape:
+        text = text.strip().lower()
+        if text == "single":
+            return cls(1, 1)
+        match = re.fullmatch(r"(\d+)\s*x\s*(\d+)", text)
+        if not match:
+            raise PxnError(f"a shape is 'PxN' (like 2x4) or 'single': got {text!r}")
+        p, n = int(match[1]), int(match[2])
+        if p < 1 or n < 1:
+            raise PxnError(f"P x N needs P, N >= 1: got {text!r}")
+        return cls(p, n)
+
+
+def parse_shapes(text: str) -> list[Shape]:
+    return [Shape.parse(part) for part in text.split(",") if part.strip()]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One workload on one machine; see the README for each field's meaning."""
+
+    name: str
+    budget: int  # B, metric calls
+    valset_size: int  # V
+    trainset_size: int
+    workers: int  # W rollout slots
+    rollout: Latency  # one metric call
+    reflection: Latency  # one reflection LM call
+    acceptance: Acceptance
+    minibatch: int = 3  # b
+    reflection_concurrency: int = 10  # gepa's own LM batches reflections 10 at a time
+    stage_overhead: float = 0.0  # seconds of gepa's own work before each stage
+    skip_perfect: float = 0.0  # probability a parent's minibatch is all-perfect (gepa skips it)
+    selection: str = "all"  # all | best | topk:K, as gepa's selection strategies
+    seed: int = 0
+    description: str = ""
+
+    @property
+    def selection_limit(self) -> int | None:
+        """How many accepted proposals per iteration go to full validation (None: all)."""
+        if self.selection == "all":
+            return None
+        if self.selection == "best":
+            return 1
+        return int(self.selection.split(":", 1)[1])
+
+    def validate(self) -> Scenario:
+        positive = {
+            "budget": self.budget,
+            "valset_size": self.valset_size,
+            "trainset_size": self.trainset_size,
+            "workers": self.workers,
+            "minibatch": self.minibatch,
+            "reflection_concurrency": self.reflection_concurrency,
+        }
+        for name, value in positive.items():
+            if not isinstance(value, int) or value < 1:
+                raise PxnError(f"{name} must be a whole number >= 1: got {value!r}")
+        if self.budget < self.valset_size:
+            raise PxnError(
+                f"budget {self.budget} is smaller than one seed validation of "
+                f"V={self.valset_size}; raise the budget or shrink the valset"
+            )
+        if self.minibatch > self.trainset_size:
+            raise PxnError(
+                f"minibatch {self.minibatch} is larger than the trainset ({self.trainset_size})"
+            )
+        if not self.stage_overhead >= 0:
+            raise PxnError(f"stage_overhead must be >= 0 seconds: got {self.stage_overhead}")
+        if not 0.0 <= self.skip_perfect < 1.0:
+            raise PxnError(f"skip_perfect must be in [0, 1): got {self.skip_perfect}")
+        if not re.fullmatch(r"all|best|topk:[1-9]\d*", self.selection):
+            raise PxnError(f"selection is all, best or topk:K with K >= 1: got {self.selection!r}")
+        self.rollout.validate("rollout latency")
+        self.reflection.validate("reflection latency")
+        self.acceptance.validate()
+        return self
+
+    def replace(self, **changes: Any) -> Scenario:
+        """A copy with some fields changed, validated again."""
+        data = {**self.__dict__, **changes}
+        return Scenario(**data).validate()
+
+    def to_dict(self) -> dict[str, Any]:
+        top = {
+            "name": self.name,
+            "description": self.description,
+            "budget": self.budget,
+            "valset_size": self.valset_size,
+            "trainset_size": self.trainset_size,
+            "minibatch": self.minibatch,
+            "workers": self.workers,
+            "reflection_concurrency": self.reflection_concurrency,
+            "stage_overhead": self.stage_overhead,
+            "skip_perfect": self.skip_perfect,
+            "selection": self.selection,
+            "seed": self.seed,
+            "rollout": self.rollout.to_dict(),
+            "reflection": self.reflection.to_dict(),
+            "acceptance": {"a0": self.acceptance.a0}
+            | ({} if self.acceptance.tau is None else {"tau": self.acceptance.tau}),
+        }
+        return top
+
+    def to_toml(self, header: str = "") -> str:
+        comment = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
+        return comment + tomli_w.dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "scenario") -> Scenario:
+        data = dict(data)
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise PxnError(f"{source}: unknown field {unknown[0]!r}{hint}")
+        required = ("budget", "valset_size", "trainset_size", "workers", "rollout", "reflection")
+        missing = [name for name in (*required, "acceptance") if name not in data]
+        if missing:
+            raise PxnError(f"{source}: missing field(s) {', '.join(missing)}")
+        acceptance = data.pop("acceptance")
+        if not isinstance(acceptance, dict) or "a0" not in acceptance:
+            raise PxnError(f"{source}: [acceptance] needs a0 (and optionally tau)")
+        tau = acceptance.get("tau")
+        try:
+            scenario = cls(
+                name=str(data.pop("name", Path(source).stem)),
+                rollout=Latency.from_dict(data.pop("rollout"), "rollout latency"),
+                reflection=Latency.from_dict(data.pop("reflection"), "reflection latency"),
+                acceptance=Acceptance(float(acceptance["a0"]), None if tau is None else float(tau)),
+                **data,
+            )
+        except TypeError as exc:
+            raise PxnError(f"{source}: {exc}") from None
+        return scenario.validate()
+
+    @classmethod
+    def load(cls, path: str | Path) -> Scenario:
+        path = Path(path)
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise PxnError(f"cannot read scenario {path}: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise PxnError(f"scenario {path} is not valid TOML: {exc}") from None
+        return cls.from_dict(data, str(path))
+
+    def save(self, path: str | Path, header: str = "") -> None:
+        Path(path).write_text(self.to_toml(header), encoding="utf-8")
+
+
+def mean_acceptance(acceptance: Acceptance, proposals: float) -> float:
+    """The average acceptance probability over the first `proposals` proposals."""
+    if acceptance.tau is None or proposals <= 0:
+        return acceptance.a0
+    tau = acceptance.tau
+    return acceptance.a0 * tau * (1 - math.exp(-proposals / tau)) / proposals

@@ -1,0 +1,275 @@
+"""The SimPy model of one batched gepa 0.1.4 run on a finite worker pool.
+
+`gepa_run` is the process: it reads like `GEPAEngine.run` with `PxNSampling`.
+Each stage is one barrier-to-barrier step; its rollouts are list-scheduled
+onto the W worker slots in one go (see schedule.py), so a replicate costs a
+few SimPy events per stage instead of one process per rollout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+from pxn.sim.schedule import list_schedule
+
+from pxn.scenario import Latency, Scenario, Shape
+from pxn.trace import (
+    STAGES,
+    Decision,
+    Iteration,
+    Reflection,
+    Rollout,
+    RunEnd,
+    RunStart,
+    RunSummary,
+    Stage,
+    TraceWriter,
+)
+
+
+class LatencyDraws:
+    """Latencies drawn from a distribution in blocks: one scipy call serves many stages."""
+
+    BLOCK = 4096
+
+    def __init__(self, latency: Latency, rng: np.random.Generator):
+        self.latency = latency
+        self.rng = rng
+        self.block = np.empty(0)
+        self.used = 0
+
+    def take(self, n: int) -> np.ndarray:
+        if self.used + n > len(self.block):
+            self.block = self.latency.sample(self.rng, max(n, self.BLOCK))
+            self.used = 0
+        draws = self.block[self.used : self.used + n]
+        self.used += n
+        return draws
+
+
+def replicate_rng(seed: int, replicate: int) -> np.random.Generator:
+    """Replicate r's own stream: the same whatever process or machine runs it."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(replicate,)))
+
+
+@dataclass
+class Task:
+    """One (parent, minibatch) pair gepa proposes from; its child is `proposal`."""
+
+    parent: str
+    minibatch: list[str]
+    proposal: str
+
+
+@dataclass
+class SimulatedRun:
+    """The state of one simulated run, and the stage primitives gepa_run is made of."""
+
+    env: simpy.Environment
+    scenario: Scenario
+    shape: Shape
+    rng: np.random.Generator
+    trace: TraceWriter | None = None
+    metric_calls: int = 0
+    iterations: int = 0
+    full_val_iterations: int = 0
+    proposals: int = 0
+    accepted: int = 0
+    candidates: int = 1  # the seed
+    busy: float = 0.0  # worker-seconds spent in rollouts
+    stage_time: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+
+    def __post_init__(self) -> None:
+        self.rollouts = LatencyDraws(self.scenario.rollout, self.rng)
+        self.reflections = LatencyDraws(self.scenario.reflection, self.rng)
+
+    # -- the stages ---------------------------------------------------------
+
+    def evaluate(
+        self, iteration: int, phase: str, items: list[tuple[str, list[str]]]
+    ) -> Generator[simpy.Event, None, None]:
+        """One batch_evaluate call: every (candidate, examples) item, W rollouts at a time."""
+        n = sum(len(examples) for _, examples in items)
+        durations = self.rollouts.take(n)
+        starts, workers = list_schedule(durations, self.scenario.workers)
+        stage_start = self.env.now + self.scenario.stage_overhead
+        length = float((starts + durations).max())
+        yield self.env.timeout(self.scenario.stage_overhead + length)
+        self.metric_calls += n
+        self.busy += float(durations.sum())
+        self.stage_time[phase] += length
+        if self.trace:
+            calls = [(cand, ex) for cand, examples in items for ex in examples]
+            for (candidate, example), start, duration, worker in zip(
+                calls, starts.tolist(), durations.tolist(), workers.tolist(), strict=True
+            ):
+                begin = stage_start + start
+                self.trace.write(
+                    Rollout(
+                        start=begin,
+                        end=begin + duration,
+                        iteration=iteration,
+                        phase=phase,
+                        worker=worker,
+                        candidate=candidate,
+                        example=example,
+                    )
+                )
+            self._write_stage(iteration, phase, stage_start)
+
+    def reflect(self, iteration: int, tasks: list[Task]) -> Generator[simpy.Event, None, None]:
+        """One reflection call per task, at most `reflection_concurrency` at a time."""
+        durations = self.reflections.take(len(tasks))
+        starts, slots = list_schedule(durations, self.scenario.reflection_concurrency)
+        stage_start = self.env.now + self.scenario.stage_overhead
+        length = float((starts + durations).max())
+        yield self.env.timeout(self.scenario.stage_overhead + length)
+        self.stage_time["reflection"] += length
+        if self.trace:
+            for task, start, duration, slot in zip(
+                tasks, starts.tolist(), durations.tolist(), slots.tolist(), strict=True
+            ):
+                begin = stage_start + start
+                self.trace.write(
+                    Reflection(
+                        start=begin,
+                        end=begin + duration,
+                        iteration=iteration,
+                        slot=slot,
+                        proposal=task.proposal,
+                        parent=task.parent,
+                    )
+                )
+            self._write_stage(iteration, "reflection", stage_start)
+
+    def _write_stage(self, iteration: int, name: str, start: float) -> None:
+        assert self.trace is not None
+        self.trace.write(Stage(start=start, end=self.env.now, iteration=iteration, name=name))
+
+    # -- the choices gepa makes ---------------------------------------------
+
+    def sample_tasks(self, iteration: int) -> list[Task]:
+        """P parents from the pool, N minibatches each, as PxNSampling does."""
+        b, train = self.scenario.minibatch, self.scenario.trainset_size
+        parents = self.rng.integers(0, self.candidates, size=self.shape.p)
+        tasks = []
+        for j in range(self.shape.k):
+            first = (iteration + j) * b  # the epoch sampler advances one chunk per task
+            minibatch = [f"train:{(first + e) % train}" for e in range(b)]
+            tasks.append(Task(str(parents[j // self.shape.n]), minibatch, f"{iteration}-{j}"))
+        return tasks
+
+    def skip_perfect_parents(self, tasks: list[Task]) -> list[Task]:
+        """gepa skips a task whose parent scored perfectly on its whole minibatch."""
+        if self.scenario.skip_perfect == 0:
+            return tasks
+        keep = self.rng.random(len(tasks)) >= self.scenario.skip_perfect
+        return [task for task, kept in zip(tasks, keep, strict=True) if kept]
+
+    def judge(self, iteration: int, tasks: list[Task]) -> list[Task]:
+        """Which children beat their parent on the minibatch, then gepa's selection."""
+        made = self.proposals + np.arange(len(tasks))
+        beats = self.rng.random(len(tasks)) < self.scenario.acceptance.probability(made)
+        self.proposals += len(tasks)
+        passing = [task for task, ok in zip(tasks, beats, strict=True) if ok]
+        limit = self.scenario.selection_limit
+        selected = passing if limit is None else passing[:limit]
+        if self.trace:
+            now = self.env.now
+            chosen = {task.proposal for task in selected}
+            for offset, task in enumerate(tasks):
+                accepted = task.proposal in chosen
+                self.trace.write(
+                    Decision(
+                        start=now,
+                        end=now,
+                        iteration=iteration,
+                        proposal=task.proposal,
+                        parent=task.parent,
+                        accepted=accepted,
+                        candidate=str(self.candidates + offset) if accepted else None,
+                    )
+                )
+        return selected
+
+
+def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
+    """One gepa.optimize(..., sampling_strategy=PxNSampling(P, N)) run."""
+    scenario, valset = run.scenario, [f"val:{i}" for i in range(run.scenario.valset_size)]
+    yield from run.evaluate(0, "seed_val", [("0", valset)])
+    # gepa checks the budget only here, so the last iteration overshoots it.
+    while run.metric_calls < scenario.budget:
+        run.iterations += 1
+        iteration, started = run.iterations, run.env.now
+        tasks = run.sample_tasks(iteration)
+        yield from run.evaluate(
+            iteration, "parent_minibatch", [(t.parent, t.minibatch) for t in tasks]
+        )
+        tasks = run.skip_perfect_parents(tasks)
+        if tasks:
+            yield from run.reflect(iteration, tasks)
+            yield from run.evaluate(
+                iteration, "child_minibatch", [(t.proposal, t.minibatch) for t in tasks]
+            )
+            selected = run.judge(iteration, tasks)
+            if selected:
+                new = [str(run.candidates + i) for i in range(len(selected))]
+                yield from run.evaluate(iteration, "full_val", [(c, valset) for c in new])
+                run.candidates += len(selected)
+                run.accepted += len(selected)
+                run.full_val_iterations += 1
+        if run.trace:
+            run.trace.write(Iteration(start=started, end=run.env.now, iteration=iteration))
+
+
+def simulate_once(
+    scenario: Scenario, shape: Shape, replicate: int, trace: TraceWriter | None = None
+) -> RunSummary:
+    """Simulate one replicate; write its trace too when a writer is given."""
+    env = simpy.Environment()
+    run = SimulatedRun(env, scenario, shape, replicate_rng(scenario.seed, replicate), trace)
+    if trace:
+        trace.write(
+            RunStart(
+                start=0.0,
+                end=0.0,
+                source="sim",
+                shape=str(shape),
+                budget=scenario.budget,
+                workers=scenario.workers,
+                reflection_concurrency=scenario.reflection_concurrency,
+                valset_size=scenario.valset_size,
+                trainset_size=scenario.trainset_size,
+                minibatch=scenario.minibatch,
+                seed=scenario.seed,
+                meta={"scenario": scenario.to_dict(), "replicate": replicate},
+            )
+        )
+    env.process(gepa_run(run))
+    env.run()
+    wall_clock = env.now
+    if trace:
+        trace.write(
+            RunEnd(
+                start=wall_clock,
+                end=wall_clock,
+                status="completed",
+                metric_calls=run.metric_calls,
+                iterations=run.iterations,
+            )
+        )
+    stage_time = dict(run.stage_time)
+    stage_time["overhead"] = wall_clock - sum(stage_time.values())
+    return RunSummary(
+        wall_clock=wall_clock,
+        iterations=run.iterations,
+        full_val_iterations=run.full_val_iterations,
+        proposals=run.proposals,
+        accepted=run.accepted,
+        metric_calls=run.metric_calls,
+        stage_time=stage_time,
+        utilisation=run.busy / (scenario.workers * wall_clock) if wall_clock > 0 else 0.0,
+    )

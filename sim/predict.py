@@ -1,0 +1,138 @@
+"""Many replicates of the simulator -> a prediction with an interval, per shape.
+
+Replicate r always uses its own random stream (model.replicate_rng), so a
+prediction is the same to the bit however its replicates are spread over
+processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+
+import numpy as np
+from pxn.sim.analytic import AnalyticPrediction, analytic
+from pxn.sim.model import simulate_once
+
+from pxn.errors import PxnError
+from pxn.scenario import Scenario, Shape
+from pxn.trace import STAGES, RunSummary
+
+CHUNK = 25  # replicates per unit of work handed to a process
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Mean and 5-95% interval over replicates."""
+
+    mean: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Interval:
+        array = np.asarray(values, dtype=float)
+        low, high = np.percentile(array, [5, 95])
+        return cls(float(array.mean()), float(low), float(high))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What the simulator and the closed form predict for one shape on one scenario."""
+
+    shape: Shape
+    replicates: int
+    wall_clock: Interval  # seconds
+    iterations: Interval
+    full_val_share: Interval
+    metric_calls: Interval
+    proposals: Interval
+    accepted: Interval
+    utilisation: Interval
+    stage_time: dict[str, float]  # mean seconds per stage, plus "overhead"
+    analytic: AnalyticPrediction
+    speedup: float  # mean wall-clock of single / this shape's (simulated)
+
+
+def simulate_replicates(scenario: Scenario, shape: Shape, replicates: range) -> list[RunSummary]:
+    return [simulate_once(scenario, shape, r) for r in replicates]
+
+
+def summarize_replicates(
+    scenario: Scenario, shape: Shape, runs: list[RunSummary], single_wall_clock: float
+) -> Prediction:
+    wall = Interval.of([r.wall_clock for r in runs])
+    return Prediction(
+        shape=shape,
+        replicates=len(runs),
+        wall_clock=wall,
+        iterations=Interval.of([r.iterations for r in runs]),
+        full_val_share=Interval.of([r.full_val_share for r in runs]),
+        metric_calls=Interval.of([r.metric_calls for r in runs]),
+        proposals=Interval.of([r.proposals for r in runs]),
+        accepted=Interval.of([r.accepted for r in runs]),
+        utilisation=Interval.of([r.utilisation for r in runs]),
+        stage_time={
+            name: float(np.mean([r.stage_time[name] for r in runs]))
+            for name in (*STAGES, "overhead")
+        },
+        analytic=analytic(scenario, shape),
+        speedup=single_wall_clock / wall.mean,
+    )
+
+
+def sweep(
+    scenario: Scenario,
+    shapes: Sequence[Shape],
+    replicates: int,
+    jobs: int = 1,
+    on_progress: Callable[[int], None] | None = None,
+) -> list[Prediction]:
+    """Predict every shape; `on_progress(n)` is told as each n replicates finish.
+
+    Single (1x1) is simulated too when it is not asked for: every speedup is
+    measured against it.
+    """
+    if replicates < 2:
+        raise PxnError(f"--reps must be >= 2 to give an interval: got {replicates}")
+    if jobs < 1:
+        raise PxnError(f"--jobs must be >= 1: got {jobs}")
+    if not shapes:
+        raise PxnError("no shapes to simulate; give e.g. --shapes single,2x2")
+    single = Shape(1, 1)
+    todo = list(dict.fromkeys([*shapes, single]))
+    units = [
+        (shape, range(i, min(i + CHUNK, replicates)))
+        for shape in todo
+        for i in range(0, replicates, CHUNK)
+    ]
+    done: dict[tuple[Shape, int], list[RunSummary]] = {}
+
+    def record(shape: Shape, chunk: range, runs: list[RunSummary]) -> None:
+        done[shape, chunk.start] = runs
+        if on_progress:
+            on_progress(len(chunk))
+
+    if jobs == 1:
+        for shape, chunk in units:
+            record(shape, chunk, simulate_replicates(scenario, shape, chunk))
+    else:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = {
+                pool.submit(simulate_replicates, scenario, shape, chunk): (shape, chunk)
+                for shape, chunk in units
+            }
+            for future in as_completed(futures):
+                record(*futures[future], future.result())
+
+    def runs_of(shape: Shape) -> list[RunSummary]:
+        return [run for start in range(0, replicates, CHUNK) for run in done[shape, start]]
+
+    single_mean = float(np.mean([r.wall_clock for r in runs_of(single)]))
+    return [summarize_replicates(scenario, s, runs_of(s), single_mean) for s in shapes]
+
+
+def total_replicates(shapes: Sequence[Shape], replicates: int) -> int:
+    """How many replicates `sweep` will run (single is added when absent)."""
+    return replicates * len(set(shapes) | {Shape(1, 1)})
