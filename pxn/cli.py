@@ -28,6 +28,7 @@ app = typer.Typer(
 stdout = Console() if sys.stdout.isatty() else Console(width=160)
 stderr = Console(stderr=True)
 
+DEFAULT_JOBS = min(2, os.cpu_count() or 1)
 PAPER_SHAPES = "single,2x1,2x2,4x1,2x4,8x1,2x8,4x4,8x2"
 
 ScenarioArg = Annotated[
@@ -114,7 +115,7 @@ def sweep_command(
     shapes: Annotated[str, typer.Option("--shapes", help="Comma-separated shapes.")] = PAPER_SHAPES,
     reps: Reps = 200,
     seed: Seed = None,
-    jobs: Jobs = min(2, os.cpu_count() or 1),
+    jobs: Jobs = DEFAULT_JOBS,
     workers: Workers = None,
     budget: Budget = None,
     out: Annotated[
