@@ -1,0 +1,52 @@
+"""Small scenarios and trace readers shared by the simulator tests."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pxn.scenario import Acceptance, Latency, Scenario
+
+
+def fixed(seconds: float) -> Latency:
+    """A deterministic latency: an empirical distribution with one sample."""
+    return Latency("empirical", samples=(seconds,))
+
+
+def lognormal(mean_seconds: float, sigma: float = 0.5) -> Latency:
+    """A lognormal latency with the given mean (scipy's s, scale parameters)."""
+
+    return Latency(
+        "lognorm", params={"s": sigma, "scale": mean_seconds * math.exp(-(sigma**2) / 2)}
+    )
+
+
+def make_scenario(**changes: Any) -> Scenario:
+    """A small, quick scenario; tests change the fields they are about."""
+    base: dict[str, Any] = {
+        "name": "small",
+        "budget": 400,
+        "valset_size": 20,
+        "trainset_size": 50,
+        "workers": 8,
+        "rollout": lognormal(2.0),
+        "reflection": lognormal(10.0, 0.3),
+        "acceptance": Acceptance(0.3),
+        "minibatch": 3,
+        "reflection_concurrency": 10,
+        "stage_overhead": 0.1,
+        "seed": 7,
+    }
+    base.update(changes)
+    return Scenario(**base).validate()
+
+
+def max_concurrency(intervals: list[tuple[float, float]]) -> int:
+    """The most intervals open at one instant (an interval ending at t frees before t starts)."""
+    points = [(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals]
+    points.sort(key=lambda p: (p[0], p[1]))  # ends (-1) sort before starts at the same time
+    open_now = most = 0
+    for _, step in points:
+        open_now += step
+        most = max(most, open_now)
+    return most
