@@ -118,6 +118,40 @@ class Reflection(Event):
     cost: float | None = None
     error: str | None = None
     attempts: int = 1
+    # Whether the reply held a ``` pair. Without one gepa 0.1.4 takes the WHOLE reply
+    # as the new text (pitfall 9); None when unknown (a simulation, a failed call).
+    fenced: bool | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Attempt(Event):
+    """One failed try of an LM call that was then retried or given up (the runner).
+
+    The rollout or reflection event covers the whole call; its `attempts` counts
+    these failed tries plus the last one.
+    """
+
+    kind: ClassVar[str] = "attempt"
+    iteration: int
+    call: str  # "rollout" or "reflection"
+    phase: str  # the rollout phase, or "reflection"
+    worker: int  # rollout worker slot, or reflection slot
+    attempt: int  # 1-based
+    error: str  # redacted one-line message
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resume(Event):
+    """A resumed run continues here (`pxn run --resume`); times keep counting on.
+
+    gepa resumes from the state saved at the top of iteration `iteration + 1`, so
+    rollouts written before this event with a larger iteration number were lost
+    work that gepa's metric-call count (`metric_calls` here, at resume) leaves out.
+    """
+
+    kind: ClassVar[str] = "resume"
+    iteration: int  # gepa iterations completed in the saved state
+    metric_calls: int  # gepa's metric-call count in the saved state
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,7 +169,18 @@ class Decision(Event):
 
 
 EVENT_TYPES: dict[str, type[Event]] = {
-    cls.kind: cls for cls in (RunStart, RunEnd, Iteration, Stage, Rollout, Reflection, Decision)
+    cls.kind: cls
+    for cls in (
+        RunStart,
+        RunEnd,
+        Iteration,
+        Stage,
+        Rollout,
+        Reflection,
+        Decision,
+        Attempt,
+        Resume,
+    )
 }
 
 
