@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import simpy
-from pxn.sim.schedule import list_schedule
 
 from pxn.scenario import Latency, Scenario, Shape
+from pxn.sim.schedule import list_schedule
 from pxn.trace import (
     STAGES,
     Decision,
@@ -179,9 +179,10 @@ class SimulatedRun:
         selected = passing if limit is None else passing[:limit]
         if self.trace:
             now = self.env.now
-            chosen = {task.proposal for task in selected}
-            for offset, task in enumerate(tasks):
-                accepted = task.proposal in chosen
+            # Selected children are numbered candidates, candidates + 1, ... in
+            # order, the ids gepa_run validates them under.
+            new_id = {task.proposal: str(self.candidates + i) for i, task in enumerate(selected)}
+            for task in tasks:
                 self.trace.write(
                     Decision(
                         start=now,
@@ -189,8 +190,8 @@ class SimulatedRun:
                         iteration=iteration,
                         proposal=task.proposal,
                         parent=task.parent,
-                        accepted=accepted,
-                        candidate=str(self.candidates + offset) if accepted else None,
+                        accepted=task.proposal in new_id,
+                        candidate=new_id.get(task.proposal),
                     )
                 )
         return selected

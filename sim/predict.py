@@ -12,11 +12,11 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
 import numpy as np
-from pxn.sim.analytic import AnalyticPrediction, analytic
-from pxn.sim.model import simulate_once
 
 from pxn.errors import PxnError
 from pxn.scenario import Scenario, Shape
+from pxn.sim.analytic import AnalyticPrediction, analytic
+from pxn.sim.model import simulate_once
 from pxn.trace import STAGES, RunSummary
 
 CHUNK = 25  # replicates per unit of work handed to a process

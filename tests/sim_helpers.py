@@ -41,9 +41,16 @@ def make_scenario(**changes: Any) -> Scenario:
     return Scenario(**base).validate()
 
 
-def max_concurrency(intervals: list[tuple[float, float]]) -> int:
-    """The most intervals open at one instant (an interval ending at t frees before t starts)."""
-    points = [(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals]
+def max_concurrency(intervals: list[tuple[float, float]], tolerance: float = 1e-9) -> int:
+    """The most intervals open at one instant.
+
+    An interval ending at t frees its place before one starting at t; the
+    tolerance absorbs float rounding (a start computed as a + b, an end as
+    (x + a) + b).
+    """
+    points = [(start, 1) for start, _ in intervals] + [
+        (end - tolerance, -1) for _, end in intervals
+    ]
     points.sort(key=lambda p: (p[0], p[1]))  # ends (-1) sort before starts at the same time
     open_now = most = 0
     for _, step in points:

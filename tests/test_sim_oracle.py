@@ -11,11 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from oracle import OracleResult, oracle_replicates
-from pxn.sim.model import simulate_once
 from scipy.stats import ks_2samp
 from sim_helpers import lognormal, make_scenario
 
 from pxn.scenario import Acceptance, Latency, Scenario, Shape
+from pxn.sim.model import simulate_once
 from pxn.trace import RunSummary
 
 REPLICATES = 300

@@ -1,0 +1,295 @@
+"""The fast simulator: gepa's accounting, exact stage times, and a sound trace."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sim_helpers import fixed, lognormal, make_scenario, max_concurrency
+
+from pxn.scenario import Acceptance, Scenario, Shape
+from pxn.sim.model import simulate_once
+from pxn.sim.predict import sweep
+from pxn.sim.schedule import list_schedule, makespan
+from pxn.trace import (
+    ROLLOUT_PHASES,
+    Decision,
+    Iteration,
+    Reflection,
+    Rollout,
+    Stage,
+    Trace,
+    TraceWriter,
+    read_trace,
+    summarize,
+)
+
+
+def traced(scenario: Scenario, shape: Shape, tmp_path: Path, replicate: int = 0):
+    """Simulate one replicate with its trace; return the summary and the trace read back."""
+    path = tmp_path / f"{shape}-{replicate}.jsonl"
+    with TraceWriter(path) as writer:
+        summary = simulate_once(scenario, shape, replicate, writer)
+    trace = read_trace(path)
+    assert trace.skipped == []
+    return summary, trace
+
+
+def rollouts_by(trace: Trace) -> dict[tuple[int, str], list[Rollout]]:
+    groups: dict[tuple[int, str], list[Rollout]] = defaultdict(list)
+    for rollout in trace.of(Rollout):
+        groups[rollout.iteration, rollout.phase].append(rollout)
+    return groups
+
+
+# -- metric-call accounting, as gepa's ----------------------------------------
+
+ACCOUNTING_CASES = [
+    (make_scenario(), Shape(1, 1)),
+    (make_scenario(acceptance=Acceptance(0.8)), Shape(2, 2)),
+    (make_scenario(skip_perfect=0.4, budget=700), Shape(4, 2)),
+    (make_scenario(selection="topk:2", acceptance=Acceptance(0.7)), Shape(8, 1)),
+    (make_scenario(acceptance=Acceptance(1.0), workers=3), Shape(2, 4)),
+]
+
+
+@pytest.mark.parametrize(("scenario", "shape"), ACCOUNTING_CASES, ids=lambda x: str(x)[:12])
+def test_metric_calls_are_counted_as_gepa_counts_them(
+    scenario: Scenario, shape: Shape, tmp_path: Path
+) -> None:
+    summary, trace = traced(scenario, shape, tmp_path)
+    k, b, v = shape.k, scenario.minibatch, scenario.valset_size
+    groups = rollouts_by(trace)
+    decisions = trace.of(Decision)
+    reflections = Counter(r.iteration for r in trace.of(Reflection))
+
+    # The seed is validated on all V examples before iteration 0, and that counts.
+    assert len(groups[0, "seed_val"]) == v
+    calls = v
+    for iteration in range(1, summary.iterations + 1):
+        # gepa checks the budget only at the top of an iteration.
+        assert calls < scenario.budget
+        judged = [d for d in decisions if d.iteration == iteration]
+        accepted = sum(d.accepted for d in judged)
+        assert len(groups[iteration, "parent_minibatch"]) == k * b
+        assert len(groups[iteration, "child_minibatch"]) == len(judged) * b
+        assert reflections[iteration] == len(judged)  # one reflection per child
+        assert len(groups[iteration, "full_val"]) == accepted * v
+        limit = scenario.selection_limit
+        assert limit is None or accepted <= limit
+        calls += (k + len(judged)) * b + accepted * v
+    # Reflections never count; nothing else was counted.
+    assert summary.metric_calls == calls == len(trace.of(Rollout))
+    assert calls >= scenario.budget  # the run stopped because the budget was spent
+    # ... overshooting by at most one iteration's calls.
+    assert scenario.budget <= summary.metric_calls < scenario.budget + 2 * k * b + k * v
+
+
+def test_budget_exactly_one_seed_validation_runs_no_iteration() -> None:
+    scenario = make_scenario(budget=20, valset_size=20)
+    summary = simulate_once(scenario, Shape(2, 2), 0)
+    assert (summary.iterations, summary.metric_calls) == (0, 20)
+
+
+def test_no_acceptance_means_minibatches_only() -> None:
+    scenario = make_scenario(acceptance=Acceptance(0.0), budget=500)
+    summary = simulate_once(scenario, Shape(2, 2), 0)
+    per_iteration = 2 * 4 * scenario.minibatch
+    assert summary.iterations == math.ceil((500 - 20) / per_iteration)
+    assert summary.metric_calls == 20 + summary.iterations * per_iteration
+    assert (summary.full_val_iterations, summary.accepted) == (0, 0)
+
+
+# -- deterministic latencies: exact stage times ---------------------------------
+
+
+def test_fixed_latencies_give_exact_stage_times(tmp_path: Path) -> None:
+    te, tr, overhead = 2.0, 7.0, 0.5
+    scenario = make_scenario(
+        rollout=fixed(te),
+        reflection=fixed(tr),
+        stage_overhead=overhead,
+        workers=4,
+        reflection_concurrency=3,
+        acceptance=Acceptance(1.0),
+        selection="best",
+        budget=300,
+    )
+    shape = Shape(2, 2)  # k*b = 12 rollouts on 4 slots: 3 rounds; 4 reflections on 3: 2 rounds
+    expected = {
+        "seed_val": math.ceil(20 / 4) * te,
+        "parent_minibatch": 3 * te,
+        "reflection": 2 * tr,
+        "child_minibatch": 3 * te,
+        "full_val": math.ceil(20 / 4) * te,  # the best child only
+    }
+    summary, trace = traced(scenario, shape, tmp_path)
+    for stage in trace.of(Stage):
+        assert stage.duration == pytest.approx(expected[stage.name]), stage
+    # Every iteration accepts, validates one child: (2 * 12 + 20) calls.
+    assert summary.iterations == math.ceil((300 - 20) / 44)
+    per_iteration = sum(expected[s] for s in expected if s != "seed_val") + 4 * overhead
+    wall = overhead + expected["seed_val"] + summary.iterations * per_iteration
+    assert summary.wall_clock == pytest.approx(wall)
+    assert summary.stage_time["overhead"] == pytest.approx((1 + 4 * summary.iterations) * overhead)
+
+
+def test_one_worker_one_reflector_is_the_sum_of_all_latencies(tmp_path: Path) -> None:
+    scenario = make_scenario(workers=1, reflection_concurrency=1, stage_overhead=0.25)
+    summary, trace = traced(scenario, Shape(2, 2), tmp_path)
+    calls = sum(r.duration for r in trace.of(Rollout)) + sum(
+        r.duration for r in trace.of(Reflection)
+    )
+    stages = len(trace.of(Stage))
+    assert summary.wall_clock == pytest.approx(calls + stages * scenario.stage_overhead)
+    assert summary.utilisation == pytest.approx(
+        sum(r.duration for r in trace.of(Rollout)) / summary.wall_clock
+    )
+
+
+# -- list scheduling --------------------------------------------------------------
+
+
+def naive_fifo(durations: list[float], slots: int) -> tuple[list[float], list[int]]:
+    """Brute force: each job in order takes the slot that frees first (lowest index on ties)."""
+    free = [0.0] * slots
+    starts, used = [], []
+    for duration in durations:
+        slot = min(range(slots), key=lambda s: (free[s], s))
+        starts.append(free[slot])
+        used.append(slot)
+        free[slot] += duration
+    return starts, used
+
+
+@pytest.mark.parametrize("slots", [1, 2, 3, 7, 40])
+@pytest.mark.parametrize("jobs", [0, 1, 5, 33])
+def test_list_schedule_matches_brute_force(slots: int, jobs: int) -> None:
+    rng = np.random.default_rng(slots * 100 + jobs)
+    durations = rng.lognormal(0.0, 1.0, size=jobs)
+    starts, used = list_schedule(durations, slots)
+    want_starts, want_slots = naive_fifo(durations.tolist(), slots)
+    assert starts.tolist() == pytest.approx(want_starts)
+    assert used.tolist() == want_slots
+    ends = starts + durations
+    expected_makespan = max((s + d for s, d in zip(want_starts, durations, strict=True)), default=0)
+    assert makespan(durations, slots) == pytest.approx(expected_makespan)
+    # FIFO: jobs start in release order; work-conserving: a job waits only while all slots are busy.
+    assert np.all(np.diff(starts) >= 0)
+    for start in starts[starts > 0]:
+        assert np.sum((starts < start) & (ends >= start)) == slots
+    assert max_concurrency(list(zip(starts, ends, strict=True))) <= slots
+
+
+# -- the trace is the run ---------------------------------------------------------
+
+TRACE_CASES = [
+    (make_scenario(workers=4), Shape(2, 2)),
+    (make_scenario(skip_perfect=0.3, selection="best", reflection_concurrency=2), Shape(4, 1)),
+    (make_scenario(acceptance=Acceptance(0.9, tau=8.0)), Shape(1, 1)),
+]
+
+
+@pytest.mark.parametrize(("scenario", "shape"), TRACE_CASES, ids=["2x2", "4x1", "single"])
+def test_trace_summary_equals_the_returned_summary(
+    scenario: Scenario, shape: Shape, tmp_path: Path
+) -> None:
+    summary, trace = traced(scenario, shape, tmp_path)
+    again = summarize(trace)
+    assert again.wall_clock == summary.wall_clock
+    assert again.iterations == summary.iterations
+    assert again.full_val_iterations == summary.full_val_iterations
+    assert again.metric_calls == summary.metric_calls
+    assert again.proposals == summary.proposals
+    assert again.accepted == summary.accepted
+    assert again.utilisation == pytest.approx(summary.utilisation, rel=1e-9)
+    assert again.stage_time.keys() == summary.stage_time.keys()
+    for name, seconds in summary.stage_time.items():
+        assert again.stage_time[name] == pytest.approx(seconds, rel=1e-9, abs=1e-9), name
+    end = trace.run_end
+    assert end is not None and end.status == "completed"
+    assert (end.metric_calls, end.iterations) == (summary.metric_calls, summary.iterations)
+
+
+@pytest.mark.parametrize(("scenario", "shape"), TRACE_CASES, ids=["2x2", "4x1", "single"])
+def test_trace_respects_the_pool_and_the_barriers(
+    scenario: Scenario, shape: Shape, tmp_path: Path
+) -> None:
+    _, trace = traced(scenario, shape, tmp_path)
+    rollouts, reflections = trace.of(Rollout), trace.of(Reflection)
+    assert max_concurrency([(r.start, r.end) for r in rollouts]) <= scenario.workers
+    assert (
+        max_concurrency([(r.start, r.end) for r in reflections]) <= scenario.reflection_concurrency
+    )
+    # One worker slot runs one rollout at a time.
+    by_worker = defaultdict(list)
+    for r in rollouts:
+        assert 0 <= r.worker < scenario.workers
+        by_worker[r.worker].append((r.start, r.end))
+    for spans in by_worker.values():
+        spans.sort()
+        for (_, a_end), (b_start, _) in itertools.pairwise(spans):
+            assert a_end <= b_start + 1e-9
+    # Rollouts and reflections never overlap in time.
+    for ref in reflections:
+        for r in rollouts:
+            assert r.end <= ref.start + 1e-9 or r.start >= ref.end - 1e-9
+    # Every call lies inside its stage, and stages run in gepa's order, one after another.
+    order = ["parent_minibatch", "reflection", "child_minibatch", "full_val"]
+    stages = defaultdict(list)
+    for stage in trace.of(Stage):
+        stages[stage.iteration].append(stage)
+    assert [s.name for s in stages[0]] == ["seed_val"]
+    iterations = {it.iteration: it for it in trace.of(Iteration)}
+    previous_end = stages[0][0].end
+    for number in sorted(iterations):
+        names = [s.name for s in stages[number]]
+        assert names == order[: len(names)] and names[0] == "parent_minibatch"
+        for stage in stages[number]:
+            assert stage.start >= previous_end - 1e-9
+            previous_end = stage.end
+        assert iterations[number].end == pytest.approx(previous_end)
+    for call in [*rollouts, *reflections]:
+        phase = call.phase if isinstance(call, Rollout) else "reflection"
+        [stage] = [s for s in stages[call.iteration] if s.name == phase]
+        assert stage.start - 1e-9 <= call.start <= call.end <= stage.end + 1e-9
+    assert {r.phase for r in rollouts} <= set(ROLLOUT_PHASES)
+
+
+def test_full_validation_evaluates_the_accepted_candidates(tmp_path: Path) -> None:
+    """Candidate ids in decisions are the ones validated, numbered on from the seed (0)."""
+    scenario = make_scenario(acceptance=Acceptance(0.5), selection="topk:2")
+    _, trace = traced(scenario, Shape(4, 1), tmp_path)
+    accepted = [d for d in trace.of(Decision) if d.accepted]
+    assert [d.candidate for d in accepted] == [str(i) for i in range(1, len(accepted) + 1)]
+    validated = {(r.iteration, r.candidate) for r in trace.of(Rollout) if r.phase == "full_val"}
+    assert validated == {(d.iteration, d.candidate) for d in accepted}
+    for r in trace.of(Rollout):
+        if r.phase == "full_val":
+            assert r.example.startswith("val:")
+        elif r.phase != "seed_val":
+            assert r.example.startswith("train:")
+
+
+# -- reproducibility ---------------------------------------------------------------
+
+
+def test_same_seed_same_bits_whatever_the_jobs() -> None:
+    scenario = make_scenario(rollout=lognormal(2.0, 0.8))
+    shapes = [Shape(1, 1), Shape(2, 2)]
+    serial = sweep(scenario, shapes, 60, jobs=1)  # three chunks per shape
+    assert sweep(scenario, shapes, 60, jobs=1) == serial
+    assert sweep(scenario, shapes, 60, jobs=2) == serial
+    other = sweep(scenario.replace(seed=scenario.seed + 1), shapes, 60, jobs=1)
+    assert other[0].wall_clock != serial[0].wall_clock
+
+
+def test_replicates_are_independent_streams() -> None:
+    scenario = make_scenario()
+    walls = {simulate_once(scenario, Shape(2, 2), r).wall_clock for r in range(10)}
+    assert len(walls) == 10
+    assert simulate_once(scenario, Shape(2, 2), 3) == simulate_once(scenario, Shape(2, 2), 3)
