@@ -24,7 +24,6 @@ def time_unit(seconds: float) -> tuple[str, float]:
 
 def plot_sweep(scenario: Scenario, predictions: list[Prediction], path: str | Path) -> Path:
     """Predicted wall-clock per shape with its interval, the closed form, and speedup."""
-    path = Path(path)
     labels = [p.shape.label for p in predictions]
     x = list(range(len(predictions)))
     unit, size = time_unit(max(p.wall_clock.high for p in predictions))
@@ -74,7 +73,18 @@ def plot_sweep(scenario: Scenario, predictions: list[Prediction], path: str | Pa
         f"{scenario.name}: B={scenario.budget}, V={scenario.valset_size}, "
         f"b={scenario.minibatch}, W={scenario.workers}"
     )
+    return save_figure(fig, path)
+
+
+def save_figure(fig: plt.Figure, path: str | Path) -> Path:
+    """Save whole or not at all: render beside the target, then rename into place."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    partial = path.with_name(f".{path.name}.partial{path.suffix}")
+    try:
+        fig.savefig(partial, dpi=120)
+        partial.replace(path)
+    finally:
+        plt.close(fig)
+        partial.unlink(missing_ok=True)
     return path
