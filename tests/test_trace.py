@@ -1,0 +1,204 @@
+"""The trace schema: writer, reader (and what it skips), and the run summary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pxn.errors import PxnError
+from pxn.trace import (
+    SCHEMA_VERSION,
+    Decision,
+    Event,
+    Iteration,
+    Reflection,
+    Rollout,
+    RunEnd,
+    RunStart,
+    Stage,
+    TraceWriter,
+    event_to_dict,
+    read_trace,
+    summarize,
+)
+
+
+def header() -> RunStart:
+    return RunStart(
+        start=0.0,
+        end=0.0,
+        source="sim",
+        shape="1x1",
+        budget=10,
+        workers=2,
+        reflection_concurrency=1,
+        valset_size=2,
+        trainset_size=5,
+        minibatch=1,
+        seed=0,
+        meta={"note": "hand-made"},
+    )
+
+
+def tiny_run() -> list[Event]:
+    """Seed val of 2 on 2 workers, one iteration whose child is accepted and validated."""
+
+    def rollout(start, end, phase, worker, candidate, example, iteration=1):
+        return Rollout(
+            start=start,
+            end=end,
+            iteration=iteration,
+            phase=phase,
+            worker=worker,
+            candidate=candidate,
+            example=example,
+        )
+
+    return [
+        header(),
+        rollout(0.0, 1.0, "seed_val", 0, "0", "val:0", iteration=0),
+        rollout(0.0, 2.0, "seed_val", 1, "0", "val:1", iteration=0),
+        Stage(start=0.0, end=2.0, iteration=0, name="seed_val"),
+        rollout(2.5, 3.5, "parent_minibatch", 0, "0", "train:0"),
+        Stage(start=2.5, end=3.5, iteration=1, name="parent_minibatch"),
+        Reflection(start=3.5, end=8.5, iteration=1, slot=0, proposal="1-0", parent="0"),
+        Stage(start=3.5, end=8.5, iteration=1, name="reflection"),
+        rollout(8.5, 9.5, "child_minibatch", 0, "1-0", "train:0"),
+        Stage(start=8.5, end=9.5, iteration=1, name="child_minibatch"),
+        Decision(
+            start=9.5,
+            end=9.5,
+            iteration=1,
+            proposal="1-0",
+            parent="0",
+            accepted=True,
+            candidate="1",
+        ),
+        rollout(9.5, 11.0, "full_val", 0, "1", "val:0"),
+        rollout(9.5, 10.5, "full_val", 1, "1", "val:1"),
+        Stage(start=9.5, end=11.0, iteration=1, name="full_val"),
+        Iteration(start=2.5, end=11.0, iteration=1),
+        RunEnd(start=12.0, end=12.0, status="completed", metric_calls=6, iterations=1),
+    ]
+
+
+def write(path: Path, events: list[Event]) -> Path:
+    with TraceWriter(path) as writer:
+        for event in events:
+            writer.write(event)
+    return path
+
+
+def lines_of(events: list[Event]) -> list[str]:
+    return [json.dumps(event_to_dict(e)) for e in events]
+
+
+def test_written_events_read_back_equal(tmp_path: Path) -> None:
+    events = tiny_run()
+    trace = read_trace(write(tmp_path / "t.jsonl", events))
+    assert trace.events == events
+    assert trace.skipped == []
+    assert trace.run_start.schema == SCHEMA_VERSION
+    assert trace.run_end == events[-1]
+    assert len(trace.of(Rollout)) == 6
+
+
+def test_writer_never_overwrites(tmp_path: Path) -> None:
+    path = write(tmp_path / "t.jsonl", tiny_run()[:2])
+    with pytest.raises(FileExistsError):
+        TraceWriter(path)
+    with TraceWriter(path, append=True) as writer:  # resuming appends instead
+        writer.write(tiny_run()[2])
+    assert len(read_trace(path).events) == 3
+
+
+def test_summary_of_a_hand_made_run(tmp_path: Path) -> None:
+    summary = summarize(read_trace(write(tmp_path / "t.jsonl", tiny_run())))
+    assert summary.wall_clock == 12.0
+    assert (summary.iterations, summary.full_val_iterations) == (1, 1)
+    assert (summary.proposals, summary.accepted, summary.metric_calls) == (1, 1, 6)
+    assert summary.full_val_share == 1.0
+    assert summary.stage_time == {
+        "seed_val": 2.0,
+        "parent_minibatch": 1.0,
+        "reflection": 5.0,
+        "child_minibatch": 1.0,
+        "full_val": 1.5,
+        "overhead": 12.0 - 10.5,
+    }
+    busy = 1 + 2 + 1 + 1 + 1.5 + 1
+    assert summary.utilisation == pytest.approx(busy / (2 * 12.0))
+
+
+def test_truncated_last_line_is_skipped_and_reported(tmp_path: Path) -> None:
+    lines = lines_of(tiny_run())
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:25], encoding="utf-8")
+    trace = read_trace(path)
+    assert trace.skipped == [f"line {len(lines)}: truncated last line"]
+    assert len(trace.events) == len(lines) - 1
+    assert trace.run_end is None
+    # Without a run_end the wall-clock is the last event's end.
+    assert summarize(trace).wall_clock == 11.0
+
+
+def test_bad_json_in_the_middle_is_not_called_truncation(tmp_path: Path) -> None:
+    lines = lines_of(tiny_run())
+    lines[3] = "{not json"
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert read_trace(path).skipped == ["line 4: not valid JSON"]
+
+
+def test_unknown_kind_and_missing_field_are_skipped_with_line_numbers(tmp_path: Path) -> None:
+    lines = lines_of(tiny_run())
+    future = json.dumps({"kind": "gpu_sample", "start": 1.0, "end": 1.0, "util": 0.5})
+    broken = json.loads(lines[4])
+    del broken["worker"]
+    lines = [*lines[:2], future, *lines[2:4], json.dumps(broken), *lines[5:]]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n\n".join(lines), encoding="utf-8")  # blank lines are ignored
+    trace = read_trace(path)
+    assert trace.skipped == [
+        "line 5: unknown event kind 'gpu_sample'",
+        "line 11: rollout event lacks field(s) worker",
+    ]
+    assert len(trace.events) == len(tiny_run()) - 1
+
+
+def test_fields_from_a_newer_writer_are_ignored(tmp_path: Path) -> None:
+    lines = lines_of(tiny_run())
+    extra = json.loads(lines[1]) | {"gpu": 3}
+    lines[1] = json.dumps(extra)
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    trace = read_trace(path)
+    assert trace.skipped == [] and trace.events[1] == tiny_run()[1]
+
+
+def test_wrong_schema_version_raises(tmp_path: Path) -> None:
+    lines = lines_of(tiny_run())
+    first = json.loads(lines[0]) | {"schema": SCHEMA_VERSION + 1}
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join([json.dumps(first), *lines[1:]]), encoding="utf-8")
+    with pytest.raises(PxnError, match=f"schema version {SCHEMA_VERSION + 1}"):
+        read_trace(path)
+
+
+@pytest.mark.parametrize("content", ["", "\n\n"], ids=["empty", "blank"])
+def test_empty_trace_raises(content: str, tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(PxnError, match="holds no events"):
+        read_trace(path)
+
+
+def test_not_a_trace_raises(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"name": "x"}) + "\n", encoding="utf-8")
+    with pytest.raises(PxnError, match="starts with a run_start"):
+        read_trace(path)
+    with pytest.raises(PxnError, match="cannot read trace"):
+        read_trace(tmp_path / "absent.jsonl")
