@@ -31,7 +31,7 @@ def plot_sweep(scenario: Scenario, predictions: list[Prediction], path: str | Pa
     below = [(p.wall_clock.mean - p.wall_clock.low) / size for p in predictions]
     above = [(p.wall_clock.high - p.wall_clock.mean) / size for p in predictions]
 
-    fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
+    fig, ax = plt.subplots(figsize=(8, 5.4), layout="constrained")
     ax.errorbar(
         x,
         mean,
@@ -68,7 +68,9 @@ def plot_sweep(scenario: Scenario, predictions: list[Prediction], path: str | Pa
     speed_handle = plt.Line2D([], [], marker="^", color="tab:green", label="speedup vs single")
 
     handles, _ = ax.get_legend_handles_labels()
-    ax.legend(handles=[*handles, speed_handle], loc="upper right", fontsize="small")
+    fig.legend(
+        handles=[*handles, speed_handle], loc="outside lower center", ncols=2, fontsize="small"
+    )
     ax.set_title(
         f"{scenario.name}: B={scenario.budget}, V={scenario.valset_size}, "
         f"b={scenario.minibatch}, W={scenario.workers}"
