@@ -149,6 +149,32 @@ def sweep_command(
         stderr.print(f"wrote {out / 'sweep.csv'}, {out / 'sweep.json'}, {figure}")
 
 
+@app.command()
+def presets() -> None:
+    """List the built-in scenarios (the paper's setups)."""
+    from rich.table import Table
+
+    from pxn.report import format_duration
+    from pxn.sim.presets import load_scenario, preset_names
+
+    table = Table(title="presets (sim/presets/; each file's header says how it was inferred)")
+    for column in ("name", "B", "V", "W", "mean rollout", "mean reflection", "a0", "about"):
+        table.add_column(column)
+    for name in preset_names():
+        s = load_scenario(name)
+        table.add_row(
+            name,
+            str(s.budget),
+            str(s.valset_size),
+            str(s.workers),
+            format_duration(s.rollout.mean()),
+            format_duration(s.reflection.mean()),
+            f"{s.acceptance.a0:g}",
+            s.description,
+        )
+    stdout.print(table)
+
+
 def main() -> None:
     # Typer (in standalone mode) reports bad flags itself with exit code 2;
     # our own input errors arrive here as PxnError.
