@@ -1,0 +1,177 @@
+"""Latency distributions fitted to observed call durations.
+
+Each candidate family is fitted by maximum likelihood with scipy (loc fixed at
+0: a latency cannot be negative and a free loc makes small-sample fits
+unstable), ranked by AIC, and checked with a Kolmogorov-Smirnov test. The KS
+p-value uses parameters estimated from the same data, so it is optimistic: a
+family it rejects fits badly indeed. An empirical bootstrap (resampling the
+observed latencies) is the alternative when no family fits or there are too
+few points to fit one. Bootstrap intervals say how uncertain a small sample
+leaves the mean, the median and the chosen family's parameters.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.stats
+
+from pxn.errors import PxnError
+from pxn.scenario import Latency
+
+FAMILIES = ("lognorm", "gamma", "weibull_min", "expon")
+CHOICES = ("auto", "empirical", *FAMILIES)
+MIN_FIT_POINTS = 8  # below this a two-parameter family is a guess: resample instead
+KS_REJECT = 0.01  # auto falls back to the empirical bootstrap below this KS p-value
+BOOTSTRAP = 200  # resamples for the intervals; enough for a 95% percentile interval
+SEED = 20260730  # fixed, so the same traces give the same report
+
+
+@dataclass(frozen=True)
+class FamilyFit:
+    """One family's maximum-likelihood fit and how well it describes the data."""
+
+    family: str
+    params: dict[str, float]  # scipy's shape names and scale; loc is 0
+    log_likelihood: float
+    aic: float
+    ks_statistic: float
+    ks_pvalue: float
+    mean: float
+
+    def latency(self) -> Latency:
+        return Latency(self.family, params=dict(self.params))
+
+
+@dataclass(frozen=True)
+class LatencyFit:
+    """Every family's fit to one sample of latencies, and the one chosen."""
+
+    what: str
+    samples: tuple[float, ...]  # the positive latencies fitted, seconds
+    dropped: int  # latencies <= 0 set aside (no family here has mass there)
+    fits: tuple[FamilyFit, ...]  # best AIC first; empty when too few points
+    chosen: Latency
+    reason: str  # why the chosen one
+    mean_ci: tuple[float, float]  # bootstrap 95% interval of the mean
+    median_ci: tuple[float, float]
+    param_ci: dict[str, tuple[float, float]]  # of the chosen family's parameters
+
+    @property
+    def n(self) -> int:
+        return len(self.samples)
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.samples))
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.samples))
+
+    @property
+    def relative_uncertainty(self) -> float:
+        """Half the width of the mean's interval over the mean."""
+        low, high = self.mean_ci
+        return (high - low) / 2 / self.mean if self.mean > 0 else math.inf
+
+    def fit_of(self, family: str) -> FamilyFit | None:
+        return next((f for f in self.fits if f.family == family), None)
+
+
+def fit_family(family: str, data: np.ndarray) -> FamilyFit:
+    dist = getattr(scipy.stats, family)
+    *shapes, _loc, scale = dist.fit(data, floc=0)
+    names = dist.shapes.split(", ") if dist.shapes else []
+    params = {name: float(v) for name, v in zip(names, shapes, strict=True)}
+    params["scale"] = float(scale)
+    frozen = dist(**params)
+    log_likelihood = float(np.sum(frozen.logpdf(data)))
+    ks = scipy.stats.kstest(data, frozen.cdf)
+    return FamilyFit(
+        family=family,
+        params=params,
+        log_likelihood=log_likelihood,
+        aic=2 * len(params) - 2 * log_likelihood,
+        ks_statistic=float(ks.statistic),
+        ks_pvalue=float(ks.pvalue),
+        mean=float(frozen.mean()),
+    )
+
+
+def fit_latency(what: str, durations: Sequence[float], choice: str = "auto") -> LatencyFit:
+    """Fit the families to `durations` (seconds) and choose one as `choice` asks."""
+    if choice not in CHOICES:
+        raise PxnError(f"latency choice is one of {', '.join(CHOICES)}: got {choice!r}")
+    values = np.asarray(durations, dtype=float)
+    data = values[np.isfinite(values) & (values > 0)]
+    dropped = len(values) - len(data)
+    if len(data) == 0:
+        raise PxnError(f"{what}: no positive latencies to fit ({len(values)} observed)")
+    fits: list[FamilyFit] = []
+    if len(data) >= MIN_FIT_POINTS and np.ptp(data) > 0:
+        with np.errstate(all="ignore"):
+            fits = [fit_family(family, data) for family in FAMILIES]
+        fits = [f for f in fits if math.isfinite(f.aic)]
+        fits.sort(key=lambda f: f.aic)
+    chosen, reason = _choose(data, fits, choice)
+    rng = np.random.default_rng(SEED)
+    resamples = rng.choice(data, size=(BOOTSTRAP, len(data)))
+    return LatencyFit(
+        what=what,
+        samples=tuple(data.tolist()),
+        dropped=dropped,
+        fits=tuple(fits),
+        chosen=chosen,
+        reason=reason,
+        mean_ci=_interval(resamples.mean(axis=1)),
+        median_ci=_interval(np.median(resamples, axis=1)),
+        param_ci=_param_intervals(chosen, resamples),
+    )
+
+
+def _choose(data: np.ndarray, fits: list[FamilyFit], choice: str) -> tuple[Latency, str]:
+    empirical = Latency("empirical", samples=tuple(data.tolist()))
+    if not fits:
+        if choice not in ("auto", "empirical"):
+            raise PxnError(
+                f"cannot fit {choice} to {len(data)} distinct latencies "
+                f"(need {MIN_FIT_POINTS} or more); use --latency empirical"
+            )
+        return empirical, f"too few points for a family fit ({len(data)}): empirical bootstrap"
+    if choice == "empirical":
+        return empirical, "asked for: empirical bootstrap"
+    if choice != "auto":
+        fit = next((f for f in fits if f.family == choice), None)
+        if fit is None:
+            raise PxnError(f"the {choice} fit failed on these latencies; choose another family")
+        return fit.latency(), f"asked for: {choice}"
+    best = fits[0]
+    if best.ks_pvalue < KS_REJECT:
+        return empirical, (
+            f"best AIC {best.family} rejected by KS (p={best.ks_pvalue:.2g}): empirical bootstrap"
+        )
+    return best.latency(), f"lowest AIC, KS p={best.ks_pvalue:.2g}"
+
+
+def _interval(values: np.ndarray) -> tuple[float, float]:
+    low, high = np.percentile(values, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def _param_intervals(chosen: Latency, resamples: np.ndarray) -> dict[str, tuple[float, float]]:
+    """Bootstrap the chosen family's parameters: refit it to each resample."""
+    if chosen.dist == "empirical":
+        return {}
+    refits: dict[str, list[float]] = {name: [] for name in chosen.params}
+    for sample in resamples:
+        if np.ptp(sample) == 0:
+            continue
+        with np.errstate(all="ignore"):
+            params = fit_family(chosen.dist, sample).params
+        for name, value in params.items():
+            refits[name].append(value)
+    return {name: _interval(np.asarray(v)) for name, v in refits.items() if v}

@@ -1,0 +1,134 @@
+"""What the stages do not explain: engine overhead, and the concurrency reached.
+
+gepa's own code runs between the stages (sampling, merging scores, saving
+state), so wall-clock minus the time inside stages is overhead; the
+simulator pays it as a fixed `stage_overhead` before each stage, so its
+estimate is that total over the number of stages. Concurrency says whether
+the pool was used as the simulator assumes: the most rollouts in flight at
+once against W, and the busy share of the rollout stages. Latency against
+load (how many rollouts were in flight when one started) shows whether calls
+slow down when they share a machine, which the simulator's independent
+latencies do not model.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.stats
+
+from pxn.trace import ROLLOUT_PHASES, Reflection, Rollout, Stage, Trace, summarize
+
+TOLERANCE = 1e-9  # seconds
+
+
+@dataclass(frozen=True)
+class OverheadFit:
+    stages: int
+    total: float  # seconds of wall-clock outside every stage
+    per_stage: float  # total / stages: the Scenario's stage_overhead
+    gap_by_stage: dict[str, float]  # mean gap before each stage name, seconds
+
+
+@dataclass(frozen=True)
+class ConcurrencyFit:
+    workers: int  # W, as the traces declare it
+    peak: int  # most rollouts in flight at one instant
+    busy_share: float  # rollout worker-seconds / (slots usable x stage seconds), rollout stages
+    reflection_slots: int  # declared reflection concurrency
+    reflection_peak: int
+    load_spearman: float  # rank correlation of a rollout's latency and load at its start
+    load_pvalue: float
+    load_slope: float  # seconds of latency per extra rollout in flight (Theil-Sen)
+
+
+def fit_overhead(traces: list[Trace]) -> OverheadFit:
+    gaps: dict[str, list[float]] = defaultdict(list)
+    total, count = 0.0, 0
+    for trace in traces:
+        stages = sorted(trace.of(Stage), key=lambda s: s.start)
+        summary = summarize(trace)
+        total += summary.stage_time["overhead"]
+        count += len(stages)
+        previous = 0.0
+        for stage in stages:
+            gaps[stage.name].append(max(0.0, stage.start - previous))
+            previous = stage.end
+    return OverheadFit(
+        stages=count,
+        total=max(0.0, total),
+        per_stage=max(0.0, total / count) if count else 0.0,
+        gap_by_stage={name: float(np.mean(v)) for name, v in gaps.items()},
+    )
+
+
+def in_flight(starts: np.ndarray, ends: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """How many intervals [start, end) hold each instant in `at`."""
+    # An end and the next start on the same slot are the same instant computed two
+    # ways; the tolerance keeps float rounding from counting both calls at once.
+    return np.searchsorted(np.sort(starts), at, side="right") - np.searchsorted(
+        np.sort(ends), at + TOLERANCE, side="right"
+    )
+
+
+def _peak(starts: np.ndarray, ends: np.ndarray) -> int:
+    return int(in_flight(starts, ends, starts).max()) if len(starts) else 0
+
+
+def _usable_slot_seconds(trace: Trace, rollouts: list[Rollout]) -> float:
+    """Slot-seconds a stage could have used: min(W, its rollouts) x its length."""
+    calls = Counter((r.iteration, r.phase) for r in rollouts)
+    return sum(
+        min(trace.run_start.workers, calls[s.iteration, s.name]) * s.duration
+        for s in trace.of(Stage)
+        if s.name in ROLLOUT_PHASES
+    )
+
+
+def robust_slope(y: np.ndarray, x: np.ndarray, limit: int = 2000) -> float:
+    """Theil-Sen slope; pairwise slopes cost n^2, so a fixed subsample past `limit`."""
+    if len(x) > limit:
+        pick = np.random.default_rng(0).choice(len(x), size=limit, replace=False)
+        x, y = x[pick], y[pick]
+    return float(scipy.stats.theilslopes(y, x).slope)
+
+
+def fit_concurrency(traces: list[Trace]) -> ConcurrencyFit:
+    peak = reflection_peak = 0
+    busy = stage_seconds = 0.0
+    loads: list[np.ndarray] = []
+    latencies: list[np.ndarray] = []
+    workers = max(t.run_start.workers for t in traces)
+    for trace in traces:
+        rollouts = trace.of(Rollout)
+        starts = np.array([r.start for r in rollouts])
+        ends = np.array([r.end for r in rollouts])
+        peak = max(peak, _peak(starts, ends))
+        reflections = trace.of(Reflection)
+        reflection_peak = max(
+            reflection_peak,
+            _peak(np.array([r.start for r in reflections]), np.array([r.end for r in reflections])),
+        )
+        busy += float(np.sum(ends - starts))
+        stage_seconds += _usable_slot_seconds(trace, rollouts)
+        if len(starts):
+            loads.append(in_flight(starts, ends, starts))
+            latencies.append(ends - starts)
+    load, latency = np.concatenate(loads), np.concatenate(latencies)
+    rho = pvalue = slope = float("nan")
+    if np.ptp(load) > 0 and np.ptp(latency) > 0:
+        result = scipy.stats.spearmanr(load, latency)
+        rho, pvalue = float(result.statistic), float(result.pvalue)
+        slope = robust_slope(latency, load)
+    return ConcurrencyFit(
+        workers=workers,
+        peak=peak,
+        busy_share=busy / stage_seconds if stage_seconds > 0 else float("nan"),
+        reflection_slots=max(t.run_start.reflection_concurrency for t in traces),
+        reflection_peak=reflection_peak,
+        load_spearman=rho,
+        load_pvalue=pvalue,
+        load_slope=slope,
+    )

@@ -1,0 +1,118 @@
+"""The calibration as text: printed for a person, and as the Scenario's TOML header."""
+
+from __future__ import annotations
+
+import math
+
+from pxn.calibrate.fit import LatencyFit
+from pxn.calibrate.scenario_from_traces import Calibration
+from pxn.scenario import Latency
+
+
+def describe_latency(latency: Latency) -> str:
+    if latency.dist == "empirical":
+        return f"empirical bootstrap of {len(latency.samples)} samples"
+    params = ", ".join(f"{k}={v:.4g}" for k, v in latency.params.items())
+    return f"{latency.dist}({params})"
+
+
+def latency_lines(fit: LatencyFit) -> list[str]:
+    low, high = fit.mean_ci
+    mlow, mhigh = fit.median_ci
+    lines = [
+        f"{fit.what} latency: n={fit.n}, mean {fit.mean:.4g} s [95% {low:.4g}, {high:.4g}], "
+        f"median {fit.median:.4g} s [{mlow:.4g}, {mhigh:.4g}]"
+        + (f", {fit.dropped} non-positive set aside" if fit.dropped else ""),
+        f"  chosen: {describe_latency(fit.chosen)} ({fit.reason})",
+    ]
+    if fit.param_ci:
+        cis = ", ".join(f"{k} in [{lo:.4g}, {hi:.4g}]" for k, (lo, hi) in fit.param_ci.items())
+        lines.append(f"  95% bootstrap intervals: {cis}")
+    if fit.relative_uncertainty > 0.2:
+        lines.append(
+            f"  uncertain: the mean is known to +-{fit.relative_uncertainty:.0%} only; "
+            "more runs would narrow it"
+        )
+    for f in fit.fits:
+        params = ", ".join(f"{k}={v:.4g}" for k, v in f.params.items())
+        lines.append(
+            f"  {f.family:<11} AIC {f.aic:10.1f}  KS D={f.ks_statistic:.3f} "
+            f"p={f.ks_pvalue:.2g}  mean {f.mean:.4g} s  ({params})"
+        )
+    return lines
+
+
+def calibration_lines(cal: Calibration) -> list[str]:
+    s = cal.scenario
+    loaded = cal.loaded
+    lines = [f"calibrated from {len(cal.traces)} trace(s):"]
+    for trace in cal.traces:
+        start = trace.run_start
+        lines.append(
+            f"  {trace.path}: {start.source}, shape {start.shape}, W={start.workers}, "
+            f"B={start.budget}, {len(trace.events)} events"
+            + (f", {len(trace.skipped)} line(s) skipped" if trace.skipped else "")
+        )
+    for reason in loaded.rejected:
+        lines.append(f"  set aside: {reason}")
+    skipped = loaded.skipped_lines
+    if skipped:
+        lines.append(f"skipped {len(skipped)} unusable line(s):")
+        lines.extend(f"  {line}" for line in skipped[:10])
+        if len(skipped) > 10:
+            lines.append(f"  ... and {len(skipped) - 10} more")
+    lines.append(
+        f"setup: B={s.budget}, V={s.valset_size}, train={s.trainset_size}, "
+        f"b={s.minibatch}, W={s.workers}, reflection slots={s.reflection_concurrency}, "
+        f"selection={s.selection}"
+    )
+    lines.extend(latency_lines(cal.rollout))
+    if len(cal.rollout_by_phase) > 1:
+        phases = ", ".join(
+            f"{p} n={f.n} median {f.median:.3g} s" for p, f in cal.rollout_by_phase.items()
+        )
+        test = "" if math.isnan(cal.phase_pvalue) else f" (Kruskal-Wallis p={cal.phase_pvalue:.2g})"
+        lines.append(f"  by phase: {phases}{test}")
+    lines.extend(latency_lines(cal.reflection))
+    for t in cal.tokens:
+        lo, hi = t.per_token_ci
+        lines.append(
+            f"{t.what} latency vs tokens out (Theil-Sen, n={t.n}): {t.overhead:.3g} s + "
+            f"{t.per_token * 1000:.3g} ms/token [95% {lo * 1000:.3g}, {hi * 1000:.3g}], "
+            f"Spearman {t.spearman:.2f}"
+        )
+    a = cal.acceptance
+    lines.append(
+        f"acceptance: {a.accepted}/{a.proposals} = {a.rate:.3f} "
+        f"[Wilson 95% {a.wilson[0]:.3f}, {a.wilson[1]:.3f}]; decaying fit a0={a.decay_a0:.3f} "
+        f"tau={a.decay_tau:.4g} proposals; {a.reason}"
+    )
+    k = cal.skip
+    lines.append(
+        f"perfect-parent skips: {k.tasks - k.reflected} of {k.tasks} tasks -> "
+        f"skip_perfect={k.probability:.3f}"
+    )
+    o = cal.overhead
+    gaps = ", ".join(f"{name} {gap:.3g} s" for name, gap in o.gap_by_stage.items())
+    lines.append(
+        f"engine overhead: {o.total:.4g} s outside {o.stages} stages -> "
+        f"stage_overhead={o.per_stage:.4g} s (mean gap before: {gaps})"
+    )
+    c = cal.concurrency
+    lines.append(
+        f"concurrency: peak {c.peak} rollouts in flight of W={c.workers}; busy "
+        f"{c.busy_share:.0%} of usable slot-time in rollout stages; reflections peak "
+        f"{c.reflection_peak} of {c.reflection_slots} slots"
+    )
+    if not math.isnan(c.load_spearman):
+        lines.append(
+            f"latency vs load: Spearman {c.load_spearman:.2f} (p={c.load_pvalue:.2g}), "
+            f"{c.load_slope:+.3g} s per extra rollout in flight"
+        )
+    lines.extend(f"note: {note}" for note in cal.notes)
+    return lines
+
+
+def calibration_header(cal: Calibration) -> str:
+    title = f"Calibrated scenario '{cal.scenario.name}', written by pxn calibrate."
+    return "\n".join([title, "", *calibration_lines(cal)])

@@ -1,0 +1,196 @@
+"""Traces -> a calibrated Scenario, with every fit behind it.
+
+The run's setup (budget, data sizes, W, minibatch, reflection slots, the
+selection strategy) is read from the traces' run_start; latencies,
+acceptance, gepa's skipping of perfect parents and the engine overhead are
+fitted. The Scenario keeps one rollout distribution for all phases, as the
+simulator does; per-phase fits are reported, with a warning when the phases
+differ.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import scipy.stats
+
+from pxn.calibrate.acceptance import AcceptanceFit, fit_acceptance, proposal_outcomes
+from pxn.calibrate.fit import LatencyFit, fit_latency
+from pxn.calibrate.load import Loaded, load_traces
+from pxn.calibrate.overhead import ConcurrencyFit, OverheadFit, fit_concurrency, fit_overhead
+from pxn.calibrate.tokens import TokenFit, fit_tokens
+from pxn.errors import PxnError
+from pxn.scenario import Scenario, Shape
+from pxn.trace import ROLLOUT_PHASES, Iteration, Reflection, Rollout, Trace
+
+SETUP_FIELDS = (
+    "budget",
+    "valset_size",
+    "trainset_size",
+    "minibatch",
+    "workers",
+    "reflection_concurrency",
+)
+PHASE_TEST_MIN = 5  # points a phase needs to enter the test of phases differing
+PHASE_ALPHA = 0.01
+
+
+@dataclass(frozen=True)
+class SkipFit:
+    """gepa skips a task whose parent scored perfectly on its minibatch: how often."""
+
+    tasks: int  # k per completed iteration, summed
+    reflected: int  # reflections made in those iterations
+    probability: float
+
+
+@dataclass
+class Calibration:
+    loaded: Loaded
+    scenario: Scenario
+    rollout: LatencyFit
+    rollout_by_phase: dict[str, LatencyFit]
+    phase_pvalue: float  # Kruskal-Wallis across phases; nan when fewer than two phases
+    reflection: LatencyFit
+    tokens: list[TokenFit]
+    acceptance: AcceptanceFit
+    skip: SkipFit
+    overhead: OverheadFit
+    concurrency: ConcurrencyFit
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def traces(self) -> list[Trace]:
+        return self.loaded.traces
+
+
+def calibrate_traces(
+    paths: Sequence[str | Path], *, name: str = "calibrated", latency: str = "auto"
+) -> Calibration:
+    """Read the traces and fit everything the Scenario needs."""
+    loaded = load_traces(paths)
+    traces = loaded.traces
+    notes = _setup_notes(traces)
+
+    rollouts = [r for t in traces for r in t.of(Rollout)]
+    reflections = [r for t in traces for r in t.of(Reflection)]
+    if not reflections:
+        raise PxnError(
+            "no reflection events in the traces: the reflection latency cannot be "
+            "calibrated; run until at least one iteration completes"
+        )
+    rollout = fit_latency("rollout", [r.duration for r in rollouts], latency)
+    by_phase = {
+        phase: fit_latency(f"rollout {phase}", durations, "auto")
+        for phase in ROLLOUT_PHASES
+        if (durations := [r.duration for r in rollouts if r.phase == phase])
+    }
+    phase_pvalue = _phase_test(by_phase)
+    if phase_pvalue < PHASE_ALPHA:
+        medians = ", ".join(f"{p} {f.median:.3g} s" for p, f in by_phase.items())
+        notes.append(
+            f"rollout latency differs by phase (Kruskal-Wallis p={phase_pvalue:.2g}; medians "
+            f"{medians}); the Scenario uses one distribution pooled over phases"
+        )
+    reflection = fit_latency("reflection", [r.duration for r in reflections], latency)
+    tokens = [
+        fit
+        for what, events in (("rollout", rollouts), ("reflection", reflections))
+        if (fit := fit_tokens(what, events)) is not None
+    ]
+    acceptance = fit_acceptance([proposal_outcomes(t) for t in traces])
+    skip = _fit_skip(traces)
+    overhead = fit_overhead(traces)
+    concurrency = fit_concurrency(traces)
+    if concurrency.load_pvalue < 0.01 and concurrency.load_spearman > 0.2:
+        notes.append(
+            f"rollouts slow down under load (Spearman {concurrency.load_spearman:.2f} between "
+            f"latency and rollouts in flight, +{concurrency.load_slope:.3g} s per extra one); "
+            "the simulator draws latencies independently of load"
+        )
+    for trace in traces:
+        end = trace.run_end
+        if end is None or end.status != "completed":
+            status = "no run_end" if end is None else end.status
+            notes.append(f"{trace.path}: run did not complete ({status}); its events still count")
+
+    first = traces[0].run_start
+    scenario = Scenario(
+        name=name,
+        description=f"calibrated by pxn calibrate from {len(traces)} trace(s)",
+        budget=first.budget,
+        valset_size=first.valset_size,
+        trainset_size=first.trainset_size,
+        minibatch=first.minibatch,
+        workers=first.workers,
+        reflection_concurrency=first.reflection_concurrency,
+        rollout=rollout.chosen,
+        reflection=reflection.chosen,
+        acceptance=acceptance.chosen,
+        stage_overhead=overhead.per_stage,
+        skip_perfect=skip.probability,
+        selection=_selection(traces[0]),
+    )
+    try:
+        scenario.validate()
+    except PxnError as exc:
+        raise PxnError(f"the traces give an invalid scenario: {exc}") from None
+    return Calibration(
+        loaded=loaded,
+        scenario=scenario,
+        rollout=rollout,
+        rollout_by_phase=by_phase,
+        phase_pvalue=phase_pvalue,
+        reflection=reflection,
+        tokens=tokens,
+        acceptance=acceptance,
+        skip=skip,
+        overhead=overhead,
+        concurrency=concurrency,
+        notes=notes,
+    )
+
+
+def _setup_notes(traces: list[Trace]) -> list[str]:
+    """Say so when the traces were not all run with the same setup."""
+    notes = []
+    first = traces[0].run_start
+    for name in SETUP_FIELDS:
+        values = sorted({getattr(t.run_start, name) for t in traces})
+        if len(values) > 1:
+            notes.append(
+                f"traces differ in {name} ({', '.join(map(str, values))}); "
+                f"the scenario takes {getattr(first, name)} from {traces[0].path}"
+            )
+    return notes
+
+
+def _phase_test(by_phase: dict[str, LatencyFit]) -> float:
+    groups = [f.samples for f in by_phase.values() if f.n >= PHASE_TEST_MIN]
+    if len(groups) < 2:
+        return math.nan
+    try:
+        return float(scipy.stats.kruskal(*groups).pvalue)
+    except ValueError:  # every value identical
+        return math.nan
+
+
+def _fit_skip(traces: list[Trace]) -> SkipFit:
+    """Tasks of completed iterations that never reached a reflection were skipped."""
+    tasks = reflected = 0
+    for trace in traces:
+        k = Shape.parse(trace.run_start.shape).k
+        done = {i.iteration for i in trace.of(Iteration)}
+        tasks += k * len(done)
+        reflected += sum(1 for r in trace.of(Reflection) if r.iteration in done)
+    probability = 0.0 if tasks == 0 else max(0.0, 1 - reflected / tasks)
+    return SkipFit(tasks, reflected, min(probability, 0.95))
+
+
+def _selection(trace: Trace) -> str:
+    meta = trace.run_start.meta
+    selection = meta.get("selection") or meta.get("scenario", {}).get("selection") or "all"
+    return str(selection)
