@@ -88,9 +88,7 @@ def _load_plugin(spec: str) -> Task:
         raise PxnError(f"task module {module_name!r} has no function {func_name!r}")
     task = factory()
     if not isinstance(task, Task):
-        raise PxnError(
-            f"{spec} returned {type(task).__name__}, expected pxn.runner.tasks.Task"
-        )
+        raise PxnError(f"{spec} returned {type(task).__name__}, expected pxn.runner.tasks.Task")
     return task
 
 

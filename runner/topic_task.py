@@ -38,13 +38,16 @@ PROMPT = (
 SEED_HINT = "Think about what the sentence is mostly about."
 
 # Placeholders <curr_param> and <side_info> are required by gepa 0.1.4.
+# Placeholders <curr_param> and <side_info> are required by gepa 0.1.4. Measured on
+# SmolLM2-135M: a template ending in a concrete example of a hint gave short,
+# on-topic hints far more often than gepa's default or a longer brief did; the
+# model still rarely writes the ``` pair (recorded per reflection as `fenced`).
 REFLECTION_TEMPLATE = (
-    "A small assistant labels the topic of a sentence as sports, food, weather or music. "
-    "Its prompt includes this one-line hint:\n"
-    "```\n<curr_param>\n```\n\n"
-    "Here is how it did with that hint:\n\n<side_info>\n"
-    "Write a better hint: one short sentence naming words that signal each topic. "
-    "Reply with only the new hint inside ``` fences."
+    "Improve this hint for labeling sentences as sports, food, weather or music.\n\n"
+    "Old hint: <curr_param>\n\n"
+    "Mistakes made with the old hint:\n<side_info>\n"
+    "Write the new hint between ``` and ```. Example:\n"
+    "```\nWords like goal and team mean sports.\n```"
 )
 
 
@@ -116,5 +119,5 @@ def make_topic_task() -> Task:
         reflection_prompt_template=REFLECTION_TEMPLATE,
         minibatch=3,
         lm_kwargs={"temperature": 1.0, "max_tokens": 8},
-        reflection_lm_kwargs={"temperature": 0.8, "max_tokens": 60},
+        reflection_lm_kwargs={"temperature": 0.8, "max_tokens": 40},
     )

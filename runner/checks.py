@@ -1,0 +1,83 @@
+"""The trace's totals against gepa's own: the runner's proof that it missed nothing.
+
+Checked at the end of every run (a mismatch prints a warning naming it) and
+asserted by the integration tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pxn.trace import Decision, Event, Resume, Rollout
+
+
+def counted(events: Sequence[Event], cls: type[Rollout] | type[Decision]) -> list:
+    """The events of `cls` gepa's state kept. Before each Resume, events of iterations the
+    saved state had not completed were lost work: gepa re-runs those iterations."""
+    kept: list = []
+    segment: list = []
+    for event in events:
+        if isinstance(event, cls):
+            segment.append(event)
+        elif isinstance(event, Resume):
+            # A saved state of -1 completed iterations: even the seed validation is redone.
+            kept.extend(e for e in segment if e.iteration <= event.iteration)
+            segment = []
+    kept.extend(segment)
+    return kept
+
+
+def counted_rollouts(events: Sequence[Event]) -> list[Rollout]:
+    return counted(events, Rollout)
+
+
+def max_concurrency(rollouts: Sequence[Rollout]) -> int:
+    """The most rollouts in flight at once (an end at t frees its slot before a start at t)."""
+    edges = sorted([(r.start, 1) for r in rollouts] + [(r.end, -1) for r in rollouts])
+    level = peak = 0
+    for _, step in edges:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+@dataclass(frozen=True)
+class Totals:
+    metric_calls: int
+    full_val_evals: int  # the seed's validation plus each full validation of a child
+    accepted: int
+    max_concurrent: int
+
+
+def trace_totals(events: Sequence[Event]) -> Totals:
+    rollouts = counted_rollouts(events)
+    seed = any(r.phase == "seed_val" for r in rollouts)
+    full = {(r.iteration, r.candidate) for r in rollouts if r.phase == "full_val"}
+    all_rollouts = [e for e in events if isinstance(e, Rollout)]
+    return Totals(
+        metric_calls=len(rollouts),
+        full_val_evals=int(seed) + len(full),
+        accepted=sum(1 for d in counted(events, Decision) if d.accepted),
+        max_concurrent=max_concurrency(all_rollouts),
+    )
+
+
+def mismatches(
+    totals: Totals, *, metric_calls: int, full_val_evals: int, accepted: int, workers: int
+) -> list[str]:
+    """Each failed invariant as one line; empty when the trace agrees with gepa."""
+    problems = []
+    if totals.metric_calls != metric_calls:
+        problems.append(
+            f"trace has {totals.metric_calls} metric calls, gepa counted {metric_calls}"
+        )
+    if totals.full_val_evals != full_val_evals:
+        problems.append(
+            f"trace has {totals.full_val_evals} full validations, gepa counted {full_val_evals}"
+        )
+    if totals.accepted != accepted:
+        problems.append(f"trace has {totals.accepted} accepted proposals, gepa added {accepted}")
+    if totals.max_concurrent > workers:
+        problems.append(f"{totals.max_concurrent} rollouts ran at once with only {workers} workers")
+    return problems

@@ -1,0 +1,118 @@
+"""One way to call a language model, whichever it is: the local pool or a litellm model string.
+
+Every call returns its text with the tokens and cost litellm reports, and
+goes through the bounded retry loop so each failed attempt is reported.
+Keys come only from the environment (litellm reads them); nothing here
+stores or prints one.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import litellm
+
+from pxn.runner.lm_pool import MODEL_ALIAS, PoolInfo
+from pxn.runner.retry import FailedAttempt, RetryPolicy, call_with_retries
+
+
+@dataclass(frozen=True)
+class LMReply:
+    text: str
+    tokens_in: int | None
+    tokens_out: int | None
+    cost: float | None
+
+
+def _cost(response: Any) -> float | None:
+    hidden = getattr(response, "_hidden_params", None) or {}
+    cost = hidden.get("response_cost")
+    if cost is not None:
+        return float(cost)
+    try:
+        return float(litellm.completion_cost(completion_response=response))
+    except Exception:  # an unpriced model (a local one): cost unknown
+        return None
+
+
+class LMClient:
+    """Calls one model: `pool` routes over local servers (least busy first); otherwise
+    `model` is any litellm model string, with `api_base` for a self-hosted endpoint."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        pool: PoolInfo | None = None,
+        api_base: str | None = None,
+        defaults: dict[str, Any] | None = None,
+        policy: RetryPolicy | None = None,
+        seed: int = 0,
+    ):
+        self.model = model
+        self.api_base = api_base
+        self.defaults = dict(defaults or {})
+        self.policy = policy or RetryPolicy()
+        self._rng = random.Random(seed)
+        self._seed_lock = threading.Lock()
+        self._router = (
+            litellm.Router(
+                model_list=pool.model_list(),
+                routing_strategy="least-busy",
+                num_retries=0,  # our retry loop records every attempt
+                timeout=self.policy.timeout,
+            )
+            if pool is not None
+            else None
+        )
+
+    @property
+    def label(self) -> str:
+        """The model's name for result.json: never a key, never a URL with credentials."""
+        return f"{self.model} (local llama.cpp pool)" if self._router else self.model
+
+    def _once(self, messages: list[dict[str, Any]], kwargs: dict[str, Any]) -> LMReply:
+        params = {**self.defaults, **kwargs}
+        if self._router is not None:
+            # llama.cpp's server samples with a fixed seed unless told otherwise: the same
+            # prompt would give the same answer at any temperature, so scores would never
+            # vary between evaluations. A fresh seed per call restores real sampling.
+            with self._seed_lock:
+                params.setdefault("seed", self._rng.randrange(2**31))
+            response = self._router.completion(model=MODEL_ALIAS, messages=messages, **params)
+        else:
+            if self.api_base is not None:
+                params.setdefault("api_base", self.api_base)
+            response = litellm.completion(
+                model=self.model,
+                messages=messages,
+                timeout=self.policy.timeout,
+                num_retries=0,
+                max_retries=0,
+                **params,
+            )
+        text = response.choices[0].message.content or ""
+        usage = getattr(response, "usage", None)
+        return LMReply(
+            text=text,
+            tokens_in=getattr(usage, "prompt_tokens", None),
+            tokens_out=getattr(usage, "completion_tokens", None),
+            cost=_cost(response),
+        )
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        clock: Callable[[], float],
+        on_failure: Callable[[FailedAttempt], None],
+        **kwargs: Any,
+    ) -> tuple[LMReply, int]:
+        """(reply, attempts used); raises retry.CallFailed when every attempt failed."""
+        return call_with_retries(
+            lambda: self._once(messages, kwargs), self.policy, clock, on_failure
+        )

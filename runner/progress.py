@@ -1,0 +1,46 @@
+"""A live line while a real run goes: metric calls / budget, iteration, best score, time, ETA."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+
+class LiveProgress:
+    """Renders from the recorder's counters; rich refreshes it from its own thread."""
+
+    def __init__(self, recorder: Any, budget: int, *, enabled: bool = True):
+        self.recorder = recorder
+        self.budget = budget
+        self.enabled = enabled
+        self._t0 = time.perf_counter()
+        self._live: Live | None = None
+
+    def __rich__(self) -> Text:
+        rec = self.recorder
+        used = max(rec.metric_calls, getattr(rec, "rollouts_seen", 0))
+        elapsed = time.perf_counter() - self._t0
+        eta = elapsed * (self.budget - used) / used if 0 < used < self.budget else 0.0
+        best = "-" if rec.best_val is None else f"{rec.best_val:.3f}"
+        return Text(
+            f"metric calls {used}/{self.budget}  iteration {rec.iteration}  "
+            f"accepted {rec.accepted}  best val {best}  "
+            f"elapsed {elapsed:5.1f}s  eta {eta:5.1f}s"
+        )
+
+    def __enter__(self) -> LiveProgress:
+        if self.enabled:
+            self._live = Live(
+                self, console=Console(stderr=True), refresh_per_second=4, transient=False
+            )
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(None, None, None)
+            self._live = None

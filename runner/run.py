@@ -1,0 +1,435 @@
+"""`run_gepa(config)`: one real batched GEPA run, traced event by event.
+
+Flow: validate every input (nothing is written before the run can start) ->
+start the local LM pool unless models were given -> probe both LMs once ->
+create runs/NAME with config.json and trace.jsonl -> gepa.optimize with
+PxNSampling(p, n), the instrumented adapter and reflection LM, the recorder
+as callbacks -> score the best candidate on the test split -> result.json ->
+check the trace's totals against gepa's -> run_end.
+
+gepa's own state lives in runs/NAME/gepa (its run_dir), so `resume=True`
+continues an interrupted run into the same trace.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gepa  # imported before any timing starts (pitfall 8 covers litellm, imported below)
+import litellm
+from gepa.core.state import GEPAState
+from gepa.strategies.proposal_sampling import PxNSampling
+from gepa.strategies.proposal_selection import (
+    AllImprovements,
+    BestImprovement,
+    TopKImprovements,
+)
+
+from pxn.errors import PxnError
+from pxn.runner.adapter import InstrumentedAdapter, wrap_split
+from pxn.runner.checks import mismatches, trace_totals
+from pxn.runner.lm import LMClient
+from pxn.runner.lm_pool import LMPool, PoolInfo
+from pxn.runner.progress import LiveProgress
+from pxn.runner.recorder import Recorder, RecordingSelection, Stopper, perf_clock
+from pxn.runner.redact import describe_error, redact
+from pxn.runner.reflection import InstrumentedReflectionLM
+from pxn.runner.retry import CallFailed, RetryPolicy
+from pxn.runner.tasks import Task, load_task
+from pxn.trace import Resume, RunEnd, RunStart, TraceWriter, read_trace
+
+_ = litellm  # imported for its side effect: loaded now, not inside the first timed call
+
+
+@dataclass
+class RunConfig:
+    out: str
+    task: str | None = None
+    shape: str = "1x1"
+    budget: int = 40
+    workers: int = 2
+    selection: str = "all"  # all | best | topk:K
+    task_lm: str | None = None  # any litellm model string; None = the local pool
+    reflection_lm: str | None = None
+    api_base: str | None = None  # for self-hosted OpenAI-style endpoints
+    reflection_concurrency: int | None = None  # default P*N
+    seed: int = 0
+    servers: int = 2  # local pool size
+    max_reflection_failures: int | None = None  # default max(5, 2*P*N)
+    max_attempts: int = 4  # per LM call, retries included
+    timeout: float = 120.0  # seconds per LM attempt
+    progress: bool = True
+
+
+@dataclass
+class RunResult:
+    out: Path
+    status: str  # completed | failed | interrupted
+    message: str = ""
+    result: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The validated inputs."""
+
+    p: int
+    n: int
+    task: Task
+    reflection_concurrency: int
+    max_failures: int
+
+
+_SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")
+
+
+def parse_shape(shape: str) -> tuple[int, int]:
+    match = _SHAPE.match(shape)
+    if not match or int(match.group(1)) < 1 or int(match.group(2)) < 1:
+        raise PxnError(f"--shape must be PxN with P, N >= 1 (e.g. 1x1, 2x2), got {shape!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def make_selection(spec: str) -> Any:
+    if spec == "all":
+        return AllImprovements()
+    if spec == "best":
+        return BestImprovement()
+    match = re.fullmatch(r"topk:(\d+)", spec)
+    if match and int(match.group(1)) >= 1:
+        return TopKImprovements(int(match.group(1)))
+    raise PxnError(f"--selection must be all, best or topk:K (K >= 1), got {spec!r}")
+
+
+def plan(config: RunConfig) -> Plan:
+    p, n = parse_shape(config.shape)
+    if config.workers < 1:
+        raise PxnError(f"--workers must be at least 1, got {config.workers}")
+    make_selection(config.selection)
+    conc = config.reflection_concurrency or p * n
+    if conc < 1:
+        raise PxnError(f"--reflection-concurrency must be at least 1, got {conc}")
+    if config.servers < 1:
+        raise PxnError(f"--servers must be at least 1, got {config.servers}")
+    task = load_task(config.task)
+    if config.budget < len(task.val):
+        raise PxnError(
+            f"--budget {config.budget} is below one seed validation ({len(task.val)} metric "
+            f"calls on task {task.name!r}); give at least {len(task.val) + 2 * task.minibatch}"
+        )
+    failures = config.max_reflection_failures or max(5, 2 * p * n)
+    return Plan(p, n, task, conc, failures)
+
+
+def _versions(task_lm: LMClient, reflection_lm: LMClient) -> dict[str, str]:
+    def version(dist: str) -> str:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return "not installed"
+
+    return {
+        "gepa": version("gepa"),
+        "litellm": version("litellm"),
+        "gepa-pxn": version("gepa-pxn"),
+        "llama-cpp-python": version("llama_cpp_python"),
+        "python": sys.version.split()[0],
+        "task_lm": task_lm.label,
+        "reflection_lm": reflection_lm.label,
+    }
+
+
+def _probe(client: LMClient, role: str) -> None:
+    """One tiny call before anything is written: an unreachable model is bad input."""
+    try:
+        client.complete(
+            [{"role": "user", "content": "Say ok."}],
+            clock=lambda: 0.0,
+            on_failure=lambda f: None,
+            max_tokens=1,
+        )
+    except CallFailed as exc:
+        raise PxnError(
+            f"the {role} model {client.model} cannot be reached ({exc.error}); "
+            "check the model name, --api-base and the key in the environment"
+        ) from None
+
+
+def _prepare_trace(path: Path) -> float:
+    """For a resume: drop a torn last line (a kill mid-write) and return the last event's
+    end time, so the resumed run's clock continues from it."""
+    raw = path.read_bytes()
+    if raw and not raw.endswith(b"\n"):
+        with path.open("r+b") as f:
+            f.truncate(raw.rfind(b"\n") + 1)
+    trace = read_trace(path)
+    return max(e.end for e in trace.events)
+
+
+def run_gepa(config: RunConfig, *, resume: bool = False) -> RunResult:
+    out = Path(config.out)
+    trace_path = out / "trace.jsonl"
+    if resume:
+        config = _load_config(out, config.progress)
+    elif trace_path.exists():
+        raise PxnError(f"{out} already holds a run; use --resume {out} or another --out")
+    pl = plan(config)
+    policy = RetryPolicy(max_attempts=config.max_attempts, timeout=config.timeout)
+
+    with ExitStack() as stack:
+        pool: PoolInfo | None = None
+        if config.task_lm is None or config.reflection_lm is None:
+            log_dir = Path(tempfile.mkdtemp(prefix="pxn-lm-pool-"))
+            pool = stack.enter_context(LMPool(config.servers, log_dir=log_dir))
+        task_client = LMClient(
+            config.task_lm or (pool.model if pool else ""),
+            pool=None if config.task_lm else pool,
+            api_base=config.api_base,
+            policy=policy,
+            seed=config.seed,
+        )
+        refl_client = LMClient(
+            config.reflection_lm or (pool.model if pool else ""),
+            pool=None if config.reflection_lm else pool,
+            api_base=config.api_base,
+            policy=policy,
+            seed=config.seed + 1,
+        )
+        _probe(task_client, "task")
+        _probe(refl_client, "reflection")
+        # The run really starts here: only now is anything written under --out.
+        return _run(config, pl, out, task_client, refl_client, resume)
+
+
+def _load_config(out: Path, progress: bool) -> RunConfig:
+    path = out / "config.json"
+    if not (out / "trace.jsonl").exists() or not path.exists():
+        raise PxnError(f"{out} holds no run to resume (no trace.jsonl/config.json)")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    config = RunConfig(**data)
+    config.out = str(out)
+    config.progress = progress
+    return config
+
+
+def _run(
+    config: RunConfig,
+    pl: Plan,
+    out: Path,
+    task_client: LMClient,
+    refl_client: LMClient,
+    resume: bool,
+) -> RunResult:
+    task = pl.task
+    out.mkdir(parents=True, exist_ok=True)
+    gepa_dir = out / "gepa"
+    trace_path = out / "trace.jsonl"
+    offset = 0.0
+    saved: GEPAState | None = None
+    if resume:
+        offset = _prepare_trace(trace_path)
+        if (gepa_dir / "gepa_state.bin").exists():
+            saved = GEPAState.load(str(gepa_dir))
+    else:
+        (out / "config.json").write_text(json.dumps(asdict(config), indent=2), encoding="utf-8")
+    clock = perf_clock(offset)
+    writer = TraceWriter(trace_path, append=resume)
+    recorder = Recorder(writer, clock, max_failures=pl.max_failures)
+    adapter = InstrumentedAdapter(task, task_client, recorder, config.workers)
+    reflection = InstrumentedReflectionLM(
+        refl_client, recorder, pl.reflection_concurrency, task.reflection_lm_kwargs
+    )
+    train, val, test = (
+        wrap_split("train", task.train),
+        wrap_split("val", task.val),
+        wrap_split("test", task.test),
+    )
+    versions = _versions(task_client, refl_client)
+    if resume:
+        completed = saved.i + 1 if saved is not None else -1
+        used = saved.total_num_evals if saved is not None else 0
+        now = clock()
+        recorder.write(Resume(start=now, end=now, iteration=completed, metric_calls=used))
+        # gepa evaluates the seed again on resume, then discards it for the saved state.
+        adapter.skip_seed_val = saved is not None
+    else:
+        recorder.write(
+            RunStart(
+                start=0.0,
+                end=0.0,
+                source="runner",
+                shape=f"{pl.p}x{pl.n}",
+                budget=config.budget,
+                workers=config.workers,
+                reflection_concurrency=pl.reflection_concurrency,
+                valset_size=len(val),
+                trainset_size=len(train),
+                minibatch=task.minibatch,
+                seed=config.seed,
+                started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                meta={"task": task.name, "selection": config.selection, **versions},
+            )
+        )
+
+    status, message = "completed", ""
+    gepa_result = None
+    progress = LiveProgress(recorder, config.budget, enabled=config.progress)
+    try:
+        with progress:
+            gepa_result = gepa.optimize(
+                seed_candidate=dict(task.seed_candidate),
+                trainset=train,
+                valset=val,
+                adapter=adapter,
+                reflection_lm=reflection,
+                reflection_prompt_template=task.reflection_prompt_template,
+                reflection_minibatch_size=task.minibatch,
+                sampling_strategy=PxNSampling(pl.p, pl.n),
+                selection_strategy=RecordingSelection(make_selection(config.selection), recorder),
+                candidate_selection_strategy="pareto",
+                max_metric_calls=config.budget,
+                stop_callbacks=[Stopper(recorder)],
+                callbacks=[recorder],
+                run_dir=str(gepa_dir),
+                cache_evaluation=False,  # pitfall 4: the cache is keyed wrongly in 0.1.4
+                use_merge=False,
+                raise_on_exception=True,
+                display_progress_bar=False,
+                logger=GepaLog(gepa_dir / "run_log.txt"),
+                seed=config.seed,
+            )
+        if recorder.stop_reason:
+            status, message = "failed", recorder.stop_reason
+    except KeyboardInterrupt:
+        status, message = "interrupted", "interrupted by the user (Ctrl-C)"
+    except Exception as exc:
+        status, message = "failed", describe_error(exc)
+
+    result: dict[str, Any] = {}
+    warnings: list[str] = []
+    try:
+        if gepa_result is not None:
+            result, warnings = _finish(
+                config, pl, out, gepa_result, adapter, reflection, recorder, test, versions
+            )
+            if recorder.fenced_missing:
+                warnings.append(
+                    f"{recorder.fenced_missing} reflection replies had no ``` pair: gepa took "
+                    "each whole reply as the new text (see fenced=false in the trace)"
+                )
+    except KeyboardInterrupt:
+        status, message = "interrupted", "interrupted by the user (Ctrl-C)"
+    finally:
+        adapter.close()
+        reflection.close()
+        end = clock()
+        recorder.write(
+            RunEnd(
+                start=end,
+                end=end,
+                status=status,
+                metric_calls=gepa_result.total_metric_calls
+                if gepa_result
+                else recorder.metric_calls,
+                iterations=recorder.iterations,
+                message=redact(message),
+            )
+        )
+        writer.close()
+    if status == "interrupted":
+        raise KeyboardInterrupt
+    return RunResult(out=out, status=status, message=message, result=result, warnings=warnings)
+
+
+def _finish(
+    config: RunConfig,
+    pl: Plan,
+    out: Path,
+    gr: Any,
+    adapter: InstrumentedAdapter,
+    reflection: InstrumentedReflectionLM,
+    recorder: Recorder,
+    test: list[Any],
+    versions: dict[str, str],
+) -> tuple[dict[str, Any], list[str]]:
+    best = gr.best_candidate
+    test_score = adapter.score(best, test) if test else None
+    trace = read_trace(out / "trace.jsonl")
+    totals = trace_totals(trace.events)
+    accepted = gr.num_candidates - 1
+    warnings = [
+        f"trace mismatch: {m}"
+        for m in mismatches(
+            totals,
+            metric_calls=gr.total_metric_calls,
+            full_val_evals=gr.num_full_val_evals,
+            accepted=accepted,
+            workers=config.workers,
+        )
+    ]
+    cost = None
+    if adapter.cost is not None or reflection._cost is not None:
+        cost = (adapter.cost or 0.0) + (reflection._cost or 0.0)
+    wall = max(e.end for e in trace.events)
+    result = {
+        "task": pl.task.name,
+        "shape": f"{pl.p}x{pl.n}",
+        "budget": config.budget,
+        "workers": config.workers,
+        "best_candidate": best,
+        "best_candidate_index": gr.best_idx,
+        "best_val_score": gr.val_aggregate_scores[gr.best_idx],
+        "seed_val_score": gr.val_aggregate_scores[0],
+        "test_score": None if test_score is None or math.isnan(test_score) else test_score,
+        "iterations": recorder.iterations,
+        "proposals": totals_proposals(trace.events),
+        "accepted": accepted,
+        "metric_calls": gr.total_metric_calls,
+        "full_val_evals": gr.num_full_val_evals,
+        "reflection_calls": reflection.calls,
+        "reflections_without_fences": recorder.fenced_missing,
+        "wall_clock_s": round(wall, 3),
+        "tokens_in": adapter.tokens_in + reflection.total_tokens_in,
+        "tokens_out": adapter.tokens_out + reflection.total_tokens_out,
+        "cost_usd": cost,
+        "trace_check": warnings or "ok",
+        "versions": versions,
+    }
+    text = redact(json.dumps(result, indent=2))
+    (out / "result.json").write_text(text + "\n", encoding="utf-8")
+    return result, warnings
+
+
+class GepaLog:
+    """gepa's log, to a file only (its default logger also prints), every line redacted."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+
+    def log(self, message: str) -> None:
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(redact(str(message)) + "\n")
+
+
+def totals_proposals(events: list[Any]) -> int:
+    from pxn.trace import Decision
+
+    return sum(1 for e in events if isinstance(e, Decision))
+
+
+def env_ready() -> None:
+    """litellm must not fetch a price list at import (no network here)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
