@@ -1,0 +1,123 @@
+"""Measured runs against what the simulator and the closed form predicted for them.
+
+Each run is predicted with the calibrated Scenario set to the run's own setup
+(shape, W, budget, data sizes, minibatch, reflection slots, read from its
+run_start), over many simulated replicates, so the prediction does not hang
+on one seed. A run is "inside" when its measured wall-clock lies in the
+simulator's 5-95% interval: about 90% of runs should be, if the model is right.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pxn.calibrate.load import load_traces
+from pxn.scenario import Scenario, Shape
+from pxn.sim.predict import Prediction, sweep
+from pxn.trace import Resume, RunSummary, Trace, summarize
+
+SETUP = ("budget", "workers", "valset_size", "trainset_size", "minibatch", "reflection_concurrency")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One measured run next to its predictions."""
+
+    run: str  # the trace path
+    status: str  # the run_end status, or "no run_end"
+    resumed: bool
+    shape: Shape
+    measured: RunSummary
+    predicted: Prediction
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "completed"
+
+    @property
+    def sim_error(self) -> float:
+        """Relative error of the simulated mean wall-clock: (predicted - measured) / measured."""
+        return self.predicted.wall_clock.mean / self.measured.wall_clock - 1
+
+    @property
+    def analytic_error(self) -> float:
+        return self.predicted.analytic.wall_clock / self.measured.wall_clock - 1
+
+    @property
+    def inside(self) -> bool:
+        interval = self.predicted.wall_clock
+        return interval.low <= self.measured.wall_clock <= interval.high
+
+
+@dataclass(frozen=True)
+class Validation:
+    scenario: Scenario
+    checks: list[Check]
+    rejected: list[str]
+    skipped_lines: list[str]
+    replicates: int
+
+    @property
+    def counted(self) -> list[Check]:
+        """Completed runs: an interrupted run's wall-clock is not a full run's."""
+        return [c for c in self.checks if c.complete]
+
+    @property
+    def sim_mape(self) -> float:
+        return _mape([c.sim_error for c in self.counted])
+
+    @property
+    def analytic_mape(self) -> float:
+        return _mape([c.analytic_error for c in self.counted])
+
+    @property
+    def coverage(self) -> tuple[int, int]:
+        return sum(c.inside for c in self.counted), len(self.counted)
+
+
+def _mape(errors: list[float]) -> float:
+    return float(np.mean(np.abs(errors))) if errors else math.nan
+
+
+def setup_of(trace: Trace) -> dict[str, int]:
+    start = trace.run_start
+    return {name: getattr(start, name) for name in SETUP}
+
+
+def validate_runs(
+    scenario: Scenario, paths: Sequence[str | Path], replicates: int = 200, jobs: int = 1
+) -> Validation:
+    """Predict every run's own setup and set the prediction beside the measurement."""
+    loaded = load_traces(paths)
+    # Runs sharing a setup share one sweep over their shapes.
+    groups: dict[tuple[int, ...], list[Trace]] = defaultdict(list)
+    for trace in loaded.traces:
+        groups[tuple(setup_of(trace).values())].append(trace)
+    checks: list[Check] = []
+    for traces in groups.values():
+        setup = setup_of(traces[0])
+        the_scenario = scenario.replace(**setup)
+        shapes = list(dict.fromkeys(Shape.parse(t.run_start.shape) for t in traces))
+        predictions = dict(zip(shapes, sweep(the_scenario, shapes, replicates, jobs), strict=True))
+        for trace in traces:
+            shape = Shape.parse(trace.run_start.shape)
+            end = trace.run_end
+            checks.append(
+                Check(
+                    run=str(trace.path),
+                    status="no run_end" if end is None else end.status,
+                    resumed=bool(trace.of(Resume)),
+                    shape=shape,
+                    measured=summarize(trace),
+                    predicted=predictions[shape],
+                )
+            )
+    order = {str(t.path): i for i, t in enumerate(loaded.traces)}
+    checks.sort(key=lambda c: order[c.run])
+    return Validation(scenario, checks, loaded.rejected, loaded.skipped_lines, replicates)

@@ -1,0 +1,130 @@
+"""Validation results as a table (a person), CSV and JSON (a program)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from typing import Any
+
+from rich.table import Table
+
+from pxn.calibrate.validate import Check, Validation
+from pxn.report import format_duration
+
+
+def check_row(c: Check) -> dict[str, Any]:
+    """One flat record per measured run: the columns of the CSV."""
+    p, m = c.predicted, c.measured
+    return {
+        "run": c.run,
+        "shape": c.shape.label,
+        "k": c.shape.k,
+        "status": c.status,
+        "resumed": c.resumed,
+        "measured_wall_clock_s": m.wall_clock,
+        "sim_wall_clock_mean_s": p.wall_clock.mean,
+        "sim_wall_clock_p5_s": p.wall_clock.low,
+        "sim_wall_clock_p95_s": p.wall_clock.high,
+        "sim_error": c.sim_error,
+        "inside_interval": c.inside,
+        "analytic_wall_clock_s": p.analytic.wall_clock,
+        "analytic_error": c.analytic_error,
+        "measured_iterations": m.iterations,
+        "sim_iterations_mean": p.iterations.mean,
+        "sim_iterations_p5": p.iterations.low,
+        "sim_iterations_p95": p.iterations.high,
+        "analytic_iterations": p.analytic.iterations,
+        "measured_full_val_share": m.full_val_share,
+        "sim_full_val_share_mean": p.full_val_share.mean,
+        "analytic_q_k": p.analytic.q_k,
+        "replicates": p.replicates,
+    }
+
+
+def summary_record(v: Validation) -> dict[str, Any]:
+    inside, counted = v.coverage
+    return {
+        "runs": len(v.checks),
+        "completed_runs": counted,
+        "sim_mape": v.sim_mape,
+        "analytic_mape": v.analytic_mape,
+        "sim_interval_coverage": inside / counted if counted else math.nan,
+        "inside": inside,
+    }
+
+
+def summary_line(v: Validation) -> str:
+    inside, counted = v.coverage
+    if not counted:
+        return "no completed run to score: errors and coverage need finished runs"
+    return (
+        f"{counted} completed run(s): simulator MAPE {v.sim_mape:.1%}, analytic MAPE "
+        f"{v.analytic_mape:.1%}; {inside}/{counted} inside the simulated 5-95% interval "
+        f"({v.replicates} replicates each)"
+    )
+
+
+def validation_csv(v: Validation) -> str:
+    rows = [check_row(c) for c in v.checks]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN: an undefined figure is null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def validation_json(v: Validation) -> str:
+    document = {
+        "scenario": v.scenario.to_dict(),
+        "summary": {k: _finite(x) for k, x in summary_record(v).items()},
+        "runs": [{k: _finite(x) for k, x in check_row(c).items()} for c in v.checks],
+        "set_aside": v.rejected,
+        "skipped_lines": v.skipped_lines,
+    }
+    return json.dumps(document, indent=2, allow_nan=False)
+
+
+def validation_table(v: Validation) -> Table:
+    table = Table(
+        title=f"measured vs predicted, scenario {v.scenario.name}",
+        caption=summary_line(v),
+    )
+    for column in (
+        "run",
+        "shape",
+        "measured",
+        "simulated [5-95%]",
+        "in",
+        "sim err",
+        "analytic",
+        "an. err",
+        "iterations m / sim / an.",
+        "full-val m / sim / an.",
+    ):
+        table.add_column(column, justify="left" if column in ("run", "shape") else "right")
+    for c in v.checks:
+        p, m = c.predicted, c.measured
+        status = "" if c.complete else f" ({c.status})"
+        table.add_row(
+            c.run + status + (" (resumed)" if c.resumed else ""),
+            c.shape.label,
+            format_duration(m.wall_clock),
+            f"{format_duration(p.wall_clock.mean)} "
+            f"[{format_duration(p.wall_clock.low)} - {format_duration(p.wall_clock.high)}]",
+            "yes" if c.inside else "no",
+            f"{c.sim_error:+.1%}",
+            format_duration(p.analytic.wall_clock),
+            f"{c.analytic_error:+.1%}",
+            f"{m.iterations} / {p.iterations.mean:.1f} / {p.analytic.iterations:.1f}",
+            f"{m.full_val_share:.0%} / {p.full_val_share.mean:.0%} / {p.analytic.q_k:.0%}",
+        )
+    return table
