@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -11,6 +12,11 @@ import matplotlib.pyplot as plt
 
 from pxn.scenario import Scenario
 from pxn.sim.predict import Prediction
+
+if TYPE_CHECKING:
+    from pxn.calibrate.fit import LatencyFit
+    from pxn.calibrate.validate import Validation
+    from pxn.trace import Trace
 
 
 def time_unit(seconds: float) -> tuple[str, float]:
@@ -90,3 +96,235 @@ def save_figure(fig: plt.Figure, path: str | Path) -> Path:
         plt.close(fig)
         partial.unlink(missing_ok=True)
     return path
+
+
+# --- calibration and validation figures (pxn.calibrate) ---------------------
+
+PHASE_COLOURS = {
+    "seed_val": "tab:gray",
+    "parent_minibatch": "tab:blue",
+    "reflection": "tab:purple",
+    "child_minibatch": "tab:orange",
+    "full_val": "tab:green",
+}
+
+
+def plot_latency_fit(fit: LatencyFit, path: str | Path) -> Path:
+    """Fit diagnostics: histogram with every fitted density, and a Q-Q plot."""
+    import numpy as np
+    import scipy.stats
+
+    data = np.sort(np.asarray(fit.samples))
+    fig, (hist, qq) = plt.subplots(1, 2, figsize=(10, 4.4), layout="constrained")
+    hist.hist(
+        data, bins="auto", density=True, color="lightgray", edgecolor="gray", label="observed"
+    )
+    grid = np.linspace(0, data.max() * 1.05, 400)
+    chosen = fit.chosen.dist
+    for f in fit.fits:
+        density = getattr(scipy.stats, f.family)(**f.params).pdf(grid)
+        bold = f.family == chosen
+        hist.plot(
+            grid,
+            density,
+            linewidth=2.4 if bold else 1.1,
+            alpha=1.0 if bold else 0.7,
+            label=f"{f.family} (AIC {f.aic:.0f}, KS p={f.ks_pvalue:.2g})" + (" *" if bold else ""),
+        )
+    hist.set_xlabel(f"{fit.what} latency (seconds)")
+    hist.set_ylabel("density (1/s)")
+    hist.set_title(f"{fit.what}: n={fit.n}, chosen {chosen}" + ("" if fit.fits else " (too few)"))
+    hist.legend(fontsize="small")
+
+    # Q-Q against the chosen family, or the best-AIC one when resampling was chosen.
+    reference = fit.fit_of(chosen) or (fit.fits[0] if fit.fits else None)
+    if reference is None:
+        qq.text(0.5, 0.5, "too few points for a Q-Q plot", ha="center", transform=qq.transAxes)
+        qq.set_axis_off()
+    else:
+        frozen = getattr(scipy.stats, reference.family)(**reference.params)
+        probabilities = (np.arange(1, len(data) + 1) - 0.5) / len(data)
+        theoretical = frozen.ppf(probabilities)
+        qq.plot(theoretical, data, ".", markersize=3, alpha=0.6, label="observed quantiles")
+        top = max(theoretical.max(), data.max())
+        qq.plot([0, top], [0, top], "k--", linewidth=1, label="y = x (perfect fit)")
+        qq.set_xlabel(f"{reference.family} quantile (seconds)")
+        qq.set_ylabel("observed quantile (seconds)")
+        qq.set_title(f"Q-Q against {reference.family}")
+        qq.legend(fontsize="small")
+    return save_figure(fig, path)
+
+
+def plot_timeline(trace: Trace, path: str | Path, until_iteration: int | None = None) -> Path:
+    """A Gantt chart of one run: worker slots, then reflection slots, coloured by phase.
+
+    Dotted vertical lines are iteration boundaries: the barriers. A gap on a
+    row inside an iteration is a worker left idle by them.
+    """
+    from pxn.trace import Iteration, Reflection, Rollout
+
+    start = trace.run_start
+    iterations = trace.of(Iteration)
+    end = max(e.end for e in trace.events)
+    if until_iteration is not None:
+        ends = [i.end for i in iterations if i.iteration == until_iteration]
+        end = ends[0] if ends else end
+    rollouts = [r for r in trace.of(Rollout) if r.start <= end]
+    reflections = [r for r in trace.of(Reflection) if r.start <= end]
+    workers = sorted({r.worker for r in rollouts})
+    slots = sorted({r.slot for r in reflections})
+    row = {("w", w): i for i, w in enumerate(workers)}
+    row |= {("r", s): len(workers) + i for i, s in enumerate(slots)}
+    bars: dict[str, dict[int, list[tuple[float, float]]]] = {}
+    for r in rollouts:
+        bars.setdefault(r.phase, {}).setdefault(row["w", r.worker], []).append(
+            (r.start, r.duration)
+        )
+    for r in reflections:
+        bars.setdefault("reflection", {}).setdefault(row["r", r.slot], []).append(
+            (r.start, r.duration)
+        )
+    unit, size = time_unit(end)
+    rows = len(row)
+    # White edges separate calls when zoomed in; over a long run they would
+    # swallow the thin bars, so they go.
+    shown_iterations = sum(1 for i in iterations if i.end <= end)
+    edge = 0.3 if shown_iterations <= 30 else 0.0
+    fig, ax = plt.subplots(figsize=(11, min(2.2 + 0.28 * rows, 14)), layout="constrained")
+    for phase, by_row in bars.items():
+        for y, spans in by_row.items():
+            ax.broken_barh(
+                [(s / size, d / size) for s, d in spans],
+                (y - 0.4, 0.8),
+                facecolors=PHASE_COLOURS.get(phase, "black"),
+                edgecolor="white",
+                linewidth=edge,
+            )
+    for it in iterations:
+        if it.end <= end:
+            ax.axvline(it.end / size, color="black", linestyle=":", linewidth=0.7, alpha=0.6)
+    if slots:
+        ax.axhline(len(workers) - 0.5, color="black", linewidth=1)
+    labels = [f"worker {w}" for w in workers] + [f"reflection {s}" for s in slots]
+    step = max(1, rows // 40)  # keep row labels legible on wide pools
+    ax.set_yticks(range(0, rows, step), labels[::step], fontsize="small")
+    ax.set_ylim(rows - 0.5, -0.5)
+    ax.set_xlim(0, end / size)
+    ax.set_xlabel(f"time since run start ({unit})")
+    shown = "" if until_iteration is None else f", iterations up to {until_iteration}"
+    ax.set_title(
+        f"{start.source} run, shape {start.shape}, W={start.workers}, B={start.budget}{shown}"
+    )
+    handles = [
+        plt.Rectangle((0, 0), 1, 1, color=colour, label=phase)
+        for phase, colour in PHASE_COLOURS.items()
+        if phase in bars
+    ]
+    handles.append(plt.Line2D([], [], color="black", linestyle=":", label="iteration boundary"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=6, fontsize="small")
+    return save_figure(fig, path)
+
+
+def plot_sweep_vs_measured(validation: Validation, path: str | Path) -> Path:
+    """Measured runs against the simulated mean and 5-95% band and the closed form.
+
+    One column per shape; every measured run is a point. The second axis is
+    speedup against single: simulated, and measured when single was measured.
+    """
+    import numpy as np
+
+    by_shape: dict = {}
+    for check in validation.checks:
+        by_shape.setdefault(check.shape, []).append(check)
+    shapes = sorted(by_shape, key=lambda s: (s.k, s.p))
+    x = np.arange(len(shapes))
+    predicted = [by_shape[s][0].predicted for s in shapes]
+    high = max(
+        max(p.wall_clock.high for p in predicted),
+        max(c.measured.wall_clock for c in validation.checks),
+    )
+    unit, size = time_unit(high)
+
+    fig, ax = plt.subplots(figsize=(8.5, 5.6), layout="constrained")
+    ax.fill_between(
+        x,
+        [p.wall_clock.low / size for p in predicted],
+        [p.wall_clock.high / size for p in predicted],
+        color="tab:blue",
+        alpha=0.2,
+        label=f"simulated 5-95% ({validation.replicates} replicates)",
+    )
+    ax.plot(
+        x,
+        [p.wall_clock.mean / size for p in predicted],
+        "o-",
+        color="tab:blue",
+        label="simulated mean",
+    )
+    ax.plot(
+        x,
+        [p.analytic.wall_clock / size for p in predicted],
+        "s--",
+        color="tab:orange",
+        label="closed form (paper)",
+    )
+    for i, shape in enumerate(shapes):
+        checks = by_shape[shape]
+        offsets = np.linspace(-0.08, 0.08, len(checks)) if len(checks) > 1 else [0.0]
+        for offset, check in zip(offsets, checks, strict=True):
+            ax.plot(
+                i + offset,
+                check.measured.wall_clock / size,
+                "D" if check.complete else "x",
+                color="black",
+                markersize=6,
+            )
+    ax.set_xticks(x, [s.label for s in shapes])
+    ax.set_xlabel("shape (P parents x N mutations per step)")
+    ax.set_ylabel(f"wall-clock ({unit})")
+    ax.set_ylim(bottom=0)
+    ax.grid(axis="y", alpha=0.3)
+
+    speed = ax.twinx()
+    speed.plot(x, [p.speedup for p in predicted], "^:", color="tab:green", alpha=0.9)
+    single = [c.measured.wall_clock for c in validation.checks if c.shape.k == 1 and c.complete]
+    measured_speedup = []
+    if single:
+        base = float(np.mean(single))
+        measured_speedup = [
+            base / float(np.mean([c.measured.wall_clock for c in by_shape[s]])) for s in shapes
+        ]
+        speed.plot(x, measured_speedup, "v", color="darkgreen", markersize=8, fillstyle="none")
+    speed.set_ylabel("speedup vs single", color="tab:green")
+    speed.tick_params(axis="y", colors="tab:green")
+    speed.set_ylim(0, max([p.speedup for p in predicted] + measured_speedup) * 1.25)
+
+    handles, _ = ax.get_legend_handles_labels()
+    handles.append(
+        plt.Line2D([], [], marker="D", color="black", linestyle="", label="measured run")
+    )
+    handles.append(
+        plt.Line2D([], [], marker="^", linestyle=":", color="tab:green", label="simulated speedup")
+    )
+    if measured_speedup:
+        handles.append(
+            plt.Line2D(
+                [],
+                [],
+                marker="v",
+                linestyle="",
+                color="darkgreen",
+                fillstyle="none",
+                label="measured speedup (mean of runs)",
+            )
+        )
+    fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize="small")
+    s = validation.scenario
+    inside, counted = validation.coverage
+    ax.set_title(
+        f"predicted vs measured: {s.name}, W={s.workers}, B={s.budget}\n"
+        f"simulator MAPE {validation.sim_mape:.1%}, closed form {validation.analytic_mape:.1%}, "
+        f"{inside}/{counted} runs inside the band",
+        fontsize="medium",
+    )
+    return save_figure(fig, path)
