@@ -9,12 +9,16 @@ the report.
 
 from __future__ import annotations
 
+import math
+import re
+import types
+import typing
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from pxn.errors import PxnError
-from pxn.trace import Rollout, RunStart, Trace, read_trace
+from pxn.trace import Event, Rollout, RunStart, Trace, read_trace
 
 TRACE_NAME = "trace.jsonl"
 
@@ -32,9 +36,65 @@ def trace_path(path: str | Path) -> Path:
     return path
 
 
+def _matches(value: object, hint: object) -> bool:
+    """Whether a parsed JSON value fits a field's type (the few types the schema uses)."""
+    options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    for option in options:
+        origin = typing.get_origin(option) or option
+        if option is type(None) and value is None:
+            return True
+        if origin is float and isinstance(value, int | float) and not isinstance(value, bool):
+            return math.isfinite(value)
+        if origin is int and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if origin in (str, bool, dict) and isinstance(value, origin):
+            return True
+        if origin not in (float, int, str, bool, dict, type(None)):
+            return True  # a type this check does not know: let it through
+    return False
+
+
+def _problem(event: Event) -> str | None:
+    """What is wrong with a parsed event's values, if anything."""
+    hints = typing.get_type_hints(type(event))
+    for f in fields(event):
+        value = getattr(event, f.name)
+        if f.name in hints and not _matches(value, hints[f.name]):
+            return f"{event.kind} field {f.name} has a bad value {value!r}"
+    if event.end < event.start:
+        return f"{event.kind} ends ({event.end}) before it starts ({event.start})"
+    return None
+
+
+def _event_lines(path: Path, skipped: list[str]) -> list[int]:
+    """The line number of each event read_trace kept: the non-blank lines it did not skip."""
+    gone = {int(m[1]) for line in skipped if (m := re.match(r"line (\d+):", line))}
+    text = path.read_text(encoding="utf-8").splitlines()
+    return [n for n, line in enumerate(text, start=1) if line.strip() and n not in gone]
+
+
+def check_values(trace: Trace) -> Trace:
+    """Set aside events whose values have the wrong type (read_trace checks only names).
+
+    A line like {"kind": "rollout", "start": "soon", ...} parses into an event;
+    without this it would fail deep inside a fit with a traceback.
+    """
+    bad = [(i, why) for i, event in enumerate(trace.events) if (why := _problem(event))]
+    if not bad:
+        return trace
+    numbers = _event_lines(trace.path, trace.skipped)
+    dropped = {i for i, _ in bad}
+    skipped = [*trace.skipped, *(f"line {numbers[i]}: {why}" for i, why in bad)]
+    skipped.sort(key=lambda line: int(re.match(r"line (\d+)", line)[1]))
+    events = [e for i, e in enumerate(trace.events) if i not in dropped]
+    if not events or 0 in dropped:
+        raise PxnError(f"{trace.path} {skipped[0]}")
+    return Trace(trace.path, events, skipped)
+
+
 def read_one(path: str | Path) -> Trace:
     """Read one trace and check it can describe a run; PxnError naming the problem if not."""
-    trace = read_trace(trace_path(path))
+    trace = check_values(read_trace(trace_path(path)))
     # read_trace checks the first line it parses; a run_start lacking a field is
     # skipped there, so make sure the first event really is the run's header.
     if not isinstance(trace.events[0], RunStart):
