@@ -15,7 +15,7 @@ import numpy as np
 import simpy
 
 from pxn.scenario import Latency, Scenario, Shape
-from pxn.sim.schedule import list_schedule
+from pxn.sim.schedule import list_schedule, makespan
 from pxn.trace import (
     STAGES,
     Decision,
@@ -31,19 +31,23 @@ from pxn.trace import (
 
 
 class LatencyDraws:
-    """Latencies drawn from a distribution in blocks: one scipy call serves many stages."""
+    """Latencies drawn from a distribution in blocks: one scipy call serves many stages.
+
+    Kept as a Python list: stages take a few draws at a time, and list slices
+    are cheaper than numpy views at that size.
+    """
 
     BLOCK = 4096
 
     def __init__(self, latency: Latency, rng: np.random.Generator):
         self.latency = latency
         self.rng = rng
-        self.block = np.empty(0)
+        self.block: list[float] = []
         self.used = 0
 
-    def take(self, n: int) -> np.ndarray:
+    def take(self, n: int) -> list[float]:
         if self.used + n > len(self.block):
-            self.block = self.latency.sample(self.rng, max(n, self.BLOCK))
+            self.block = self.latency.sample(self.rng, max(n, self.BLOCK)).tolist()
             self.used = 0
         draws = self.block[self.used : self.used + n]
         self.used += n
@@ -85,6 +89,10 @@ class SimulatedRun:
     def __post_init__(self) -> None:
         self.rollouts = LatencyDraws(self.scenario.rollout, self.rng)
         self.reflections = LatencyDraws(self.scenario.reflection, self.rng)
+        # The trainset's example ids twice over, so a minibatch that wraps around
+        # the end of an epoch is one slice.
+        names = [f"train:{i}" for i in range(self.scenario.trainset_size)]
+        self.train_twice = names + names
 
     # -- the stages ---------------------------------------------------------
 
@@ -94,17 +102,17 @@ class SimulatedRun:
         """One batch_evaluate call: every (candidate, examples) item, W rollouts at a time."""
         n = sum(len(examples) for _, examples in items)
         durations = self.rollouts.take(n)
-        starts, workers = list_schedule(durations, self.scenario.workers)
         stage_start = self.env.now + self.scenario.stage_overhead
-        length = float((starts + durations).max())
+        length = makespan(durations, self.scenario.workers)
         yield self.env.timeout(self.scenario.stage_overhead + length)
         self.metric_calls += n
-        self.busy += float(durations.sum())
+        self.busy += sum(durations)
         self.stage_time[phase] += length
         if self.trace:
+            starts, workers = list_schedule(durations, self.scenario.workers)
             calls = [(cand, ex) for cand, examples in items for ex in examples]
             for (candidate, example), start, duration, worker in zip(
-                calls, starts.tolist(), durations.tolist(), workers.tolist(), strict=True
+                calls, starts, durations, workers, strict=True
             ):
                 begin = stage_start + start
                 self.trace.write(
@@ -123,15 +131,13 @@ class SimulatedRun:
     def reflect(self, iteration: int, tasks: list[Task]) -> Generator[simpy.Event, None, None]:
         """One reflection call per task, at most `reflection_concurrency` at a time."""
         durations = self.reflections.take(len(tasks))
-        starts, slots = list_schedule(durations, self.scenario.reflection_concurrency)
         stage_start = self.env.now + self.scenario.stage_overhead
-        length = float((starts + durations).max())
+        length = makespan(durations, self.scenario.reflection_concurrency)
         yield self.env.timeout(self.scenario.stage_overhead + length)
         self.stage_time["reflection"] += length
         if self.trace:
-            for task, start, duration, slot in zip(
-                tasks, starts.tolist(), durations.tolist(), slots.tolist(), strict=True
-            ):
+            starts, slots = list_schedule(durations, self.scenario.reflection_concurrency)
+            for task, start, duration, slot in zip(tasks, starts, durations, slots, strict=True):
                 begin = stage_start + start
                 self.trace.write(
                     Reflection(
@@ -153,28 +159,33 @@ class SimulatedRun:
 
     def sample_tasks(self, iteration: int) -> list[Task]:
         """P parents from the pool, N minibatches each, as PxNSampling does."""
-        b, train = self.scenario.minibatch, self.scenario.trainset_size
-        parents = self.rng.integers(0, self.candidates, size=self.shape.p)
+        b, train, n = self.scenario.minibatch, self.scenario.trainset_size, self.shape.n
+        parents = self.rng.integers(0, self.candidates, size=self.shape.p).tolist()
         tasks = []
         for j in range(self.shape.k):
-            first = (iteration + j) * b  # the epoch sampler advances one chunk per task
-            minibatch = [f"train:{(first + e) % train}" for e in range(b)]
-            tasks.append(Task(str(parents[j // self.shape.n]), minibatch, f"{iteration}-{j}"))
+            first = (iteration + j) * b % train  # the epoch sampler advances one chunk per task
+            minibatch = self.train_twice[first : first + b]
+            tasks.append(Task(str(parents[j // n]), minibatch, f"{iteration}-{j}"))
         return tasks
 
     def skip_perfect_parents(self, tasks: list[Task]) -> list[Task]:
         """gepa skips a task whose parent scored perfectly on its whole minibatch."""
         if self.scenario.skip_perfect == 0:
             return tasks
-        keep = self.rng.random(len(tasks)) >= self.scenario.skip_perfect
-        return [task for task, kept in zip(tasks, keep, strict=True) if kept]
+        draws = self.rng.random(len(tasks)).tolist()
+        return [
+            task for task, u in zip(tasks, draws, strict=True) if u >= self.scenario.skip_perfect
+        ]
 
     def judge(self, iteration: int, tasks: list[Task]) -> list[Task]:
         """Which children beat their parent on the minibatch, then gepa's selection."""
-        made = self.proposals + np.arange(len(tasks))
-        beats = self.rng.random(len(tasks)) < self.scenario.acceptance.probability(made)
+        acceptance, draws = self.scenario.acceptance, self.rng.random(len(tasks)).tolist()
+        if acceptance.tau is None:
+            chances = [acceptance.a0] * len(tasks)
+        else:  # decaying with the proposals made before each one
+            chances = acceptance.probability(self.proposals + np.arange(len(tasks))).tolist()
         self.proposals += len(tasks)
-        passing = [task for task, ok in zip(tasks, beats, strict=True) if ok]
+        passing = [task for task, u, a in zip(tasks, draws, chances, strict=True) if u < a]
         limit = self.scenario.selection_limit
         selected = passing if limit is None else passing[:limit]
         if self.trace:

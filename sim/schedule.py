@@ -4,36 +4,41 @@ Inside one gepa stage every job is released at once (the stage starts after a
 barrier), so a FIFO queue in front of `slots` workers is exactly list
 scheduling in release order: each job starts on the slot that frees first.
 Doing it in one step with a heap replaces a SimPy process per rollout.
+
+Stages are small (a few to a few hundred jobs), so these work on plain Python
+lists: at that size numpy's per-call overhead costs more than the loop.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 
-import numpy as np
 
-
-def list_schedule(durations: np.ndarray, slots: int) -> tuple[np.ndarray, np.ndarray]:
+def list_schedule(durations: Sequence[float], slots: int) -> tuple[list[float], list[int]]:
     """Start time (from the stage's start) and slot of each job, FIFO on `slots` slots."""
     n = len(durations)
     if n <= slots:
-        return np.zeros(n), np.arange(n)
-    starts = np.empty(n)
-    slot_of = np.empty(n, dtype=np.int64)
+        return [0.0] * n, list(range(n))
+    starts: list[float] = []
+    slot_of: list[int] = []
     free_at = [(0.0, slot) for slot in range(slots)]  # sorted, hence already a heap
-    for job, duration in enumerate(durations.tolist()):
+    for duration in durations:
         start, slot = free_at[0]
-        starts[job] = start
-        slot_of[job] = slot
+        starts.append(start)
+        slot_of.append(slot)
         heapq.heapreplace(free_at, (start + duration, slot))
     return starts, slot_of
 
 
-def makespan(durations: np.ndarray, slots: int) -> float:
-    """How long a stage of these jobs lasts on `slots` slots."""
-    if len(durations) == 0:
-        return 0.0
+def makespan(durations: Sequence[float], slots: int) -> float:
+    """How long a stage of these jobs lasts on `slots` slots (list_schedule's last end).
+
+    The simulator's hot path: it needs only the length, not who ran where.
+    """
     if len(durations) <= slots:
-        return float(durations.max())
-    starts, _ = list_schedule(durations, slots)
-    return float((starts + durations).max())
+        return max(durations, default=0.0)
+    free_at = [0.0] * slots  # when each slot frees up; all equal, hence a heap
+    for duration in durations:
+        heapq.heapreplace(free_at, free_at[0] + duration)
+    return max(free_at)

@@ -171,13 +171,14 @@ def naive_fifo(durations: list[float], slots: int) -> tuple[list[float], list[in
 def test_list_schedule_matches_brute_force(slots: int, jobs: int) -> None:
     rng = np.random.default_rng(slots * 100 + jobs)
     durations = rng.lognormal(0.0, 1.0, size=jobs)
-    starts, used = list_schedule(durations, slots)
+    starts, used = list_schedule(durations.tolist(), slots)
+    starts = np.asarray(starts)
     want_starts, want_slots = naive_fifo(durations.tolist(), slots)
     assert starts.tolist() == pytest.approx(want_starts)
-    assert used.tolist() == want_slots
+    assert used == want_slots
     ends = starts + durations
     expected_makespan = max((s + d for s, d in zip(want_starts, durations, strict=True)), default=0)
-    assert makespan(durations, slots) == pytest.approx(expected_makespan)
+    assert makespan(durations.tolist(), slots) == pytest.approx(expected_makespan)
     # FIFO: jobs start in release order; work-conserving: a job waits only while all slots are busy.
     assert np.all(np.diff(starts) >= 0)
     for start in starts[starts > 0]:
