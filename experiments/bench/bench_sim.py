@@ -1,0 +1,106 @@
+"""How fast is the simulator? Replicates per second, and the paper sweep's wall time.
+
+    .venv/bin/python experiments/bench/bench_sim.py [--quick]
+
+Measures, in this one process, simulated replicates per second of the fast
+model (pxn.sim.model) and of the per-rollout oracle (tests/oracle.py) on the
+livebench-math preset (B=5000, W=512) at single, 2x2 and 8x2, and their ratio;
+then times the real `pxn sweep livebench-math --reps 200 --jobs 2` command.
+Prints the machine and its load before and after, since other processes
+sharing the cores change every figure here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))  # the oracle lives with the tests
+
+import numpy as np  # noqa: E402
+from oracle import oracle_once  # noqa: E402
+
+from pxn.scenario import Shape  # noqa: E402
+from pxn.sim.model import simulate_once  # noqa: E402
+from pxn.sim.presets import load_scenario  # noqa: E402
+
+SHAPES = [Shape(1, 1), Shape(2, 2), Shape(8, 2)]
+
+
+def machine() -> str:
+    cpu = "unknown"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    return f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}"
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def rate(run_one, seconds: float) -> tuple[float, float]:
+    """Replicates per CPU second and per wall second, running replicates 0, 1, ...
+
+    CPU time is what this process got; on a shared, loaded machine it is the
+    steadier figure, and the wall-clock rate is the one a user sees.
+    """
+    run_one(0)  # warm caches (scipy distribution objects, imports)
+    done, cpu, wall = 0, time.process_time(), time.perf_counter()
+    while (time.process_time() - cpu) < seconds or done < 3:
+        run_one(done)
+        done += 1
+    return done / (time.process_time() - cpu), done / (time.perf_counter() - wall)
+
+
+def time_sweep(repeats: int) -> list[float]:
+    pxn = Path(sys.executable).parent / "pxn"
+    command = [str(pxn), "sweep", "livebench-math", "--reps", "200", "--jobs", "2"]
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run([*command, "--format", "csv"], check=True, capture_output=True)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="shorter timing windows")
+    args = parser.parse_args()
+    window = 1.0 if args.quick else 4.0
+
+    scenario = load_scenario("livebench-math")
+    print(machine())
+    print(f"before: {load()}")
+    print("replicates per second, one process (per CPU second / per wall second)")
+    print(f"{'shape':>6} {'fast':>15} {'oracle':>15} {'ratio (CPU)':>12}")
+    for shape in SHAPES:
+        fast = rate(lambda r, s=shape: simulate_once(scenario, s, r), window)
+        oracle = rate(
+            lambda r, s=shape: oracle_once(scenario, s, np.random.default_rng([99, r])), window
+        )
+        print(
+            f"{shape.label:>6} {fast[0]:>7.1f} /{fast[1]:>6.1f}"
+            f" {oracle[0]:>7.2f} /{oracle[1]:>6.2f}"
+            f" {fast[0] / oracle[0]:>11.1f}x"
+        )
+    times = time_sweep(1 if args.quick else 3)
+    print(
+        "pxn sweep livebench-math --reps 200 --jobs 2 (nine shapes): "
+        f"median {statistics.median(times):.2f} s, min {min(times):.2f} s over {len(times)}"
+    )
+    print(f"after: {load()}")
+
+
+if __name__ == "__main__":
+    main()
