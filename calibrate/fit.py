@@ -82,13 +82,19 @@ class LatencyFit:
         return next((f for f in self.fits if f.family == family), None)
 
 
-def fit_family(family: str, data: np.ndarray) -> FamilyFit:
+def mle_params(family: str, data: np.ndarray) -> dict[str, float]:
+    """The family's maximum-likelihood parameters with loc fixed at 0, by scipy's names."""
     dist = getattr(scipy.stats, family)
     *shapes, _loc, scale = dist.fit(data, floc=0)
     names = dist.shapes.split(", ") if dist.shapes else []
     params = {name: float(v) for name, v in zip(names, shapes, strict=True)}
     params["scale"] = float(scale)
-    frozen = dist(**params)
+    return params
+
+
+def fit_family(family: str, data: np.ndarray) -> FamilyFit:
+    params = mle_params(family, data)
+    frozen = getattr(scipy.stats, family)(**params)
     log_likelihood = float(np.sum(frozen.logpdf(data)))
     ks = scipy.stats.kstest(data, frozen.cdf)
     return FamilyFit(
@@ -171,7 +177,7 @@ def _param_intervals(chosen: Latency, resamples: np.ndarray) -> dict[str, tuple[
         if np.ptp(sample) == 0:
             continue
         with np.errstate(all="ignore"):
-            params = fit_family(chosen.dist, sample).params
+            params = mle_params(chosen.dist, sample)
         for name, value in params.items():
             refits[name].append(value)
     return {name: _interval(np.asarray(v)) for name, v in refits.items() if v}

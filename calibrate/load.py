@@ -9,6 +9,7 @@ the report.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import types
@@ -54,9 +55,14 @@ def _matches(value: object, hint: object) -> bool:
     return False
 
 
+@functools.cache
+def _hints(cls: type[Event]) -> dict[str, object]:
+    return typing.get_type_hints(cls)
+
+
 def _problem(event: Event) -> str | None:
     """What is wrong with a parsed event's values, if anything."""
-    hints = typing.get_type_hints(type(event))
+    hints = _hints(type(event))
     for f in fields(event):
         value = getattr(event, f.name)
         if f.name in hints and not _matches(value, hints[f.name]):

@@ -109,6 +109,15 @@ PHASE_COLOURS = {
 }
 
 
+# Each family keeps its colour from figure to figure, whatever its AIC rank.
+FAMILY_COLOURS = {
+    "lognorm": "tab:blue",
+    "gamma": "tab:orange",
+    "weibull_min": "tab:green",
+    "expon": "tab:red",
+}
+
+
 def plot_latency_fit(fit: LatencyFit, path: str | Path) -> Path:
     """Fit diagnostics: histogram with every fitted density, and a Q-Q plot."""
     import numpy as np
@@ -127,6 +136,7 @@ def plot_latency_fit(fit: LatencyFit, path: str | Path) -> Path:
         hist.plot(
             grid,
             density,
+            color=FAMILY_COLOURS.get(f.family),
             linewidth=2.4 if bold else 1.1,
             alpha=1.0 if bold else 0.7,
             label=f"{f.family} (AIC {f.aic:.0f}, KS p={f.ks_pvalue:.2g})" + (" *" if bold else ""),

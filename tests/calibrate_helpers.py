@@ -1,0 +1,47 @@
+"""Simulated traces with known truth: the fixtures calibration is tested against."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from pxn.scenario import Acceptance, Latency, Scenario, Shape
+from pxn.sim.model import simulate_once
+from pxn.trace import TraceWriter
+
+# The truth the round trip must recover.
+ROLLOUT = Latency("gamma", params={"a": 3.0, "scale": 0.7})  # mean 2.1 s
+REFLECTION = Latency("lognorm", params={"s": 0.3, "scale": 9.0})  # median 9 s
+TRUE = Scenario(
+    name="truth",
+    budget=2000,
+    valset_size=20,
+    trainset_size=50,
+    workers=8,
+    rollout=ROLLOUT,
+    reflection=REFLECTION,
+    acceptance=Acceptance(0.25),
+    minibatch=3,
+    reflection_concurrency=10,
+    stage_overhead=0.2,
+    skip_perfect=0.1,
+    seed=11,
+).validate()
+
+
+def write_traces(
+    directory: Path, scenario: Scenario, shape: Shape, replicates: range
+) -> list[Path]:
+    """One trace per replicate, as runs/NAME/trace.jsonl directories."""
+    paths = []
+    for r in replicates:
+        run = directory / f"{shape}-r{r}"
+        run.mkdir(parents=True)
+        with TraceWriter(run / "trace.jsonl") as writer:
+            simulate_once(scenario, shape, r, writer)
+        paths.append(run)
+    return paths
+
+
+def relative(value: float, truth: float) -> float:
+    return abs(value - truth) / abs(truth) if truth else math.inf

@@ -1,0 +1,96 @@
+"""Acceptance (Wilson, decay by MLE and LR test), tokens, overhead and concurrency."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.stats
+from calibrate_helpers import TRUE, write_traces
+
+from pxn.calibrate.acceptance import fit_acceptance
+from pxn.calibrate.load import read_one
+from pxn.calibrate.overhead import fit_concurrency, fit_overhead, in_flight
+from pxn.calibrate.tokens import fit_tokens
+from pxn.errors import PxnError
+from pxn.scenario import Shape
+from pxn.trace import Reflection
+
+
+def bernoulli(p: np.ndarray, seed: int) -> np.ndarray:
+    return (np.random.default_rng(seed).random(len(p)) < p).astype(float)
+
+
+def test_constant_acceptance_is_kept_with_its_wilson_interval() -> None:
+    outcomes = bernoulli(np.full(400, 0.2), seed=1)
+    fit = fit_acceptance([outcomes])
+    assert fit.chosen.tau is None
+    assert fit.chosen.a0 == pytest.approx(outcomes.mean())
+    expected = scipy.stats.binomtest(int(outcomes.sum()), 400).proportion_ci(method="wilson")
+    assert fit.wilson == pytest.approx((expected.low, expected.high))
+    assert fit.wilson[0] < 0.2 < fit.wilson[1]
+    assert fit.lr_pvalue > 0.05
+
+
+def test_decay_is_found_and_fitted() -> None:
+    i = np.arange(800)
+    outcomes = bernoulli(0.6 * np.exp(-i / 200), seed=2)
+    fit = fit_acceptance([outcomes])
+    assert fit.chosen.tau is not None and fit.lr_pvalue < 1e-6
+    assert fit.chosen.a0 == pytest.approx(0.6, abs=0.1)
+    assert 130 < fit.chosen.tau < 300
+
+
+def test_proposal_index_restarts_with_each_run() -> None:
+    """Two decaying runs: the decay is over each run's own proposals, not their concatenation."""
+    i = np.arange(300)
+    runs = [bernoulli(0.6 * np.exp(-i / 80), seed=s) for s in (3, 4)]
+    fit = fit_acceptance(runs)
+    assert fit.chosen.tau is not None
+    assert 50 < fit.chosen.tau < 130  # one long run of 600 would give a very different tau
+
+
+def test_all_or_nothing_and_no_proposals() -> None:
+    assert fit_acceptance([np.ones(10)]).chosen.a0 == 1.0
+    assert fit_acceptance([np.zeros(10)]).chosen.a0 == 0.0
+    with pytest.raises(PxnError, match="no judged proposals"):
+        fit_acceptance([np.empty(0)])
+
+
+def test_latency_against_tokens_out() -> None:
+    rng = np.random.default_rng(5)
+    tokens = rng.integers(20, 400, size=150)
+    seconds = 0.8 + 0.015 * tokens + rng.normal(0, 0.2, size=150)
+    seconds[:5] += 30  # stalls: a robust fit ignores them
+    events = [
+        Reflection(start=0.0, end=float(s), iteration=1, slot=0, proposal="1-0", parent="0",
+                   tokens_out=int(t))
+        for t, s in zip(tokens, seconds, strict=True)
+    ]  # fmt: skip
+    fit = fit_tokens("reflection", events)
+    assert fit is not None
+    assert fit.per_token == pytest.approx(0.015, rel=0.1)
+    assert fit.overhead == pytest.approx(0.8, abs=0.3)
+    assert fit.per_token_ci[0] < 0.015 < fit.per_token_ci[1]
+    assert fit_tokens("reflection", events[:3]) is None  # too few
+    assert fit_tokens("rollout", [e for e in events if False]) is None
+
+
+def test_overhead_and_concurrency_from_a_simulated_run(tmp_path: Path) -> None:
+    [run] = write_traces(tmp_path, TRUE.replace(stage_overhead=0.35), Shape(2, 2), range(1))
+    trace = read_one(run)
+    overhead = fit_overhead([trace])
+    assert overhead.per_stage == pytest.approx(0.35, rel=1e-6)
+    assert list(overhead.gap_by_stage.values()) == pytest.approx([0.35] * 5, rel=1e-6)
+    concurrency = fit_concurrency([trace])
+    assert concurrency.peak == TRUE.workers  # full validation of V=20 fills W=8
+    assert concurrency.reflection_peak == 4  # k = 4 reflections at once
+    assert 0 < concurrency.busy_share <= 1
+    assert abs(concurrency.load_spearman) < 0.2  # simulated latencies ignore load
+
+
+def test_in_flight_counts_back_to_back_calls_once() -> None:
+    starts = np.array([0.0, 1.0, 1.0, 2.5])
+    ends = np.array([1.0, 2.0, 3.0, 3.0])
+    assert in_flight(starts, ends, np.array([0.5, 1.0, 2.0, 2.7])).tolist() == [1, 2, 1, 2]
