@@ -1,0 +1,181 @@
+"""Damaged and foreign traces: a clear message with the line, calibration from what is valid.
+
+These run the real console script: the promise is about what a person sees
+(one line on stderr, exit code 2, no traceback, no half-written output).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from calibrate_helpers import TRUE, write_traces
+
+from pxn.cli import main
+from pxn.scenario import Scenario, Shape
+
+PXN = Path(sys.executable).parent / "pxn"
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def pxn(*args: str | Path) -> Result:
+    """Run the CLI in this process, through main() exactly as the console script does.
+
+    A subprocess per case would spend most of the test's time importing scipy;
+    one test below runs the real console script to keep that path honest.
+    """
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["pxn", *map(str, args)]
+    code = 0
+    with (
+        mock_argv(argv),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        try:
+            main()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+@contextlib.contextmanager
+def mock_argv(argv: list[str]):
+    saved = sys.argv
+    sys.argv = argv
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
+def assert_user_error(result: Result, *fragments: str) -> None:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pxn: error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    small = TRUE.replace(budget=600)
+    return write_traces(tmp_path_factory.mktemp("runs"), small, Shape(1, 1), range(1))[0]
+
+
+def damaged_copy(run: Path, where: Path) -> Path:
+    """The run's trace with a wrong value, an unknown kind, a missing field, a cut last line."""
+    lines = (run / "trace.jsonl").read_text(encoding="utf-8").splitlines()
+    rollout = next(i for i, line in enumerate(lines) if line.startswith('{"kind": "rollout"'))
+    data = json.loads(lines[rollout])
+    lines[rollout] = json.dumps({**data, "start": "soon"})
+    lines[rollout + 1] = json.dumps({"kind": "gpu_sample", "start": 1.0, "end": 1.0})
+    missing = json.loads(lines[rollout + 2])
+    del missing["worker"]
+    lines[rollout + 2] = json.dumps(missing)
+    lines[-1] = lines[-1][: len(lines[-1]) // 2]
+    where.mkdir()
+    (where / "trace.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return where
+
+
+def test_damaged_trace_calibrates_from_the_rest_and_names_each_line(
+    run: Path, tmp_path: Path
+) -> None:
+    damaged = damaged_copy(run, tmp_path / "damaged")
+    out = tmp_path / "scenario.toml"
+    result = pxn("calibrate", damaged, "-o", out)
+    assert result.returncode == 0, result.stderr
+    assert "skipped 4 unusable line(s)" in result.stdout
+    total = len((damaged / "trace.jsonl").read_text().splitlines())
+    for message in (
+        "field start has a bad value 'soon'",
+        "unknown event kind 'gpu_sample'",
+        "rollout event lacks field(s) worker",
+        f"line {total}: truncated last line",
+    ):
+        assert message in result.stdout
+    assert "run did not complete" in result.stdout  # its run_end was the cut line
+    assert Scenario.load(out).workers == TRUE.workers
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        ('{"kind": "run_start", "schema": 2, "start": 0, "end": 0}\n', "schema version 2"),
+        ('{"kind": "rollout", "start": 0, "end": 1}\n', "starts with a run_start"),
+        ("", "holds no events"),
+    ],
+)
+def test_unusable_trace_is_one_line_and_no_output(
+    tmp_path: Path, content: str, fragment: str
+) -> None:
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(content, encoding="utf-8")
+    out = tmp_path / "scenario.toml"
+    assert_user_error(pxn("calibrate", trace, "-o", out), fragment)
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == [trace]  # no partial file left behind either
+
+
+def test_missing_paths_and_foreign_schema_beside_a_good_run(run: Path, tmp_path: Path) -> None:
+    assert_user_error(pxn("calibrate", tmp_path / "nope", "-o", tmp_path / "s.toml"), "no such")
+    assert_user_error(pxn("calibrate", tmp_path, "-o", tmp_path / "s.toml"), "without a trace")
+    newer = tmp_path / "newer"
+    newer.mkdir()
+    text = (run / "trace.jsonl").read_text(encoding="utf-8")
+    (newer / "trace.jsonl").write_text(text.replace('"schema": 1', '"schema": 3', 1))
+    result = pxn("calibrate", run, newer, "-o", tmp_path / "s.toml")
+    assert result.returncode == 0, result.stderr
+    assert "set aside:" in result.stdout and "schema version 3" in result.stdout
+    assert "calibrated from 1 trace(s)" in result.stdout
+
+
+def test_run_start_with_a_bad_value_is_unusable(run: Path, tmp_path: Path) -> None:
+    lines = (run / "trace.jsonl").read_text(encoding="utf-8").splitlines()
+    header = json.loads(lines[0])
+    header["workers"] = "eight"
+    lines[0] = json.dumps(header)
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join(lines), encoding="utf-8")
+    assert_user_error(pxn("calibrate", trace, "-o", tmp_path / "s.toml"), "line 1", "workers")
+
+
+def test_a_trace_with_no_proposals_says_what_is_missing(run: Path, tmp_path: Path) -> None:
+    lines = (run / "trace.jsonl").read_text(encoding="utf-8").splitlines()
+    seed_only = [line for line in lines if '"iteration": 0' in line or "run_start" in line]
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join(seed_only), encoding="utf-8")
+    assert_user_error(pxn("calibrate", trace, "-o", tmp_path / "s.toml"), "no reflection events")
+
+
+def test_unknown_latency_choice(run: Path, tmp_path: Path) -> None:
+    result = pxn("calibrate", run, "-o", tmp_path / "s.toml", "--latency", "normal")
+    assert_user_error(result, "latency choice", "normal")
+
+
+def test_the_console_script_itself_exits_2_with_one_line(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"kind": "run_start", "schema": 9, "start": 0, "end": 0}\n')
+    result = subprocess.run(
+        [str(PXN), "calibrate", str(trace), "-o", str(tmp_path / "s.toml")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "schema version 9" in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
