@@ -160,7 +160,10 @@ class SimulatedRun:
     def sample_tasks(self, iteration: int) -> list[Task]:
         """P parents from the pool, N minibatches each, as PxNSampling does."""
         b, train, n = self.scenario.minibatch, self.scenario.trainset_size, self.shape.n
-        parents = self.rng.integers(0, self.candidates, size=self.shape.p).tolist()
+        if self.shape.p == 1:  # numpy's scalar draw: the same number, a third of the cost
+            parents = [int(self.rng.integers(0, self.candidates))]
+        else:
+            parents = self.rng.integers(0, self.candidates, size=self.shape.p).tolist()
         tasks = []
         for j in range(self.shape.k):
             first = (iteration + j) * b % train  # the epoch sampler advances one chunk per task
