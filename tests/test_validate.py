@@ -1,0 +1,105 @@
+"""Validation: measured runs against predictions for their own setup; errors and coverage."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from calibrate_helpers import TRUE, write_traces
+from test_calibrate_robustness import pxn
+
+from pxn.calibrate.validate import Validation, validate_runs
+from pxn.scenario import Shape
+from pxn.sim.predict import sweep
+from pxn.trace import read_trace, summarize
+from pxn.validation_report import validation_csv, validation_json, validation_table
+
+SMALL = TRUE.replace(budget=800)
+SHAPES = (Shape(1, 1), Shape(2, 2), Shape(4, 1))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Two 'measured' runs per shape, drawn from the truth with seeds the predictions never use."""
+    root = tmp_path_factory.mktemp("measured")
+    measured = SMALL.replace(seed=999)
+    return [path for shape in SHAPES for path in write_traces(root, measured, shape, range(2))]
+
+
+@pytest.fixture(scope="module")
+def validation(runs: list[Path]) -> Validation:
+    return validate_runs(SMALL, runs, replicates=100)
+
+
+def test_each_run_is_set_beside_its_own_prediction(
+    runs: list[Path], validation: Validation
+) -> None:
+    assert [c.run for c in validation.checks] == [str(r / "trace.jsonl") for r in runs]
+    for check in validation.checks:
+        assert check.shape == Shape.parse(read_trace(check.run).run_start.shape)
+        assert check.measured == summarize(read_trace(check.run))
+        wall = check.predicted.wall_clock
+        assert wall.low <= wall.mean <= wall.high
+        assert check.sim_error == pytest.approx(wall.mean / check.measured.wall_clock - 1)
+        assert check.inside == (wall.low <= check.measured.wall_clock <= wall.high)
+
+
+def test_the_true_model_scores_well(validation: Validation) -> None:
+    """Runs drawn from the scenario itself: small errors, and mostly inside the 5-95% band."""
+    inside, counted = validation.coverage
+    assert counted == 6
+    assert inside >= 4  # 90% intervals: 3 or fewer of 6 inside happens 1.6% of the time
+    assert validation.sim_mape < 0.08
+    # The closed form ignores stragglers and skips, so it is allowed to be worse, not better.
+    assert validation.analytic_mape > validation.sim_mape
+
+
+def test_a_run_is_predicted_at_its_own_worker_count(tmp_path: Path) -> None:
+    [run] = write_traces(tmp_path, SMALL.replace(workers=2), Shape(2, 2), range(1))
+    [check] = validate_runs(SMALL, [run], replicates=20).checks
+    [expected] = sweep(SMALL.replace(workers=2), [Shape(2, 2)], 20)
+    assert check.predicted.wall_clock == expected.wall_clock
+    [at_eight] = sweep(SMALL, [Shape(2, 2)], 20)
+    assert check.predicted.wall_clock.mean > 1.5 * at_eight.wall_clock.mean
+
+
+def test_an_interrupted_run_is_shown_but_not_scored(runs: list[Path], tmp_path: Path) -> None:
+    lines = (runs[0] / "trace.jsonl").read_text().splitlines()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(lines[: len(lines) // 2]) + "\n")
+    result = validate_runs(SMALL, [runs[1], cut], replicates=20)
+    assert [c.complete for c in result.checks] == [True, False]
+    assert result.coverage[1] == 1
+    assert result.sim_mape == pytest.approx(abs(result.checks[0].sim_error))
+
+
+def test_csv_json_and_table(validation: Validation) -> None:
+    rows = list(csv.DictReader(io.StringIO(validation_csv(validation))))
+    assert len(rows) == 6
+    assert {"measured_wall_clock_s", "sim_wall_clock_p5_s", "analytic_error"} <= set(rows[0])
+    document = json.loads(validation_json(validation))
+    assert document["summary"]["completed_runs"] == 6
+    assert document["summary"]["sim_mape"] == pytest.approx(validation.sim_mape)
+    assert len(document["runs"]) == 6
+    assert validation_table(validation).row_count == 6
+
+
+def test_cli_validate_writes_its_outputs(runs: list[Path], tmp_path: Path) -> None:
+    scenario = tmp_path / "s.toml"
+    SMALL.save(scenario)
+    out = tmp_path / "out"
+    args = ("validate", *runs[:2], "--scenario", scenario, "--reps", "10", "--jobs", "1")
+    result = pxn(*args, "--format", "json", "--out", out)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["summary"]["runs"] == 2
+    assert "simulator MAPE" in result.stderr
+    assert {p.name for p in out.iterdir()} == {
+        "validation.csv",
+        "validation.json",
+        "sweep_vs_measured.png",
+    }
+    bad = pxn("validate", *runs[:1], "--scenario", scenario, "--format", "xml")
+    assert bad.returncode == 2 and "--format is table, csv or json" in bad.stderr
