@@ -1,0 +1,60 @@
+"""The calibration and validation figures render whole, from measured-like traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.image
+import pytest
+from calibrate_helpers import TRUE, write_traces
+from test_calibrate_robustness import pxn
+
+from pxn.calibrate.fit import fit_latency
+from pxn.calibrate.load import read_one
+from pxn.calibrate.validate import validate_runs
+from pxn.plots import plot_latency_fit, plot_sweep_vs_measured, plot_timeline
+from pxn.scenario import Shape
+from pxn.trace import Rollout
+
+SMALL = TRUE.replace(budget=400)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    root = tmp_path_factory.mktemp("runs")
+    return [p for s in (Shape(1, 1), Shape(2, 2)) for p in write_traces(root, SMALL, s, range(2))]
+
+
+def assert_png(path: Path, min_width: int = 600) -> None:
+    image = matplotlib.image.imread(path)
+    assert image.shape[1] >= min_width and image.shape[0] >= 300
+    assert image.std() > 0.01  # something was drawn
+    assert not list(path.parent.glob(".*partial*"))
+
+
+def test_fit_diagnostics(runs: list[Path], tmp_path: Path) -> None:
+    fit = fit_latency("rollout", [r.duration for r in read_one(runs[0]).of(Rollout)])
+    assert_png(plot_latency_fit(fit, tmp_path / "fit.png"))
+    few = fit_latency("reflection", [1.0, 2.0, 3.5])  # no family: the Q-Q panel says so
+    assert_png(plot_latency_fit(few, tmp_path / "few.png"))
+
+
+def test_timeline_whole_and_zoomed(runs: list[Path], tmp_path: Path) -> None:
+    trace = read_one(runs[2])
+    assert_png(plot_timeline(trace, tmp_path / "all.png"))
+    assert_png(plot_timeline(trace, tmp_path / "first.png", until_iteration=3))
+
+
+def test_sweep_vs_measured_and_its_cli(runs: list[Path], tmp_path: Path) -> None:
+    validation = validate_runs(SMALL, runs, replicates=20)
+    assert_png(plot_sweep_vs_measured(validation, tmp_path / "svm.png"))
+    scenario = tmp_path / "s.toml"
+    SMALL.save(scenario)
+    out = tmp_path / "cli.png"
+    result = pxn("plot", "sweep-vs-measured", *runs, "--scenario", scenario, "-o", out,
+                 "--reps", "10", "--jobs", "1")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert_png(out)
+    result = pxn("plot", "timeline", runs[0], "-o", tmp_path / "t.png", "--iterations", "2")
+    assert result.returncode == 0, result.stderr
+    assert_png(tmp_path / "t.png")
