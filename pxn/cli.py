@@ -61,8 +61,9 @@ def scenario_with_overrides(
 
 
 def run_sweep(scenario, shapes, reps: int, jobs: int):
-    from pxn.sim.predict import sweep, total_replicates
+    from pxn.sim.predict import check_sweep, sweep, total_replicates
 
+    check_sweep(shapes, reps, jobs)  # before the progress bar draws anything
     with Progress(
         "[progress.description]{task.description}",
         BarColumn(),
@@ -352,3 +353,126 @@ def trace_export(
     print_set_aside([], [f"{the_trace.path} {line}" for line in the_trace.skipped])
     write_text_atomically(chrome, chrome_trace_json(the_trace))
     stdout.print(f"wrote {chrome}", markup=False)
+
+
+# --- real runs (pxn.runner) ---
+
+lm_app = typer.Typer(help="The local LM pool (llama.cpp + SmolLM2-135M).", no_args_is_help=True)
+app.add_typer(lm_app, name="lm")
+
+
+@app.command("run")
+def run_command(
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Run directory to create, e.g. runs/x.")
+    ] = None,
+    task: Annotated[
+        str | None,
+        typer.Option("--task", help="Built-in task name (see `pxn tasks`) or module:function."),
+    ] = None,
+    shape: Annotated[str, typer.Option("--shape", help="PxN: P parents x N mutations.")] = "1x1",
+    budget: Annotated[int, typer.Option("--budget", help="Metric calls (B).")] = 40,
+    workers: Annotated[int, typer.Option("--workers", help="Rollout worker slots (W).")] = 2,
+    selection: Annotated[
+        str, typer.Option("--selection", help="all | best | topk:K")
+    ] = "all",
+    task_lm: Annotated[
+        str | None, typer.Option("--task-lm", help="litellm model (default: local pool).")
+    ] = None,
+    reflection_lm: Annotated[
+        str | None, typer.Option("--reflection-lm", help="litellm model (default: local pool).")
+    ] = None,
+    api_base: Annotated[
+        str | None, typer.Option("--api-base", help="Base URL for self-hosted models.")
+    ] = None,
+    reflection_concurrency: Annotated[
+        int | None, typer.Option("--reflection-concurrency", help="Cap C (default P*N).")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="gepa's seed.")] = 0,
+    servers: Annotated[int, typer.Option("--servers", help="Local LM servers.")] = 2,
+    resume: Annotated[
+        Path | None, typer.Option("--resume", help="Continue the interrupted run in this dir.")
+    ] = None,
+    progress: Annotated[bool, typer.Option(help="Show the live progress line.")] = True,
+) -> None:
+    """Run real batched GEPA (gepa 0.1.4) and trace every rollout and reflection."""
+    from pxn.runner.run import RunConfig, run_gepa
+
+    if resume is None and out is None:
+        raise PxnError("give --out runs/NAME for a new run, or --resume runs/NAME")
+    config = RunConfig(
+        out=str(resume or out),
+        task=task,
+        shape=shape,
+        budget=budget,
+        workers=workers,
+        selection=selection,
+        task_lm=task_lm,
+        reflection_lm=reflection_lm,
+        api_base=api_base,
+        reflection_concurrency=reflection_concurrency,
+        seed=seed,
+        servers=servers,
+        progress=progress,
+    )
+    result = run_gepa(config, resume=resume is not None)
+    for warning in result.warnings:
+        stderr.print(f"pxn: warning: {warning}", markup=False)
+    if result.status != "completed":
+        print(f"pxn: run {result.status}: {result.message}", file=sys.stderr)
+        raise typer.Exit(1)
+    r = result.result
+    stdout.print(
+        f"{r['shape']} on {r['task']}: {r['iterations']} iterations, {r['accepted']}/"
+        f"{r['proposals']} proposals accepted, {r['metric_calls']} metric calls, "
+        f"{r['wall_clock_s']:.1f} s; best val {r['best_val_score']:.3f} "
+        f"(seed {r['seed_val_score']:.3f})"
+        + (f", test {r['test_score']:.3f}" if r["test_score"] is not None else ""),
+        markup=False,
+    )
+    stdout.print(f"wrote {result.out / 'trace.jsonl'} and {result.out / 'result.json'}",
+                 markup=False)
+
+
+@app.command("tasks")
+def tasks_command() -> None:
+    """List the built-in tasks and their split sizes."""
+    from pxn.runner.tasks import builtin_tasks
+
+    for name, make in builtin_tasks().items():
+        task = make()
+        sizes = ", ".join(f"{k} {v}" for k, v in task.splits().items())
+        stdout.print(f"{name}: {task.description} ({sizes}; minibatch {task.minibatch})",
+                     markup=False)
+
+
+@lm_app.command("serve")
+def lm_serve(
+    servers: Annotated[int, typer.Option("--servers", help="How many servers (K).")] = 2,
+) -> None:
+    """Start K local llama.cpp servers and keep them up until Ctrl-C (or `pxn lm stop`)."""
+    import signal
+
+    from pxn.runner.lm_pool import LMPool, pidfile_path
+
+    with LMPool(servers, pidfile=pidfile_path()) as info:
+        stdout.print(f"model: {info.model} (api_key: any string)", markup=False)
+        for server in info.servers:
+            stdout.print(f"  api_base: {server.api_base}  pid {server.pid}", markup=False)
+        stdout.print("Ctrl-C or `pxn lm stop` stops the pool.", markup=False)
+        # Block until a signal: SIGTERM (from `pxn lm stop` or a supervisor) ends us cleanly.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        try:
+            while True:
+                signal.pause()
+        except KeyboardInterrupt:
+            pass
+
+
+@lm_app.command("stop")
+def lm_stop() -> None:
+    """Stop the pool a `pxn lm serve` left running."""
+    from pxn.runner.lm_pool import stop_standalone
+
+    stopped = stop_standalone()
+    stdout.print(f"stopped {len(stopped)} server(s)", markup=False)

@@ -82,6 +82,16 @@ def summarize_replicates(
     )
 
 
+def check_sweep(shapes: Sequence[Shape], replicates: int, jobs: int) -> None:
+    """Refuse a sweep that cannot give an answer, before any work starts."""
+    if replicates < 2:
+        raise PxnError(f"--reps must be >= 2 to give an interval: got {replicates}")
+    if jobs < 1:
+        raise PxnError(f"--jobs must be >= 1: got {jobs}")
+    if not shapes:
+        raise PxnError("no shapes to simulate; give e.g. --shapes single,2x2")
+
+
 def sweep(
     scenario: Scenario,
     shapes: Sequence[Shape],
@@ -94,12 +104,7 @@ def sweep(
     Single (1x1) is simulated too when it is not asked for: every speedup is
     measured against it.
     """
-    if replicates < 2:
-        raise PxnError(f"--reps must be >= 2 to give an interval: got {replicates}")
-    if jobs < 1:
-        raise PxnError(f"--jobs must be >= 1: got {jobs}")
-    if not shapes:
-        raise PxnError("no shapes to simulate; give e.g. --shapes single,2x2")
+    check_sweep(shapes, replicates, jobs)
     single = Shape(1, 1)
     todo = list(dict.fromkeys([*shapes, single]))
     units = [

@@ -69,11 +69,6 @@ def test_bad_format(scenario_file: Path) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pxn/cli.py: sweep() validates --reps inside run_sweep's rich Progress, whose "
-    "transient bar leaves an empty line on stderr before the error line",
-)
 def test_too_few_replicates(scenario_file: Path) -> None:
     assert_user_error(pxn("simulate", scenario_file, "--reps", "1"), "--reps must be >= 2")
 
