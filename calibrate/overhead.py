@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.stats
 
-from pxn.trace import ROLLOUT_PHASES, Reflection, Rollout, Stage, Trace, summarize
+from pxn.trace import ROLLOUT_PHASES, Iteration, Reflection, Rollout, Stage, Trace, summarize
 
 TOLERANCE = 1e-9  # seconds
 
@@ -27,9 +27,20 @@ TOLERANCE = 1e-9  # seconds
 @dataclass(frozen=True)
 class OverheadFit:
     stages: int
-    total: float  # seconds of wall-clock outside every stage
+    total: float  # seconds of gepa's loop outside every stage
     per_stage: float  # total / stages: the Scenario's stage_overhead
     gap_by_stage: dict[str, float]  # mean gap before each stage name, seconds
+    after_loop: float  # seconds from the loop's end to run_end (e.g. a test-set evaluation)
+
+
+def loop_end(trace: Trace) -> float:
+    """When gepa's optimization loop ended: the last stage or iteration.
+
+    The runner may do more before its run_end (score the best candidate on a
+    test set); that is not part of the run the simulator models.
+    """
+    ends = [e.end for e in trace.events if isinstance(e, Stage | Iteration)]
+    return max(ends) if ends else max(e.end for e in trace.events)
 
 
 @dataclass(frozen=True)
@@ -46,11 +57,12 @@ class ConcurrencyFit:
 
 def fit_overhead(traces: list[Trace]) -> OverheadFit:
     gaps: dict[str, list[float]] = defaultdict(list)
-    total, count = 0.0, 0
+    total, count, after = 0.0, 0, 0.0
     for trace in traces:
         stages = sorted(trace.of(Stage), key=lambda s: s.start)
-        summary = summarize(trace)
-        total += summary.stage_time["overhead"]
+        end = loop_end(trace)
+        total += end - sum(s.duration for s in stages)
+        after += max(0.0, summarize(trace).wall_clock - end)
         count += len(stages)
         previous = 0.0
         for stage in stages:
@@ -61,6 +73,7 @@ def fit_overhead(traces: list[Trace]) -> OverheadFit:
         total=max(0.0, total),
         per_stage=max(0.0, total / count) if count else 0.0,
         gap_by_stage={name: float(np.mean(v)) for name, v in gaps.items()},
+        after_loop=after,
     )
 
 

@@ -98,6 +98,11 @@ def calibration_lines(cal: Calibration) -> list[str]:
         f"engine overhead: {o.total:.4g} s outside {o.stages} stages -> "
         f"stage_overhead={o.per_stage:.4g} s (mean gap before: {gaps})"
     )
+    if o.after_loop > 0:
+        lines.append(
+            f"after gepa's loop: {o.after_loop:.4g} s before run_end in all (not gepa's loop, "
+            "e.g. a test-set evaluation; left out of the scenario)"
+        )
     c = cal.concurrency
     lines.append(
         f"concurrency: peak {c.peak} rollouts in flight of W={c.workers}; busy "

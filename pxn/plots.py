@@ -131,7 +131,8 @@ def plot_latency_fit(fit: LatencyFit, path: str | Path) -> Path:
     grid = np.linspace(0, data.max() * 1.05, 400)
     chosen = fit.chosen.dist
     for f in fit.fits:
-        density = getattr(scipy.stats, f.family)(**f.params).pdf(grid)
+        with np.errstate(all="ignore"):  # a Weibull with c < 1 is infinite at 0
+            density = getattr(scipy.stats, f.family)(**f.params).pdf(grid)
         bold = f.family == chosen
         hist.plot(
             grid,
@@ -251,7 +252,7 @@ def plot_sweep_vs_measured(validation: Validation, path: str | Path) -> Path:
     predicted = [by_shape[s][0].predicted for s in shapes]
     high = max(
         max(p.wall_clock.high for p in predicted),
-        max(c.measured.wall_clock for c in validation.checks),
+        max(c.wall_clock for c in validation.checks),
     )
     unit, size = time_unit(high)
 
@@ -284,7 +285,7 @@ def plot_sweep_vs_measured(validation: Validation, path: str | Path) -> Path:
         for offset, check in zip(offsets, checks, strict=True):
             ax.plot(
                 i + offset,
-                check.measured.wall_clock / size,
+                check.wall_clock / size,
                 "D" if check.complete else "x",
                 color="black",
                 markersize=6,
@@ -297,12 +298,12 @@ def plot_sweep_vs_measured(validation: Validation, path: str | Path) -> Path:
 
     speed = ax.twinx()
     speed.plot(x, [p.speedup for p in predicted], "^:", color="tab:green", alpha=0.9)
-    single = [c.measured.wall_clock for c in validation.checks if c.shape.k == 1 and c.complete]
+    single = [c.wall_clock for c in validation.checks if c.shape.k == 1 and c.complete]
     measured_speedup = []
     if single:
         base = float(np.mean(single))
         measured_speedup = [
-            base / float(np.mean([c.measured.wall_clock for c in by_shape[s]])) for s in shapes
+            base / float(np.mean([c.wall_clock for c in by_shape[s]])) for s in shapes
         ]
         speed.plot(x, measured_speedup, "v", color="darkgreen", markersize=8, fillstyle="none")
     speed.set_ylabel("speedup vs single", color="tab:green")

@@ -11,6 +11,8 @@ import pytest
 from calibrate_helpers import TRUE, write_traces
 from test_calibrate_robustness import pxn
 
+from pxn.calibrate.load import read_one
+from pxn.calibrate.overhead import fit_overhead
 from pxn.calibrate.validate import Validation, validate_runs
 from pxn.scenario import Shape
 from pxn.sim.predict import sweep
@@ -43,8 +45,26 @@ def test_each_run_is_set_beside_its_own_prediction(
         assert check.measured == summarize(read_trace(check.run))
         wall = check.predicted.wall_clock
         assert wall.low <= wall.mean <= wall.high
+        assert check.after_loop == 0  # a simulated run ends with its last iteration
         assert check.sim_error == pytest.approx(wall.mean / check.measured.wall_clock - 1)
         assert check.inside == (wall.low <= check.measured.wall_clock <= wall.high)
+
+
+def test_time_after_gepa_loop_is_shown_apart_not_scored(runs: list[Path], tmp_path: Path) -> None:
+    """The runner scores a test set after gepa returns; the simulator does not model that."""
+    lines = (runs[0] / "trace.jsonl").read_text().splitlines()
+    end = json.loads(lines[-1])
+    assert end["kind"] == "run_end"
+    end["start"] = end["end"] = end["end"] + 30.0
+    epilogue = tmp_path / "trace.jsonl"
+    epilogue.write_text("\n".join([*lines[:-1], json.dumps(end)]) + "\n")
+    [plain, later] = validate_runs(SMALL, [runs[0], epilogue], replicates=10).checks
+    assert later.wall_clock == plain.wall_clock
+    assert later.after_loop == pytest.approx(30.0)
+    assert later.sim_error == pytest.approx(plain.sim_error)
+    overhead = fit_overhead([read_one(epilogue)])
+    assert overhead.after_loop == pytest.approx(30.0)
+    assert overhead.per_stage == pytest.approx(SMALL.stage_overhead, rel=1e-6)
 
 
 def test_the_true_model_scores_well(validation: Validation) -> None:
