@@ -373,9 +373,7 @@ def run_command(
     shape: Annotated[str, typer.Option("--shape", help="PxN: P parents x N mutations.")] = "1x1",
     budget: Annotated[int, typer.Option("--budget", help="Metric calls (B).")] = 40,
     workers: Annotated[int, typer.Option("--workers", help="Rollout worker slots (W).")] = 2,
-    selection: Annotated[
-        str, typer.Option("--selection", help="all | best | topk:K")
-    ] = "all",
+    selection: Annotated[str, typer.Option("--selection", help="all | best | topk:K")] = "all",
     task_lm: Annotated[
         str | None, typer.Option("--task-lm", help="litellm model (default: local pool).")
     ] = None,
@@ -430,8 +428,9 @@ def run_command(
         + (f", test {r['test_score']:.3f}" if r["test_score"] is not None else ""),
         markup=False,
     )
-    stdout.print(f"wrote {result.out / 'trace.jsonl'} and {result.out / 'result.json'}",
-                 markup=False)
+    stdout.print(
+        f"wrote {result.out / 'trace.jsonl'} and {result.out / 'result.json'}", markup=False
+    )
 
 
 @app.command("tasks")
@@ -442,8 +441,9 @@ def tasks_command() -> None:
     for name, make in builtin_tasks().items():
         task = make()
         sizes = ", ".join(f"{k} {v}" for k, v in task.splits().items())
-        stdout.print(f"{name}: {task.description} ({sizes}; minibatch {task.minibatch})",
-                     markup=False)
+        stdout.print(
+            f"{name}: {task.description} ({sizes}; minibatch {task.minibatch})", markup=False
+        )
 
 
 @lm_app.command("serve")

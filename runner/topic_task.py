@@ -27,12 +27,14 @@ class TopicExample:
     clue: str
 
 
+# The hint comes first and the question last, so whatever the hint says, the last
+# thing the model reads pins the answer format (measured: a hint placed after the
+# question let the reflection model's chatter take over the answer).
 PROMPT = (
-    "Classify the topic of the sentence as one of: sports, food, weather, music.\n"
     "Hint: {hint}\n"
     "Sentence: {sentence}\n"
-    "Answer with one word: sports, food, weather or music.\n"
-    "Topic:"
+    "Which topic is this sentence about: music, weather, food or sports? "
+    "Answer with one word."
 )
 
 SEED_HINT = "Think about what the sentence is mostly about."
