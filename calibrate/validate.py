@@ -36,6 +36,7 @@ class Check:
     status: str  # the run_end status, or "no run_end"
     resumed: bool
     shape: Shape
+    measured_setup: dict[str, int]  # the run's budget, W, ...: what its prediction used
     measured: RunSummary  # as summarize() reads the trace
     wall_clock: float  # seconds to the end of gepa's loop: what the simulator models
     predicted: Prediction
@@ -123,6 +124,7 @@ def validate_runs(
                     status="no run_end" if end is None else end.status,
                     resumed=bool(trace.of(Resume)),
                     shape=shape,
+                    measured_setup=setup_of(trace),
                     measured=summarize(trace),
                     wall_clock=loop_end(trace),
                     predicted=predictions[shape],

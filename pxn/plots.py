@@ -214,6 +214,12 @@ def plot_timeline(trace: Trace, path: str | Path, until_iteration: int | None = 
     for it in iterations:
         if it.end <= end:
             ax.axvline(it.end / size, color="black", linestyle=":", linewidth=0.7, alpha=0.6)
+    last = max((i.end for i in iterations), default=end)
+    if until_iteration is None and end - last > 0.01 * end:
+        # The runner's own epilogue (a test-set evaluation): not part of gepa's loop.
+        ax.axvspan(last / size, end / size, color="lightgray", alpha=0.5, zorder=0)
+        ax.text((last + end) / 2 / size, rows / 2, "after gepa's loop", ha="center",
+                va="center", rotation=90, fontsize="small", color="dimgray")  # fmt: skip
     if slots:
         ax.axhline(len(workers) - 0.5, color="black", linewidth=1)
     labels = [f"worker {w}" for w in workers] + [f"reflection {s}" for s in slots]
@@ -330,10 +336,11 @@ def plot_sweep_vs_measured(validation: Validation, path: str | Path) -> Path:
             )
         )
     fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize="small")
-    s = validation.scenario
     inside, counted = validation.coverage
+    setups = {(c.measured_setup["workers"], c.measured_setup["budget"]) for c in validation.checks}
+    setup = "setups differ by run" if len(setups) > 1 else "W={}, B={}".format(*setups.pop())
     ax.set_title(
-        f"predicted vs measured: {s.name}, W={s.workers}, B={s.budget}\n"
+        f"predicted vs measured: {validation.scenario.name}, {setup}\n"
         f"simulator MAPE {validation.sim_mape:.1%}, closed form {validation.analytic_mape:.1%}, "
         f"{inside}/{counted} runs inside the band",
         fontsize="medium",
