@@ -19,9 +19,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from pxn.errors import PxnError
-from pxn.trace import Event, Rollout, RunStart, Trace, read_trace
+from pxn.trace import Event, Resume, Rollout, RunStart, Trace, read_trace
 
 TRACE_NAME = "trace.jsonl"
+E = typing.TypeVar("E", bound=Event)
 
 
 def trace_path(path: str | Path) -> Path:
@@ -142,3 +143,20 @@ def load_traces(paths: Sequence[str | Path], *, need_rollouts: bool = True) -> L
             raise PxnError(rejected[0])
         raise PxnError(f"none of the {len(rejected)} traces is usable; first: {rejected[0]}")
     return Loaded(traces, rejected)
+
+
+def live_events(trace: Trace, cls: type[E]) -> list[E]:
+    """The events of `cls` in the run gepa finished, without those a resume threw away.
+
+    A resumed run restarts from the state saved before iteration
+    `resume.iteration + 1`; events written before the Resume for later
+    iterations belong to work gepa then redid. Counting them would count a
+    proposal twice and put later proposals at the wrong index.
+    """
+    kept: list[E] = []
+    for event in trace.events:
+        if isinstance(event, Resume):
+            kept = [e for e in kept if e.iteration <= event.iteration]  # type: ignore[attr-defined]
+        elif isinstance(event, cls):
+            kept.append(event)
+    return kept

@@ -9,13 +9,13 @@ import pytest
 import scipy.stats
 from calibrate_helpers import TRUE, write_traces
 
-from pxn.calibrate.acceptance import fit_acceptance
+from pxn.calibrate.acceptance import fit_acceptance, proposal_outcomes
 from pxn.calibrate.load import read_one
 from pxn.calibrate.overhead import fit_concurrency, fit_overhead, in_flight
 from pxn.calibrate.tokens import fit_tokens
 from pxn.errors import PxnError
 from pxn.scenario import Shape
-from pxn.trace import Reflection
+from pxn.trace import Decision, Reflection, Resume, RunStart, Trace
 
 
 def bernoulli(p: np.ndarray, seed: int) -> np.ndarray:
@@ -94,3 +94,24 @@ def test_in_flight_counts_back_to_back_calls_once() -> None:
     starts = np.array([0.0, 1.0, 1.0, 2.5])
     ends = np.array([1.0, 2.0, 3.0, 3.0])
     assert in_flight(starts, ends, np.array([0.5, 1.0, 2.0, 2.7])).tolist() == [1, 2, 1, 2]
+
+
+def test_decisions_a_resume_threw_away_are_not_counted() -> None:
+    def decision(iteration: int, accepted: bool) -> Decision:
+        return Decision(start=0.0, end=0.0, iteration=iteration, proposal=f"{iteration}-0",
+                        parent="0", accepted=accepted)  # fmt: skip
+
+    start = RunStart(start=0.0, end=0.0, source="runner", shape="1x1", budget=10, workers=1,
+                     reflection_concurrency=1, valset_size=1, trainset_size=3, minibatch=1,
+                     seed=0)  # fmt: skip
+    events = [
+        start,
+        decision(1, True),
+        decision(2, False),
+        decision(3, True),  # lost: the saved state holds iterations 1-2 only
+        Resume(start=5.0, end=5.0, iteration=2, metric_calls=7),
+        decision(3, False),
+        decision(4, False),
+    ]
+    trace = Trace(Path("resumed.jsonl"), events)
+    assert proposal_outcomes(trace).tolist() == [1.0, 0.0, 0.0, 0.0]
