@@ -63,6 +63,20 @@ def test_invalid_scenario_value(scenario_file: Path) -> None:
     assert_user_error(pxn("simulate", scenario_file), "budget 5 is smaller than one seed")
 
 
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["sweep", "--shapes", "single,3x"], "a shape is 'PxN'"),
+        (["simulate", "--budget", "10"], "budget 10 is smaller than one seed validation"),
+        (["simulate", "--workers", "0"], "workers must be a whole number >= 1: got 0"),
+    ],
+    ids=["bad shape list", "budget override", "workers override"],
+)
+def test_bad_overrides_are_one_line(args: list[str], fragment: str, scenario_file: Path) -> None:
+    command, *flags = args
+    assert_user_error(pxn(command, scenario_file, *flags), fragment)
+
+
 def test_bad_format(scenario_file: Path) -> None:
     assert_user_error(
         pxn("sweep", scenario_file, "--format", "bogus"), "--format is table, csv or json"
