@@ -37,11 +37,20 @@ def check_row(c: Check) -> dict[str, Any]:
         "sim_iterations_p5": p.iterations.low,
         "sim_iterations_p95": p.iterations.high,
         "analytic_iterations": p.analytic.iterations,
+        "sim_iterations_error": _relative(p.iterations.mean, m.iterations),
+        "analytic_iterations_error": _relative(p.analytic.iterations, m.iterations),
         "measured_full_val_share": m.full_val_share,
         "sim_full_val_share_mean": p.full_val_share.mean,
         "analytic_q_k": p.analytic.q_k,
+        # A share is already a fraction: its error is the difference, in points.
+        "sim_full_val_share_diff": p.full_val_share.mean - m.full_val_share,
+        "analytic_full_val_share_diff": p.analytic.q_k - m.full_val_share,
         "replicates": p.replicates,
     }
+
+
+def _relative(predicted: float, measured: float) -> float:
+    return predicted / measured - 1 if measured else math.nan
 
 
 def summary_record(v: Validation) -> dict[str, Any]:
