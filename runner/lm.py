@@ -19,6 +19,10 @@ import litellm
 from pxn.runner.lm_pool import MODEL_ALIAS, PoolInfo
 from pxn.runner.retry import FailedAttempt, RetryPolicy, call_with_retries
 
+# litellm prints a "Give Feedback / Get Help" banner on every failed call; our
+# retry loop records each failure in the trace instead.
+litellm.suppress_debug_info = True
+
 
 @dataclass(frozen=True)
 class LMReply:

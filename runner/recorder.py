@@ -73,6 +73,7 @@ class Recorder:
         self.max_failures = max_failures
         self.on_change = on_change or (lambda: None)
         self.lock = threading.Lock()
+        self.closed = False
         self.state: Any = None  # gepa's GEPAState, from on_iteration_start
         self.book = IterationBook(number=0, start=0.0)
         self.iterations = 0
@@ -88,7 +89,14 @@ class Recorder:
         self.child_of: dict[tuple[tuple[str, str], ...], str] = {}  # child key -> proposal id
 
     def write(self, event: Event) -> None:
-        self.writer.write(event)
+        # After an interrupt, worker threads may still finish an LM call while the
+        # trace is already closed by run_end: those late events are dropped.
+        if not self.closed:
+            self.writer.write(event)
+
+    def close(self) -> None:
+        self.closed = True
+        self.writer.close()
 
     # ---- what the adapter and the reflection LM ask ----
 

@@ -178,7 +178,8 @@ def _prepare_trace(path: Path) -> float:
     return max(e.end for e in trace.events)
 
 
-def run_gepa(config: RunConfig, *, resume: bool = False) -> RunResult:
+def run_gepa(config: RunConfig, *, resume: bool = False, pool: PoolInfo | None = None) -> RunResult:
+    """Run gepa for real; `pool` reuses a running local pool instead of starting one."""
     out = Path(config.out)
     trace_path = out / "trace.jsonl"
     if resume:
@@ -189,8 +190,7 @@ def run_gepa(config: RunConfig, *, resume: bool = False) -> RunResult:
     policy = RetryPolicy(max_attempts=config.max_attempts, timeout=config.timeout)
 
     with ExitStack() as stack:
-        pool: PoolInfo | None = None
-        if config.task_lm is None or config.reflection_lm is None:
+        if pool is None and (config.task_lm is None or config.reflection_lm is None):
             log_dir = Path(tempfile.mkdtemp(prefix="pxn-lm-pool-"))
             pool = stack.enter_context(LMPool(config.servers, log_dir=log_dir))
         task_client = LMClient(
@@ -347,7 +347,7 @@ def _run(
                 message=redact(message),
             )
         )
-        writer.close()
+        recorder.close()
     if status == "interrupted":
         raise KeyboardInterrupt
     return RunResult(out=out, status=status, message=message, result=result, warnings=warnings)

@@ -1,0 +1,162 @@
+"""A small OpenAI-style chat server of the tests' own that misbehaves on purpose.
+
+It answers /v1/chat/completions and /v1/models. At set rates it injects 500s
+(whose body echoes the request's Authorization header, the worst case for a
+leaked key), 429s, answers slower than the client's timeout, and dropped
+connections. It counts every fault it injects, so a test can check that the
+trace shows each one. Requests with max_tokens == 1 (the runner's
+reachability probe) are never faulted. A prompt containing ALWAYS_FAIL always
+gets a 500, so a test can make a rollout exhaust its retries deterministically.
+
+Answers: a reflection prompt (it mentions "hint") gets a fenced hint; any
+other prompt gets one topic word, chosen at random.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+LABELS = ("sports", "food", "weather", "music")
+
+
+class FaultServer:
+    def __init__(
+        self,
+        *,
+        error_rate: float = 0.0,
+        rate_limit_rate: float = 0.0,
+        slow_rate: float = 0.0,
+        drop_rate: float = 0.0,
+        slow_seconds: float = 1.5,
+        seed: int = 0,
+    ):
+        self.rates = [
+            ("500", error_rate),
+            ("429", rate_limit_rate),
+            ("slow", slow_rate),
+            ("drop", drop_rate),
+        ]
+        self.slow_seconds = slow_seconds
+        self.rng = random.Random(seed)
+        self.lock = threading.Lock()
+        self.faults: Counter[str] = Counter()
+        self.served = 0
+        self.seen_auth: list[str] = []
+        handler = self._handler()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> FaultServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def _pick_fault(self, body: dict[str, Any]) -> str | None:
+        if body.get("max_tokens") == 1:
+            return None
+        text = json.dumps(body.get("messages", []))
+        with self.lock:
+            if "ALWAYS_FAIL" in text:
+                self.faults["500"] += 1
+                return "500"
+            roll = self.rng.random()
+            edge = 0.0
+            for name, rate in self.rates:
+                edge += rate
+                if roll < edge:
+                    self.faults[name] += 1
+                    return name
+            return None
+
+    def _answer(self, body: dict[str, Any]) -> str:
+        text = json.dumps(body.get("messages", [])).lower()
+        with self.lock:
+            label = self.rng.choice(LABELS)
+            if "hint" in text and "sentence:" not in text:
+                hint = f"Words like goal mean sports; {label} words mean {label}."
+                return f"Here it is:\n```\n{hint}\n```"
+            return label
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep test output quiet
+                pass
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                try:
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client timed out first: that was the point
+
+            def do_GET(self) -> None:
+                self._send(200, {"object": "list", "data": [{"id": "fault", "object": "model"}]})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                auth = self.headers.get("Authorization", "")
+                with server.lock:
+                    server.seen_auth.append(auth)
+                fault = server._pick_fault(body)
+                if fault == "500":
+                    # Echo the credentials: the runner must never let them through.
+                    self._send(500, {"error": {"message": f"boom; you sent {auth}"}})
+                    return
+                if fault == "429":
+                    self._send(429, {"error": {"message": "rate limited", "type": "rate_limit"}})
+                    return
+                if fault == "drop":
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                if fault == "slow":
+                    time.sleep(server.slow_seconds)
+                with server.lock:
+                    server.served += 1
+                content = server._answer(body)
+                self._send(
+                    200,
+                    {
+                        "id": "chatcmpl-fault",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": body.get("model", "fault"),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": content},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": 20,
+                            "completion_tokens": 3,
+                            "total_tokens": 23,
+                        },
+                    },
+                )
+
+        return Handler

@@ -1,0 +1,126 @@
+"""Faults, secrets and bad input, against the tests' own misbehaving OpenAI-style server.
+
+Real gepa and real litellm run end to end; only the model behind the HTTP
+endpoint is the fault server (no llama.cpp needed, so these run in the quick suite).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fault_server import FaultServer
+
+from pxn.runner.checks import trace_totals
+from pxn.runner.run import RunConfig, run_gepa
+from pxn.trace import Attempt, Rollout, RunEnd, read_trace
+
+PLANTED = "sk-test-PLANTED0123456789abcdef"
+
+
+def fault_config(out: Path, api_base: str, **kw) -> RunConfig:
+    base = dict(
+        out=str(out),
+        task="plugin_task:make_failing_task",
+        task_lm="openai/fault",
+        reflection_lm="openai/fault",
+        api_base=api_base,
+        shape="2x2",
+        budget=60,
+        workers=3,
+        progress=False,
+        timeout=1.0,
+    )
+    base.update(kw)
+    return RunConfig(**base)
+
+
+def all_text(out: Path) -> str:
+    return "\n".join(
+        p.read_text(errors="replace")
+        for p in out.rglob("*")
+        if p.is_file() and p.suffix in {".jsonl", ".json", ".txt", ".log"}
+    )
+
+
+def test_faults_are_retried_recorded_and_totals_match(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", PLANTED)
+    out = tmp_path / "run"
+    with FaultServer(
+        error_rate=0.1, rate_limit_rate=0.1, slow_rate=0.05, drop_rate=0.05, slow_seconds=1.5
+    ) as server:
+        result = run_gepa(fault_config(out, server.api_base))
+    assert result.status == "completed", result.message
+    assert result.result["trace_check"] == "ok"
+    trace = read_trace(out / "trace.jsonl")
+    assert trace.skipped == []
+    assert isinstance(trace.events[-1], RunEnd) and trace.events[-1].status == "completed"
+
+    # Every fault the server injected shows up as one failed attempt in the trace.
+    attempts = trace.of(Attempt)
+    assert len(attempts) == sum(server.faults.values())
+    errors = " ".join(a.error for a in attempts)
+    # 500, 429, a too-slow answer, a dropped connection (litellm: "Connection error").
+    for kind in ("boom", "RateLimitError", "Timeout", "Connection error"):
+        assert kind in errors, f"no {kind} among the recorded attempts"
+
+    # The always-failing example exhausted its retries, scored 0, and the run went on.
+    bad = [r for r in trace.of(Rollout) if r.example == "val/8"]
+    assert bad and all(r.score == 0.0 and r.error and r.attempts == 4 for r in bad)
+    # A retried-then-successful rollout carries its attempt count.
+    assert any(r.attempts > 1 and r.error is None for r in trace.of(Rollout))
+
+    totals = trace_totals(trace.events)
+    assert totals.metric_calls == result.result["metric_calls"]
+    assert totals.max_concurrent <= 3
+
+    # The key really went over the wire (so the check below means something) ...
+    assert any(PLANTED in auth for auth in server.seen_auth)
+    # ... and appears nowhere we write, nor on the console.
+    captured = capsys.readouterr()
+    assert PLANTED not in all_text(out)
+    assert PLANTED not in captured.out + captured.err
+    assert "[REDACTED]" in all_text(out)  # the echoed header was caught, not just absent
+
+
+def test_bad_input_writes_nothing(tmp_path):
+    from pxn.errors import PxnError
+
+    out = tmp_path / "never"
+    for kw, needle in [
+        ({"shape": "0x2"}, "--shape"),
+        ({"workers": 0}, "--workers"),
+        ({"budget": 3}, "below one seed validation"),
+        ({"task": "no-such-task"}, "unknown task"),
+        ({"selection": "worst"}, "--selection"),
+    ]:
+        with pytest.raises(PxnError, match=needle):
+            run_gepa(fault_config(out, "http://127.0.0.1:9/v1", **kw))
+    # An unreachable model is found by the probe, before anything is written.
+    with pytest.raises(PxnError, match="cannot be reached"):
+        run_gepa(fault_config(out, "http://127.0.0.1:9/v1", max_attempts=1))
+    assert not out.exists()
+
+
+def test_result_json_is_complete(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-dummy-key")
+    with FaultServer() as server:
+        result = run_gepa(fault_config(tmp_path / "ok", server.api_base, budget=30))
+    data = json.loads((tmp_path / "ok" / "result.json").read_text())
+    for key in (
+        "best_candidate",
+        "best_val_score",
+        "test_score",
+        "iterations",
+        "accepted",
+        "metric_calls",
+        "full_val_evals",
+        "wall_clock_s",
+        "tokens_in",
+        "tokens_out",
+        "versions",
+    ):
+        assert key in data
+    assert data["versions"]["gepa"] == "0.1.4"
+    assert result.status == "completed"
