@@ -5,10 +5,8 @@ state), so wall-clock minus the time inside stages is overhead; the
 simulator pays it as a fixed `stage_overhead` before each stage, so its
 estimate is that total over the number of stages. Concurrency says whether
 the pool was used as the simulator assumes: the most rollouts in flight at
-once against W, and the busy share of the rollout stages. Latency against
-load (how many rollouts were in flight when one started) shows whether calls
-slow down when they share a machine, which the simulator's independent
-latencies do not model.
+once against W, and the busy share of the rollout stages. (Whether calls slow
+down under load is load_effect.py's question.)
 """
 
 from __future__ import annotations
@@ -50,9 +48,6 @@ class ConcurrencyFit:
     busy_share: float  # rollout worker-seconds / (slots usable x stage seconds), rollout stages
     reflection_slots: int  # declared reflection concurrency
     reflection_peak: int
-    load_spearman: float  # rank correlation of a rollout's latency and load at its start
-    load_pvalue: float
-    load_slope: float  # seconds of latency per extra rollout in flight (Theil-Sen)
 
 
 def fit_overhead(traces: list[Trace]) -> OverheadFit:
@@ -111,8 +106,6 @@ def robust_slope(y: np.ndarray, x: np.ndarray, limit: int = 2000) -> float:
 def fit_concurrency(traces: list[Trace]) -> ConcurrencyFit:
     peak = reflection_peak = 0
     busy = stage_seconds = 0.0
-    loads: list[np.ndarray] = []
-    latencies: list[np.ndarray] = []
     workers = max(t.run_start.workers for t in traces)
     for trace in traces:
         rollouts = trace.of(Rollout)
@@ -126,22 +119,10 @@ def fit_concurrency(traces: list[Trace]) -> ConcurrencyFit:
         )
         busy += float(np.sum(ends - starts))
         stage_seconds += _usable_slot_seconds(trace, rollouts)
-        if len(starts):
-            loads.append(in_flight(starts, ends, starts))
-            latencies.append(ends - starts)
-    load, latency = np.concatenate(loads), np.concatenate(latencies)
-    rho = pvalue = slope = float("nan")
-    if np.ptp(load) > 0 and np.ptp(latency) > 0:
-        result = scipy.stats.spearmanr(load, latency)
-        rho, pvalue = float(result.statistic), float(result.pvalue)
-        slope = robust_slope(latency, load)
     return ConcurrencyFit(
         workers=workers,
         peak=peak,
         busy_share=busy / stage_seconds if stage_seconds > 0 else float("nan"),
         reflection_slots=max(t.run_start.reflection_concurrency for t in traces),
         reflection_peak=reflection_peak,
-        load_spearman=rho,
-        load_pvalue=pvalue,
-        load_slope=slope,
     )

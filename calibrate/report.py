@@ -109,10 +109,16 @@ def calibration_lines(cal: Calibration) -> list[str]:
         f"{c.busy_share:.0%} of usable slot-time in rollout stages; reflections peak "
         f"{c.reflection_peak} of {c.reflection_slots} slots"
     )
-    if not math.isnan(c.load_spearman):
+    for effect in cal.load_effects:
+        if math.isnan(effect.spearman):
+            continue
+        levels = ", ".join(
+            f"{load}: {mean:.3g} s (n={n})" for load, (n, mean) in effect.by_load.items()
+        )
         lines.append(
-            f"latency vs load: Spearman {c.load_spearman:.2f} (p={c.load_pvalue:.2g}), "
-            f"{c.load_slope:+.3g} s per extra rollout in flight"
+            f"{effect.what} latency vs LM calls in flight at its start: Spearman "
+            f"{effect.spearman:.2f} (p={effect.pvalue:.2g}), {effect.slope:+.3g} s per extra "
+            f"call; mean by load {levels}"
         )
     lines.extend(f"note: {note}" for note in cal.notes)
     return lines

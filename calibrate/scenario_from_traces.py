@@ -20,6 +20,7 @@ import scipy.stats
 from pxn.calibrate.acceptance import AcceptanceFit, fit_acceptance, proposal_outcomes
 from pxn.calibrate.fit import LatencyFit, fit_latency
 from pxn.calibrate.load import Loaded, live_events, load_traces
+from pxn.calibrate.load_effect import LoadEffect, fit_load_effects
 from pxn.calibrate.overhead import ConcurrencyFit, OverheadFit, fit_concurrency, fit_overhead
 from pxn.calibrate.tokens import TokenFit, fit_tokens
 from pxn.errors import PxnError
@@ -60,6 +61,7 @@ class Calibration:
     skip: SkipFit
     overhead: OverheadFit
     concurrency: ConcurrencyFit
+    load_effects: list[LoadEffect]
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -105,12 +107,14 @@ def calibrate_traces(
     skip = _fit_skip(traces)
     overhead = fit_overhead(traces)
     concurrency = fit_concurrency(traces)
-    if concurrency.load_pvalue < 0.01 and concurrency.load_spearman > 0.2:
-        notes.append(
-            f"rollouts slow down under load (Spearman {concurrency.load_spearman:.2f} between "
-            f"latency and rollouts in flight, +{concurrency.load_slope:.3g} s per extra one); "
-            "the simulator draws latencies independently of load"
-        )
+    load_effects = fit_load_effects(traces)
+    for effect in load_effects:
+        if effect.significant:
+            notes.append(
+                f"{effect.what}s slow down under load (Spearman {effect.spearman:.2f} between "
+                f"latency and LM calls in flight, +{effect.slope:.3g} s per extra call); the "
+                "simulator draws latencies independently of load"
+            )
     for trace in traces:
         end = trace.run_end
         if end is None or end.status != "completed":
@@ -150,6 +154,7 @@ def calibrate_traces(
         skip=skip,
         overhead=overhead,
         concurrency=concurrency,
+        load_effects=load_effects,
         notes=notes,
     )
 

@@ -11,11 +11,12 @@ from calibrate_helpers import TRUE, write_traces
 
 from pxn.calibrate.acceptance import fit_acceptance, proposal_outcomes
 from pxn.calibrate.load import read_one
+from pxn.calibrate.load_effect import fit_load_effects
 from pxn.calibrate.overhead import fit_concurrency, fit_overhead, in_flight
 from pxn.calibrate.tokens import fit_tokens
 from pxn.errors import PxnError
 from pxn.scenario import Shape
-from pxn.trace import Decision, Reflection, Resume, RunStart, Trace
+from pxn.trace import Decision, Reflection, Resume, Rollout, RunStart, Trace
 
 
 def bernoulli(p: np.ndarray, seed: int) -> np.ndarray:
@@ -87,7 +88,31 @@ def test_overhead_and_concurrency_from_a_simulated_run(tmp_path: Path) -> None:
     assert concurrency.peak == TRUE.workers  # full validation of V=20 fills W=8
     assert concurrency.reflection_peak == 4  # k = 4 reflections at once
     assert 0 < concurrency.busy_share <= 1
-    assert abs(concurrency.load_spearman) < 0.2  # simulated latencies ignore load
+    effects = {e.what: e for e in fit_load_effects([trace])}
+    assert not effects["rollout"].significant  # simulated latencies ignore load
+    assert abs(effects["rollout"].spearman) < 0.2
+    assert sum(n for n, _ in effects["rollout"].by_load.values()) == len(trace.of(Rollout))
+
+
+def test_a_latency_growing_with_load_is_flagged() -> None:
+    """Calls on a shared CPU: each in-flight call adds a second to the next one's latency."""
+    rng = np.random.default_rng(8)
+    start = RunStart(start=0.0, end=0.0, source="runner", shape="1x1", budget=10, workers=4,
+                     reflection_concurrency=1, valset_size=1, trainset_size=3, minibatch=1,
+                     seed=0)  # fmt: skip
+    events: list = [start]
+    t = 0.0
+    for batch in range(60):
+        width = 1 + batch % 4  # 1 to 4 calls at once
+        for w in range(width):
+            latency = float(rng.gamma(4.0, 0.25)) + 1.0 * (width - 1)
+            events.append(Rollout(start=t, end=t + latency, iteration=batch, phase="full_val",
+                                  worker=w, candidate="0", example=str(w)))  # fmt: skip
+        t += 30.0
+    [rollout] = [e for e in fit_load_effects([Trace(Path("x"), events)]) if e.what == "rollout"]
+    assert rollout.significant
+    assert rollout.slope == pytest.approx(1.0, abs=0.25)
+    assert rollout.by_load[4][1] > rollout.by_load[1][1] + 2
 
 
 def test_in_flight_counts_back_to_back_calls_once() -> None:

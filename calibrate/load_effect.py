@@ -1,0 +1,75 @@
+"""Do calls slow down when more of them share the machine?
+
+The simulator draws every latency independently of how busy the machine is.
+On a hosted API that holds; on a local LM server sharing a CPU it may not:
+more calls in flight, each one slower. Here a call's load is the number of
+LM calls (rollouts and reflections, itself included) in flight when it
+started: known before its own duration, so a straggler finishing alone at
+the end of a stage does not make long calls look unloaded.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.stats
+
+from pxn.calibrate.overhead import in_flight, robust_slope
+from pxn.trace import Reflection, Rollout, Trace
+
+ALPHA = 0.01
+MIN_RHO = 0.2  # weaker than this is not worth a warning, however significant
+
+
+@dataclass(frozen=True)
+class LoadEffect:
+    what: str  # "rollout" or "reflection"
+    n: int
+    spearman: float  # rank correlation of latency and load; nan without variation
+    pvalue: float
+    slope: float  # seconds of latency per extra call in flight (Theil-Sen)
+    by_load: dict[int, tuple[int, float]]  # load -> (calls, mean latency in seconds)
+
+    @property
+    def significant(self) -> bool:
+        return self.pvalue < ALPHA and self.spearman > MIN_RHO
+
+
+def _loads(trace: Trace) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per kind of call: (load at its start, its latency)."""
+    calls = trace.of(Rollout) + trace.of(Reflection)
+    if not calls:
+        return {}
+    starts = np.array([c.start for c in calls])
+    ends = np.array([c.end for c in calls])
+    load = in_flight(starts, ends, starts)
+    latency = ends - starts
+    is_rollout = np.array([isinstance(c, Rollout) for c in calls])
+    return {
+        "rollout": (load[is_rollout], latency[is_rollout]),
+        "reflection": (load[~is_rollout], latency[~is_rollout]),
+    }
+
+
+def fit_load_effects(traces: list[Trace]) -> list[LoadEffect]:
+    per_trace = [_loads(t) for t in traces]
+    effects = []
+    for what in ("rollout", "reflection"):
+        pairs = [p[what] for p in per_trace if what in p]
+        load = np.concatenate([p[0] for p in pairs]) if pairs else np.empty(0)
+        latency = np.concatenate([p[1] for p in pairs]) if pairs else np.empty(0)
+        if len(load) < 3:
+            continue
+        rho = pvalue = slope = math.nan
+        if np.ptp(load) > 0 and np.ptp(latency) > 0:
+            result = scipy.stats.spearmanr(load, latency)
+            rho, pvalue = float(result.statistic), float(result.pvalue)
+            slope = robust_slope(latency, load.astype(float))
+        by_load = {
+            int(level): (int(np.sum(load == level)), float(latency[load == level].mean()))
+            for level in np.unique(load)
+        }
+        effects.append(LoadEffect(what, len(load), rho, pvalue, slope, by_load))
+    return effects
