@@ -34,8 +34,10 @@ class FaultServer:
         slow_rate: float = 0.0,
         drop_rate: float = 0.0,
         slow_seconds: float = 1.5,
+        delay: float = 0.0,
         seed: int = 0,
     ):
+        self.delay = delay  # seconds added to every answer, to make a run last
         self.rates = [
             ("500", error_rate),
             ("429", rate_limit_rate),
@@ -47,6 +49,7 @@ class FaultServer:
         self.lock = threading.Lock()
         self.faults: Counter[str] = Counter()
         self.served = 0
+        self._served_cond = threading.Condition(self.lock)
         self.seen_auth: list[str] = []
         handler = self._handler()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -64,6 +67,11 @@ class FaultServer:
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    def wait_served(self, count: int, timeout: float = 120.0) -> bool:
+        """Block until `count` requests were answered (a test's way to act mid-run)."""
+        with self._served_cond:
+            return self._served_cond.wait_for(lambda: self.served >= count, timeout)
 
     def _pick_fault(self, body: dict[str, Any]) -> str | None:
         if body.get("max_tokens") == 1:
@@ -134,8 +142,11 @@ class FaultServer:
                     return
                 if fault == "slow":
                     time.sleep(server.slow_seconds)
+                if server.delay:
+                    time.sleep(server.delay)
                 with server.lock:
                     server.served += 1
+                    server._served_cond.notify_all()
                 content = server._answer(body)
                 self._send(
                     200,
