@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
+from pathlib import Path
 
 from pxn.calibrate.fit import LatencyFit
 from pxn.calibrate.scenario_from_traces import Calibration
 from pxn.scenario import Latency
+
+
+def _digest(path: Path) -> str:
+    """The start of the trace's SHA-256: which bytes this scenario came from."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    except OSError:
+        return "unreadable"
 
 
 def describe_latency(latency: Latency) -> str:
@@ -49,7 +59,8 @@ def calibration_lines(cal: Calibration) -> list[str]:
     for trace in cal.traces:
         start = trace.run_start
         lines.append(
-            f"  {trace.path}: {start.source}, shape {start.shape}, W={start.workers}, "
+            f"  {trace.path} (sha256 {_digest(trace.path)}): {start.source}, shape "
+            f"{start.shape}, W={start.workers}, "
             f"B={start.budget}, {len(trace.events)} events"
             + (f", {len(trace.skipped)} line(s) skipped" if trace.skipped else "")
         )
