@@ -6,10 +6,12 @@ import csv
 import io
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
+from pxn.calibrate.load import TRACE_NAME
 from pxn.calibrate.validate import Check, Validation
 from pxn.report import format_duration
 
@@ -103,6 +105,12 @@ def validation_json(v: Validation) -> str:
     return json.dumps(document, indent=2, allow_nan=False)
 
 
+def run_label(run: str) -> str:
+    """A run directory by its name; a loose trace file by its path."""
+    path = Path(run)
+    return str(path.parent) if path.name == TRACE_NAME else run
+
+
 def validation_table(v: Validation) -> Table:
     table = Table(
         title=f"measured vs predicted, scenario {v.scenario.name}",
@@ -117,24 +125,24 @@ def validation_table(v: Validation) -> Table:
         "sim err",
         "analytic",
         "an. err",
-        "iterations m / sim / an.",
-        "full-val m / sim / an.",
+        "iters m/sim/an",
+        "full-val m/sim/an",
     ):
         table.add_column(column, justify="left" if column in ("run", "shape") else "right")
     for c in v.checks:
         p, m = c.predicted, c.measured
         status = "" if c.complete else f" ({c.status})"
         table.add_row(
-            c.run + status + (" (resumed)" if c.resumed else ""),
+            run_label(c.run) + status + (" (resumed)" if c.resumed else ""),
             c.shape.label,
             format_duration(c.wall_clock),
             f"{format_duration(p.wall_clock.mean)} "
-            f"[{format_duration(p.wall_clock.low)} - {format_duration(p.wall_clock.high)}]",
+            f"[{format_duration(p.wall_clock.low)}-{format_duration(p.wall_clock.high)}]",
             "yes" if c.inside else "no",
             f"{c.sim_error:+.1%}",
             format_duration(p.analytic.wall_clock),
             f"{c.analytic_error:+.1%}",
-            f"{m.iterations} / {p.iterations.mean:.1f} / {p.analytic.iterations:.1f}",
-            f"{m.full_val_share:.0%} / {p.full_val_share.mean:.0%} / {p.analytic.q_k:.0%}",
+            f"{m.iterations}/{p.iterations.mean:.1f}/{p.analytic.iterations:.1f}",
+            f"{m.full_val_share:.0%}/{p.full_val_share.mean:.0%}/{p.analytic.q_k:.0%}",
         )
     return table
