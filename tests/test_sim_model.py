@@ -11,9 +11,12 @@ import numpy as np
 import pytest
 from sim_helpers import fixed, lognormal, make_scenario, max_concurrency
 
-from pxn.scenario import Acceptance, Scenario, Shape
+from pxn.cli import PAPER_SHAPES
+from pxn.report import predictions_csv
+from pxn.scenario import Acceptance, Scenario, Shape, parse_shapes
 from pxn.sim.model import simulate_once
 from pxn.sim.predict import sweep
+from pxn.sim.presets import load_scenario
 from pxn.sim.schedule import list_schedule, makespan
 from pxn.trace import (
     ROLLOUT_PHASES,
@@ -294,3 +297,21 @@ def test_replicates_are_independent_streams() -> None:
     walls = {simulate_once(scenario, Shape(2, 2), r).wall_clock for r in range(10)}
     assert len(walls) == 10
     assert simulate_once(scenario, Shape(2, 2), 3) == simulate_once(scenario, Shape(2, 2), 3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["livebench-math", "hover"])
+def test_committed_paper_prediction_reproduces_from_its_seed(preset: str) -> None:
+    """experiments/paper/PRESET/sweep.csv is what this code predicts, to the bit.
+
+    Fails when the simulator or a preset changed without the prediction being
+    re-run (experiments/paper/run.sh), so a stale committed figure is caught.
+    """
+    committed = Path(__file__).parent.parent / "experiments" / "paper" / preset / "sweep.csv"
+    if not committed.exists():
+        pytest.skip(f"no committed prediction at {committed}")
+    scenario = load_scenario(preset).replace(seed=0)
+    predictions = sweep(scenario, parse_shapes(PAPER_SHAPES), 200, jobs=2)
+    # Compare lines: the csv module ends rows with \r\n, the committed file with \n.
+    ours = predictions_csv(predictions).splitlines()
+    assert ours == committed.read_text(encoding="utf-8").splitlines()
