@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -13,8 +14,11 @@ from rich.text import Text
 class LiveProgress:
     """Renders from the recorder's counters; rich refreshes it from its own thread."""
 
-    def __init__(self, recorder: Any, budget: int, *, enabled: bool = True):
+    def __init__(
+        self, recorder: Any, budget: int, used: Callable[[], int], *, enabled: bool = True
+    ):
         self.recorder = recorder
+        self.used = used  # metric calls so far (gepa reports none for the seed validation)
         self.budget = budget
         self.enabled = enabled
         self._t0 = time.perf_counter()
@@ -22,7 +26,7 @@ class LiveProgress:
 
     def __rich__(self) -> Text:
         rec = self.recorder
-        used = max(rec.metric_calls, getattr(rec, "rollouts_seen", 0))
+        used = self.used()
         elapsed = time.perf_counter() - self._t0
         eta = elapsed * (self.budget - used) / used if 0 < used < self.budget else 0.0
         best = "-" if rec.best_val is None else f"{rec.best_val:.3f}"

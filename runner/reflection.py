@@ -103,6 +103,9 @@ class InstrumentedReflectionLM:
         answer = self._pool.submit(self._call, messages, job).result()
         self._report([job], [answer])
         if isinstance(answer, CallFailed):
+            # gepa retries a failed reflection once through this same method: keep the
+            # failure so that retry re-raises instead of making (and tracing) a new call.
+            self._answers.setdefault(_content(messages), []).append(answer)
             raise ReflectionFailed(answer.error)
         return answer
 

@@ -285,7 +285,12 @@ def _run(
 
     status, message = "completed", ""
     gepa_result = None
-    progress = LiveProgress(recorder, config.budget, enabled=config.progress)
+    progress = LiveProgress(
+        recorder,
+        config.budget,
+        lambda: max(recorder.metric_calls, adapter.rollouts),
+        enabled=config.progress,
+    )
     try:
         with progress:
             gepa_result = gepa.optimize(

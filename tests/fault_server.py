@@ -25,6 +25,12 @@ from typing import Any
 LABELS = ("sports", "food", "weather", "music")
 
 
+def _is_reflection(text: str) -> bool:
+    # The topics task's prompt has "Sentence:"; its reflection prompt does not.
+    text = text.lower()
+    return "hint" in text and "sentence:" not in text
+
+
 class FaultServer:
     def __init__(
         self,
@@ -35,8 +41,10 @@ class FaultServer:
         drop_rate: float = 0.0,
         slow_seconds: float = 1.5,
         delay: float = 0.0,
+        fail_reflections: bool = False,
         seed: int = 0,
     ):
+        self.fail_reflections = fail_reflections  # every reflection prompt gets a 500
         self.delay = delay  # seconds added to every answer, to make a run last
         self.rates = [
             ("500", error_rate),
@@ -78,7 +86,7 @@ class FaultServer:
             return None
         text = json.dumps(body.get("messages", []))
         with self.lock:
-            if "ALWAYS_FAIL" in text:
+            if "ALWAYS_FAIL" in text or (self.fail_reflections and _is_reflection(text)):
                 self.faults["500"] += 1
                 return "500"
             roll = self.rng.random()
@@ -94,7 +102,7 @@ class FaultServer:
         text = json.dumps(body.get("messages", [])).lower()
         with self.lock:
             label = self.rng.choice(LABELS)
-            if "hint" in text and "sentence:" not in text:
+            if _is_reflection(text):
                 hint = f"Words like goal mean sports; {label} words mean {label}."
                 return f"Here it is:\n```\n{hint}\n```"
             return label

@@ -14,7 +14,7 @@ from fault_server import FaultServer
 
 from pxn.runner.checks import trace_totals
 from pxn.runner.run import RunConfig, run_gepa
-from pxn.trace import Attempt, Rollout, RunEnd, read_trace
+from pxn.trace import Attempt, Reflection, Rollout, RunEnd, read_trace
 
 PLANTED = "sk-test-PLANTED0123456789abcdef"
 
@@ -124,3 +124,27 @@ def test_result_json_is_complete(tmp_path, monkeypatch):
         assert key in data
     assert data["versions"]["gepa"] == "0.1.4"
     assert result.status == "completed"
+
+
+def test_failing_reflections_stop_the_run_with_a_clear_message(tmp_path, monkeypatch):
+    # gepa 0.1.4 swallows reflection errors (pitfall 2): without the runner's count the
+    # run would spend its whole budget re-evaluating the seed.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-dummy-key")
+    out = tmp_path / "run"
+    with FaultServer(fail_reflections=True) as server:
+        result = run_gepa(
+            fault_config(
+                out, server.api_base, shape="1x1", budget=400, max_attempts=2,
+                task="plugin_task:make_task",
+            )
+        )  # fmt: skip
+    assert result.status == "failed"
+    assert "reflections in a row produced no proposal" in result.message
+    trace = read_trace(out / "trace.jsonl")
+    end = trace.events[-1]
+    assert isinstance(end, RunEnd) and end.status == "failed"
+    assert end.metric_calls < 400 // 2
+    reflections = trace.of(Reflection)
+    # One traced call per reflection (gepa's retry of a failed one makes no second call).
+    assert len(reflections) == 5 and all(r.error for r in reflections)
+    assert len({r.proposal for r in reflections}) == 5
