@@ -60,7 +60,11 @@ ACCOUNTING_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("scenario", "shape"), ACCOUNTING_CASES, ids=lambda x: str(x)[:12])
+@pytest.mark.parametrize(
+    ("scenario", "shape"),
+    ACCOUNTING_CASES,
+    ids=["single", "2x2 a=0.8", "4x2 skips", "8x1 topk:2", "2x4 W=3 a=1"],
+)
 def test_metric_calls_are_counted_as_gepa_counts_them(
     scenario: Scenario, shape: Shape, tmp_path: Path
 ) -> None:
