@@ -10,6 +10,7 @@ the report.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 import types
@@ -19,7 +20,16 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from pxn.errors import PxnError
-from pxn.trace import Event, Resume, Rollout, RunStart, Trace, read_trace
+from pxn.trace import (
+    SCHEMA_VERSION,
+    Event,
+    Resume,
+    Rollout,
+    RunStart,
+    Trace,
+    event_from_dict,
+    read_trace,
+)
 
 TRACE_NAME = "trace.jsonl"
 E = typing.TypeVar("E", bound=Event)
@@ -99,9 +109,37 @@ def check_values(trace: Trace) -> Trace:
     return Trace(trace.path, events, skipped)
 
 
+def _check_run_start(path: Path) -> None:
+    """Name what is wrong with a damaged run_start line itself.
+
+    read_trace skips a run_start lacking a field and then reports the NEXT
+    line as "not a run_start", which points at the wrong line.
+    """
+    try:
+        with path.open(encoding="utf-8") as file:
+            first = next(((n, line) for n, line in enumerate(file, start=1) if line.strip()), None)
+    except (OSError, UnicodeDecodeError):
+        return  # read_trace reports these
+    if first is None:
+        return
+    number, line = first
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError:
+        return
+    header = isinstance(data, dict) and data.get("kind") == "run_start"
+    if header and data.get("schema") == SCHEMA_VERSION:
+        try:
+            event_from_dict(data)
+        except (ValueError, TypeError) as exc:
+            raise PxnError(f"{path} line {number}: {exc}") from None
+
+
 def read_one(path: str | Path) -> Trace:
     """Read one trace and check it can describe a run; PxnError naming the problem if not."""
-    trace = check_values(read_trace(trace_path(path)))
+    path = trace_path(path)
+    _check_run_start(path)
+    trace = check_values(read_trace(path))
     # read_trace checks the first line it parses; a run_start lacking a field is
     # skipped there, so make sure the first event really is the run's header.
     if not isinstance(trace.events[0], RunStart):

@@ -179,3 +179,13 @@ def test_the_console_script_itself_exits_2_with_one_line(tmp_path: Path) -> None
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "schema version 9" in result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_run_start_lacking_a_field_is_named_at_its_own_line(run: Path, tmp_path: Path) -> None:
+    lines = (run / "trace.jsonl").read_text(encoding="utf-8").splitlines()
+    header = json.loads(lines[0])
+    del header["budget"]
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join([json.dumps(header), *lines[1:]]), encoding="utf-8")
+    result = pxn("calibrate", trace, "-o", tmp_path / "s.toml")
+    assert_user_error(result, "line 1", "run_start event lacks field(s) budget")
