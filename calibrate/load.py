@@ -135,11 +135,27 @@ def _check_run_start(path: Path) -> None:
             raise PxnError(f"{path} line {number}: {exc}") from None
 
 
+def _first_non_object(path: Path) -> int:
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        try:
+            if line.strip() and not isinstance(json.loads(line), dict):
+                return number
+        except json.JSONDecodeError:
+            continue
+    return 0
+
+
 def read_one(path: str | Path) -> Trace:
     """Read one trace and check it can describe a run; PxnError naming the problem if not."""
     path = trace_path(path)
     _check_run_start(path)
-    trace = check_values(read_trace(path))
+    try:
+        trace = check_values(read_trace(path))
+    except UnicodeDecodeError:
+        raise PxnError(f"{path} is not a text file; is it a pxn trace (JSON lines)?") from None
+    except AttributeError:
+        # read_trace assumes every JSON line is an object; name the one that is not.
+        raise PxnError(f"{path} line {_first_non_object(path)}: not a JSON object") from None
     # read_trace checks the first line it parses; a run_start lacking a field is
     # skipped there, so make sure the first event really is the run's header.
     if not isinstance(trace.events[0], RunStart):

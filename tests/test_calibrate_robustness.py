@@ -189,3 +189,14 @@ def test_run_start_lacking_a_field_is_named_at_its_own_line(run: Path, tmp_path:
     trace.write_text("\n".join([json.dumps(header), *lines[1:]]), encoding="utf-8")
     result = pxn("calibrate", trace, "-o", tmp_path / "s.toml")
     assert_user_error(result, "line 1", "run_start event lacks field(s) budget")
+
+
+def test_binary_file_and_a_line_that_is_not_an_object(run: Path, tmp_path: Path) -> None:
+    binary = tmp_path / "figure.png"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    assert_user_error(pxn("calibrate", binary, "-o", tmp_path / "s.toml"), "not a text file")
+    lines = (run / "trace.jsonl").read_text(encoding="utf-8").splitlines()
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text("\n".join([lines[0], '"just a string"', *lines[1:]]), encoding="utf-8")
+    result = pxn("calibrate", odd, "-o", tmp_path / "s.toml")
+    assert_user_error(result, "line 2: not a JSON object")
