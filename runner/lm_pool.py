@@ -181,7 +181,9 @@ class LMPool:
             raise
         if self.pidfile is not None:
             self.pidfile.parent.mkdir(parents=True, exist_ok=True)
-            self.pidfile.write_text(json.dumps(asdict(self.info)), encoding="utf-8")
+            # The owner is the `pxn lm serve` process: `pxn lm stop` ends it too.
+            data = {**asdict(self.info), "owner": os.getpid()}
+            self.pidfile.write_text(json.dumps(data), encoding="utf-8")
         return self.info
 
     def stop(self) -> None:
@@ -262,11 +264,16 @@ def stop_standalone(pidfile: Path | None = None) -> list[int]:
     if not path.exists():
         raise PxnError(f"no running pool recorded at {path}; nothing to stop")
     data = json.loads(path.read_text(encoding="utf-8"))
+    owner = data.get("owner")
+    if owner and owner != os.getpid() and _alive(owner):
+        # The serving process stops its own servers on SIGTERM; then it exits.
+        _terminate(int(owner))
     stopped = []
     for server in data.get("servers", []):
         pid = int(server["pid"])
         if _is_our_server(pid):
             _terminate(pid)
+        if not _alive(pid) or not _is_our_server(pid):
             stopped.append(pid)
-    path.unlink()
+    path.unlink(missing_ok=True)
     return stopped
