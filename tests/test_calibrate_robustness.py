@@ -1,73 +1,23 @@
 """Damaged and foreign traces: a clear message with the line, calibration from what is valid.
 
-These run the real console script: the promise is about what a person sees
-(one line on stderr, exit code 2, no traceback, no half-written output).
+These go through the CLI's main() (and once through the real console script):
+the promise is about what a person sees (one line on stderr, exit code 2, no
+traceback, no half-written output).
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from calibrate_helpers import TRUE, write_traces
+from calibrate_helpers import TRUE, assert_user_error, pxn, write_traces
 
-from pxn.cli import main
 from pxn.scenario import Scenario, Shape
 
 PXN = Path(sys.executable).parent / "pxn"
-
-
-@dataclass
-class Result:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def pxn(*args: str | Path) -> Result:
-    """Run the CLI in this process, through main() exactly as the console script does.
-
-    A subprocess per case would spend most of the test's time importing scipy;
-    one test below runs the real console script to keep that path honest.
-    """
-    out, err = io.StringIO(), io.StringIO()
-    argv = ["pxn", *map(str, args)]
-    code = 0
-    with (
-        mock_argv(argv),
-        contextlib.redirect_stdout(out),
-        contextlib.redirect_stderr(err),
-    ):
-        try:
-            main()
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return Result(code, out.getvalue(), err.getvalue())
-
-
-@contextlib.contextmanager
-def mock_argv(argv: list[str]):
-    saved = sys.argv
-    sys.argv = argv
-    try:
-        yield
-    finally:
-        sys.argv = saved
-
-
-def assert_user_error(result: Result, *fragments: str) -> None:
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("pxn: error: "), result.stderr
-    assert "Traceback" not in result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 @pytest.fixture(scope="module")

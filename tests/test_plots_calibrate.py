@@ -6,8 +6,7 @@ from pathlib import Path
 
 import matplotlib.image
 import pytest
-from calibrate_helpers import TRUE, write_traces
-from test_calibrate_robustness import pxn
+from calibrate_helpers import TRUE, pxn, write_traces
 
 from pxn.calibrate.fit import fit_latency
 from pxn.calibrate.load import read_one

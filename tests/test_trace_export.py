@@ -7,8 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from calibrate_helpers import TRUE, write_traces
-from test_calibrate_robustness import pxn
+from calibrate_helpers import TRUE, pxn, write_traces
 
 from pxn.calibrate.chrome import REFLECTIONS, WORKERS, chrome_trace
 from pxn.calibrate.load import read_one

@@ -8,8 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from calibrate_helpers import TRUE, write_traces
-from test_calibrate_robustness import pxn
+from calibrate_helpers import TRUE, pxn, write_traces
 
 from pxn.calibrate.load import read_one
 from pxn.calibrate.overhead import fit_overhead
