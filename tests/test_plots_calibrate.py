@@ -57,3 +57,13 @@ def test_sweep_vs_measured_and_its_cli(runs: list[Path], tmp_path: Path) -> None
     result = pxn("plot", "timeline", runs[0], "-o", tmp_path / "t.png", "--iterations", "2")
     assert result.returncode == 0, result.stderr
     assert_png(tmp_path / "t.png")
+
+
+def test_calibrate_plots_option_writes_fit_diagnostics(runs: list[Path], tmp_path: Path) -> None:
+    plots = tmp_path / "plots"
+    result = pxn("calibrate", *runs[:2], "-o", tmp_path / "s.toml", "--plots", plots)
+    assert result.returncode == 0, result.stderr
+    names = {p.name for p in plots.iterdir()}
+    assert {"fit_rollout.png", "fit_reflection.png", "fit_rollout_full_val.png"} <= names
+    for path in plots.iterdir():
+        assert_png(path)
