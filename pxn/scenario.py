@@ -193,6 +193,13 @@ class Scenario:
     selection: str = "all"  # all | best | topk:K, as gepa's selection strategies
     seed: int = 0
     description: str = ""
+    # The LM backend serves at most this many calls at once, rollouts and
+    # reflections alike (a local pool of single-request servers); calls beyond it
+    # wait for a server. None: no limit beyond W and C (a hosted API).
+    lm_servers: int | None = None
+    # beta: a call served while m calls are served (itself included) takes
+    # 1 + beta * (m - 1) times its drawn latency (servers sharing a CPU). 0: none.
+    load_slowdown: float = 0.0
 
     @property
     def selection_limit(self) -> int | None:
@@ -228,6 +235,18 @@ class Scenario:
             raise PxnError(f"stage_overhead must be >= 0 seconds: got {self.stage_overhead}")
         if not 0.0 <= self.skip_perfect < 1.0:
             raise PxnError(f"skip_perfect must be in [0, 1): got {self.skip_perfect}")
+        if self.lm_servers is not None and (
+            not isinstance(self.lm_servers, int) or self.lm_servers < 1
+        ):
+            raise PxnError(
+                f"lm_servers must be a whole number >= 1 (or left out for no limit): "
+                f"got {self.lm_servers!r}"
+            )
+        if not (isinstance(self.load_slowdown, int | float) and self.load_slowdown >= 0):
+            raise PxnError(
+                f"load_slowdown must be >= 0 (0: latency independent of load): "
+                f"got {self.load_slowdown!r}"
+            )
         if not re.fullmatch(r"all|best|topk:[1-9]\d*", self.selection):
             raise PxnError(f"selection is all, best or topk:K with K >= 1: got {self.selection!r}")
         self.rollout.validate("rollout latency")
@@ -259,6 +278,12 @@ class Scenario:
             "acceptance": {"a0": self.acceptance.a0}
             | ({} if self.acceptance.tau is None else {"tau": self.acceptance.tau}),
         }
+        # Written only when set, so scenarios without them read and write as before
+        # (and TOML has no None).
+        if self.lm_servers is not None:
+            top["lm_servers"] = self.lm_servers
+        if self.load_slowdown != 0:
+            top["load_slowdown"] = self.load_slowdown
         return top
 
     def to_toml(self, header: str = "") -> str:

@@ -46,6 +46,8 @@ def load_error(tmp_path: Path, data: dict) -> str:
             rollout=fixed(1.25),
             reflection=Latency("empirical", samples=(3.0, 4.5, 9.25)),
             description="with every optional field set",
+            lm_servers=2,
+            load_slowdown=0.35,
         ),
         make_scenario(rollout=Latency("gamma", {"a": 2.0, "loc": 0.5, "scale": 1.5})),
     ],
@@ -121,6 +123,9 @@ def test_acceptance_outside_unit_interval(a0: float, tmp_path: Path) -> None:
         ({"rollout": {"dist": "lognorm", "s": "wide"}}, "parameter(s) s must be numbers"),
         ({"rollout": {"dist": "lognorm"}}, "bad parameters for lognorm"),
         ({"rollout": 3.5}, "a latency is a table with 'dist'"),
+        ({"lm_servers": 0}, "lm_servers must be a whole number >= 1"),
+        ({"lm_servers": 2.5}, "lm_servers must be a whole number >= 1"),
+        ({"load_slowdown": -0.1}, "load_slowdown must be >= 0"),
     ],
 )
 def test_other_mistakes_each_have_their_message(changes: dict, fragment: str, tmp_path) -> None:
@@ -157,3 +162,11 @@ def test_decaying_acceptance_probability() -> None:
     assert decaying.probability(0) == pytest.approx(0.8)
     assert decaying.probability(10) == pytest.approx(0.8 / math.e)
     assert Acceptance(0.3).probability(1000) == 0.3
+
+
+def test_lm_fields_default_to_no_limit_and_are_not_written_unset() -> None:
+    """Scenarios written before lm_servers and load_slowdown existed read and write alike."""
+    data = make_scenario().to_dict()
+    assert "lm_servers" not in data and "load_slowdown" not in data
+    scenario = Scenario.from_dict(data)
+    assert scenario.lm_servers is None and scenario.load_slowdown == 0.0
