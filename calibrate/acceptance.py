@@ -21,7 +21,6 @@ import numpy as np
 import scipy.optimize
 import scipy.stats
 
-from pxn.calibrate.load import live_events
 from pxn.errors import PxnError
 from pxn.scenario import Acceptance
 from pxn.trace import Decision, Trace
@@ -51,7 +50,7 @@ class AcceptanceFit:
 
 def proposal_outcomes(trace: Trace) -> np.ndarray:
     """Accepted (1) or not (0) for each judged proposal, in the order the run made them."""
-    decisions = live_events(trace, Decision)
+    decisions = trace.live(Decision)
     # Stable sort: within an iteration the trace's own order is gepa's task order.
     decisions.sort(key=lambda d: d.iteration)
     return np.array([1.0 if d.accepted else 0.0 for d in decisions])

@@ -19,7 +19,7 @@ import scipy.stats
 
 from pxn.calibrate.acceptance import AcceptanceFit, fit_acceptance, proposal_outcomes
 from pxn.calibrate.fit import LatencyFit, fit_latency
-from pxn.calibrate.load import Loaded, live_events, load_traces
+from pxn.calibrate.load import Loaded, load_traces
 from pxn.calibrate.load_effect import LoadEffect, fit_load_effects
 from pxn.calibrate.overhead import ConcurrencyFit, OverheadFit, fit_concurrency, fit_overhead
 from pxn.calibrate.tokens import TokenFit, fit_tokens
@@ -190,7 +190,7 @@ def _fit_skip(traces: list[Trace]) -> SkipFit:
         k = Shape.parse(trace.run_start.shape).k
         done = {i.iteration for i in trace.of(Iteration)}
         tasks += k * len(done)
-        reflected += sum(1 for r in live_events(trace, Reflection) if r.iteration in done)
+        reflected += sum(1 for r in trace.live(Reflection) if r.iteration in done)
     probability = 0.0 if tasks == 0 else max(0.0, 1 - reflected / tasks)
     return SkipFit(tasks, reflected, min(probability, 0.95))
 

@@ -12,9 +12,12 @@ instant, such as a decision, has start == end). The first line is always a
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import threading
+import types
+import typing
 from collections import Counter
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
@@ -168,6 +171,8 @@ class Decision(Event):
     score_after: float | None = None
 
 
+E = typing.TypeVar("E", bound=Event)
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.kind: cls
     for cls in (
@@ -188,8 +193,10 @@ def event_to_dict(event: Event) -> dict[str, Any]:
     return {"kind": event.kind, **asdict(event)}
 
 
-def event_from_dict(data: dict[str, Any]) -> Event:
+def event_from_dict(data: Any) -> Event:
     """Build an event from a parsed line; raise ValueError naming what is wrong."""
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
     kind = data.get("kind")
     cls = EVENT_TYPES.get(kind)  # type: ignore[arg-type]
     if cls is None:
@@ -202,8 +209,38 @@ def event_from_dict(data: dict[str, Any]) -> Event:
     missing = [name for name in required if name not in data]
     if missing:
         raise ValueError(f"{kind} event lacks field(s) {', '.join(missing)}")
-    known = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in data.items() if k in known})
+    hints = _field_types(cls)
+    for name, value in data.items():
+        if name in hints and not _fits(value, hints[name]):
+            raise ValueError(f"{kind} field {name} has a bad value {value!r}")
+    event = cls(**{k: v for k, v in data.items() if k in hints})
+    if event.end < event.start:
+        raise ValueError(f"{kind} ends ({event.end}) before it starts ({event.start})")
+    return event
+
+
+@functools.cache
+def _field_types(cls: type[Event]) -> dict[str, Any]:
+    return {f.name: hint for f in fields(cls) if (hint := typing.get_type_hints(cls)[f.name])}
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a parsed JSON value fits a field's declared type (the few the schema uses)."""
+    options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    for option in options:
+        kind = typing.get_origin(option) or option
+        if option is type(None):
+            if value is None:
+                return True
+        elif isinstance(value, bool):  # JSON true/false: only a bool field takes it
+            if kind is bool:
+                return True
+        elif kind is float:
+            if isinstance(value, int | float) and math.isfinite(value):
+                return True
+        elif isinstance(value, kind):
+            return True
+    return False
 
 
 class TraceWriter:
@@ -248,21 +285,40 @@ class Trace:
         last = self.events[-1]
         return last if isinstance(last, RunEnd) else None
 
-    def of(self, cls: type[Event]) -> list[Any]:
+    def of(self, cls: type[E]) -> list[E]:
         return [e for e in self.events if isinstance(e, cls)]
+
+    def live(self, cls: type[E]) -> list[E]:
+        """The events of `cls` in the run gepa finished, without those a resume threw away.
+
+        A resumed run restarts from the state saved before iteration
+        `resume.iteration + 1`; events written before the Resume for later
+        iterations belong to work gepa then redid. Counting them would count a
+        rollout or a proposal twice.
+        """
+        kept: list[E] = []
+        for event in self.events:
+            if isinstance(event, Resume):
+                kept = [e for e in kept if getattr(e, "iteration", 0) <= event.iteration]
+            elif isinstance(event, cls):
+                kept.append(event)
+        return kept
 
 
 def read_trace(path: str | Path) -> Trace:
     """Read a trace, keeping every valid event.
 
     A truncated last line (a crash mid-write), an unknown event kind (a newer
-    writer) or a line lacking a field is skipped and reported in
-    `Trace.skipped`; a file that is not a trace of this schema version raises
-    PxnError.
+    writer), a line lacking a field or holding a value of the wrong type is
+    skipped and reported in `Trace.skipped` with its line number. A file that
+    is not a trace of this schema version, or whose run_start is unusable,
+    raises PxnError.
     """
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise PxnError(f"{path} is not a text file; is it a pxn trace (JSON lines)?") from None
     except OSError as exc:
         raise PxnError(f"cannot read trace {path}: {exc.strerror}") from None
     events: list[Event] = []
@@ -276,12 +332,17 @@ def read_trace(path: str | Path) -> Trace:
             what = "truncated last line" if number == len(lines) else "not valid JSON"
             skipped.append(f"line {number}: {what}")
             continue
+        try:
+            event = event_from_dict(data)
+        except ValueError as exc:
+            if not events:  # without its header a trace cannot be read at all
+                _check_header(path, number, data)
+                raise PxnError(f"{path} line {number}: {exc}") from None
+            skipped.append(f"line {number}: {exc}")
+            continue
         if not events:
             _check_header(path, number, data)
-        try:
-            events.append(event_from_dict(data))
-        except (ValueError, TypeError) as exc:
-            skipped.append(f"line {number}: {exc}")
+        events.append(event)
     if not events:
         raise PxnError(f"trace {path} holds no events")
     return Trace(path, events, skipped)
@@ -321,19 +382,19 @@ def summarize(trace: Trace) -> RunSummary:
     """Summarize a trace the same way whether it was measured or simulated."""
     end = trace.run_end
     wall_clock = end.end if end else max(e.end for e in trace.events)
-    stages = trace.of(Stage)
+    stages = trace.live(Stage)
     stage_time = {name: 0.0 for name in STAGES}
     for stage in stages:
         stage_time[stage.name] += stage.duration
     stage_time["overhead"] = wall_clock - sum(stage_time.values())
-    decisions = trace.of(Decision)
-    rollouts = trace.of(Rollout)
+    decisions = trace.live(Decision)
+    rollouts = trace.live(Rollout)
     busy = sum(r.duration for r in rollouts)
     workers = trace.run_start.workers
     phases_per_iteration = Counter(s.iteration for s in stages if s.name == "full_val")
     return RunSummary(
         wall_clock=wall_clock,
-        iterations=len(trace.of(Iteration)),
+        iterations=len(trace.live(Iteration)),
         full_val_iterations=len(phases_per_iteration),
         proposals=len(decisions),
         accepted=sum(d.accepted for d in decisions),

@@ -202,3 +202,61 @@ def test_not_a_trace_raises(tmp_path: Path) -> None:
         read_trace(path)
     with pytest.raises(PxnError, match="cannot read trace"):
         read_trace(tmp_path / "absent.jsonl")
+
+
+def test_values_of_the_wrong_type_are_skipped_with_line_numbers(tmp_path: Path) -> None:
+    lines = lines_of(tiny_run())
+    soon = json.loads(lines[1]) | {"start": "soon"}
+    boolean_worker = json.loads(lines[2]) | {"worker": True}
+    backwards = json.loads(lines[4]) | {"start": 5.0, "end": 4.0}
+    lines = [
+        lines[0],
+        json.dumps(soon),
+        json.dumps(boolean_worker),
+        lines[3],
+        json.dumps(backwards),
+    ]
+    lines += ['"just a string"', *lines_of(tiny_run())[5:]]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    trace = read_trace(path)
+    assert trace.skipped == [
+        "line 2: rollout field start has a bad value 'soon'",
+        "line 3: rollout field worker has a bad value True",
+        "line 5: rollout ends (4.0) before it starts (5.0)",
+        "line 6: not a JSON object",
+    ]
+    assert all(type(e.start) in (int, float) for e in trace.events)
+
+
+def test_a_damaged_run_start_is_named_at_its_own_line(tmp_path: Path) -> None:
+    lines = lines_of(tiny_run())
+    first = json.loads(lines[0])
+    del first["workers"]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join([json.dumps(first), *lines[1:]]), encoding="utf-8")
+    with pytest.raises(PxnError, match="line 1: run_start event lacks field"):
+        read_trace(path)
+
+
+def test_a_binary_file_is_not_a_trace(tmp_path: Path) -> None:
+    path = tmp_path / "figure.png"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    with pytest.raises(PxnError, match="not a text file"):
+        read_trace(path)
+
+
+def test_a_resume_drops_the_work_gepa_redid(tmp_path: Path) -> None:
+    from pxn.trace import Resume
+
+    run = tiny_run()
+    # The crash came during iteration 1; gepa resumed from the state saved before it
+    # (0 iterations done, 2 metric calls: the seed validation) and redid iteration 1.
+    iteration_one = run[4:-1]
+    resumed = [*run[:-1], Resume(start=20.0, end=20.0, iteration=0, metric_calls=2)]
+    shifted = [type(e)(**{**e.__dict__, "start": e.start + 20, "end": e.end + 20})
+               for e in iteration_one]  # fmt: skip
+    end = RunEnd(start=32.0, end=32.0, status="completed", metric_calls=6, iterations=1)
+    summary = summarize(read_trace(write(tmp_path / "t.jsonl", [*resumed, *shifted, end])))
+    assert summary.metric_calls == 6  # not 10: the first try of iteration 1 does not count
+    assert summary.iterations == 1 and summary.accepted == 1 and summary.proposals == 1
