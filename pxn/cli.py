@@ -394,7 +394,7 @@ def run_command(
     progress: Annotated[bool, typer.Option(help="Show the live progress line.")] = True,
 ) -> None:
     """Run real batched GEPA (gepa 0.1.4) and trace every rollout and reflection."""
-    from pxn.runner.run import RunConfig, run_gepa
+    from pxn.runner.config import RunConfig, check_out, plan
 
     if resume is None and out is None:
         raise PxnError("give --out runs/NAME for a new run, or --resume runs/NAME")
@@ -413,6 +413,11 @@ def run_command(
         servers=servers,
         progress=progress,
     )
+    if resume is None:  # bad flags fail now, before litellm's slow import
+        check_out(config, resume=False)
+        plan(config)
+    from pxn.runner.run import run_gepa
+
     result = run_gepa(config, resume=resume is not None)
     for warning in result.warnings:
         stderr.print(f"pxn: warning: {warning}", markup=False)

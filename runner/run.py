@@ -18,7 +18,6 @@ import importlib.metadata
 import json
 import math
 import os
-import re
 import sys
 import tempfile
 from contextlib import ExitStack
@@ -30,15 +29,11 @@ import gepa  # imported before any timing starts (pitfall 8 covers litellm, impo
 import litellm
 from gepa.core.state import GEPAState
 from gepa.strategies.proposal_sampling import PxNSampling
-from gepa.strategies.proposal_selection import (
-    AllImprovements,
-    BestImprovement,
-    TopKImprovements,
-)
 
 from pxn.errors import PxnError
 from pxn.runner.adapter import InstrumentedAdapter, wrap_split
 from pxn.runner.checks import mismatches, trace_totals
+from pxn.runner.config import Plan, RunConfig, check_out, make_selection, plan
 from pxn.runner.lm import LMClient
 from pxn.runner.lm_pool import LMPool, PoolInfo
 from pxn.runner.progress import LiveProgress
@@ -46,30 +41,9 @@ from pxn.runner.recorder import Recorder, RecordingSelection, Stopper, perf_cloc
 from pxn.runner.redact import describe_error, redact
 from pxn.runner.reflection import InstrumentedReflectionLM
 from pxn.runner.retry import CallFailed, RetryPolicy
-from pxn.runner.tasks import Task, load_task
 from pxn.trace import Resume, RunEnd, RunStart, TraceWriter, read_trace
 
 _ = litellm  # imported for its side effect: loaded now, not inside the first timed call
-
-
-@dataclass
-class RunConfig:
-    out: str
-    task: str | None = None
-    shape: str = "1x1"
-    budget: int = 40
-    workers: int = 2
-    selection: str = "all"  # all | best | topk:K
-    task_lm: str | None = None  # any litellm model string; None = the local pool
-    reflection_lm: str | None = None
-    api_base: str | None = None  # for self-hosted OpenAI-style endpoints
-    reflection_concurrency: int | None = None  # default P*N
-    seed: int = 0
-    servers: int = 2  # local pool size
-    max_reflection_failures: int | None = None  # default max(5, 2*P*N)
-    max_attempts: int = 4  # per LM call, retries included
-    timeout: float = 120.0  # seconds per LM attempt
-    progress: bool = True
 
 
 @dataclass
@@ -79,58 +53,6 @@ class RunResult:
     message: str = ""
     result: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The validated inputs."""
-
-    p: int
-    n: int
-    task: Task
-    reflection_concurrency: int
-    max_failures: int
-
-
-_SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")
-
-
-def parse_shape(shape: str) -> tuple[int, int]:
-    match = _SHAPE.match(shape)
-    if not match or int(match.group(1)) < 1 or int(match.group(2)) < 1:
-        raise PxnError(f"--shape must be PxN with P, N >= 1 (e.g. 1x1, 2x2), got {shape!r}")
-    return int(match.group(1)), int(match.group(2))
-
-
-def make_selection(spec: str) -> Any:
-    if spec == "all":
-        return AllImprovements()
-    if spec == "best":
-        return BestImprovement()
-    match = re.fullmatch(r"topk:(\d+)", spec)
-    if match and int(match.group(1)) >= 1:
-        return TopKImprovements(int(match.group(1)))
-    raise PxnError(f"--selection must be all, best or topk:K (K >= 1), got {spec!r}")
-
-
-def plan(config: RunConfig) -> Plan:
-    p, n = parse_shape(config.shape)
-    if config.workers < 1:
-        raise PxnError(f"--workers must be at least 1, got {config.workers}")
-    make_selection(config.selection)
-    conc = config.reflection_concurrency or p * n
-    if conc < 1:
-        raise PxnError(f"--reflection-concurrency must be at least 1, got {conc}")
-    if config.servers < 1:
-        raise PxnError(f"--servers must be at least 1, got {config.servers}")
-    task = load_task(config.task)
-    if config.budget < len(task.val):
-        raise PxnError(
-            f"--budget {config.budget} is below one seed validation ({len(task.val)} metric "
-            f"calls on task {task.name!r}); give at least {len(task.val) + 2 * task.minibatch}"
-        )
-    failures = config.max_reflection_failures or max(5, 2 * p * n)
-    return Plan(p, n, task, conc, failures)
 
 
 def _versions(task_lm: LMClient, reflection_lm: LMClient) -> dict[str, str]:
@@ -181,11 +103,9 @@ def _prepare_trace(path: Path) -> float:
 def run_gepa(config: RunConfig, *, resume: bool = False, pool: PoolInfo | None = None) -> RunResult:
     """Run gepa for real; `pool` reuses a running local pool instead of starting one."""
     out = Path(config.out)
-    trace_path = out / "trace.jsonl"
     if resume:
         config = _load_config(out, config.progress)
-    elif trace_path.exists():
-        raise PxnError(f"{out} already holds a run; use --resume {out} or another --out")
+    check_out(config, resume)
     pl = plan(config)
     policy = RetryPolicy(max_attempts=config.max_attempts, timeout=config.timeout)
 

@@ -148,3 +148,40 @@ def test_failing_reflections_stop_the_run_with_a_clear_message(tmp_path, monkeyp
     # One traced call per reflection (gepa's retry of a failed one makes no second call).
     assert len(reflections) == 5 and all(r.error for r in reflections)
     assert len({r.proposal for r in reflections}) == 5
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--shape", "0x2"],
+        ["--workers", "0"],
+        ["--budget", "3"],
+        ["--task", "no-such-task"],
+        # Unreachable: nothing listens on port 9.
+        [
+            "--task-lm",
+            "openai/x",
+            "--reflection-lm",
+            "openai/x",
+            "--api-base",
+            "http://127.0.0.1:9/v1",
+        ],
+    ],
+)
+def test_cli_bad_flags_one_line_exit_2(tmp_path, flags):
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "never"
+    pxn = str(Path(sys.executable).parent / "pxn")
+    env = {**os.environ, "OPENAI_API_KEY": PLANTED}
+    proc = subprocess.run(
+        [pxn, "run", "--out", str(out), "--no-progress", *flags],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pxn: error:"), proc.stderr
+    assert PLANTED not in proc.stderr + proc.stdout
+    assert not out.exists()

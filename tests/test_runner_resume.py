@@ -59,7 +59,7 @@ def test_kill_9_then_resume_continues_the_same_trace(tmp_path):
         rollouts_before = len(killed.of(Rollout))
 
         resumed = pxn_run(["--resume", str(out)][:2] + fault_args(out, server.api_base)[2:])
-        stdout, stderr = resumed.communicate(timeout=300)
+        _, stderr = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, stderr
     assert "warning" not in stderr  # the end-of-run check found the totals equal
     trace = read_trace(out / "trace.jsonl")

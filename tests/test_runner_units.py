@@ -9,9 +9,9 @@ import pytest
 
 from pxn.errors import PxnError
 from pxn.runner.checks import max_concurrency
+from pxn.runner.config import parse_shape
 from pxn.runner.redact import describe_error, redact
 from pxn.runner.retry import CallFailed, RetryPolicy, call_with_retries, is_transient
-from pxn.runner.run import parse_shape
 from pxn.runner.tasks import load_task
 from pxn.runner.topic_task import make_topic_task, metric
 from pxn.trace import Rollout
