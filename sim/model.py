@@ -3,7 +3,9 @@
 `gepa_run` is the process: it reads like `GEPAEngine.run` with `PxNSampling`.
 Each stage is one barrier-to-barrier step; its rollouts are list-scheduled
 onto the W worker slots in one go (see schedule.py), so a replicate costs a
-few SimPy events per stage instead of one process per rollout.
+few SimPy events per stage instead of one process per rollout. A local LM
+pool (Scenario.lm_servers) narrows the slots; its load_slowdown stretches the
+calls of a busy stage (see SimulatedRun.slowed).
 """
 
 from __future__ import annotations
@@ -99,6 +101,11 @@ class SimulatedRun:
     def __post_init__(self) -> None:
         self.rollouts = LatencyDraws(self.scenario.rollout, self.rng)
         self.reflections = LatencyDraws(self.scenario.reflection, self.rng)
+        # Calls a stage serves at once: its own cap, or fewer when the LM pool is smaller.
+        servers = self.scenario.lm_servers
+        self.rollout_slots = min(self.scenario.workers, servers or self.scenario.workers)
+        cap = self.scenario.reflection_concurrency
+        self.reflection_slots = min(cap, servers or cap)
         # The trainset's example ids twice over, so a minibatch that wraps around
         # the end of an epoch is one slice.
         names = [f"train:{i}" for i in range(self.scenario.trainset_size)]
@@ -106,20 +113,38 @@ class SimulatedRun:
 
     # -- the stages ---------------------------------------------------------
 
+    def slowed(self, durations: list[float], slots: int) -> list[float]:
+        """The latencies of a stage's calls, slowed by the load they start under.
+
+        A call that starts while m calls are served (itself included) takes
+        1 + beta (m - 1) times its draw. In a list-scheduled stage of n calls on
+        s slots every call starts with min(n, s) in flight: all start together
+        when n <= s, and each later one takes a slot the moment it frees while
+        the others are still busy. The approximation: the factor is fixed at the
+        start, so the last calls of a draining stage keep it while fewer run.
+        """
+        factor = 1 + self.scenario.load_slowdown * (min(len(durations), slots) - 1)
+        return [d * factor for d in durations]
+
     def evaluate(
         self, iteration: int, phase: str, items: list[tuple[str, list[str]]]
     ) -> Generator[simpy.Event, None, None]:
-        """One batch_evaluate call: every (candidate, examples) item, W rollouts at a time."""
+        """One batch_evaluate call: every (candidate, examples) item, W (and lm_servers) at once."""
         n = sum(len(examples) for _, examples in items)
+        slots = self.rollout_slots
         durations = self.rollouts.take(n)
+        if self.scenario.load_slowdown:  # no extra work at the default
+            durations = self.slowed(durations, slots)
         stage_start = self.env.now + self.scenario.stage_overhead
-        length = makespan(durations, self.scenario.workers)
+        length = makespan(durations, slots)
         yield self.env.timeout(self.scenario.stage_overhead + length)
         self.metric_calls += n
         self.busy += total(durations)
         self.stage_time[phase] += length
         if self.trace:
-            starts, workers = list_schedule(durations, self.scenario.workers)
+            # The slot a rollout runs on is a worker slot: with fewer LM servers
+            # than workers, only the first `slots` workers' calls are ever served.
+            starts, workers = list_schedule(durations, slots)
             calls = [(cand, ex) for cand, examples in items for ex in examples]
             for (candidate, example), start, duration, worker in zip(
                 calls, starts, durations, workers, strict=True
@@ -139,15 +164,18 @@ class SimulatedRun:
             self._write_stage(iteration, phase, stage_start)
 
     def reflect(self, iteration: int, tasks: list[Task]) -> Generator[simpy.Event, None, None]:
-        """One reflection call per task, at most `reflection_concurrency` at a time."""
+        """One reflection call per task, at most C (and lm_servers) at once."""
+        slots = self.reflection_slots
         durations = self.reflections.take(len(tasks))
+        if self.scenario.load_slowdown:  # no extra work at the default
+            durations = self.slowed(durations, slots)
         stage_start = self.env.now + self.scenario.stage_overhead
-        length = makespan(durations, self.scenario.reflection_concurrency)
+        length = makespan(durations, slots)
         yield self.env.timeout(self.scenario.stage_overhead + length)
         self.stage_time["reflection"] += length
         if self.trace:
-            starts, slots = list_schedule(durations, self.scenario.reflection_concurrency)
-            for task, start, duration, slot in zip(tasks, starts, durations, slots, strict=True):
+            starts, slot_of = list_schedule(durations, slots)
+            for task, start, duration, slot in zip(tasks, starts, durations, slot_of, strict=True):
                 begin = stage_start + start
                 self.trace.write(
                     Reflection(
@@ -270,7 +298,9 @@ def simulate_once(
                 trainset_size=scenario.trainset_size,
                 minibatch=scenario.minibatch,
                 seed=scenario.seed,
-                meta={"scenario": scenario.to_dict(), "replicate": replicate},
+                # lm_servers under the key the runner writes for its local pool.
+                meta={"scenario": scenario.to_dict(), "replicate": replicate}
+                | ({} if scenario.lm_servers is None else {"lm_servers": scenario.lm_servers}),
             )
         )
     env.process(gepa_run(run))

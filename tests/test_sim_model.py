@@ -145,6 +145,56 @@ def test_fixed_latencies_give_exact_stage_times(tmp_path: Path) -> None:
     assert summary.stage_time["overhead"] == pytest.approx((1 + 4 * summary.iterations) * overhead)
 
 
+@pytest.mark.parametrize(
+    ("workers", "cap", "servers"),
+    [(8, 10, 2), (2, 10, 3), (8, 2, 5)],
+    ids=["K<W,C", "W<K<C", "C<K<W"],
+)
+def test_lm_servers_and_slowdown_give_exact_stage_times(
+    workers: int, cap: int, servers: int, tmp_path: Path
+) -> None:
+    """n calls on s = min(cap, K) slots: ceil(n / s) rounds of d (1 + beta (min(n, s) - 1))."""
+    te, tr, beta = 2.0, 7.0, 0.5
+    scenario = make_scenario(
+        rollout=fixed(te),
+        reflection=fixed(tr),
+        workers=workers,
+        reflection_concurrency=cap,
+        lm_servers=servers,
+        load_slowdown=beta,
+        acceptance=Acceptance(1.0),
+        selection="best",
+        budget=300,
+    )
+
+    def length(calls: int, slots: int, latency: float) -> float:
+        return math.ceil(calls / slots) * latency * (1 + beta * (min(calls, slots) - 1))
+
+    w, c = min(workers, servers), min(cap, servers)
+    expected = {
+        "seed_val": length(20, w, te),
+        "parent_minibatch": length(12, w, te),  # 2x2: k b = 12 rollouts
+        "reflection": length(4, c, tr),
+        "child_minibatch": length(12, w, te),
+        "full_val": length(20, w, te),  # the best child only
+    }
+    _, trace = traced(scenario, Shape(2, 2), tmp_path)
+    for stage in trace.of(Stage):
+        assert stage.duration == pytest.approx(expected[stage.name]), stage
+    calls = [(e.start, e.end) for e in trace.of(Rollout) + trace.of(Reflection)]
+    assert max_concurrency(calls) == max(w, c)  # the LM never serves more than K at once
+    assert {r.worker for r in trace.of(Rollout)} == set(range(w))  # worker slots, < W
+    assert trace.run_start.meta["lm_servers"] == servers
+
+
+def test_unset_lm_fields_leave_runs_identical() -> None:
+    """lm_servers >= W and C with no slowdown is the same run, to the bit."""
+    scenario = make_scenario()
+    wide = scenario.replace(lm_servers=scenario.workers + scenario.reflection_concurrency)
+    for shape in (Shape(1, 1), Shape(4, 2)):
+        assert simulate_once(scenario, shape, 3) == simulate_once(wide, shape, 3)
+
+
 def test_one_worker_one_reflector_is_the_sum_of_all_latencies(tmp_path: Path) -> None:
     scenario = make_scenario(workers=1, reflection_concurrency=1, stage_overhead=0.25)
     summary, trace = traced(scenario, Shape(2, 2), tmp_path)
