@@ -158,6 +158,33 @@ class Resume(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Validation(Event):
+    """A candidate's full-validation score as gepa recorded it (the runner; an instant).
+
+    Iteration 0 is the seed. `candidate` is gepa's index in its pool.
+    """
+
+    kind: ClassVar[str] = "validation"
+    iteration: int
+    candidate: str
+    score: float  # mean over the examples evaluated
+    examples: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Budget(Event):
+    """gepa's own metric-call count after an increment (the runner; an instant).
+
+    gepa sends none for the seed validation, so the first one already includes it.
+    """
+
+    kind: ClassVar[str] = "budget"
+    iteration: int
+    metric_calls: int
+    delta: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class Decision(Event):
     """Whether a proposal beat its parent on the minibatch and joined the pool."""
 
@@ -185,6 +212,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         Decision,
         Attempt,
         Resume,
+        Validation,
+        Budget,
     )
 }
 

@@ -9,27 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pxn.trace import Decision, Event, Resume, Rollout
-
-
-def counted(events: Sequence[Event], cls: type[Rollout] | type[Decision]) -> list:
-    """The events of `cls` gepa's state kept. Before each Resume, events of iterations the
-    saved state had not completed were lost work: gepa re-runs those iterations."""
-    kept: list = []
-    segment: list = []
-    for event in events:
-        if isinstance(event, cls):
-            segment.append(event)
-        elif isinstance(event, Resume):
-            # A saved state of -1 completed iterations: even the seed validation is redone.
-            kept.extend(e for e in segment if e.iteration <= event.iteration)
-            segment = []
-    kept.extend(segment)
-    return kept
-
-
-def counted_rollouts(events: Sequence[Event]) -> list[Rollout]:
-    return counted(events, Rollout)
+from pxn.trace import Decision, Rollout, Trace
 
 
 def max_concurrency(rollouts: Sequence[Rollout]) -> int:
@@ -50,15 +30,21 @@ class Totals:
     max_concurrent: int
 
 
-def trace_totals(events: Sequence[Event]) -> Totals:
-    rollouts = counted_rollouts(events)
+def counted_rollouts(trace: Trace) -> list[Rollout]:
+    """The rollouts gepa counted: without the work a resume threw away (Trace.live)."""
+    return trace.live(Rollout)
+
+
+def trace_totals(trace: Trace) -> Totals:
+    events = trace.events
+    rollouts = counted_rollouts(trace)
     seed = any(r.phase == "seed_val" for r in rollouts)
     full = {(r.iteration, r.candidate) for r in rollouts if r.phase == "full_val"}
     all_rollouts = [e for e in events if isinstance(e, Rollout)]
     return Totals(
         metric_calls=len(rollouts),
         full_val_evals=int(seed) + len(full),
-        accepted=sum(1 for d in counted(events, Decision) if d.accepted),
+        accepted=sum(1 for d in trace.live(Decision) if d.accepted),
         max_concurrent=max_concurrency(all_rollouts),
     )
 

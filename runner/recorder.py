@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pxn.trace import Decision, Event, Iteration, Stage, TraceWriter
+from pxn.trace import Budget, Decision, Event, Iteration, Stage, TraceWriter, Validation
 
 
 def candidate_key(candidate: dict[str, str]) -> tuple[tuple[str, str], ...]:
@@ -197,12 +197,33 @@ class Recorder:
 
     def on_valset_evaluated(self, event: dict[str, Any]) -> None:
         score = event["average_score"]
+        now = self.clock()
+        self.write(
+            Validation(
+                start=now,
+                end=now,
+                iteration=event["iteration"],
+                candidate=str(event["candidate_idx"]),
+                score=float(score),
+                examples=int(event["num_examples_evaluated"]),
+            )
+        )
         if self.best_val is None or score > self.best_val:
             self.best_val = score
         self.on_change()
 
     def on_budget_updated(self, event: dict[str, Any]) -> None:
         self.metric_calls = event["metric_calls_used"]
+        now = self.clock()
+        self.write(
+            Budget(
+                start=now,
+                end=now,
+                iteration=event["iteration"],
+                metric_calls=int(event["metric_calls_used"]),
+                delta=int(event["metric_calls_delta"]),
+            )
+        )
         self.on_change()
 
     def on_iteration_end(self, event: dict[str, Any]) -> None:

@@ -296,7 +296,7 @@ def _finish(
     test_score = adapter.score(best, test) if test else None
     test_eval_s = recorder.clock() - test_start
     trace = read_trace(out / "trace.jsonl")
-    totals = trace_totals(trace.events)
+    totals = trace_totals(trace)
     accepted = gr.num_candidates - 1
     warnings = [
         f"trace mismatch: {m}"

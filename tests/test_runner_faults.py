@@ -71,7 +71,7 @@ def test_faults_are_retried_recorded_and_totals_match(tmp_path, monkeypatch, cap
     # A retried-then-successful rollout carries its attempt count.
     assert any(r.attempts > 1 and r.error is None for r in trace.of(Rollout))
 
-    totals = trace_totals(trace.events)
+    totals = trace_totals(trace)
     assert totals.metric_calls == result.result["metric_calls"]
     assert totals.max_concurrent <= 3
 
@@ -185,3 +185,22 @@ def test_cli_bad_flags_one_line_exit_2(tmp_path, flags):
     assert len(lines) == 1 and lines[0].startswith("pxn: error:"), proc.stderr
     assert PLANTED not in proc.stderr + proc.stdout
     assert not out.exists()
+
+
+def test_validation_and_budget_events_match_gepa(tmp_path, monkeypatch):
+    from pxn.trace import Budget, Validation
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-dummy-key")
+    out = tmp_path / "run"
+    with FaultServer() as server:
+        result = run_gepa(fault_config(out, server.api_base, task="plugin_task:make_task"))
+    trace = read_trace(out / "trace.jsonl")
+    validations = trace.of(Validation)
+    # The seed's and each accepted child's full validation, as gepa counted them.
+    assert len(validations) == result.result["full_val_evals"]
+    assert validations[0].iteration == 0 and validations[0].candidate == "0"
+    assert validations[0].score == result.result["seed_val_score"]
+    # gepa's running count ends at its total, and the trace's rollouts add up to it.
+    budgets = trace.of(Budget)
+    assert budgets[-1].metric_calls == result.result["metric_calls"]
+    assert len(trace.of(Rollout)) == budgets[-1].metric_calls

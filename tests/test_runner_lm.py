@@ -30,7 +30,7 @@ def check_run(out, workers: int):
     trace = read_trace(out / "trace.jsonl")
     assert trace.skipped == []
     assert isinstance(trace.events[-1], RunEnd) and trace.events[-1].status == "completed"
-    totals = trace_totals(trace.events)
+    totals = trace_totals(trace)
     assert totals.metric_calls == result["metric_calls"]
     assert totals.full_val_evals == result["full_val_evals"]
     assert totals.accepted == result["accepted"]
