@@ -4,7 +4,9 @@ The fast simulator (pxn.sim.model) list-schedules a whole stage in one step.
 This oracle does the obvious thing instead: every rollout is its own SimPy
 process queueing FIFO for one of W worker slots (a `simpy.Resource`), every
 reflection a process on a Resource of `reflection_concurrency` slots, and each
-stage ends at a barrier (`env.all_of`). It is written from the issue's
+stage ends at a barrier (`env.all_of`). A local LM pool is one more Resource
+of `lm_servers` places that every call holds while it is served; the load
+slowdown is read from a count of the calls being served. It is written from the issue's
 description of a gepa iteration, not from pxn.sim.model, and shares only the
 Scenario (for sampling latencies), so agreement between the two is evidence.
 
@@ -40,6 +42,9 @@ class OracleRun:
         self.env = simpy.Environment()
         self.workers = simpy.Resource(self.env, capacity=scenario.workers)
         self.reflectors = simpy.Resource(self.env, capacity=scenario.reflection_concurrency)
+        # The LM backend: a server per call being served; unlimited is a place per call.
+        self.servers = simpy.Resource(self.env, capacity=scenario.lm_servers or 10**9)
+        self.serving = 0  # calls holding an LM server right now
         self.metric_calls = 0
         self.iterations = 0
         self.full_val_iterations = 0
@@ -47,10 +52,20 @@ class OracleRun:
         self.accepted = 0
 
     def call(self, pool: simpy.Resource, seconds: float) -> Generator[simpy.Event, None, None]:
-        """One rollout or reflection: wait for a free slot, hold it for `seconds`."""
+        """One rollout or reflection: a free slot, then an LM server, held while served."""
         with pool.request() as slot:
             yield slot
-            yield self.env.timeout(seconds)
+            with self.servers.request() as server:
+                yield server
+                self.serving += 1
+                beta = self.scenario.load_slowdown
+                if beta:
+                    # Let every call granted a server at this same instant count
+                    # itself first: a zero wait runs after the grants already queued.
+                    yield self.env.timeout(0)
+                    seconds *= 1 + beta * (self.serving - 1)
+                yield self.env.timeout(seconds)
+                self.serving -= 1  # before the server is released to the next call
 
     def stage(
         self, pool: simpy.Resource, latency: Latency, calls: int

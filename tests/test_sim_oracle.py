@@ -49,6 +49,21 @@ SCENARIOS: dict[str, tuple[Scenario, Shape]] = {
     ),
     # Single, with a wide latency tail.
     "single heavy tail": (make_scenario(rollout=lognormal(2.0, 1.0)), Shape(1, 1)),
+    # A local pool smaller than W: rollouts queue for 2 servers and slow down by load.
+    "lm servers < W, slowdown": (
+        make_scenario(workers=6, lm_servers=2, load_slowdown=0.4),
+        Shape(2, 2),
+    ),
+    # W < K < C: rollouts are held to W, the 8 reflections to the 3 servers.
+    "lm servers < C, slowdown": (
+        make_scenario(workers=2, lm_servers=3, load_slowdown=0.3, budget=300),
+        Shape(8, 1),
+    ),
+    # A slowdown with no server limit: the load is the stage's own size up to W.
+    "slowdown, no server limit": (
+        make_scenario(workers=8, load_slowdown=0.15, acceptance=Acceptance(0.5)),
+        Shape(1, 2),
+    ),
 }
 
 
@@ -91,14 +106,15 @@ def test_oracle_agrees_on_a_deterministic_run() -> None:
         reflection_concurrency=3,
     )
     shape = Shape(2, 2)
-    [fast] = fast_replicates(scenario, shape, 1)
-    [oracle] = oracle_replicates(scenario, shape, 1)
-    assert fast.wall_clock == pytest.approx(oracle.wall_clock, rel=1e-12)
-    assert (fast.iterations, fast.metric_calls, fast.accepted) == (
-        oracle.iterations,
-        oracle.metric_calls,
-        oracle.accepted,
-    )
+    for variant in (scenario, scenario.replace(lm_servers=2, load_slowdown=0.5)):
+        [fast] = fast_replicates(variant, shape, 1)
+        [oracle] = oracle_replicates(variant, shape, 1)
+        assert fast.wall_clock == pytest.approx(oracle.wall_clock, rel=1e-12)
+        assert (fast.iterations, fast.metric_calls, fast.accepted) == (
+            oracle.iterations,
+            oracle.metric_calls,
+            oracle.accepted,
+        )
 
 
 @pytest.mark.slow
@@ -107,5 +123,15 @@ def test_the_comparison_rejects_a_model_one_worker_short() -> None:
     scenario, shape = SCENARIOS["queueing W=4"]
     fast = fast_replicates(scenario, shape)
     oracle = oracle_replicates(scenario.replace(workers=3), shape, REPLICATES)
+    result = ks_2samp([r.wall_clock for r in fast], [r.wall_clock for r in oracle])
+    assert result.pvalue < ALPHA
+
+
+@pytest.mark.slow
+def test_the_comparison_rejects_a_model_without_the_slowdown() -> None:
+    """And it sees a slowdown of 0.4 on 2 servers: the new features are not vacuous."""
+    scenario, shape = SCENARIOS["lm servers < W, slowdown"]
+    fast = fast_replicates(scenario, shape)
+    oracle = oracle_replicates(scenario.replace(load_slowdown=0.0), shape, REPLICATES)
     result = ks_2samp([r.wall_clock for r in fast], [r.wall_clock for r in oracle])
     assert result.pvalue < ALPHA
