@@ -17,6 +17,11 @@ per child selected for full validation). Each stage also pays the scenario's
 fixed engine overhead. Like the paper, this ignores that a stage lasts as
 long as its slowest call and that gepa skips parents with perfect minibatches;
 the simulator models both.
+
+A local LM pool of K servers (Scenario.lm_servers) narrows the pool to
+min(W, K) rollout slots and the reflection cap to min(C, K), here as in the
+simulator. Its load_slowdown is left out of the closed form: the paper's
+model has independent latencies, and the simulator carries the slowdown.
 """
 
 from __future__ import annotations
@@ -55,7 +60,10 @@ def stage_latency(calls: float, slots: int, mean_latency: float) -> float:
 
 
 def analytic(scenario: Scenario, shape: Shape) -> AnalyticPrediction:
-    k, b, v, w = shape.k, scenario.minibatch, scenario.valset_size, scenario.workers
+    k, b, v = shape.k, scenario.minibatch, scenario.valset_size
+    servers = scenario.lm_servers
+    w = min(scenario.workers, servers or scenario.workers)  # calls the LM serves at once
+    c = min(scenario.reflection_concurrency, servers or scenario.reflection_concurrency)
     t_e, t_r = scenario.rollout.mean(), scenario.reflection.mean()
     overhead, limit = scenario.stage_overhead, scenario.selection_limit
     afforded = scenario.budget - v  # the seed validation comes first
@@ -69,11 +77,7 @@ def analytic(scenario: Scenario, shape: Shape) -> AnalyticPrediction:
         a = mean_acceptance(scenario.acceptance, iterations * k)
 
     q_k = 1 - (1 - a) ** k
-    l_step = (
-        2 * (overhead + stage_latency(k * b, w, t_e))
-        + overhead
-        + stage_latency(k, scenario.reflection_concurrency, t_r)
-    )
+    l_step = 2 * (overhead + stage_latency(k * b, w, t_e)) + overhead + stage_latency(k, c, t_r)
     l_val = overhead + stage_latency(min(k, limit or k) * v, w, t_e)
     l_seed = overhead + stage_latency(v, w, t_e)
     return AnalyticPrediction(

@@ -126,3 +126,26 @@ def test_selection_caps_the_children_validated() -> None:
     assert expected_selected(4, 0.3, 4) == pytest.approx(1.2)
     scenario = deterministic(selection="best", valset_size=100, workers=64)
     assert analytic(scenario, Shape(8, 1)).l_val == pytest.approx(0.5 + 100 / 64 * 2.0)
+
+
+def test_a_local_pool_narrows_the_pool_and_the_reflection_cap() -> None:
+    """lm_servers = K: W becomes min(W, K), C min(C, K); no slowdown in the closed form."""
+    pooled = deterministic(workers=8, reflection_concurrency=6, lm_servers=2, load_slowdown=0.7)
+    narrow = deterministic(workers=2, reflection_concurrency=2)
+    wide = deterministic(workers=8, reflection_concurrency=6, lm_servers=16)
+    for shape in (Shape(1, 1), Shape(2, 2)):
+        assert analytic(pooled, shape) == analytic(narrow, shape)
+        assert analytic(wide, shape) == analytic(
+            deterministic(workers=8, reflection_concurrency=6), shape
+        )
+        assert analytic(pooled, shape).bound == pytest.approx(8000 * 2.0 / 2)
+
+
+def test_closed_form_matches_the_simulator_on_a_local_pool() -> None:
+    """Stages that fill the K = 2 servers exactly, one child validated: the two agree."""
+    scenario = deterministic(budget=6000, workers=8, lm_servers=2, selection="best")
+    shape = Shape(2, 2)  # 12 minibatch rollouts, 4 reflections and V = 50 all fill 2 servers
+    runs = [simulate_once(scenario, shape, r) for r in range(60)]
+    closed = analytic(scenario, shape)
+    assert np.mean([r.wall_clock for r in runs]) == pytest.approx(closed.wall_clock, rel=0.02)
+    assert np.mean([r.iterations for r in runs]) == pytest.approx(closed.iterations, rel=0.02)
