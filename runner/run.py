@@ -204,6 +204,7 @@ def _run(
         )
 
     status, message = "completed", ""
+    error: BaseException | None = None
     gepa_result = None
     progress = LiveProgress(
         recorder,
@@ -239,8 +240,8 @@ def _run(
             status, message = "failed", recorder.stop_reason
     except KeyboardInterrupt:
         status, message = "interrupted", "interrupted by the user (Ctrl-C)"
-    except Exception as exc:
-        status, message = "failed", describe_error(exc)
+    except Exception as exc:  # recorded in run_end, then re-raised below with its traceback
+        status, message, error = "failed", describe_error(exc), exc
 
     result: dict[str, Any] = {}
     warnings: list[str] = []
@@ -256,6 +257,8 @@ def _run(
                 )
     except KeyboardInterrupt:
         status, message = "interrupted", "interrupted by the user (Ctrl-C)"
+    except Exception as exc:
+        status, message, error = "failed", describe_error(exc), exc
     finally:
         adapter.close()
         reflection.close()
@@ -275,6 +278,8 @@ def _run(
         recorder.close()
     if status == "interrupted":
         raise KeyboardInterrupt
+    if error is not None:  # a bug, not bad input: keep its traceback
+        raise error
     return RunResult(out=out, status=status, message=message, result=result, warnings=warnings)
 
 
