@@ -14,7 +14,6 @@ the stopper ends the run instead of letting it burn its budget.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -72,7 +71,6 @@ class Recorder:
         self.clock = clock
         self.max_failures = max_failures
         self.on_change = on_change or (lambda: None)
-        self.lock = threading.Lock()
         self.closed = False
         self.state: Any = None  # gepa's GEPAState, from on_iteration_start
         self.book = IterationBook(number=0, start=0.0)

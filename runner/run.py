@@ -17,7 +17,6 @@ import datetime as dt
 import importlib.metadata
 import json
 import math
-import os
 import sys
 import tempfile
 from contextlib import ExitStack
@@ -41,7 +40,7 @@ from pxn.runner.recorder import Recorder, RecordingSelection, Stopper, perf_cloc
 from pxn.runner.redact import describe_error, redact
 from pxn.runner.reflection import InstrumentedReflectionLM
 from pxn.runner.retry import CallFailed, RetryPolicy
-from pxn.trace import Resume, RunEnd, RunStart, TraceWriter, read_trace
+from pxn.trace import Decision, Resume, RunEnd, RunStart, TraceWriter, read_trace
 
 _ = litellm  # imported for its side effect: loaded now, not inside the first timed call
 
@@ -328,7 +327,7 @@ def _finish(
         "seed_val_score": gr.val_aggregate_scores[0],
         "test_score": None if test_score is None or math.isnan(test_score) else test_score,
         "iterations": recorder.iterations,
-        "proposals": totals_proposals(trace.events),
+        "proposals": len(trace.live(Decision)),
         "accepted": accepted,
         "metric_calls": gr.total_metric_calls,
         "full_val_evals": gr.num_full_val_evals,
@@ -357,14 +356,3 @@ class GepaLog:
     def log(self, message: str) -> None:
         with self.path.open("a", encoding="utf-8") as f:
             f.write(redact(str(message)) + "\n")
-
-
-def totals_proposals(events: list[Any]) -> int:
-    from pxn.trace import Decision
-
-    return sum(1 for e in events if isinstance(e, Decision))
-
-
-def env_ready() -> None:
-    """litellm must not fetch a price list at import (no network here)."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
