@@ -131,7 +131,37 @@ def calibration_lines(cal: Calibration) -> list[str]:
             f"{effect.spearman:.2f} (p={effect.pvalue:.2g}), {effect.slope:+.3g} s per extra "
             f"call; mean by load {levels}"
         )
+    lines.extend(slowdown_lines(cal))
     lines.extend(f"note: {note}" for note in cal.notes)
+    return lines
+
+
+def slowdown_lines(cal: Calibration) -> list[str]:
+    s, fit = cal.scenario, cal.slowdown
+    pool = (
+        f"lm_servers={s.lm_servers} ({cal.lm_servers_source})"
+        if s.lm_servers is not None
+        else "lm_servers unknown (no limit; pass --lm-servers K for a local pool)"
+    )
+    loads = "; ".join(
+        f"{kind}s " + ", ".join(f"{n} at {m}" for m, n in by_load.items())
+        for kind, by_load in fit.loads.items()
+    )
+    lines = [f"LM pool: {pool}; calls by load (LM calls in flight at the start): {loads}"]
+    if fit.identified:
+        low, high = fit.interval
+        lines.append(
+            f"load slowdown: beta={fit.beta:.3g} [95% {low:.3g}, {high:.3g}] from {fit.n} calls "
+            f"(latency x (1 + beta (m - 1)), log least squares); {fit.reason} "
+            f"-> load_slowdown={fit.chosen:.4g}"
+        )
+    else:
+        lines.append(f"load slowdown: {fit.reason} -> load_slowdown=0")
+    if s.lm_servers is not None:
+        lines.append(
+            f"  fitted only on calls that started with at most {s.lm_servers} in flight: a later "
+            "one may have waited for a server, and that wait is not a slowdown"
+        )
     return lines
 
 

@@ -5,7 +5,9 @@ selection strategy) is read from the traces' run_start; latencies,
 acceptance, gepa's skipping of perfect parents and the engine overhead are
 fitted. The Scenario keeps one rollout distribution for all phases, as the
 simulator does; per-phase fits are reported, with a warning when the phases
-differ.
+differ. A local LM pool's size (lm_servers) comes from the traces' run_start
+meta or the caller; its load slowdown is fitted (slowdown.py), and the latency
+fits then see each call's latency as if served alone.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import scipy.stats
 
 from pxn.calibrate.acceptance import AcceptanceFit, fit_acceptance, proposal_outcomes
 from pxn.calibrate.fit import LatencyFit, fit_latency
 from pxn.calibrate.load import Loaded, load_traces
-from pxn.calibrate.load_effect import LoadEffect, fit_load_effects
+from pxn.calibrate.load_effect import LoadEffect, call_loads, fit_load_effects
 from pxn.calibrate.overhead import ConcurrencyFit, OverheadFit, fit_concurrency, fit_overhead
+from pxn.calibrate.slowdown import SlowdownFit, fit_slowdown
 from pxn.calibrate.tokens import TokenFit, fit_tokens
 from pxn.errors import PxnError
 from pxn.scenario import Scenario, Shape
@@ -62,6 +66,8 @@ class Calibration:
     overhead: OverheadFit
     concurrency: ConcurrencyFit
     load_effects: list[LoadEffect]
+    slowdown: SlowdownFit
+    lm_servers_source: str  # where lm_servers came from ("" when unknown)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -70,12 +76,20 @@ class Calibration:
 
 
 def calibrate_traces(
-    paths: Sequence[str | Path], *, name: str = "calibrated", latency: str = "auto"
+    paths: Sequence[str | Path],
+    *,
+    name: str = "calibrated",
+    latency: str = "auto",
+    lm_servers: int | None = None,
 ) -> Calibration:
-    """Read the traces and fit everything the Scenario needs."""
+    """Read the traces and fit everything the Scenario needs.
+
+    `lm_servers`: the LM pool's size when the traces do not say (it overrides them).
+    """
     loaded = load_traces(paths)
     traces = loaded.traces
     notes = _setup_notes(traces)
+    lm_servers, lm_source = _lm_servers(traces, lm_servers, notes)
 
     rollouts = [r for t in traces for r in t.of(Rollout)]
     reflections = [r for t in traces for r in t.of(Reflection)]
@@ -84,11 +98,13 @@ def calibrate_traces(
             "no reflection events in the traces: the reflection latency cannot be "
             "calibrated; run until at least one iteration completes"
         )
-    rollout = fit_latency("rollout", [r.duration for r in rollouts], latency)
+    slowdown, served_alone = _fit_slowdown(traces, lm_servers, notes)
+    rollout_latencies = served_alone(rollouts)
+    rollout = fit_latency("rollout", [d for _, d in rollout_latencies], latency)
     by_phase = {
         phase: fit_latency(f"rollout {phase}", durations, "auto")
         for phase in ROLLOUT_PHASES
-        if (durations := [r.duration for r in rollouts if r.phase == phase])
+        if (durations := [d for r, d in rollout_latencies if r.phase == phase])
     }
     phase_pvalue = _phase_test(by_phase)
     if phase_pvalue < PHASE_ALPHA:
@@ -97,7 +113,7 @@ def calibrate_traces(
             f"rollout latency differs by phase (Kruskal-Wallis p={phase_pvalue:.2g}; medians "
             f"{medians}); the Scenario uses one distribution pooled over phases"
         )
-    reflection = fit_latency("reflection", [r.duration for r in reflections], latency)
+    reflection = fit_latency("reflection", [d for _, d in served_alone(reflections)], latency)
     tokens = [
         fit
         for what, events in (("rollout", rollouts), ("reflection", reflections))
@@ -112,8 +128,13 @@ def calibrate_traces(
         if effect.significant:
             notes.append(
                 f"{effect.what}s slow down under load (Spearman {effect.spearman:.2f} between "
-                f"latency and LM calls in flight, +{effect.slope:.3g} s per extra call); the "
-                "simulator draws latencies independently of load"
+                f"latency and LM calls in flight, +{effect.slope:.3g} s per extra call)"
+                + (
+                    "; on a local pool give --lm-servers K: the simulator then queues calls "
+                    "beyond K and the slowdown is fitted apart from the queueing"
+                    if lm_servers is None
+                    else "; see the load slowdown fitted below"
+                )
             )
     for trace in traces:
         end = trace.run_end
@@ -137,6 +158,8 @@ def calibrate_traces(
         stage_overhead=overhead.per_stage,
         skip_perfect=skip.probability,
         selection=_selection(traces[0]),
+        lm_servers=lm_servers,
+        load_slowdown=slowdown.chosen,
     )
     try:
         scenario.validate()
@@ -155,8 +178,71 @@ def calibrate_traces(
         overhead=overhead,
         concurrency=concurrency,
         load_effects=load_effects,
+        slowdown=slowdown,
+        lm_servers_source=lm_source,
         notes=notes,
     )
+
+
+def _lm_servers(traces: list[Trace], given: int | None, notes: list[str]) -> tuple[int | None, str]:
+    """The LM pool's size: as given, else as the traces' run_start meta declares it."""
+    declared = sorted(
+        {t.run_start.meta["lm_servers"] for t in traces if "lm_servers" in t.run_start.meta}
+    )
+    if given is not None:
+        if given < 1:
+            raise PxnError(f"--lm-servers must be >= 1: got {given}")
+        if declared and declared != [given]:
+            notes.append(f"the traces declare lm_servers {declared}; {given} as given overrides it")
+        return given, "as given"
+    if not declared:
+        return None, ""
+    if len(declared) > 1:
+        notes.append(f"traces differ in lm_servers ({declared}); the scenario takes the smallest")
+    if not isinstance(declared[0], int) or declared[0] < 1:
+        raise PxnError(f"the traces declare lm_servers {declared[0]!r}: not a whole number >= 1")
+    return declared[0], "from the traces' run_start"
+
+
+def _fit_slowdown(traces: list[Trace], lm_servers: int | None, notes: list[str]):
+    """Fit beta; and a function giving the calls' latencies as if each were served alone.
+
+    That function leaves out calls that may have waited for a server (unless a
+    kind would be left with none) and divides the others by the chosen slowdown
+    at their load: the latency the Scenario draws before the simulator stretches it.
+    """
+    load_of: dict[int, int] = {}
+    for trace in traces:
+        calls = trace.of(Rollout) + trace.of(Reflection)
+        load_of |= dict(zip(map(id, calls), call_loads(calls).tolist(), strict=True))
+    calls = [c for t in traces for c in t.of(Rollout) + t.of(Reflection)]
+    fit = fit_slowdown(
+        np.array(["rollout" if isinstance(c, Rollout) else "reflection" for c in calls]),
+        np.array([load_of[id(c)] for c in calls]),
+        np.array([c.duration for c in calls]),
+        lm_servers,
+    )
+    if fit.set_aside:
+        notes.append(
+            f"{fit.set_aside} call(s) started with more than lm_servers={lm_servers} LM calls in "
+            "flight: they may have waited for a server, so their latencies are left out of the "
+            "latency and slowdown fits (the simulator adds the queueing itself)"
+        )
+
+    def served_alone(events: list) -> list[tuple]:
+        kept = [e for e in events if lm_servers is None or load_of[id(e)] <= lm_servers]
+        if not kept and events:  # every call of this kind may have queued
+            kept = events
+            notes.append(
+                f"every {type(events[0]).__name__.lower()} may have waited for a server: its "
+                "latency is fitted with the waits in (an overestimate)"
+            )
+        if fit.chosen == 0:
+            return [(e, e.duration) for e in kept]
+        factors = fit.factor(np.array([load_of[id(e)] for e in kept])).tolist()
+        return [(e, e.duration / f) for e, f in zip(kept, factors, strict=True)]
+
+    return fit, served_alone
 
 
 def _setup_notes(traces: list[Trace]) -> list[str]:

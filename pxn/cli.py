@@ -230,13 +230,21 @@ def calibrate(
             "--latency", help="auto (lowest AIC unless KS rejects it), empirical, or a family."
         ),
     ] = "auto",
+    lm_servers: Annotated[
+        int | None,
+        typer.Option(
+            "--lm-servers",
+            help="Calls the LM serves at once (a local pool of K servers), when the traces "
+            "do not say; overrides them.",
+        ),
+    ] = None,
 ) -> None:
     """Fit latencies, acceptance and overhead from traces; write a Scenario TOML."""
     from pxn.calibrate.report import calibration_header, calibration_lines
     from pxn.calibrate.scenario_from_traces import calibrate_traces
     from pxn.files import write_text_atomically
 
-    calibration = calibrate_traces(traces, name=name, latency=latency)
+    calibration = calibrate_traces(traces, name=name, latency=latency, lm_servers=lm_servers)
     for line in calibration_lines(calibration):
         stdout.print(line, markup=False, highlight=False, soft_wrap=True)
     write_text_atomically(output, calibration.scenario.to_toml(calibration_header(calibration)))

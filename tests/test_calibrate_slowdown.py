@@ -1,0 +1,118 @@
+"""A local LM pool: lm_servers from the traces or the flag, and the load slowdown fitted.
+
+The round trip simulates a pool of 2 servers with beta = 0.5 (rollouts are
+always served two at a time there, so single runs alone cannot tell beta from
+the rollout latency; two 2x2 runs add reflections served two at a time). With
+about 350 reflections at each load and a lognormal sigma of 0.3, log(1 + beta)
+is known to about +-0.05, so beta to about +-0.1: the tolerance is 0.15.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from calibrate_helpers import TRUE, pxn, relative, write_traces
+
+from pxn.calibrate.load_effect import call_loads
+from pxn.calibrate.scenario_from_traces import Calibration, calibrate_traces
+from pxn.calibrate.slowdown import fit_slowdown
+from pxn.scenario import Shape
+from pxn.sim.predict import sweep
+from pxn.trace import Reflection, Rollout
+
+POOL = TRUE.replace(lm_servers=2, load_slowdown=0.5)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    root = tmp_path_factory.mktemp("pool")
+    return write_traces(root, POOL, Shape(1, 1), range(2)) + write_traces(
+        root, POOL, Shape(2, 2), range(2)
+    )
+
+
+@pytest.fixture(scope="module")
+def calibration(runs: list[Path]) -> Calibration:
+    return calibrate_traces(runs)
+
+
+def test_the_slowdown_and_the_pool_are_recovered(calibration: Calibration) -> None:
+    fit = calibration.slowdown
+    assert calibration.scenario.lm_servers == 2  # from the simulated run_start's meta
+    assert calibration.lm_servers_source == "from the traces' run_start"
+    assert fit.loads["reflection"].keys() == {1, 2} and fit.loads["rollout"].keys() == {2}
+    assert fit.pvalue < 1e-6
+    assert abs(calibration.scenario.load_slowdown - 0.5) < 0.15
+    assert fit.interval[0] < 0.5 < fit.interval[1]
+    # The latency fits see each call as served alone: the truth's distributions.
+    assert relative(calibration.scenario.rollout.mean(), POOL.rollout.mean()) < 0.03
+    assert relative(calibration.scenario.reflection.mean(), POOL.reflection.mean()) < 0.08
+
+
+def test_the_recovered_pool_predicts_the_same_wall_clock(calibration: Calibration) -> None:
+    shapes = [Shape(1, 1), Shape(2, 2), Shape(4, 1)]
+    truth = sweep(POOL, shapes, replicates=40)
+    predicted = sweep(calibration.scenario.replace(seed=POOL.seed + 1), shapes, replicates=40)
+    for t, p in zip(truth, predicted, strict=True):
+        assert relative(p.wall_clock.mean, t.wall_clock.mean) < 0.05, t.shape
+
+
+def test_single_runs_on_a_full_pool_cannot_tell_the_slowdown(tmp_path: Path) -> None:
+    """Every rollout served two at a time, every reflection alone: beta is kept 0, and said so."""
+    cal = calibrate_traces(write_traces(tmp_path, POOL, Shape(1, 1), range(1)))
+    assert not cal.slowdown.identified
+    assert cal.scenario.load_slowdown == 0.0
+    assert "not identifiable" in cal.slowdown.reason
+
+
+def test_no_slowdown_is_kept_at_zero_with_an_interval_around_it() -> None:
+    rng = np.random.default_rng(3)
+    loads = rng.integers(1, 5, size=400)
+    latencies = rng.lognormal(0.0, 0.5, size=400)
+    fit = fit_slowdown(np.array(["rollout"] * 400), loads, latencies, None)
+    assert fit.identified and fit.chosen == 0.0
+    assert fit.interval[0] < 0 < fit.interval[1]
+    assert fit.pvalue > 0.01
+
+
+def test_calls_beyond_the_servers_are_set_aside() -> None:
+    """Latency x (1 + 0.8 (m - 1)) up to 2 servers; calls at load 3 and 4 also queued."""
+    rng = np.random.default_rng(5)
+    loads = np.repeat([1, 2, 3, 4], 150)
+    latencies = rng.lognormal(0.0, 0.3, size=600) * (1 + 0.8 * (np.minimum(loads, 2) - 1))
+    latencies[loads > 2] *= 2.5  # the wait for a server
+    fit = fit_slowdown(np.array(["rollout"] * 600), loads, latencies, lm_servers=2)
+    assert fit.set_aside == 300 and fit.n == 300
+    assert fit.chosen == pytest.approx(0.8, abs=0.15)
+
+
+def test_calls_dispatched_together_count_each_other() -> None:
+    """A stage's calls start milliseconds apart in a real trace; a freed slot is no extra load."""
+
+    def call(start: float, end: float) -> Rollout:
+        return Rollout(
+            start=start, end=end, iteration=1, phase="full_val", worker=0, candidate="0", example=""
+        )
+
+    calls = [call(0.0, 3.0), call(0.008, 1.0), call(1.0, 2.5), call(2.52, 2.6)]
+    assert call_loads(calls).tolist() == [2, 2, 2, 2]
+    reflections = [Reflection(start=5.0 + i / 1000, end=9.0, iteration=1, slot=i, proposal="p",
+                              parent="0") for i in range(3)]  # fmt: skip
+    assert call_loads(reflections).tolist() == [3, 3, 3]
+
+
+def test_the_flag_sets_the_pool_and_the_report_names_it(runs: list[Path], tmp_path: Path) -> None:
+    out = tmp_path / "pool.toml"
+    result = pxn("calibrate", *runs, "--lm-servers", "3", "-o", out)
+    assert result.returncode == 0, result.stderr
+    assert "lm_servers=3 (as given)" in result.stdout
+    assert "load slowdown: beta=" in result.stdout
+    assert "the traces declare lm_servers [2]; 3 as given overrides it" in result.stdout
+    text = out.read_text()
+    assert tomllib.loads(text)["lm_servers"] == 3
+    assert "# load slowdown: beta=" in text
+    bad = pxn("calibrate", *runs, "--lm-servers", "0", "-o", out)
+    assert bad.returncode == 2 and "--lm-servers must be >= 1" in bad.stderr
