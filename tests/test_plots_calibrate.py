@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib.image
+import numpy as np
 import pytest
 from calibrate_helpers import TRUE, pxn, write_traces
 
 from pxn.calibrate.fit import fit_latency
 from pxn.calibrate.load import read_one
 from pxn.calibrate.validate import validate_runs
-from pxn.plots import plot_latency_fit, plot_sweep_vs_measured, plot_timeline
+from pxn.plots import latency_scale, plot_latency_fit, plot_sweep_vs_measured, plot_timeline
 from pxn.scenario import Shape
 from pxn.trace import Rollout
 
@@ -36,6 +37,14 @@ def test_fit_diagnostics(runs: list[Path], tmp_path: Path) -> None:
     assert_png(plot_latency_fit(fit, tmp_path / "fit.png"))
     few = fit_latency("reflection", [1.0, 2.0, 3.5])  # no family: the Q-Q panel says so
     assert_png(plot_latency_fit(few, tmp_path / "few.png"))
+
+
+def test_a_heavy_tail_gets_a_log_axis(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    heavy = rng.lognormal(0.0, 1.6, size=300)  # max / median about 150
+    assert latency_scale(heavy) == "log"
+    assert latency_scale(rng.gamma(3.0, 0.7, size=300)) == "linear"
+    assert_png(plot_latency_fit(fit_latency("rollout", heavy), tmp_path / "heavy.png"))
 
 
 def test_timeline_whole_and_zoomed(runs: list[Path], tmp_path: Path) -> None:
