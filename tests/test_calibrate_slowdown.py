@@ -68,6 +68,17 @@ def test_single_runs_on_a_full_pool_cannot_tell_the_slowdown(tmp_path: Path) -> 
     assert "not identifiable" in cal.slowdown.reason
 
 
+def test_single_runs_at_one_and_two_workers_do_tell_it(tmp_path: Path) -> None:
+    """The remedy: a W = 1 single run serves rollouts alone, a W = 2 one two at a time."""
+    runs = write_traces(tmp_path / "w2", POOL.replace(workers=2), Shape(1, 1), range(1))
+    runs += write_traces(tmp_path / "w1", POOL.replace(workers=1), Shape(1, 1), range(1, 2))
+    cal = calibrate_traces(runs)
+    assert cal.slowdown.loads["rollout"].keys() == {1, 2}
+    assert abs(cal.scenario.load_slowdown - 0.5) < 0.1
+    assert cal.scenario.workers == 2  # the first trace's setup, with a note on the other
+    assert any("traces differ in workers" in note for note in cal.notes)
+
+
 def test_no_slowdown_is_kept_at_zero_with_an_interval_around_it() -> None:
     rng = np.random.default_rng(3)
     loads = rng.integers(1, 5, size=400)
