@@ -97,7 +97,11 @@ def _mape(errors: list[float]) -> float:
 
 def setup_of(trace: Trace) -> dict[str, int]:
     start = trace.run_start
-    return {name: getattr(start, name) for name in SETUP}
+    setup = {name: getattr(start, name) for name in SETUP}
+    servers = start.meta.get("lm_servers")
+    if isinstance(servers, int) and servers >= 1:  # the run's own LM pool, when it says
+        setup["lm_servers"] = servers
+    return setup
 
 
 def validate_runs(

@@ -85,6 +85,15 @@ def test_a_run_is_predicted_at_its_own_worker_count(tmp_path: Path) -> None:
     assert check.predicted.wall_clock.mean > 1.5 * at_eight.wall_clock.mean
 
 
+def test_a_run_is_predicted_on_its_own_lm_pool(tmp_path: Path) -> None:
+    """A run that declares lm_servers in its run_start is predicted with that pool."""
+    [run] = write_traces(tmp_path, SMALL.replace(lm_servers=2), Shape(2, 2), range(1))
+    [check] = validate_runs(SMALL, [run], replicates=20).checks
+    assert check.measured_setup["lm_servers"] == 2
+    [expected] = sweep(SMALL.replace(lm_servers=2), [Shape(2, 2)], 20)
+    assert check.predicted.wall_clock == expected.wall_clock
+
+
 def test_an_interrupted_run_is_shown_but_not_scored(runs: list[Path], tmp_path: Path) -> None:
     lines = (runs[0] / "trace.jsonl").read_text().splitlines()
     cut = tmp_path / "cut.jsonl"
