@@ -2,13 +2,12 @@
 
 Replicate r always uses its own random stream (model.replicate_rng), so a
 prediction is the same to the bit however its replicates are spread over
-processes.
+processes or machines (backends.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +15,7 @@ import numpy as np
 from pxn.errors import PxnError
 from pxn.scenario import Scenario, Shape
 from pxn.sim.analytic import AnalyticPrediction, analytic
+from pxn.sim.backends import Backend, LocalBackend, gather
 from pxn.sim.model import simulate_once
 from pxn.trace import STAGES, RunSummary
 
@@ -98,44 +98,38 @@ def sweep(
     replicates: int,
     jobs: int = 1,
     on_progress: Callable[[int], None] | None = None,
+    backend: Backend | None = None,
 ) -> list[Prediction]:
     """Predict every shape; `on_progress(n)` is told as each n replicates finish.
 
     Single (1x1) is simulated too when it is not asked for: every speedup is
-    measured against it.
+    measured against it. The work runs on `backend` (opened and closed by the
+    caller), else on `jobs` local processes; the answer is the same to the bit.
     """
     check_sweep(shapes, replicates, jobs)
     single = Shape(1, 1)
     todo = list(dict.fromkeys([*shapes, single]))
     units = [
-        (shape, range(i, min(i + CHUNK, replicates)))
+        (scenario, shape, range(i, min(i + CHUNK, replicates)))
         for shape in todo
         for i in range(0, replicates, CHUNK)
     ]
-    done: dict[tuple[Shape, int], list[RunSummary]] = {}
 
-    def record(shape: Shape, chunk: range, runs: list[RunSummary]) -> None:
-        done[shape, chunk.start] = runs
+    def told(_: int, runs: list[RunSummary]) -> None:
         if on_progress:
-            on_progress(len(chunk))
+            on_progress(len(runs))
 
-    if jobs == 1:
-        for shape, chunk in units:
-            record(shape, chunk, simulate_replicates(scenario, shape, chunk))
+    if backend is None:
+        with LocalBackend(jobs) as local:
+            results = gather(local, simulate_replicates, units, told)
     else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = {
-                pool.submit(simulate_replicates, scenario, shape, chunk): (shape, chunk)
-                for shape, chunk in units
-            }
-            for future in as_completed(futures):
-                record(*futures[future], future.result())
+        results = gather(backend, simulate_replicates, units, told)
+    by_shape: dict[Shape, list[RunSummary]] = {shape: [] for shape in todo}
+    for (_, shape, _), runs in zip(units, results, strict=True):
+        by_shape[shape].extend(runs)  # units of a shape are in replicate order
 
-    def runs_of(shape: Shape) -> list[RunSummary]:
-        return [run for start in range(0, replicates, CHUNK) for run in done[shape, start]]
-
-    single_mean = float(np.mean([r.wall_clock for r in runs_of(single)]))
-    return [summarize_replicates(scenario, s, runs_of(s), single_mean) for s in shapes]
+    single_mean = float(np.mean([r.wall_clock for r in by_shape[single]]))
+    return [summarize_replicates(scenario, s, by_shape[s], single_mean) for s in shapes]
 
 
 def total_replicates(shapes: Sequence[Shape], replicates: int) -> int:
