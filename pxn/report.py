@@ -67,10 +67,15 @@ def predictions_json(scenario: Scenario, predictions: list[Prediction]) -> str:
 
 def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Table:
     reps = predictions[0].replicates
+    pool = ""  # a local LM pool, only when the scenario has one
+    if scenario.lm_servers is not None:
+        pool += f", {scenario.lm_servers} LM server(s)"
+    if scenario.load_slowdown:
+        pool += f", load slowdown {scenario.load_slowdown:.3g}"
     table = Table(
         title=(
             f"{scenario.name}: B={scenario.budget} metric calls, V={scenario.valset_size}, "
-            f"b={scenario.minibatch}, W={scenario.workers}, {reps} replicates"
+            f"b={scenario.minibatch}, W={scenario.workers}{pool}, {reps} replicates"
         ),
         caption="wall-clock: simulated mean [5-95%]; analytic: the paper's closed form; "
         "bound: B*T_e/W",

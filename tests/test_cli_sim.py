@@ -146,3 +146,15 @@ def test_preset_simulates() -> None:
     result = pxn("simulate", "hover", "--shape", "2x2", "--reps", "4")
     assert result.returncode == 0, result.stderr
     assert "2x2" in result.stdout
+
+
+def test_the_table_names_a_local_pool_only_when_there_is_one() -> None:
+    from pxn.report import predictions_table
+    from pxn.scenario import Shape
+    from pxn.sim.predict import sweep
+
+    plain = make_scenario()
+    pooled = plain.replace(lm_servers=2, load_slowdown=0.4)
+    titles = [str(predictions_table(s, sweep(s, [Shape(1, 1)], 2)).title) for s in (plain, pooled)]
+    assert "LM server" not in titles[0] and "slowdown" not in titles[0]
+    assert "W=8, 2 LM server(s), load slowdown 0.4, 2 replicates" in titles[1]
