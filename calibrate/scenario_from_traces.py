@@ -186,9 +186,15 @@ def calibrate_traces(
 
 def _lm_servers(traces: list[Trace], given: int | None, notes: list[str]) -> tuple[int | None, str]:
     """The LM pool's size: as given, else as the traces' run_start meta declares it."""
-    declared = sorted(
-        {t.run_start.meta["lm_servers"] for t in traces if "lm_servers" in t.run_start.meta}
-    )
+    declared_by = {
+        t.path: t.run_start.meta["lm_servers"] for t in traces if "lm_servers" in t.run_start.meta
+    }
+    for path, value in declared_by.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise PxnError(
+                f"{path}: run_start meta lm_servers is {value!r}, not a whole number >= 1"
+            )
+    declared = sorted(set(declared_by.values()))
     if given is not None:
         if given < 1:
             raise PxnError(f"--lm-servers must be >= 1: got {given}")
@@ -199,8 +205,6 @@ def _lm_servers(traces: list[Trace], given: int | None, notes: list[str]) -> tup
         return None, ""
     if len(declared) > 1:
         notes.append(f"traces differ in lm_servers ({declared}); the scenario takes the smallest")
-    if not isinstance(declared[0], int) or declared[0] < 1:
-        raise PxnError(f"the traces declare lm_servers {declared[0]!r}: not a whole number >= 1")
     return declared[0], "from the traces' run_start"
 
 

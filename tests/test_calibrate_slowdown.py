@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from calibrate_helpers import TRUE, pxn, relative, write_traces
+from calibrate_helpers import TRUE, assert_user_error, pxn, relative, write_traces
 
 from pxn.calibrate.load_effect import call_loads
 from pxn.calibrate.scenario_from_traces import Calibration, calibrate_traces
@@ -127,3 +127,14 @@ def test_the_flag_sets_the_pool_and_the_report_names_it(runs: list[Path], tmp_pa
     assert "# load slowdown: beta=" in text
     bad = pxn("calibrate", *runs, "--lm-servers", "0", "-o", out)
     assert bad.returncode == 2 and "--lm-servers must be >= 1" in bad.stderr
+
+
+def test_a_bad_declared_pool_is_one_clear_line(runs: list[Path], tmp_path: Path) -> None:
+    lines = (runs[0] / "trace.jsonl").read_text().splitlines()
+    lines[0] = lines[0].replace('"lm_servers": 2', '"lm_servers": "two"')
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "trace.jsonl").write_text("\n".join(lines) + "\n")
+    assert_user_error(
+        pxn("calibrate", bad, "-o", tmp_path / "x.toml"), "lm_servers is 'two'", "whole number"
+    )
