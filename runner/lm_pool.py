@@ -258,6 +258,27 @@ def _is_our_server(pid: int) -> bool:
     return b"llama_cpp.server" in cmdline
 
 
+def running_pool(pidfile: Path | None = None) -> PoolInfo | None:
+    """The pool a `pxn lm serve` keeps up, if its pidfile is there and every server answers;
+    `pxn run` then uses it instead of starting (and later stopping) its own."""
+    path = pidfile or pidfile_path()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        servers = [Server(port=int(s["port"]), pid=int(s["pid"])) for s in data["servers"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not servers or not all(_is_our_server(s.pid) for s in servers):
+        return None  # a stale pidfile: that pool is gone
+    for server in servers:
+        try:
+            with urllib.request.urlopen(f"{server.api_base}/models", timeout=2) as resp:
+                if resp.status != 200:
+                    return None
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+            return None
+    return PoolInfo(model=str(data.get("model", f"openai/{MODEL_ALIAS}")), servers=servers)
+
+
 def stop_standalone(pidfile: Path | None = None) -> list[int]:
     """Stop the pool a `pxn lm serve` left running; return the pids stopped."""
     path = pidfile or pidfile_path()

@@ -34,7 +34,7 @@ from pxn.runner.adapter import InstrumentedAdapter, wrap_split
 from pxn.runner.checks import mismatches, trace_totals
 from pxn.runner.config import Plan, RunConfig, check_out, make_selection, plan
 from pxn.runner.lm import LMClient
-from pxn.runner.lm_pool import LMPool, PoolInfo
+from pxn.runner.lm_pool import LMPool, PoolInfo, running_pool
 from pxn.runner.progress import LiveProgress
 from pxn.runner.recorder import Recorder, RecordingSelection, Stopper, perf_clock
 from pxn.runner.redact import describe_error, redact
@@ -109,7 +109,10 @@ def run_gepa(config: RunConfig, *, resume: bool = False, pool: PoolInfo | None =
     policy = RetryPolicy(max_attempts=config.max_attempts, timeout=config.timeout)
 
     with ExitStack() as stack:
-        if pool is None and (config.task_lm is None or config.reflection_lm is None):
+        needs_pool = config.task_lm is None or config.reflection_lm is None
+        if pool is None and needs_pool:
+            pool = running_pool()  # a `pxn lm serve` pool, if one is up
+        if pool is None and needs_pool:
             log_dir = Path(tempfile.mkdtemp(prefix="pxn-lm-pool-"))
             pool = stack.enter_context(LMPool(config.servers, log_dir=log_dir))
         task_client = LMClient(

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from pxn.runner.lm_pool import running_pool
+
 pytestmark = pytest.mark.lm
 
 PXN = str(Path(sys.executable).parent / "pxn")
@@ -40,11 +42,15 @@ def test_serve_then_stop(tmp_path):
         with urllib.request.urlopen(f"{bases[0]}/models", timeout=10) as resp:
             assert resp.status == 200
         pids = [s["pid"] for s in json.loads((tmp_path / "lm_pool.json").read_text())["servers"]]
+        # `pxn run` would use this pool rather than start its own.
+        found = running_pool(tmp_path / "lm_pool.json")
+        assert found is not None and [s.api_base for s in found.servers] == bases
         stop = subprocess.run([PXN, "lm", "stop"], env=env, capture_output=True, text=True)
         assert stop.returncode == 0 and "stopped 1 server(s)" in stop.stdout
         assert not any(_alive(pid) for pid in pids)
         assert not (tmp_path / "lm_pool.json").exists()
         assert serve.wait(timeout=30) == 0  # the serving process ended too
+        assert running_pool(tmp_path / "lm_pool.json") is None
         # A second stop finds nothing to stop: one clear line, exit 2.
         again = subprocess.run([PXN, "lm", "stop"], env=env, capture_output=True, text=True)
         assert again.returncode == 2 and "nothing to stop" in again.stderr
