@@ -37,10 +37,10 @@ class LiveProgress:
         )
 
     def __enter__(self) -> LiveProgress:
-        if self.enabled:
-            self._live = Live(
-                self, console=Console(stderr=True), refresh_per_second=4, transient=False
-            )
+        console = Console(stderr=True)
+        # A live line only makes sense on a terminal; piped output stays clean.
+        if self.enabled and console.is_terminal:
+            self._live = Live(self, console=console, refresh_per_second=4, transient=False)
             self._live.__enter__()
         return self
 
