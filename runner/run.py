@@ -139,8 +139,10 @@ def _load_config(out: Path, progress: bool) -> RunConfig:
     path = out / "config.json"
     if not (out / "trace.jsonl").exists() or not path.exists():
         raise PxnError(f"{out} holds no run to resume (no trace.jsonl/config.json)")
-    data = json.loads(path.read_text(encoding="utf-8"))
-    config = RunConfig(**data)
+    try:
+        config = RunConfig(**json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, TypeError) as exc:
+        raise PxnError(f"{path} is not a config this pxn can resume ({exc})") from None
     config.out = str(out)
     config.progress = progress
     return config
