@@ -44,6 +44,21 @@ Workers = Annotated[int | None, typer.Option("--workers", help="Override the wor
 Budget = Annotated[
     int | None, typer.Option("--budget", help="Override the budget B (metric calls).")
 ]
+BackendOpt = Annotated[
+    str,
+    typer.Option(
+        "--backend",
+        help="local (processes on this machine) or ray (Ray tasks; needs the ray extra).",
+    ),
+]
+AddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--address",
+        help="HOST:PORT of a running Ray head (`ray start --head`); "
+        "without it --backend ray starts a private local Ray with --jobs CPUs.",
+    ),
+]
 
 
 def scenario_with_overrides(
@@ -60,20 +75,32 @@ def scenario_with_overrides(
     return scenario.replace(**changes) if changes else scenario
 
 
-def run_sweep(scenario, shapes, reps: int, jobs: int):
+def run_sweep(scenario, shapes, reps: int, jobs: int, backend: str = "local", address=None):
+    from pxn.sim.backends import make_backend
     from pxn.sim.predict import check_sweep, sweep, total_replicates
 
     check_sweep(shapes, reps, jobs)  # before the progress bar draws anything
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=stderr,
-        transient=True,
-    ) as progress:
+    # Opened (Ray connected) before the bar too: a bad address is one line.
+    with (
+        make_backend(backend, address, jobs) as the_backend,
+        Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=stderr,
+            transient=True,
+        ) as progress,
+    ):
         task = progress.add_task("simulating", total=total_replicates(shapes, reps))
-        return sweep(scenario, shapes, reps, jobs, on_progress=lambda n: progress.advance(task, n))
+        return sweep(
+            scenario,
+            shapes,
+            reps,
+            jobs,
+            on_progress=lambda n: progress.advance(task, n),
+            backend=the_backend,
+        )
 
 
 @app.command()
@@ -85,6 +112,8 @@ def simulate(
     jobs: Jobs = 1,
     workers: Workers = None,
     budget: Budget = None,
+    backend: BackendOpt = "local",
+    address: AddressOpt = None,
     trace: Annotated[
         Path | None, typer.Option("--trace", help="Also write replicate 0 as a trace (JSONL).")
     ] = None,
@@ -97,7 +126,7 @@ def simulate(
     the_scenario = scenario_with_overrides(scenario, seed, workers, budget)
     if trace is not None and trace.exists():
         raise PxnError(f"--trace {trace} already exists; choose a new path")
-    [prediction] = run_sweep(the_scenario, [the_shape], reps, jobs)
+    [prediction] = run_sweep(the_scenario, [the_shape], reps, jobs, backend, address)
     stdout.print(predictions_table(the_scenario, [prediction]))
     stdout.print(stage_table(prediction))
     if trace is not None:
@@ -119,6 +148,8 @@ def sweep_command(
     jobs: Jobs = DEFAULT_JOBS,
     workers: Workers = None,
     budget: Budget = None,
+    backend: BackendOpt = "local",
+    address: AddressOpt = None,
     out: Annotated[
         Path | None, typer.Option("--out", help="Directory for sweep.csv, sweep.json, sweep.png.")
     ] = None,
@@ -136,7 +167,7 @@ def sweep_command(
         raise PxnError(f"--format is table, csv or json: got {output_format!r}")
     the_shapes = parse_shapes(shapes)
     the_scenario = scenario_with_overrides(scenario, seed, workers, budget)
-    predictions = run_sweep(the_scenario, the_shapes, reps, jobs)
+    predictions = run_sweep(the_scenario, the_shapes, reps, jobs, backend, address)
     if output_format == "table":
         stdout.print(predictions_table(the_scenario, predictions))
     elif output_format == "csv":

@@ -149,7 +149,13 @@ class RayBackend(Backend):
         try:
             ray.init(**options)
         except ConnectionError as exc:
-            raise PxnError(f"cannot connect to Ray at {target}: {exc}") from None
+            # Reachable but refused: most often a token-authenticated head and a
+            # client without RAY_AUTH_MODE=token (Ray 2.60 only sends it then).
+            raise PxnError(
+                f"cannot connect to Ray at {target}: {exc}; if the head uses token "
+                "authentication, set RAY_AUTH_MODE=token and the head's token "
+                "(RAY_AUTH_TOKEN or ~/.ray/auth_token)"
+            ) from None
         self._ray, self._owned = ray, True
 
     def close(self) -> None:

@@ -1,0 +1,203 @@
+"""`--backend ray` against a real Ray head on 127.0.0.1: the same predictions, to the bit.
+
+One head (`ray start --head --block`, 2 CPUs, no dashboard) serves the whole
+module; it is stopped by signalling that one process, which drains and stops
+the Ray processes it started.
+
+Ray 2.60 turns token authentication on for a `ray start` head when
+~/.ray/auth_token exists, but a driver connecting by address sends the token
+only when RAY_AUTH_MODE=token. So the head and every client here get the same
+mode and a token made for this module, and ~/.ray is neither read nor needed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from sim_helpers import make_scenario
+
+from pxn.errors import PxnError
+from pxn.scenario import Shape
+from pxn.sim.backends import LocalBackend, RayBackend, gather, make_backend
+from pxn.sim.predict import simulate_replicates, sweep
+
+pytestmark = pytest.mark.slow
+
+BIN = Path(sys.executable).parent
+PXN, RAY = BIN / "pxn", BIN / "ray"
+STARTED = "Ray runtime started"
+
+
+def free_port() -> int:
+    """A port nothing listens on (the OS just handed it out and it was closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Head:
+    address: str
+    env: dict[str, str]  # what a client of this head needs in its environment
+    log: list[str]
+
+
+@pytest.fixture(scope="module")
+def ray_head() -> Iterator[Head]:
+    port = free_port()
+    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    command = [
+        str(RAY), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
+        f"--port={port}", "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats",
+    ]  # fmt: skip
+    head = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: ours alone to clean up
+        env={**os.environ, **auth, "RAY_USAGE_STATS_ENABLED": "0"},
+    )
+    log: list[str] = []
+    assert head.stdout is not None
+    for line in head.stdout:  # blocks until ray start says the node is up (or exits)
+        log.append(line)
+        if STARTED in line:
+            break
+    # Keep reading so the head never blocks on a full pipe.
+    threading.Thread(target=lambda: log.extend(head.stdout), daemon=True).start()
+    saved = {key: os.environ.get(key) for key in auth}
+    os.environ.update(auth)  # for the drivers this test process starts
+    try:
+        assert any(STARTED in line for line in log), "".join(log)
+        yield Head(f"127.0.0.1:{port}", auth, log)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        head.send_signal(signal.SIGTERM)
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+
+
+def pxn(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(PXN), *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def test_library_sweep_on_the_head_equals_local(ray_head: Head) -> None:
+    scenario = make_scenario()
+    shapes = [Shape(2, 2), Shape(4, 1)]  # single is added: 3 shapes x 3 chunks (25, 25, 10)
+    local = sweep(scenario, shapes, 60, jobs=1)
+    told: list[int] = []
+    with RayBackend(ray_head.address) as backend:
+        on_ray = sweep(scenario, shapes, 60, on_progress=told.append, backend=backend)
+        again = sweep(scenario, shapes, 60, backend=backend)  # one connection, many sweeps
+    assert on_ray == local
+    assert again == local
+    assert sorted(told) == sorted([25, 25, 10] * 3)
+
+
+def test_gather_puts_results_in_unit_order(ray_head: Head) -> None:
+    # Big units first, small last: on two CPUs the small ones finish first, and
+    # gather must still hand every result back in unit order.
+    scenario, shape = make_scenario(), Shape(1, 1)
+    units = [(scenario, shape, range(start, start + size)) for start, size in
+             [(0, 30), (30, 20), (50, 1), (51, 1), (52, 5), (57, 1)]]  # fmt: skip
+    expected = [simulate_replicates(*unit) for unit in units]
+    finished: list[int] = []
+    with RayBackend(ray_head.address) as backend:
+        got = gather(backend, simulate_replicates, units, lambda i, _: finished.append(i))
+    assert got == expected
+    assert sorted(finished) == list(range(len(units)))
+    assert gather(LocalBackend(2), simulate_replicates, units) == expected
+
+
+def test_cli_sweep_and_simulate_on_the_head_equal_local(tmp_path: Path, ray_head: Head) -> None:
+    scenario = tmp_path / "small.toml"
+    make_scenario(budget=200).save(scenario)
+    common = ["--reps", "30", "--seed", "7", "--format", "json"]
+    sweep_args = ["sweep", scenario, "--shapes", "single,2x2", *common]
+    local = pxn(*sweep_args, "--backend", "local", "--jobs", "1")
+    on_ray = pxn(*sweep_args, "--backend", "ray", "--address", ray_head.address)
+    assert local.returncode == 0, local.stderr
+    assert on_ray.returncode == 0, on_ray.stderr
+    assert on_ray.stdout == local.stdout
+    assert len(json.loads(on_ray.stdout)["predictions"]) == 2
+
+    simulate_args = ["simulate", scenario, "--shape", "2x2", "--reps", "30", "--seed", "7"]
+    local = pxn(*simulate_args)
+    on_ray = pxn(*simulate_args, "--backend", "ray", "--address", ray_head.address)
+    assert on_ray.returncode == 0, on_ray.stderr
+    assert on_ray.stdout == local.stdout
+
+
+def test_private_local_ray_without_address_equals_local(tmp_path: Path) -> None:
+    # No --address: a Ray instance of --jobs CPUs for this command alone.
+    args = ["simulate", "hover", "--shape", "2x2", "--reps", "30", "--seed", "3"]
+    local = pxn(*args)
+    on_ray = pxn(*args, "--backend", "ray", "--jobs", "1")
+    assert on_ray.returncode == 0, on_ray.stderr
+    assert on_ray.stdout == local.stdout
+
+
+def assert_user_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("pxn: error: ")
+    assert result.stdout == ""
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_unreachable_address_is_one_line_and_exit_2() -> None:
+    port = free_port()
+    result = pxn(
+        "sweep", "hover", "--reps", "5", "--backend", "ray", "--address", f"127.0.0.1:{port}"
+    )
+    assert_user_error(result, f"cannot reach a Ray head at 127.0.0.1:{port}", "ray start --head")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--backend", "ray", "--address", "127.0.0.1"], "--address is HOST:PORT"),
+        (["--backend", "ray", "--address", "host:99999"], "--address is HOST:PORT"),
+        (["--backend", "spark"], "--backend is local or ray: got 'spark'"),
+        (["--address", "127.0.0.1:6379"], "--address is for --backend ray"),
+    ],
+)
+def test_bad_backend_flags_are_one_line_and_exit_2(args: list[str], fragment: str) -> None:
+    assert_user_error(pxn("sweep", "hover", "--reps", "5", *args), fragment)
+
+
+def test_missing_ray_names_the_extra() -> None:
+    # The CLI in a fresh interpreter where `import ray` fails, as without the extra.
+    code = (
+        "import sys; sys.modules['ray'] = None\n"
+        "sys.argv = ['pxn', 'sweep', 'hover', '--reps', '5', '--backend', 'ray']\n"
+        "from pxn.cli import main; main()\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert_user_error(result, "--backend ray needs Ray", "pip install 'gepa-pxn[ray]'")
+
+
+def test_make_backend_refuses_zero_jobs() -> None:
+    with pytest.raises(PxnError, match="--jobs must be >= 1"):
+        make_backend("ray", None, 0)
