@@ -17,9 +17,12 @@ import datetime as dt
 import importlib.metadata
 import json
 import math
+import signal
 import sys
 import tempfile
-from contextlib import ExitStack
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,6 +112,8 @@ def run_gepa(config: RunConfig, *, resume: bool = False, pool: PoolInfo | None =
     policy = RetryPolicy(max_attempts=config.max_attempts, timeout=config.timeout)
 
     with ExitStack() as stack:
+        # A supervisor's SIGTERM ends the run as Ctrl-C does: servers stopped, trace closed.
+        stack.enter_context(sigterm_as_interrupt())
         needs_pool = config.task_lm is None or config.reflection_lm is None
         if pool is None and needs_pool:
             pool = running_pool()  # a `pxn lm serve` pool, if one is up
@@ -131,8 +136,28 @@ def run_gepa(config: RunConfig, *, resume: bool = False, pool: PoolInfo | None =
         )
         _probe(task_client, "task")
         _probe(refl_client, "reflection")
+        # Calibration models the pool's capacity when every call goes through it.
+        on_pool = pool is not None and config.task_lm is None and config.reflection_lm is None
+        lm_servers = len(pool.servers) if on_pool else None
         # The run really starts here: only now is anything written under --out.
-        return _run(config, pl, out, task_client, refl_client, resume)
+        return _run(config, pl, out, task_client, refl_client, resume, lm_servers)
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt while the run lasts (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _load_config(out: Path, progress: bool) -> RunConfig:
@@ -155,6 +180,7 @@ def _run(
     task_client: LMClient,
     refl_client: LMClient,
     resume: bool,
+    lm_servers: int | None,
 ) -> RunResult:
     task = pl.task
     out.mkdir(parents=True, exist_ok=True)
@@ -203,7 +229,12 @@ def _run(
                 minibatch=task.minibatch,
                 seed=config.seed,
                 started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                meta={"task": task.name, "selection": config.selection, **versions},
+                meta={
+                    "task": task.name,
+                    "selection": config.selection,
+                    **versions,
+                    **({} if lm_servers is None else {"lm_servers": lm_servers}),
+                },
             )
         )
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from fault_server import FaultServer
 
 from pxn.trace import Resume, Rollout, RunEnd, RunStart, read_trace
@@ -75,12 +76,13 @@ def test_kill_9_then_resume_continues_the_same_trace(tmp_path):
     assert result["trace_check"] == "ok"
 
 
-def test_ctrl_c_ends_the_trace_with_interrupted(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupt_ends_the_trace_with_interrupted(tmp_path, sig):
     out = tmp_path / "run"
     with FaultServer(delay=0.05) as server:
         proc = pxn_run(fault_args(out, server.api_base, budget=400))
         assert server.wait_served(30)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         proc.communicate(timeout=120)
     assert proc.returncode != 0
     trace = read_trace(out / "trace.jsonl")
