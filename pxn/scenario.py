@@ -22,6 +22,7 @@ import scipy.stats
 import tomli_w
 
 from pxn.errors import PxnError
+from pxn.files import write_text_atomically
 
 SELECTIONS = ("all", "best", "topk")
 
@@ -331,7 +332,7 @@ class Scenario:
         return cls.from_dict(data, str(path))
 
     def save(self, path: str | Path, header: str = "") -> None:
-        Path(path).write_text(self.to_toml(header), encoding="utf-8")
+        write_text_atomically(path, self.to_toml(header))
 
 
 def mean_acceptance(acceptance: Acceptance, proposals: float) -> float:
