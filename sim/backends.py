@@ -208,7 +208,11 @@ def gather(
     units: Sequence[tuple],
     on_result: Callable[[int, R], None] | None = None,
 ) -> list[R]:
-    """fn(*unit) for every unit, in unit order; `on_result(i, r)` as each finishes."""
+    """fn(*unit) for every unit, in unit order; `on_result(i, r)` as each finishes.
+
+    `fn` must be a Python function (Ray refuses builtins) whose module the
+    workers can import, and the units picklable.
+    """
     results: list[Any] = [None] * len(units)
     done = [False] * len(units)
     for i, result in backend.run(fn, units):
