@@ -11,6 +11,7 @@ backend is opened.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import socket
 from collections.abc import Callable, Iterator, Sequence
@@ -24,6 +25,7 @@ R = TypeVar("R")
 BACKENDS = ("local", "ray")
 RAY_EXTRA = "install the extra: pip install 'gepa-pxn[ray]'"
 CONNECT_TIMEOUT = 5.0  # seconds to reach a Ray head's port before giving up
+WINDOW_PER_CPU, WINDOW_MIN = 4, 16  # Ray tasks in flight: per cluster CPU, and at least
 
 
 class Backend:
@@ -167,23 +169,33 @@ class RayBackend(Backend):
         self.open()
         ray = self._ray
         task = ray.remote(num_cpus=1)(fn)
-        refs = [task.remote(*args) for args in units]
-        index = {ref: i for i, ref in enumerate(refs)}
-        pending = refs
+        # A few tasks per CPU in flight, not all of them: ray.wait scans its
+        # whole list on every call, and with thousands pending that cost the
+        # driver ~1 ms of CPU per task (experiments/bench/README.md).
+        window = max(WINDOW_MIN, WINDOW_PER_CPU * int(ray.cluster_resources().get("CPU", 1)))
+        todo = iter(enumerate(units))
+        index: dict[Any, int] = {}
+
+        def submit(n: int) -> None:
+            for i, args in itertools.islice(todo, n):
+                index[task.remote(*args)] = i
+
+        submit(window)
         try:
-            while pending:
+            while index:
                 # Block for one, then take whatever else is already done without
                 # waiting, so progress is told promptly and ray.wait is called
-                # far fewer times than there are tasks.
-                ready, pending = ray.wait(pending, num_returns=1)
+                # fewer times than there are tasks.
+                ready, pending = ray.wait(list(index), num_returns=1)
                 if pending:
-                    more, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
-                    ready += more
-                for ref, result in zip(ready, ray.get(ready), strict=True):
-                    yield index[ref], result
+                    ready += ray.wait(pending, num_returns=len(pending), timeout=0)[0]
+                results = ray.get(ready)
+                done = [index.pop(ref) for ref in ready]
+                submit(len(ready))  # before handing results over: keep the cluster busy
+                yield from zip(done, results, strict=True)
         finally:
             # Interrupted or failed: do not leave the cluster busy with our work.
-            for ref in pending:
+            for ref in index:
                 ray.cancel(ref)
 
 

@@ -29,7 +29,7 @@ from sim_helpers import make_scenario
 
 from pxn.errors import PxnError
 from pxn.scenario import Shape
-from pxn.sim.backends import LocalBackend, RayBackend, gather, make_backend
+from pxn.sim.backends import WINDOW_MIN, LocalBackend, RayBackend, gather, make_backend
 from pxn.sim.predict import simulate_replicates, sweep
 
 pytestmark = pytest.mark.slow
@@ -115,10 +115,13 @@ def test_library_sweep_on_the_head_equals_local(ray_head: Head) -> None:
 
 def test_gather_puts_results_in_unit_order(ray_head: Head) -> None:
     # Big units first, small last: on two CPUs the small ones finish first, and
-    # gather must still hand every result back in unit order.
+    # gather must still hand every result back in unit order. 46 units: more
+    # than the backend keeps in flight on 2 CPUs (16), so refilling is used too.
     scenario, shape = make_scenario(), Shape(1, 1)
     units = [(scenario, shape, range(start, start + size)) for start, size in
              [(0, 30), (30, 20), (50, 1), (51, 1), (52, 5), (57, 1)]]  # fmt: skip
+    units += [(scenario, shape, range(r, r + 1)) for r in range(58, 98)]
+    assert len(units) > WINDOW_MIN
     expected = [simulate_replicates(*unit) for unit in units]
     finished: list[int] = []
     with RayBackend(ray_head.address) as backend:
