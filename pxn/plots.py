@@ -29,24 +29,23 @@ def time_unit(seconds: float) -> tuple[str, float]:
     return "seconds", 1.0
 
 
-def plot_sweep(scenario: Scenario, predictions: list[Prediction], path: str | Path) -> Path:
-    """Predicted wall-clock per shape with its interval, the closed form, and speedup."""
-    labels = [p.shape.label for p in predictions]
-    x = list(range(len(predictions)))
-    unit, size = time_unit(max(p.wall_clock.high for p in predictions))
-    mean = [p.wall_clock.mean / size for p in predictions]
-    below = [(p.wall_clock.mean - p.wall_clock.low) / size for p in predictions]
-    above = [(p.wall_clock.high - p.wall_clock.mean) / size for p in predictions]
-
-    fig, ax = plt.subplots(figsize=(8, 5.4), layout="constrained")
-    ax.errorbar(
+def draw_predictions(ax: plt.Axes, predictions: Sequence[Prediction], size: float) -> None:
+    """One column per shape: the simulated mean and 5-95% band, and the closed form."""
+    x = range(len(predictions))
+    ax.fill_between(
         x,
-        mean,
-        yerr=[below, above],
-        fmt="o",
+        [p.wall_clock.low / size for p in predictions],
+        [p.wall_clock.high / size for p in predictions],
         color="tab:blue",
-        capsize=4,
-        label=f"simulated mean, 5-95% ({predictions[0].replicates} replicates)",
+        alpha=0.2,
+        label=f"simulated 5-95% ({predictions[0].replicates} replicates)",
+    )
+    ax.plot(
+        x,
+        [p.wall_clock.mean / size for p in predictions],
+        "o-",
+        color="tab:blue",
+        label="simulated mean",
     )
     ax.plot(
         x,
@@ -55,29 +54,57 @@ def plot_sweep(scenario: Scenario, predictions: list[Prediction], path: str | Pa
         color="tab:orange",
         label="closed form (paper)",
     )
+    ax.set_xticks(x, [p.shape.label for p in predictions])
+    ax.set_xlabel("shape (P parents x N mutations per step)")
+    ax.set_ylim(bottom=0)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def draw_speedup(
+    ax: plt.Axes, predictions: Sequence[Prediction], measured: Sequence[float] = ()
+) -> list[plt.Line2D]:
+    """Speedup against single on a second axis; returns the legend entries it adds."""
+    x = range(len(predictions))
+    speed = ax.twinx()
+    simulated = [p.speedup for p in predictions]
+    speed.plot(x, simulated, "^:", color="tab:green", alpha=0.9)
+    handles = [
+        plt.Line2D([], [], marker="^", linestyle=":", color="tab:green", label="simulated speedup")
+    ]
+    if measured:
+        speed.plot(x, measured, "v", color="darkgreen", markersize=8, fillstyle="none")
+        handles.append(
+            plt.Line2D(
+                [],
+                [],
+                marker="v",
+                linestyle="",
+                color="darkgreen",
+                fillstyle="none",
+                label="measured speedup (mean of runs)",
+            )
+        )
+    speed.set_ylabel("speedup vs single", color="tab:green")
+    speed.tick_params(axis="y", colors="tab:green")
+    speed.set_ylim(0, max([*simulated, *measured]) * 1.25)
+    return handles
+
+
+def plot_sweep(scenario: Scenario, predictions: list[Prediction], path: str | Path) -> Path:
+    """Predicted wall-clock per shape with its interval, the closed form, and speedup."""
+    unit, size = time_unit(max(p.wall_clock.high for p in predictions))
+    fig, ax = plt.subplots(figsize=(8, 5.4), layout="constrained")
+    draw_predictions(ax, predictions, size)
     ax.axhline(
         predictions[0].analytic.bound / size,
         color="grey",
         linestyle=":",
         label="strong-scaling bound B·T_e/W",
     )
-    ax.set_xticks(x, labels)
-    ax.set_xlabel("shape (P parents x N mutations per step)")
     ax.set_ylabel(f"predicted wall-clock ({unit})")
-    ax.set_ylim(bottom=0)
-    ax.grid(axis="y", alpha=0.3)
-
-    speed = ax.twinx()
-    speed.plot(x, [p.speedup for p in predictions], "^-", color="tab:green", alpha=0.8)
-    speed.set_ylabel("simulated speedup vs single", color="tab:green")
-    speed.tick_params(axis="y", colors="tab:green")
-    speed.set_ylim(bottom=0)
-    speed_handle = plt.Line2D([], [], marker="^", color="tab:green", label="speedup vs single")
-
     handles, _ = ax.get_legend_handles_labels()
-    fig.legend(
-        handles=[*handles, speed_handle], loc="outside lower center", ncols=2, fontsize="small"
-    )
+    handles += draw_speedup(ax, predictions)
+    fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize="small")
     ax.set_title(
         f"{scenario.name}: B={scenario.budget}, V={scenario.valset_size}, "
         f"b={scenario.minibatch}, W={scenario.workers}"
@@ -289,7 +316,6 @@ def plot_sweep_vs_measured(validation: Validation, path: str | Path) -> Path:
     for check in validation.checks:
         by_shape.setdefault(check.shape, []).append(check)
     shapes = sorted(by_shape, key=lambda s: (s.k, s.p))
-    x = np.arange(len(shapes))
     predicted = [by_shape[s][0].predicted for s in shapes]
     high = max(
         max(p.wall_clock.high for p in predicted),
@@ -298,28 +324,7 @@ def plot_sweep_vs_measured(validation: Validation, path: str | Path) -> Path:
     unit, size = time_unit(high)
 
     fig, ax = plt.subplots(figsize=(8.5, 5.6), layout="constrained")
-    ax.fill_between(
-        x,
-        [p.wall_clock.low / size for p in predicted],
-        [p.wall_clock.high / size for p in predicted],
-        color="tab:blue",
-        alpha=0.2,
-        label=f"simulated 5-95% ({validation.replicates} replicates)",
-    )
-    ax.plot(
-        x,
-        [p.wall_clock.mean / size for p in predicted],
-        "o-",
-        color="tab:blue",
-        label="simulated mean",
-    )
-    ax.plot(
-        x,
-        [p.analytic.wall_clock / size for p in predicted],
-        "s--",
-        color="tab:orange",
-        label="closed form (paper)",
-    )
+    draw_predictions(ax, predicted, size)
     for i, shape in enumerate(shapes):
         checks = by_shape[shape]
         offsets = np.linspace(-0.08, 0.08, len(checks)) if len(checks) > 1 else [0.0]
@@ -331,14 +336,8 @@ def plot_sweep_vs_measured(validation: Validation, path: str | Path) -> Path:
                 color="black",
                 markersize=6,
             )
-    ax.set_xticks(x, [s.label for s in shapes])
-    ax.set_xlabel("shape (P parents x N mutations per step)")
     ax.set_ylabel(f"wall-clock ({unit})")
-    ax.set_ylim(bottom=0)
-    ax.grid(axis="y", alpha=0.3)
 
-    speed = ax.twinx()
-    speed.plot(x, [p.speedup for p in predicted], "^:", color="tab:green", alpha=0.9)
     single = [c.wall_clock for c in validation.checks if c.shape.k == 1 and c.complete]
     measured_speedup = []
     if single:
@@ -346,30 +345,11 @@ def plot_sweep_vs_measured(validation: Validation, path: str | Path) -> Path:
         measured_speedup = [
             base / float(np.mean([c.wall_clock for c in by_shape[s]])) for s in shapes
         ]
-        speed.plot(x, measured_speedup, "v", color="darkgreen", markersize=8, fillstyle="none")
-    speed.set_ylabel("speedup vs single", color="tab:green")
-    speed.tick_params(axis="y", colors="tab:green")
-    speed.set_ylim(0, max([p.speedup for p in predicted] + measured_speedup) * 1.25)
-
     handles, _ = ax.get_legend_handles_labels()
     handles.append(
         plt.Line2D([], [], marker="D", color="black", linestyle="", label="measured run")
     )
-    handles.append(
-        plt.Line2D([], [], marker="^", linestyle=":", color="tab:green", label="simulated speedup")
-    )
-    if measured_speedup:
-        handles.append(
-            plt.Line2D(
-                [],
-                [],
-                marker="v",
-                linestyle="",
-                color="darkgreen",
-                fillstyle="none",
-                label="measured speedup (mean of runs)",
-            )
-        )
+    handles += draw_speedup(ax, predicted, measured_speedup)
     fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize="small")
     inside, counted = validation.coverage
     setups = {(c.measured_setup["workers"], c.measured_setup["budget"]) for c in validation.checks}
