@@ -166,6 +166,12 @@ class LMPool:
                     str(self.n_ctx),
                     "--n_threads",
                     str(self.threads),
+                    # Prompt processing too: its default is every core, so K servers
+                    # would run K x cores spinning threads on this machine's cores. Measured
+                    # with 2 servers on 2 cores: a rollout took 6x longer while another was
+                    # served (experiments/local_validation/a_oversubscribed).
+                    "--n_threads_batch",
+                    str(self.threads),
                 ]
                 # A new session: Ctrl-C in the terminal reaches only us, and we stop
                 # the servers ourselves in order (no half-dead pool).

@@ -9,13 +9,13 @@
 #   experiments/local_validation/run.sh analyse    # only calibrate/validate/plot
 set -euo pipefail
 PXN=.venv/bin/pxn
-HERE=experiments/local_validation
+HERE=${STUDY_DIR:-experiments/local_validation}
 BUDGET=${BUDGET:-100}
 SERVERS=2   # llama.cpp servers, one thread each: this machine has 2 cores
 # shape:workers. The W=1 single run is for calibration: with calls only ever
 # one or two at a time, the slowdown under load is identifiable from singles.
 RUNS=(1x1:1 1x1:2 2x1:2 1x2:2 2x2:2 4x1:2)
-SEEDS=(0 1)
+read -r -a SEEDS <<< "${SEEDS:-0 1}"
 
 measure() {
   for seed in "${SEEDS[@]}"; do
@@ -32,7 +32,7 @@ measure() {
 }
 
 analyse() {
-  "$PXN" calibrate "$HERE"/runs/1x1-s* -o "$HERE/calibrated.toml" --plots "$HERE/fits" \
+  "$PXN" calibrate "$HERE"/runs/1x1-* -o "$HERE/calibrated.toml" --plots "$HERE/fits" \
     | tee "$HERE/calibrate.txt"
   # Writes validation.csv, validation.json and sweep_vs_measured.png under validation/.
   "$PXN" validate --scenario "$HERE/calibrated.toml" "$HERE"/runs/* --reps 300 --out "$HERE/validation" \
