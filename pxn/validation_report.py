@@ -106,9 +106,9 @@ def validation_json(v: Validation) -> str:
 
 
 def run_label(run: str) -> str:
-    """A run directory by its name; a loose trace file by its path."""
+    """A run directory by its name (runs/NAME -> NAME); a loose trace file by its path."""
     path = Path(run)
-    return str(path.parent) if path.name == TRACE_NAME else run
+    return path.parent.name if path.name == TRACE_NAME else run
 
 
 def validation_table(v: Validation) -> Table:
