@@ -159,7 +159,6 @@ def sweep_command(
 ) -> None:
     """Predict many shapes; print them and write CSV, JSON and a figure."""
     from pxn.files import write_text_atomically
-    from pxn.plots import plot_sweep
     from pxn.report import predictions_csv, predictions_json, predictions_table
     from pxn.scenario import parse_shapes
 
@@ -175,6 +174,8 @@ def sweep_command(
     else:
         sys.stdout.write(predictions_json(the_scenario, predictions) + "\n")
     if out is not None:
+        from pxn.plots import plot_sweep  # matplotlib: only when a figure is asked for
+
         write_text_atomically(out / "sweep.csv", predictions_csv(predictions))
         write_text_atomically(out / "sweep.json", predictions_json(the_scenario, predictions))
         figure = plot_sweep(the_scenario, predictions, out / "sweep.png")
@@ -273,12 +274,11 @@ def calibrate(
     """Fit latencies, acceptance and overhead from traces; write a Scenario TOML."""
     from pxn.calibrate.report import calibration_header, calibration_lines
     from pxn.calibrate.scenario_from_traces import calibrate_traces
-    from pxn.files import write_text_atomically
 
     calibration = calibrate_traces(traces, name=name, latency=latency, lm_servers=lm_servers)
     for line in calibration_lines(calibration):
         stdout.print(line, markup=False, highlight=False, soft_wrap=True)
-    write_text_atomically(output, calibration.scenario.to_toml(calibration_header(calibration)))
+    calibration.scenario.save(output, calibration_header(calibration))
     stdout.print(f"wrote {output}", markup=False, highlight=False)
     if plots is not None:
         from pxn.plots import plot_latency_fit
