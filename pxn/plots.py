@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -81,12 +82,12 @@ def draw_speedup(
                 linestyle="",
                 color="darkgreen",
                 fillstyle="none",
-                label="measured speedup (mean of runs)",
+                label="measured speedup (vs singles on the same W)",
             )
         )
     speed.set_ylabel("speedup vs single", color="tab:green")
     speed.tick_params(axis="y", colors="tab:green")
-    speed.set_ylim(0, max([*simulated, *measured]) * 1.25)
+    speed.set_ylim(0, max(v for v in [*simulated, *measured] if not math.isnan(v)) * 1.25)
     return handles
 
 
@@ -304,6 +305,25 @@ def plot_timeline(trace: Trace, path: str | Path, until_iteration: int | None = 
     return save_figure(fig, path)
 
 
+def measured_speedup_of(validation: Validation, checks: list) -> float:
+    """Mean wall-clock of the completed singles run on the same pool, over these runs' mean.
+
+    Singles on another pool (another W) are no baseline: they ran at another speed.
+    """
+    import numpy as np
+
+    done = [c for c in checks if c.complete]
+    pools = {c.measured_setup["workers"] for c in done}
+    singles = [
+        c.wall_clock
+        for c in validation.checks
+        if c.shape.k == 1 and c.complete and c.measured_setup["workers"] in pools
+    ]
+    if not done or not singles:
+        return float("nan")
+    return float(np.mean(singles)) / float(np.mean([c.wall_clock for c in done]))
+
+
 def plot_sweep_vs_measured(validation: Validation, path: str | Path) -> Path:
     """Measured runs against the simulated mean and 5-95% band and the closed form.
 
@@ -338,13 +358,9 @@ def plot_sweep_vs_measured(validation: Validation, path: str | Path) -> Path:
             )
     ax.set_ylabel(f"wall-clock ({unit})")
 
-    single = [c.wall_clock for c in validation.checks if c.shape.k == 1 and c.complete]
-    measured_speedup = []
-    if single:
-        base = float(np.mean(single))
-        measured_speedup = [
-            base / float(np.mean([c.wall_clock for c in by_shape[s]])) for s in shapes
-        ]
+    measured_speedup = [measured_speedup_of(validation, by_shape[s]) for s in shapes]
+    if all(np.isnan(measured_speedup)):
+        measured_speedup = []
     handles, _ = ax.get_legend_handles_labels()
     handles.append(
         plt.Line2D([], [], marker="D", color="black", linestyle="", label="measured run")
