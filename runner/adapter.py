@@ -24,7 +24,7 @@ from pxn.runner.recorder import Recorder
 from pxn.runner.redact import describe_error
 from pxn.runner.retry import CallFailed, FailedAttempt
 from pxn.runner.tasks import Feedback, Task
-from pxn.trace import Attempt, Rollout, Stage
+from pxn.trace import Rollout, Stage
 
 
 @dataclass(frozen=True)
@@ -169,17 +169,10 @@ class InstrumentedAdapter:
         usage = _Usage()
 
         def on_failure(failed: FailedAttempt) -> None:
-            rec.write(
-                Attempt(
-                    start=failed.start,
-                    end=failed.end,
-                    iteration=iteration,
-                    call="rollout",
-                    phase=phase,
-                    worker=slot,
-                    attempt=usage.attempts + failed.attempt,
-                    error=failed.error,
-                )
+            # A rollout may make several LM calls: its tries are numbered across them.
+            number = usage.attempts + failed.attempt
+            rec.write_attempt(
+                failed, iteration=iteration, call="rollout", phase=phase, slot=slot, number=number
             )
 
         def lm(messages: list[dict[str, Any]], **kwargs: Any) -> str:

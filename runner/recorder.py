@@ -19,7 +19,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pxn.trace import Budget, Decision, Event, Iteration, Stage, TraceWriter, Validation
+from pxn.runner.retry import FailedAttempt
+from pxn.trace import (
+    Attempt,
+    Budget,
+    Decision,
+    Event,
+    Iteration,
+    Stage,
+    TraceWriter,
+    Validation,
+)
 
 
 def candidate_key(candidate: dict[str, str]) -> tuple[tuple[str, str], ...]:
@@ -95,6 +105,30 @@ class Recorder:
     def close(self) -> None:
         self.closed = True
         self.writer.close()
+
+    def write_attempt(
+        self,
+        failed: FailedAttempt,
+        *,
+        iteration: int,
+        call: str,
+        phase: str,
+        slot: int,
+        number: int,
+    ) -> None:
+        """One failed try of an LM call; `number` counts tries across the whole call."""
+        self.write(
+            Attempt(
+                start=failed.start,
+                end=failed.end,
+                iteration=iteration,
+                call=call,
+                phase=phase,
+                worker=slot,
+                attempt=number,
+                error=failed.error,
+            )
+        )
 
     # ---- what the adapter and the reflection LM ask ----
 

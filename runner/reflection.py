@@ -22,7 +22,7 @@ from typing import Any
 from pxn.runner.lm import LMClient, LMReply
 from pxn.runner.recorder import Recorder
 from pxn.runner.retry import CallFailed, FailedAttempt
-from pxn.trace import Attempt, Reflection
+from pxn.trace import Reflection
 
 
 class ReflectionFailed(RuntimeError):
@@ -138,17 +138,13 @@ class InstrumentedReflectionLM:
         iteration = rec.iteration
 
         def on_failure(failed: FailedAttempt) -> None:
-            rec.write(
-                Attempt(
-                    start=failed.start,
-                    end=failed.end,
-                    iteration=iteration,
-                    call="reflection",
-                    phase="reflection",
-                    worker=slot,
-                    attempt=failed.attempt,
-                    error=failed.error,
-                )
+            rec.write_attempt(
+                failed,
+                iteration=iteration,
+                call="reflection",
+                phase="reflection",
+                slot=slot,
+                number=failed.attempt,
             )
 
         start = rec.clock()
