@@ -20,7 +20,7 @@ import numpy as np
 import scipy.stats
 
 from pxn.errors import PxnError
-from pxn.scenario import Latency
+from pxn.scenario import Distribution
 
 FAMILIES = ("lognorm", "gamma", "weibull_min", "expon")
 CHOICES = ("auto", "empirical", *FAMILIES)
@@ -42,8 +42,8 @@ class FamilyFit:
     ks_pvalue: float
     mean: float
 
-    def latency(self) -> Latency:
-        return Latency(self.family, params=dict(self.params))
+    def latency(self) -> Distribution:
+        return Distribution(self.family, params=dict(self.params))
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class LatencyFit:
     samples: tuple[float, ...]  # the positive latencies fitted, seconds
     dropped: int  # latencies <= 0 set aside (no family here has mass there)
     fits: tuple[FamilyFit, ...]  # best AIC first; empty when too few points
-    chosen: Latency
+    chosen: Distribution
     reason: str  # why the chosen one
     mean_ci: tuple[float, float]  # bootstrap 95% interval of the mean
     median_ci: tuple[float, float]
@@ -139,8 +139,8 @@ def fit_latency(what: str, durations: Sequence[float], choice: str = "auto") -> 
     )
 
 
-def _choose(data: np.ndarray, fits: list[FamilyFit], choice: str) -> tuple[Latency, str]:
-    empirical = Latency("empirical", samples=tuple(data.tolist()))
+def _choose(data: np.ndarray, fits: list[FamilyFit], choice: str) -> tuple[Distribution, str]:
+    empirical = Distribution("empirical", samples=tuple(data.tolist()))
     if not fits:
         if choice not in ("auto", "empirical"):
             raise PxnError(
@@ -168,7 +168,7 @@ def _interval(values: np.ndarray) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def _param_intervals(chosen: Latency, resamples: np.ndarray) -> dict[str, tuple[float, float]]:
+def _param_intervals(chosen: Distribution, resamples: np.ndarray) -> dict[str, tuple[float, float]]:
     """Bootstrap the chosen family's parameters: refit it to each resample."""
     if chosen.dist == "empirical":
         return {}

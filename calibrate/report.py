@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pxn.calibrate.fit import LatencyFit
 from pxn.calibrate.scenario_from_traces import Calibration
-from pxn.scenario import Latency
+from pxn.scenario import Distribution
 
 
 def _digest(path: Path) -> str:
@@ -19,7 +19,7 @@ def _digest(path: Path) -> str:
         return "unreadable"
 
 
-def describe_latency(latency: Latency) -> str:
+def describe_latency(latency: Distribution) -> str:
     if latency.dist == "empirical":
         return f"empirical bootstrap of {len(latency.samples)} samples"
     params = ", ".join(f"{k}={v:.4g}" for k, v in latency.params.items())

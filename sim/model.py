@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from pxn.scenario import Latency, Scenario, Shape
+from pxn.scenario import Distribution, Scenario, Shape
 from pxn.sim.schedule import list_schedule, makespan
 from pxn.trace import (
     STAGES,
@@ -41,7 +41,7 @@ class LatencyDraws:
 
     BLOCK = 4096
 
-    def __init__(self, latency: Latency, rng: np.random.Generator):
+    def __init__(self, latency: Distribution, rng: np.random.Generator):
         self.latency = latency
         self.rng = rng
         self.block: list[float] = []

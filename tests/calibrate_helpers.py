@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pxn.cli import main
-from pxn.scenario import Acceptance, Latency, Scenario, Shape
+from pxn.scenario import Acceptance, Distribution, Scenario, Shape
 from pxn.sim.model import simulate_once
 from pxn.trace import TraceWriter
 
 # The truth the round trip must recover.
-ROLLOUT = Latency("gamma", params={"a": 3.0, "scale": 0.7})  # mean 2.1 s
-REFLECTION = Latency("lognorm", params={"s": 0.3, "scale": 9.0})  # median 9 s
+ROLLOUT = Distribution("gamma", params={"a": 3.0, "scale": 0.7})  # mean 2.1 s
+REFLECTION = Distribution("lognorm", params={"s": 0.3, "scale": 9.0})  # median 9 s
 TRUE = Scenario(
     name="truth",
     budget=2000,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from pxn.scenario import Latency, Scenario, Shape
+from pxn.scenario import Distribution, Scenario, Shape
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class OracleRun:
                 self.serving -= 1  # before the server is released to the next call
 
     def stage(
-        self, pool: simpy.Resource, latency: Latency, calls: int
+        self, pool: simpy.Resource, latency: Distribution, calls: int
     ) -> Generator[simpy.Event, None, None]:
         """gepa's own work, then `calls` concurrent calls, then the barrier."""
         yield self.env.timeout(self.scenario.stage_overhead)

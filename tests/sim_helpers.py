@@ -5,18 +5,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pxn.scenario import Acceptance, Latency, Scenario
+from pxn.scenario import Acceptance, Distribution, Scenario
 
 
-def fixed(seconds: float) -> Latency:
+def fixed(seconds: float) -> Distribution:
     """A deterministic latency: an empirical distribution with one sample."""
-    return Latency("empirical", samples=(seconds,))
+    return Distribution("empirical", samples=(seconds,))
 
 
-def lognormal(mean_seconds: float, sigma: float = 0.5) -> Latency:
+def lognormal(mean_seconds: float, sigma: float = 0.5) -> Distribution:
     """A lognormal latency with the given mean (scipy's s, scale parameters)."""
 
-    return Latency(
+    return Distribution(
         "lognorm", params={"s": sigma, "scale": mean_seconds * math.exp(-(sigma**2) / 2)}
     )
 

@@ -11,7 +11,17 @@ import tomli_w
 from sim_helpers import fixed, make_scenario
 
 from pxn.errors import PxnError
-from pxn.scenario import Acceptance, Latency, Scenario, Shape, parse_shapes
+from pxn.scenario import (
+    Acceptance,
+    Distribution,
+    Prices,
+    RateLimit,
+    RateLimits,
+    Scenario,
+    Shape,
+    Tokens,
+    parse_shapes,
+)
 
 
 def toml_of(**changes) -> dict:
@@ -44,12 +54,12 @@ def load_error(tmp_path: Path, data: dict) -> str:
             selection="topk:3",
             skip_perfect=0.2,
             rollout=fixed(1.25),
-            reflection=Latency("empirical", samples=(3.0, 4.5, 9.25)),
+            reflection=Distribution("empirical", samples=(3.0, 4.5, 9.25)),
             description="with every optional field set",
             lm_servers=2,
             load_slowdown=0.35,
         ),
-        make_scenario(rollout=Latency("gamma", {"a": 2.0, "loc": 0.5, "scale": 1.5})),
+        make_scenario(rollout=Distribution("gamma", {"a": 2.0, "loc": 0.5, "scale": 1.5})),
     ],
     ids=["defaults", "everything", "gamma"],
 )
@@ -79,7 +89,7 @@ def test_budget_smaller_than_seed_validation(tmp_path: Path) -> None:
 
 def test_unknown_distribution_suggests_close_names(tmp_path: Path) -> None:
     message = load_error(tmp_path, toml_of(rollout={"dist": "lognorml", "s": 0.5}))
-    assert "unknown latency distribution 'lognorml'" in message
+    assert "unknown distribution 'lognorml'" in message
     assert "did you mean" in message and "lognorm" in message
     assert message.startswith("rollout latency")
 
@@ -119,10 +129,10 @@ def test_acceptance_outside_unit_interval(a0: float, tmp_path: Path) -> None:
         ({"acceptance": {"tau": 3}}, "[acceptance] needs a0"),
         ({"rollout": {"dist": "empirical", "samples": []}}, "non-empty 'samples'"),
         ({"rollout": {"dist": "empirical", "samples": [1, -2]}}, "must be >= 0 seconds"),
-        ({"rollout": {"dist": "norm", "loc": 1, "scale": 1}}, "no negative latencies"),
+        ({"rollout": {"dist": "norm", "loc": 1, "scale": 1}}, "no negative values"),
         ({"rollout": {"dist": "lognorm", "s": "wide"}}, "parameter(s) s must be numbers"),
         ({"rollout": {"dist": "lognorm"}}, "bad parameters for lognorm"),
-        ({"rollout": 3.5}, "a latency is a table with 'dist'"),
+        ({"rollout": 3.5}, "a distribution is a table with 'dist'"),
         ({"lm_servers": 0}, "lm_servers must be a whole number >= 1"),
         ({"lm_servers": 2.5}, "lm_servers must be a whole number >= 1"),
         ({"load_slowdown": -0.1}, "load_slowdown must be >= 0"),
@@ -145,7 +155,7 @@ def test_latency_sampling_and_means() -> None:
     rng = np.random.default_rng(0)
     assert fixed(2.5).sample(rng, 4).tolist() == [2.5] * 4
     assert fixed(2.5).mean() == 2.5
-    gamma = Latency("gamma", {"a": 3.0, "scale": 2.0})
+    gamma = Distribution("gamma", {"a": 3.0, "scale": 2.0})
     assert gamma.mean() == pytest.approx(6.0)
     assert gamma.sample(rng, 20000).mean() == pytest.approx(6.0, rel=0.03)
 
@@ -170,3 +180,78 @@ def test_lm_fields_default_to_no_limit_and_are_not_written_unset() -> None:
     assert "lm_servers" not in data and "load_slowdown" not in data
     scenario = Scenario.from_dict(data)
     assert scenario.lm_servers is None and scenario.load_slowdown == 0.0
+
+
+TOKENS = Tokens(
+    rollout_input=Distribution("empirical", samples=(80.0, 120.0)),
+    rollout_output=Distribution("gamma", {"a": 2.0, "scale": 10.0}),
+    reflection_output=Distribution("empirical", samples=(300.0,)),
+    reflection_input_base=500.0,
+    reflection_input_per_example=120.0,
+    measured_minibatch=3,
+    reflection_seconds_per_input_token=0.002,
+)
+
+
+def test_tokens_prices_and_limits_round_trip(tmp_path: Path) -> None:
+    scenario = make_scenario(
+        tokens=TOKENS,
+        prices=Prices(0.4, 1.6, 1.25, 10.0, task_model="a", reflection_model="b"),
+        rate_limits=RateLimits(RateLimit(rpm=500, tpm=2e5), RateLimit(rpm=50), burst_seconds=10),
+    )
+    path = tmp_path / "s.toml"
+    scenario.save(path)
+    assert Scenario.load(path) == scenario
+
+
+def test_reflection_input_and_latency_grow_with_the_minibatch() -> None:
+    assert TOKENS.reflection_input(5) == 500 + 120 * 5
+    assert TOKENS.reflection_latency_shift(3) == 0.0
+    assert TOKENS.reflection_latency_shift(5) == pytest.approx(0.002 * 120 * 2)
+    assert TOKENS.reflection_latency_shift(1) == pytest.approx(-0.002 * 120 * 2)
+
+
+def test_measured_minibatch_defaults_to_the_scenarios() -> None:
+    data = make_scenario(minibatch=4, tokens=TOKENS).to_dict()
+    del data["tokens"]["measured_minibatch"]
+    assert Scenario.from_dict(data).tokens.measured_minibatch == 4
+
+
+def test_prices_come_from_litellms_offline_table() -> None:
+    prices = Prices.from_dict({"task_model": "gpt-4.1-mini", "reflection_output": 2.0})
+    # litellm 1.110.2's table: gpt-4.1-mini at $0.40 in, $1.60 out per million tokens.
+    assert (prices.task_input, prices.task_output) == (0.4, 1.6)
+    assert (prices.reflection_input, prices.reflection_output) == (0.4, 2.0)
+    assert prices.reflection_model == "gpt-4.1-mini"
+
+
+def test_unknown_model_is_one_line_with_suggestions() -> None:
+    with pytest.raises(PxnError, match="not in litellm's price table; did you mean.*gpt-4.1-mini"):
+        Prices.from_dict({"task_model": "gpt-4.1-minii"})
+
+
+@pytest.mark.parametrize(
+    ("changes", "fragment"),
+    [
+        ({"prices": {"task_input": 1, "task_output": 1}}, "[prices] needs a [tokens] table"),
+        ({"prices": {"task_input": 1}}, "give task_input and task_output"),
+        ({"rate_limits": {"task": {"tpm": 1000}}}, "rate_limits.task.tpm counts tokens"),
+        ({"rate_limits": {"task": {"rpm": 0}}}, "rate_limits.task.rpm must be > 0"),
+        ({"rate_limits": {"task": {"rpn": 5}}}, "unknown field 'rpn' (did you mean 'rpm'?)"),
+        ({"rate_limits": {"burst_seconds": -1}}, "burst_seconds must be > 0"),
+        ({"tokens": {"rollout_input": {"dist": "empirical", "samples": [1]}}}, "missing field"),
+    ],
+)
+def test_cost_and_limit_mistakes(changes: dict, fragment: str, tmp_path: Path) -> None:
+    assert fragment in load_error(tmp_path, toml_of(**changes))
+
+
+def test_token_mistakes_name_the_field(tmp_path: Path) -> None:
+    tokens = TOKENS.to_dict() | {"reflection_input_per_example": -3}
+    assert "tokens.reflection_input_per_example must be a number >= 0" in load_error(
+        tmp_path, toml_of(tokens=tokens)
+    )
+    tokens = TOKENS.to_dict() | {"rollout_output": {"dist": "empirical", "samples": [-1]}}
+    assert "tokens.rollout_output: samples must be >= 0 tokens" in load_error(
+        tmp_path, toml_of(tokens=tokens)
+    )

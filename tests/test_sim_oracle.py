@@ -14,7 +14,7 @@ from oracle import OracleResult, oracle_replicates
 from scipy.stats import ks_2samp
 from sim_helpers import lognormal, make_scenario
 
-from pxn.scenario import Acceptance, Latency, Scenario, Shape
+from pxn.scenario import Acceptance, Distribution, Scenario, Shape
 from pxn.sim.model import simulate_once
 from pxn.trace import RunSummary
 
@@ -41,7 +41,7 @@ SCENARIOS: dict[str, tuple[Scenario, Shape]] = {
         make_scenario(
             selection="best",
             acceptance=Acceptance(0.6),
-            rollout=Latency("gamma", {"a": 2.0, "scale": 1.0}),
+            rollout=Distribution("gamma", {"a": 2.0, "scale": 1.0}),
             stage_overhead=0.0,
             workers=12,
         ),
@@ -99,8 +99,8 @@ def test_fast_model_matches_per_rollout_oracle(name: str) -> None:
 def test_oracle_agrees_on_a_deterministic_run() -> None:
     """With fixed latencies and certain acceptance, both models give the same numbers."""
     scenario = make_scenario(
-        rollout=Latency("empirical", samples=(1.5,)),
-        reflection=Latency("empirical", samples=(4.0,)),
+        rollout=Distribution("empirical", samples=(1.5,)),
+        reflection=Distribution("empirical", samples=(4.0,)),
         acceptance=Acceptance(1.0),
         workers=5,
         reflection_concurrency=3,

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
-from pxn.scenario import Acceptance, Latency, Scenario, Shape
+from pxn.scenario import Acceptance, Distribution, Scenario, Shape
 from pxn.sim.model import simulate_once
 
 PRESETS = Path(__file__).resolve().parents[2] / "sim" / "presets"
@@ -52,8 +52,8 @@ def seconds_per_iteration(summary) -> float:
     return (summary.wall_clock - summary.stage_time["seed_val"]) / summary.iterations
 
 
-def lognormal(log_median: float, sigma: float) -> Latency:
-    return Latency("lognorm", {"s": float(sigma), "scale": float(math.exp(log_median))})
+def lognormal(log_median: float, sigma: float) -> Distribution:
+    return Distribution("lognorm", {"s": float(sigma), "scale": float(math.exp(log_median))})
 
 
 def lognormal_sigma_of_sum(sigma_one: float, calls: int) -> float:
@@ -117,7 +117,7 @@ skip_perfect = 0: not reported; negligible against these stages."""
     return scenario, header
 
 
-def infer_livebench(reflection: Latency) -> tuple[Scenario, str]:
+def infer_livebench(reflection: Distribution) -> tuple[Scenario, str]:
     a = acceptance_from_full_val_shares()
     base = Scenario(
         name="livebench-math",
