@@ -133,8 +133,8 @@ def fit_latency(what: str, durations: Sequence[float], choice: str = "auto") -> 
         fits=tuple(fits),
         chosen=chosen,
         reason=reason,
-        mean_ci=_interval(resamples.mean(axis=1)),
-        median_ci=_interval(np.median(resamples, axis=1)),
+        mean_ci=interval(resamples.mean(axis=1)),
+        median_ci=interval(np.median(resamples, axis=1)),
         param_ci=_param_intervals(chosen, resamples),
     )
 
@@ -163,7 +163,7 @@ def _choose(data: np.ndarray, fits: list[FamilyFit], choice: str) -> tuple[Distr
     return best.latency(), f"lowest AIC, KS p={best.ks_pvalue:.2g}"
 
 
-def _interval(values: np.ndarray) -> tuple[float, float]:
+def interval(values: np.ndarray) -> tuple[float, float]:
     low, high = np.percentile(values, [2.5, 97.5])
     return float(low), float(high)
 
@@ -180,4 +180,4 @@ def _param_intervals(chosen: Distribution, resamples: np.ndarray) -> dict[str, t
             params = mle_params(chosen.dist, sample)
         for name, value in params.items():
             refits[name].append(value)
-    return {name: _interval(np.asarray(v)) for name, v in refits.items() if v}
+    return {name: interval(np.asarray(v)) for name, v in refits.items() if v}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pxn.calibrate.fit import LatencyFit
 from pxn.calibrate.scenario_from_traces import Calibration
+from pxn.prices import PER_MILLION
 from pxn.scenario import Distribution
 
 
@@ -26,12 +27,13 @@ def describe_latency(latency: Distribution) -> str:
     return f"{latency.dist}({params})"
 
 
-def latency_lines(fit: LatencyFit) -> list[str]:
+def latency_lines(fit: LatencyFit, quantity: str = "latency", unit: str = "s") -> list[str]:
+    """A fit's lines; token counts are fitted the same way (quantity "tokens", unit "tok")."""
     low, high = fit.mean_ci
     mlow, mhigh = fit.median_ci
     lines = [
-        f"{fit.what} latency: n={fit.n}, mean {fit.mean:.4g} s [95% {low:.4g}, {high:.4g}], "
-        f"median {fit.median:.4g} s [{mlow:.4g}, {mhigh:.4g}]"
+        f"{fit.what} {quantity}: n={fit.n}, mean {fit.mean:.4g} {unit} "
+        f"[95% {low:.4g}, {high:.4g}], median {fit.median:.4g} {unit} [{mlow:.4g}, {mhigh:.4g}]"
         + (f", {fit.dropped} non-positive set aside" if fit.dropped else ""),
         f"  chosen: {describe_latency(fit.chosen)} ({fit.reason})",
     ]
@@ -47,7 +49,7 @@ def latency_lines(fit: LatencyFit) -> list[str]:
         params = ", ".join(f"{k}={v:.4g}" for k, v in f.params.items())
         lines.append(
             f"  {f.family:<11} AIC {f.aic:10.1f}  KS D={f.ks_statistic:.3f} "
-            f"p={f.ks_pvalue:.2g}  mean {f.mean:.4g} s  ({params})"
+            f"p={f.ks_pvalue:.2g}  mean {f.mean:.4g} {unit}  ({params})"
         )
     return lines
 
@@ -92,6 +94,7 @@ def calibration_lines(cal: Calibration) -> list[str]:
             f"{t.per_token * 1000:.3g} ms/token [95% {lo * 1000:.3g}, {hi * 1000:.3g}], "
             f"Spearman {t.spearman:.2f}"
         )
+    lines.extend(token_lines(cal))
     a = cal.acceptance
     lines.append(
         f"acceptance: {a.accepted}/{a.proposals} = {a.rate:.3f} "
@@ -133,6 +136,80 @@ def calibration_lines(cal: Calibration) -> list[str]:
         )
     lines.extend(slowdown_lines(cal))
     lines.extend(f"note: {note}" for note in cal.notes)
+    return lines
+
+
+def token_lines(cal: Calibration) -> list[str]:
+    """The [tokens] table's fits and the [prices] table, or why there is none."""
+    fit = cal.token_counts
+    if fit is None:
+        return [
+            "tokens: no [tokens] table: no call in the traces reports its "
+            f"{', '.join(cal.tokens_missing)} (dollars and tokens-per-minute limits need one)"
+        ]
+    lines = []
+    for counts in (fit.rollout_input, fit.rollout_output, fit.reflection_output):
+        lines.extend(latency_lines(counts, "tokens", "tok"))
+    r, t = fit.reflection_input, fit.chosen
+    measured = ", ".join(
+        f"b={b}: n={n}, mean {mean:.4g}" for b, (n, mean) in r.by_minibatch.items()
+    )
+    ci = (
+        f" [95% {r.per_example_ci[0]:.4g}, {r.per_example_ci[1]:.4g}]"
+        if r.per_example_ci is not None
+        else ""
+    )
+    lines += [
+        f"reflection input tokens: {measured}",
+        f"  = base {t.reflection_input_base:.4g} + {t.reflection_input_per_example:.4g}{ci} "
+        f"per example x b; {r.method}; base puts the line through b={t.measured_minibatch}'s "
+        "mean" + (" (held at 0: see the note)" if r.floored else ""),
+    ]
+    lat = fit.latency
+    if lat is None:
+        lines.append(
+            f"reflection latency vs tokens: {fit.latency_reason} "
+            "-> reflection_seconds_per_input_token=0"
+        )
+    else:
+        (ilo, ihi), (olo, ohi) = lat.per_input_ci, lat.per_output_ci
+        lines += [
+            f"reflection latency vs tokens in and out (least squares, HC1 95% intervals, "
+            f"n={lat.n}, R^2 {lat.r_squared:.2f}): {lat.intercept:.3g} s "
+            f"+ {lat.per_input * 1000:.3g} ms/input token [{ilo * 1000:.3g}, {ihi * 1000:.3g}] "
+            f"+ {lat.per_output * 1000:.3g} ms/output token [{olo * 1000:.3g}, {ohi * 1000:.3g}]",
+            f"  input coefficient {fit.latency_reason} "
+            f"-> reflection_seconds_per_input_token={t.reflection_seconds_per_input_token:.4g}",
+        ]
+    lines.extend(price_lines(cal))
+    return lines
+
+
+def price_lines(cal: Calibration) -> list[str]:
+    prices, tokens, costs = cal.scenario.prices, cal.scenario.tokens, cal.costs
+    if prices is None or tokens is None:
+        return ["prices: none (--task-model NAME prices the tokens from litellm's table)"]
+    b = cal.scenario.minibatch
+    rollout = (
+        tokens.rollout_input.mean() * prices.task_input
+        + tokens.rollout_output.mean() * prices.task_output
+    ) / PER_MILLION
+    reflection = (
+        tokens.reflection_input(b) * prices.reflection_input
+        + tokens.reflection_output.mean() * prices.reflection_output
+    ) / PER_MILLION
+    reflection_model = prices.reflection_model or prices.task_model
+    lines = [
+        f"prices ($ per million tokens in / out, litellm's offline table): task "
+        f"{prices.task_model} {prices.task_input:g} / {prices.task_output:g}, reflection "
+        f"{reflection_model} {prices.reflection_input:g} / {prices.reflection_output:g}; "
+        f"a mean rollout ${rollout:.3g}, a mean reflection at b={b} ${reflection:.3g}"
+    ]
+    if costs.compared_dollars > 0 and costs.priced is not None:
+        lines.append(
+            f"  the traces record ${costs.compared_dollars:.4g} for the {costs.compared} calls "
+            f"with token counts; these prices give ${costs.priced:.4g} for them"
+        )
     return lines
 
 

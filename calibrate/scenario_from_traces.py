@@ -7,7 +7,9 @@ fitted. The Scenario keeps one rollout distribution for all phases, as the
 simulator does; per-phase fits are reported, with a warning when the phases
 differ. A local LM pool's size (lm_servers) comes from the traces' run_start
 meta or the caller; its load slowdown is fitted (slowdown.py), and the latency
-fits then see each call's latency as if served alone.
+fits then see each call's latency as if served alone. When the calls report
+token counts, the [tokens] table is fitted (tokens.py); with a model name
+given, the [prices] table is priced from litellm's table (costs.py).
 """
 
 from __future__ import annotations
@@ -21,12 +23,19 @@ import numpy as np
 import scipy.stats
 
 from pxn.calibrate.acceptance import AcceptanceFit, fit_acceptance, proposal_outcomes
+from pxn.calibrate.costs import RecordedCosts, lookup_prices, recorded_costs
 from pxn.calibrate.fit import LatencyFit, fit_latency
 from pxn.calibrate.load import Loaded, load_traces
 from pxn.calibrate.load_effect import LoadEffect, call_loads, fit_load_effects
 from pxn.calibrate.overhead import ConcurrencyFit, OverheadFit, fit_concurrency, fit_overhead
 from pxn.calibrate.slowdown import SlowdownFit, fit_slowdown
-from pxn.calibrate.tokens import TokenFit, fit_tokens
+from pxn.calibrate.tokens import (
+    TokenCounts,
+    TokenFit,
+    fit_token_counts,
+    fit_tokens,
+    missing_token_counts,
+)
 from pxn.errors import PxnError
 from pxn.scenario import Scenario, Shape
 from pxn.trace import ROLLOUT_PHASES, Iteration, Reflection, Rollout, Trace
@@ -60,7 +69,10 @@ class Calibration:
     rollout_by_phase: dict[str, LatencyFit]
     phase_pvalue: float  # Kruskal-Wallis across phases; nan when fewer than two phases
     reflection: LatencyFit
-    tokens: list[TokenFit]
+    tokens: list[TokenFit]  # latency against tokens out (reported only)
+    token_counts: TokenCounts | None  # the [tokens] table's fits; None without token counts
+    tokens_missing: list[str]  # the counts no call reports, e.g. "reflection tokens_in"
+    costs: RecordedCosts
     acceptance: AcceptanceFit
     skip: SkipFit
     overhead: OverheadFit
@@ -81,11 +93,15 @@ def calibrate_traces(
     name: str = "calibrated",
     latency: str = "auto",
     lm_servers: int | None = None,
+    task_model: str | None = None,
+    reflection_model: str | None = None,
 ) -> Calibration:
     """Read the traces and fit everything the Scenario needs.
 
     `lm_servers`: the LM pool's size when the traces do not say (it overrides them).
+    `task_model`, `reflection_model`: model names litellm prices, for [prices].
     """
+    prices = lookup_prices(task_model, reflection_model)  # an unknown name fails before the fits
     loaded = load_traces(paths)
     traces = loaded.traces
     notes = _setup_notes(traces)
@@ -97,6 +113,12 @@ def calibrate_traces(
         raise PxnError(
             "no reflection events in the traces: the reflection latency cannot be "
             "calibrated; run until at least one iteration completes"
+        )
+    missing_tokens = missing_token_counts(rollouts, reflections)
+    if prices is not None and missing_tokens:
+        raise PxnError(
+            f"--task-model prices tokens, but no call in the traces reports its "
+            f"{', '.join(missing_tokens)}; calibrate without it, or from traces with token counts"
         )
     slowdown, served_alone = _fit_slowdown(traces, lm_servers, notes)
     rollout_latencies = served_alone(rollouts)
@@ -113,12 +135,25 @@ def calibrate_traces(
             f"rollout latency differs by phase (Kruskal-Wallis p={phase_pvalue:.2g}; medians "
             f"{medians}); the Scenario uses one distribution pooled over phases"
         )
-    reflection = fit_latency("reflection", [d for _, d in served_alone(reflections)], latency)
+    reflection_latencies = served_alone(reflections)
+    reflection = fit_latency("reflection", [d for _, d in reflection_latencies], latency)
     tokens = [
         fit
         for what, events in (("rollout", rollouts), ("reflection", reflections))
         if (fit := fit_tokens(what, events)) is not None
     ]
+    # Without token counts the report says so (calibration_lines); not a warning.
+    token_counts = None
+    if not missing_tokens:
+        token_counts = fit_token_counts(traces, reflection_latencies)
+        _token_notes(token_counts, first_b=traces[0].run_start.minibatch, notes=notes)
+    costs = recorded_costs(rollouts, reflections, prices)
+    if costs.dollars > 0 and prices is None:
+        notes.append(
+            f"the traces record ${costs.dollars:.4g} of cost over {costs.calls} calls, but not "
+            "which model to price with: no [prices] table (give --task-model, and "
+            "--reflection-model when it differs, to write one)"
+        )
     acceptance = fit_acceptance([proposal_outcomes(t) for t in traces])
     skip = _fit_skip(traces)
     overhead = fit_overhead(traces)
@@ -160,6 +195,8 @@ def calibrate_traces(
         selection=_selection(traces[0]),
         lm_servers=lm_servers,
         load_slowdown=slowdown.chosen,
+        tokens=None if token_counts is None else token_counts.chosen,
+        prices=prices,
     )
     try:
         scenario.validate()
@@ -173,6 +210,9 @@ def calibrate_traces(
         phase_pvalue=phase_pvalue,
         reflection=reflection,
         tokens=tokens,
+        token_counts=token_counts,
+        tokens_missing=missing_tokens,
+        costs=costs,
         acceptance=acceptance,
         skip=skip,
         overhead=overhead,
@@ -182,6 +222,28 @@ def calibrate_traces(
         lm_servers_source=lm_source,
         notes=notes,
     )
+
+
+def _token_notes(fit: TokenCounts, first_b: int, notes: list[str]) -> None:
+    r = fit.reflection_input
+    if len(r.by_minibatch) > 1:
+        counts = ", ".join(f"{n} at b={b}" for b, (n, _) in r.by_minibatch.items())
+        notes.append(
+            f"the reflection latency is pooled over the traces' b ({counts}); the b with the "
+            f"most reflections is taken as where it was measured: "
+            f"[tokens] measured_minibatch={r.measured_minibatch}"
+            + (
+                f" (the scenario's b is {first_b}, the first trace's)"
+                if first_b != r.measured_minibatch
+                else ""
+            )
+        )
+    if r.floored:
+        notes.append(
+            f"reflection input: base + per_example * b would need a negative base at "
+            f"b={r.measured_minibatch}; base is held at 0 and per_example = the measured mean / b "
+            f"= {r.per_example:.4g} tokens (b's effect on the input is then an upper bound)"
+        )
 
 
 def _lm_servers(traces: list[Trace], given: int | None, notes: list[str]) -> tuple[int | None, str]:

@@ -1,19 +1,27 @@
-"""Latency against output tokens: overhead + time per output token.
+"""Tokens: what a call reads and writes, and what that does to its latency.
 
-An LM call's duration grows with the tokens it writes. A robust line
-(Theil-Sen: the median of pairwise slopes) shrugs off the retries and stalls
-that would drag a least-squares fit. Reported only: the Scenario draws
-latencies directly, and this says what they are made of.
+Latency against output tokens: overhead + time per output token. An LM call's
+duration grows with the tokens it writes. A robust line (Theil-Sen: the median
+of pairwise slopes) shrugs off the retries and stalls that would drag a
+least-squares fit. Reported only: the Scenario draws latencies directly, and
+this says what they are made of.
+
+Token counts: the Scenario's [tokens] table (dollars, tokens-per-minute
+limits, and b's effect on the reflection's input and latency), fitted from
+traces whose calls report tokens_in and tokens_out.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.stats
 
-from pxn.trace import Event
+from pxn.calibrate.fit import BOOTSTRAP, SEED, LatencyFit, fit_latency, interval
+from pxn.scenario import Distribution, Tokens
+from pxn.trace import Event, Reflection, Rollout, Trace
 
 MIN_POINTS = 5
 SUBSAMPLE = 2000
@@ -54,4 +62,280 @@ def fit_tokens(what: str, events: list[Event]) -> TokenFit | None:
         per_token=float(slope),
         per_token_ci=(float(low), float(high)),
         spearman=float(rho),
+    )
+
+
+# ---- token counts: the [tokens] table ----
+
+MIN_LATENCY_FIT = 10  # reflections a three-coefficient least-squares fit needs at the least
+
+
+def fit_counts(what: str, counts: Sequence[float]) -> LatencyFit:
+    """A distribution of token counts per call, by the same machinery as latencies.
+
+    Counts are whole numbers. When they run into the tens or more, one token is a
+    small step beside their spread and the continuous families describe them as
+    well as they describe latencies; when they are small or pile up at a
+    max_tokens cap, the KS test rejects every family and the empirical resample
+    is chosen, which keeps the lattice and the cap exactly. So "auto" decides.
+    A zero (an empty reply) is a point mass no family here has, and fit_latency
+    sets non-positive values aside, which would bias the mean upwards: with any
+    zero the counts are resampled as observed, zeros included.
+    """
+    data = np.asarray(counts, dtype=float)
+    data = data[np.isfinite(data) & (data >= 0)]
+    if not (data == 0).any():
+        return fit_latency(what, data, "auto")
+    resamples = np.random.default_rng(SEED).choice(data, size=(BOOTSTRAP, len(data)))
+    return LatencyFit(
+        what=what,
+        samples=tuple(data.tolist()),
+        dropped=0,
+        fits=(),
+        chosen=Distribution("empirical", samples=tuple(data.tolist())),
+        reason=f"{int((data == 0).sum())} zero count(s), a point mass no family has: "
+        "empirical bootstrap",
+        mean_ci=interval(resamples.mean(axis=1)),
+        median_ci=interval(np.median(resamples, axis=1)),
+        param_ci={},
+    )
+
+
+@dataclass(frozen=True)
+class ReflectionInput:
+    """A reflection's input tokens as base + per_example * b.
+
+    gepa 0.1.4 renders one prompt per reflection: its template, the parent's
+    text once, and one record per minibatch example (the adapter's
+    make_reflective_dataset; pxn's runner makes the task's record: the
+    example's input, the program's output and the metric's feedback). So the
+    input grows with b by about one record per example.
+    """
+
+    base: float
+    per_example: float
+    measured_minibatch: int  # the b most reflections were measured at
+    by_minibatch: dict[int, tuple[int, float]]  # b -> (reflections with tokens_in, their mean)
+    method: str  # how per_example was found, for the report
+    per_example_ci: tuple[float, float] | None = None  # Theil-Sen's 95%, when regressed on b
+    floored: bool = False  # the line was held at base 0 (see fit_reflection_input)
+
+
+def fit_reflection_input(
+    inputs_by_b: dict[int, list[float]], rollout_records: Sequence[float]
+) -> ReflectionInput:
+    """Fit base and per_example from reflections' tokens_in at each b.
+
+    `rollout_records`: tokens_in + tokens_out of rollouts whose records a
+    reflection reads (parent minibatch rollouts), for the one-b estimate.
+
+    At two or more b, per_example is the Theil-Sen slope of tokens_in against b
+    (robust to the odd long parent text). At one b the two cannot be told apart
+    from reflections alone, and per_example is taken as a mean rollout's tokens
+    in plus out: a record holds an example's input and the program's output, as
+    a rollout does, and adds the feedback, but a rollout's input also holds the
+    program's own prompt and the candidate's text, which a record does not
+    repeat. The two errors go opposite ways; on a task whose prompt is long
+    beside its examples this over-states per_example, so b's effect.
+
+    Either way base is set so the line gives the mean input measured at the
+    measured b (the b the reflection latency was measured at): the dollars at
+    that b are then what was measured. When that would make base negative, base
+    is 0 and per_example the measured mean over b (the line through the origin
+    and the measured point), and `floored` says so.
+    """
+    by_b = {b: (len(v), float(np.mean(v))) for b, v in sorted(inputs_by_b.items()) if v}
+    if not by_b:
+        raise ValueError("no reflection reports its tokens_in")
+    # The most reflections (the smallest b on a tie): the pooled latency is mostly theirs.
+    measured = max(by_b, key=lambda b: (by_b[b][0], -b))
+    measured_mean = by_b[measured][1]
+    ci = None
+    if len(by_b) >= 2:
+        b_values = np.concatenate([np.full(len(v), b, dtype=float) for b, v in inputs_by_b.items()])
+        tokens = np.concatenate([np.asarray(v, dtype=float) for v in inputs_by_b.values()])
+        if len(tokens) > SUBSAMPLE:
+            pick = np.random.default_rng(0).choice(len(tokens), size=SUBSAMPLE, replace=False)
+            b_values, tokens = b_values[pick], tokens[pick]
+        slope, _, low, high = scipy.stats.theilslopes(tokens, b_values, alpha=0.95)
+        per_example, ci = float(slope), (float(low), float(high))
+        method = f"Theil-Sen of reflection tokens_in against b over b={', '.join(map(str, by_b))}"
+    elif len(rollout_records):
+        per_example = float(np.mean(rollout_records))
+        method = (
+            f"one b ({measured}) only: per_example is a mean rollout's tokens in + out "
+            f"(n={len(rollout_records)}), as a record holds an example's input and output "
+            "(approximate: a rollout's input also holds the program's prompt, a record adds "
+            "the feedback)"
+        )
+    else:
+        per_example = 0.0
+        method = f"one b ({measured}) and no rollout token counts: per_example unknown, 0"
+    per_example = max(per_example, 0.0)
+    base = measured_mean - per_example * measured
+    floored = base < 0
+    if floored:
+        base, per_example = 0.0, measured_mean / measured
+    return ReflectionInput(
+        base=base,
+        per_example=per_example,
+        measured_minibatch=measured,
+        by_minibatch=by_b,
+        method=method,
+        per_example_ci=ci,
+        floored=floored,
+    )
+
+
+@dataclass(frozen=True)
+class LatencyOnTokens:
+    """Latency = intercept + per_input * tokens_in + per_output * tokens_out.
+
+    Ordinary least squares with heteroskedasticity-robust (HC1) standard errors:
+    a longer call's latency varies more, and plain errors would then claim too
+    much. Both counts enter because a call's time is its prompt's processing
+    plus its reply's generation: when the two counts are correlated, a fit on
+    one alone would credit it with the other's time.
+    """
+
+    what: str
+    n: int
+    intercept: float
+    per_input: float  # seconds per input token
+    per_input_ci: tuple[float, float]  # 95%
+    per_output: float  # seconds per output token
+    per_output_ci: tuple[float, float]
+    r_squared: float
+
+    @property
+    def input_effect(self) -> bool:
+        """Positive, and its 95% interval excludes 0."""
+        return self.per_input > 0 and self.per_input_ci[0] > 0
+
+
+def fit_latency_on_tokens(
+    what: str, calls: Sequence[tuple[Event, float]]
+) -> tuple[LatencyOnTokens | None, str]:
+    """Fit the plane to (call, seconds) pairs; None and why when it cannot be fitted.
+
+    Only calls that succeeded at the first try count: a retried call's time
+    holds its failed tries and the back-off, which no token count explains.
+    """
+    rows = [
+        (1.0, float(e.tokens_in), float(e.tokens_out), seconds)  # type: ignore[attr-defined]
+        for e, seconds in calls
+        if getattr(e, "tokens_in", None) is not None
+        and getattr(e, "tokens_out", None) is not None
+        and getattr(e, "error", None) is None
+        and getattr(e, "attempts", 1) == 1
+    ]
+    if len(rows) < MIN_LATENCY_FIT:
+        return None, f"{len(rows)} {what}s with both token counts, too few (need {MIN_LATENCY_FIT})"
+    data = np.array(rows)
+    x, y = data[:, :3], data[:, 3]
+    if np.ptp(x[:, 1]) == 0:
+        return None, f"every {what} read as many tokens: no slope to see"
+    coef, _, rank, _ = np.linalg.lstsq(x, y, rcond=None)
+    if rank < 3:
+        return None, f"{what} tokens in and out are collinear: their effects cannot be told apart"
+    n, k = x.shape
+    residuals = y - x @ coef
+    bread = np.linalg.inv(x.T @ x)
+    meat = (x * residuals[:, None] ** 2).T @ x
+    cov = bread @ meat @ bread * n / (n - k)
+    half = scipy.stats.t.ppf(0.975, n - k) * np.sqrt(np.diag(cov))
+    total = np.sum((y - y.mean()) ** 2)
+    fit = LatencyOnTokens(
+        what=what,
+        n=n,
+        intercept=float(coef[0]),
+        per_input=float(coef[1]),
+        per_input_ci=(float(coef[1] - half[1]), float(coef[1] + half[1])),
+        per_output=float(coef[2]),
+        per_output_ci=(float(coef[2] - half[2]), float(coef[2] + half[2])),
+        r_squared=float(1 - np.sum(residuals**2) / total) if total > 0 else float("nan"),
+    )
+    return fit, ""
+
+
+@dataclass(frozen=True)
+class TokenCounts:
+    """Every fit behind the [tokens] table, and the table."""
+
+    rollout_input: LatencyFit
+    rollout_output: LatencyFit
+    reflection_output: LatencyFit
+    reflection_input: ReflectionInput
+    latency: LatencyOnTokens | None  # reflection latency against tokens in and out
+    latency_reason: str  # whether its input coefficient is used, and why
+    chosen: Tokens
+
+
+def missing_token_counts(
+    rollouts: Sequence[Rollout], reflections: Sequence[Reflection]
+) -> list[str]:
+    """The counts [tokens] needs that no call reports, e.g. ["reflection tokens_in"]."""
+    return [
+        f"{what} {name}"
+        for what, events in (("rollout", rollouts), ("reflection", reflections))
+        for name in ("tokens_in", "tokens_out")
+        if all(getattr(e, name) is None for e in events)
+    ]
+
+
+def fit_token_counts(
+    traces: Sequence[Trace], reflection_latencies: Sequence[tuple[Reflection, float]]
+) -> TokenCounts:
+    """Fit the [tokens] table; the traces must report every count (missing_token_counts).
+
+    `reflection_latencies`: (reflection, seconds) as the reflection latency was
+    fitted (served alone, when a load slowdown was fitted), so the seconds per
+    input token are in the same units as the latency they shift.
+    """
+    rollouts = [r for t in traces for r in t.of(Rollout)]
+    reflections = [r for t in traces for r in t.of(Reflection)]
+
+    def counts(events: Sequence[Event], name: str) -> list[float]:
+        return [float(v) for e in events if (v := getattr(e, name)) is not None]
+
+    inputs_by_b: dict[int, list[float]] = {}
+    for trace in traces:
+        inputs_by_b.setdefault(trace.run_start.minibatch, []).extend(
+            counts(trace.of(Reflection), "tokens_in")
+        )
+    # The records a reflection reads come from its parent's minibatch rollouts.
+    both = [r for r in rollouts if r.tokens_in is not None and r.tokens_out is not None]
+    parents = [r for r in both if r.phase == "parent_minibatch"] or both
+    reflection_input = fit_reflection_input(
+        inputs_by_b, [float(r.tokens_in + r.tokens_out) for r in parents]
+    )
+    latency, why = fit_latency_on_tokens("reflection", reflection_latencies)
+    if latency is None:
+        per_input, reason = 0.0, f"no latency-against-tokens fit ({why})"
+    elif latency.input_effect:
+        per_input, reason = latency.per_input, "positive and its 95% interval excludes 0: used"
+    else:
+        per_input = 0.0
+        reason = "its 95% interval holds 0" if latency.per_input > 0 else "not positive"
+        reason += ": not used, the reflection latency does not change with b"
+    rollout_input = fit_counts("rollout input", counts(rollouts, "tokens_in"))
+    rollout_output = fit_counts("rollout output", counts(rollouts, "tokens_out"))
+    reflection_output = fit_counts("reflection output", counts(reflections, "tokens_out"))
+    tokens = Tokens(
+        rollout_input=rollout_input.chosen,
+        rollout_output=rollout_output.chosen,
+        reflection_output=reflection_output.chosen,
+        reflection_input_base=reflection_input.base,
+        reflection_input_per_example=reflection_input.per_example,
+        measured_minibatch=reflection_input.measured_minibatch,
+        reflection_seconds_per_input_token=per_input,
+    )
+    return TokenCounts(
+        rollout_input=rollout_input,
+        rollout_output=rollout_output,
+        reflection_output=reflection_output,
+        reflection_input=reflection_input,
+        latency=latency,
+        latency_reason=reason,
+        chosen=tokens,
     )

@@ -270,12 +270,33 @@ def calibrate(
             "do not say; overrides them.",
         ),
     ] = None,
+    task_model: Annotated[
+        str | None,
+        typer.Option(
+            "--task-model",
+            help="Write [prices] for this model (as litellm names it, e.g. gpt-4.1-mini), "
+            "priced from litellm's offline table.",
+        ),
+    ] = None,
+    reflection_model: Annotated[
+        str | None,
+        typer.Option(
+            "--reflection-model", help="The reflection model's name, when not the task model."
+        ),
+    ] = None,
 ) -> None:
-    """Fit latencies, acceptance and overhead from traces; write a Scenario TOML."""
+    """Fit latencies, acceptance, overhead and tokens from traces; write a Scenario TOML."""
     from pxn.calibrate.report import calibration_header, calibration_lines
     from pxn.calibrate.scenario_from_traces import calibrate_traces
 
-    calibration = calibrate_traces(traces, name=name, latency=latency, lm_servers=lm_servers)
+    calibration = calibrate_traces(
+        traces,
+        name=name,
+        latency=latency,
+        lm_servers=lm_servers,
+        task_model=task_model,
+        reflection_model=reflection_model,
+    )
     for line in calibration_lines(calibration):
         stdout.print(line, markup=False, highlight=False, soft_wrap=True)
     calibration.scenario.save(output, calibration_header(calibration))

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from pxn.cli import main
 from pxn.scenario import Acceptance, Distribution, Scenario, Shape
@@ -97,3 +100,124 @@ def assert_user_error(result: Result, *fragments: str) -> None:
     assert "Traceback" not in result.stderr
     for fragment in fragments:
         assert fragment in lines[0]
+
+
+# ---- token counts: the simulator does not write them yet, so the fixtures do ----
+
+
+@dataclass(frozen=True)
+class TokenTruth:
+    """Token counts to plant in simulated traces, and their effect on reflection latency.
+
+    A reflection reads base + per_example * b tokens (with a normal spread) and
+    takes `reflection_noise` seconds plus seconds_per_input_token and
+    seconds_per_output_token times its counts; rollouts' counts are drawn apart
+    from their latencies.
+    """
+
+    rollout_input: Distribution
+    rollout_output: Distribution
+    reflection_output: Distribution
+    base: float
+    per_example: float
+    input_spread: float  # standard deviation of a reflection's input around the line
+    reflection_noise: Distribution
+    seconds_per_input_token: float = 0.0
+    seconds_per_output_token: float = 0.0
+
+
+TOKENS = TokenTruth(
+    rollout_input=Distribution("gamma", params={"a": 20.0, "scale": 25.0}),  # mean 500
+    rollout_output=Distribution("gamma", params={"a": 4.0, "scale": 30.0}),  # mean 120
+    reflection_output=Distribution("lognorm", params={"s": 0.4, "scale": 300.0}),
+    base=900.0,
+    per_example=620.0,  # = a rollout's mean tokens in + out: gepa's record, as calibrate reads it
+    input_spread=120.0,
+    reflection_noise=Distribution("lognorm", params={"s": 0.3, "scale": 4.0}),
+    seconds_per_input_token=0.002,
+    seconds_per_output_token=0.01,
+)
+
+REFLECTION_POPULATION = 4000  # (latency, tokens) pairs a simulated reflection is drawn from
+
+
+def write_token_traces(
+    directory: Path,
+    scenario: Scenario,
+    truth: TokenTruth,
+    shape: Shape,
+    replicates: range,
+    *,
+    cost: float | None = 0.0,
+) -> list[Path]:
+    """Simulated traces whose rollouts and reflections report tokens (and `cost` per call).
+
+    The simulator draws each reflection's latency from a population of pairs
+    (latency, tokens) made by the truth: an empirical distribution of the
+    latencies, whose value then names the tokens to write beside it. So a
+    reflection's latency depends on its tokens as the truth says, and the trace
+    stays as the simulator scheduled it.
+    """
+    rng = np.random.default_rng(scenario.seed + 1000 * scenario.minibatch)
+    size = REFLECTION_POPULATION
+    tokens_in = np.maximum(
+        1,
+        np.round(
+            truth.base
+            + truth.per_example * scenario.minibatch
+            + rng.normal(0, truth.input_spread, size)
+        ),
+    )
+    tokens_out = np.maximum(1, np.round(truth.reflection_output.sample(rng, size)))
+    latency = (
+        truth.reflection_noise.sample(rng, size)
+        + truth.seconds_per_input_token * tokens_in
+        + truth.seconds_per_output_token * tokens_out
+    )
+    order = np.argsort(latency)
+    latency, tokens_in, tokens_out = latency[order], tokens_in[order], tokens_out[order]
+    drawn = scenario.replace(reflection=Distribution("empirical", samples=tuple(latency.tolist())))
+    paths = write_traces(directory, drawn, shape, replicates)
+
+    rollout_in, rollout_out = counts(truth.rollout_input, rng), counts(truth.rollout_output, rng)
+
+    def rollout_tokens(event: dict) -> None:
+        event["tokens_in"], event["tokens_out"] = next(rollout_in), next(rollout_out)
+
+    def reflection_tokens(event: dict) -> None:
+        duration = event["end"] - event["start"]
+        j = int(np.clip(np.searchsorted(latency, duration), 1, size - 1))
+        j = j if abs(latency[j] - duration) < abs(latency[j - 1] - duration) else j - 1
+        assert abs(latency[j] - duration) < 1e-6, "a simulated reflection's latency not drawn"
+        event["tokens_in"], event["tokens_out"] = int(tokens_in[j]), int(tokens_out[j])
+
+    for path in paths:
+        rewrite_calls(path / "trace.jsonl", rollout_tokens, reflection_tokens, cost)
+    return paths
+
+
+def counts(distribution: Distribution, rng: np.random.Generator):
+    """Whole token counts >= 1 drawn from the distribution, without end."""
+    while True:
+        yield from np.maximum(1, np.round(distribution.sample(rng, 4096))).astype(int).tolist()
+
+
+def strip_tokens(paths: list[Path], cost: float | None = None) -> None:
+    """Make the traces' calls report no token counts (as the simulator may one day write them)."""
+
+    def none(event: dict) -> None:
+        event["tokens_in"] = event["tokens_out"] = None
+
+    for path in paths:
+        rewrite_calls(path / "trace.jsonl", none, none, cost)
+
+
+def rewrite_calls(trace: Path, rollout, reflection, cost: float | None) -> None:
+    lines = []
+    for line in trace.read_text(encoding="utf-8").splitlines():
+        event = json.loads(line)
+        if event["kind"] in ("rollout", "reflection"):
+            (rollout if event["kind"] == "rollout" else reflection)(event)
+            event["cost"] = cost
+        lines.append(json.dumps(event))
+    trace.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -1,0 +1,69 @@
+"""The [prices] table, and the dollars the traces themselves recorded.
+
+Prices come from litellm's offline price table for the model names given
+(`--task-model`, `--reflection-model`), through Prices.from_dict. Without a
+name no [prices] table is written: a trace's `cost` fields say what was paid,
+not which model's price list produced it, and prices read back from them would
+be a guess. When both are at hand the report sets them side by side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pxn.errors import PxnError
+from pxn.prices import PER_MILLION
+from pxn.scenario import Prices
+from pxn.trace import Reflection, Rollout
+
+
+def lookup_prices(task_model: str | None, reflection_model: str | None) -> Prices | None:
+    """Prices for the named models (the reflection model defaults to the task model)."""
+    if reflection_model and not task_model:
+        raise PxnError("--reflection-model needs --task-model too (the model the rollouts ran on)")
+    if not task_model:
+        return None
+    table = {"task_model": task_model}
+    if reflection_model:
+        table["reflection_model"] = reflection_model
+    return Prices.from_dict(table)
+
+
+@dataclass(frozen=True)
+class RecordedCosts:
+    """What the traces' `cost` fields add up to, and the same calls at the given prices."""
+
+    dollars: float  # every cost field, summed
+    calls: int  # calls with a cost field
+    compared: int  # of those, calls with both token counts (what `priced` covers)
+    compared_dollars: float  # their recorded cost
+    priced: float | None  # their tokens at the given prices; None without prices
+
+
+def recorded_costs(
+    rollouts: Sequence[Rollout], reflections: Sequence[Reflection], prices: Prices | None
+) -> RecordedCosts:
+    dollars = compared_dollars = priced = 0.0
+    calls = compared = 0
+    for events, role in ((rollouts, "task"), (reflections, "reflection")):
+        for e in events:
+            if e.cost is None:
+                continue
+            dollars += e.cost
+            calls += 1
+            if e.tokens_in is None or e.tokens_out is None:
+                continue
+            compared += 1
+            compared_dollars += e.cost
+            if prices is not None:
+                per_in = getattr(prices, f"{role}_input")
+                per_out = getattr(prices, f"{role}_output")
+                priced += (e.tokens_in * per_in + e.tokens_out * per_out) / PER_MILLION
+    return RecordedCosts(
+        dollars=dollars,
+        calls=calls,
+        compared=compared,
+        compared_dollars=compared_dollars,
+        priced=priced if prices is not None else None,
+    )
