@@ -166,7 +166,7 @@ def fit_reflection_input(
             f"one b ({measured}) only: per_example is a mean rollout's tokens in + out "
             f"(n={len(rollout_records)}), as a record holds an example's input and output "
             "(approximate: a rollout's input also holds the program's prompt, a record adds "
-            "the feedback)"
+            "the feedback; runs at two or more b fit it instead)"
         )
     else:
         per_example = 0.0
