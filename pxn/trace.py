@@ -401,6 +401,8 @@ class RunSummary:
     metric_calls: int
     stage_time: dict[str, float]  # seconds per stage name, plus "overhead"
     utilisation: float  # busy worker-seconds / (W * wall-clock)
+    dollars: float | None = None  # what the calls cost; None when nothing priced them
+    throttled_calls: int = 0  # calls that waited for rate-limit capacity (simulated)
 
     @property
     def full_val_share(self) -> float:
@@ -419,6 +421,7 @@ def summarize(trace: Trace) -> RunSummary:
     decisions = trace.live(Decision)
     rollouts = trace.live(Rollout)
     busy = sum(r.duration for r in rollouts)
+    costs = [c.cost for c in (*rollouts, *trace.live(Reflection)) if c.cost is not None]
     workers = trace.run_start.workers
     phases_per_iteration = Counter(s.iteration for s in stages if s.name == "full_val")
     return RunSummary(
@@ -430,4 +433,5 @@ def summarize(trace: Trace) -> RunSummary:
         metric_calls=len(rollouts),
         stage_time=stage_time,
         utilisation=busy / (workers * wall_clock) if wall_clock > 0 else 0.0,
+        dollars=sum(costs) if costs else None,
     )
