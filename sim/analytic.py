@@ -22,6 +22,18 @@ A local LM pool of K servers (Scenario.lm_servers) narrows the pool to
 min(W, K) rollout slots and the reflection cap to min(C, K), here as in the
 simulator. Its load_slowdown is left out of the closed form: the paper's
 model has independent latencies, and the simulator carries the slowdown.
+
+With token counts, T_r is the reflection latency at the scenario's b (shifted
+by Tokens.reflection_latency_shift, floored at 0, as the simulator shifts
+each call). Provider rate limits are not in T(k); beside it stands
+
+    rate_bound = max over the limits of (A - burst) / (limit per second)
+
+where A is what the run asks of that limit (B metric calls, or the proposals
+iterations * k for reflections; times the mean tokens per call for a
+tokens-per-minute limit) and burst the bucket's capacity, which the run
+starts with. No allocation finishes sooner, whatever W (in expectation: A
+uses mean token counts and the expected proposals). 0 without limits.
 """
 
 from __future__ import annotations
@@ -44,6 +56,7 @@ class AnalyticPrediction:
     wall_clock: float  # T(k), seconds
     speedup: float  # the paper's T(1)/T(k) ratio
     bound: float  # B T_e / W, seconds
+    rate_bound: float = 0.0  # seconds the provider's rate limits need at least (0: no limits)
 
 
 def expected_selected(k: int, a: float, limit: int | None) -> float:
@@ -65,6 +78,9 @@ def analytic(scenario: Scenario, shape: Shape) -> AnalyticPrediction:
     w = min(scenario.workers, servers or scenario.workers)  # calls the LM serves at once
     c = min(scenario.reflection_concurrency, servers or scenario.reflection_concurrency)
     t_e, t_r = scenario.rollout.mean(), scenario.reflection.mean()
+    tokens = scenario.tokens
+    if tokens is not None:  # a reflection's input, hence its latency, grows with b
+        t_r = max(0.0, t_r + tokens.reflection_latency_shift(b))
     overhead, limit = scenario.stage_overhead, scenario.selection_limit
     afforded = scenario.budget - v  # the seed validation comes first
 
@@ -90,4 +106,37 @@ def analytic(scenario: Scenario, shape: Shape) -> AnalyticPrediction:
         wall_clock=l_seed + iterations * (l_step + q_k * l_val),
         speedup=k * (l_step + a * l_val) / (l_step + q_k * l_val),
         bound=scenario.budget * t_e / w,
+        rate_bound=rate_bound(scenario, iterations * k),
+    )
+
+
+def rate_bound(scenario: Scenario, proposals: float) -> float:
+    """The fewest seconds the provider's limits allow for B metric calls and these proposals.
+
+    Each limit is a bucket that starts full with `burst_seconds` of allowance
+    and refills at limit/60 a second, so asking it for A needs at least
+    (A - capacity) / rate seconds.
+    """
+    limits, tokens = scenario.rate_limits, scenario.tokens
+    asks: list[tuple[float | None, float]] = [
+        (limits.task.rpm, scenario.budget),
+        (limits.reflection.rpm, proposals),
+    ]
+    if tokens is not None:
+        per_rollout = tokens.rollout_input.mean() + tokens.rollout_output.mean()
+        per_reflection = (
+            tokens.reflection_input(scenario.minibatch) + tokens.reflection_output.mean()
+        )
+        asks += [
+            (limits.task.tpm, scenario.budget * per_rollout),
+            (limits.reflection.tpm, proposals * per_reflection),
+        ]
+    burst = limits.burst_seconds
+    return max(
+        (
+            max(0.0, (ask - per_minute * burst / 60) / (per_minute / 60))
+            for per_minute, ask in asks
+            if per_minute is not None
+        ),
+        default=0.0,
     )

@@ -6,18 +6,24 @@ onto the W worker slots in one go (see schedule.py), so a replicate costs a
 few SimPy events per stage instead of one process per rollout. A local LM
 pool (Scenario.lm_servers) narrows the slots; its load_slowdown stretches the
 calls of a busy stage (see SimulatedRun.slowed).
+
+Dollars and provider limits cost nothing unless the scenario has them: token
+counts are drawn only when there are prices or a tokens-per-minute limit (from
+a stream of their own, so pricing a run does not change its timing), and a
+stage goes through the rate-limited schedule only when there is a limit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import simpy
 
-from pxn.scenario import Distribution, Scenario, Shape
-from pxn.sim.schedule import list_schedule, makespan
+from pxn.scenario import Distribution, Prices, RateLimit, Scenario, Shape
+from pxn.sim.schedule import Bucket, list_schedule, makespan, rate_limited_schedule
 from pxn.trace import (
     STAGES,
     Decision,
@@ -32,24 +38,24 @@ from pxn.trace import (
 )
 
 
-class LatencyDraws:
-    """Latencies drawn from a distribution in blocks: one scipy call serves many stages.
+class Draws:
+    """Values (latencies, token counts) drawn from a distribution in blocks.
 
-    Kept as a Python list: stages take a few draws at a time, and list slices
-    are cheaper than numpy views at that size.
+    One scipy call serves many stages. Kept as a Python list: stages take a few
+    draws at a time, and list slices are cheaper than numpy views at that size.
     """
 
     BLOCK = 4096
 
-    def __init__(self, latency: Distribution, rng: np.random.Generator):
-        self.latency = latency
+    def __init__(self, distribution: Distribution, rng: np.random.Generator):
+        self.distribution = distribution
         self.rng = rng
         self.block: list[float] = []
         self.used = 0
 
     def take(self, n: int) -> list[float]:
         if self.used + n > len(self.block):
-            self.block = self.latency.sample(self.rng, max(n, self.BLOCK)).tolist()
+            self.block = self.distribution.sample(self.rng, max(n, self.BLOCK)).tolist()
             self.used = 0
         draws = self.block[self.used : self.used + n]
         self.used += n
@@ -64,6 +70,13 @@ def total(seconds: list[float]) -> float:
     numpy arrays (the committed predictions reproduce from their seeds).
     """
     return sum(seconds) if len(seconds) < 8 else float(np.add.reduce(seconds))
+
+
+def call_dollars(prices: Prices, role: str, tokens_in: float, tokens_out: float) -> float:
+    """Dollars for tokens at one model's prices (per million tokens); role: task or reflection."""
+    if role == "task":
+        return (tokens_in * prices.task_input + tokens_out * prices.task_output) / 1e6
+    return (tokens_in * prices.reflection_input + tokens_out * prices.reflection_output) / 1e6
 
 
 def replicate_rng(seed: int, replicate: int) -> np.random.Generator:
@@ -97,10 +110,42 @@ class SimulatedRun:
     candidates: int = 1  # the seed
     busy: float = 0.0  # worker-seconds spent in rollouts
     stage_time: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    reflections_made: int = 0
+    throttled_calls: int = 0  # calls that waited for rate-limit capacity
+    # Tokens paid for, summed over the run (when drawn): rollouts' input and
+    # output, reflections' output (their input is a constant per call).
+    task_tokens_in: float = 0.0
+    task_tokens_out: float = 0.0
+    reflection_tokens_out: float = 0.0
 
     def __post_init__(self) -> None:
-        self.rollouts = LatencyDraws(self.scenario.rollout, self.rng)
-        self.reflections = LatencyDraws(self.scenario.reflection, self.rng)
+        scenario = self.scenario
+        self.rollouts = Draws(scenario.rollout, self.rng)
+        self.reflections = Draws(scenario.reflection, self.rng)
+        tokens, limits = scenario.tokens, scenario.rate_limits
+        # A reflection at this b reads more (or less) than at the measured b.
+        self.reflection_shift = 0.0
+        if tokens is not None:
+            self.reflection_shift = tokens.reflection_latency_shift(scenario.minibatch)
+        self.draws_tokens = tokens is not None and (
+            scenario.prices is not None
+            or limits.task.tpm is not None
+            or limits.reflection.tpm is not None
+        )
+        if self.draws_tokens:
+            assert tokens is not None
+            # A stream of their own (spawned, not drawn, from the replicate's seed),
+            # so drawing tokens leaves every latency and acceptance draw as it was.
+            token_rng = np.random.default_rng(self.rng.bit_generator.seed_seq.spawn(1)[0])
+            self.rollout_tokens_in = Draws(tokens.rollout_input, token_rng)
+            self.rollout_tokens_out = Draws(tokens.rollout_output, token_rng)
+            self.reflection_tokens = Draws(tokens.reflection_output, token_rng)
+            self.reflection_tokens_in = tokens.reflection_input(scenario.minibatch)
+        # The provider's token buckets, one per limit, kept for the whole run.
+        self.task_buckets = self._buckets(limits.task)
+        self.reflection_buckets = self._buckets(limits.reflection)
+        self.task_limited = self.task_buckets != (None, None)
+        self.reflection_limited = self.reflection_buckets != (None, None)
         # Calls a stage serves at once: its own cap, or fewer when the LM pool is smaller.
         servers = self.scenario.lm_servers
         self.rollout_slots = min(self.scenario.workers, servers or self.scenario.workers)
@@ -110,6 +155,14 @@ class SimulatedRun:
         # the end of an epoch is one slice.
         names = [f"train:{i}" for i in range(self.scenario.trainset_size)]
         self.train_twice = names + names
+
+    def _buckets(self, limit: RateLimit) -> tuple[Bucket | None, Bucket | None]:
+        """(requests bucket, tokens bucket) for one model; None where it has no limit."""
+        burst = self.scenario.rate_limits.burst_seconds
+        return (
+            None if limit.rpm is None else Bucket(limit.rpm, burst),
+            None if limit.tpm is None else Bucket(limit.tpm, burst),
+        )
 
     # -- the stages ---------------------------------------------------------
 
@@ -121,10 +174,37 @@ class SimulatedRun:
         s slots every call starts with min(n, s) in flight: all start together
         when n <= s, and each later one takes a slot the moment it frees while
         the others are still busy. The approximation: the factor is fixed at the
-        start, so the last calls of a draining stage keep it while fewer run.
+        start, so the last calls of a draining stage keep it while fewer run
+        (and a stage throttled by a rate limit runs fewer at once than this).
         """
         factor = 1 + self.scenario.load_slowdown * (min(len(durations), slots) - 1)
         return [d * factor for d in durations]
+
+    def limited_schedule(
+        self,
+        durations: list[float],
+        slots: int,
+        stage_start: float,
+        buckets: tuple[Bucket | None, Bucket | None],
+        tokens: list[float] | None,
+    ) -> tuple[float, list[float], list[int]]:
+        """A rate-limited stage's length, and its calls' starts (from the stage's start) and slots.
+
+        Each call also waits until its model's buckets can pay for it: one
+        request, and `tokens` (its input plus output) against a tokens-per-minute
+        limit.
+        """
+        requests, token_bucket = buckets
+        charges: list[tuple[Bucket, list[float]]] = []
+        if requests is not None:
+            charges.append((requests, [1.0] * len(durations)))
+        if token_bucket is not None:
+            assert tokens is not None
+            charges.append((token_bucket, tokens))
+        begins, slot_of, throttled = rate_limited_schedule(durations, slots, stage_start, charges)
+        self.throttled_calls += throttled
+        end = max((b + d for b, d in zip(begins, durations, strict=True)), default=stage_start)
+        return end - stage_start, [b - stage_start for b in begins], slot_of
 
     def evaluate(
         self, iteration: int, phase: str, items: list[tuple[str, list[str]]]
@@ -135,8 +215,21 @@ class SimulatedRun:
         durations = self.rollouts.take(n)
         if self.scenario.load_slowdown:  # no extra work at the default
             durations = self.slowed(durations, slots)
+        tokens_in = tokens_out = tokens = None
+        if self.draws_tokens:
+            tokens_in = self.rollout_tokens_in.take(n)
+            tokens_out = self.rollout_tokens_out.take(n)
+            self.task_tokens_in += sum(tokens_in)
+            self.task_tokens_out += sum(tokens_out)
+            if self.task_buckets[1] is not None:
+                tokens = [i + o for i, o in zip(tokens_in, tokens_out, strict=True)]
         stage_start = self.env.now + self.scenario.stage_overhead
-        length = makespan(durations, slots)
+        if self.task_limited:
+            length, starts, workers = self.limited_schedule(
+                durations, slots, stage_start, self.task_buckets, tokens
+            )
+        else:
+            length = makespan(durations, slots)
         yield self.env.timeout(self.scenario.stage_overhead + length)
         self.metric_calls += n
         self.busy += total(durations)
@@ -144,12 +237,16 @@ class SimulatedRun:
         if self.trace:
             # The slot a rollout runs on is a worker slot: with fewer LM servers
             # than workers, only the first `slots` workers' calls are ever served.
-            starts, workers = list_schedule(durations, slots)
+            if not self.task_limited:
+                starts, workers = list_schedule(durations, slots)
             calls = [(cand, ex) for cand, examples in items for ex in examples]
-            for (candidate, example), start, duration, worker in zip(
-                calls, starts, durations, workers, strict=True
+            for i, ((candidate, example), start, duration, worker) in enumerate(
+                zip(calls, starts, durations, workers, strict=True)
             ):
                 begin = stage_start + start
+                spent = {}
+                if tokens_in is not None and tokens_out is not None:
+                    spent = self._spent(tokens_in[i], tokens_out[i], "task")
                 self.trace.write(
                     Rollout(
                         start=begin,
@@ -159,6 +256,7 @@ class SimulatedRun:
                         worker=worker,
                         candidate=candidate,
                         example=example,
+                        **spent,
                     )
                 )
             self._write_stage(iteration, phase, stage_start)
@@ -167,16 +265,37 @@ class SimulatedRun:
         """One reflection call per task, at most C (and lm_servers) at once."""
         slots = self.reflection_slots
         durations = self.reflections.take(len(tasks))
+        if self.reflection_shift:  # its input grows with b (tokens.reflection_latency_shift)
+            shift = self.reflection_shift
+            durations = [max(0.0, d + shift) for d in durations]
         if self.scenario.load_slowdown:  # no extra work at the default
             durations = self.slowed(durations, slots)
+        self.reflections_made += len(tasks)
+        tokens_out = tokens = None
+        if self.draws_tokens:
+            tokens_out = self.reflection_tokens.take(len(tasks))
+            self.reflection_tokens_out += sum(tokens_out)
+            if self.reflection_buckets[1] is not None:
+                tokens = [self.reflection_tokens_in + o for o in tokens_out]
         stage_start = self.env.now + self.scenario.stage_overhead
-        length = makespan(durations, slots)
+        if self.reflection_limited:
+            length, starts, slot_of = self.limited_schedule(
+                durations, slots, stage_start, self.reflection_buckets, tokens
+            )
+        else:
+            length = makespan(durations, slots)
         yield self.env.timeout(self.scenario.stage_overhead + length)
         self.stage_time["reflection"] += length
         if self.trace:
-            starts, slot_of = list_schedule(durations, slots)
-            for task, start, duration, slot in zip(tasks, starts, durations, slot_of, strict=True):
+            if not self.reflection_limited:
+                starts, slot_of = list_schedule(durations, slots)
+            for i, (task, start, duration, slot) in enumerate(
+                zip(tasks, starts, durations, slot_of, strict=True)
+            ):
                 begin = stage_start + start
+                spent = {}
+                if tokens_out is not None:
+                    spent = self._spent(self.reflection_tokens_in, tokens_out[i], "reflection")
                 self.trace.write(
                     Reflection(
                         start=begin,
@@ -185,9 +304,32 @@ class SimulatedRun:
                         slot=slot,
                         proposal=task.proposal,
                         parent=task.parent,
+                        **spent,
                     )
                 )
             self._write_stage(iteration, "reflection", stage_start)
+
+    def _spent(self, tokens_in: float, tokens_out: float, role: str) -> dict[str, Any]:
+        """A call's trace fields for what it used: whole tokens, and dollars when priced."""
+        spent: dict[str, Any] = {"tokens_in": round(tokens_in), "tokens_out": round(tokens_out)}
+        prices = self.scenario.prices
+        if prices is not None:
+            spent["cost"] = call_dollars(prices, role, tokens_in, tokens_out)
+        return spent
+
+    def dollars(self) -> float | None:
+        """What the run's calls cost (None without prices)."""
+        prices = self.scenario.prices
+        if prices is None:
+            return None
+        return call_dollars(
+            prices, "task", self.task_tokens_in, self.task_tokens_out
+        ) + call_dollars(
+            prices,
+            "reflection",
+            self.reflection_tokens_in * self.reflections_made,
+            self.reflection_tokens_out,
+        )
 
     def _write_stage(self, iteration: int, name: str, start: float) -> None:
         assert self.trace is not None
@@ -327,4 +469,6 @@ def simulate_once(
         metric_calls=run.metric_calls,
         stage_time=stage_time,
         utilisation=run.busy / (scenario.workers * wall_clock) if wall_clock > 0 else 0.0,
+        dollars=run.dollars(),
+        throttled_calls=run.throttled_calls,
     )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pxn.errors import PxnError
-from pxn.scenario import Scenario, Shape
+from pxn.scenario import RateLimits, Scenario, Shape
 from pxn.sim.analytic import AnalyticPrediction, analytic
 from pxn.sim.backends import Backend, LocalBackend, gather
 from pxn.sim.model import simulate_once
@@ -53,6 +53,10 @@ class Prediction:
     stage_time: dict[str, float]  # mean seconds per stage, plus "overhead"
     analytic: AnalyticPrediction
     speedup: float  # mean wall-clock of single / this shape's (simulated)
+    dollars: Interval | None = None  # what a run costs; None when the scenario has no prices
+    # Share of calls (metric calls + reflections) that waited for rate-limit capacity.
+    throttled_share: Interval = Interval(0.0, 0.0, 0.0)
+    rate_limited: bool = False  # the scenario has provider limits (throttled_share applies)
 
 
 def simulate_replicates(scenario: Scenario, shape: Shape, replicates: range) -> list[RunSummary]:
@@ -63,6 +67,7 @@ def summarize_replicates(
     scenario: Scenario, shape: Shape, runs: list[RunSummary], single_wall_clock: float
 ) -> Prediction:
     wall = Interval.of([r.wall_clock for r in runs])
+    dollars = [r.dollars for r in runs]
     return Prediction(
         shape=shape,
         replicates=len(runs),
@@ -79,6 +84,11 @@ def summarize_replicates(
         },
         analytic=analytic(scenario, shape),
         speedup=single_wall_clock / wall.mean,
+        dollars=None if None in dollars else Interval.of(dollars),
+        throttled_share=Interval.of(
+            [r.throttled_calls / (r.metric_calls + r.proposals) for r in runs]
+        ),
+        rate_limited=scenario.rate_limits != RateLimits(),
     )
 
 

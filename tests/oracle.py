@@ -10,6 +10,13 @@ slowdown is read from a count of the calls being served. It is written from the 
 description of a gepa iteration, not from pxn.sim.model, and shares only the
 Scenario (for sampling latencies), so agreement between the two is evidence.
 
+Provider rate limits are a `Limiter` per model: a FIFO gate (a Resource of
+one place) in front of its token buckets. A call that holds a worker slot
+queues at the gate, then, like a client that backs off on 429s, checks
+whether every bucket can pay, sleeps for the missing allowance and checks
+again. Token counts are drawn per call when the scenario prices them or has
+a tokens-per-minute limit; a reflection's latency is shifted for its b.
+
 It is slow on purpose; the tests compare the two in distribution.
 """
 
@@ -32,6 +39,52 @@ class OracleResult:
     proposals: int
     accepted: int
     metric_calls: int
+    dollars: float | None = None
+    throttled_calls: int = 0
+
+
+class Limiter:
+    """One model's rate limits: buckets of per-minute allowance behind a FIFO gate.
+
+    A bucket holds burst_seconds of its allowance, starts full and refills
+    continuously. A call asking more than a bucket holds waits for it to be
+    full and leaves it in debt.
+    """
+
+    def __init__(self, env: simpy.Environment, per_minute: list[float], burst_seconds: float):
+        self.env = env
+        self.gate = simpy.Resource(env, capacity=1)
+        self.rates = [limit / 60 for limit in per_minute]
+        self.capacities = [limit * burst_seconds / 60 for limit in per_minute]
+        self.levels = list(self.capacities)
+        self.checked = 0.0  # when the levels were last brought up to date
+
+    def refill(self) -> None:
+        elapsed = self.env.now - self.checked
+        self.levels = [
+            min(cap, level + rate * elapsed)
+            for level, rate, cap in zip(self.levels, self.rates, self.capacities, strict=True)
+        ]
+        self.checked = self.env.now
+
+    def acquire(self, amounts: list[float]) -> Generator[simpy.Event, None, None]:
+        """Wait, in turn, until every bucket can pay its amount; then pay."""
+        with self.gate.request() as turn:
+            yield turn
+            while True:
+                self.refill()
+                waits = [
+                    (min(amount, cap) - level) / rate
+                    for amount, level, rate, cap in zip(
+                        amounts, self.levels, self.rates, self.capacities, strict=True
+                    )
+                ]
+                if max(waits) <= 1e-9:
+                    break
+                yield self.env.timeout(max(waits))
+            self.levels = [
+                level - amount for level, amount in zip(self.levels, amounts, strict=True)
+            ]
 
 
 class OracleRun:
@@ -45,16 +98,44 @@ class OracleRun:
         # The LM backend: a server per call being served; unlimited is a place per call.
         self.servers = simpy.Resource(self.env, capacity=scenario.lm_servers or 10**9)
         self.serving = 0  # calls holding an LM server right now
+        # Provider limits, per model: (limiter, whether its last bucket counts tokens).
+        self.task_limits = self.limiter(scenario.rate_limits.task)
+        self.reflection_limits = self.limiter(scenario.rate_limits.reflection)
+        tokens = scenario.tokens
+        self.counts_tokens = tokens is not None and (
+            scenario.prices is not None
+            or scenario.rate_limits.task.tpm is not None
+            or scenario.rate_limits.reflection.tpm is not None
+        )
+        self.dollars = 0.0
+        self.throttled_calls = 0
         self.metric_calls = 0
         self.iterations = 0
         self.full_val_iterations = 0
         self.proposals = 0
         self.accepted = 0
 
-    def call(self, pool: simpy.Resource, seconds: float) -> Generator[simpy.Event, None, None]:
-        """One rollout or reflection: a free slot, then an LM server, held while served."""
+    def limiter(self, limit) -> Limiter | None:
+        per_minute = [x for x in (limit.rpm, limit.tpm) if x is not None]
+        if not per_minute:
+            return None
+        return Limiter(self.env, per_minute, self.scenario.rate_limits.burst_seconds)
+
+    def call(
+        self,
+        pool: simpy.Resource,
+        seconds: float,
+        limits: tuple[Limiter, list[float]] | None = None,
+    ) -> Generator[simpy.Event, None, None]:
+        """One rollout or reflection: a free slot, the provider's allowance, an LM server."""
         with pool.request() as slot:
             yield slot
+            if limits is not None:
+                limiter, amounts = limits
+                granted = self.env.now
+                yield from limiter.acquire(amounts)
+                if self.env.now > granted:
+                    self.throttled_calls += 1
             with self.servers.request() as server:
                 yield server
                 self.serving += 1
@@ -68,19 +149,50 @@ class OracleRun:
                 self.serving -= 1  # before the server is released to the next call
 
     def stage(
-        self, pool: simpy.Resource, latency: Distribution, calls: int
+        self, pool: simpy.Resource, latency: Distribution, calls: int, model: str
     ) -> Generator[simpy.Event, None, None]:
         """gepa's own work, then `calls` concurrent calls, then the barrier."""
-        yield self.env.timeout(self.scenario.stage_overhead)
+        s = self.scenario
+        yield self.env.timeout(s.stage_overhead)
         seconds = latency.sample(self.rng, calls)
-        yield self.env.all_of([self.env.process(self.call(pool, s)) for s in seconds])
+        if model == "reflection" and s.tokens is not None:
+            seconds = np.maximum(0.0, seconds + s.tokens.reflection_latency_shift(s.minibatch))
+        used_in, used_out = np.zeros(calls), np.zeros(calls)
+        if self.counts_tokens:
+            tokens = s.tokens
+            if model == "task":
+                used_in = tokens.rollout_input.sample(self.rng, calls)
+                used_out = tokens.rollout_output.sample(self.rng, calls)
+            else:
+                used_in = np.full(calls, tokens.reflection_input(s.minibatch))
+                used_out = tokens.reflection_output.sample(self.rng, calls)
+            if s.prices is not None:
+                price_in, price_out = (
+                    (s.prices.task_input, s.prices.task_output)
+                    if model == "task"
+                    else (s.prices.reflection_input, s.prices.reflection_output)
+                )
+                self.dollars += float((used_in * price_in + used_out * price_out).sum()) / 1e6
+        limit = s.rate_limits.task if model == "task" else s.rate_limits.reflection
+        limiter = self.task_limits if model == "task" else self.reflection_limits
+        processes = []
+        for i, latency_i in enumerate(seconds):
+            charge = None
+            if limiter is not None:
+                amounts = [1.0] if limit.rpm is not None else []
+                if limit.tpm is not None:
+                    amounts.append(float(used_in[i] + used_out[i]))
+                charge = (limiter, amounts)
+            processes.append(self.env.process(self.call(pool, latency_i, charge)))
+        yield self.env.all_of(processes)
 
     def evaluate(self, rollouts: int) -> Generator[simpy.Event, None, None]:
-        yield from self.stage(self.workers, self.scenario.rollout, rollouts)
+        yield from self.stage(self.workers, self.scenario.rollout, rollouts, "task")
         self.metric_calls += rollouts  # every rollout is one metric call
 
     def reflect(self, calls: int) -> Generator[simpy.Event, None, None]:
-        yield from self.stage(self.reflectors, self.scenario.reflection, calls)  # not counted
+        # Not metric calls.
+        yield from self.stage(self.reflectors, self.scenario.reflection, calls, "reflection")
 
     def accepted_children(self, judged: int) -> int:
         """How many of `judged` children beat their parent and are selected for full val."""
@@ -128,6 +240,8 @@ def oracle_once(scenario: Scenario, shape: Shape, rng: np.random.Generator) -> O
         proposals=run.proposals,
         accepted=run.accepted,
         metric_calls=run.metric_calls,
+        dollars=run.dollars if scenario.prices is not None else None,
+        throttled_calls=run.throttled_calls,
     )
 
 
