@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from dataclasses import asdict
 from typing import Any
 
@@ -20,6 +21,16 @@ def format_duration(seconds: float) -> str:
     if seconds >= 60:
         return f"{seconds / 60:.1f} min"
     return f"{seconds:.1f} s"
+
+
+def dollars_text(p: Prediction) -> str:
+    """A run's cost, its mean and 5-95% interval, as in "$12.40 [11.90-13.10]"."""
+    if p.dollars is None:
+        return ""
+    d = p.dollars
+    # Cents, or three significant figures of the mean when it is under a dollar.
+    places = 2 if d.mean >= 1 or d.mean <= 0 else max(2, 2 - math.floor(math.log10(d.mean)))
+    return f"${d.mean:,.{places}f} [{d.low:,.{places}f}-{d.high:,.{places}f}]"
 
 
 def prediction_row(p: Prediction) -> dict[str, Any]:
@@ -43,6 +54,15 @@ def prediction_row(p: Prediction) -> dict[str, Any]:
     row["analytic_iterations"] = p.analytic.iterations
     row["analytic_q_k"] = p.analytic.q_k
     row["bound_s"] = p.analytic.bound
+    # Cost and provider limits: empty when the scenario has no prices, no limits.
+    for name, interval in (
+        ("dollars", p.dollars),
+        ("throttled_share", p.throttled_share if p.rate_limited else None),
+    ):
+        row[f"{name}_mean"] = None if interval is None else interval.mean
+        row[f"{name}_p5"] = None if interval is None else interval.low
+        row[f"{name}_p95"] = None if interval is None else interval.high
+    row["rate_bound_s"] = p.analytic.rate_bound if p.rate_limited else None
     return row
 
 
@@ -59,6 +79,8 @@ def predictions_json(scenario: Scenario, predictions: list[Prediction]) -> str:
     def as_dict(p: Prediction) -> dict[str, Any]:
         data = asdict(p)
         data["shape"] = p.shape.label
+        if not p.rate_limited:
+            data["throttled_share"] = None
         return data
 
     document = {"scenario": scenario.to_dict(), "predictions": [as_dict(p) for p in predictions]}
@@ -72,15 +94,27 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Tabl
         pool += f", {scenario.lm_servers} LM server(s)"
     if scenario.load_slowdown:
         pool += f", load slowdown {scenario.load_slowdown:.3g}"
+    priced, limited = scenario.prices is not None, predictions[0].rate_limited
+    if limited:
+        pool += f", rate limits {limits_text(scenario)}"
+    caption = (
+        "wall-clock: simulated mean [5-95%]; analytic: the paper's closed form; bound: B*T_e/W"
+    )
+    if priced:
+        caption += "; dollars: mean [5-95%] per run"
+    if limited:
+        caption += (
+            "; throttled: share of calls that waited for rate-limit capacity; "
+            "rate bound: the least time the limits allow"
+        )
     table = Table(
         title=(
             f"{scenario.name}: B={scenario.budget} metric calls, V={scenario.valset_size}, "
             f"b={scenario.minibatch}, W={scenario.workers}{pool}, {reps} replicates"
         ),
-        caption="wall-clock: simulated mean [5-95%]; analytic: the paper's closed form; "
-        "bound: B*T_e/W",
+        caption=caption,
     )
-    for column in (
+    columns = [
         "shape",
         "wall-clock",
         "5-95%",
@@ -92,10 +126,13 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Tabl
         "analytic",
         "an. speedup",
         "bound",
-    ):
+    ]
+    columns += ["dollars"] if priced else []
+    columns += ["throttled", "rate bound"] if limited else []
+    for column in columns:
         table.add_column(column, justify="left" if column == "shape" else "right")
     for p in predictions:
-        table.add_row(
+        cells = [
             p.shape.label,
             format_duration(p.wall_clock.mean),
             f"{format_duration(p.wall_clock.low)} - {format_duration(p.wall_clock.high)}",
@@ -107,8 +144,23 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Tabl
             format_duration(p.analytic.wall_clock),
             f"{p.analytic.speedup:.2f}x",
             format_duration(p.analytic.bound),
-        )
+        ]
+        cells += [dollars_text(p)] if priced else []
+        if limited:
+            cells += [f"{p.throttled_share.mean:.0%}", format_duration(p.analytic.rate_bound)]
+        table.add_row(*cells)
     return table
+
+
+def limits_text(scenario: Scenario) -> str:
+    """The scenario's limits in words: task 500 rpm, reflection 60 rpm / 100000 tpm, burst 60 s."""
+    limits = scenario.rate_limits
+    parts = []
+    for role, limit in (("task", limits.task), ("reflection", limits.reflection)):
+        given = [f"{v:g} {unit}" for v, unit in ((limit.rpm, "rpm"), (limit.tpm, "tpm")) if v]
+        if given:
+            parts.append(f"{role} {' / '.join(given)}")
+    return ", ".join([*parts, f"burst {limits.burst_seconds:g} s"])
 
 
 def stage_table(prediction: Prediction) -> Table:

@@ -11,7 +11,10 @@ their old results, to the bit.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +23,7 @@ from oracle import oracle_replicates
 from scipy.stats import ks_2samp
 from sim_helpers import fixed, lognormal, make_scenario
 
+from pxn.report import dollars_text, predictions_csv, predictions_json, predictions_table
 from pxn.scenario import (
     Acceptance,
     Prices,
@@ -31,6 +35,7 @@ from pxn.scenario import (
 )
 from pxn.sim.analytic import analytic
 from pxn.sim.model import simulate_once
+from pxn.sim.predict import Interval, sweep
 from pxn.sim.schedule import Bucket, list_schedule, rate_limited_schedule
 from pxn.trace import (
     Reflection,
@@ -410,3 +415,66 @@ def test_a_simulated_trace_carries_tokens_and_costs(tmp_path: Path) -> None:
         assert stage.start <= stage.end
     for rollout in trace.of(Rollout):
         assert rollout.start >= 0.0
+
+
+# -- what pxn simulate and sweep print and write -----------------------------------
+
+
+def render(table) -> str:
+    from rich.console import Console
+
+    console = Console(width=300, record=True)
+    console.print(table)
+    return console.export_text()
+
+
+def test_output_shows_dollars_throttling_and_the_rate_bound_only_when_they_apply() -> None:
+    scenario, shape = LIMITED["task tpm, reflection rpm, priced"]
+    shapes = [shape]
+    [limited] = sweep(scenario, shapes, 20)
+    assert limited.dollars is not None and limited.dollars.low <= limited.dollars.mean
+    assert limited.throttled_share.mean > 0 and limited.rate_limited
+    text = render(predictions_table(scenario, [limited]))
+    assert dollars_text(limited) in text
+    assert dollars_text(limited).startswith(f"${limited.dollars.mean:.3f} [")  # under $1
+    assert "throttled" in text and "rate bound" in text and "tpm" in text
+
+    plain = make_scenario()
+    [free] = sweep(plain, shapes, 20)
+    assert free.dollars is None and free.throttled_share.mean == 0 and not free.rate_limited
+    text = render(predictions_table(plain, [free]))
+    assert "$" not in text and "throttled" not in text and "rate bound" not in text
+
+    for prediction, applies in ((limited, True), (free, False)):
+        [row] = csv.DictReader(io.StringIO(predictions_csv([prediction])))
+        for column in (
+            "dollars_mean",
+            "dollars_p5",
+            "dollars_p95",
+            "throttled_share_mean",
+            "throttled_share_p5",
+            "throttled_share_p95",
+            "rate_bound_s",
+        ):
+            assert (row[column] != "") == applies, column
+        [data] = json.loads(predictions_json(scenario, [prediction]))["predictions"]
+        assert (data["dollars"] is None) == (not applies)
+        assert (data["throttled_share"] is None) == (not applies)
+    [row] = csv.DictReader(io.StringIO(predictions_csv([limited])))
+    assert float(row["dollars_mean"]) == pytest.approx(limited.dollars.mean)
+    assert float(row["rate_bound_s"]) == pytest.approx(limited.analytic.rate_bound)
+
+
+@pytest.mark.parametrize(
+    ("mean", "low", "high", "text"),
+    [
+        (12.4, 11.9, 13.1, "$12.40 [11.90-13.10]"),
+        (1234.5, 1100.0, 1300.0, "$1,234.50 [1,100.00-1,300.00]"),
+        (0.4271, 0.39, 0.466, "$0.427 [0.390-0.466]"),
+        (0.0043, 0.004, 0.0047, "$0.00430 [0.00400-0.00470]"),
+    ],
+)
+def test_dollars_read_as_money(mean: float, low: float, high: float, text: str) -> None:
+    scenario, shape = LIMITED["task tpm, reflection rpm, priced"]
+    [prediction] = sweep(scenario, [shape], 2)
+    assert dollars_text(replace(prediction, dollars=Interval(mean, low, high))) == text
