@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -478,3 +479,16 @@ def test_dollars_read_as_money(mean: float, low: float, high: float, text: str) 
     scenario, shape = LIMITED["task tpm, reflection rpm, priced"]
     [prediction] = sweep(scenario, [shape], 2)
     assert dollars_text(replace(prediction, dollars=Interval(mean, low, high))) == text
+
+
+def test_the_readme_scenario_example_loads_and_is_priced_and_limited(tmp_path: Path) -> None:
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    blocks = re.findall(r"```toml\n(.*?)```", readme.read_text(encoding="utf-8"), re.S)
+    [example] = [b for b in blocks if b.startswith('name = "my-task"')]
+    path = tmp_path / "my-task.toml"
+    path.write_text(example, encoding="utf-8")
+    scenario = Scenario.load(path)  # the task model is priced from litellm's offline table
+    assert scenario.prices is not None and scenario.prices.task_input > 0
+    assert scenario.rate_limits.task.rpm == 500 and scenario.tokens is not None
+    run = simulate_once(scenario, Shape(2, 2), 0)
+    assert run.dollars is not None and run.dollars > 0
