@@ -105,6 +105,10 @@ class Rollout(Event):
     cost: float | None = None
     error: str | None = None
     attempts: int = 1
+    # Where it ran when Ray ran it (`pxn run --eval-backend ray`): the Ray node id and
+    # task id. `worker` stays the in-flight slot 0..W-1 on every backend.
+    node: str | None = None
+    task_id: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
