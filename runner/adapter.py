@@ -1,21 +1,27 @@
 """The instrumented GEPA adapter: rollouts on exactly W worker slots, each one traced.
 
 gepa hands `batch_evaluate` every (candidate, minibatch) pair of a stage at
-once; the adapter fans the examples out to a pool of W threads, so at most W
-rollouts run at any instant, and writes one Rollout event per metric call
-(worker slot, phase, candidate, example, score, tokens, cost, error,
-attempts). A rollout whose LM call still fails after its retries scores 0
-with the error recorded, and the run goes on.
+once; the adapter hands the rollouts to a pool of W slots, so at most W run
+at any instant, and writes one Rollout event per metric call (worker slot,
+phase, candidate, example, score, tokens, cost, error, attempts). A rollout
+whose LM call still fails after its retries scores 0 with the error
+recorded, and the run goes on.
+
+One function, `run_rollout`, runs a rollout wherever it runs. The pool is
+the only difference between evaluation backends: `ThreadRollouts` (W threads
+in this process, the default) here, `RayRollouts` (W Ray workers) in
+ray_pool.py. Both yield each rollout's outcome as it finishes, with times
+on the run's clock and the slot it ran on.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 from gepa.core.adapter import EvaluationBatch
 
@@ -40,12 +46,120 @@ def wrap_split(split: str, examples: Sequence[Any]) -> list[Item]:
     return [Item(f"{split}/{i}", split, ex) for i, ex in enumerate(examples)]
 
 
+@dataclass(frozen=True)
+class Job:
+    """One rollout to run: a candidate on one example (the task's own object)."""
+
+    candidate: dict[str, str]
+    example: Any
+
+
 @dataclass
-class RolloutResult:
+class Outcome:
+    """What one rollout did, on the clock it was given."""
+
     output: str
     score: float
     feedback: str
     record: dict[str, str]
+    start: float
+    end: float
+    error: str | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
+    attempts: int = 1
+    failed: list[FailedAttempt] = field(default_factory=list)  # numbered across its LM calls
+    node: str | None = None  # where it ran, when a Ray worker ran it
+    task_id: str | None = None
+
+
+# on_failure(slot, failed attempt): told of every failed LM try of a rollout.
+OnFailure = Callable[[int, FailedAttempt], None]
+
+
+class RolloutPool(Protocol):
+    """Where rollouts run: at most `workers` at once, each on a slot 0..workers-1."""
+
+    workers: int
+
+    def run(
+        self, jobs: Sequence[Job], clock: Callable[[], float], on_failure: OnFailure
+    ) -> Iterator[tuple[int, int, Outcome]]:
+        """Yield (job index, slot, outcome) as each job finishes, times on `clock`."""
+        ...
+
+    def meta(self) -> dict[str, Any]:
+        """What run_start's meta records of the pool."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def run_rollout(
+    task: Task,
+    lm: LMClient,
+    job: Job,
+    clock: Callable[[], float],
+    on_failure: Callable[[FailedAttempt], None] = lambda failed: None,
+) -> Outcome:
+    """Run the task's program and metric on one example: the one piece of code that runs a
+    rollout, in a thread of this process or in a Ray worker.
+
+    LM calls go through `lm` (retried as retry.py says); each failed try is passed to
+    `on_failure` as it happens and kept in `Outcome.failed`. A call that still fails, or
+    a program or metric that raises, scores 0 with the error recorded.
+    """
+    failed_tries: list[FailedAttempt] = []
+    usage = _Usage()
+
+    def note_failure(failed: FailedAttempt) -> None:
+        # A rollout may make several LM calls: its tries are numbered across them.
+        numbered = replace(failed, attempt=usage.attempts + failed.attempt)
+        failed_tries.append(numbered)
+        on_failure(numbered)
+
+    def call_lm(messages: list[dict[str, Any]], **kwargs: Any) -> str:
+        merged = {**task.lm_kwargs, **kwargs}
+        try:
+            reply, attempts = lm.complete(messages, clock=clock, on_failure=note_failure, **merged)
+        except CallFailed as exc:
+            usage.attempts += exc.attempts
+            raise
+        usage.add(reply, attempts)
+        return reply.text
+
+    start = clock()
+    error: str | None = None
+    try:
+        output = task.program(job.candidate, job.example, call_lm)
+        fb = task.metric(job.example, output)
+    except CallFailed as exc:
+        output, error = "", exc.error
+        fb = Feedback(0.0, f"The program failed: {exc.error}")
+    except Exception as exc:  # the user's program or metric raised: score 0, go on
+        output, error = "", describe_error(exc)
+        fb = Feedback(0.0, f"The program failed: {error}")
+    end = clock()
+    record = (
+        task.record(job.example, output, fb)
+        if task.record is not None
+        else {"Input": str(job.example), "Output": output, "Feedback": fb.feedback}
+    )
+    return Outcome(
+        output=output,
+        score=float(fb.score),
+        feedback=fb.feedback,
+        record=record,
+        start=start,
+        end=end,
+        error=error,
+        tokens_in=usage.tokens_in,
+        tokens_out=usage.tokens_out,
+        cost=usage.cost,
+        attempts=max(usage.attempts, 1),
+        failed=failed_tries,
+    )
 
 
 class _Usage:
@@ -67,34 +181,73 @@ class _Usage:
             self.cost = (self.cost or 0.0) + reply.cost
 
 
-class InstrumentedAdapter:
-    # Pitfall 1: without this attribute gepa believes the adapter proposes texts
-    # itself, and every reflection fails silently.
-    propose_new_texts = None
+class ThreadRollouts:
+    """W threads in this process, each keeping one slot id for its life (--eval-backend local)."""
 
-    def __init__(self, task: Task, lm: LMClient, recorder: Recorder, workers: int):
+    name = "local"
+
+    def __init__(self, task: Task, lm: LMClient, workers: int):
         self.task = task
         self.lm = lm
-        self.recorder = recorder
         self.workers = workers
         self._slots = itertools.count()
         self._local = threading.local()
         self._pool = ThreadPoolExecutor(
             max_workers=workers, thread_name_prefix="rollout", initializer=self._init_slot
         )
+
+    def _init_slot(self) -> None:
+        self._local.slot = next(self._slots)
+
+    def _execute(
+        self, job: Job, clock: Callable[[], float], on_failure: OnFailure
+    ) -> tuple[int, Outcome]:
+        slot = self._local.slot
+        return slot, run_rollout(self.task, self.lm, job, clock, lambda f: on_failure(slot, f))
+
+    def run(
+        self, jobs: Sequence[Job], clock: Callable[[], float], on_failure: OnFailure
+    ) -> Iterator[tuple[int, int, Outcome]]:
+        futures = {
+            self._pool.submit(self._execute, job, clock, on_failure): index
+            for index, job in enumerate(jobs)
+        }
+        for future in as_completed(futures):
+            slot, outcome = future.result()
+            yield futures[future], slot, outcome
+
+    def meta(self) -> dict[str, Any]:
+        return {"eval_backend": "local"}
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class InstrumentedAdapter:
+    # Pitfall 1: without this attribute gepa believes the adapter proposes texts
+    # itself, and every reflection fails silently.
+    propose_new_texts = None
+
+    def __init__(
+        self,
+        task: Task,
+        lm: LMClient,
+        recorder: Recorder,
+        workers: int,
+        pool: RolloutPool | None = None,
+    ):
+        self.task = task
+        self.recorder = recorder
+        self.workers = workers
+        self.pool: RolloutPool = pool if pool is not None else ThreadRollouts(task, lm, workers)
         self.skip_seed_val = False  # resume: gepa discards the seed evaluation (see run.py)
         self.rollouts = 0
         self.tokens_in = 0
         self.tokens_out = 0
         self.cost: float | None = None
-        self._count_lock = threading.Lock()
-
-    def _init_slot(self) -> None:
-        # Each of the W threads keeps one slot id for its life: the trace's worker id.
-        self._local.slot = next(self._slots)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.pool.close()
 
     # ---- gepa's adapter interface ----
 
@@ -137,14 +290,29 @@ class InstrumentedAdapter:
         rec = self.recorder
         rec.batch_started(phase)
         start = rec.clock()
-        jobs = []
+        jobs: list[Job] = []
+        tags: list[tuple[str, Item]] = []  # (candidate label, item) of each job
         for candidate, batch in items:
             label = rec.candidate_label(candidate) if phase != "seed_val" else "0"
             for item in batch:
-                jobs.append(
-                    self._pool.submit(self._rollout, candidate, label, item, phase, iteration)
-                )
-        results = [job.result() for job in jobs]
+                jobs.append(Job(candidate, item.payload))
+                tags.append((label, item))
+
+        def on_failure(slot: int, failed: FailedAttempt) -> None:
+            rec.write_attempt(
+                failed,
+                iteration=iteration,
+                call="rollout",
+                phase=phase,
+                slot=slot,
+                number=failed.attempt,
+            )
+
+        results: list[Outcome | None] = [None] * len(jobs)
+        for index, slot, outcome in self.pool.run(jobs, rec.clock, on_failure):
+            results[index] = outcome
+            label, item = tags[index]
+            self._record(outcome, slot, label, item, phase, iteration)
         end = rec.clock()
         rec.write(Stage(start=start, end=end, iteration=iteration, name=phase))
         rec.batch_ended(phase, end)
@@ -161,93 +329,41 @@ class InstrumentedAdapter:
             )
         return out
 
-    def _rollout(
-        self, candidate: dict[str, str], label: str, item: Item, phase: str, iteration: int
-    ) -> RolloutResult:
-        rec = self.recorder
-        slot = self._local.slot
-        usage = _Usage()
-
-        def on_failure(failed: FailedAttempt) -> None:
-            # A rollout may make several LM calls: its tries are numbered across them.
-            number = usage.attempts + failed.attempt
-            rec.write_attempt(
-                failed, iteration=iteration, call="rollout", phase=phase, slot=slot, number=number
-            )
-
-        def lm(messages: list[dict[str, Any]], **kwargs: Any) -> str:
-            merged = {**self.task.lm_kwargs, **kwargs}
-            try:
-                reply, attempts = self.lm.complete(
-                    messages, clock=rec.clock, on_failure=on_failure, **merged
-                )
-            except CallFailed as exc:
-                usage.attempts += exc.attempts
-                raise
-            usage.add(reply, attempts)
-            return reply.text
-
-        start = rec.clock()
-        error: str | None = None
-        try:
-            output = self.task.program(candidate, item.payload, lm)
-            fb = self.task.metric(item.payload, output)
-        except CallFailed as exc:
-            output, error = "", exc.error
-            fb = Feedback(0.0, f"The program failed: {exc.error}")
-        except Exception as exc:  # the user's program or metric raised: score 0, go on
-            output, error = "", describe_error(exc)
-            fb = Feedback(0.0, f"The program failed: {error}")
-        end = rec.clock()
-        record = (
-            self.task.record(item.payload, output, fb)
-            if self.task.record is not None
-            else {"Input": str(item.payload), "Output": output, "Feedback": fb.feedback}
-        )
-        rec.write(
+    def _record(
+        self, outcome: Outcome, slot: int, label: str, item: Item, phase: str, iteration: int
+    ) -> None:
+        self.recorder.write(
             Rollout(
-                start=start,
-                end=end,
+                start=outcome.start,
+                end=outcome.end,
                 iteration=iteration,
                 phase=phase,
                 worker=slot,
                 candidate=label,
                 example=item.id,
-                score=float(fb.score),
-                tokens_in=usage.tokens_in,
-                tokens_out=usage.tokens_out,
-                cost=usage.cost,
-                error=error,
-                attempts=max(usage.attempts, 1),
+                score=outcome.score,
+                tokens_in=outcome.tokens_in,
+                tokens_out=outcome.tokens_out,
+                cost=outcome.cost,
+                error=outcome.error,
+                attempts=outcome.attempts,
+                node=outcome.node,
+                task_id=outcome.task_id,
             )
         )
-        with self._count_lock:
-            self.rollouts += 1
-            self.tokens_in += usage.tokens_in or 0
-            self.tokens_out += usage.tokens_out or 0
-            if usage.cost is not None:
-                self.cost = (self.cost or 0.0) + usage.cost
-        return RolloutResult(output, float(fb.score), fb.feedback, record)
+        self.rollouts += 1
+        self.tokens_in += outcome.tokens_in or 0
+        self.tokens_out += outcome.tokens_out or 0
+        if outcome.cost is not None:
+            self.cost = (self.cost or 0.0) + outcome.cost
 
     def score(self, candidate: dict[str, str], examples: Sequence[Item]) -> float:
-        """Mean score on held-out examples (the test split), outside gepa and the trace."""
-        futures = [self._pool.submit(self._plain, candidate, item) for item in examples]
-        scores = [f.result() for f in futures]
+        """Mean score on held-out examples (the test split), outside gepa and the trace:
+        a failed rollout scores 0, and nothing of it is written."""
+        jobs = [Job(candidate, item.payload) for item in examples]
+        scores = [o.score for _, _, o in self.pool.run(jobs, self.recorder.clock, _ignore)]
         return sum(scores) / len(scores) if scores else float("nan")
 
-    def _plain(self, candidate: dict[str, str], item: Item) -> float:
-        def lm(messages: list[dict[str, Any]], **kwargs: Any) -> str:
-            reply, _ = self.lm.complete(
-                messages,
-                clock=self.recorder.clock,
-                on_failure=lambda f: None,
-                **{**self.task.lm_kwargs, **kwargs},
-            )
-            return reply.text
 
-        try:
-            return float(
-                self.task.metric(item.payload, self.task.program(candidate, item.payload, lm)).score
-            )
-        except Exception:
-            return 0.0
+def _ignore(slot: int, failed: FailedAttempt) -> None:
+    """Failed tries of the test split's scoring: outside the trace."""
