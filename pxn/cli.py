@@ -452,6 +452,19 @@ def run_command(
         Path | None, typer.Option("--resume", help="Continue the interrupted run in this dir.")
     ] = None,
     progress: Annotated[bool, typer.Option(help="Show the live progress line.")] = True,
+    eval_backend: Annotated[
+        str,
+        typer.Option(
+            "--eval-backend", help="local (W threads) or ray (W Ray workers; needs the ray extra)."
+        ),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            help="HOST:PORT of a Ray head; without it --eval-backend ray starts a private Ray.",
+        ),
+    ] = None,
 ) -> None:
     """Run real batched GEPA (gepa 0.1.4) and trace every rollout and reflection."""
     from pxn.runner.config import RunConfig, check_out, plan
@@ -472,6 +485,8 @@ def run_command(
         seed=seed,
         servers=servers,
         progress=progress,
+        eval_backend=eval_backend,
+        ray_address=ray_address,
     )
     if resume is None:  # bad flags fail now, before litellm's slow import
         check_out(config, resume=False)

@@ -6,6 +6,7 @@ seconds (16 s on a loaded 2-core machine), and a typo should not wait for it.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,8 @@ class RunConfig:
     max_attempts: int = 4  # per LM call, retries included
     timeout: float = 120.0  # seconds per LM attempt
     progress: bool = True
+    eval_backend: str = "local"  # local (W threads) | ray (W Ray workers, ray_pool.py)
+    ray_address: str | None = None  # HOST:PORT of a Ray head; None = a private local Ray
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ def plan(config: RunConfig) -> Plan:
         raise PxnError(f"--reflection-concurrency must be at least 1, got {conc}")
     if config.servers < 1:
         raise PxnError(f"--servers must be at least 1, got {config.servers}")
+    check_eval_backend(config)
     task = load_task(config.task)
     if config.budget < len(task.val):
         raise PxnError(
@@ -91,6 +95,30 @@ def plan(config: RunConfig) -> Plan:
         )
     failures = config.max_reflection_failures or max(5, 2 * p * n)
     return Plan(p, n, task, conc, failures)
+
+
+def check_eval_backend(config: RunConfig) -> None:
+    """--eval-backend and --ray-address, checked without importing Ray (slow to import);
+    a head that does not answer is named here, before the LM pool starts."""
+    from pxn.sim.backends import RAY_EXTRA, Address
+
+    if config.eval_backend not in ("local", "ray"):
+        raise PxnError(f"--eval-backend is local or ray, got {config.eval_backend!r}")
+    if config.eval_backend == "local":
+        if config.ray_address is not None:
+            raise PxnError("--ray-address is for --eval-backend ray; drop it or add that")
+        return
+    if importlib.util.find_spec("ray") is None:
+        raise PxnError(f"--eval-backend ray needs Ray, which is not installed; {RAY_EXTRA}")
+    if config.ray_address is not None:
+        try:
+            address = Address.parse(config.ray_address)
+        except PxnError:
+            raise PxnError(
+                "--ray-address is HOST:PORT of a Ray head, e.g. 127.0.0.1:6379, "
+                f"got {config.ray_address!r}"
+            ) from None
+        address.check_reachable()  # a TCP connect: seconds sooner than ray.init says it
 
 
 def check_out(config: RunConfig, resume: bool) -> None:

@@ -33,7 +33,7 @@ from gepa.core.state import GEPAState
 from gepa.strategies.proposal_sampling import PxNSampling
 
 from pxn.errors import PxnError
-from pxn.runner.adapter import InstrumentedAdapter, wrap_split
+from pxn.runner.adapter import InstrumentedAdapter, RolloutPool, wrap_split
 from pxn.runner.checks import mismatches, trace_totals
 from pxn.runner.config import Plan, RunConfig, check_out, make_selection, plan
 from pxn.runner.lm import LMClient
@@ -114,6 +114,12 @@ def run_gepa(config: RunConfig, *, resume: bool = False, pool: PoolInfo | None =
     with ExitStack() as stack:
         # A supervisor's SIGTERM ends the run as Ctrl-C does: servers stopped, trace closed.
         stack.enter_context(sigterm_as_interrupt())
+        rollouts = None
+        if config.eval_backend == "ray":
+            from pxn.runner.ray_pool import RayRollouts
+
+            # Connected first: an unreachable head fails before the LM pool starts.
+            rollouts = stack.enter_context(RayRollouts(config.workers, config.ray_address))
         needs_pool = config.task_lm is None or config.reflection_lm is None
         if pool is None and needs_pool:
             pool = running_pool()  # a `pxn lm serve` pool, if one is up
@@ -136,11 +142,22 @@ def run_gepa(config: RunConfig, *, resume: bool = False, pool: PoolInfo | None =
         )
         _probe(task_client, "task")
         _probe(refl_client, "reflection")
+        if rollouts is not None:
+            from pxn.runner.ray_pool import Endpoint
+
+            # The Ray workers build their own task LM client from this (no key in it).
+            endpoint = Endpoint(
+                task_client.model,
+                policy,
+                pool=None if config.task_lm else pool,
+                api_base=config.api_base,
+            )
+            rollouts.start(config.task, endpoint, config.seed)
         # Calibration models the pool's capacity when every call goes through it.
         on_pool = pool is not None and config.task_lm is None and config.reflection_lm is None
         lm_servers = len(pool.servers) if on_pool else None
         # The run really starts here: only now is anything written under --out.
-        return _run(config, pl, out, task_client, refl_client, resume, lm_servers)
+        return _run(config, pl, out, task_client, refl_client, resume, lm_servers, rollouts)
 
 
 @contextmanager
@@ -181,6 +198,7 @@ def _run(
     refl_client: LMClient,
     resume: bool,
     lm_servers: int | None,
+    rollouts: RolloutPool | None = None,
 ) -> RunResult:
     task = pl.task
     out.mkdir(parents=True, exist_ok=True)
@@ -197,7 +215,7 @@ def _run(
     clock = perf_clock(offset)
     writer = TraceWriter(trace_path, append=resume)
     recorder = Recorder(writer, clock, max_failures=pl.max_failures)
-    adapter = InstrumentedAdapter(task, task_client, recorder, config.workers)
+    adapter = InstrumentedAdapter(task, task_client, recorder, config.workers, rollouts)
     reflection = InstrumentedReflectionLM(
         refl_client, recorder, pl.reflection_concurrency, task.reflection_lm_kwargs
     )
@@ -234,6 +252,7 @@ def _run(
                     "selection": config.selection,
                     **versions,
                     **({} if lm_servers is None else {"lm_servers": lm_servers}),
+                    **adapter.pool.meta(),
                 },
             )
         )

@@ -1,0 +1,289 @@
+"""`pxn run --eval-backend ray`: the rollouts of a run as Ray tasks, at most W in flight.
+
+The pool holds W Ray actors, one per slot (slot i = actor i), created with
+num_cpus=0: a rollout waits on an LM endpoint, not on a CPU, so W, not the
+cluster's CPU count, bounds the concurrency, and a run of W = 64 needs no 64
+CPUs. Each rollout is one actor task running `adapter.run_rollout`, the
+same function the thread pool runs; a slot gets its next rollout only when
+its last one is back, so at most W run at once, as with W threads.
+
+Why actors and not plain tasks: a worker process of plain 0-CPU tasks is
+killed after a second idle once more than the node's CPU count exist, and
+each new one pays the imports (litellm: 4-15 s on a 2-core machine) inside a
+stage. Measured with W = 4 on a 2-CPU Ray: half the rollouts waited for a
+busy worker, and the rest for a fresh one. Actors keep W warm processes for
+the whole run; they are created, imports done and the LM reached once,
+before the run's clock starts.
+
+Times: each rollout is timed inside its task with time.time() (the driver's
+run clock is not readable in another process), then put on the run's clock
+through an anchor taken at the start of each stage, and clamped to the
+interval between the driver's submit and its receipt of the result (the
+rollout certainly ran within it). This is the time the call really ran; Ray's
+dispatch overhead is the gap between rollouts of one slot. It assumes the
+nodes' clocks agree with the driver's (NTP-synchronised); on one machine they
+are the same clock.
+
+What a task carries: the candidate, the example and the index of the local
+LM server to use. Each actor loads the task itself by its spec (a built-in
+name, or module:function, which must be importable on every node: Ray adds
+the driver's working directory to the workers' path, and a private local Ray
+inherits PYTHONPATH). Keys never travel in task arguments: litellm reads
+them from the worker's environment. A private local Ray inherits the
+driver's; on a cluster started with `ray start`, set the key in the
+environment of every node before starting it.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pxn.errors import PxnError
+from pxn.runner.adapter import Job, OnFailure, Outcome, run_rollout
+from pxn.runner.lm import LMClient
+from pxn.runner.lm_pool import PoolInfo
+from pxn.runner.redact import describe_error
+from pxn.runner.retry import CallFailed, RetryPolicy
+from pxn.runner.tasks import load_task
+from pxn.sim.backends import RayBackend
+
+PRIVATE_CPUS = 2  # logical CPUs of a private local Ray; rollouts reserve none
+RESTARTS = 2  # a worker whose process dies is restarted, its rollout retried, this often
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """How a worker reaches the task LM: what `LMClient` is built from, never a key."""
+
+    model: str
+    policy: RetryPolicy
+    pool: PoolInfo | None = None  # the local llama.cpp pool, when the task LM is it
+    api_base: str | None = None
+
+    @property
+    def servers(self) -> int:
+        return len(self.pool.servers) if self.pool is not None else 0
+
+    def client(self, server: int | None, seed: int) -> LMClient:
+        """A client of one pool server (the driver picks it), or of the model string."""
+        pool = None
+        if self.pool is not None and server is not None:
+            pool = PoolInfo(self.pool.model, [self.pool.servers[server]])
+        return LMClient(
+            self.model, pool=pool, api_base=self.api_base, policy=self.policy, seed=seed
+        )
+
+
+class RolloutWorker:
+    """One slot's Ray actor: the task and LM clients loaded once, rollouts run one at a time."""
+
+    def __init__(self, task_spec: str | None, endpoint: Endpoint, seed: int):
+        # A constructor that raises kills the actor with a screenful of Ray traceback;
+        # the error is kept instead, and `ready` names it in one line.
+        self.problem: str | None = None
+        try:
+            self.task = load_task(task_spec)
+        except Exception as exc:
+            why = str(exc) if isinstance(exc, PxnError) else describe_error(exc)
+            self.problem = f"cannot load the task: {why}"
+        self.endpoint = endpoint
+        self.seed = seed
+        self.clients: dict[int | None, LMClient] = {}
+
+    def _client(self, server: int | None) -> LMClient:
+        if server not in self.clients:
+            # Seeds differ per actor and server: the same prompt sampled on two slots
+            # must not draw the same numbers.
+            self.clients[server] = self.endpoint.client(server, self.seed + (server or 0))
+        return self.clients[server]
+
+    def ready(self, server: int | None) -> tuple[str, str | None]:
+        """(node id, problem): the task loaded, and one tiny LM call from this worker, so
+        litellm's lazy imports and the key's presence are settled before timing."""
+        import ray
+
+        node = ray.get_runtime_context().get_node_id()
+        if self.problem is not None:
+            return node, self.problem
+        try:
+            self._client(server).complete(
+                [{"role": "user", "content": "Say ok."}],
+                clock=time.time,
+                on_failure=lambda f: None,
+                max_tokens=1,
+            )
+        except CallFailed as exc:
+            return node, (
+                f"cannot reach the task model {self.endpoint.model} ({exc.error}); "
+                "its key must be set in the environment of every Ray node"
+            )
+        return node, None
+
+    def rollout(self, job: Job, server: int | None) -> Outcome:
+        import ray
+
+        outcome = run_rollout(self.task, self._client(server), job, time.time)
+        context = ray.get_runtime_context()
+        outcome.node, outcome.task_id = context.get_node_id(), context.get_task_id()
+        return outcome
+
+
+class RayRollouts:
+    """W Ray actors on the cluster at `address`, or on a private local Ray started for the run.
+
+    `open()` connects (an unreachable head is the user's error, one line);
+    `start()` creates the workers and checks each reaches the LM; `close()`
+    ends them and stops a private Ray.
+    """
+
+    name = "ray"
+
+    def __init__(self, workers: int, address: str | None = None):
+        self.workers = workers
+        self.address = address
+        self._backend = RayBackend(address, num_cpus=PRIVATE_CPUS if address is None else None)
+        self._ray: Any = None
+        self._actors: list[Any] = []
+        self._busy: list[int] = []  # rollouts in flight per local LM server
+        self._sigterm: Any = None
+        self.nodes: list[str] = []  # the Ray node of each slot
+
+    def open(self) -> RayRollouts:
+        main = threading.current_thread() is threading.main_thread()
+        if main:
+            self._sigterm = signal.getsignal(signal.SIGTERM)
+        self._backend.open()  # ray.init installs its own SIGTERM handler (sys.exit) ...
+        if main:  # ... which would end a run without its run_end: the caller's stays
+            signal.signal(signal.SIGTERM, self._sigterm)
+        import ray  # imported by the backend's open
+
+        self._ray = ray
+        return self
+
+    def start(self, task_spec: str | None, endpoint: Endpoint, seed: int) -> None:
+        ray = self._ray
+        self.endpoint = endpoint
+        self._busy = [0] * endpoint.servers
+        worker = ray.remote(RolloutWorker).options(
+            num_cpus=0,  # I/O-bound: W bounds the concurrency, not the CPUs (module docstring)
+            scheduling_strategy="SPREAD",  # the slots over the cluster's nodes
+            max_restarts=RESTARTS,
+            max_task_retries=RESTARTS,
+        )
+        rng = random.Random(seed)
+        self._actors = [
+            worker.remote(task_spec, endpoint, rng.randrange(2**31)) for _ in range(self.workers)
+        ]
+        servers = [
+            slot % endpoint.servers if endpoint.servers else None for slot in range(self.workers)
+        ]
+        try:
+            answers = ray.get(
+                [a.ready.remote(s) for a, s in zip(self._actors, servers, strict=True)]
+            )
+        except ray.exceptions.RayError as exc:
+            first = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip().splitlines()[:1]
+            raise PxnError(
+                f"the Ray workers could not start ({type(exc).__name__}: {' '.join(first)}); "
+                "every node needs the same gepa-pxn"
+            ) from None
+        self.nodes = [node for node, _ in answers]
+        problems = [(node, problem) for node, problem in answers if problem is not None]
+        if problems:
+            node, problem = problems[0]
+            raise PxnError(f"the Ray worker on node {node[:12]} {problem}")
+
+    def meta(self) -> dict[str, Any]:
+        """For run_start: which backend, which cluster, and the Ray node of each slot."""
+        return {
+            "eval_backend": "ray",
+            "ray_address": self.address or "private local Ray",
+            "ray_version": self._ray.__version__,
+            "ray_nodes": self.nodes,
+        }
+
+    def _server(self) -> int | None:
+        """The least busy local LM server, as the thread pool's litellm Router picks it."""
+        if not self._busy:
+            return None
+        server = min(range(len(self._busy)), key=self._busy.__getitem__)
+        self._busy[server] += 1
+        return server
+
+    def run(
+        self, jobs: Sequence[Job], clock: Callable[[], float], on_failure: OnFailure
+    ) -> Iterator[tuple[int, int, Outcome]]:
+        ray = self._ray
+        # The anchor between this process's run clock and wall time, taken per stage
+        # so the two clocks' rates cannot drift apart over a long run.
+        wall0, run0 = time.time(), clock()
+        todo = iter(enumerate(jobs))
+        free = list(range(self.workers - 1, -1, -1))  # idle slots (slot 0 first)
+        flying: dict[Any, tuple[int, int, int | None, float]] = {}  # ref -> index, slot, ...
+
+        def submit() -> None:
+            while free:
+                nxt = next(todo, None)
+                if nxt is None:
+                    return
+                index, job = nxt
+                slot, server = free.pop(), self._server()
+                submitted = clock()  # before the call: the rollout cannot start earlier
+                flying[self._actors[slot].rollout.remote(job, server)] = (
+                    index,
+                    slot,
+                    server,
+                    submitted,
+                )
+
+        submit()
+        try:
+            while flying:
+                ready, _ = ray.wait(list(flying), num_returns=1)
+                index, slot, server, submitted = flying.pop(ready[0])
+                outcome = ray.get(ready[0])
+                received = clock()
+                free.append(slot)
+                if server is not None:
+                    self._busy[server] -= 1
+                submit()  # before recording: keep the slot busy
+
+                def on_run_clock(wall: float, lo: float = submitted, hi: float = received) -> float:
+                    return min(max(run0 + (wall - wall0), lo), hi)
+
+                outcome.start = on_run_clock(outcome.start)
+                outcome.end = on_run_clock(outcome.end, lo=outcome.start)
+                for i, failed in enumerate(outcome.failed):
+                    start = on_run_clock(failed.start)
+                    outcome.failed[i] = replace(
+                        failed, start=start, end=on_run_clock(failed.end, lo=start)
+                    )
+                    on_failure(slot, outcome.failed[i])
+                yield index, slot, outcome
+        finally:
+            # Interrupted or failed: leave no rollout of ours queued on the workers.
+            for ref, (_, _, server, _) in flying.items():
+                ray.cancel(ref)
+                if server is not None:
+                    self._busy[server] -= 1
+
+    def close(self) -> None:
+        if self._ray is not None:
+            for actor in self._actors:
+                self._ray.kill(actor)
+        self._actors = []
+        self._backend.close()
+        self._ray = None
+
+    def __enter__(self) -> RayRollouts:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
