@@ -182,6 +182,116 @@ def sweep_command(
         stderr.print(f"wrote {out / 'sweep.csv'}, {out / 'sweep.json'}, {figure}")
 
 
+@app.command(name="advise")
+def advise_command(
+    scenario: ScenarioArg,
+    budget: Annotated[int, typer.Option("--budget", help="The budget B (metric calls).")],
+    deadline: Annotated[
+        str | None, typer.Option("--deadline", help="Wall-clock limit: 3h, 90m, 1h30m, 600s.")
+    ] = None,
+    max_dollars: Annotated[
+        float | None, typer.Option("--max-dollars", help="Dollar cap (needs [prices]).")
+    ] = None,
+    workers: Annotated[
+        str | None, typer.Option("--workers", help="Pools W to try: 64,128,512 or 1..8.")
+    ] = None,
+    p: Annotated[str, typer.Option("--p", help="Parents per step P: 1..8 or 1,2,4.")] = "1..4",
+    n: Annotated[str, typer.Option("--n", help="Mutations per parent N.")] = "1..4",
+    b: Annotated[
+        str | None,
+        typer.Option("--b", help="Reflection minibatch sizes (default: the scenario's)."),
+    ] = None,
+    objective: Annotated[str, typer.Option("--objective", help="time or cost.")] = "time",
+    reps: Reps = 100,
+    full_grid: Annotated[
+        bool,
+        typer.Option(
+            "--full-grid", help="Simulate every allocation fully (default: race grids of 65+)."
+        ),
+    ] = False,
+    seed: Seed = None,
+    jobs: Jobs = DEFAULT_JOBS,
+    backend: BackendOpt = "local",
+    address: AddressOpt = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Directory for advise.csv, advise.json, pareto.png."),
+    ] = None,
+    output_format: Annotated[
+        str, typer.Option("--format", help="What to print: table, csv or json.")
+    ] = "table",
+) -> None:
+    """Recommend P, N, b and W for a budget under a deadline, a dollar cap and rate limits.
+
+    Exit code 1 when no allocation meets the ask (the reasons are printed).
+    """
+    from pxn.advise_report import advice_csv, advice_json, advice_table, describe, headline
+    from pxn.files import write_text_atomically
+    from pxn.sim.advise import Ask, advise, check_ask, parse_duration, parse_values
+    from pxn.sim.backends import make_backend
+
+    if output_format not in ("table", "csv", "json"):
+        raise PxnError(f"--format is table, csv or json: got {output_format!r}")
+    the_scenario = scenario_with_overrides(scenario, seed, None, None)
+    ask = Ask(
+        budget=budget,
+        p=parse_values(p, "p"),
+        n=parse_values(n, "n"),
+        b=parse_values(b, "b") if b else (the_scenario.minibatch,),
+        workers=parse_values(workers, "workers") if workers else (the_scenario.workers,),
+        deadline=None if deadline is None else parse_duration(deadline),
+        max_dollars=max_dollars,
+        objective=objective,
+        replicates=reps,
+        race=not full_grid,
+    )
+    check_ask(the_scenario, ask)  # before the progress bar draws anything
+    with (
+        make_backend(backend, address, jobs) as the_backend,
+        Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=stderr,
+            transient=True,
+        ) as progress,
+    ):
+        task = progress.add_task("simulating allocations", total=None)
+        advice = advise(
+            the_scenario,
+            ask,
+            the_backend,
+            on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+        )
+    if output_format == "csv":
+        sys.stdout.write(advice_csv(advice))
+    elif output_format == "json":
+        sys.stdout.write(advice_json(advice) + "\n")
+    else:
+        for line in headline(advice):
+            stdout.print(line, markup=False)
+        if advice.recommended is not None:
+            stdout.print(f"\nrecommended: {describe(advice.recommended)}", markup=False)
+            for x in advice.runners_up:
+                stdout.print(f"  within noise: {describe(x)}", markup=False)
+        if advice.assessments:
+            stdout.print(advice_table(advice))
+    if out is not None:
+        write_text_atomically(out / "advise.json", advice_json(advice))
+        written = [out / "advise.json"]
+        if advice.assessments:
+            from pxn.plots import plot_advice  # matplotlib: only when a figure is asked for
+
+            write_text_atomically(out / "advise.csv", advice_csv(advice))
+            written += [out / "advise.csv", plot_advice(advice, out / "pareto.png")]
+        stderr.print("wrote " + ", ".join(str(path) for path in written))
+    if advice.recommended is None:
+        for reason in advice.reasons:
+            print(f"pxn: {reason}", file=sys.stderr)
+        raise typer.Exit(1)
+
+
 @app.command()
 def presets() -> None:
     """List the built-in scenarios (the paper's setups)."""

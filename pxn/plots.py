@@ -18,6 +18,7 @@ from pxn.sim.predict import Prediction
 if TYPE_CHECKING:
     from pxn.calibrate.fit import LatencyFit
     from pxn.calibrate.validate import Validation
+    from pxn.sim.advise import Advice, Assessment
     from pxn.trace import Trace
 
 
@@ -110,6 +111,128 @@ def plot_sweep(scenario: Scenario, predictions: list[Prediction], path: str | Pa
         f"{scenario.name}: B={scenario.budget}, V={scenario.valset_size}, "
         f"b={scenario.minibatch}, W={scenario.workers}"
     )
+    return save_figure(fig, path)
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points no other point beats on both coordinates (both minimised), by x."""
+    front: list[tuple[float, float]] = []
+    for x, y in sorted(points):
+        if not front or y < front[-1][1]:
+            front.append((x, y))
+    return front
+
+
+def plot_advice(advice: Advice, path: str | Path) -> Path:
+    """Time against dollars (or iterations, without prices) of every allocation simulated in full.
+
+    The feasible Pareto front is drawn as a step line; the recommendation is a
+    star with its 5-95% intervals, allocations within noise of it are ringed.
+    """
+    ask = advice.ask
+    full = [x for x in advice.assessments if x.prediction.replicates == ask.replicates]
+    priced = advice.scenario.prices is not None
+    unit, size = time_unit(max(x.prediction.wall_clock.mean for x in advice.assessments))
+
+    def y_of(x: Assessment) -> float:
+        p = x.prediction
+        return p.dollars.mean if priced else -p.iterations.mean  # more iterations: better
+
+    fig, ax = plt.subplots(figsize=(8, 5.6), layout="constrained")
+    colours = dict(
+        zip(
+            ask.workers,
+            plt.cm.viridis([i / max(1, len(ask.workers) - 1) for i in range(len(ask.workers))]),
+            strict=True,
+        )
+    )
+    sign = 1 if priced else -1
+    for w in ask.workers:
+        mine = [x for x in full if x.allocation.workers == w and x.feasible]
+        ax.scatter(
+            [x.prediction.wall_clock.mean / size for x in mine],
+            [sign * y_of(x) for x in mine],
+            s=18,
+            color=colours[w],
+            alpha=0.8,
+            label=f"W={w}",
+        )
+    over = [x for x in full if not x.feasible]
+    if over:
+        ax.scatter(
+            [x.prediction.wall_clock.mean / size for x in over],
+            [sign * y_of(x) for x in over],
+            s=14,
+            marker="x",
+            color="lightgrey",
+            label="misses the deadline or the cap",
+        )
+    front = pareto_front([(x.prediction.wall_clock.mean, y_of(x)) for x in full if x.feasible])
+    if front:
+        ax.step(
+            [t / size for t, _ in front],
+            [sign * y for _, y in front],
+            where="post",
+            color="black",
+            linewidth=1,
+            label="Pareto front",
+        )
+    for x in advice.runners_up:
+        ax.scatter(
+            x.prediction.wall_clock.mean / size,
+            sign * y_of(x),
+            s=90,
+            facecolors="none",
+            edgecolors="tab:red",
+        )
+    if advice.runners_up:
+        ax.scatter(
+            [], [], s=90, facecolors="none", edgecolors="tab:red", label="within noise of it"
+        )
+    best = advice.recommended
+    if best is not None:
+        p = best.prediction
+        y = sign * y_of(best)
+        if priced:
+            y_err = [[p.dollars.mean - p.dollars.low], [p.dollars.high - p.dollars.mean]]
+        else:
+            y_err = [
+                [p.iterations.mean - p.iterations.low],
+                [p.iterations.high - p.iterations.mean],
+            ]
+        ax.errorbar(
+            p.wall_clock.mean / size,
+            y,
+            xerr=[
+                [(p.wall_clock.mean - p.wall_clock.low) / size],
+                [(p.wall_clock.high - p.wall_clock.mean) / size],
+            ],
+            yerr=y_err,
+            fmt="*",
+            markersize=16,
+            color="tab:red",
+            ecolor="tab:red",
+            label=f"recommended: {best.allocation.label}",
+            zorder=5,
+        )
+    if ask.deadline is not None:
+        ax.axvline(
+            ask.deadline / size, color="tab:red", linestyle="--", linewidth=1, label="deadline"
+        )
+    if ask.max_dollars is not None:
+        ax.axhline(
+            ask.max_dollars, color="tab:orange", linestyle="--", linewidth=1, label="dollar cap"
+        )
+    ax.set_xlabel(f"predicted wall-clock ({unit}, mean)")
+    ax.set_ylabel(
+        "predicted dollars (mean)" if priced else "iterations (mean): how often the search adapts"
+    )
+    ax.set_title(
+        f"{advice.scenario.name}: B={ask.budget} metric calls, objective {ask.objective}\n"
+        "ranks time and cost at a fixed budget, not the quality reached",
+        fontsize="medium",
+    )
+    fig.legend(loc="outside right upper", fontsize="small")
     return save_figure(fig, path)
 
 

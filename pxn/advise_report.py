@@ -1,0 +1,151 @@
+"""Advice as a person reads it (a recommendation and a table) and as a program does."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from rich.table import Table
+
+from pxn.report import format_duration
+from pxn.sim.advise import Advice, Assessment
+
+CAVEAT = (
+    "Ranked by wall-clock and dollars at a fixed budget of metric calls. The simulator "
+    "does not predict which allocation finds the better candidate: weigh iterations "
+    "(how often the search adapts) and proposals yourself."
+)
+SHOWN = 12  # rows of the printed table; the CSV has every allocation
+
+
+def money(value: float) -> str:
+    return f"${value:,.2f}" if value < 1000 else f"${value:,.0f}"
+
+
+def headline(advice: Advice) -> list[str]:
+    """The ask, how it was searched, and the caveat."""
+    ask = advice.ask
+    asked = [f"B={ask.budget} metric calls", f"objective: {ask.objective}"]
+    if ask.deadline is not None:
+        asked.append(f"deadline {format_duration(ask.deadline)}")
+    if ask.max_dollars is not None:
+        asked.append(f"at most {money(ask.max_dollars)}")
+    return [f"{advice.scenario.name}: " + ", ".join(asked), f"search: {advice.search}", CAVEAT]
+
+
+def describe(x: Assessment) -> str:
+    """One allocation in one line."""
+    p = x.prediction
+    w = p.wall_clock
+    parts = [
+        f"{format_duration(w.mean)} [{format_duration(w.low)}-{format_duration(w.high)}]",
+    ]
+    if p.dollars is not None:
+        parts.append(f"{money(p.dollars.mean)} [{money(p.dollars.low)}-{money(p.dollars.high)}]")
+    parts += [
+        f"{p.iterations.mean:.0f} iterations",
+        f"{p.proposals.mean:.0f} proposals",
+        f"full-val {p.full_val_share.mean:.0%}",
+        f"limited by {x.limited_by}",
+    ]
+    return f"{x.allocation.label}: " + ", ".join(parts)
+
+
+def advice_table(advice: Advice) -> Table:
+    ties = {id(x) for x in advice.runners_up}
+    table = Table(
+        title=f"best {SHOWN} of {len(advice.assessments)} allocations (every one in advise.csv)",
+        caption="wall-clock and dollars: simulated mean [5-95%]; feasible: 95th percentile "
+        "within the deadline and the cap",
+    )
+    columns = ["", "allocation", "wall-clock", "5-95%", "dollars", "iterations", "proposals"]
+    for column in [*columns, "full-val", "limited by", "reps"]:
+        table.add_column(
+            column, justify="left" if column in ("", "allocation", "limited by") else "right"
+        )
+    for x in advice.assessments[:SHOWN]:
+        p = x.prediction
+        mark = "best" if x is advice.recommended else "tie" if id(x) in ties else ""
+        if not x.feasible:
+            mark = "over"
+        table.add_row(
+            mark,
+            x.allocation.label,
+            format_duration(p.wall_clock.mean),
+            f"{format_duration(p.wall_clock.low)} - {format_duration(p.wall_clock.high)}",
+            "-" if p.dollars is None else money(p.dollars.mean),
+            f"{p.iterations.mean:.1f}",
+            f"{p.proposals.mean:.0f}",
+            f"{p.full_val_share.mean:.0%}",
+            x.limited_by,
+            str(p.replicates),
+        )
+    return table
+
+
+def assessment_row(advice: Advice, x: Assessment) -> dict[str, Any]:
+    p, a = x.prediction, x.allocation
+    ties = {id(t) for t in advice.runners_up}
+    row: dict[str, Any] = {"p": a.p, "n": a.n, "b": a.b, "workers": a.workers}
+    row["recommended"] = x is advice.recommended
+    row["within_noise_of_best"] = id(x) in ties
+    row["feasible"] = x.feasible
+    row["meets_deadline"] = x.meets_deadline
+    row["within_cap"] = x.within_cap
+    row["limited_by"] = x.limited_by
+    row["replicates"] = p.replicates
+    row["wall_clock_mean_s"] = p.wall_clock.mean
+    row["wall_clock_p5_s"] = p.wall_clock.low
+    row["wall_clock_p95_s"] = p.wall_clock.high
+    row["wall_clock_se_s"] = x.wall_clock_se
+    for name in ("mean", "low", "high"):
+        column = {"mean": "mean", "low": "p5", "high": "p95"}[name]
+        row[f"dollars_{column}"] = None if p.dollars is None else getattr(p.dollars, name)
+    row["dollars_se"] = x.dollars_se
+    row["iterations_mean"] = p.iterations.mean
+    row["proposals_mean"] = p.proposals.mean
+    row["full_val_share_mean"] = p.full_val_share.mean
+    row["metric_calls_mean"] = p.metric_calls.mean
+    row["utilisation_mean"] = p.utilisation.mean
+    row["throttled_share_mean"] = p.throttled_share.mean
+    row["analytic_wall_clock_s"] = p.analytic.wall_clock
+    row["bound_s"] = p.analytic.bound
+    row["rate_bound_s"] = p.analytic.rate_bound
+    return row
+
+
+def advice_csv(advice: Advice) -> str:
+    rows = [assessment_row(advice, x) for x in advice.assessments]
+    out = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return out.getvalue()
+
+
+def advice_json(advice: Advice) -> str:
+    ask = advice.ask
+    document = {
+        "scenario": advice.scenario.to_dict(),
+        "ask": {
+            "budget": ask.budget,
+            "p": list(ask.p),
+            "n": list(ask.n),
+            "b": list(ask.b),
+            "workers": list(ask.workers),
+            "deadline_s": ask.deadline,
+            "max_dollars": ask.max_dollars,
+            "objective": ask.objective,
+            "replicates": ask.replicates,
+        },
+        "search": advice.search,
+        "caveat": CAVEAT,
+        "recommended": None if advice.recommended is None else advice.recommended.allocation.label,
+        "runners_up": [x.allocation.label for x in advice.runners_up],
+        "infeasible_because": advice.reasons,
+        "allocations": [assessment_row(advice, x) for x in advice.assessments],
+    }
+    return json.dumps(document, indent=2)

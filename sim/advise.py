@@ -1,0 +1,426 @@
+"""Which allocation to run: P parents, N mutations, minibatch b, W workers.
+
+`advise` simulates every allocation of a grid at a fixed metric-call budget
+and ranks those that meet the deadline and the dollar cap by the objective
+(time or cost). It ranks time and cost only: at a fixed budget, which
+allocation finds the better candidate is a question the simulator cannot
+answer, so iterations (how often the search adapts) and proposals are
+reported beside each allocation for the user to weigh.
+
+A large grid is raced rather than simulated in full: every allocation gets
+a few replicates, those that cannot win (clearly infeasible, or slower by
+more than three standard errors) are dropped, and the rest get the full
+count. Replicate r of an allocation always draws from its own stream, so a
+raced allocation's figures are those a full simulation would give.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pxn.errors import PxnError
+from pxn.scenario import Scenario, Shape
+from pxn.sim.analytic import analytic
+from pxn.sim.backends import Backend, LocalBackend, gather
+from pxn.sim.predict import CHUNK, Prediction, simulate_replicates, summarize_replicates
+from pxn.trace import RunSummary
+
+OBJECTIVES = ("time", "cost")
+FULL_GRID_MAX = 64  # allocations simulated in full without racing
+RACE_REPLICATES = 20  # replicates every allocation gets in the first round of a race
+RACE_MARGIN = 3.0  # standard errors an allocation may trail the leader by and stay in
+NOISE = 2.0  # standard errors of a difference within which two allocations tie
+NEAR = 0.9  # a constraint binds when the 95th percentile is past this share of it
+THROTTLED = 0.05  # share of calls waiting for a rate limit above which it binds
+SATURATED = 0.75  # worker utilisation above which the pool binds
+
+
+@dataclass(frozen=True, order=True)
+class Allocation:
+    p: int
+    n: int
+    b: int
+    workers: int
+
+    @property
+    def shape(self) -> Shape:
+        return Shape(self.p, self.n)
+
+    @property
+    def label(self) -> str:
+        return f"{self.p}x{self.n} b={self.b} W={self.workers}"
+
+
+@dataclass(frozen=True)
+class Ask:
+    """The question: a grid of allocations, the constraints, the objective."""
+
+    budget: int
+    p: tuple[int, ...]
+    n: tuple[int, ...]
+    b: tuple[int, ...]
+    workers: tuple[int, ...]
+    deadline: float | None = None  # seconds
+    max_dollars: float | None = None
+    objective: str = "time"
+    replicates: int = 100
+    race: bool = True  # False: every allocation gets every replicate, however large the grid
+
+    def allocations(self) -> list[Allocation]:
+        return [
+            Allocation(p, n, b, w)
+            for w in self.workers
+            for b in self.b
+            for p in self.p
+            for n in self.n
+        ]
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """One allocation's prediction, judged against the ask."""
+
+    allocation: Allocation
+    prediction: Prediction
+    wall_clock_se: float  # standard error of the mean wall-clock
+    dollars_se: float | None
+    meets_deadline: bool | None  # None: no deadline asked
+    within_cap: bool | None  # None: no dollar cap asked
+    limited_by: str  # what sets this allocation's pace, and which constraint is near
+
+    @property
+    def feasible(self) -> bool:
+        return self.meets_deadline is not False and self.within_cap is not False
+
+    def objective(self, objective: str) -> tuple[float, float]:
+        """(mean, standard error) of what the ask minimises."""
+        p = self.prediction
+        if objective == "cost":
+            assert p.dollars is not None and self.dollars_se is not None
+            return p.dollars.mean, self.dollars_se
+        return p.wall_clock.mean, self.wall_clock_se
+
+
+@dataclass
+class Advice:
+    ask: Ask
+    scenario: Scenario
+    search: str  # how the grid was searched, in a sentence
+    assessments: list[Assessment] = field(default_factory=list)  # feasible first, best first
+    recommended: Assessment | None = None
+    runners_up: list[Assessment] = field(default_factory=list)  # within noise of it
+    reasons: list[str] = field(default_factory=list)  # why nothing is feasible
+
+
+# -- reading the ask -----------------------------------------------------------
+
+
+def parse_values(text: str, what: str) -> tuple[int, ...]:
+    """'1..8', '64,128,512' or a mix ('1..4,8'): whole numbers >= 1, in order."""
+    values: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        match = re.fullmatch(r"(\d+)(?:\s*\.\.\s*(\d+))?", part)
+        if not match:
+            raise PxnError(f"--{what} takes numbers and ranges like 1..8 or 64,128: got {text!r}")
+        low, high = int(match[1]), int(match[2] or match[1])
+        if low < 1 or high < low:
+            raise PxnError(f"--{what}: {part!r} is not a range of whole numbers >= 1")
+        values.extend(range(low, high + 1))
+    return tuple(dict.fromkeys(values))
+
+
+DURATION_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """'3h', '90m', '1h30m', '45min', '600s' or plain seconds."""
+    clean = text.strip().lower().replace(" ", "")
+    if re.fullmatch(r"\d+(\.\d+)?", clean):
+        return float(clean)
+    parts = re.findall(r"(\d+(?:\.\d+)?)(min|sec|s|m|h|d)", clean)
+    if not parts or "".join(n + u for n, u in parts) != clean:
+        raise PxnError(f"--deadline is a duration like 3h, 90m, 1h30m or 600s: got {text!r}")
+    return sum(float(n) * DURATION_UNITS[u] for n, u in parts)
+
+
+def check_ask(scenario: Scenario, ask: Ask) -> None:
+    """Refuse an ask that cannot be answered, before any simulation."""
+    if ask.objective not in OBJECTIVES:
+        raise PxnError(f"--objective is time or cost: got {ask.objective!r}")
+    if ask.replicates < 2:
+        raise PxnError(f"--reps must be >= 2 to give an interval: got {ask.replicates}")
+    if ask.deadline is not None and ask.deadline <= 0:
+        raise PxnError(f"--deadline must be positive: got {ask.deadline:g} s")
+    if ask.max_dollars is not None and ask.max_dollars <= 0:
+        raise PxnError(f"--max-dollars must be positive: got {ask.max_dollars:g}")
+    if scenario.prices is None and (ask.max_dollars is not None or ask.objective == "cost"):
+        raise PxnError(
+            "the scenario has no [prices], so dollars cannot be predicted: add a [prices] "
+            "table (or calibrate with --task-model) before --max-dollars or --objective cost"
+        )
+    if max(ask.b) > scenario.trainset_size:
+        raise PxnError(
+            f"--b {max(ask.b)} is larger than the trainset ({scenario.trainset_size} examples)"
+        )
+    scenario.replace(budget=ask.budget)  # the budget's own checks (one seed validation)
+
+
+# -- bounds that refuse an ask without simulating ------------------------------
+
+
+def bound_reasons(scenario: Scenario, ask: Ask) -> list[str]:
+    """Why no allocation can meet the ask, from lower bounds alone (empty: it may)."""
+    from pxn.report import format_duration
+
+    reasons = []
+    if ask.deadline is not None:
+        fastest = min(ask.workers)
+        best_bound = math.inf
+        for w in ask.workers:
+            bounds = analytic(scenario.replace(budget=ask.budget, workers=w), Shape(1, 1))
+            bound = max(bounds.bound, bounds.rate_bound)
+            if bound < best_bound:
+                fastest, best_bound, which = w, bound, bounds
+        if best_bound > ask.deadline:
+            what = (
+                "the strong-scaling bound B*T_e/W"
+                if which.bound >= which.rate_bound
+                else "the provider rate limit's bound"
+            )
+            reasons.append(
+                f"no allocation meets the {format_duration(ask.deadline)} deadline: even at "
+                f"W={fastest}, {what} alone is {format_duration(best_bound)} "
+                f"(B={ask.budget} metric calls)"
+            )
+    if ask.max_dollars is not None:
+        floor = ask.budget * rollout_dollars(scenario)
+        if floor > ask.max_dollars:
+            reasons.append(
+                f"no allocation fits ${ask.max_dollars:,.2f}: the B={ask.budget} metric calls "
+                f"alone cost ${floor:,.2f} at the scenario's mean tokens and prices"
+            )
+    return reasons
+
+
+def rollout_dollars(scenario: Scenario) -> float:
+    """Mean dollars of one metric call."""
+    tokens, prices = scenario.tokens, scenario.prices
+    assert tokens is not None and prices is not None
+    return (
+        tokens.rollout_input.mean() * prices.task_input
+        + tokens.rollout_output.mean() * prices.task_output
+    ) / 1e6
+
+
+# -- the search ----------------------------------------------------------------
+
+
+def advise(
+    scenario: Scenario,
+    ask: Ask,
+    backend: Backend | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> Advice:
+    """Answer the ask; `on_progress(done, total)` is told as replicates finish.
+
+    The work runs on `backend` (opened and closed by the caller), else in this
+    process; the answer is the same to the bit.
+    """
+    check_ask(scenario, ask)
+    allocations = ask.allocations()
+    reasons = bound_reasons(scenario, ask)
+    if reasons:
+        return Advice(
+            ask, scenario, "refused from bounds alone: nothing simulated", reasons=reasons
+        )
+    variant = variants(scenario, ask)
+    runs: dict[Allocation, list[RunSummary]] = {a: [] for a in allocations}
+    raced = ask.race and len(allocations) > FULL_GRID_MAX and ask.replicates > RACE_REPLICATES
+    first = RACE_REPLICATES if raced else ask.replicates
+    done, total = 0, len(allocations) * first
+
+    def simulate(todo: Sequence[Allocation], replicates: range) -> None:
+        owners, units = work_units(variant, todo, replicates)
+
+        def told(_: int, batch: list[RunSummary]) -> None:
+            nonlocal done
+            done += len(batch)
+            if on_progress:
+                on_progress(done, total)
+
+        results = gather(backend or LocalBackend(), simulate_replicates, units, told)
+        for a, batch in zip(owners, results, strict=True):
+            runs[a].extend(batch)  # an allocation's chunks come in replicate order
+
+    simulate(allocations, range(first))
+    search = f"all {len(allocations)} allocations with {ask.replicates} replicates each"
+    if raced:
+        contenders = race(assess_all(runs, variant, ask), ask)
+        total += len(contenders) * (ask.replicates - first)
+        simulate(contenders, range(first, ask.replicates))
+        search = (
+            f"raced {len(allocations)} allocations: {first} replicates each, then the "
+            f"{len(contenders)} that could still win to {ask.replicates}"
+        )
+    return decide(ask, scenario, search, assess_all(runs, variant, ask))
+
+
+def variants(scenario: Scenario, ask: Ask) -> dict[Allocation, Scenario]:
+    """The scenario each allocation runs: the ask's budget, the allocation's b and W."""
+    return {
+        a: scenario.replace(budget=ask.budget, minibatch=a.b, workers=a.workers)
+        for a in ask.allocations()
+    }
+
+
+def work_units(
+    variant: dict[Allocation, Scenario], todo: Sequence[Allocation], replicates: range
+) -> tuple[list[Allocation], list[tuple]]:
+    """Units of `CHUNK` replicates for a backend, and the allocation each belongs to."""
+    owners, units = [], []
+    for a in todo:
+        for i in range(replicates.start, replicates.stop, CHUNK):
+            owners.append(a)
+            units.append((variant[a], a.shape, range(i, min(i + CHUNK, replicates.stop))))
+    return owners, units
+
+
+def assess_all(
+    runs: dict[Allocation, list[RunSummary]], variant: dict[Allocation, Scenario], ask: Ask
+) -> list[Assessment]:
+    return [assess(a, variant[a], batch, ask) for a, batch in runs.items()]
+
+
+def standard_error(values: Sequence[float]) -> float:
+    return float(np.std(values, ddof=1) / math.sqrt(len(values)))
+
+
+def assess(
+    allocation: Allocation, scenario: Scenario, runs: list[RunSummary], ask: Ask
+) -> Assessment:
+    prediction = summarize_replicates(scenario, allocation.shape, runs, math.nan)
+    dollars = prediction.dollars
+    meets_deadline = None if ask.deadline is None else prediction.wall_clock.high <= ask.deadline
+    within_cap = (
+        None if ask.max_dollars is None or dollars is None else dollars.high <= ask.max_dollars
+    )
+    return Assessment(
+        allocation=allocation,
+        prediction=prediction,
+        wall_clock_se=standard_error([r.wall_clock for r in runs]),
+        dollars_se=None if dollars is None else standard_error([r.dollars for r in runs]),
+        meets_deadline=meets_deadline,
+        within_cap=within_cap,
+        limited_by=limited_by(prediction, ask),
+    )
+
+
+def limited_by(prediction: Prediction, ask: Ask) -> str:
+    """What sets the pace (rate limit, worker pool or the chain of steps), and near constraints."""
+    if prediction.throttled_share.mean > THROTTLED:
+        pace = "rate limit"
+    elif prediction.utilisation.mean >= SATURATED:
+        pace = "worker pool"
+    else:
+        pace = "step latency"  # stages narrower than the pool: the run is a chain of steps
+    near = []
+    if ask.deadline is not None and prediction.wall_clock.high > NEAR * ask.deadline:
+        near.append("deadline")
+    dollars = prediction.dollars
+    if (
+        ask.max_dollars is not None
+        and dollars is not None
+        and dollars.high > NEAR * ask.max_dollars
+    ):
+        near.append("dollar cap")
+    return ", ".join([pace, *near])
+
+
+def race(assessments: list[Assessment], ask: Ask) -> list[Allocation]:
+    """The allocations that could still be the answer after the first round."""
+
+    def possible(x: Assessment) -> bool:  # not yet clearly infeasible
+        p = x.prediction
+        late = ask.deadline is not None and p.wall_clock.low > ask.deadline
+        dear = (
+            ask.max_dollars is not None
+            and p.dollars is not None
+            and p.dollars.low > ask.max_dollars
+        )
+        return not (late or dear)
+
+    alive = [x for x in assessments if possible(x)]
+    if not alive:
+        return []
+    leaders = [x for x in alive if x.feasible] or alive
+    best_mean, best_se = min((x.objective(ask.objective) for x in leaders), key=lambda m: m[0])
+    ceiling = best_mean + RACE_MARGIN * best_se
+    return [
+        x.allocation
+        for x in alive
+        if x.objective(ask.objective)[0] - RACE_MARGIN * x.objective(ask.objective)[1] <= ceiling
+    ]
+
+
+def decide(ask: Ask, scenario: Scenario, search: str, assessments: list[Assessment]) -> Advice:
+    """Rank, recommend, name the ties, or say why nothing is feasible."""
+    complete = [x for x in assessments if x.prediction.replicates == ask.replicates]
+
+    def key(x: Assessment) -> tuple[bool, float, float]:
+        time = x.prediction.wall_clock.mean
+        return (not x.feasible, x.objective(ask.objective)[0], time)
+
+    ranked = sorted(assessments, key=lambda x: (x.prediction.replicates != ask.replicates, *key(x)))
+    advice = Advice(ask, scenario, search, ranked)
+    feasible = sorted((x for x in complete if x.feasible), key=key)
+    if not feasible:
+        advice.reasons = infeasibility_reasons(ask, complete or assessments)
+        return advice
+    best = advice.recommended = feasible[0]
+    mean, se = best.objective(ask.objective)
+    advice.runners_up = [
+        x
+        for x in feasible[1:]
+        if abs(x.objective(ask.objective)[0] - mean)
+        <= NOISE * math.hypot(se, x.objective(ask.objective)[1])
+    ]
+    return advice
+
+
+def infeasibility_reasons(ask: Ask, assessments: list[Assessment]) -> list[str]:
+    from pxn.report import format_duration
+
+    reasons = []
+    fastest = min(assessments, key=lambda x: x.prediction.wall_clock.high)
+    if ask.deadline is not None and fastest.meets_deadline is False:
+        w = fastest.prediction.wall_clock
+        reasons.append(
+            f"no allocation meets the {format_duration(ask.deadline)} deadline in 95% of "
+            f"simulated runs: the fastest, {fastest.allocation.label}, takes "
+            f"{format_duration(w.mean)} [{format_duration(w.low)}-{format_duration(w.high)}]"
+        )
+    if ask.max_dollars is not None:
+        cheapest = min(assessments, key=lambda x: x.prediction.dollars.high)
+        d = cheapest.prediction.dollars
+        if cheapest.within_cap is False:
+            reasons.append(
+                f"no allocation fits ${ask.max_dollars:,.2f} in 95% of simulated runs: the "
+                f"cheapest, {cheapest.allocation.label}, costs ${d.mean:,.2f} "
+                f"[{d.low:,.2f}-{d.high:,.2f}]"
+            )
+    if not reasons:  # each constraint alone can be met, not both at once
+        on_time = [x for x in assessments if x.meets_deadline]
+        cheapest = min(on_time, key=lambda x: x.prediction.dollars.mean)
+        reasons.append(
+            f"the allocations that meet the deadline all cost more than "
+            f"${ask.max_dollars:,.2f}: the cheapest of them, {cheapest.allocation.label}, "
+            f"costs ${cheapest.prediction.dollars.mean:,.2f} "
+            f"(95th percentile ${cheapest.prediction.dollars.high:,.2f})"
+        )
+    return reasons

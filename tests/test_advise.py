@@ -1,0 +1,220 @@
+"""`pxn advise`: the search finds the allocation an independent count says is best.
+
+With constant latencies and no acceptance every replicate of an allocation is
+the same run, so its wall-clock and dollars can be counted by hand: stage by
+stage, rounds of W rollouts and of C reflections. The tests check the
+advice against that count, not against the simulator's own numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from sim_helpers import fixed, make_scenario
+
+from pxn.errors import PxnError
+from pxn.plots import pareto_front
+from pxn.scenario import Acceptance, Prices, RateLimit, RateLimits, Scenario, Tokens
+from pxn.sim import advise as advise_module
+from pxn.sim.advise import Allocation, Ask, advise, parse_duration, parse_values
+
+PXN = Path(sys.executable).parent / "pxn"
+T_E, T_R, V = 2.0, 10.0, 20  # rollout and reflection seconds, valset size
+
+
+def constant_scenario(**changes) -> Scenario:
+    base = {
+        "rollout": fixed(T_E),
+        "reflection": fixed(T_R),
+        "acceptance": Acceptance(0.0),
+        "stage_overhead": 0.0,
+        "valset_size": V,
+        "reflection_concurrency": 4,
+    }
+    return make_scenario(**(base | changes))
+
+
+def counted(allocation: Allocation, budget: int, c: int = 4) -> tuple[float, int, int]:
+    """(wall-clock, metric calls, proposals) of a run in which no child is ever accepted."""
+    k, b, w = allocation.p * allocation.n, allocation.b, allocation.workers
+    iterations = math.ceil((budget - V) / (2 * k * b))
+    step = 2 * math.ceil(k * b / w) * T_E + math.ceil(k / c) * T_R
+    wall = math.ceil(V / w) * T_E + iterations * step
+    return wall, V + iterations * 2 * k * b, iterations * k
+
+
+def ask(**changes) -> Ask:
+    base = {"budget": 400, "p": (1, 2), "n": (1, 2, 4), "b": (1, 3), "workers": (4, 16)}
+    return Ask(**(base | changes), replicates=4)
+
+
+def test_ranges_and_durations_parse_as_a_user_writes_them() -> None:
+    assert parse_values("1..4,8", "p") == (1, 2, 3, 4, 8)
+    assert parse_values("64, 128,512", "workers") == (64, 128, 512)
+    assert parse_duration("3h") == 10800 and parse_duration("1h30m") == 5400
+    assert parse_duration("45min") == 2700 and parse_duration("600") == 600
+    for bad in ("0..3", "4..2", "a", "1-4"):
+        with pytest.raises(PxnError, match="--p"):
+            parse_values(bad, "p")
+    with pytest.raises(PxnError, match="--deadline is a duration"):
+        parse_duration("soon")
+
+
+def test_pareto_front_keeps_only_the_undominated() -> None:
+    points = [(1.0, 9.0), (2.0, 5.0), (3.0, 6.0), (4.0, 1.0), (2.5, 5.0)]
+    assert pareto_front(points) == [(1.0, 9.0), (2.0, 5.0), (4.0, 1.0)]
+
+
+def test_fastest_allocation_is_the_one_counted_fastest() -> None:
+    the_ask = ask()
+    advice = advise(constant_scenario(), the_ask)
+    walls = {a: counted(a, the_ask.budget)[0] for a in the_ask.allocations()}
+    fastest = min(walls.values())
+    assert advice.recommended is not None
+    assert advice.recommended.allocation in {a for a, t in walls.items() if t == fastest}
+    assert advice.recommended.prediction.wall_clock.mean == pytest.approx(fastest)
+    # Zero variance: the ties are exactly the other allocations counted as fast.
+    tied = {x.allocation for x in advice.runners_up}
+    assert tied == {a for a, t in walls.items() if t == fastest} - {advice.recommended.allocation}
+    assert len(advice.assessments) == len(the_ask.allocations())
+
+
+def test_cheapest_allocation_under_a_deadline_is_the_one_counted_cheapest() -> None:
+    tokens = Tokens(fixed(100), fixed(20), fixed(300), 500.0, 120.0, measured_minibatch=3)
+    prices = Prices(1.0, 4.0, 2.0, 8.0)  # dollars per million tokens
+    scenario = constant_scenario(tokens=tokens, prices=prices)
+    the_ask = ask(objective="cost", deadline=400.0)
+
+    def dollars(a: Allocation) -> float:
+        _, calls, proposals = counted(a, the_ask.budget)
+        reflection = (500 + 120 * a.b) * 2.0 + 300 * 8.0
+        return (calls * (100 * 1.0 + 20 * 4.0) + proposals * reflection) / 1e6
+
+    on_time = [a for a in the_ask.allocations() if counted(a, the_ask.budget)[0] <= 400]
+    cheapest = min(dollars(a) for a in on_time)
+    advice = advise(scenario, the_ask)
+    assert advice.recommended is not None
+    best = advice.recommended
+    assert best.allocation in on_time
+    assert best.prediction.dollars.mean == pytest.approx(cheapest)
+    late = [x for x in advice.assessments if x.allocation not in on_time]
+    assert late and all(not x.feasible and x.meets_deadline is False for x in late)
+
+
+def test_a_deadline_below_the_strong_scaling_bound_is_refused_unsimulated() -> None:
+    scenario = constant_scenario(rollout=fixed(48.0), trainset_size=50)
+    # B T_e / W = 2000 * 48 s / 64 = 25 min: no allocation can meet 10 minutes.
+    the_ask = ask(budget=2000, workers=(16, 64), deadline=600.0)
+    advice = advise(scenario, the_ask)
+    assert advice.recommended is None and advice.assessments == []
+    [reason] = advice.reasons
+    assert "10.0 min deadline" in reason and "W=64" in reason
+    assert "strong-scaling bound" in reason and "25.0 min" in reason
+
+
+def test_a_deadline_above_the_bound_but_out_of_reach_names_the_fastest() -> None:
+    the_ask = ask(deadline=100.0)  # the bound is 400 * 2 s / 16 = 50 s; no run is that fast
+    advice = advise(constant_scenario(), the_ask)
+    fastest = min(counted(a, the_ask.budget)[0] for a in the_ask.allocations())
+    assert advice.recommended is None
+    [reason] = advice.reasons
+    assert reason.startswith("no allocation meets the 1.7 min deadline")
+    assert f"{fastest / 60:.1f} min" in reason
+
+
+def test_a_dollar_cap_below_the_metric_calls_cost_is_refused() -> None:
+    tokens = Tokens(fixed(1000), fixed(1000), fixed(300), 500.0, 120.0, measured_minibatch=3)
+    scenario = constant_scenario(tokens=tokens, prices=Prices(1.0, 1.0, 1.0, 1.0))
+    advice = advise(scenario, ask(max_dollars=0.5))  # 400 calls x 2000 tokens x $1/M = $0.80
+    assert advice.assessments == []
+    assert advice.reasons == [
+        "no allocation fits $0.50: the B=400 metric calls alone cost $0.80 at the "
+        "scenario's mean tokens and prices"
+    ]
+
+
+def test_a_wide_pool_against_a_rate_limit_is_limited_by_it() -> None:
+    tokens = Tokens(fixed(100), fixed(20), fixed(300), 500.0, 120.0, measured_minibatch=3)
+    limits = RateLimits(task=RateLimit(rpm=500), burst_seconds=1)
+    scenario = constant_scenario(tokens=tokens, rate_limits=limits, trainset_size=200)
+    advice = advise(scenario, ask(budget=3000, workers=(512,), p=(4,), n=(8,), b=(3,)))
+    [x] = advice.assessments
+    assert x.limited_by.startswith("rate limit")
+    # 3000 metric calls at 500 a minute cannot take less than 6 minutes.
+    assert x.prediction.wall_clock.mean >= 3000 / 500 * 60
+
+
+def test_racing_gives_the_full_grids_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    scenario = make_scenario(acceptance=Acceptance(0.3))  # random latencies: a real race
+    the_ask = Ask(400, (1, 2, 4), (1, 2), (1, 3), (4, 16), replicates=30)
+    full = advise(scenario, the_ask)
+    monkeypatch.setattr(advise_module, "FULL_GRID_MAX", 4)
+    monkeypatch.setattr(advise_module, "RACE_REPLICATES", 10)
+    raced = advise(scenario, the_ask)
+    assert raced.search.startswith("raced 24 allocations: 10 replicates each")
+    assert raced.recommended.allocation == full.recommended.allocation
+    # Every figure but the speedup, which advise leaves NaN (no single is simulated).
+    assert replace(raced.recommended.prediction, speedup=0) == replace(
+        full.recommended.prediction, speedup=0
+    )
+    dropped = [x for x in raced.assessments if x.prediction.replicates == 10]
+    assert dropped, "the race dropped nothing: it did not race"
+
+
+def test_cost_questions_need_prices() -> None:
+    with pytest.raises(PxnError, match="no \\[prices\\]"):
+        advise(constant_scenario(), ask(objective="cost"))
+
+
+def pxn(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(PXN), *args], capture_output=True, text=True, timeout=300)
+
+
+def test_cli_prints_the_recommendation_and_writes_csv_json_and_figure(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    constant_scenario().save(path)
+    out = tmp_path / "advice"
+    args = [str(path), "--budget", "400", "--p", "1..2", "--n", "1,2", "--workers", "4,16"]
+    done = pxn("advise", *args, "--reps", "3", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "recommended" in done.stdout and "fixed budget of metric calls" in done.stdout
+    document = json.loads((out / "advise.json").read_text())
+    assert document["recommended"] in done.stdout
+    assert len(document["allocations"]) == 8
+    assert (out / "advise.csv").read_text().count("\n") == 9
+    assert (out / "pareto.png").stat().st_size > 10_000
+
+
+def test_cli_infeasible_ask_exits_1_with_the_reason(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    constant_scenario().save(path)
+    done = pxn("advise", str(path), "--budget", "400", "--deadline", "10s", "--reps", "3")
+    assert done.returncode == 1
+    assert "pxn: no allocation meets the 10.0 s deadline" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--objective", "speed"], "--objective is time or cost"),
+        (["--objective", "cost"], "no [prices]"),
+        (["--p", "0..2"], "--p: '0..2' is not a range"),
+        (["--b", "99"], "--b 99 is larger than the trainset"),
+        (["--deadline", "soon"], "--deadline is a duration"),
+    ],
+)
+def test_cli_bad_asks_are_one_line_and_exit_2(
+    tmp_path: Path, args: list[str], fragment: str
+) -> None:
+    path = tmp_path / "s.toml"
+    constant_scenario().save(path)
+    done = pxn("advise", str(path), "--budget", "400", *args)
+    assert done.returncode == 2, done.stderr
+    assert fragment in done.stderr and done.stderr.count("\n") == 1
