@@ -544,6 +544,10 @@ def run_command(
     budget: Annotated[int, typer.Option("--budget", help="Metric calls (B).")] = 40,
     workers: Annotated[int, typer.Option("--workers", help="Rollout worker slots (W).")] = 2,
     selection: Annotated[str, typer.Option("--selection", help="all | best | topk:K")] = "all",
+    minibatch: Annotated[
+        int | None,
+        typer.Option("--minibatch", help="Reflection minibatch b (default: the task's, 3)."),
+    ] = None,
     task_lm: Annotated[
         str | None, typer.Option("--task-lm", help="litellm model (default: local pool).")
     ] = None,
@@ -588,6 +592,7 @@ def run_command(
         budget=budget,
         workers=workers,
         selection=selection,
+        minibatch=minibatch,
         task_lm=task_lm,
         reflection_lm=reflection_lm,
         api_base=api_base,

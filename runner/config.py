@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ class RunConfig:
     budget: int = 40
     workers: int = 2
     selection: str = "all"  # all | best | topk:K
+    minibatch: int | None = None  # b, gepa's reflection_minibatch_size; None = the task's own
     task_lm: str | None = None  # any litellm model string; None = the local pool
     reflection_lm: str | None = None
     api_base: str | None = None  # for self-hosted OpenAI-style endpoints
@@ -88,6 +89,13 @@ def plan(config: RunConfig) -> Plan:
         raise PxnError(f"--servers must be at least 1, got {config.servers}")
     check_eval_backend(config)
     task = load_task(config.task)
+    if config.minibatch is not None:
+        if not 1 <= config.minibatch <= len(task.train):
+            raise PxnError(
+                f"--minibatch must be between 1 and the trainset's {len(task.train)} examples, "
+                f"got {config.minibatch}"
+            )
+        task = replace(task, minibatch=config.minibatch)
     if config.budget < len(task.val):
         raise PxnError(
             f"--budget {config.budget} is below one seed validation ({len(task.val)} metric "

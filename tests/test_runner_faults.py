@@ -156,6 +156,8 @@ def test_failing_reflections_stop_the_run_with_a_clear_message(tmp_path, monkeyp
         ["--shape", "0x2"],
         ["--workers", "0"],
         ["--budget", "3"],
+        ["--minibatch", "0"],
+        ["--minibatch", "999"],
         ["--task", "no-such-task"],
         # Unreachable: nothing listens on port 9.
         [

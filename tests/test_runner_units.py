@@ -9,7 +9,7 @@ import pytest
 
 from pxn.errors import PxnError
 from pxn.runner.checks import max_concurrency
-from pxn.runner.config import parse_shape
+from pxn.runner.config import RunConfig, parse_shape, plan
 from pxn.runner.redact import describe_error, redact
 from pxn.runner.retry import CallFailed, RetryPolicy, call_with_retries, is_transient
 from pxn.runner.tasks import load_task
@@ -106,3 +106,10 @@ def test_max_concurrency_counts_touching_intervals_once():
 
     assert max_concurrency([r(0, 1), r(1, 2), r(2, 3)]) == 1
     assert max_concurrency([r(0, 2), r(1, 3), r(1.5, 1.6)]) == 3
+
+
+def test_minibatch_flag_replaces_the_tasks_own():
+    assert plan(RunConfig(out="x", task="topics")).task.minibatch == 3
+    assert plan(RunConfig(out="x", task="topics", minibatch=1)).task.minibatch == 1
+    with pytest.raises(PxnError, match="--minibatch must be between 1 and the trainset's"):
+        plan(RunConfig(out="x", task="topics", minibatch=0))
