@@ -124,13 +124,16 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, flo
 
 
 def plot_advice(advice: Advice, path: str | Path) -> Path:
-    """Time against dollars (or iterations, without prices) of every allocation simulated in full.
+    """Time against dollars (or iterations, without prices) of every allocation.
 
-    The feasible Pareto front is drawn as a step line; the recommendation is a
-    star with its 5-95% intervals, allocations within noise of it are ringed.
+    Allocations simulated in full are coloured by W; those a race dropped
+    after its first round are faint. The Pareto front of the feasible ones is
+    a step line; the recommendation is a star with its 5-95% intervals, and
+    allocations within noise of it are ringed.
     """
     ask = advice.ask
     full = [x for x in advice.assessments if x.prediction.replicates == ask.replicates]
+    dropped = [x for x in advice.assessments if x.prediction.replicates != ask.replicates]
     priced = advice.scenario.prices is not None
     unit, size = time_unit(max(x.prediction.wall_clock.mean for x in advice.assessments))
 
@@ -167,7 +170,18 @@ def plot_advice(advice: Advice, path: str | Path) -> Path:
             color="lightgrey",
             label="misses the deadline or the cap",
         )
-    front = pareto_front([(x.prediction.wall_clock.mean, y_of(x)) for x in full if x.feasible])
+    if dropped:
+        ax.scatter(
+            [x.prediction.wall_clock.mean / size for x in dropped],
+            [sign * y_of(x) for x in dropped],
+            s=8,
+            color="silver",
+            alpha=0.5,
+            label=f"dropped in the race ({dropped[0].prediction.replicates} replicates)",
+        )
+    front = pareto_front(
+        [(x.prediction.wall_clock.mean, y_of(x)) for x in advice.assessments if x.feasible]
+    )
     if front:
         ax.step(
             [t / size for t, _ in front],
