@@ -37,7 +37,7 @@ from pxn.calibrate.tokens import (
     missing_token_counts,
 )
 from pxn.errors import PxnError
-from pxn.scenario import Scenario, Shape
+from pxn.scenario import Scenario, Shape, Tokens
 from pxn.trace import ROLLOUT_PHASES, Iteration, Reflection, Rollout, Trace
 
 SETUP_FIELDS = (
@@ -136,17 +136,20 @@ def calibrate_traces(
             f"{medians}); the Scenario uses one distribution pooled over phases"
         )
     reflection_latencies = served_alone(reflections)
+    # Without token counts the report says so (calibration_lines); not a warning.
+    token_counts = None
+    if not missing_tokens:
+        token_counts = fit_token_counts(traces, reflection_latencies)
+        _token_notes(token_counts, first_b=traces[0].run_start.minibatch, notes=notes)
+        reflection_latencies = at_measured_minibatch(
+            traces, reflection_latencies, token_counts.chosen
+        )
     reflection = fit_latency("reflection", [d for _, d in reflection_latencies], latency)
     tokens = [
         fit
         for what, events in (("rollout", rollouts), ("reflection", reflections))
         if (fit := fit_tokens(what, events)) is not None
     ]
-    # Without token counts the report says so (calibration_lines); not a warning.
-    token_counts = None
-    if not missing_tokens:
-        token_counts = fit_token_counts(traces, reflection_latencies)
-        _token_notes(token_counts, first_b=traces[0].run_start.minibatch, notes=notes)
     costs = recorded_costs(rollouts, reflections, prices)
     if costs.dollars > 0 and prices is None:
         notes.append(
@@ -224,13 +227,30 @@ def calibrate_traces(
     )
 
 
+def at_measured_minibatch(
+    traces: list[Trace], latencies: list[tuple[Reflection, float]], tokens: Tokens
+) -> list[tuple[Reflection, float]]:
+    """Each reflection's latency as if read at the measured b (runs at other b shifted).
+
+    A reflection at a larger b reads more records and takes longer; pooling
+    them unshifted would fit a distribution of no single b. The shift is the
+    one the simulator applies the other way (Tokens.reflection_latency_shift).
+    """
+    b_of = {id(r): t.run_start.minibatch for t in traces for r in t.of(Reflection)}
+    return [
+        (r, max(0.0, seconds - tokens.reflection_latency_shift(b_of[id(r)])))
+        for r, seconds in latencies
+    ]
+
+
 def _token_notes(fit: TokenCounts, first_b: int, notes: list[str]) -> None:
     r = fit.reflection_input
     if len(r.by_minibatch) > 1:
         counts = ", ".join(f"{n} at b={b}" for b, (n, _) in r.by_minibatch.items())
         notes.append(
-            f"the reflection latency is pooled over the traces' b ({counts}); the b with the "
-            f"most reflections is taken as where it was measured: "
+            f"the traces mix b ({counts}); the b with the most reflections is taken as "
+            "where the reflection latency was measured, and reflections at other b are "
+            "shifted to it by the seconds-per-input-token fit: "
             f"[tokens] measured_minibatch={r.measured_minibatch}"
             + (
                 f" (the scenario's b is {first_b}, the first trace's)"

@@ -105,6 +105,21 @@ def test_planted_latency_slope_recovered(two_b_calibration: Calibration) -> None
     assert relative(fit.latency.per_output, TOKENS.seconds_per_output_token) < 0.1
 
 
+def test_reflection_latency_is_that_at_the_measured_b(two_b_calibration: Calibration) -> None:
+    """Reflections at b=4 are shifted to b=2 before the fit, not pooled with them.
+
+    Pooled, the mean would be ~7% high: a third of the reflections read 1240
+    more tokens, 2.5 s more at 2 ms a token.
+    """
+    t = TOKENS
+    at_b2 = (
+        t.reflection_noise.mean()
+        + t.seconds_per_input_token * (t.base + 2 * t.per_example)
+        + t.seconds_per_output_token * t.reflection_output.mean()
+    )
+    assert relative(two_b_calibration.scenario.reflection.mean(), at_b2) < 0.03
+
+
 def test_one_b_approximates_per_example_from_rollouts(one_b_calibration: Calibration) -> None:
     """At one b, per_example is a mean parent-minibatch rollout's tokens in + out.
 
