@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.table import Table
 
-from pxn.report import format_duration
+from pxn.durations import format_duration
 from pxn.sim.advise import Advice, Assessment
 
 CAVEAT = (
@@ -55,27 +55,34 @@ def describe(x: Assessment) -> str:
 
 def advice_table(advice: Advice) -> Table:
     ties = {id(x) for x in advice.runners_up}
+    priced = advice.scenario.prices is not None
     table = Table(
         title=f"best {SHOWN} of {len(advice.assessments)} allocations (every one in advise.csv)",
-        caption="wall-clock and dollars: simulated mean [5-95%]; feasible: 95th percentile "
-        "within the deadline and the cap",
+        caption="wall-clock"
+        + (" and dollars" if priced else "")
+        + ": simulated mean [5-95%]; feasible: 95th percentile within the deadline"
+        + (" and the cap" if priced else ""),
     )
-    columns = ["", "allocation", "wall-clock", "5-95%", "dollars", "iterations", "proposals"]
-    for column in [*columns, "full-val", "limited by", "reps"]:
-        table.add_column(
-            column, justify="left" if column in ("", "allocation", "limited by") else "right"
-        )
+    columns = ["", "allocation", "wall-clock", "5-95%", *(["dollars"] if priced else [])]
+    for column in [*columns, "iterations", "proposals", "full-val", "limited by", "reps"]:
+        left = column in ("", "allocation", "limited by")
+        table.add_column(column, justify="left" if left else "right")
     for x in advice.assessments[:SHOWN]:
         p = x.prediction
         mark = "best" if x is advice.recommended else "tie" if id(x) in ties else ""
         if not x.feasible:
             mark = "over"
-        table.add_row(
+        wall = p.wall_clock
+        cells = [
             mark,
             x.allocation.label,
-            format_duration(p.wall_clock.mean),
-            f"{format_duration(p.wall_clock.low)} - {format_duration(p.wall_clock.high)}",
-            "-" if p.dollars is None else money(p.dollars.mean),
+            format_duration(wall.mean),
+            f"{format_duration(wall.low)} - {format_duration(wall.high)}",
+        ]
+        if priced:
+            cells.append(money(p.dollars.mean))
+        table.add_row(
+            *cells,
             f"{p.iterations.mean:.1f}",
             f"{p.proposals.mean:.0f}",
             f"{p.full_val_share.mean:.0%}",

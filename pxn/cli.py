@@ -226,8 +226,9 @@ def advise_command(
     Exit code 1 when no allocation meets the ask (the reasons are printed).
     """
     from pxn.advise_report import advice_csv, advice_json, advice_table, describe, headline
+    from pxn.durations import parse_duration
     from pxn.files import write_text_atomically
-    from pxn.sim.advise import Ask, advise, check_ask, parse_duration, parse_values
+    from pxn.sim.advise import Ask, advise, check_ask, parse_values
     from pxn.sim.backends import make_backend
 
     if output_format not in ("table", "csv", "json"):
@@ -239,7 +240,7 @@ def advise_command(
         n=parse_values(n, "n"),
         b=parse_values(b, "b") if b else (the_scenario.minibatch,),
         workers=parse_values(workers, "workers") if workers else (the_scenario.workers,),
-        deadline=None if deadline is None else parse_duration(deadline),
+        deadline=None if deadline is None else parse_duration(deadline, "--deadline"),
         max_dollars=max_dollars,
         objective=objective,
         replicates=reps,
@@ -297,7 +298,7 @@ def presets() -> None:
     """List the built-in scenarios (the paper's setups)."""
     from rich.table import Table
 
-    from pxn.report import format_duration
+    from pxn.durations import format_duration
     from pxn.sim.presets import load_scenario, preset_names
 
     table = Table(title="presets (sim/presets/; each file's header says how it was inferred)")

@@ -11,16 +11,9 @@ from typing import Any
 
 from rich.table import Table
 
+from pxn.durations import format_duration
 from pxn.scenario import Scenario
 from pxn.sim.predict import Prediction
-
-
-def format_duration(seconds: float) -> str:
-    if seconds >= 3600:
-        return f"{seconds / 3600:.2f} h"
-    if seconds >= 60:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds:.1f} s"
 
 
 def dollars_text(p: Prediction) -> str:

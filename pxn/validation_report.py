@@ -13,7 +13,7 @@ from rich.table import Table
 
 from pxn.calibrate.load import TRACE_NAME
 from pxn.calibrate.validate import Check, Validation
-from pxn.report import format_duration
+from pxn.durations import format_duration
 
 
 def check_row(c: Check) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pxn.durations import format_duration
 from pxn.errors import PxnError
 from pxn.scenario import Scenario, Shape
 from pxn.sim.analytic import analytic
@@ -135,20 +136,6 @@ def parse_values(text: str, what: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys(values))
 
 
-DURATION_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(text: str) -> float:
-    """'3h', '90m', '1h30m', '45min', '600s' or plain seconds."""
-    clean = text.strip().lower().replace(" ", "")
-    if re.fullmatch(r"\d+(\.\d+)?", clean):
-        return float(clean)
-    parts = re.findall(r"(\d+(?:\.\d+)?)(min|sec|s|m|h|d)", clean)
-    if not parts or "".join(n + u for n, u in parts) != clean:
-        raise PxnError(f"--deadline is a duration like 3h, 90m, 1h30m or 600s: got {text!r}")
-    return sum(float(n) * DURATION_UNITS[u] for n, u in parts)
-
-
 def check_ask(scenario: Scenario, ask: Ask) -> None:
     """Refuse an ask that cannot be answered, before any simulation."""
     if ask.objective not in OBJECTIVES:
@@ -176,8 +163,6 @@ def check_ask(scenario: Scenario, ask: Ask) -> None:
 
 def bound_reasons(scenario: Scenario, ask: Ask) -> list[str]:
     """Why no allocation can meet the ask, from lower bounds alone (empty: it may)."""
-    from pxn.report import format_duration
-
     reasons = []
     if ask.deadline is not None:
         fastest = min(ask.workers)
@@ -394,8 +379,6 @@ def decide(ask: Ask, scenario: Scenario, search: str, assessments: list[Assessme
 
 
 def infeasibility_reasons(ask: Ask, assessments: list[Assessment]) -> list[str]:
-    from pxn.report import format_duration
-
     reasons = []
     fastest = min(assessments, key=lambda x: x.prediction.wall_clock.high)
     if ask.deadline is not None and fastest.meets_deadline is False:

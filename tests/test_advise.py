@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 from sim_helpers import fixed, make_scenario
 
+from pxn.durations import parse_duration
 from pxn.errors import PxnError
 from pxn.plots import pareto_front
 from pxn.scenario import Acceptance, Prices, RateLimit, RateLimits, Scenario, Tokens
 from pxn.sim import advise as advise_module
-from pxn.sim.advise import Allocation, Ask, advise, parse_duration, parse_values
+from pxn.sim.advise import Allocation, Ask, advise, parse_values
 
 PXN = Path(sys.executable).parent / "pxn"
 T_E, T_R, V = 2.0, 10.0, 20  # rollout and reflection seconds, valset size
@@ -57,13 +58,13 @@ def ask(**changes) -> Ask:
 def test_ranges_and_durations_parse_as_a_user_writes_them() -> None:
     assert parse_values("1..4,8", "p") == (1, 2, 3, 4, 8)
     assert parse_values("64, 128,512", "workers") == (64, 128, 512)
-    assert parse_duration("3h") == 10800 and parse_duration("1h30m") == 5400
-    assert parse_duration("45min") == 2700 and parse_duration("600") == 600
+    seconds = {text: parse_duration(text, "--deadline") for text in ("3h", "1h30m", "45min", "600")}
+    assert seconds == {"3h": 10800, "1h30m": 5400, "45min": 2700, "600": 600}
     for bad in ("0..3", "4..2", "a", "1-4"):
         with pytest.raises(PxnError, match="--p"):
             parse_values(bad, "p")
     with pytest.raises(PxnError, match="--deadline is a duration"):
-        parse_duration("soon")
+        parse_duration("soon", "--deadline")
 
 
 def test_pareto_front_keeps_only_the_undominated() -> None:
