@@ -150,6 +150,26 @@ def test_cli_sweep_and_simulate_on_the_head_equal_local(tmp_path: Path, ray_head
     assert on_ray.stdout == local.stdout
 
 
+def test_advise_on_the_head_equals_local_raced_or_not(tmp_path: Path, ray_head: Head) -> None:
+    """`pxn advise --backend ray`: the same advice to the bit, a race included.
+
+    A grid of 72 allocations is raced (over 64): a first round, then a second
+    on the contenders; both rounds' work goes to the head.
+    """
+    scenario = tmp_path / "small.toml"
+    make_scenario(budget=200).save(scenario)
+    args = ["advise", scenario, "--budget", "200", "--p", "1..3", "--n", "1..3", "--b", "1..2"]
+    args += ["--workers", "4,8,16,32", "--reps", "24", "--format", "json"]
+    local = pxn(*args, "--backend", "local", "--jobs", "1")
+    on_ray = pxn(*args, "--backend", "ray", "--address", ray_head.address)
+    assert local.returncode == 0, local.stderr
+    assert on_ray.returncode == 0, on_ray.stderr
+    assert on_ray.stdout == local.stdout
+    advice = json.loads(on_ray.stdout)
+    assert advice["search"].startswith("raced 72 allocations")
+    assert {row["replicates"] for row in advice["allocations"]} == {20, 24}
+
+
 def test_private_local_ray_without_address_equals_local(tmp_path: Path) -> None:
     # No --address: a Ray instance of --jobs CPUs for this command alone.
     args = ["simulate", "hover", "--shape", "2x2", "--reps", "30", "--seed", "3"]
