@@ -316,15 +316,15 @@ def limited_by(prediction: Prediction, ask: Ask) -> str:
         pace = "step latency"  # stages narrower than the pool: the run is a chain of steps
     near = []
     if ask.deadline is not None and prediction.wall_clock.high > NEAR * ask.deadline:
-        near.append("deadline")
+        near.append("the deadline")
     dollars = prediction.dollars
     if (
         ask.max_dollars is not None
         and dollars is not None
         and dollars.high > NEAR * ask.max_dollars
     ):
-        near.append("dollar cap")
-    return ", ".join([pace, *near])
+        near.append("the dollar cap")
+    return pace + (f"; near {' and '.join(near)}" if near else "")
 
 
 def race(assessments: list[Assessment], ask: Ask) -> list[Allocation]:
