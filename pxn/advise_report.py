@@ -48,6 +48,7 @@ def describe(x: Assessment) -> str:
         f"{p.iterations.mean:.0f} iterations",
         f"{p.proposals.mean:.0f} proposals",
         f"full-val {p.full_val_share.mean:.0%}",
+        *([f"{p.throttled_share.mean:.0%} of calls throttled"] if p.rate_limited else []),
         f"limited by {x.limited_by}",
     ]
     return f"{x.allocation.label}: " + ", ".join(parts)
@@ -57,7 +58,11 @@ def advice_table(advice: Advice) -> Table:
     ties = {id(x) for x in advice.runners_up}
     priced = advice.scenario.prices is not None
     table = Table(
-        title=f"best {SHOWN} of {len(advice.assessments)} allocations (every one in advise.csv)",
+        title=(
+            f"best {SHOWN} of {len(advice.assessments)} allocations (every one in advise.csv)"
+            if len(advice.assessments) > SHOWN
+            else f"all {len(advice.assessments)} allocations"
+        ),
         caption="wall-clock"
         + (" and dollars" if priced else "")
         + ": simulated mean [5-95%]; feasible: 95th percentile within the deadline"
