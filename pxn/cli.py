@@ -30,6 +30,7 @@ stderr = Console(stderr=True)
 
 DEFAULT_JOBS = min(2, os.cpu_count() or 1)
 PAPER_SHAPES = "single,2x1,2x2,4x1,2x4,8x1,2x8,4x4,8x2"
+RUNNERS_UP = 4  # allocations within noise of the recommendation printed in full
 
 ScenarioArg = Annotated[
     str, typer.Argument(help="A scenario TOML file, or a preset: livebench-math, hover.")
@@ -270,12 +271,17 @@ def advise_command(
     elif output_format == "json":
         sys.stdout.write(advice_json(advice) + "\n")
     else:
+        # soft_wrap: a line per allocation, whatever the terminal's width.
         for line in headline(advice):
-            stdout.print(line, markup=False)
+            stdout.print(line, markup=False, soft_wrap=True)
         if advice.recommended is not None:
-            stdout.print(f"\nrecommended: {describe(advice.recommended)}", markup=False)
-            for x in advice.runners_up:
-                stdout.print(f"  within noise: {describe(x)}", markup=False)
+            lines = [f"\nrecommended: {describe(advice.recommended)}"]
+            lines += [f"  within noise: {describe(x)}" for x in advice.runners_up[:RUNNERS_UP]]
+            if len(advice.runners_up) > RUNNERS_UP:
+                more = len(advice.runners_up) - RUNNERS_UP
+                lines.append(f"  and {more} more within noise ('tie' in the table and the CSV)")
+            for line in lines:
+                stdout.print(line, markup=False, soft_wrap=True)
         if advice.assessments:
             stdout.print(advice_table(advice))
     if out is not None:
