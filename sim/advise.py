@@ -165,13 +165,13 @@ def bound_reasons(scenario: Scenario, ask: Ask) -> list[str]:
     """Why no allocation can meet the ask, from lower bounds alone (empty: it may)."""
     reasons = []
     if ask.deadline is not None:
-        fastest = min(ask.workers)
+        best_w = min(ask.workers)
         best_bound = math.inf
         for w in ask.workers:
             bounds = analytic(scenario.replace(budget=ask.budget, workers=w), Shape(1, 1))
             bound = max(bounds.bound, bounds.rate_bound)
             if bound < best_bound:
-                fastest, best_bound, which = w, bound, bounds
+                best_w, best_bound, which = w, bound, bounds
         if best_bound > ask.deadline:
             what = (
                 "the strong-scaling bound B*T_e/W"
@@ -180,7 +180,7 @@ def bound_reasons(scenario: Scenario, ask: Ask) -> list[str]:
             )
             reasons.append(
                 f"no allocation meets the {format_duration(ask.deadline)} deadline: even at "
-                f"W={fastest}, {what} alone is {format_duration(best_bound)} "
+                f"W={best_w}, {what} alone is {format_duration(best_bound)} "
                 f"(B={ask.budget} metric calls)"
             )
     if ask.max_dollars is not None:
@@ -249,9 +249,10 @@ def advise(
         contenders = race(assess_all(runs, variant, ask), ask)
         total += len(contenders) * (ask.replicates - first)
         simulate(contenders, range(first, ask.replicates))
-        search = (
-            f"raced {len(allocations)} allocations: {first} replicates each, then the "
-            f"{len(contenders)} that could still win to {ask.replicates}"
+        search = f"raced {len(allocations)} allocations: {first} replicates each, then " + (
+            f"the {len(contenders)} that could still win to {ask.replicates}"
+            if contenders
+            else "none could still meet the ask"
         )
     return decide(ask, scenario, search, assess_all(runs, variant, ask))
 
@@ -314,17 +315,15 @@ def limited_by(prediction: Prediction, ask: Ask) -> str:
         pace = "worker pool"
     else:
         pace = "step latency"  # stages narrower than the pool: the run is a chain of steps
-    near = []
-    if ask.deadline is not None and prediction.wall_clock.high > NEAR * ask.deadline:
-        near.append("the deadline")
+    notes = []
     dollars = prediction.dollars
-    if (
-        ask.max_dollars is not None
-        and dollars is not None
-        and dollars.high > NEAR * ask.max_dollars
+    for limit, high, what in (
+        (ask.deadline, prediction.wall_clock.high, "the deadline"),
+        (ask.max_dollars, None if dollars is None else dollars.high, "the dollar cap"),
     ):
-        near.append("the dollar cap")
-    return pace + (f"; near {' and '.join(near)}" if near else "")
+        if limit is not None and high is not None and high > NEAR * limit:
+            notes.append(f"{'past' if high > limit else 'near'} {what}")
+    return "; ".join([pace, *notes])
 
 
 def race(assessments: list[Assessment], ask: Ask) -> list[Allocation]:
@@ -380,21 +379,22 @@ def decide(ask: Ask, scenario: Scenario, search: str, assessments: list[Assessme
 
 def infeasibility_reasons(ask: Ask, assessments: list[Assessment]) -> list[str]:
     reasons = []
-    fastest = min(assessments, key=lambda x: x.prediction.wall_clock.high)
-    if ask.deadline is not None and fastest.meets_deadline is False:
-        w = fastest.prediction.wall_clock
+    # The closest to feasible: the lowest 95th percentile.
+    closest = min(assessments, key=lambda x: x.prediction.wall_clock.high)
+    if ask.deadline is not None and closest.meets_deadline is False:
+        w = closest.prediction.wall_clock
         reasons.append(
             f"no allocation meets the {format_duration(ask.deadline)} deadline in 95% of "
-            f"simulated runs: the fastest, {fastest.allocation.label}, takes "
+            f"simulated runs: the closest, {closest.allocation.label}, takes "
             f"{format_duration(w.mean)} [{format_duration(w.low)}-{format_duration(w.high)}]"
         )
     if ask.max_dollars is not None:
-        cheapest = min(assessments, key=lambda x: x.prediction.dollars.high)
-        d = cheapest.prediction.dollars
-        if cheapest.within_cap is False:
+        closest = min(assessments, key=lambda x: x.prediction.dollars.high)
+        d = closest.prediction.dollars
+        if closest.within_cap is False:
             reasons.append(
                 f"no allocation fits ${ask.max_dollars:,.2f} in 95% of simulated runs: the "
-                f"cheapest, {cheapest.allocation.label}, costs ${d.mean:,.2f} "
+                f"closest, {closest.allocation.label}, costs ${d.mean:,.2f} "
                 f"[{d.low:,.2f}-{d.high:,.2f}]"
             )
     if not reasons:  # each constraint alone can be met, not both at once

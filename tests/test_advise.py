@@ -107,7 +107,9 @@ def test_cheapest_allocation_under_a_deadline_is_the_one_counted_cheapest() -> N
     late = [x for x in advice.assessments if x.allocation not in on_time]
     assert late and all(not x.feasible and x.meets_deadline is False for x in late)
     for x in advice.assessments:  # flagged when its 95th percentile is past 90% of 400 s
-        assert ("near the deadline" in x.limited_by) == (x.prediction.wall_clock.high > 360)
+        high = x.prediction.wall_clock.high
+        assert ("near the deadline" in x.limited_by) == (360 < high <= 400)
+        assert ("past the deadline" in x.limited_by) == (high > 400)
 
 
 def test_a_deadline_below_the_strong_scaling_bound_is_refused_unsimulated() -> None:
