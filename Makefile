@@ -25,13 +25,16 @@ $(STAMP): pyproject.toml Makefile
 
 # The whole loop on the offline default: a small real batched GEPA run on the
 # local LM pool, its trace calibrated into a scenario, shapes predicted from it
-# for a budget ten times larger; then the paper's LiveBench-Math setup predicted.
+# for a budget ten times larger and the fastest allocation advised; then the
+# paper's LiveBench-Math setup predicted.
 demo: $(STAMP)
 	rm -rf out/demo
 	$(BIN)/pxn run --shape 2x2 --budget 60 --workers 2 --out out/demo/run
 	$(BIN)/pxn calibrate out/demo/run -o out/demo/calibrated.toml
 	$(BIN)/pxn sweep out/demo/calibrated.toml --budget 600 --shapes single,2x1,2x2,4x1 --reps 200 \
 		--out out/demo/sweep
+	$(BIN)/pxn advise out/demo/calibrated.toml --budget 600 --workers 2 --p 1..4 --n 1..4 \
+		--out out/demo/advise
 	$(BIN)/pxn sweep livebench-math --reps 200 --out out/livebench-math
 
 lint: $(STAMP)
