@@ -76,6 +76,18 @@ def scenario_with_overrides(
     return scenario.replace(**changes) if changes else scenario
 
 
+def progress_bar() -> Progress:
+    """Replicates done out of all, on stderr, gone when the work is."""
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr,
+        transient=True,
+    )
+
+
 def run_sweep(scenario, shapes, reps: int, jobs: int, backend: str = "local", address=None):
     from pxn.sim.backends import make_backend
     from pxn.sim.predict import check_sweep, sweep, total_replicates
@@ -84,14 +96,7 @@ def run_sweep(scenario, shapes, reps: int, jobs: int, backend: str = "local", ad
     # Opened (Ray connected) before the bar too: a bad address is one line.
     with (
         make_backend(backend, address, jobs) as the_backend,
-        Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=stderr,
-            transient=True,
-        ) as progress,
+        progress_bar() as progress,
     ):
         task = progress.add_task("simulating", total=total_replicates(shapes, reps))
         return sweep(
@@ -250,14 +255,7 @@ def advise_command(
     check_ask(the_scenario, ask)  # before the progress bar draws anything
     with (
         make_backend(backend, address, jobs) as the_backend,
-        Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=stderr,
-            transient=True,
-        ) as progress,
+        progress_bar() as progress,
     ):
         task = progress.add_task("simulating allocations", total=None)
         advice = advise(
