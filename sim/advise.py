@@ -165,13 +165,14 @@ def bound_reasons(scenario: Scenario, ask: Ask) -> list[str]:
     """Why no allocation can meet the ask, from lower bounds alone (empty: it may)."""
     reasons = []
     if ask.deadline is not None:
-        best_w = min(ask.workers)
-        best_bound = math.inf
-        for w in ask.workers:
-            bounds = analytic(scenario.replace(budget=ask.budget, workers=w), Shape(1, 1))
+        best_w, best_bound = min(ask.workers), math.inf
+        # The strong-scaling bound depends on W alone; the rate bound counts
+        # reflections too, which differ by shape and b: the lowest is the bound.
+        for a, variant in variants(scenario, ask).items():
+            bounds = analytic(variant, a.shape)
             bound = max(bounds.bound, bounds.rate_bound)
             if bound < best_bound:
-                best_w, best_bound, which = w, bound, bounds
+                best_w, best_bound, which = a.workers, bound, bounds
         if best_bound > ask.deadline:
             what = (
                 "the strong-scaling bound B*T_e/W"
