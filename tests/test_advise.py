@@ -123,6 +123,16 @@ def test_a_deadline_below_the_strong_scaling_bound_is_refused_unsimulated() -> N
     assert "strong-scaling bound" in reason and "25.0 min" in reason
 
 
+def test_a_deadline_below_the_rate_limits_bound_is_refused_unsimulated() -> None:
+    # 400 metric calls at 10 a minute, less the one-minute burst of 10: at least 39 minutes,
+    # whatever W; the strong-scaling bound is under a minute.
+    limits = RateLimits(task=RateLimit(rpm=10))
+    advice = advise(constant_scenario(rate_limits=limits), ask(deadline=1800.0))
+    assert advice.assessments == []
+    [reason] = advice.reasons
+    assert "the provider rate limit's bound" in reason and "30.0 min deadline" in reason
+
+
 def test_a_deadline_above_the_bound_but_out_of_reach_names_the_fastest() -> None:
     the_ask = ask(deadline=100.0)  # the bound is 400 * 2 s / 16 = 50 s; no run is that fast
     advice = advise(constant_scenario(), the_ask)
