@@ -1,30 +1,21 @@
 """`--backend ray` against a real Ray head on 127.0.0.1: the same predictions, to the bit.
 
-One head (`ray start --head --block`, 2 CPUs, no dashboard) serves the whole
-module; it is stopped by signalling that one process, which drains and stops
-the Ray processes it started.
-
-Ray 2.60 turns token authentication on for a `ray start` head when
-~/.ray/auth_token exists, but a driver connecting by address sends the token
-only when RAY_AUTH_MODE=token. So the head and every client here get the same
-mode and a token made for this module, and ~/.ray is neither read nor needed.
+One head (ray_heads.started_head, 2 CPUs) serves the whole module, with a
+token made for it that this process's drivers get too.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
-import signal
-import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from ray_heads import free_port, started_head, token_auth
 from sim_helpers import make_scenario
 
 from pxn.errors import PxnError
@@ -35,15 +26,7 @@ from pxn.sim.predict import simulate_replicates, sweep
 pytestmark = pytest.mark.slow
 
 BIN = Path(sys.executable).parent
-PXN, RAY = BIN / "pxn", BIN / "ray"
-STARTED = "Ray runtime started"
-
-
-def free_port() -> int:
-    """A port nothing listens on (the OS just handed it out and it was closed)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+PXN = BIN / "pxn"
 
 
 @dataclass
@@ -55,45 +38,18 @@ class Head:
 
 @pytest.fixture(scope="module")
 def ray_head() -> Iterator[Head]:
-    port = free_port()
-    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-    command = [
-        str(RAY), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
-        f"--port={port}", "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats",
-    ]  # fmt: skip
-    head = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,  # its own process group: ours alone to clean up
-        env={**os.environ, **auth, "RAY_USAGE_STATS_ENABLED": "0"},
-    )
-    log: list[str] = []
-    assert head.stdout is not None
-    for line in head.stdout:  # blocks until ray start says the node is up (or exits)
-        log.append(line)
-        if STARTED in line:
-            break
-    # Keep reading so the head never blocks on a full pipe.
-    threading.Thread(target=lambda: log.extend(head.stdout), daemon=True).start()
+    auth = token_auth()
     saved = {key: os.environ.get(key) for key in auth}
-    os.environ.update(auth)  # for the drivers this test process starts
-    try:
-        assert any(STARTED in line for line in log), "".join(log)
-        yield Head(f"127.0.0.1:{port}", auth, log)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        head.send_signal(signal.SIGTERM)
+    with started_head({**os.environ, **auth}, num_cpus=2) as (address, log):
+        os.environ.update(auth)  # for the drivers this test process starts
         try:
-            head.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-            head.wait()
+            yield Head(address, auth, log)
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
 
 def pxn(*args: str | Path) -> subprocess.CompletedProcess[str]:

@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-import signal
 import subprocess
 import sys
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, replace
@@ -30,6 +27,7 @@ from pathlib import Path
 
 import pytest
 from fault_server import FaultServer
+from ray_heads import started_head, token_auth
 from test_runner_faults import PLANTED, all_text
 from test_trace import header
 
@@ -120,7 +118,7 @@ def test_cli_bad_eval_backend_is_one_line_exit_2(tmp_path: Path) -> None:
 
 def test_cli_unreachable_ray_head_is_one_line_exit_2(tmp_path: Path) -> None:
     # Checked with the flags, before litellm's import: nothing listens on a freed port.
-    from test_ray_backend import free_port
+    from ray_heads import free_port
 
     out, port = tmp_path / "never", free_port()
     result = pxn_run("--out", out, "--eval-backend", "ray", "--ray-address", f"127.0.0.1:{port}")
@@ -164,7 +162,7 @@ def run_shape(rollouts: list[Rollout]) -> Counter:
     return Counter((r.iteration, r.phase, r.candidate, r.example, r.score) for r in rollouts)
 
 
-def tests_env(**extra: str) -> dict[str, str]:
+def child_env(**extra: str) -> dict[str, str]:
     """The environment of a `pxn run` child: the tests' modules importable, plus `extra`."""
     path = os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
     return {**os.environ, "PYTHONPATH": path, **extra}
@@ -187,7 +185,7 @@ def test_ray_run_equals_the_local_run(tmp_path: Path, lm_pool) -> None:
         [str(BIN / "pxn"), "run", "--no-progress", "--out", str(tmp_path / "ray"), *flags,
          "--eval-backend", "ray"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=tests_env(PXN_STATE_DIR=str(state)),
+        env=child_env(PXN_STATE_DIR=str(state)),
     )  # fmt: skip
     try:
         config = RunConfig(out=str(tmp_path / "local"), progress=False, **common)
@@ -228,35 +226,10 @@ def fault_head() -> Iterator[tuple[str, dict[str, str]]]:
     """A Ray head on 127.0.0.1 whose workers have the planted key and the tests' modules,
     as a cluster's nodes must (the key is never sent with a task); and what a client of
     it needs in its environment."""
-    from test_ray_backend import RAY, STARTED, free_port
-
-    port = free_port()
-    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-    env = tests_env(**auth, RAY_USAGE_STATS_ENABLED="0", OPENAI_API_KEY=PLANTED)
-    head = subprocess.Popen(
-        [str(RAY), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
-         f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
-         "--disable-usage-stats"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True, env=env,
-    )  # fmt: skip
-    log: list[str] = []
-    assert head.stdout is not None
-    for line in head.stdout:
-        log.append(line)
-        if STARTED in line:
-            break
-    threading.Thread(target=lambda: log.extend(head.stdout), daemon=True).start()
-    try:
-        assert any(STARTED in line for line in log), "".join(log)
-        yield f"127.0.0.1:{port}", auth
-    finally:
-        head.send_signal(signal.SIGTERM)
-        try:
-            head.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-            head.wait()
+    auth = token_auth()
+    env = child_env(**auth, OPENAI_API_KEY=PLANTED)
+    with started_head(env, num_cpus=1) as (address, _):
+        yield address, auth
 
 
 @pytest.mark.slow
@@ -270,7 +243,7 @@ def test_faults_in_ray_workers_are_retried_and_recorded_as_in_threads(
             "--out", out, "--task", "plugin_task:make_failing_task", "--task-lm", "openai/fault",
             "--reflection-lm", "openai/fault", "--api-base", server.api_base, "--shape", "2x2",
             "--budget", "30", "--workers", "2", "--eval-backend", "ray", "--ray-address", address,
-            env=tests_env(**auth, OPENAI_API_KEY=PLANTED),  # the driver's own calls: reflections
+            env=child_env(**auth, OPENAI_API_KEY=PLANTED),  # the driver's own calls: reflections
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     _, rollouts = check_ray_trace(out, workers=2)
