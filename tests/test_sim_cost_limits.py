@@ -23,6 +23,7 @@ import pytest
 from oracle import oracle_replicates
 from scipy.stats import ks_2samp
 from sim_helpers import fixed, lognormal, make_scenario
+from test_trace import header
 
 from pxn.report import dollars_text, predictions_csv, predictions_json, predictions_table
 from pxn.scenario import (
@@ -42,7 +43,6 @@ from pxn.trace import (
     Reflection,
     Rollout,
     RunEnd,
-    RunStart,
     Stage,
     TraceWriter,
     read_trace,
@@ -356,21 +356,7 @@ def test_rate_bound_is_the_tightest_limit_less_its_burst() -> None:
 def test_summarize_adds_up_the_calls_costs(tmp_path: Path) -> None:
     path = tmp_path / "trace.jsonl"
     with TraceWriter(path) as writer:
-        writer.write(
-            RunStart(
-                start=0.0,
-                end=0.0,
-                source="runner",
-                shape="1x1",
-                budget=3,
-                workers=2,
-                reflection_concurrency=1,
-                valset_size=2,
-                trainset_size=2,
-                minibatch=1,
-                seed=0,
-            )
-        )
+        writer.write(replace(header(), source="runner", budget=3))
         common = {"iteration": 0, "phase": "seed_val", "candidate": "0"}
         for i, cost in enumerate([0.01, None, 0.02]):
             writer.write(
