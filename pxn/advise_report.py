@@ -54,6 +54,14 @@ def describe(x: Assessment) -> str:
     return f"{x.allocation.label}: " + ", ".join(parts)
 
 
+def feasibility(advice: Advice) -> str:
+    """What 'feasible' meant for this ask, for the table's caption."""
+    ask = advice.ask
+    asked = (("the deadline", ask.deadline), ("the cap", ask.max_dollars))
+    limits = [name for name, limit in asked if limit is not None]
+    return f"; feasible: 95th percentile within {' and '.join(limits)}" if limits else ""
+
+
 def advice_table(advice: Advice) -> Table:
     ties = {id(x) for x in advice.runners_up}
     priced = advice.scenario.prices is not None
@@ -65,8 +73,8 @@ def advice_table(advice: Advice) -> Table:
         ),
         caption="wall-clock"
         + (" and dollars" if priced else "")
-        + ": simulated mean [5-95%]; feasible: 95th percentile within the deadline"
-        + (" and the cap" if priced else ""),
+        + ": simulated mean [5-95%]"
+        + feasibility(advice),
     )
     columns = ["", "allocation", "wall-clock", "5-95%", *(["dollars"] if priced else [])]
     for column in [*columns, "iterations", "proposals", "full-val", "limited by", "reps"]:

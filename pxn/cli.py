@@ -283,13 +283,16 @@ def advise_command(
         if advice.assessments:
             stdout.print(advice_table(advice))
     if out is not None:
-        write_text_atomically(out / "advise.json", advice_json(advice))
-        written = [out / "advise.json"]
+        written = []
         if advice.assessments:
             from pxn.plots import plot_advice  # matplotlib: only when a figure is asked for
 
+            # The figure first: if it cannot be drawn, nothing is written.
+            written.append(plot_advice(advice, out / "pareto.png"))
             write_text_atomically(out / "advise.csv", advice_csv(advice))
-            written += [out / "advise.csv", plot_advice(advice, out / "pareto.png")]
+            written.append(out / "advise.csv")
+        write_text_atomically(out / "advise.json", advice_json(advice))
+        written.append(out / "advise.json")
         stderr.print("wrote " + ", ".join(str(path) for path in written))
     if advice.recommended is None:
         for reason in advice.reasons:

@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from pxn.scenario import Scenario
-from pxn.sim.predict import Prediction
+from pxn.sim.predict import Interval, Prediction
 
 if TYPE_CHECKING:
     from pxn.calibrate.fit import LatencyFit
@@ -114,6 +114,19 @@ def plot_sweep(scenario: Scenario, predictions: list[Prediction], path: str | Pa
     return save_figure(fig, path)
 
 
+def error_bar(interval: Interval, size: float = 1.0) -> list[list[float]]:
+    """matplotlib's [[below], [above]] for a 5-95% interval around its mean.
+
+    A mean can lie outside its own 5-95% interval (a count that is 10 in 95%
+    of replicates and 0 in the rest has its mean below the 5th percentile):
+    that side's bar is then empty rather than negative.
+    """
+    return [
+        [max(0.0, interval.mean - interval.low) / size],
+        [max(0.0, interval.high - interval.mean) / size],
+    ]
+
+
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
     """The points no other point beats on both coordinates (both minimised), by x."""
     front: list[tuple[float, float]] = []
@@ -207,21 +220,11 @@ def plot_advice(advice: Advice, path: str | Path) -> Path:
     if best is not None:
         p = best.prediction
         y = sign * y_of(best)
-        if priced:
-            y_err = [[p.dollars.mean - p.dollars.low], [p.dollars.high - p.dollars.mean]]
-        else:
-            y_err = [
-                [p.iterations.mean - p.iterations.low],
-                [p.iterations.high - p.iterations.mean],
-            ]
         ax.errorbar(
             p.wall_clock.mean / size,
             y,
-            xerr=[
-                [(p.wall_clock.mean - p.wall_clock.low) / size],
-                [(p.wall_clock.high - p.wall_clock.mean) / size],
-            ],
-            yerr=y_err,
+            xerr=error_bar(p.wall_clock, size),
+            yerr=error_bar(p.dollars if priced else p.iterations),
             fmt="*",
             markersize=16,
             color="tab:red",

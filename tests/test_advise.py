@@ -20,10 +20,11 @@ from sim_helpers import fixed, make_scenario
 
 from pxn.durations import parse_duration
 from pxn.errors import PxnError
-from pxn.plots import pareto_front
+from pxn.plots import error_bar, pareto_front
 from pxn.scenario import Acceptance, Prices, RateLimit, RateLimits, Scenario, Tokens
 from pxn.sim import advise as advise_module
 from pxn.sim.advise import Allocation, Ask, advise, parse_values
+from pxn.sim.predict import Interval
 
 PXN = Path(sys.executable).parent / "pxn"
 T_E, T_R, V = 2.0, 10.0, 20  # rollout and reflection seconds, valset size
@@ -70,6 +71,12 @@ def test_ranges_and_durations_parse_as_a_user_writes_them() -> None:
 def test_pareto_front_keeps_only_the_undominated() -> None:
     points = [(1.0, 9.0), (2.0, 5.0), (3.0, 6.0), (4.0, 1.0), (2.5, 5.0)]
     assert pareto_front(points) == [(1.0, 9.0), (2.0, 5.0), (4.0, 1.0)]
+
+
+def test_error_bars_are_never_negative() -> None:
+    # A count that is 10 in 95% of runs and 0 in the rest: its mean is below its 5th percentile.
+    assert error_bar(Interval(9.5, 10.0, 10.0)) == [[0.0], [0.5]]
+    assert error_bar(Interval(120.0, 60.0, 240.0), size=60.0) == [[1.0], [2.0]]
 
 
 def test_fastest_allocation_is_the_one_counted_fastest() -> None:
