@@ -196,7 +196,7 @@ def advise_command(
         str | None, typer.Option("--deadline", help="Wall-clock limit: 3h, 90m, 1h30m, 600s.")
     ] = None,
     max_dollars: Annotated[
-        float | None, typer.Option("--max-dollars", help="Dollar cap (needs [prices]).")
+        float | None, typer.Option("--max-dollars", help="Dollar cap (the scenario needs prices).")
     ] = None,
     workers: Annotated[
         str | None, typer.Option("--workers", help="Pools W to try: 64,128,512 or 1..8.")
@@ -208,7 +208,9 @@ def advise_command(
         typer.Option("--b", help="Reflection minibatch sizes (default: the scenario's)."),
     ] = None,
     objective: Annotated[str, typer.Option("--objective", help="time or cost.")] = "time",
-    reps: Reps = 100,
+    reps: Annotated[
+        int, typer.Option("--reps", help="Replicates per allocation (a race gives 20 first).")
+    ] = 100,
     full_grid: Annotated[
         bool,
         typer.Option(
