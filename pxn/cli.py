@@ -394,7 +394,7 @@ def calibrate(
         str | None,
         typer.Option(
             "--task-model",
-            help="Write [prices] for this model (as litellm names it, e.g. gpt-4.1-mini), "
+            help="Write the prices table for this model (as litellm names it, e.g. gpt-4.1-mini), "
             "priced from litellm's offline table.",
         ),
     ] = None,
