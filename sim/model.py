@@ -195,9 +195,9 @@ class SimulatedRun:
         limit.
         """
         requests, token_bucket = buckets
-        charges: list[tuple[Bucket, list[float]]] = []
+        charges: list[tuple[Bucket, list[float] | float]] = []
         if requests is not None:
-            charges.append((requests, [1.0] * len(durations)))
+            charges.append((requests, 1.0))
         if token_bucket is not None:
             assert tokens is not None
             charges.append((token_bucket, tokens))

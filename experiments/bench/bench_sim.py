@@ -1,11 +1,14 @@
 """How fast is the simulator? Replicates per second, and the paper sweep's wall time.
 
-    .venv/bin/python experiments/bench/bench_sim.py [--quick]
+    .venv/bin/python experiments/bench/bench_sim.py [--quick] [--rate-limits-only]
 
 Measures, in this one process, simulated replicates per second of the fast
 model (pxn.sim.model) and of the per-rollout oracle (tests/oracle.py) on the
 livebench-math preset (B=5000, W=512) at single, 2x2 and 8x2, and their ratio;
-then times the real `pxn sweep livebench-math --reps 200 --jobs 2` command.
+then times the real `pxn sweep livebench-math --reps 200 --jobs 2` command;
+then the fast model on `pxn advise`'s worked example (a hosted API with
+provider rate limits, experiments/advise_example/livebench-math-api.toml) at
+W=128 and W=512, with its limits and without them.
 Prints the machine and its load before and after, since other processes
 sharing the cores change every figure here.
 """
@@ -27,11 +30,13 @@ sys.path.insert(0, str(ROOT / "tests"))  # the oracle lives with the tests
 import numpy as np  # noqa: E402
 from oracle import oracle_once  # noqa: E402
 
-from pxn.scenario import Shape  # noqa: E402
+from pxn.scenario import RateLimits, Shape  # noqa: E402
 from pxn.sim.model import simulate_once  # noqa: E402
 from pxn.sim.presets import load_scenario  # noqa: E402
 
 SHAPES = [Shape(1, 1), Shape(2, 2), Shape(8, 2)]
+API_EXAMPLE = ROOT / "experiments" / "advise_example" / "livebench-math-api.toml"
+LIMITED_SHAPES = [Shape(1, 1), Shape(2, 2), Shape(8, 8)]
 
 
 def machine() -> str:
@@ -73,15 +78,42 @@ def time_sweep(repeats: int) -> list[float]:
     return times
 
 
+def rate_limited(window: float) -> None:
+    """The advise example with its rate limits (token buckets) and without them."""
+    scenario = load_scenario(str(API_EXAMPLE))
+    print(f"{API_EXAMPLE.name}: replicates per CPU second (per wall second)")
+    print(f"{'W':>4} {'shape':>6} {'limited':>15} {'unlimited':>15} {'throttled/rep':>14}")
+    for workers in (128, 512):
+        limited = scenario.replace(workers=workers)
+        unlimited = limited.replace(rate_limits=RateLimits())
+        for shape in LIMITED_SHAPES:
+            with_limits = rate(lambda r, sc=limited, s=shape: simulate_once(sc, s, r), window)
+            without = rate(lambda r, sc=unlimited, s=shape: simulate_once(sc, s, r), window)
+            throttled = statistics.mean(
+                simulate_once(limited, shape, r).throttled_calls for r in range(5)
+            )
+            print(
+                f"{workers:>4} {shape.label:>6} {with_limits[0]:>7.1f} /{with_limits[1]:>6.1f}"
+                f" {without[0]:>7.1f} /{without[1]:>6.1f} {throttled:>14.0f}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter timing windows")
+    parser.add_argument(
+        "--rate-limits-only", action="store_true", help="only the rate-limited scenario"
+    )
     args = parser.parse_args()
     window = 1.0 if args.quick else 4.0
 
-    scenario = load_scenario("livebench-math")
     print(machine())
     print(f"before: {load()}")
+    if args.rate_limits_only:
+        rate_limited(window)
+        print(f"after: {load()}")
+        return
+    scenario = load_scenario("livebench-math")
     print("replicates per second, one process (per CPU second / per wall second)")
     print(f"{'shape':>6} {'fast':>15} {'oracle':>15} {'ratio (CPU)':>12}")
     for shape in SHAPES:
@@ -99,6 +131,7 @@ def main() -> None:
         "pxn sweep livebench-math --reps 200 --jobs 2 (nine shapes): "
         f"median {statistics.median(times):.2f} s, min {min(times):.2f} s over {len(times)}"
     )
+    rate_limited(window)
     print(f"after: {load()}")
 
 
