@@ -108,7 +108,7 @@ def plan(config: RunConfig) -> Plan:
 def check_eval_backend(config: RunConfig) -> None:
     """--eval-backend and --ray-address, checked without importing Ray (slow to import);
     a head that does not answer is named here, before the LM pool starts."""
-    from pxn.sim.backends import RAY_EXTRA, Address
+    from pxn.ray_cluster import RAY_EXTRA, Address
 
     if config.eval_backend not in ("local", "ray"):
         raise PxnError(f"--eval-backend is local or ray, got {config.eval_backend!r}")

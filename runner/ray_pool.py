@@ -46,13 +46,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pxn.errors import PxnError
+from pxn.ray_cluster import RayConnection
 from pxn.runner.adapter import Job, OnFailure, Outcome, run_rollout
 from pxn.runner.lm import LMClient
 from pxn.runner.lm_pool import PoolInfo
 from pxn.runner.redact import describe_error
 from pxn.runner.retry import CallFailed, RetryPolicy
 from pxn.runner.tasks import load_task
-from pxn.sim.backends import RayBackend
 
 PRIVATE_CPUS = 2  # logical CPUs of a private local Ray; rollouts reserve none
 RESTARTS = 2  # a worker whose process dies is restarted, its rollout retried, this often
@@ -148,7 +148,7 @@ class RayRollouts:
     def __init__(self, workers: int, address: str | None = None):
         self.workers = workers
         self.address = address
-        self._backend = RayBackend(address, num_cpus=PRIVATE_CPUS if address is None else None)
+        self._connection = RayConnection(address, PRIVATE_CPUS if address is None else None)
         self._ray: Any = None
         self._actors: list[Any] = []
         self._busy: list[int] = []  # rollouts in flight per local LM server
@@ -159,12 +159,9 @@ class RayRollouts:
         main = threading.current_thread() is threading.main_thread()
         if main:
             self._sigterm = signal.getsignal(signal.SIGTERM)
-        self._backend.open()  # ray.init installs its own SIGTERM handler (sys.exit) ...
+        self._ray = self._connection.open()  # ray.init installs a SIGTERM handler (sys.exit) ...
         if main:  # ... which would end a run without its run_end: the caller's stays
             signal.signal(signal.SIGTERM, self._sigterm)
-        import ray  # imported by the backend's open
-
-        self._ray = ray
         return self
 
     def start(self, task_spec: str | None, endpoint: Endpoint, seed: int) -> None:
@@ -279,7 +276,7 @@ class RayRollouts:
             for actor in self._actors:
                 self._ray.kill(actor)
         self._actors = []
-        self._backend.close()
+        self._connection.close()
         self._ray = None
 
     def __enter__(self) -> RayRollouts:

@@ -6,25 +6,22 @@ reports each unit's result as it finishes, in whatever order they finish.
 them cannot depend on the backend or on how the work was spread.
 
 Ray is an optional extra and slow to import: it is imported only when a Ray
-backend is opened.
+backend is opened (pxn.ray_cluster).
 """
 
 from __future__ import annotations
 
 import itertools
-import logging
-import socket
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pxn.errors import PxnError
+from pxn.ray_cluster import Address, RayConnection
 
 R = TypeVar("R")
 BACKENDS = ("local", "ray")
-RAY_EXTRA = "install the extra: pip install 'gepa-pxn[ray]'"
-CONNECT_TIMEOUT = 5.0  # seconds to reach a Ray head's port before giving up
 WINDOW_PER_CPU, WINDOW_MIN = 4, 16  # Ray tasks in flight: per cluster CPU, and at least
 
 
@@ -73,101 +70,31 @@ class LocalBackend(Backend):
                 yield futures[future], future.result()
 
 
-@dataclass(frozen=True)
-class Address:
-    host: str
-    port: int
-
-    @classmethod
-    def parse(cls, text: str) -> Address:
-        host, sep, port = text.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise PxnError(
-                f"--address is HOST:PORT of a Ray head, e.g. 127.0.0.1:6379: got {text!r}"
-            )
-        return cls(host, int(port))
-
-    def __str__(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    def check_reachable(self) -> None:
-        # ray.init retries an unreachable head for minutes, logging as it goes;
-        # a plain TCP connect says the same in a few seconds.
-        try:
-            socket.create_connection((self.host, self.port), timeout=CONNECT_TIMEOUT).close()
-        except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            raise PxnError(
-                f"cannot reach a Ray head at {self}: {reason}; "
-                f"start one with `ray start --head --port {self.port}`"
-            ) from None
-
-
-def import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise PxnError(f"--backend ray needs Ray, which is not installed; {RAY_EXTRA}") from None
-    return ray
-
-
 @dataclass
 class RayBackend(Backend):
     """Each unit a Ray task on the cluster at `address`, or on a private local Ray.
 
-    Without an address a Ray instance is started for this process alone with
-    `num_cpus` CPUs and stopped on close. With one, every node must have the
+    Without an address a Ray instance of `num_cpus` CPUs is started for this
+    process alone and stopped on close. With one, every node must have the
     same gepa-pxn installed (tasks import it by name), else results could differ.
-    If Ray is already initialised in this process (a user's own script), that
-    connection is used and left open.
     """
 
     address: str | None = None
     num_cpus: int | None = None
     name = "ray"
-    _ray: Any = field(default=None, init=False, repr=False)
-    _owned: bool = field(default=False, init=False, repr=False)
+    _connection: RayConnection = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._connection = RayConnection(self.address, self.num_cpus)
 
     def open(self) -> None:
-        if self._ray is not None:
-            return
-        target = Address.parse(self.address) if self.address is not None else None
-        ray = import_ray()
-        if ray.is_initialized():
-            self._ray = ray
-            return
-        if target is not None:
-            target.check_reachable()
-        options: dict[str, Any] = {
-            # Errors only: a CLI user should not see "connecting to..." or the
-            # token-authentication notice Ray 2.60 logs at each start.
-            "logging_level": logging.ERROR,
-            "log_to_driver": False,  # workers' own output stays in Ray's logs
-        }
-        if target is None:
-            options |= {"address": "local", "num_cpus": self.num_cpus, "include_dashboard": False}
-        else:
-            options["address"] = str(target)
-        try:
-            ray.init(**options)
-        except ConnectionError as exc:
-            # Reachable but refused: most often a token-authenticated head and a
-            # client without RAY_AUTH_MODE=token (Ray 2.60 only sends it then).
-            raise PxnError(
-                f"cannot connect to Ray at {target}: {exc}; if the head uses token "
-                "authentication, set RAY_AUTH_MODE=token and the head's token "
-                "(RAY_AUTH_TOKEN or ~/.ray/auth_token)"
-            ) from None
-        self._ray, self._owned = ray, True
+        self._connection.open()
 
     def close(self) -> None:
-        if self._ray is not None and self._owned:
-            self._ray.shutdown()
-        self._ray, self._owned = None, False
+        self._connection.close()
 
     def run(self, fn: Callable[..., R], units: Sequence[tuple]) -> Iterator[tuple[int, R]]:
-        self.open()
-        ray = self._ray
+        ray = self._connection.open()
         task = ray.remote(num_cpus=1)(fn)
         # A few tasks per CPU in flight, not all of them: ray.wait scans its
         # whole list on every call, and with thousands pending that cost the
