@@ -340,6 +340,11 @@ class RateLimits:
     reflection: RateLimit = RateLimit()
     burst_seconds: float = 60.0
 
+    @property
+    def limited(self) -> bool:
+        """Whether any model has a limit (burst_seconds alone limits nothing)."""
+        return bool(self.task.to_dict() or self.reflection.to_dict())
+
     def validate(self, has_tokens: bool) -> None:
         for role, limit in (("task", self.task), ("reflection", self.reflection)):
             for name, value in (("rpm", limit.rpm), ("tpm", limit.tpm)):
@@ -500,6 +505,14 @@ class Scenario:
                 )
             self.prices.validate()
         self.rate_limits.validate(has_tokens=self.tokens is not None)
+        if self.lm_servers is not None and self.rate_limits.limited:
+            # The two models disagree on who holds a server while waiting for
+            # allowance, so the combination is refused rather than guessed.
+            raise PxnError(
+                "lm_servers (your own LM servers) and [rate_limits] (a hosted provider's "
+                "limits) cannot be combined: drop lm_servers and load_slowdown to model "
+                "a provider, or [rate_limits] to model your servers"
+            )
         return self
 
     def replace(self, **changes: Any) -> Scenario:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pxn.errors import PxnError
-from pxn.scenario import RateLimits, Scenario, Shape
+from pxn.scenario import Scenario, Shape
 from pxn.sim.analytic import AnalyticPrediction, analytic
 from pxn.sim.backends import Backend, LocalBackend, gather
 from pxn.sim.model import simulate_once
@@ -88,7 +88,7 @@ def summarize_replicates(
         throttled_share=Interval.of(
             [r.throttled_calls / (r.metric_calls + r.proposals) for r in runs]
         ),
-        rate_limited=scenario.rate_limits != RateLimits(),
+        rate_limited=scenario.rate_limits.limited,
     )
 
 

@@ -239,6 +239,11 @@ def test_unknown_model_is_one_line_with_suggestions() -> None:
         ({"rate_limits": {"task": {"rpm": 0}}}, "rate_limits.task.rpm must be > 0"),
         ({"rate_limits": {"task": {"rpn": 5}}}, "unknown field 'rpn' (did you mean 'rpm'?)"),
         ({"rate_limits": {"burst_seconds": -1}}, "burst_seconds must be > 0"),
+        (
+            {"lm_servers": 2, "rate_limits": {"reflection": {"rpm": 60}}},
+            "lm_servers (your own LM servers) and [rate_limits] (a hosted provider's limits) "
+            "cannot be combined",
+        ),
         ({"tokens": {"rollout_input": {"dist": "empirical", "samples": [1]}}}, "missing field"),
     ],
 )
