@@ -39,6 +39,7 @@ NOISE = 2.0  # standard errors of a difference within which two allocations tie
 NEAR = 0.9  # a constraint binds when the 95th percentile is past this share of it
 THROTTLED = 0.05  # share of calls waiting for a rate limit above which it binds
 SATURATED = 0.75  # worker utilisation above which the pool binds
+REFLECTION_BOUND = 0.5  # share of the wall-clock in reflections above which they bind
 
 
 @dataclass(frozen=True, order=True)
@@ -309,11 +310,16 @@ def assess(
 
 
 def limited_by(prediction: Prediction, ask: Ask) -> str:
-    """What sets the pace (rate limit, worker pool or the chain of steps), and near constraints."""
+    """What sets the pace (rate limit, worker pool, reflections or the chain of steps),
+    and near constraints."""
+    wall_clock = prediction.wall_clock.mean
+    reflecting = prediction.stage_time["reflection"] / wall_clock if wall_clock > 0 else 0.0
     if prediction.throttled_share.mean > THROTTLED:
         pace = "rate limit"
     elif prediction.utilisation.mean >= SATURATED:
         pace = "worker pool"
+    elif reflecting >= REFLECTION_BOUND:
+        pace = "reflections"  # the worker pool idles while the reflection LM thinks
     else:
         pace = "step latency"  # stages narrower than the pool: the run is a chain of steps
     notes = []

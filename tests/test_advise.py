@@ -172,6 +172,20 @@ def test_a_wide_pool_against_a_rate_limit_is_limited_by_it() -> None:
     assert x.prediction.wall_clock.mean >= 3000 / 500 * 60
 
 
+@pytest.mark.parametrize(("reflection", "pace"), [(10.0, "reflections"), (1.0, "step latency")])
+def test_a_run_mostly_reflecting_is_limited_by_its_reflections(
+    reflection: float, pace: str
+) -> None:
+    # 1x1 b=1 on 16 slots: each step is a 2 s rollout, the reflection, a 2 s
+    # rollout; a 10 s reflection is 10/14 of it, a 1 s one 1/5.
+    scenario = constant_scenario(reflection=fixed(reflection))
+    advice = advise(scenario, ask(p=(1,), n=(1,), b=(1,), workers=(16,)))
+    [x] = advice.assessments
+    share = x.prediction.stage_time["reflection"] / x.prediction.wall_clock.mean
+    assert share == pytest.approx(reflection / (reflection + 2 * T_E), abs=0.02)
+    assert x.limited_by == pace
+
+
 def test_racing_gives_the_full_grids_answer(monkeypatch: pytest.MonkeyPatch) -> None:
     scenario = make_scenario(acceptance=Acceptance(0.3))  # random latencies: a real race
     the_ask = Ask(400, (1, 2, 4), (1, 2), (1, 3), (4, 16), replicates=30)
