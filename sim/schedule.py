@@ -121,8 +121,8 @@ def rate_limited_schedule(
         # Each bucket: the earliest time at or after `free` and its last
         # payment it holds min(amount, capacity). x = max(a, b) is
         # `b if b > a else a`, min(a, b) is `b if b < a else a`. Buckets a and b
-        # are written out twice on purpose: a loop or a call per bucket here
-        # cost most of the speed-up (experiments/bench/README.md).
+        # are written out twice on purpose: when tried, a loop over the buckets
+        # here lost most of the speed-up.
         now_a = time_a if time_a > free else free
         full_a = level_a + rate_a * (now_a - time_a)
         full_a = cap_a if cap_a < full_a else full_a
