@@ -25,7 +25,6 @@ import scipy.stats
 from pxn.calibrate.acceptance import AcceptanceFit, fit_acceptance, proposal_outcomes
 from pxn.calibrate.costs import RecordedCosts, lookup_prices, recorded_costs
 from pxn.calibrate.fit import LatencyFit, fit_latency
-from pxn.calibrate.load import Loaded, load_traces
 from pxn.calibrate.load_effect import LoadEffect, call_loads, fit_load_effects
 from pxn.calibrate.overhead import ConcurrencyFit, OverheadFit, fit_concurrency, fit_overhead
 from pxn.calibrate.slowdown import SlowdownFit, fit_slowdown
@@ -38,7 +37,7 @@ from pxn.calibrate.tokens import (
 )
 from pxn.errors import PxnError
 from pxn.scenario import Scenario, Shape, Tokens
-from pxn.trace import ROLLOUT_PHASES, Iteration, Reflection, Rollout, Trace
+from pxn.trace import ROLLOUT_PHASES, Iteration, Loaded, Reflection, Rollout, Trace, load_traces
 
 SETUP_FIELDS = (
     "budget",

@@ -19,11 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pxn.calibrate.load import load_traces
 from pxn.calibrate.overhead import loop_end
 from pxn.scenario import Scenario, Shape
 from pxn.sim.predict import Prediction, sweep
-from pxn.trace import Resume, RunSummary, Trace, summarize
+from pxn.trace import Resume, RunSummary, Trace, load_traces, summarize
 
 SETUP = ("budget", "workers", "valset_size", "trainset_size", "minibatch", "reflection_concurrency")
 

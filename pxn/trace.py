@@ -19,6 +19,7 @@ import threading
 import types
 import typing
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
@@ -391,6 +392,70 @@ def _check_header(path: Path, number: int, data: Any) -> None:
             f"{path}: trace schema version {data.get('schema')!r}, this pxn reads version "
             f"{SCHEMA_VERSION}; use the gepa-pxn release that wrote it"
         )
+
+
+# ---- finding and reading the traces a person points at ----
+#
+# A run directory is `runs/NAME/` holding `trace.jsonl`. Unusable traces (not a
+# pxn trace, another schema version, no run_start, no rollouts) are set aside
+# with a one-line reason when others remain; reading nothing usable is a
+# PxnError. Lines `read_trace` skipped are kept, with their line numbers, for
+# the report.
+
+TRACE_NAME = "trace.jsonl"
+
+
+def trace_path(path: str | Path) -> Path:
+    """The trace file of a run directory, or the path itself when it is a file."""
+    path = Path(path)
+    if path.is_dir():
+        inside = path / TRACE_NAME
+        if not inside.is_file():
+            raise PxnError(f"{path} is a directory without a {TRACE_NAME}; is it a run directory?")
+        return inside
+    if not path.exists():
+        raise PxnError(f"{path}: no such run directory or trace file")
+    return path
+
+
+def read_one(path: str | Path) -> Trace:
+    """Read one trace (a file or a run directory); PxnError naming the problem if unusable."""
+    return read_trace(trace_path(path))
+
+
+@dataclass
+class Loaded:
+    """The traces calibration can use, and what was set aside and why."""
+
+    traces: list[Trace]
+    rejected: list[str] = field(default_factory=list)  # "path: reason", one per trace
+
+    @property
+    def skipped_lines(self) -> list[str]:
+        return [f"{t.path} {line}" for t in self.traces for line in t.skipped]
+
+
+def load_traces(paths: Sequence[str | Path], *, need_rollouts: bool = True) -> Loaded:
+    """Read every path; keep the usable traces, fail only when none is usable."""
+    if not paths:
+        raise PxnError("give at least one trace file or run directory")
+    traces: list[Trace] = []
+    rejected: list[str] = []
+    for path in paths:
+        try:
+            trace = read_one(path)
+        except PxnError as exc:
+            rejected.append(str(exc))
+            continue
+        if need_rollouts and not trace.of(Rollout):
+            rejected.append(f"{trace.path}: holds no rollout events")
+            continue
+        traces.append(trace)
+    if not traces:
+        if len(rejected) == 1:
+            raise PxnError(rejected[0])
+        raise PxnError(f"none of the {len(rejected)} traces is usable; first: {rejected[0]}")
+    return Loaded(traces, rejected)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pxn.cli import main
+from pxn.app.cli import main
 from pxn.scenario import Acceptance, Distribution, Scenario, Shape
 from pxn.sim.model import simulate_once
 from pxn.trace import TraceWriter

@@ -10,13 +10,12 @@ import scipy.stats
 from calibrate_helpers import TRUE, write_traces
 
 from pxn.calibrate.acceptance import fit_acceptance, proposal_outcomes
-from pxn.calibrate.load import read_one
 from pxn.calibrate.load_effect import fit_load_effects
 from pxn.calibrate.overhead import fit_concurrency, fit_overhead, in_flight
 from pxn.calibrate.tokens import fit_tokens
 from pxn.errors import PxnError
 from pxn.scenario import Shape
-from pxn.trace import Decision, Reflection, Resume, Rollout, RunStart, Trace
+from pxn.trace import Decision, Reflection, Resume, Rollout, RunStart, Trace, read_one
 
 
 def bernoulli(p: np.ndarray, seed: int) -> np.ndarray:

@@ -23,9 +23,14 @@ import pytest
 from oracle import oracle_replicates
 from scipy.stats import ks_2samp
 from sim_helpers import fixed, lognormal, make_scenario
-from test_trace import header
+from test_core_trace import header
 
-from pxn.report import dollars_text, predictions_csv, predictions_json, predictions_table
+from pxn.app.prediction_report import (
+    dollars_text,
+    predictions_csv,
+    predictions_json,
+    predictions_table,
+)
 from pxn.scenario import (
     Acceptance,
     Prices,

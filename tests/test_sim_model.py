@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from sim_helpers import fixed, lognormal, make_scenario, max_concurrency
 
-from pxn.cli import PAPER_SHAPES
-from pxn.report import predictions_csv
+from pxn.app.commands.predict import PAPER_SHAPES
+from pxn.app.prediction_report import predictions_csv
 from pxn.scenario import Acceptance, Scenario, Shape, parse_shapes
 from pxn.sim.model import simulate_once
 from pxn.sim.predict import sweep

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from scipy.stats import spearmanr
 
-from pxn.plots import plt, save_figure
+from pxn.app.plots import plt, save_figure
 
 
 def main() -> None:

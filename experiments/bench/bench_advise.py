@@ -28,7 +28,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from pxn.advise_report import advice_csv
+from pxn.app.advice_report import advice_csv
 from pxn.sim.advise import Ask, advise, variants, work_units
 from pxn.sim.backends import Backend, LocalBackend, RayBackend, gather
 from pxn.sim.predict import simulate_replicates

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ["pyproject.toml", "README.md", "LICENSE", "pxn", "sim", "runner", "calibrate"]
+SOURCES = ["pyproject.toml", "README.md", "LICENSE", "pxn", "sim", "runner", "calibrate", "app"]
 
 
 def run(*args: str | Path, cwd: Path) -> str:
@@ -59,7 +59,7 @@ def test_wheel_installs_and_imports_from_a_fresh_venv(tmp_path: Path) -> None:
     check = textwrap.dedent(
         """
         import json
-        import pxn, pxn.sim, pxn.sim.model, pxn.sim.presets, pxn.runner, pxn.calibrate
+        import pxn, pxn.sim, pxn.sim.model, pxn.sim.presets, pxn.runner, pxn.calibrate, pxn.app.cli
         from pxn.scenario import Shape
         from pxn.sim.model import simulate_once
         from pxn.sim.presets import load_scenario, preset_names

@@ -171,7 +171,7 @@ def test_missing_ray_names_the_extra() -> None:
     code = (
         "import sys; sys.modules['ray'] = None\n"
         "sys.argv = ['pxn', 'sweep', 'hover', '--reps', '5', '--backend', 'ray']\n"
-        "from pxn.cli import main; main()\n"
+        "from pxn.app.cli import main; main()\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert_user_error(result, "--backend ray needs Ray", "pip install 'gepa-pxn[ray]'")

@@ -11,9 +11,9 @@ from typing import Any
 
 from rich.table import Table
 
-from pxn.calibrate.load import TRACE_NAME
 from pxn.calibrate.validate import Check, Validation
 from pxn.durations import format_duration
+from pxn.trace import TRACE_NAME
 
 
 def check_row(c: Check) -> dict[str, Any]:

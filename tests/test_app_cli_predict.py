@@ -149,7 +149,7 @@ def test_preset_simulates() -> None:
 
 
 def test_the_table_names_a_local_pool_only_when_there_is_one() -> None:
-    from pxn.report import predictions_table
+    from pxn.app.prediction_report import predictions_table
     from pxn.scenario import Shape
     from pxn.sim.predict import sweep
 

@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 from calibrate_helpers import TRUE, pxn, write_traces
 
-from pxn.calibrate.chrome import REFLECTIONS, WORKERS, chrome_trace
-from pxn.calibrate.load import read_one
+from pxn.app.chrome import REFLECTIONS, WORKERS, chrome_trace
 from pxn.scenario import Shape
-from pxn.trace import Iteration, Reflection, Rollout, Stage, Trace
+from pxn.trace import Iteration, Reflection, Rollout, Stage, Trace, read_one
 
 
 @pytest.fixture(scope="module")

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from sim_helpers import fixed, make_scenario
 
+from pxn.app.plots import error_bar, pareto_front
 from pxn.durations import parse_duration
 from pxn.errors import PxnError
-from pxn.plots import error_bar, pareto_front
 from pxn.scenario import Acceptance, Prices, RateLimit, RateLimits, Scenario, Tokens
 from pxn.sim import advise as advise_module
 from pxn.sim.advise import Allocation, Ask, advise, parse_values

@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 from calibrate_helpers import TRUE, pxn, write_traces
 
-from pxn.calibrate.load import read_one
+from pxn.app.validation_report import validation_csv, validation_json, validation_table
 from pxn.calibrate.overhead import fit_overhead
 from pxn.calibrate.validate import Validation, validate_runs
 from pxn.scenario import Shape
 from pxn.sim.predict import sweep
-from pxn.trace import read_trace, summarize
-from pxn.validation_report import validation_csv, validation_json, validation_table
+from pxn.trace import read_one, read_trace, summarize
 
 SMALL = TRUE.replace(budget=800)
 SHAPES = (Shape(1, 1), Shape(2, 2), Shape(4, 1))

@@ -9,12 +9,11 @@ import numpy as np
 import pytest
 from calibrate_helpers import TRUE, pxn, write_traces
 
+from pxn.app.plots import latency_scale, plot_latency_fit, plot_sweep_vs_measured, plot_timeline
 from pxn.calibrate.fit import fit_latency
-from pxn.calibrate.load import read_one
 from pxn.calibrate.validate import validate_runs
-from pxn.plots import latency_scale, plot_latency_fit, plot_sweep_vs_measured, plot_timeline
 from pxn.scenario import Shape
-from pxn.trace import Rollout
+from pxn.trace import Rollout, read_one
 
 SMALL = TRUE.replace(budget=400)
 

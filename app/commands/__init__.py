@@ -1,0 +1,1 @@
+"""The commands of `pxn`, one module per group: predict, calibrate, measure, lm."""

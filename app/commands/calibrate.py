@@ -1,0 +1,192 @@
+"""Measured runs: `pxn calibrate`, `pxn validate`, `pxn plot ...`, `pxn trace export`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pxn.app.commands.predict import DEFAULT_JOBS, Jobs
+from pxn.app.console import print_set_aside, stderr, stdout
+from pxn.errors import PxnError
+
+commands = typer.Typer()
+plot_commands = typer.Typer(help="Figures of measured and simulated runs.", no_args_is_help=True)
+trace_commands = typer.Typer(help="Convert traces for other tools.", no_args_is_help=True)
+
+TracesArg = Annotated[
+    list[Path], typer.Argument(help="Trace files (trace.jsonl) or run directories (runs/NAME/).")
+]
+ScenarioOpt = Annotated[
+    str, typer.Option("--scenario", help="The calibrated scenario TOML (or a preset name).")
+]
+ValidateReps = Annotated[int, typer.Option("--reps", help="Simulated replicates per run's setup.")]
+
+
+@commands.command()
+def calibrate(
+    traces: TracesArg,
+    output: Annotated[Path, typer.Option("-o", "--output", help="Scenario TOML to write.")],
+    plots: Annotated[
+        Path | None, typer.Option("--plots", help="Directory for fit diagnostic figures.")
+    ] = None,
+    name: Annotated[str, typer.Option("--name", help="The scenario's name.")] = "calibrated",
+    latency: Annotated[
+        str,
+        typer.Option(
+            "--latency", help="auto (lowest AIC unless KS rejects it), empirical, or a family."
+        ),
+    ] = "auto",
+    lm_servers: Annotated[
+        int | None,
+        typer.Option(
+            "--lm-servers",
+            help="Calls the LM serves at once (a local pool of K servers), when the traces "
+            "do not say; overrides them.",
+        ),
+    ] = None,
+    task_model: Annotated[
+        str | None,
+        typer.Option(
+            "--task-model",
+            help="Write the prices table for this model (as litellm names it, e.g. gpt-4.1-mini), "
+            "priced from litellm's offline table.",
+        ),
+    ] = None,
+    reflection_model: Annotated[
+        str | None,
+        typer.Option(
+            "--reflection-model", help="The reflection model's name, when not the task model."
+        ),
+    ] = None,
+) -> None:
+    """Fit latencies, acceptance, overhead and tokens from traces; write a Scenario TOML."""
+    from pxn.app.calibration_report import calibration_header, calibration_lines
+    from pxn.calibrate.scenario_from_traces import calibrate_traces
+
+    calibration = calibrate_traces(
+        traces,
+        name=name,
+        latency=latency,
+        lm_servers=lm_servers,
+        task_model=task_model,
+        reflection_model=reflection_model,
+    )
+    for line in calibration_lines(calibration):
+        stdout.print(line, markup=False, highlight=False, soft_wrap=True)
+    calibration.scenario.save(output, calibration_header(calibration))
+    stdout.print(f"wrote {output}", markup=False, highlight=False)
+    if plots is not None:
+        from pxn.app.plots import plot_latency_fit
+
+        fits = [calibration.rollout, calibration.reflection]
+        fits += [f for f in calibration.rollout_by_phase.values() if f.n >= 2]
+        for fit in fits:
+            figure = plot_latency_fit(fit, plots / f"fit_{fit.what.replace(' ', '_')}.png")
+            stdout.print(f"wrote {figure}", markup=False, highlight=False)
+
+
+def run_validation(scenario: str, runs: list[Path], reps: int, jobs: int):
+    from pxn.calibrate.validate import validate_runs
+    from pxn.sim.presets import load_scenario
+
+    validation = validate_runs(load_scenario(scenario), runs, reps, jobs)
+    print_set_aside(validation.rejected, validation.skipped_lines)
+    return validation
+
+
+@commands.command()
+def validate(
+    runs: TracesArg,
+    scenario: ScenarioOpt,
+    reps: ValidateReps = 200,
+    jobs: Jobs = DEFAULT_JOBS,
+    output_format: Annotated[
+        str, typer.Option("--format", help="What to print: table, csv or json.")
+    ] = "table",
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", help="Directory for validation.csv, .json and sweep_vs_measured.png."
+        ),
+    ] = None,
+) -> None:
+    """Set measured runs beside the simulator's and the closed form's predictions."""
+    from pxn.app.validation_report import (
+        summary_line,
+        validation_csv,
+        validation_json,
+        validation_table,
+    )
+    from pxn.files import write_text_atomically
+
+    if output_format not in ("table", "csv", "json"):
+        raise PxnError(f"--format is table, csv or json: got {output_format!r}")
+    validation = run_validation(scenario, runs, reps, jobs)
+    if output_format == "table":
+        stdout.print(validation_table(validation))
+    elif output_format == "csv":
+        sys.stdout.write(validation_csv(validation))
+    else:
+        sys.stdout.write(validation_json(validation) + "\n")
+    if out is not None:
+        from pxn.app.plots import plot_sweep_vs_measured
+
+        write_text_atomically(out / "validation.csv", validation_csv(validation))
+        write_text_atomically(out / "validation.json", validation_json(validation))
+        figure = plot_sweep_vs_measured(validation, out / "sweep_vs_measured.png")
+        stderr.print(f"wrote {out / 'validation.csv'}, {out / 'validation.json'}, {figure}")
+    if output_format != "table":
+        stderr.print(summary_line(validation), markup=False, highlight=False)
+
+
+@plot_commands.command("sweep-vs-measured")
+def plot_sweep_vs_measured_command(
+    runs: TracesArg,
+    scenario: ScenarioOpt,
+    output: Annotated[Path, typer.Option("-o", "--output", help="PNG to write.")],
+    reps: ValidateReps = 200,
+    jobs: Jobs = DEFAULT_JOBS,
+) -> None:
+    """Measured runs against the simulated band and the closed form, shape by shape."""
+    from pxn.app.plots import plot_sweep_vs_measured
+
+    validation = run_validation(scenario, runs, reps, jobs)
+    stdout.print(f"wrote {plot_sweep_vs_measured(validation, output)}", markup=False)
+
+
+@plot_commands.command("timeline")
+def plot_timeline_command(
+    trace: Annotated[Path, typer.Argument(help="A trace file or run directory.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="PNG to write.")],
+    iterations: Annotated[
+        int | None, typer.Option("--iterations", help="Show only up to this iteration's end.")
+    ] = None,
+) -> None:
+    """One run as a Gantt chart of worker and reflection slots, coloured by phase."""
+    from pxn.app.plots import plot_timeline
+    from pxn.trace import read_one
+
+    the_trace = read_one(trace)
+    print_set_aside([], [f"{the_trace.path} {line}" for line in the_trace.skipped])
+    stdout.print(f"wrote {plot_timeline(the_trace, output, iterations)}", markup=False)
+
+
+@trace_commands.command("export")
+def trace_export(
+    trace: Annotated[Path, typer.Argument(help="A trace file or run directory.")],
+    chrome: Annotated[
+        Path, typer.Option("--chrome", help="Chrome trace JSON to write (open in Perfetto).")
+    ],
+) -> None:
+    """Write a trace in Chrome's trace event format, for Perfetto or chrome://tracing."""
+    from pxn.app.chrome import chrome_trace_json
+    from pxn.files import write_text_atomically
+    from pxn.trace import read_one
+
+    the_trace = read_one(trace)
+    print_set_aside([], [f"{the_trace.path} {line}" for line in the_trace.skipped])
+    write_text_atomically(chrome, chrome_trace_json(the_trace))
+    stdout.print(f"wrote {chrome}", markup=False)

@@ -1,0 +1,124 @@
+"""Real runs: `pxn run` and `pxn tasks`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pxn.app.console import stderr, stdout
+from pxn.errors import PxnError
+
+commands = typer.Typer()
+
+
+@commands.command("run")
+def run_command(
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Run directory to create, e.g. runs/x.")
+    ] = None,
+    task: Annotated[
+        str | None,
+        typer.Option("--task", help="Built-in task name (see `pxn tasks`) or module:function."),
+    ] = None,
+    shape: Annotated[str, typer.Option("--shape", help="PxN: P parents x N mutations.")] = "1x1",
+    budget: Annotated[int, typer.Option("--budget", help="Metric calls (B).")] = 40,
+    workers: Annotated[int, typer.Option("--workers", help="Rollout worker slots (W).")] = 2,
+    selection: Annotated[str, typer.Option("--selection", help="all | best | topk:K")] = "all",
+    minibatch: Annotated[
+        int | None,
+        typer.Option("--minibatch", help="Reflection minibatch b (default: the task's, 3)."),
+    ] = None,
+    task_lm: Annotated[
+        str | None, typer.Option("--task-lm", help="litellm model (default: local pool).")
+    ] = None,
+    reflection_lm: Annotated[
+        str | None, typer.Option("--reflection-lm", help="litellm model (default: local pool).")
+    ] = None,
+    api_base: Annotated[
+        str | None, typer.Option("--api-base", help="Base URL for self-hosted models.")
+    ] = None,
+    reflection_concurrency: Annotated[
+        int | None, typer.Option("--reflection-concurrency", help="Cap C (default P*N).")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="gepa's seed.")] = 0,
+    servers: Annotated[int, typer.Option("--servers", help="Local LM servers.")] = 2,
+    resume: Annotated[
+        Path | None, typer.Option("--resume", help="Continue the interrupted run in this dir.")
+    ] = None,
+    progress: Annotated[bool, typer.Option(help="Show the live progress line.")] = True,
+    eval_backend: Annotated[
+        str,
+        typer.Option(
+            "--eval-backend", help="local (W threads) or ray (W Ray workers; needs the ray extra)."
+        ),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            help="HOST:PORT of a Ray head; without it --eval-backend ray starts a private Ray.",
+        ),
+    ] = None,
+) -> None:
+    """Run real batched GEPA (gepa 0.1.4) and trace every rollout and reflection."""
+    from pxn.runner.config import RunConfig, check_out, plan
+
+    if resume is None and out is None:
+        raise PxnError("give --out runs/NAME for a new run, or --resume runs/NAME")
+    config = RunConfig(
+        out=str(resume or out),
+        task=task,
+        shape=shape,
+        budget=budget,
+        workers=workers,
+        selection=selection,
+        minibatch=minibatch,
+        task_lm=task_lm,
+        reflection_lm=reflection_lm,
+        api_base=api_base,
+        reflection_concurrency=reflection_concurrency,
+        seed=seed,
+        servers=servers,
+        progress=progress,
+        eval_backend=eval_backend,
+        ray_address=ray_address,
+    )
+    if resume is None:  # bad flags fail now, before litellm's slow import
+        check_out(config, resume=False)
+        plan(config)
+    from pxn.runner.run import run_gepa
+
+    result = run_gepa(config, resume=resume is not None)
+    for warning in result.warnings:
+        stderr.print(f"pxn: warning: {warning}", markup=False)
+    if result.status != "completed":
+        print(f"pxn: run {result.status}: {result.message}", file=sys.stderr)
+        raise typer.Exit(1)
+    r = result.result
+    stdout.print(
+        f"{r['shape']} on {r['task']}: {r['iterations']} iterations, {r['accepted']}/"
+        f"{r['proposals']} proposals accepted, {r['metric_calls']} metric calls, "
+        f"{r['wall_clock_s']:.1f} s; best val {r['best_val_score']:.3f} "
+        f"(seed {r['seed_val_score']:.3f})"
+        + (f", test {r['test_score']:.3f}" if r["test_score"] is not None else ""),
+        markup=False,
+    )
+    stdout.print(
+        f"wrote {result.out / 'trace.jsonl'} and {result.out / 'result.json'}", markup=False
+    )
+
+
+@commands.command("tasks")
+def tasks_command() -> None:
+    """List the built-in tasks and their split sizes."""
+    from pxn.runner.tasks import builtin_tasks
+
+    for name, make in builtin_tasks().items():
+        task = make()
+        sizes = ", ".join(f"{k} {v}" for k, v in task.splits().items())
+        stdout.print(
+            f"{name}: {task.description} ({sizes}; minibatch {task.minibatch})", markup=False
+        )
