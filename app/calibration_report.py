@@ -8,8 +8,7 @@ from pathlib import Path
 
 from pxn.calibrate.fit import LatencyFit
 from pxn.calibrate.scenario_from_traces import Calibration
-from pxn.prices import PER_MILLION
-from pxn.scenario import Distribution
+from pxn.distribution import Distribution
 
 
 def _digest(path: Path) -> str:
@@ -190,14 +189,8 @@ def price_lines(cal: Calibration) -> list[str]:
     if prices is None or tokens is None:
         return ["prices: none (--task-model NAME prices the tokens from litellm's table)"]
     b = cal.scenario.minibatch
-    rollout = (
-        tokens.rollout_input.mean() * prices.task_input
-        + tokens.rollout_output.mean() * prices.task_output
-    ) / PER_MILLION
-    reflection = (
-        tokens.reflection_input(b) * prices.reflection_input
-        + tokens.reflection_output.mean() * prices.reflection_output
-    ) / PER_MILLION
+    rollout = cal.scenario.mean_call_dollars("task")
+    reflection = cal.scenario.mean_call_dollars("reflection")
     reflection_model = prices.reflection_model or prices.task_model
     lines = [
         f"prices ($ per million tokens in / out, litellm's offline table): task "
@@ -216,8 +209,8 @@ def price_lines(cal: Calibration) -> list[str]:
 def slowdown_lines(cal: Calibration) -> list[str]:
     s, fit = cal.scenario, cal.slowdown
     pool = (
-        f"lm_servers={s.lm_servers} ({cal.lm_servers_source})"
-        if s.lm_servers is not None
+        f"lm_servers={s.loads.task.servers} ({cal.lm_servers_source})"
+        if s.loads.task.servers is not None
         else "lm_servers unknown (no limit; pass --lm-servers K for a local pool)"
     )
     loads = "; ".join(
@@ -234,9 +227,10 @@ def slowdown_lines(cal: Calibration) -> list[str]:
         )
     else:
         lines.append(f"load slowdown: {fit.reason} -> load_slowdown=0")
-    if s.lm_servers is not None:
+    servers = s.loads.task.servers
+    if servers is not None:
         lines.append(
-            f"  fitted only on calls that started with at most {s.lm_servers} in flight: a later "
+            f"  fitted only on calls that started with at most {servers} in flight: a later "
             "one may have waited for a server, and that wait is not a slowdown"
         )
     return lines

@@ -7,6 +7,7 @@ app/commands/, one module per group.
 
 from __future__ import annotations
 
+import re
 import sys
 
 import typer
@@ -28,13 +29,22 @@ app.add_typer(measure.commands)
 app.add_typer(lm.commands, name="lm")
 
 
+def in_flag_terms(error: PxnError, argv: list[str]) -> PxnError:
+    """The error named by the flag that carried its input, when one did (shape -> --shape)."""
+    if error.subject is None:
+        return error
+    flag = "--" + re.sub(r"[ _]", "-", error.subject)
+    given = any(arg == flag or arg.startswith(flag + "=") for arg in argv)
+    return error.naming(flag) if given else error
+
+
 def main() -> None:
     # Typer (in standalone mode) reports bad flags itself with exit code 2;
     # our own input errors arrive here as PxnError.
     try:
         app()
     except PxnError as exc:
-        print(f"pxn: error: {exc}", file=sys.stderr)
+        print(f"pxn: error: {in_flag_terms(exc, sys.argv[1:])}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("pxn: interrupted", file=sys.stderr)

@@ -83,10 +83,7 @@ def predictions_json(scenario: Scenario, predictions: list[Prediction]) -> str:
 def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Table:
     reps = predictions[0].replicates
     pool = ""  # a local LM pool, only when the scenario has one
-    if scenario.lm_servers is not None:
-        pool += f", {scenario.lm_servers} LM server(s)"
-    if scenario.load_slowdown:
-        pool += f", load slowdown {scenario.load_slowdown:.3g}"
+    pool += loads_text(scenario)
     priced, limited = scenario.prices is not None, predictions[0].rate_limited
     if limited:
         pool += f", rate limits {limits_text(scenario)}"
@@ -143,6 +140,23 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Tabl
             cells += [f"{p.throttled_share.mean:.0%}", format_duration(p.analytic.rate_bound)]
         table.add_row(*cells)
     return table
+
+
+def loads_text(scenario: Scenario) -> str:
+    """The LM servers and load slowdown, once when both models share them, else per model."""
+    loads = scenario.loads
+    sides = (
+        [("", loads.task)]
+        if loads.task == loads.reflection
+        else [("task ", loads.task), ("reflection ", loads.reflection)]
+    )
+    text = ""
+    for role, load in sides:
+        if load.servers is not None:
+            text += f", {role}{load.servers} LM server(s)"
+        if load.slowdown:
+            text += f", {role}load slowdown {load.slowdown:.3g}"
+    return text
 
 
 def limits_text(scenario: Scenario) -> str:

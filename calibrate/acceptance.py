@@ -21,8 +21,8 @@ import numpy as np
 import scipy.optimize
 import scipy.stats
 
+from pxn.acceptance import Acceptance
 from pxn.errors import PxnError
-from pxn.scenario import Acceptance
 from pxn.trace import Decision, Trace
 
 DECAY_ALPHA = 0.05  # significance the decay must reach to replace the constant

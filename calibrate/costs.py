@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pxn.errors import PxnError
-from pxn.prices import PER_MILLION
-from pxn.scenario import Prices
+from pxn.prices import Prices
 from pxn.trace import Reflection, Rollout
 
 
@@ -57,9 +56,7 @@ def recorded_costs(
             compared += 1
             compared_dollars += e.cost
             if prices is not None:
-                per_in = getattr(prices, f"{role}_input")
-                per_out = getattr(prices, f"{role}_output")
-                priced += (e.tokens_in * per_in + e.tokens_out * per_out) / PER_MILLION
+                priced += prices.dollars(role, e.tokens_in, e.tokens_out)
     return RecordedCosts(
         dollars=dollars,
         calls=calls,

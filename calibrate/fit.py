@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.stats
 
+from pxn.distribution import Distribution
 from pxn.errors import PxnError
-from pxn.scenario import Distribution
 
 FAMILIES = ("lognorm", "gamma", "weibull_min", "expon")
 CHOICES = ("auto", "empirical", *FAMILIES)

@@ -36,7 +36,11 @@ from pxn.calibrate.tokens import (
     missing_token_counts,
 )
 from pxn.errors import PxnError
-from pxn.scenario import Scenario, Shape, Tokens
+from pxn.load import Loads
+from pxn.scenario import Scenario
+from pxn.selection import Selection
+from pxn.shape import Shape
+from pxn.tokens import Tokens
 from pxn.trace import ROLLOUT_PHASES, Iteration, Loaded, Reflection, Rollout, Trace, load_traces
 
 SETUP_FIELDS = (
@@ -194,9 +198,8 @@ def calibrate_traces(
         acceptance=acceptance.chosen,
         stage_overhead=overhead.per_stage,
         skip_perfect=skip.probability,
-        selection=_selection(traces[0]),
-        lm_servers=lm_servers,
-        load_slowdown=slowdown.chosen,
+        selection=Selection.parse(_selection(traces[0])),
+        loads=Loads.shared_pool(lm_servers, slowdown.chosen),
         tokens=None if token_counts is None else token_counts.chosen,
         prices=prices,
     )

@@ -20,7 +20,8 @@ import numpy as np
 import scipy.stats
 
 from pxn.calibrate.fit import BOOTSTRAP, SEED, LatencyFit, fit_latency, interval
-from pxn.scenario import Distribution, Tokens
+from pxn.distribution import Distribution
+from pxn.tokens import Tokens
 from pxn.trace import Event, Reflection, Rollout, Trace
 
 MIN_POINTS = 5

@@ -11,6 +11,7 @@ whatever the runner does after it (a test-set evaluation) is shown apart.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -20,7 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from pxn.calibrate.overhead import loop_end
-from pxn.scenario import Scenario, Shape
+from pxn.load import Loads
+from pxn.scenario import Scenario
+from pxn.shape import Shape
 from pxn.sim.predict import Prediction, sweep
 from pxn.trace import Resume, RunSummary, Trace, load_traces, summarize
 
@@ -103,6 +106,19 @@ def setup_of(trace: Trace) -> dict[str, int]:
     return setup
 
 
+def at_setup(scenario: Scenario, setup: dict[str, int]) -> Scenario:
+    """The scenario at a run's own setup; its LM pool, when it declares one, serves both models."""
+    setup = dict(setup)
+    servers = setup.pop("lm_servers", None)
+    if servers is not None:
+        loads = scenario.loads
+        setup["loads"] = Loads(
+            dataclasses.replace(loads.task, servers=servers),
+            dataclasses.replace(loads.reflection, servers=servers),
+        )
+    return scenario.replace(**setup)
+
+
 def validate_runs(
     scenario: Scenario, paths: Sequence[str | Path], replicates: int = 200, jobs: int = 1
 ) -> Validation:
@@ -114,8 +130,7 @@ def validate_runs(
         groups[tuple(setup_of(trace).values())].append(trace)
     checks: list[Check] = []
     for traces in groups.values():
-        setup = setup_of(traces[0])
-        the_scenario = scenario.replace(**setup)
+        the_scenario = at_setup(scenario, setup_of(traces[0]))
         shapes = list(dict.fromkeys(Shape.parse(t.run_start.shape) for t in traces))
         predictions = dict(zip(shapes, sweep(the_scenario, shapes, replicates, jobs), strict=True))
         for trace in traces:

@@ -7,7 +7,6 @@ seconds (16 s on a loaded 2-core machine), and a typo should not wait for it.
 from __future__ import annotations
 
 import importlib.util
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,8 @@ from gepa.strategies.proposal_selection import (
 
 from pxn.errors import PxnError
 from pxn.runner.tasks import Task, load_task
+from pxn.selection import Selection
+from pxn.shape import Shape
 
 
 @dataclass
@@ -56,29 +57,19 @@ class Plan:
     max_failures: int
 
 
-_SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")
-
-
-def parse_shape(shape: str) -> tuple[int, int]:
-    match = _SHAPE.match(shape)
-    if not match or int(match.group(1)) < 1 or int(match.group(2)) < 1:
-        raise PxnError(f"--shape must be PxN with P, N >= 1 (e.g. 1x1, 2x2), got {shape!r}")
-    return int(match.group(1)), int(match.group(2))
-
-
 def make_selection(spec: str) -> Any:
-    if spec == "all":
+    """gepa's selection strategy object for all, best or topk:K."""
+    selection = Selection.parse(spec)
+    if selection.kind == "all":
         return AllImprovements()
-    if spec == "best":
+    if selection.kind == "best":
         return BestImprovement()
-    match = re.fullmatch(r"topk:(\d+)", spec)
-    if match and int(match.group(1)) >= 1:
-        return TopKImprovements(int(match.group(1)))
-    raise PxnError(f"--selection must be all, best or topk:K (K >= 1), got {spec!r}")
+    return TopKImprovements(selection.k)
 
 
 def plan(config: RunConfig) -> Plan:
-    p, n = parse_shape(config.shape)
+    shape = Shape.parse(config.shape)
+    p, n = shape.p, shape.n
     if config.workers < 1:
         raise PxnError(f"--workers must be at least 1, got {config.workers}")
     make_selection(config.selection)

@@ -25,7 +25,8 @@ import numpy as np
 
 from pxn.durations import format_duration
 from pxn.errors import PxnError
-from pxn.scenario import Scenario, Shape
+from pxn.scenario import Scenario
+from pxn.shape import Shape
 from pxn.sim.analytic import analytic
 from pxn.sim.backends import Backend, LocalBackend, gather
 from pxn.sim.predict import CHUNK, Prediction, simulate_replicates, summarize_replicates
@@ -186,23 +187,13 @@ def bound_reasons(scenario: Scenario, ask: Ask) -> list[str]:
                 f"(B={ask.budget} metric calls)"
             )
     if ask.max_dollars is not None:
-        floor = ask.budget * rollout_dollars(scenario)
+        floor = ask.budget * scenario.mean_call_dollars("task")
         if floor > ask.max_dollars:
             reasons.append(
                 f"no allocation fits ${ask.max_dollars:,.2f}: the B={ask.budget} metric calls "
                 f"alone cost ${floor:,.2f} at the scenario's mean tokens and prices"
             )
     return reasons
-
-
-def rollout_dollars(scenario: Scenario) -> float:
-    """Mean dollars of one metric call."""
-    tokens, prices = scenario.tokens, scenario.prices
-    assert tokens is not None and prices is not None
-    return (
-        tokens.rollout_input.mean() * prices.task_input
-        + tokens.rollout_output.mean() * prices.task_output
-    ) / 1e6
 
 
 # -- the search ----------------------------------------------------------------

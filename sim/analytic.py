@@ -42,7 +42,8 @@ from dataclasses import dataclass
 
 from scipy.stats import binom
 
-from pxn.scenario import Scenario, Shape, mean_acceptance
+from pxn.scenario import Scenario
+from pxn.shape import Shape
 
 
 @dataclass(frozen=True)
@@ -74,14 +75,13 @@ def stage_latency(calls: float, slots: int, mean_latency: float) -> float:
 
 def analytic(scenario: Scenario, shape: Shape) -> AnalyticPrediction:
     k, b, v = shape.k, scenario.minibatch, scenario.valset_size
-    servers = scenario.lm_servers
-    w = min(scenario.workers, servers or scenario.workers)  # calls the LM serves at once
-    c = min(scenario.reflection_concurrency, servers or scenario.reflection_concurrency)
+    w = scenario.loads.task.slots(scenario.workers)  # calls the LM serves at once
+    c = scenario.loads.reflection.slots(scenario.reflection_concurrency)
     t_e, t_r = scenario.rollout.mean(), scenario.reflection.mean()
     tokens = scenario.tokens
     if tokens is not None:  # a reflection's input, hence its latency, grows with b
         t_r = max(0.0, t_r + tokens.reflection_latency_shift(b))
-    overhead, limit = scenario.stage_overhead, scenario.selection_limit
+    overhead, limit = scenario.stage_overhead, scenario.selection.limit
     afforded = scenario.budget - v  # the seed validation comes first
 
     # With a decaying acceptance, a depends on how many proposals the budget
@@ -90,7 +90,7 @@ def analytic(scenario: Scenario, shape: Shape) -> AnalyticPrediction:
     for _ in range(50):
         calls_per_iteration = 2 * k * b + expected_selected(k, a, limit) * v
         iterations = afforded / calls_per_iteration
-        a = mean_acceptance(scenario.acceptance, iterations * k)
+        a = scenario.acceptance.mean_over(iterations * k)
 
     q_k = 1 - (1 - a) ** k
     l_step = 2 * (overhead + stage_latency(k * b, w, t_e)) + overhead + stage_latency(k, c, t_r)

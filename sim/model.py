@@ -22,7 +22,11 @@ from typing import Any
 import numpy as np
 import simpy
 
-from pxn.scenario import Distribution, Prices, RateLimit, Scenario, Shape
+from pxn.distribution import Distribution
+from pxn.load import Load
+from pxn.rate_limits import RateLimit
+from pxn.scenario import Scenario
+from pxn.shape import Shape
 from pxn.sim.schedule import Bucket, list_schedule, makespan, rate_limited_schedule
 from pxn.trace import (
     STAGES,
@@ -70,13 +74,6 @@ def total(seconds: list[float]) -> float:
     numpy arrays (the committed predictions reproduce from their seeds).
     """
     return sum(seconds) if len(seconds) < 8 else float(np.add.reduce(seconds))
-
-
-def call_dollars(prices: Prices, role: str, tokens_in: float, tokens_out: float) -> float:
-    """Dollars for tokens at one model's prices (per million tokens); role: task or reflection."""
-    if role == "task":
-        return (tokens_in * prices.task_input + tokens_out * prices.task_output) / 1e6
-    return (tokens_in * prices.reflection_input + tokens_out * prices.reflection_output) / 1e6
 
 
 def replicate_rng(seed: int, replicate: int) -> np.random.Generator:
@@ -147,10 +144,9 @@ class SimulatedRun:
         self.task_limited = self.task_buckets != (None, None)
         self.reflection_limited = self.reflection_buckets != (None, None)
         # Calls a stage serves at once: its own cap, or fewer when the LM pool is smaller.
-        servers = self.scenario.lm_servers
-        self.rollout_slots = min(self.scenario.workers, servers or self.scenario.workers)
-        cap = self.scenario.reflection_concurrency
-        self.reflection_slots = min(cap, servers or cap)
+        loads = self.scenario.loads
+        self.rollout_slots = loads.task.slots(self.scenario.workers)
+        self.reflection_slots = loads.reflection.slots(self.scenario.reflection_concurrency)
         # The trainset's example ids twice over, so a minibatch that wraps around
         # the end of an epoch is one slice.
         names = [f"train:{i}" for i in range(self.scenario.trainset_size)]
@@ -166,7 +162,7 @@ class SimulatedRun:
 
     # -- the stages ---------------------------------------------------------
 
-    def slowed(self, durations: list[float], slots: int) -> list[float]:
+    def slowed(self, durations: list[float], slots: int, load: Load) -> list[float]:
         """The latencies of a stage's calls, slowed by the load they start under.
 
         A call that starts while m calls are served (itself included) takes
@@ -177,7 +173,7 @@ class SimulatedRun:
         start, so the last calls of a draining stage keep it while fewer run
         (and a stage throttled by a rate limit runs fewer at once than this).
         """
-        factor = 1 + self.scenario.load_slowdown * (min(len(durations), slots) - 1)
+        factor = load.factor(min(len(durations), slots))
         return [d * factor for d in durations]
 
     def limited_schedule(
@@ -213,8 +209,8 @@ class SimulatedRun:
         n = sum(len(examples) for _, examples in items)
         slots = self.rollout_slots
         durations = self.rollouts.take(n)
-        if self.scenario.load_slowdown:  # no extra work at the default
-            durations = self.slowed(durations, slots)
+        if self.scenario.loads.task.slowdown:  # no extra work at the default
+            durations = self.slowed(durations, slots, self.scenario.loads.task)
         tokens_in = tokens_out = tokens = None
         if self.draws_tokens:
             tokens_in = self.rollout_tokens_in.take(n)
@@ -268,8 +264,8 @@ class SimulatedRun:
         if self.reflection_shift:  # its input grows with b (tokens.reflection_latency_shift)
             shift = self.reflection_shift
             durations = [max(0.0, d + shift) for d in durations]
-        if self.scenario.load_slowdown:  # no extra work at the default
-            durations = self.slowed(durations, slots)
+        if self.scenario.loads.reflection.slowdown:  # no extra work at the default
+            durations = self.slowed(durations, slots, self.scenario.loads.reflection)
         self.reflections_made += len(tasks)
         tokens_out = tokens = None
         if self.draws_tokens:
@@ -314,7 +310,7 @@ class SimulatedRun:
         spent: dict[str, Any] = {"tokens_in": round(tokens_in), "tokens_out": round(tokens_out)}
         prices = self.scenario.prices
         if prices is not None:
-            spent["cost"] = call_dollars(prices, role, tokens_in, tokens_out)
+            spent["cost"] = prices.dollars(role, tokens_in, tokens_out)
         return spent
 
     def dollars(self) -> float | None:
@@ -322,10 +318,7 @@ class SimulatedRun:
         prices = self.scenario.prices
         if prices is None:
             return None
-        return call_dollars(
-            prices, "task", self.task_tokens_in, self.task_tokens_out
-        ) + call_dollars(
-            prices,
+        return prices.dollars("task", self.task_tokens_in, self.task_tokens_out) + prices.dollars(
             "reflection",
             self.reflection_tokens_in * self.reflections_made,
             self.reflection_tokens_out,
@@ -369,7 +362,7 @@ class SimulatedRun:
             chances = acceptance.probability(self.proposals + np.arange(len(tasks))).tolist()
         self.proposals += len(tasks)
         passing = [task for task, u, a in zip(tasks, draws, chances, strict=True) if u < a]
-        limit = self.scenario.selection_limit
+        limit = self.scenario.selection.limit
         selected = passing if limit is None else passing[:limit]
         if self.trace:
             now = self.env.now
@@ -427,6 +420,7 @@ def simulate_once(
     env = simpy.Environment()
     run = SimulatedRun(env, scenario, shape, replicate_rng(scenario.seed, replicate), trace)
     if trace:
+        servers = scenario.loads.task.servers
         trace.write(
             RunStart(
                 start=0.0,
@@ -442,7 +436,7 @@ def simulate_once(
                 seed=scenario.seed,
                 # lm_servers under the key the runner writes for its local pool.
                 meta={"scenario": scenario.to_dict(), "replicate": replicate}
-                | ({} if scenario.lm_servers is None else {"lm_servers": scenario.lm_servers}),
+                | ({} if servers is None else {"lm_servers": servers}),
             )
         )
     env.process(gepa_run(run))

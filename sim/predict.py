@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from pxn.errors import PxnError
-from pxn.scenario import Scenario, Shape
+from pxn.scenario import Scenario
+from pxn.shape import Shape
 from pxn.sim.analytic import AnalyticPrediction, analytic
 from pxn.sim.backends import Backend, LocalBackend, gather
 from pxn.sim.model import simulate_once

@@ -12,8 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
+from pxn.acceptance import Acceptance
 from pxn.app.cli import main
-from pxn.scenario import Acceptance, Distribution, Scenario, Shape
+from pxn.distribution import Distribution
+from pxn.scenario import Scenario
+from pxn.shape import Shape
 from pxn.sim.model import simulate_once
 from pxn.trace import TraceWriter
 

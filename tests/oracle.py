@@ -28,7 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from pxn.scenario import Distribution, Scenario, Shape
+from pxn.distribution import Distribution
+from pxn.scenario import Scenario
+from pxn.shape import Shape
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,8 @@ class OracleRun:
         self.workers = simpy.Resource(self.env, capacity=scenario.workers)
         self.reflectors = simpy.Resource(self.env, capacity=scenario.reflection_concurrency)
         # The LM backend: a server per call being served; unlimited is a place per call.
-        self.servers = simpy.Resource(self.env, capacity=scenario.lm_servers or 10**9)
+        # One pool for both models: rollouts and reflections never overlap.
+        self.servers = simpy.Resource(self.env, capacity=scenario.loads.task.servers or 10**9)
         self.serving = 0  # calls holding an LM server right now
         # Provider limits, per model: (limiter, whether its last bucket counts tokens).
         self.task_limits = self.limiter(scenario.rate_limits.task)
@@ -139,7 +142,7 @@ class OracleRun:
             with self.servers.request() as server:
                 yield server
                 self.serving += 1
-                beta = self.scenario.load_slowdown
+                beta = self.scenario.loads.task.slowdown
                 if beta:
                     # Let every call granted a server at this same instant count
                     # itself first: a zero wait runs after the grants already queued.
@@ -204,11 +207,8 @@ class OracleRun:
             chance = acceptance.a0 * np.exp(-made / acceptance.tau)
         self.proposals += judged
         passing = int((self.rng.random(judged) < chance).sum())
-        selection = self.scenario.selection
-        if selection == "all":
-            return passing
-        limit = 1 if selection == "best" else int(selection.removeprefix("topk:"))
-        return min(passing, limit)
+        limit = self.scenario.selection.limit
+        return passing if limit is None else min(passing, limit)
 
     def run(self) -> Generator[simpy.Event, None, None]:
         s, k = self.scenario, self.shape.k

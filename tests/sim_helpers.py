@@ -5,7 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pxn.scenario import Acceptance, Distribution, Scenario
+from pxn.acceptance import Acceptance
+from pxn.distribution import Distribution
+from pxn.load import Loads
+from pxn.scenario import Scenario
+from pxn.selection import Selection
 
 
 def fixed(seconds: float) -> Distribution:
@@ -22,7 +26,13 @@ def lognormal(mean_seconds: float, sigma: float = 0.5) -> Distribution:
 
 
 def make_scenario(**changes: Any) -> Scenario:
-    """A small, quick scenario; tests change the fields they are about."""
+    """A small, quick scenario; tests change the fields they are about.
+
+    `lm_servers` and `load_slowdown` give one local LM pool serving both models.
+    """
+    pool = {key: changes.pop(key) for key in ("lm_servers", "load_slowdown") if key in changes}
+    if pool:
+        changes["loads"] = Loads.shared_pool(pool.get("lm_servers"), pool.get("load_slowdown", 0.0))
     base: dict[str, Any] = {
         "name": "small",
         "budget": 400,
@@ -37,6 +47,8 @@ def make_scenario(**changes: Any) -> Scenario:
         "stage_overhead": 0.1,
         "seed": 7,
     }
+    if isinstance(changes.get("selection"), str):
+        changes["selection"] = Selection.parse(changes["selection"])
     base.update(changes)
     return Scenario(**base).validate()
 

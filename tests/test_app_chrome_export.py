@@ -10,7 +10,7 @@ import pytest
 from calibrate_helpers import TRUE, pxn, write_traces
 
 from pxn.app.chrome import REFLECTIONS, WORKERS, chrome_trace
-from pxn.scenario import Shape
+from pxn.shape import Shape
 from pxn.trace import Iteration, Reflection, Rollout, Stage, Trace, read_one
 
 

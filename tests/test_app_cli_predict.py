@@ -42,7 +42,7 @@ def assert_user_error(result: subprocess.CompletedProcess[str], *fragments: str)
 
 def test_bad_shape_is_one_line_and_exit_2() -> None:
     assert_user_error(
-        pxn("simulate", "hover", "--shape", "2x0"), "P x N needs P, N >= 1: got '2x0'"
+        pxn("simulate", "hover", "--shape", "2x0"), "shape needs P, N >= 1 (P x N): got '2x0'"
     )
 
 
@@ -66,7 +66,7 @@ def test_invalid_scenario_value(scenario_file: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (["sweep", "--shapes", "single,3x"], "a shape is 'PxN'"),
+        (["sweep", "--shapes", "single,3x"], "shape is 'PxN'"),
         (["simulate", "--budget", "10"], "budget 10 is smaller than one seed validation"),
         (["simulate", "--workers", "0"], "workers must be a whole number >= 1: got 0"),
     ],
@@ -150,11 +150,11 @@ def test_preset_simulates() -> None:
 
 def test_the_table_names_a_local_pool_only_when_there_is_one() -> None:
     from pxn.app.prediction_report import predictions_table
-    from pxn.scenario import Shape
+    from pxn.shape import Shape
     from pxn.sim.predict import sweep
 
     plain = make_scenario()
-    pooled = plain.replace(lm_servers=2, load_slowdown=0.4)
+    pooled = plain.with_local_pool(2, 0.4)
     titles = [str(predictions_table(s, sweep(s, [Shape(1, 1)], 2)).title) for s in (plain, pooled)]
     assert "LM server" not in titles[0] and "slowdown" not in titles[0]
     assert "W=8, 2 LM server(s), load slowdown 0.4, 2 replicates" in titles[1]

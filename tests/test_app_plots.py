@@ -12,7 +12,7 @@ from calibrate_helpers import TRUE, pxn, write_traces
 from pxn.app.plots import latency_scale, plot_latency_fit, plot_sweep_vs_measured, plot_timeline
 from pxn.calibrate.fit import fit_latency
 from pxn.calibrate.validate import validate_runs
-from pxn.scenario import Shape
+from pxn.shape import Shape
 from pxn.trace import Rollout, read_one
 
 SMALL = TRUE.replace(budget=400)

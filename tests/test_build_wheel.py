@@ -60,7 +60,7 @@ def test_wheel_installs_and_imports_from_a_fresh_venv(tmp_path: Path) -> None:
         """
         import json
         import pxn, pxn.sim, pxn.sim.model, pxn.sim.presets, pxn.runner, pxn.calibrate, pxn.app.cli
-        from pxn.scenario import Shape
+        from pxn.shape import Shape
         from pxn.sim.model import simulate_once
         from pxn.sim.presets import load_scenario, preset_names
         hover = load_scenario("hover")

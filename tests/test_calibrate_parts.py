@@ -14,7 +14,7 @@ from pxn.calibrate.load_effect import fit_load_effects
 from pxn.calibrate.overhead import fit_concurrency, fit_overhead, in_flight
 from pxn.calibrate.tokens import fit_tokens
 from pxn.errors import PxnError
-from pxn.scenario import Shape
+from pxn.shape import Shape
 from pxn.trace import Decision, Reflection, Resume, Rollout, RunStart, Trace, read_one
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from calibrate_helpers import TRUE, assert_user_error, pxn, write_traces
 
-from pxn.scenario import Scenario, Shape
+from pxn.scenario import Scenario
+from pxn.shape import Shape
 
 PXN = Path(sys.executable).parent / "pxn"
 

@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 from calibrate_helpers import ROLLOUT, TRUE, relative, write_traces
 
+from pxn.acceptance import Acceptance
 from pxn.calibrate.scenario_from_traces import Calibration, calibrate_traces
-from pxn.scenario import Acceptance, Scenario, Shape
+from pxn.scenario import Scenario
+from pxn.shape import Shape
 from pxn.sim.predict import sweep
 
 

@@ -19,11 +19,11 @@ from calibrate_helpers import TRUE, assert_user_error, pxn, relative, write_trac
 from pxn.calibrate.load_effect import call_loads
 from pxn.calibrate.scenario_from_traces import Calibration, calibrate_traces
 from pxn.calibrate.slowdown import fit_slowdown
-from pxn.scenario import Shape
+from pxn.shape import Shape
 from pxn.sim.predict import sweep
 from pxn.trace import Reflection, Rollout
 
-POOL = TRUE.replace(lm_servers=2, load_slowdown=0.5)
+POOL = TRUE.with_local_pool(2, 0.5)
 
 
 @pytest.fixture(scope="module")
@@ -41,11 +41,11 @@ def calibration(runs: list[Path]) -> Calibration:
 
 def test_the_slowdown_and_the_pool_are_recovered(calibration: Calibration) -> None:
     fit = calibration.slowdown
-    assert calibration.scenario.lm_servers == 2  # from the simulated run_start's meta
+    assert calibration.scenario.loads.task.servers == 2  # from the simulated run_start's meta
     assert calibration.lm_servers_source == "from the traces' run_start"
     assert fit.loads["reflection"].keys() == {1, 2} and fit.loads["rollout"].keys() == {2}
     assert fit.pvalue < 1e-6
-    assert abs(calibration.scenario.load_slowdown - 0.5) < 0.15
+    assert abs(calibration.scenario.loads.task.slowdown - 0.5) < 0.15
     assert fit.interval[0] < 0.5 < fit.interval[1]
     # The latency fits see each call as served alone: the truth's distributions.
     assert relative(calibration.scenario.rollout.mean(), POOL.rollout.mean()) < 0.03
@@ -64,7 +64,7 @@ def test_single_runs_on_a_full_pool_cannot_tell_the_slowdown(tmp_path: Path) -> 
     """Every rollout served two at a time, every reflection alone: beta is kept 0, and said so."""
     cal = calibrate_traces(write_traces(tmp_path, POOL, Shape(1, 1), range(1)))
     assert not cal.slowdown.identified
-    assert cal.scenario.load_slowdown == 0.0
+    assert cal.scenario.loads.task.slowdown == 0.0
     assert "not identifiable" in cal.slowdown.reason
 
 
@@ -74,7 +74,7 @@ def test_single_runs_at_one_and_two_workers_do_tell_it(tmp_path: Path) -> None:
     runs += write_traces(tmp_path / "w1", POOL.replace(workers=1), Shape(1, 1), range(1, 2))
     cal = calibrate_traces(runs)
     assert cal.slowdown.loads["rollout"].keys() == {1, 2}
-    assert abs(cal.scenario.load_slowdown - 0.5) < 0.1
+    assert abs(cal.scenario.loads.task.slowdown - 0.5) < 0.1
     assert cal.scenario.workers == 2  # the first trace's setup, with a note on the other
     assert any("traces differ in workers" in note for note in cal.notes)
 
@@ -123,7 +123,7 @@ def test_the_flag_sets_the_pool_and_the_report_names_it(runs: list[Path], tmp_pa
     assert "load slowdown: beta=" in result.stdout
     assert "the traces declare lm_servers [2]; 3 as given overrides it" in result.stdout
     text = out.read_text()
-    assert tomllib.loads(text)["lm_servers"] == 3
+    assert tomllib.loads(text)["load"]["task"]["servers"] == 3
     assert "# load slowdown: beta=" in text
     bad = pxn("calibrate", *runs, "--lm-servers", "0", "-o", out)
     assert bad.returncode == 2 and "--lm-servers must be >= 1" in bad.stderr

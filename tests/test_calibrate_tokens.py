@@ -28,7 +28,8 @@ from calibrate_helpers import (
 from pxn.calibrate.costs import lookup_prices
 from pxn.calibrate.scenario_from_traces import Calibration, calibrate_traces
 from pxn.calibrate.tokens import fit_counts, fit_reflection_input
-from pxn.scenario import Scenario, Shape
+from pxn.scenario import Scenario
+from pxn.shape import Shape
 
 SINGLE = Shape(1, 1)
 

@@ -13,7 +13,7 @@ from calibrate_helpers import TRUE, pxn, write_traces
 from pxn.app.validation_report import validation_csv, validation_json, validation_table
 from pxn.calibrate.overhead import fit_overhead
 from pxn.calibrate.validate import Validation, validate_runs
-from pxn.scenario import Shape
+from pxn.shape import Shape
 from pxn.sim.predict import sweep
 from pxn.trace import read_one, read_trace, summarize
 
@@ -86,10 +86,10 @@ def test_a_run_is_predicted_at_its_own_worker_count(tmp_path: Path) -> None:
 
 def test_a_run_is_predicted_on_its_own_lm_pool(tmp_path: Path) -> None:
     """A run that declares lm_servers in its run_start is predicted with that pool."""
-    [run] = write_traces(tmp_path, SMALL.replace(lm_servers=2), Shape(2, 2), range(1))
+    [run] = write_traces(tmp_path, SMALL.with_local_pool(2), Shape(2, 2), range(1))
     [check] = validate_runs(SMALL, [run], replicates=20).checks
     assert check.measured_setup["lm_servers"] == 2
-    [expected] = sweep(SMALL.replace(lm_servers=2), [Shape(2, 2)], 20)
+    [expected] = sweep(SMALL.with_local_pool(2), [Shape(2, 2)], 20)
     assert check.predicted.wall_clock == expected.wall_clock
 
 

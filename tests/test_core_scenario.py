@@ -10,18 +10,15 @@ import pytest
 import tomli_w
 from sim_helpers import fixed, make_scenario
 
+from pxn.acceptance import Acceptance
+from pxn.distribution import Distribution
 from pxn.errors import PxnError
-from pxn.scenario import (
-    Acceptance,
-    Distribution,
-    Prices,
-    RateLimit,
-    RateLimits,
-    Scenario,
-    Shape,
-    Tokens,
-    parse_shapes,
-)
+from pxn.load import Load, Loads
+from pxn.prices import Prices
+from pxn.rate_limits import RateLimit, RateLimits
+from pxn.scenario import Scenario
+from pxn.shape import Shape, parse_shapes
+from pxn.tokens import Tokens
 
 
 def toml_of(**changes) -> dict:
@@ -76,9 +73,9 @@ def test_shape_parsing() -> None:
     assert Shape(1, 1).label == "single" and Shape(8, 2).label == "8x2"
     assert Shape(4, 4).k == 16
     assert parse_shapes("single,2x2,") == [Shape(1, 1), Shape(2, 2)]
-    with pytest.raises(PxnError, match=r"^P x N needs P, N >= 1: got '2x0'$"):
+    with pytest.raises(PxnError, match=r"^shape needs P, N >= 1 \(P x N\): got '2x0'$"):
         Shape.parse("2x0")
-    with pytest.raises(PxnError, match=r"a shape is 'PxN'.*got 'two'"):
+    with pytest.raises(PxnError, match=r"^shape is 'PxN'.*got 'two'"):
         Shape.parse("two")
 
 
@@ -124,7 +121,7 @@ def test_acceptance_outside_unit_interval(a0: float, tmp_path: Path) -> None:
     [
         ({"workers": 0}, "workers must be a whole number >= 1: got 0"),
         ({"minibatch": 60}, "minibatch 60 is larger than the trainset (50)"),
-        ({"skip_perfect": 1.0}, "skip_perfect must be in [0, 1)"),
+        ({"skip_perfect": 1.0}, "skip_perfect must be a probability in [0, 1)"),
         ({"acceptance": {"a0": 0.5, "tau": 0}}, "acceptance tau must be > 0"),
         ({"acceptance": {"tau": 3}}, "[acceptance] needs a0"),
         ({"rollout": {"dist": "empirical", "samples": []}}, "non-empty 'samples'"),
@@ -132,10 +129,14 @@ def test_acceptance_outside_unit_interval(a0: float, tmp_path: Path) -> None:
         ({"rollout": {"dist": "norm", "loc": 1, "scale": 1}}, "no negative values"),
         ({"rollout": {"dist": "lognorm", "s": "wide"}}, "parameter(s) s must be numbers"),
         ({"rollout": {"dist": "lognorm"}}, "bad parameters for lognorm"),
-        ({"rollout": 3.5}, "a distribution is a table with 'dist'"),
+        ({"rollout": 3.5}, "rollout latency is a table with 'dist'"),
         ({"lm_servers": 0}, "lm_servers must be a whole number >= 1"),
         ({"lm_servers": 2.5}, "lm_servers must be a whole number >= 1"),
-        ({"load_slowdown": -0.1}, "load_slowdown must be >= 0"),
+        ({"load_slowdown": -0.1}, "load_slowdown must be a number >= 0"),
+        ({"load": {"task": {"servers": 0}}}, "load.task.servers must be a whole number >= 1"),
+        ({"load": {"reflection": {"slowdown": -1}}}, "load.reflection.slowdown must be a number"),
+        ({"load": {"task": {"server": 2}}}, "unknown field 'server' (did you mean 'servers'?)"),
+        ({"lm_servers": 2, "load": {"task": {"servers": 2}}}, "give [load] or lm_servers"),
     ],
 )
 def test_other_mistakes_each_have_their_message(changes: dict, fragment: str, tmp_path) -> None:
@@ -174,12 +175,22 @@ def test_decaying_acceptance_probability() -> None:
     assert Acceptance(0.3).probability(1000) == 0.3
 
 
-def test_lm_fields_default_to_no_limit_and_are_not_written_unset() -> None:
-    """Scenarios written before lm_servers and load_slowdown existed read and write alike."""
+def test_load_defaults_to_no_limit_and_is_not_written_unset() -> None:
+    """Scenarios written before [load] existed read and write alike."""
     data = make_scenario().to_dict()
-    assert "lm_servers" not in data and "load_slowdown" not in data
+    assert "load" not in data
     scenario = Scenario.from_dict(data)
-    assert scenario.lm_servers is None and scenario.load_slowdown == 0.0
+    assert scenario.loads == Loads()
+
+
+def test_the_older_pool_keys_read_as_one_pool_for_both_models() -> None:
+    data = make_scenario().to_dict() | {"lm_servers": 2, "load_slowdown": 0.3}
+    scenario = Scenario.from_dict(data)
+    assert scenario.loads == Loads(Load(2, 0.3), Load(2, 0.3))
+    assert scenario.to_dict()["load"] == {
+        "task": {"servers": 2, "slowdown": 0.3},
+        "reflection": {"servers": 2, "slowdown": 0.3},
+    }
 
 
 TOKENS = Tokens(
@@ -239,11 +250,6 @@ def test_unknown_model_is_one_line_with_suggestions() -> None:
         ({"rate_limits": {"task": {"rpm": 0}}}, "rate_limits.task.rpm must be > 0"),
         ({"rate_limits": {"task": {"rpn": 5}}}, "unknown field 'rpn' (did you mean 'rpm'?)"),
         ({"rate_limits": {"burst_seconds": -1}}, "burst_seconds must be > 0"),
-        (
-            {"lm_servers": 2, "rate_limits": {"reflection": {"rpm": 60}}},
-            "lm_servers (your own LM servers) and [rate_limits] (a hosted provider's limits) "
-            "cannot be combined",
-        ),
         ({"tokens": {"rollout_input": {"dist": "empirical", "samples": [1]}}}, "missing field"),
     ],
 )
@@ -257,6 +263,6 @@ def test_token_mistakes_name_the_field(tmp_path: Path) -> None:
         tmp_path, toml_of(tokens=tokens)
     )
     tokens = TOKENS.to_dict() | {"rollout_output": {"dist": "empirical", "samples": [-1]}}
-    assert "tokens.rollout_output: samples must be >= 0 tokens" in load_error(
+    assert "tokens.rollout_output samples must be >= 0 tokens" in load_error(
         tmp_path, toml_of(tokens=tokens)
     )

@@ -89,11 +89,11 @@ def test_bad_input_writes_nothing(tmp_path):
 
     out = tmp_path / "never"
     for kw, needle in [
-        ({"shape": "0x2"}, "--shape"),
+        ({"shape": "0x2"}, "^shape needs"),
         ({"workers": 0}, "--workers"),
         ({"budget": 3}, "below one seed validation"),
         ({"task": "no-such-task"}, "unknown task"),
-        ({"selection": "worst"}, "--selection"),
+        ({"selection": "worst"}, "^selection is all, best"),
     ]:
         with pytest.raises(PxnError, match=needle):
             run_gepa(fault_config(out, "http://127.0.0.1:9/v1", **kw))

@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 from fault_server import FaultServer
 from ray_heads import started_head, token_auth
-from test_runner_faults import PLANTED, all_text
 from test_core_trace import header
+from test_runner_faults import PLANTED, all_text
 
 from pxn.errors import PxnError
 from pxn.runner.checks import max_concurrency, trace_totals

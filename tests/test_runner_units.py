@@ -9,7 +9,7 @@ import pytest
 
 from pxn.errors import PxnError
 from pxn.runner.checks import max_concurrency
-from pxn.runner.config import RunConfig, parse_shape, plan
+from pxn.runner.config import RunConfig, plan
 from pxn.runner.redact import describe_error, redact
 from pxn.runner.retry import CallFailed, RetryPolicy, call_with_retries, is_transient
 from pxn.runner.tasks import load_task
@@ -62,14 +62,6 @@ def test_permanent_errors_are_not_retried():
     rng = random.Random(0)
     policy = RetryPolicy(base_delay=0.25, max_delay=4.0)
     assert all(policy.delay(k, rng) <= 4.0 for k in range(1, 20))
-
-
-def test_shapes():
-    assert parse_shape("2x4") == (2, 4)
-    assert parse_shape("1X1") == (1, 1)
-    for bad in ("0x2", "2x0", "2", "axb", "-1x2"):
-        with pytest.raises(PxnError):
-            parse_shape(bad)
 
 
 def test_topics_metric_gives_partial_credit():

@@ -18,13 +18,17 @@ from pathlib import Path
 import pytest
 from sim_helpers import fixed, make_scenario
 
+from pxn.acceptance import Acceptance
 from pxn.app.plots import error_bar, pareto_front
 from pxn.durations import parse_duration
 from pxn.errors import PxnError
-from pxn.scenario import Acceptance, Prices, RateLimit, RateLimits, Scenario, Tokens
+from pxn.prices import Prices
+from pxn.rate_limits import RateLimit, RateLimits
+from pxn.scenario import Scenario
 from pxn.sim import advise as advise_module
 from pxn.sim.advise import Allocation, Ask, advise, parse_values
 from pxn.sim.predict import Interval
+from pxn.tokens import Tokens
 
 PXN = Path(sys.executable).parent / "pxn"
 T_E, T_R, V = 2.0, 10.0, 20  # rollout and reflection seconds, valset size

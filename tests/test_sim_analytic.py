@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 from sim_helpers import fixed, make_scenario
 
-from pxn.scenario import Acceptance, Scenario, Shape, mean_acceptance
+from pxn.acceptance import Acceptance
+from pxn.scenario import Scenario
+from pxn.shape import Shape
 from pxn.sim.analytic import analytic, expected_selected
 from pxn.sim.model import simulate_once
 
@@ -113,10 +115,10 @@ def test_decaying_acceptance_is_averaged_over_the_run() -> None:
     scenario = deterministic(acceptance=Acceptance(0.6, tau=50.0))
     closed = analytic(scenario, Shape(2, 2))
     made = closed.iterations * 4
-    assert closed.acceptance == pytest.approx(mean_acceptance(scenario.acceptance, made))
+    assert closed.acceptance == pytest.approx(scenario.acceptance.mean_over(made))
     assert 0 < closed.acceptance < 0.6
-    assert mean_acceptance(Acceptance(0.6, tau=50.0), 1e-9) == pytest.approx(0.6)
-    assert mean_acceptance(Acceptance(0.6, tau=50.0), 50.0) == pytest.approx(0.6 * (1 - math.e**-1))
+    assert Acceptance(0.6, tau=50.0).mean_over(1e-9) == pytest.approx(0.6)
+    assert Acceptance(0.6, tau=50.0).mean_over(50.0) == pytest.approx(0.6 * (1 - math.e**-1))
 
 
 def test_selection_caps_the_children_validated() -> None:

@@ -25,25 +25,22 @@ from scipy.stats import ks_2samp
 from sim_helpers import fixed, lognormal, make_scenario
 from test_core_trace import header
 
+from pxn.acceptance import Acceptance
 from pxn.app.prediction_report import (
     dollars_text,
     predictions_csv,
     predictions_json,
     predictions_table,
 )
-from pxn.scenario import (
-    Acceptance,
-    Prices,
-    RateLimit,
-    RateLimits,
-    Scenario,
-    Shape,
-    Tokens,
-)
+from pxn.prices import Prices
+from pxn.rate_limits import RateLimit, RateLimits
+from pxn.scenario import Scenario
+from pxn.shape import Shape
 from pxn.sim.analytic import analytic
 from pxn.sim.model import simulate_once
 from pxn.sim.predict import Interval, sweep
 from pxn.sim.schedule import Bucket, list_schedule, rate_limited_schedule
+from pxn.tokens import Tokens
 from pxn.trace import (
     Reflection,
     Rollout,

@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 from sim_helpers import fixed, lognormal, make_scenario, max_concurrency
 
+from pxn.acceptance import Acceptance
 from pxn.app.commands.predict import PAPER_SHAPES
 from pxn.app.prediction_report import predictions_csv
-from pxn.scenario import Acceptance, Scenario, Shape, parse_shapes
+from pxn.scenario import Scenario
+from pxn.shape import Shape, parse_shapes
 from pxn.sim.model import simulate_once
 from pxn.sim.predict import sweep
 from pxn.sim.presets import load_scenario
@@ -86,7 +88,7 @@ def test_metric_calls_are_counted_as_gepa_counts_them(
         assert len(groups[iteration, "child_minibatch"]) == len(judged) * b
         assert reflections[iteration] == len(judged)  # one reflection per child
         assert len(groups[iteration, "full_val"]) == accepted * v
-        limit = scenario.selection_limit
+        limit = scenario.selection.limit
         assert limit is None or accepted <= limit
         calls += (k + len(judged)) * b + accepted * v
     # Reflections never count; nothing else was counted.
@@ -190,7 +192,7 @@ def test_lm_servers_and_slowdown_give_exact_stage_times(
 def test_unset_lm_fields_leave_runs_identical() -> None:
     """lm_servers >= W and C with no slowdown is the same run, to the bit."""
     scenario = make_scenario()
-    wide = scenario.replace(lm_servers=scenario.workers + scenario.reflection_concurrency)
+    wide = scenario.with_local_pool(scenario.workers + scenario.reflection_concurrency)
     for shape in (Shape(1, 1), Shape(4, 2)):
         assert simulate_once(scenario, shape, 3) == simulate_once(wide, shape, 3)
 
@@ -247,7 +249,10 @@ def test_list_schedule_matches_brute_force(slots: int, jobs: int) -> None:
 
 TRACE_CASES = [
     (make_scenario(workers=4), Shape(2, 2)),
-    (make_scenario(skip_perfect=0.3, selection="best", reflection_concurrency=2), Shape(4, 1)),
+    (
+        make_scenario(skip_perfect=0.3, selection="best", reflection_concurrency=2),
+        Shape(4, 1),
+    ),
     (make_scenario(acceptance=Acceptance(0.9, tau=8.0)), Shape(1, 1)),
 ]
 

@@ -14,7 +14,10 @@ from oracle import OracleResult, oracle_replicates
 from scipy.stats import ks_2samp
 from sim_helpers import lognormal, make_scenario
 
-from pxn.scenario import Acceptance, Distribution, Scenario, Shape
+from pxn.acceptance import Acceptance
+from pxn.distribution import Distribution
+from pxn.scenario import Scenario
+from pxn.shape import Shape
 from pxn.sim.model import simulate_once
 from pxn.trace import RunSummary
 
@@ -106,7 +109,7 @@ def test_oracle_agrees_on_a_deterministic_run() -> None:
         reflection_concurrency=3,
     )
     shape = Shape(2, 2)
-    for variant in (scenario, scenario.replace(lm_servers=2, load_slowdown=0.5)):
+    for variant in (scenario, scenario.with_local_pool(2, 0.5)):
         [fast] = fast_replicates(variant, shape, 1)
         [oracle] = oracle_replicates(variant, shape, 1)
         assert fast.wall_clock == pytest.approx(oracle.wall_clock, rel=1e-12)
@@ -132,6 +135,6 @@ def test_the_comparison_rejects_a_model_without_the_slowdown() -> None:
     """And it sees a slowdown of 0.4 on 2 servers: the new features are not vacuous."""
     scenario, shape = SCENARIOS["lm servers < W, slowdown"]
     fast = fast_replicates(scenario, shape)
-    oracle = oracle_replicates(scenario.replace(load_slowdown=0.0), shape, REPLICATES)
+    oracle = oracle_replicates(scenario.with_local_pool(None, 0.0), shape, REPLICATES)
     result = ks_2samp([r.wall_clock for r in fast], [r.wall_clock for r in oracle])
     assert result.pvalue < ALPHA

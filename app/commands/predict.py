@@ -100,7 +100,7 @@ def simulate(
 ) -> None:
     """Predict one shape: wall-clock with interval, iterations, stages, closed form."""
     from pxn.app.prediction_report import predictions_table, stage_table
-    from pxn.scenario import Shape
+    from pxn.shape import Shape
 
     the_shape = Shape.parse(shape)
     the_scenario = scenario_with_overrides(scenario, seed, workers, budget)
@@ -140,7 +140,7 @@ def sweep_command(
     """Predict many shapes; print them and write CSV, JSON and a figure."""
     from pxn.app.prediction_report import predictions_csv, predictions_json, predictions_table
     from pxn.files import write_text_atomically
-    from pxn.scenario import parse_shapes
+    from pxn.shape import parse_shapes
 
     if output_format not in ("table", "csv", "json"):
         raise PxnError(f"--format is table, csv or json: got {output_format!r}")

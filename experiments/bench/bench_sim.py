@@ -30,7 +30,8 @@ sys.path.insert(0, str(ROOT / "tests"))  # the oracle lives with the tests
 import numpy as np  # noqa: E402
 from oracle import oracle_once  # noqa: E402
 
-from pxn.scenario import RateLimits, Shape  # noqa: E402
+from pxn.rate_limits import RateLimits  # noqa: E402
+from pxn.shape import Shape  # noqa: E402
 from pxn.sim.model import simulate_once  # noqa: E402
 from pxn.sim.presets import load_scenario  # noqa: E402
 

@@ -19,7 +19,10 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
-from pxn.scenario import Acceptance, Distribution, Scenario, Shape
+from pxn.acceptance import Acceptance
+from pxn.distribution import Distribution
+from pxn.scenario import Scenario
+from pxn.shape import Shape
 from pxn.sim.model import simulate_once
 
 PRESETS = Path(__file__).resolve().parents[2] / "sim" / "presets"

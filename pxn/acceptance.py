@@ -1,0 +1,93 @@
+"""Acceptance: the chance that a proposal beats its parent on its minibatch.
+
+A constant a0, or a decay a(i) = a0 exp(-min(i, decay_until) / tau) over the
+i proposals made before the step: the search finds fewer improvements as it
+goes. A decay fitted on a short run says nothing about proposals it never
+saw, so it stops at `decay_until` (calibrate sets it to the span it was
+fitted on) and holds there rather than run on to zero.
+
+Siblings of one step share their parent, their minibatches and their moment
+in the run, so they tend to succeed or fail together. With `correlation` rho
+> 0 a step's acceptance rate is drawn from a Beta distribution with mean a
+and intra-step correlation rho (the beta-binomial model): the step's k
+proposals are then accepted independently at that drawn rate. rho = 0 is
+independence.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pxn.errors import PxnError
+from pxn.fields import at_least, is_number, known_keys, share, table
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    a0: float
+    tau: float | None = None  # proposals; None: constant
+    decay_until: float | None = None  # proposals; None: the decay runs on
+    correlation: float = 0.0  # rho, within a step
+
+    def probability(self, proposals_made: float | np.ndarray) -> float | np.ndarray:
+        """The mean acceptance of a step that starts after this many proposals."""
+        if self.tau is None:
+            return self.a0
+        made = np.asarray(proposals_made, dtype=float)
+        if self.decay_until is not None:
+            made = np.minimum(made, self.decay_until)
+        chance = self.a0 * np.exp(-made / self.tau)
+        return float(chance) if chance.ndim == 0 else chance
+
+    def step_rate(self, rng: np.random.Generator, proposals_made: float) -> float:
+        """This step's acceptance rate: its mean, or a Beta draw around it when correlated."""
+        a = self.probability(proposals_made)
+        if self.correlation == 0 or a in (0.0, 1.0):
+            return a
+        spread = 1 / self.correlation - 1  # alpha + beta
+        return float(rng.beta(a * spread, (1 - a) * spread))
+
+    def mean_over(self, proposals: float) -> float:
+        """The average acceptance over the first `proposals` proposals."""
+        if self.tau is None or proposals <= 0:
+            return self.a0
+        tau, until = self.tau, self.decay_until
+        decaying = proposals if until is None else min(proposals, until)
+        area = self.a0 * tau * (1 - math.exp(-decaying / tau))
+        if until is not None and proposals > until:
+            area += (proposals - until) * self.probability(until)
+        return area / proposals
+
+    def validate(self) -> None:
+        share(self.a0, "acceptance a0")
+        if self.tau is not None and not (is_number(self.tau) and self.tau > 0):
+            raise PxnError(f"must be > 0 proposals: got {self.tau!r}", subject="acceptance tau")
+        if self.decay_until is not None:
+            if self.tau is None:
+                raise PxnError("needs tau (a decay to stop)", subject="acceptance decay_until")
+            at_least(self.decay_until, "acceptance decay_until")
+        share(self.correlation, "acceptance correlation", top_open=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        optional = {"tau": self.tau, "decay_until": self.decay_until}
+        data = {"a0": self.a0} | {k: v for k, v in optional.items() if v is not None}
+        if self.correlation:
+            data["correlation"] = self.correlation
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Acceptance:
+        fields = table(data, "[acceptance]")
+        known_keys(fields, set(cls.__dataclass_fields__), "[acceptance]")
+        if "a0" not in fields:
+            raise PxnError("needs a0 (and optionally tau, decay_until, correlation)",
+                           subject="[acceptance]")  # fmt: skip
+        bad = [k for k, v in fields.items() if not is_number(v)]
+        if bad:
+            raise PxnError(f"{bad[0]} must be a number: got {fields[bad[0]]!r}",
+                           subject="[acceptance]")  # fmt: skip
+        return cls(**{k: float(v) for k, v in fields.items()})

@@ -1,0 +1,191 @@
+"""Distribution: a non-negative random quantity, a call's latency or its tokens.
+
+Any scipy.stats continuous distribution, or an empirical sample to resample
+from, optionally with a bounded tail: a `cap` no draw exceeds (a max_tokens
+that ends a reply, or a client timeout), and `cap_retries` for a timeout that
+abandons the call at the cap and tries again with a fresh draw.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import numpy as np
+import scipy.integrate
+import scipy.stats
+
+from pxn.errors import PxnError
+from pxn.fields import at_least, is_number, whole
+
+EMPIRICAL = "empirical"
+
+
+@cache
+def continuous_distribution_names() -> tuple[str, ...]:
+    return tuple(
+        sorted(
+            name
+            for name in dir(scipy.stats)
+            if isinstance(getattr(scipy.stats, name), scipy.stats.rv_continuous)
+        )
+    )
+
+
+@cache
+def _frozen(dist: str, params: tuple[tuple[str, float], ...]) -> Any:
+    return getattr(scipy.stats, dist)(**dict(params))
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """`dist` is a scipy.stats continuous distribution name with `params` its shape
+    parameters, loc and scale as scipy names them; or "empirical" with `samples`
+    the observed values to resample from (times `params["scale"]`, 1 unless
+    said). A single sample is a constant.
+
+    With `cap` every call ends by the cap. With `cap_retries = 0` a draw past it
+    takes exactly the cap (a reply cut at max_tokens); with n > 0 a call
+    reaching the cap is abandoned there and tried again, up to n more times,
+    each try a fresh draw (a client timeout with retries), so it takes the
+    caps it hit plus its last try.
+    """
+
+    dist: str
+    params: dict[str, float] = field(default_factory=dict)
+    samples: tuple[float, ...] = ()
+    cap: float | None = None
+    cap_retries: int = 0
+
+    @property
+    def empirical(self) -> bool:
+        return self.dist == EMPIRICAL
+
+    def frozen(self) -> Any:
+        """The frozen scipy distribution (not for "empirical")."""
+        return _frozen(self.dist, tuple(sorted(self.params.items())))
+
+    def uncapped_sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        if self.empirical:
+            draws = rng.choice(np.asarray(self.samples), size=size)
+            scale = self.params.get("scale", 1.0)
+            return draws * scale if scale != 1.0 else draws
+        return self.frozen().rvs(size=size, random_state=rng)
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        draws = self.uncapped_sample(rng, size)
+        if self.cap is None:
+            return draws
+        total = np.minimum(draws, self.cap)
+        over = draws > self.cap
+        for _ in range(self.cap_retries):  # each timed-out try is tried again
+            if not over.any():
+                break
+            again = self.uncapped_sample(rng, int(over.sum()))
+            total[over] += np.minimum(again, self.cap)
+            over[over] = again > self.cap
+        return total
+
+    def survival(self, x: float) -> float:
+        """P(a draw, before the cap, exceeds x)."""
+        if self.empirical:
+            return float(np.mean(np.asarray(self.samples) * self.params.get("scale", 1.0) > x))
+        return float(self.frozen().sf(x))
+
+    def uncapped_mean(self) -> float:
+        if self.empirical:
+            return float(np.mean(self.samples)) * self.params.get("scale", 1.0)
+        return float(self.frozen().mean())
+
+    def mean(self) -> float:
+        """The mean of a call, cap and retries included."""
+        if self.cap is None:
+            return self.uncapped_mean()
+        if self.empirical:
+            scaled = np.asarray(self.samples) * self.params.get("scale", 1.0)
+            one_try = float(np.mean(np.minimum(scaled, self.cap)))
+        else:  # E[min(X, c)] is the survival function's area up to c
+            one_try = float(scipy.integrate.quad(self.frozen().sf, 0, self.cap, limit=200)[0])
+        timeout = self.survival(self.cap)
+        tries = sum(timeout**i for i in range(self.cap_retries + 1))
+        return one_try * tries
+
+    def validate(self, what: str, unit: str = "seconds") -> None:
+        if self.empirical:
+            if not self.samples:
+                raise PxnError("an empirical distribution needs a non-empty 'samples' list",
+                               subject=what)  # fmt: skip
+            if not all(math.isfinite(x) and x >= 0 for x in self.samples):
+                raise PxnError(f"samples must be >= 0 {unit} (and finite)", subject=what)
+            at_least(self.params.get("scale", 1.0), f"{what} scale")
+            unknown = sorted(set(self.params) - {"scale"})
+            if unknown:
+                raise PxnError(f"an empirical distribution takes no {unknown[0]!r}", subject=what)
+        else:
+            self._validate_family(what)
+        if self.cap is not None and not (is_number(self.cap) and 0 < self.cap < math.inf):
+            raise PxnError(f"cap must be a number > 0 {unit}: got {self.cap!r}", subject=what)
+        whole(self.cap_retries, f"{what} cap_retries", least=0)
+        if self.cap_retries and self.cap is None:
+            raise PxnError("cap_retries needs a cap (the timeout the tries end at)", subject=what)
+        if self.cap is not None and self.cap_retries and self.survival(self.cap) >= 1:
+            raise PxnError(
+                f"every try lasts past the cap {self.cap:g} {unit}: the retries never succeed",
+                subject=what,
+            )
+
+    def _validate_family(self, what: str) -> None:
+        names = continuous_distribution_names()
+        if self.dist not in names:
+            close = difflib.get_close_matches(self.dist, (*names, EMPIRICAL), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise PxnError(
+                f"has an unknown distribution {self.dist!r}{hint} "
+                "(any scipy.stats continuous distribution, or 'empirical')",
+                subject=what,
+            )
+        try:
+            dist = self.frozen()
+            low, mean = dist.support()[0], dist.mean()
+        except TypeError as exc:
+            raise PxnError(f"has bad parameters for {self.dist}: {exc}", subject=what) from None
+        if not np.isfinite(mean) or low < 0:
+            raise PxnError(
+                f"{self.dist} with {self.params} must have a finite mean and no negative values "
+                f"(its support starts at {low})",
+                subject=what,
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.empirical:
+            data: dict[str, Any] = {"dist": EMPIRICAL, "samples": list(self.samples)}
+            if self.params.get("scale", 1.0) != 1.0:
+                data["scale"] = self.params["scale"]
+        else:
+            data = {"dist": self.dist, **self.params}
+        if self.cap is not None:
+            data["cap"] = self.cap
+        if self.cap_retries:
+            data["cap_retries"] = self.cap_retries
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Any, what: str) -> Distribution:
+        if not isinstance(data, dict) or "dist" not in data:
+            raise PxnError("is a table with 'dist' and its parameters", subject=what)
+        data = dict(data)
+        dist = data.pop("dist")
+        bounds = {"cap": data.pop("cap", None), "cap_retries": data.pop("cap_retries", 0)}
+        if dist == EMPIRICAL:
+            samples = data.pop("samples", ())
+            if not isinstance(samples, list) or not all(is_number(x) for x in samples):
+                raise PxnError("samples must be a list of numbers", subject=what)
+            params = {k: v for k, v in data.items()}
+            return cls(EMPIRICAL, params=params, samples=tuple(map(float, samples)), **bounds)
+        bad = [k for k, v in data.items() if not is_number(v)]
+        if bad:
+            raise PxnError(f"parameter(s) {', '.join(bad)} must be numbers", subject=what)
+        return cls(dist, params={k: float(v) for k, v in data.items()}, **bounds)

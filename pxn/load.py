@@ -1,0 +1,76 @@
+"""Latency under load, per model: how many calls it serves at once, and how it slows.
+
+A local LM pool of K single-request servers serves K calls at once (the rest
+wait for a server) and, sharing a CPU, each call is slower the more are
+served; a hosted API serves any number but slows under concurrency too; a
+retrieval tool shares the machine's cores. Each model (task: the rollouts;
+reflection) has its own: `servers` (None: no limit beyond the worker pool W
+or the reflection cap C) and `slowdown` beta: a call that starts while m calls
+of its model are in flight (itself included) takes 1 + beta (m - 1) times its
+drawn latency. Rollouts and reflections never overlap in gepa (a barrier
+separates their stages), so one model's load never meets the other's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pxn.fields import at_least, known_keys, table, whole
+from pxn.prices import ROLES
+
+
+@dataclass(frozen=True)
+class Load:
+    servers: int | None = None
+    slowdown: float = 0.0
+
+    def slots(self, cap: int) -> int:
+        """Calls served at once under a cap of its own (W, or C)."""
+        return cap if self.servers is None else min(cap, self.servers)
+
+    def factor(self, in_flight: int) -> float:
+        """What a call's drawn latency is multiplied by with `in_flight` calls served."""
+        return 1 + self.slowdown * (in_flight - 1)
+
+    def validate(self, role: str) -> None:
+        if self.servers is not None:
+            whole(self.servers, f"load.{role}.servers")
+        at_least(self.slowdown, f"load.{role}.slowdown")
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {} if self.servers is None else {"servers": self.servers}
+        return data | ({"slowdown": self.slowdown} if self.slowdown else {})
+
+    @classmethod
+    def from_dict(cls, data: Any, role: str) -> Load:
+        fields = table(data, f"[load.{role}]")
+        known_keys(fields, {"servers", "slowdown"}, f"[load.{role}]")
+        return cls(fields.get("servers"), fields.get("slowdown", 0.0))
+
+
+@dataclass(frozen=True)
+class Loads:
+    task: Load = Load()
+    reflection: Load = Load()
+
+    def of(self, role: str) -> Load:
+        return self.task if role == "task" else self.reflection
+
+    def validate(self) -> None:
+        for role in ROLES:
+            self.of(role).validate(role)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {role: d for role in ROLES if (d := self.of(role).to_dict())}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Loads:
+        fields = table(data, "[load]")
+        known_keys(fields, set(ROLES), "[load]")
+        return cls(*(Load.from_dict(fields.get(role, {}), role) for role in ROLES))
+
+    @classmethod
+    def shared_pool(cls, servers: int | None, slowdown: float) -> Loads:
+        """One local pool serving both models (the older lm_servers / load_slowdown keys)."""
+        return cls(Load(servers, slowdown), Load(servers, slowdown))
