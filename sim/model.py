@@ -416,7 +416,11 @@ def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
 def simulate_once(
     scenario: Scenario, shape: Shape, replicate: int, trace: TraceWriter | None = None
 ) -> RunSummary:
-    """Simulate one replicate; write its trace too when a writer is given."""
+    """Simulate one replicate; write its trace too when a writer is given.
+
+    With parameter uncertainty, replicate r runs the scenario's draw r mod D.
+    """
+    scenario = scenario.for_replicate(replicate)
     env = simpy.Environment()
     run = SimulatedRun(env, scenario, shape, replicate_rng(scenario.seed, replicate), trace)
     if trace:
