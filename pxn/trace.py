@@ -127,7 +127,7 @@ class Reflection(Event):
     error: str | None = None
     attempts: int = 1
     # Whether the reply held a ``` pair. Without one gepa 0.1.4 takes the WHOLE reply
-    # as the new text (pitfall 9); None when unknown (a simulation, a failed call).
+    # as the new text, chatter included; None when unknown (a simulation, a failed call).
     fenced: bool | None = None
 
 

@@ -224,8 +224,8 @@ class ThreadRollouts:
 
 
 class InstrumentedAdapter:
-    # Pitfall 1: without this attribute gepa believes the adapter proposes texts
-    # itself, and every reflection fails silently.
+    # gepa asks the adapter for `propose_new_texts` first: without this None it would
+    # believe the adapter proposes texts itself, and every reflection would fail silently.
     propose_new_texts = None
 
     def __init__(
@@ -266,7 +266,7 @@ class InstrumentedAdapter:
     def batch_evaluate(
         self, items: list[tuple[dict[str, str], list[Item]]], *, capture_traces: bool = True
     ) -> list[EvaluationBatch]:
-        # Pitfall 5: no phase is passed in. A batch of valset items is a validation
+        # gepa passes no phase (nor capture_traces, in 0.1.4). A batch of valset items is a validation
         # (gepa's full validation of selected children); otherwise the last
         # evaluation callback said parent or child minibatch.
         is_val = any(item.split == "val" for _, batch in items for item in batch)

@@ -7,7 +7,8 @@ show the seed validation or the start of full validation: the adapter tags
 those from the data split (a batch of valset items is a validation) and from
 the selection wrapper below, which sees every proposal and gepa's verdict.
 
-The recorder also counts reflections gepa swallowed (pitfall 2): a proposal
+The recorder also counts reflections gepa swallowed (gepa 0.1.4 logs a failed
+reflection and goes on, even with raise_on_exception=True): a proposal
 that started but never ended failed silently; after `max_failures` in a row
 the stopper ends the run instead of letting it burn its budget.
 """
@@ -310,7 +311,7 @@ class Recorder:
             )
         )
 
-    # ---- pitfall 2: swallowed reflection failures ----
+    # ---- reflection failures gepa swallowed ----
 
     def _count_failures(self, started: int, ended: int) -> None:
         lost = started - ended

@@ -30,7 +30,8 @@ class ReflectionFailed(RuntimeError):
 
 
 def has_fence_pair(text: str) -> bool:
-    """gepa extracts the text between the first and last ``` (pitfall 9)."""
+    """Whether gepa will find a new text in the reply: it takes what lies between the first
+    and last ```, and without a pair the WHOLE reply, chatter included."""
     first = text.find("```")
     return first >= 0 and text.rfind("```") > first
 

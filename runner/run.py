@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import gepa  # imported before any timing starts (pitfall 8 covers litellm, imported below)
+import gepa  # imported before any timing starts, as litellm is below
 import litellm
 from gepa.core.state import GEPAState
 from gepa.strategies.proposal_sampling import PxNSampling
@@ -45,7 +45,9 @@ from pxn.runner.reflection import InstrumentedReflectionLM
 from pxn.runner.retry import CallFailed, RetryPolicy
 from pxn.trace import Decision, Resume, RunEnd, RunStart, TraceWriter, read_trace
 
-_ = litellm  # imported for its side effect: loaded now, not inside the first timed call
+# Imported for its side effect: litellm's import takes seconds, and done lazily inside
+# the first call it would be timed as that call's latency.
+_ = litellm
 
 
 @dataclass
@@ -283,7 +285,9 @@ def _run(
                 stop_callbacks=[Stopper(recorder)],
                 callbacks=[recorder],
                 run_dir=str(gepa_dir),
-                cache_evaluation=False,  # pitfall 4: the cache is keyed wrongly in 0.1.4
+                # gepa 0.1.4 keys its cache by example position, so validation lookups would hit
+                # train rollouts: off.
+                cache_evaluation=False,
                 use_merge=False,
                 raise_on_exception=True,
                 display_progress_bar=False,

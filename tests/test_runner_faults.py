@@ -127,7 +127,7 @@ def test_result_json_is_complete(tmp_path, monkeypatch):
 
 
 def test_failing_reflections_stop_the_run_with_a_clear_message(tmp_path, monkeypatch):
-    # gepa 0.1.4 swallows reflection errors (pitfall 2): without the runner's count the
+    # gepa 0.1.4 logs reflection errors and goes on: without the runner's count the
     # run would spend its whole budget re-evaluating the seed.
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-dummy-key")
     out = tmp_path / "run"
