@@ -266,9 +266,9 @@ class InstrumentedAdapter:
     def batch_evaluate(
         self, items: list[tuple[dict[str, str], list[Item]]], *, capture_traces: bool = True
     ) -> list[EvaluationBatch]:
-        # gepa passes no phase (nor capture_traces, in 0.1.4). A batch of valset items is a validation
-        # (gepa's full validation of selected children); otherwise the last
-        # evaluation callback said parent or child minibatch.
+        # gepa passes no phase (nor, in 0.1.4, capture_traces). A batch of valset
+        # items is a validation (gepa's full validation of selected children);
+        # otherwise the last evaluation callback said parent or child minibatch.
         is_val = any(item.split == "val" for _, batch in items for item in batch)
         phase = "full_val" if is_val else self.recorder.book.expect
         return self._run_stage(items, phase, iteration=self.recorder.iteration)
