@@ -1,18 +1,19 @@
 """The `pxn` command: parse, call a library function, print.
 
 Errors of the user's making (`PxnError`) become one line on stderr and exit
-code 2; nothing here computes anything itself. The commands live in
-app/commands/, one module per group.
+code 2, named by the flag that carried the bad input (options.in_flag_terms);
+nothing here computes anything itself. The commands live in app/commands/, one
+module per group; the options they share in app/options.py.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 
 import typer
 
 from pxn.app.commands import calibrate, lm, measure, predict
+from pxn.app.options import in_flag_terms
 from pxn.errors import PxnError
 
 app = typer.Typer(
@@ -29,22 +30,15 @@ app.add_typer(measure.commands)
 app.add_typer(lm.commands, name="lm")
 
 
-def in_flag_terms(error: PxnError, argv: list[str]) -> PxnError:
-    """The error named by the flag that carried its input, when one did (shape -> --shape)."""
-    if error.subject is None:
-        return error
-    flag = "--" + re.sub(r"[ _]", "-", error.subject)
-    given = any(arg == flag or arg.startswith(flag + "=") for arg in argv)
-    return error.naming(flag) if given else error
-
-
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Run `pxn` on `argv` (the command line's arguments when None); always exits."""
+    args = sys.argv[1:] if argv is None else argv
     # Typer (in standalone mode) reports bad flags itself with exit code 2;
     # our own input errors arrive here as PxnError.
     try:
-        app()
+        app(args=args, prog_name="pxn")
     except PxnError as exc:
-        print(f"pxn: error: {in_flag_terms(exc, sys.argv[1:])}", file=sys.stderr)
+        print(f"pxn: error: {in_flag_terms(exc, args)}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("pxn: interrupted", file=sys.stderr)

@@ -20,7 +20,8 @@ from pxn.trace import Reflection, Rollout
 def lookup_prices(task_model: str | None, reflection_model: str | None) -> Prices | None:
     """Prices for the named models (the reflection model defaults to the task model)."""
     if reflection_model and not task_model:
-        raise PxnError("--reflection-model needs --task-model too (the model the rollouts ran on)")
+        raise PxnError("needs a task model too (the model the rollouts ran on)",
+                       subject="reflection model")  # fmt: skip
     if not task_model:
         return None
     table = {"task_model": task_model}

@@ -144,8 +144,9 @@ def _choose(data: np.ndarray, fits: list[FamilyFit], choice: str) -> tuple[Distr
     if not fits:
         if choice not in ("auto", "empirical"):
             raise PxnError(
-                f"cannot fit {choice} to {len(data)} distinct latencies "
-                f"(need {MIN_FIT_POINTS} or more); use --latency empirical"
+                f"{choice} cannot be fitted to {len(data)} distinct latencies "
+                f"(need {MIN_FIT_POINTS} or more); choose empirical",
+                subject="latency",
             )
         return empirical, f"too few points for a family fit ({len(data)}): empirical bootstrap"
     if choice == "empirical":

@@ -120,8 +120,9 @@ def calibrate_traces(
     missing_tokens = missing_token_counts(rollouts, reflections)
     if prices is not None and missing_tokens:
         raise PxnError(
-            f"--task-model prices tokens, but no call in the traces reports its "
-            f"{', '.join(missing_tokens)}; calibrate without it, or from traces with token counts"
+            f"prices tokens, but no call in the traces reports its "
+            f"{', '.join(missing_tokens)}; calibrate without it, or from traces with token counts",
+            subject="task model",
         )
     slowdown, served_alone = _fit_slowdown(traces, lm_servers, notes)
     rollout_latencies = served_alone(rollouts)
@@ -281,7 +282,7 @@ def _lm_servers(traces: list[Trace], given: int | None, notes: list[str]) -> tup
     declared = sorted(set(declared_by.values()))
     if given is not None:
         if given < 1:
-            raise PxnError(f"--lm-servers must be >= 1: got {given}")
+            raise PxnError(f"must be >= 1: got {given}", subject="LM servers")
         if declared and declared != [given]:
             notes.append(f"the traces declare lm_servers {declared}; {given} as given overrides it")
         return given, "as given"

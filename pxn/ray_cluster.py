@@ -29,7 +29,8 @@ class Address:
         host, sep, port = text.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise PxnError(
-                f"--address is HOST:PORT of a Ray head, e.g. 127.0.0.1:6379: got {text!r}"
+                f"is HOST:PORT of a Ray head, e.g. 127.0.0.1:6379: got {text!r}",
+                subject="ray address",
             )
         return cls(host, int(port))
 
@@ -53,7 +54,9 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise PxnError(f"--backend ray needs Ray, which is not installed; {RAY_EXTRA}") from None
+        raise PxnError(
+            f"ray needs Ray, which is not installed; {RAY_EXTRA}", subject="backend"
+        ) from None
     return ray
 
 

@@ -71,56 +71,55 @@ def plan(config: RunConfig) -> Plan:
     shape = Shape.parse(config.shape)
     p, n = shape.p, shape.n
     if config.workers < 1:
-        raise PxnError(f"--workers must be at least 1, got {config.workers}")
+        raise PxnError(f"must be at least 1, got {config.workers}", subject="workers")
     make_selection(config.selection)
     conc = config.reflection_concurrency or p * n
     if conc < 1:
-        raise PxnError(f"--reflection-concurrency must be at least 1, got {conc}")
+        raise PxnError(f"must be at least 1, got {conc}", subject="reflection concurrency")
     if config.servers < 1:
-        raise PxnError(f"--servers must be at least 1, got {config.servers}")
+        raise PxnError(f"must be at least 1, got {config.servers}", subject="LM servers")
     check_eval_backend(config)
     task = load_task(config.task)
     if config.minibatch is not None:
         if not 1 <= config.minibatch <= len(task.train):
             raise PxnError(
-                f"--minibatch must be between 1 and the trainset's {len(task.train)} examples, "
-                f"got {config.minibatch}"
+                f"must be between 1 and the trainset's {len(task.train)} examples, "
+                f"got {config.minibatch}",
+                subject="minibatch",
             )
         task = replace(task, minibatch=config.minibatch)
     if config.budget < len(task.val):
         raise PxnError(
-            f"--budget {config.budget} is below one seed validation ({len(task.val)} metric "
-            f"calls on task {task.name!r}); give at least {len(task.val) + 2 * task.minibatch}"
+            f"{config.budget} is below one seed validation ({len(task.val)} metric "
+            f"calls on task {task.name!r}); give at least {len(task.val) + 2 * task.minibatch}",
+            subject="budget",
         )
     failures = config.max_reflection_failures or max(5, 2 * p * n)
     return Plan(p, n, task, conc, failures)
 
 
 def check_eval_backend(config: RunConfig) -> None:
-    """--eval-backend and --ray-address, checked without importing Ray (slow to import);
+    """The evaluation backend and Ray address, checked without importing Ray (slow to import);
     a head that does not answer is named here, before the LM pool starts."""
     from pxn.ray_cluster import RAY_EXTRA, Address
 
     if config.eval_backend not in ("local", "ray"):
-        raise PxnError(f"--eval-backend is local or ray, got {config.eval_backend!r}")
+        raise PxnError(f"is local or ray, got {config.eval_backend!r}", subject="eval backend")
     if config.eval_backend == "local":
         if config.ray_address is not None:
-            raise PxnError("--ray-address is for --eval-backend ray; drop it or add that")
+            raise PxnError("is for the ray backend; drop it, or ask for that backend",
+                           subject="ray address")  # fmt: skip
         return
     if importlib.util.find_spec("ray") is None:
-        raise PxnError(f"--eval-backend ray needs Ray, which is not installed; {RAY_EXTRA}")
+        raise PxnError(f"ray needs Ray, which is not installed; {RAY_EXTRA}",
+                       subject="eval backend")  # fmt: skip
     if config.ray_address is not None:
-        try:
-            address = Address.parse(config.ray_address)
-        except PxnError:
-            raise PxnError(
-                "--ray-address is HOST:PORT of a Ray head, e.g. 127.0.0.1:6379, "
-                f"got {config.ray_address!r}"
-            ) from None
+        address = Address.parse(config.ray_address)
         address.check_reachable()  # a TCP connect: seconds sooner than ray.init says it
 
 
 def check_out(config: RunConfig, resume: bool) -> None:
     out = Path(config.out)
     if not resume and (out / "trace.jsonl").exists():
-        raise PxnError(f"{out} already holds a run; use --resume {out} or another --out")
+        raise PxnError(f"{out} already holds a run: resume it, or choose a new directory",
+                       subject="run directory")  # fmt: skip

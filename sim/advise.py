@@ -130,10 +130,11 @@ def parse_values(text: str, what: str) -> tuple[int, ...]:
         part = part.strip()
         match = re.fullmatch(r"(\d+)(?:\s*\.\.\s*(\d+))?", part)
         if not match:
-            raise PxnError(f"--{what} takes numbers and ranges like 1..8 or 64,128: got {text!r}")
+            raise PxnError(f"takes numbers and ranges like 1..8 or 64,128: got {text!r}",
+                           subject=what)  # fmt: skip
         low, high = int(match[1]), int(match[2] or match[1])
         if low < 1 or high < low:
-            raise PxnError(f"--{what}: {part!r} is not a range of whole numbers >= 1")
+            raise PxnError(f"{part!r} is not a range of whole numbers >= 1", subject=what)
         values.extend(range(low, high + 1))
     return tuple(dict.fromkeys(values))
 
@@ -141,21 +142,23 @@ def parse_values(text: str, what: str) -> tuple[int, ...]:
 def check_ask(scenario: Scenario, ask: Ask) -> None:
     """Refuse an ask that cannot be answered, before any simulation."""
     if ask.objective not in OBJECTIVES:
-        raise PxnError(f"--objective is time or cost: got {ask.objective!r}")
+        raise PxnError(f"is time or cost: got {ask.objective!r}", subject="objective")
     if ask.replicates < 2:
-        raise PxnError(f"--reps must be >= 2 to give an interval: got {ask.replicates}")
+        raise PxnError(f"must be >= 2 to give an interval: got {ask.replicates}",
+                       subject="replicates")  # fmt: skip
     if ask.deadline is not None and ask.deadline <= 0:
-        raise PxnError(f"--deadline must be positive: got {ask.deadline:g} s")
+        raise PxnError(f"must be positive: got {ask.deadline:g} s", subject="deadline")
     if ask.max_dollars is not None and ask.max_dollars <= 0:
-        raise PxnError(f"--max-dollars must be positive: got {ask.max_dollars:g}")
+        raise PxnError(f"must be positive: got {ask.max_dollars:g}", subject="dollar cap")
     if scenario.prices is None and (ask.max_dollars is not None or ask.objective == "cost"):
         raise PxnError(
             "the scenario has no [prices], so dollars cannot be predicted: add a [prices] "
-            "table (or calibrate with --task-model) before --max-dollars or --objective cost"
+            "table (or calibrate with a task model) before asking for a dollar cap or cost"
         )
     if max(ask.b) > scenario.trainset_size:
         raise PxnError(
-            f"--b {max(ask.b)} is larger than the trainset ({scenario.trainset_size} examples)"
+            f"{max(ask.b)} is larger than the trainset ({scenario.trainset_size} examples)",
+            subject="b",
         )
     scenario.replace(budget=ask.budget)  # the budget's own checks (one seed validation)
 

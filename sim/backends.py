@@ -129,12 +129,13 @@ class RayBackend(Backend):
 def make_backend(kind: str, address: str | None = None, jobs: int = 1) -> Backend:
     """The backend a user asked for by name; `jobs` sizes a local pool or a private Ray."""
     if kind not in BACKENDS:
-        raise PxnError(f"--backend is local or ray: got {kind!r}")
+        raise PxnError(f"is local or ray: got {kind!r}", subject="backend")
     if jobs < 1:
-        raise PxnError(f"--jobs must be >= 1: got {jobs}")
+        raise PxnError(f"must be >= 1: got {jobs}", subject="jobs")
     if kind == "local":
         if address is not None:
-            raise PxnError("--address is for --backend ray; drop it or add --backend ray")
+            raise PxnError("is for the ray backend; drop it, or ask for that backend",
+                           subject="ray address")  # fmt: skip
         return LocalBackend(jobs)
     if address is not None:
         Address.parse(address)  # a malformed address fails before any work

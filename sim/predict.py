@@ -96,11 +96,11 @@ def summarize_replicates(
 def check_sweep(shapes: Sequence[Shape], replicates: int, jobs: int) -> None:
     """Refuse a sweep that cannot give an answer, before any work starts."""
     if replicates < 2:
-        raise PxnError(f"--reps must be >= 2 to give an interval: got {replicates}")
+        raise PxnError(f"must be >= 2 to give an interval: got {replicates}", subject="replicates")
     if jobs < 1:
-        raise PxnError(f"--jobs must be >= 1: got {jobs}")
+        raise PxnError(f"must be >= 1: got {jobs}", subject="jobs")
     if not shapes:
-        raise PxnError("no shapes to simulate; give e.g. --shapes single,2x2")
+        raise PxnError("name at least one shape, like single,2x2", subject="shapes")
 
 
 def sweep(

@@ -77,7 +77,7 @@ def test_explicit_choices() -> None:
     assert fit_latency("r", data, "empirical").chosen.dist == "empirical"
     with pytest.raises(PxnError, match="latency choice"):
         fit_latency("r", data, "normal")
-    with pytest.raises(PxnError, match="use --latency empirical"):
+    with pytest.raises(PxnError, match="choose empirical"):
         fit_latency("r", [1.0, 2.0], "gamma")
     with pytest.raises(PxnError, match="no positive latencies"):
         fit_latency("r", [0.0, -2.0])

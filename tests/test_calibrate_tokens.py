@@ -195,7 +195,7 @@ def test_unknown_model_is_one_line(two_b: list[Path], tmp_path: Path) -> None:
     assert_user_error(result, "gpt-4.1-mimi", "litellm")
     assert not out.exists()
     result = pxn("calibrate", *two_b, "-o", out, "--reflection-model", "gpt-4.1")
-    assert_user_error(result, "--task-model")
+    assert_user_error(result, "--reflection-model needs a task model")
 
 
 def test_traces_without_tokens(tmp_path: Path) -> None:

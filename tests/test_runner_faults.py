@@ -90,7 +90,7 @@ def test_bad_input_writes_nothing(tmp_path):
     out = tmp_path / "never"
     for kw, needle in [
         ({"shape": "0x2"}, "^shape needs"),
-        ({"workers": 0}, "--workers"),
+        ({"workers": 0}, "^workers must be at least 1"),
         ({"budget": 3}, "below one seed validation"),
         ({"task": "no-such-task"}, "unknown task"),
         ({"selection": "worst"}, "^selection is all, best"),

@@ -103,5 +103,5 @@ def test_max_concurrency_counts_touching_intervals_once():
 def test_minibatch_flag_replaces_the_tasks_own():
     assert plan(RunConfig(out="x", task="topics")).task.minibatch == 3
     assert plan(RunConfig(out="x", task="topics", minibatch=1)).task.minibatch == 1
-    with pytest.raises(PxnError, match="--minibatch must be between 1 and the trainset's"):
+    with pytest.raises(PxnError, match=r"^minibatch must be between 1 and the trainset's"):
         plan(RunConfig(out="x", task="topics", minibatch=0))

@@ -159,7 +159,7 @@ def test_unreachable_address_is_one_line_and_exit_2() -> None:
         (["--backend", "ray", "--address", "127.0.0.1"], "--address is HOST:PORT"),
         (["--backend", "ray", "--address", "host:99999"], "--address is HOST:PORT"),
         (["--backend", "spark"], "--backend is local or ray: got 'spark'"),
-        (["--address", "127.0.0.1:6379"], "--address is for --backend ray"),
+        (["--address", "127.0.0.1:6379"], "--address is for the ray backend"),
     ],
 )
 def test_bad_backend_flags_are_one_line_and_exit_2(args: list[str], fragment: str) -> None:
@@ -178,5 +178,5 @@ def test_missing_ray_names_the_extra() -> None:
 
 
 def test_make_backend_refuses_zero_jobs() -> None:
-    with pytest.raises(PxnError, match="--jobs must be >= 1"):
+    with pytest.raises(PxnError, match=r"^jobs must be >= 1"):
         make_backend("ray", None, 0)
