@@ -1,0 +1,337 @@
+"""Run summaries -> a Scenario with its uncertainty, by simulation-based inference.
+
+The simulator is the likelihood: a parameter setting is as plausible as the
+runs it simulates reproduce the reported figures (calibrate/abc_smc.py). Per
+setting, every run the facts read is simulated once, a sweep's runs being
+the same runs its single and batched facts read, as the user's were each
+run once.
+
+The model the facts are read through, and so its assumptions:
+- a metric call's and a reflection's latencies are lognormal, independent
+  from call to call (priors on their medians, `scale`, and log-sds, `s`);
+- acceptance is constant (a0) with correlation rho between siblings of one
+  step (the beta-binomial model of pxn/acceptance.py);
+- no engine overhead between stages, no skipped perfect parents, gepa's
+  default selection (every improving child);
+- with facts in dollars: a call's tokens are lognormal with log-sd
+  TOKEN_LOG_SD (only their means matter over thousands of calls), a
+  reflection reads REFLECTION_PROMPT_TOKENS plus its per-example input times
+  b, and the models are priced from litellm's table.
+Priors are calibrate/priors.py's defaults unless the summaries file says
+otherwise; a parameter the facts do not pin keeps its prior's spread, and
+the report says which those are.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.special
+
+from pxn.acceptance import Acceptance
+from pxn.calibrate.abc_smc import Generation, Outcome, Settings, abc_smc
+from pxn.calibrate.priors import DEFAULT_PRIORS, TOKEN_PRIORS, Prior, Priors
+from pxn.calibrate.summaries import Fact, Setup, Summaries
+from pxn.distribution import Distribution
+from pxn.errors import PxnError
+from pxn.prices import Prices
+from pxn.scenario import Scenario
+from pxn.shape import Shape
+from pxn.sim.backends import LocalBackend, gather
+from pxn.sim.model import simulate_once
+from pxn.tokens import Tokens
+from pxn.uncertainty import Uncertainty
+
+TOKEN_LOG_SD = 0.5
+REFLECTION_PROMPT_TOKENS = 1000.0  # the reflection template and the candidate's text
+CHUNK = 8  # parameter settings per unit of work handed to a process
+PINNED, NARROWED = 0.5, 0.8  # posterior IQR over prior IQR at or below which
+PREDICTIVE = 10_000  # the stream key of the posterior predictive's seeds (past any generation)
+SHARE_CLIP = 1e-4  # a share of 0 or 1 read on the logit scale as this close to it
+
+
+@dataclass(frozen=True)
+class RunModel:
+    """What one parameter setting's runs are simulated from; picklable, for the workers."""
+
+    bases: tuple[Scenario, ...]  # one per distinct setup
+    runs: tuple[tuple[int, Shape], ...]  # (index into bases, shape), in the Summaries' order
+    facts: tuple[Fact, ...]
+    priors: Priors
+
+    def figures(self, point: np.ndarray, seed: int) -> np.ndarray:
+        """Every fact's figure in one simulation of the runs at this working-space point."""
+        values = self.priors.values(point)
+        try:
+            scenarios = [b.with_parameters(values).replace(seed=seed) for b in self.bases]
+        except PxnError:  # a setting no scenario can have is no candidate
+            return np.full(len(self.facts), math.nan)
+        summaries = [
+            simulate_once(scenarios[s], shape, i) for i, (s, shape) in enumerate(self.runs)
+        ]
+        return np.array([fact.measure(summaries) for fact in self.facts])
+
+
+def figures_of(model: RunModel, points: np.ndarray, seeds: list[int]) -> np.ndarray:
+    """One unit of work: the figures of a few settings (a worker process runs it)."""
+    return np.array([model.figures(p, s) for p, s in zip(points, seeds, strict=True)])
+
+
+def simulate_points(model: RunModel, points: np.ndarray, seeds: list[int], jobs: int) -> np.ndarray:
+    """Figures of many settings, spread over `jobs` processes, in the settings' order."""
+    units = [
+        (model, points[i : i + CHUNK], seeds[i : i + CHUNK]) for i in range(0, len(points), CHUNK)
+    ]
+    return np.concatenate(gather(LocalBackend(jobs), figures_of, units))
+
+
+def on_scale(fact: Fact, values: np.ndarray | float) -> np.ndarray:
+    """Figures on the scale a fact's misfit is measured on (summaries.SCALES)."""
+    values = np.asarray(values, dtype=float)
+    if fact.scale == "logit":
+        return scipy.special.logit(np.clip(values, SHARE_CLIP, 1 - SHARE_CLIP))
+    if fact.scale == "log1p":
+        return np.log1p(values)
+    with np.errstate(divide="ignore"):
+        return np.log(values)
+
+
+def from_scale(fact: Fact, values: np.ndarray | float) -> np.ndarray:
+    values = np.asarray(values, dtype=float)
+    if fact.scale == "logit":
+        return scipy.special.expit(values)
+    return np.expm1(values) if fact.scale == "log1p" else np.exp(values)
+
+
+@dataclass(frozen=True)
+class ParameterPosterior:
+    path: str
+    prior: Prior
+    median: float
+    low: float  # 5%
+    high: float  # 95%
+    iqr_ratio: float  # posterior IQR over prior IQR, on the prior's working scale
+
+    @property
+    def verdict(self) -> str:
+        if self.iqr_ratio <= PINNED:
+            return "pinned"
+        return "narrowed" if self.iqr_ratio <= NARROWED else "left to the prior"
+
+
+@dataclass(frozen=True)
+class FactCheck:
+    """A fact against the posterior predictive: runs simulated at posterior draws."""
+
+    fact: Fact
+    median: float
+    low: float  # 5%
+    high: float  # 95%
+    share_inside: float  # of predictive runs whose figure is in the fact's [low, high]
+
+    @property
+    def inside(self) -> bool:
+        """The reported value (a range: some of it) lies in the 5-95% predictive interval."""
+        return self.low <= self.fact.high and self.fact.low <= self.high
+
+
+@dataclass(frozen=True)
+class Inference:
+    summaries: Summaries
+    priors: Priors
+    outcome: Outcome
+    parameters: tuple[ParameterPosterior, ...]
+    checks: tuple[FactCheck, ...]
+    scenario: Scenario
+
+
+def base_scenario(setup: Setup, name: str) -> Scenario:
+    """The setup as a scenario, its parameters at placeholders every inference replaces."""
+
+    def lognormal(s: float, scale: float) -> Distribution:
+        return Distribution("lognorm", {"s": s, "scale": scale})
+
+    tokens = prices = None
+    if setup.priced:
+        tokens = Tokens(
+            rollout_input=lognormal(TOKEN_LOG_SD, 1000.0),
+            rollout_output=lognormal(TOKEN_LOG_SD, 300.0),
+            reflection_output=lognormal(TOKEN_LOG_SD, 2000.0),
+            reflection_input_base=REFLECTION_PROMPT_TOKENS,
+            reflection_input_per_example=1000.0,
+            measured_minibatch=setup.minibatch,
+        )
+        prices = Prices.from_dict(
+            {"task_model": setup.task_model, "reflection_model": setup.reflection_model}
+            if setup.reflection_model
+            else {"task_model": setup.task_model}
+        )
+    return Scenario(
+        name=name,
+        budget=setup.budget,
+        valset_size=setup.valset_size,
+        trainset_size=setup.trainset_size,
+        workers=setup.workers,
+        minibatch=setup.minibatch,
+        reflection_concurrency=setup.reflection_concurrency,
+        rollout=lognormal(1.0, 10.0),
+        reflection=lognormal(0.5, 10.0),
+        acceptance=Acceptance(0.2),
+        tokens=tokens,
+        prices=prices,
+    ).validate()
+
+
+def priors_for(summaries: Summaries, base: Scenario) -> Priors:
+    """The default priors, the file's own over them; each checked against the scenario."""
+    chosen: dict[str, Prior | float] = dict(DEFAULT_PRIORS)
+    if summaries.has_dollars:
+        chosen |= TOKEN_PRIORS
+    chosen |= summaries.priors
+    fixed = {path: value for path, value in chosen.items() if not isinstance(value, Prior)}
+    inferred = {path: p for path, p in chosen.items() if isinstance(p, Prior)}
+    for path, prior in inferred.items():
+        ends = (prior.a,) if prior.kind == "lognormal" else (prior.a, prior.b)
+        for value in ends:
+            _check_parameter(base, fixed | {path: value}, f"prior of {path!r}")
+    _check_parameter(base, fixed, "[priors]")
+    return Priors(tuple(inferred), tuple(inferred.values()), fixed)
+
+
+def _check_parameter(base: Scenario, values: dict[str, float], what: str) -> None:
+    try:
+        base.with_parameters(values).validate()
+    except PxnError as exc:
+        raise PxnError(f"gives a scenario where {exc}", subject=what) from None
+    except (TypeError, AttributeError):  # a path into a table the scenario does not have
+        names = ", ".join(values)
+        raise PxnError(f"names no parameter of this scenario ({names})", subject=what) from None
+
+
+def infer_from_summaries(
+    summaries: Summaries,
+    name: str,
+    jobs: int = 1,
+    on_generation: Callable[[Generation], None] | None = None,
+) -> Inference:
+    """The posterior over the scenario's parameters given the summaries' facts.
+
+    Raises PxnError, writing nothing, when no setting within the priors
+    reproduces the facts together, or when the sampler did not converge.
+    """
+    setups = list(dict.fromkeys(run.setup for run in summaries.runs))
+    bases = tuple(base_scenario(setup, name) for setup in setups)
+    priors = priors_for(summaries, bases[0])
+    model = RunModel(
+        bases,
+        tuple((setups.index(run.setup), run.shape) for run in summaries.runs),
+        summaries.facts,
+        priors,
+    )
+    facts = summaries.facts
+    low = np.array([on_scale(f, f.low) for f in facts])
+    high = np.array([on_scale(f, f.high) for f in facts])
+
+    def simulate(points: np.ndarray, seeds: list[int]) -> np.ndarray:
+        figures = simulate_points(model, points, seeds, jobs)
+        return np.column_stack([on_scale(f, figures[:, j]) for j, f in enumerate(facts)])
+
+    options = summaries.options
+    settings = Settings(
+        particles=options.particles,
+        min_acceptance=options.min_acceptance,
+        max_generations=options.max_generations,
+    )
+    outcome = abc_smc(priors, simulate, low, high, settings, options.seed, on_generation)
+    _refuse_unreproduced(outcome, facts, low, high)
+    if not outcome.converged:
+        raise PxnError(
+            f"the inference did not converge: {outcome.verdict}; nothing was written "
+            "(more [inference] particles, a lower min_acceptance or narrower priors may help)"
+        )
+    draws = _resample(outcome, options.draws, options.seed)
+    predictive = simulate_points(model, draws, _predictive_seeds(options.seed, len(draws)), jobs)
+    parameters = tuple(_posterior(outcome, priors, i) for i in range(len(priors)))
+    checks = tuple(_check_fact(f, predictive[:, j]) for j, f in enumerate(facts))
+    point = np.array([priors.priors[i].to_working(p.median) for i, p in enumerate(parameters)])
+    source = (
+        f"ABC-SMC posterior from {summaries.path.name}: {len(draws)} draws of "
+        f"{options.particles} particles after {len(outcome.history) - 1} generations and "
+        f"{outcome.simulations} simulations (seed {options.seed})"
+    )
+    uncertainty = Uncertainty(
+        source,
+        tuple(
+            {path: _significant(value) for path, value in zip(priors.paths, row, strict=True)}
+            for row in (
+                [float(p.from_working(z)) for p, z in zip(priors.priors, draw, strict=True)]
+                for draw in draws
+            )
+        ),
+    )
+    scenario = bases[0].with_parameters(priors.values(point)).replace(uncertainty=uncertainty)
+    scenario.validate_draws()
+    return Inference(summaries, priors, outcome, parameters, checks, scenario)
+
+
+def _refuse_unreproduced(
+    outcome: Outcome, facts: tuple[Fact, ...], low: np.ndarray, high: np.ndarray
+) -> None:
+    """Refuse facts that no kept run reached or straddled: the priors hold no setting for them."""
+    figures = outcome.population.figures
+    missed = []
+    for j, fact in enumerate(facts):
+        column = figures[:, j][np.isfinite(figures[:, j])]
+        if column.size and column.min() <= high[j] and column.max() >= low[j]:
+            continue
+        if column.size:
+            nearest = column[np.argmin(np.abs(np.clip(column, low[j], high[j]) - column))]
+            missed.append(
+                f"{fact.label} {fact.reported} (closest: {fact.shown(from_scale(fact, nearest))})"
+            )
+        else:
+            missed.append(f"{fact.label} {fact.reported} (no run could be simulated)")
+    if missed:
+        raise PxnError(
+            "no parameter setting within the priors reproduces these facts together: "
+            + "; ".join(missed)
+            + f" (of {len(figures)} best-fitting simulated runs); nothing was written"
+        )
+
+
+def _resample(outcome: Outcome, draws: int, seed: int) -> np.ndarray:
+    """`draws` points from the weighted population by systematic resampling."""
+    population = outcome.population
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(PREDICTIVE, 0)))
+    positions = (rng.random() + np.arange(draws)) / draws
+    cumulative = np.cumsum(population.weights)
+    cumulative[-1] = 1.0
+    return population.points[np.searchsorted(cumulative, positions)]
+
+
+def _predictive_seeds(seed: int, size: int) -> list[int]:
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(PREDICTIVE, 1)))
+    return rng.integers(0, 2**32, size=size).tolist()
+
+
+def _posterior(outcome: Outcome, priors: Priors, i: int) -> ParameterPosterior:
+    prior = priors.priors[i]
+    q = outcome.population.quantiles(i, [0.05, 0.25, 0.5, 0.75, 0.95])
+    low, median, high = (float(prior.from_working(v)) for v in (q[0], q[2], q[4]))
+    return ParameterPosterior(
+        priors.paths[i], prior, median, low, high, float((q[3] - q[1]) / prior.working_iqr())
+    )
+
+
+def _check_fact(fact: Fact, figures: np.ndarray) -> FactCheck:
+    finite = figures[np.isfinite(figures)]
+    low, median, high = np.percentile(finite, [5, 50, 95])
+    inside = float(np.mean((finite >= fact.low) & (finite <= fact.high)))
+    return FactCheck(fact, float(median), float(low), float(high), inside)
+
+
+def _significant(value: float, digits: int = 6) -> float:
+    return float(f"{value:.{digits}g}")

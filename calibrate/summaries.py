@@ -1,0 +1,532 @@
+"""Run summaries: the few figures a user has about finished runs, read from CSV or TOML.
+
+Many users have no traces, only what gepa or their logs report per run:
+wall-clock, iterations, metric calls, how many iterations ran full
+validation, accepted proposals, dollars, with the run's shape and setup (W,
+B, V, b). Each such figure is a `Fact`: a quantity of one run, or of a whole
+sweep of shapes, with a reported value or a range [low, high] (a range costs
+nothing anywhere inside it). This docstring is the formats' reference
+(`pydoc pxn.calibrate.summaries`); experiments/paper/*.summaries.toml are
+worked examples.
+
+TOML: a [setup] table (budget, valset_size, workers; optionally
+trainset_size, minibatch, reflection_concurrency, task_model,
+reflection_model), one [[runs]] table per run (its shape and facts; any setup
+key overrides [setup]), an optional [sweep] table of statements about a sweep
+of shapes each run once, optional [priors] and [inference]:
+
+    [sweep]
+    shapes = ["single", "2x2", "4x4"]   # single is needed for speedups
+    most_speedup_at_least = 2.0  # more than half the batched runs were this much faster
+    fastest_speedup = [3.0, 4.0] # the fastest batched run's speedup over single
+    dollars = [12.0, 16.0]       # every run of the sweep cost within this
+
+    [priors]                     # over calibrate/priors.py's defaults
+    "reflection.scale" = { lognormal = [6.5, 0.2] }  # or loguniform/uniform = [low, high]
+    "acceptance.correlation" = 0.0                    # a number: held fixed
+
+    [inference]                  # the defaults
+    seed = 0
+    particles = 400
+    draws = 200                  # posterior draws written as [uncertainty]
+    min_acceptance = 0.05
+    max_generations = 12
+
+A sweep's single (or batched) run is the [[runs]] entry of that shape on the
+[setup], when there is one: the same run, read by both.
+
+CSV: one row per run with the columns shape, budget, valset_size, workers
+(trainset_size, minibatch, reflection_concurrency, task_model,
+reflection_model optional) and any fact columns; a range is written
+"low..high".
+
+Fact columns: wall_clock (seconds; or wall_clock_minutes, wall_clock_hours),
+iterations, metric_calls, full_val_iterations, full_val_share, accepted,
+dollars. Values no run of gepa can have (iterations above metric calls, a
+share above 1, fewer metric calls than the budget gepa stops at) are refused
+before any simulation.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pxn.calibrate.priors import Prior
+from pxn.errors import PxnError
+from pxn.fields import is_number, known_keys, table
+from pxn.shape import Shape
+from pxn.trace import RunSummary
+
+REQUIRED_SETUP = ("budget", "valset_size", "workers")
+OPTIONAL_SETUP = (
+    "trainset_size",
+    "minibatch",
+    "reflection_concurrency",
+    "task_model",
+    "reflection_model",
+)
+# A fact's column, and seconds per its unit for the wall-clock.
+WALL_CLOCK_UNITS = {"wall_clock": 1.0, "wall_clock_minutes": 60.0, "wall_clock_hours": 3600.0}
+UNIT_NAMES = {"wall_clock": "s", "wall_clock_minutes": "min", "wall_clock_hours": "h"}
+RUN_QUANTITIES = (
+    "iterations",
+    "metric_calls",
+    "full_val_iterations",
+    "full_val_share",
+    "accepted",
+    "dollars",
+)
+# The scale a quantity's misfit is measured on: ratios for sizes, odds for a
+# share, ratios of one more for counts that can be zero.
+SCALES = {
+    "wall_clock": "log",
+    "iterations": "log",
+    "metric_calls": "log",
+    "dollars": "log",
+    "full_val_share": "logit",
+    "full_val_iterations": "log1p",
+    "accepted": "log1p",
+    "most_speedup": "log",
+    "fastest_speedup": "log",
+    "cheapest_dollars": "log",
+    "dearest_dollars": "log",
+}
+SWEEP_KEYS = ("shapes", "most_speedup_at_least", "fastest_speedup", "dollars")
+INFERENCE_KEYS = ("seed", "particles", "draws", "min_acceptance", "max_generations")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What a run was given: the scenario's fixed part."""
+
+    budget: int
+    valset_size: int
+    workers: int
+    trainset_size: int
+    minibatch: int = 3
+    reflection_concurrency: int = 10
+    task_model: str = ""
+    reflection_model: str = ""
+
+    @property
+    def priced(self) -> bool:
+        return bool(self.task_model)
+
+
+@dataclass(frozen=True)
+class Run:
+    shape: Shape
+    setup: Setup
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One reported figure: `quantity` of the runs at `runs`, in [low, high].
+
+    A point value has low == high. `runs` is one run's index, or for a sweep
+    statement the sweep's runs with single first.
+    """
+
+    label: str
+    quantity: str
+    low: float
+    high: float
+    runs: tuple[int, ...]
+    reported: str  # as the file said it, for reports
+    unit: str = ""  # what a report shows its figures in ("h", "min", "s"; "" for counts)
+    per_unit: float = 1.0  # the figure's natural units (seconds) per shown unit
+
+    def shown(self, value: float) -> str:
+        """A figure of this fact as a person reads it."""
+        if "dollars" in self.quantity:
+            return f"${value:.3g}"
+        if self.quantity == "full_val_share":
+            return f"{value:.0%}"
+        if "speedup" in self.quantity:
+            return f"{value:.2f}x"
+        return f"{value / self.per_unit:.3g}" + (f" {self.unit}" if self.unit else "")
+
+    @property
+    def scale(self) -> str:
+        return SCALES[self.quantity]
+
+    @property
+    def ranged(self) -> bool:
+        return self.low != self.high
+
+    def measure(self, summaries: list[RunSummary]) -> float:
+        """This figure in simulated runs (one summary per run of the Summaries)."""
+        if self.quantity == "wall_clock":
+            return summaries[self.runs[0]].wall_clock
+        if self.quantity in RUN_QUANTITIES:
+            value = getattr(summaries[self.runs[0]], self.quantity)
+            return math.nan if value is None else float(value)
+        sweep = [summaries[i] for i in self.runs]
+        if self.quantity in ("cheapest_dollars", "dearest_dollars"):
+            dollars = [s.dollars if s.dollars is not None else math.nan for s in sweep]
+            return min(dollars) if self.quantity == "cheapest_dollars" else max(dollars)
+        batched = sorted((single_over(sweep[0], s) for s in sweep[1:]), reverse=True)
+        if self.quantity == "fastest_speedup":
+            return batched[0]
+        return batched[len(batched) // 2]  # most_speedup: more than half are at least this
+
+
+def single_over(single: RunSummary, run: RunSummary) -> float:
+    """A run's speedup: single's wall-clock over its own."""
+    return single.wall_clock / run.wall_clock
+
+
+@dataclass(frozen=True)
+class InferenceOptions:
+    seed: int = 0
+    particles: int = 400
+    draws: int = 200  # posterior draws written as [uncertainty]
+    min_acceptance: float = 0.05
+    max_generations: int = 12
+
+
+@dataclass(frozen=True)
+class Summaries:
+    path: Path
+    runs: tuple[Run, ...]  # every run the facts read, simulated once per parameter setting
+    facts: tuple[Fact, ...]
+    priors: dict[str, Prior | float] = field(default_factory=dict)
+    options: InferenceOptions = InferenceOptions()
+
+    @property
+    def setup(self) -> Setup:
+        """The setup a written scenario takes: the first run's."""
+        return self.runs[0].setup
+
+    @property
+    def has_dollars(self) -> bool:
+        return any("dollars" in f.quantity for f in self.facts)
+
+
+def read_summaries(path: str | Path) -> Summaries:
+    """The runs and facts of a summaries file (.csv or .toml), every value checked."""
+    path = Path(path)
+    what = f"summaries {path}"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise PxnError("is not a text file", subject=what) from None
+    except OSError as exc:
+        raise PxnError(f"cannot be read: {exc.strerror}", subject=what) from None
+    if path.suffix.lower() == ".csv":
+        summaries = _from_csv(text, path)
+    elif path.suffix.lower() == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise PxnError(f"is not valid TOML: {exc}", subject=what) from None
+        summaries = _from_toml(data, path)
+    else:
+        raise PxnError("is a .csv or a .toml file of run summaries", subject=what)
+    if not summaries.facts:
+        raise PxnError(
+            "reports no figure to infer from (wall_clock, iterations, ...)", subject=what
+        )
+    if summaries.has_dollars and not all(run.setup.priced for run in summaries.runs):
+        raise PxnError(
+            "has facts in dollars but no task_model to price the calls with", subject=what
+        )
+    return summaries
+
+
+# -- TOML ----------------------------------------------------------------------
+
+
+def _from_toml(data: dict[str, Any], path: Path) -> Summaries:
+    what = f"summaries {path}"
+    known_keys(data, {"setup", "runs", "sweep", "priors", "inference"}, what)
+    defaults = table(data.get("setup", {}), "[setup]")
+    known_keys(defaults, {*REQUIRED_SETUP, *OPTIONAL_SETUP}, "[setup]")
+    entries = data.get("runs", [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise PxnError("is a list of [[runs]] tables", subject="runs")
+    runs: list[Run] = []
+    facts: list[Fact] = []
+    for number, entry in enumerate(entries, start=1):
+        where = f"[[runs]] {number}"
+        known_keys(entry, {"shape", *REQUIRED_SETUP, *OPTIONAL_SETUP, *_fact_columns()}, where)
+        run = _run(defaults | entry, where)
+        facts += _run_facts(entry, runs, run, where, _number)
+        runs.append(run)
+    if "sweep" in data:
+        facts += _sweep_facts(table(data["sweep"], "[sweep]"), defaults, runs)
+    if not runs:
+        raise PxnError("has no [[runs]] and no [sweep]: nothing was reported", subject=what)
+    return Summaries(
+        path,
+        tuple(runs),
+        tuple(facts),
+        _priors(data.get("priors", {})),
+        _options(data.get("inference", {})),
+    )
+
+
+def _sweep_facts(sweep: dict[str, Any], defaults: dict[str, Any], runs: list[Run]) -> list[Fact]:
+    """The sweep's statements, each read from its runs (added to `runs` when not listed)."""
+    known_keys(sweep, set(SWEEP_KEYS), "[sweep]")
+    shapes = sweep.get("shapes")
+    if not (isinstance(shapes, list) and shapes and all(isinstance(s, str) for s in shapes)):
+        raise PxnError(
+            'is a list of shapes, like ["single", "2x2", "4x4"]', subject="[sweep] shapes"
+        )
+    parsed = [Shape.parse(s) for s in shapes]
+    if len(set(parsed)) != len(parsed):
+        raise PxnError("names a shape twice", subject="[sweep] shapes")
+    setup = _run(defaults | {"shape": "single"}, "[setup]").setup
+    batched = [s for s in parsed if s.k > 1]
+    speedups = {"most_speedup_at_least", "fastest_speedup"} & set(sweep)
+    if speedups and (Shape(1, 1) not in parsed or len(batched) < 2):
+        raise PxnError(
+            "a speedup needs single and at least two batched shapes in the sweep", subject="[sweep]"
+        )
+    indices = []
+    for shape in [Shape(1, 1), *batched] if Shape(1, 1) in parsed else parsed:
+        # A listed run of this shape on the sweep's setup is the sweep's run.
+        index = next((i for i, r in enumerate(runs) if r == Run(shape, setup)), None)
+        if index is None:
+            runs.append(Run(shape, setup))
+            index = len(runs) - 1
+        indices.append(index)
+    facts = []
+    statements = {
+        "most_speedup_at_least": ("most_speedup", "sweep: most batched runs' speedup"),
+        "fastest_speedup": ("fastest_speedup", "sweep: fastest batched run's speedup"),
+    }
+    for key, (quantity, label) in statements.items():
+        if key in sweep:
+            low, high = _number(sweep[key], f"[sweep] {key}")
+            if key == "most_speedup_at_least":
+                if low != high:
+                    raise PxnError(
+                        "is one number, the speedup most runs reach", subject=f"[sweep] {key}"
+                    )
+                high = math.inf
+            said = f">= {low:g}x" if high == math.inf else f"{_said(sweep[key])}x"
+            facts.append(Fact(label, quantity, low, high, tuple(indices), said))
+    if "dollars" in sweep:
+        low, high = _number(sweep["dollars"], "[sweep] dollars")
+        for quantity, label in (
+            ("cheapest_dollars", "sweep: cheapest run's dollars"),
+            ("dearest_dollars", "sweep: dearest run's dollars"),
+        ):
+            facts.append(
+                Fact(label, quantity, low, high, tuple(indices), f"${_said(sweep['dollars'])}")
+            )
+    return facts
+
+
+def _priors(data: Any) -> dict[str, Prior | float]:
+    priors = table(data, "[priors]")
+    return {str(path): Prior.parse(spec, str(path)) for path, spec in priors.items()}
+
+
+def _options(data: Any) -> InferenceOptions:
+    fields = table(data, "[inference]")
+    known_keys(fields, set(INFERENCE_KEYS), "[inference]")
+    options = InferenceOptions(**fields)
+    for name in ("seed", "particles", "draws", "max_generations"):
+        value = getattr(options, name)
+        least = 0 if name == "seed" else 2
+        if not (isinstance(value, int) and not isinstance(value, bool) and value >= least):
+            raise PxnError(
+                f"must be a whole number >= {least}: got {value!r}", subject=f"[inference] {name}"
+            )
+    if not (is_number(options.min_acceptance) and 0 < options.min_acceptance < 1):
+        raise PxnError(
+            f"must be in (0, 1): got {options.min_acceptance!r}",
+            subject="[inference] min_acceptance",
+        )
+    return options
+
+
+# -- CSV -----------------------------------------------------------------------
+
+
+def _from_csv(text: str, path: Path) -> Summaries:
+    what = f"summaries {path}"
+    reader = csv.DictReader(text.splitlines())
+    columns = [c.strip() for c in reader.fieldnames or []]
+    missing = [c for c in ("shape", *REQUIRED_SETUP) if c not in columns]
+    if missing:
+        raise PxnError(f"is missing column(s) {', '.join(missing)}", subject=what)
+    known = {"shape", *REQUIRED_SETUP, *OPTIONAL_SETUP, *_fact_columns()}
+    unknown = [c for c in columns if c not in known]
+    if unknown:
+        known_keys(dict.fromkeys(unknown), known, what)
+    runs: list[Run] = []
+    facts: list[Fact] = []
+    for number, row in enumerate(reader, start=2):
+        where = f"{path.name} line {number}"
+        cells = {k.strip(): v.strip() for k, v in row.items() if k and v and v.strip()}
+        entry: dict[str, Any] = {}
+        for key, cell in cells.items():
+            if key in ("shape", "task_model", "reflection_model"):
+                entry[key] = cell
+            elif key in REQUIRED_SETUP or key in OPTIONAL_SETUP:
+                entry[key] = _whole_cell(cell, f"{where} {key}")
+            else:
+                entry[key] = cell
+        run = _run(entry, where)
+        facts += _run_facts(entry, runs, run, where, _cell)
+        runs.append(run)
+    if not runs:
+        raise PxnError("has no rows", subject=what)
+    return Summaries(path, tuple(runs), tuple(facts))
+
+
+def _whole_cell(cell: str, what: str) -> int:
+    try:
+        return int(cell)
+    except ValueError:
+        raise PxnError(f"must be a whole number: got {cell!r}", subject=what) from None
+
+
+def _cell(cell: Any, what: str) -> tuple[float, float]:
+    """A CSV cell: a number, or a range "low..high"."""
+    parts = str(cell).split("..")
+    try:
+        numbers = [float(p) for p in parts]
+    except ValueError:
+        raise PxnError(f"is a number or a range low..high: got {cell!r}", subject=what) from None
+    if len(numbers) > 2:
+        raise PxnError(f"is a number or a range low..high: got {cell!r}", subject=what)
+    return _checked(numbers[0], numbers[-1], what)
+
+
+# -- shared by both formats ----------------------------------------------------
+
+
+def _fact_columns() -> tuple[str, ...]:
+    return (*WALL_CLOCK_UNITS, *RUN_QUANTITIES)
+
+
+def _number(value: Any, what: str) -> tuple[float, float]:
+    """A TOML fact: a number, or [low, high]."""
+    if is_number(value):
+        return _checked(float(value), float(value), what)
+    if isinstance(value, list) and len(value) == 2 and all(map(is_number, value)):
+        return _checked(float(value[0]), float(value[1]), what)
+    raise PxnError(f"is a number or a range [low, high]: got {value!r}", subject=what)
+
+
+def _checked(low: float, high: float, what: str) -> tuple[float, float]:
+    if not (math.isfinite(low) and math.isfinite(high)) or low < 0:
+        raise PxnError(f"must be finite and >= 0: got {low:g}..{high:g}", subject=what)
+    if low > high:
+        raise PxnError(
+            f"is a range low..high with low <= high: got {low:g}..{high:g}", subject=what
+        )
+    return low, high
+
+
+def _said(value: Any) -> str:
+    if isinstance(value, list):
+        return f"{value[0]:g}-{value[1]:g}"
+    return f"{value:g}" if is_number(value) else str(value)
+
+
+def _run(entry: dict[str, Any], where: str) -> Run:
+    missing = [k for k in ("shape", *REQUIRED_SETUP) if k not in entry]
+    if missing:
+        raise PxnError(f"is missing {', '.join(missing)}", subject=where)
+    numbers = {}
+    for key in (*REQUIRED_SETUP, "trainset_size", "minibatch", "reflection_concurrency"):
+        if key in entry:
+            value = entry[key]
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+                raise PxnError(
+                    f"must be a whole number >= 1: got {value!r}", subject=f"{where} {key}"
+                )
+            numbers[key] = value
+    numbers.setdefault("trainset_size", numbers["valset_size"])
+    models = {k: str(entry[k]) for k in ("task_model", "reflection_model") if k in entry}
+    setup = Setup(**numbers, **models)
+    if setup.budget < setup.valset_size:
+        raise PxnError(
+            f"budget {setup.budget} is below one validation of V={setup.valset_size}", subject=where
+        )
+    return Run(Shape.parse(str(entry["shape"])), setup)
+
+
+def _run_facts(entry: dict[str, Any], runs: list[Run], run: Run, where: str, parse) -> list[Fact]:
+    """One run's facts, refused when no gepa run could have reported them."""
+    given = {k: parse(entry[k], f"{where} {k}") for k in _fact_columns() if k in entry}
+    clocks = [k for k in WALL_CLOCK_UNITS if k in given]
+    if len(clocks) > 1:
+        raise PxnError(f"gives the wall-clock twice ({' and '.join(clocks)})", subject=where)
+    _check_possible(given, run, where)
+    index = len(runs)
+    repeated = any(r.shape == run.shape for r in runs)
+    name = run.shape.label + (f" (run {index + 1})" if repeated else "")
+    facts = []
+    for key, (low, high) in given.items():
+        per_unit = WALL_CLOCK_UNITS.get(key, 1.0)
+        quantity = "wall_clock" if key in WALL_CLOCK_UNITS else key
+        unit = UNIT_NAMES[key] if key in WALL_CLOCK_UNITS else ""
+        label = f"{name} {quantity.replace('_', ' ')}"
+        said = _said(entry[key]) + (f" {unit}" if unit else "")
+        facts.append(
+            Fact(label, quantity, low * per_unit, high * per_unit, (index,), said, unit, per_unit)
+        )
+    return facts
+
+
+def _check_possible(given: dict[str, tuple[float, float]], run: Run, where: str) -> None:
+    """Refuse figures no gepa run has: each pair compared at its most lenient ends."""
+
+    def low(key: str) -> float:
+        return given[key][0]
+
+    def high(key: str) -> float:
+        return given[key][1]
+
+    def refuse(problem: str) -> None:
+        raise PxnError(problem, subject=where)
+
+    for key in WALL_CLOCK_UNITS:
+        if key in given and high(key) <= 0:
+            refuse(f"{key} must be > 0")
+    if "full_val_share" in given and low("full_val_share") > 1:
+        refuse(f"full_val_share {low('full_val_share'):g} is above 1 (a share of iterations)")
+    if (
+        "iterations" in given
+        and "metric_calls" in given
+        and low("iterations") > high("metric_calls")
+    ):
+        refuse("has more iterations than metric calls (every iteration evaluates its parents)")
+    if "metric_calls" in given and high("metric_calls") < run.setup.budget:
+        refuse(
+            f"has fewer metric calls than its budget {run.setup.budget} (gepa stops only "
+            "once the budget is spent)"
+        )
+    if (
+        "full_val_iterations" in given
+        and "iterations" in given
+        and low("full_val_iterations") > high("iterations")
+    ):
+        refuse("has more full-validation iterations than iterations")
+    if (
+        "accepted" in given
+        and "full_val_iterations" in given
+        and high("accepted") < low("full_val_iterations")
+    ):
+        refuse(
+            "has fewer accepted proposals than full-validation iterations (each validates "
+            "at least one)"
+        )
+    if (
+        "accepted" in given
+        and "iterations" in given
+        and low("accepted") > high("iterations") * run.shape.k
+    ):
+        refuse(f"has more accepted proposals than its {run.shape.label} iterations made")

@@ -1,0 +1,99 @@
+"""An inference from run summaries as text: printed, and as the written scenario's header."""
+
+from __future__ import annotations
+
+from pxn.calibrate.abc_smc import Generation
+from pxn.calibrate.from_summaries import (
+    NARROWED,
+    PINNED,
+    REFLECTION_PROMPT_TOKENS,
+    TOKEN_LOG_SD,
+    Inference,
+)
+
+
+def generation_line(generation: Generation) -> str:
+    if generation.number == 0:
+        return f"generation 0: {generation.simulations} settings from the prior"
+    return (
+        f"generation {generation.number}: tolerance {generation.tolerance:.3g}, kept "
+        f"{generation.kept} of {generation.simulations} ({generation.acceptance_rate:.0%}), "
+        f"effective sample size {generation.ess:.0f}"
+    )
+
+
+def inference_lines(inference: Inference) -> list[str]:
+    summaries, outcome = inference.summaries, inference.outcome
+    setup = summaries.setup
+    options = summaries.options
+    lines = [
+        f"inferred from {summaries.path}: {len(summaries.facts)} facts on "
+        f"{len(summaries.runs)} runs, each simulated once per parameter setting",
+        f"setup: B={setup.budget}, V={setup.valset_size}, train={setup.trainset_size}, "
+        f"b={setup.minibatch}, W={setup.workers}, reflection slots={setup.reflection_concurrency}"
+        + (f", task model {setup.task_model}" if setup.task_model else "")
+        + (f", reflection model {setup.reflection_model}" if setup.reflection_model else ""),
+        f"ABC-SMC: {options.particles} particles, seed {options.seed}, "
+        f"{len(outcome.history) - 1} generations, {outcome.simulations} simulations; "
+        f"converged: {outcome.verdict}",
+        *(f"  {generation_line(g)}" for g in outcome.history),
+        "",
+        f"parameters: posterior median [5%, 95%]; IQR ratio = posterior / prior IQR on the "
+        f"prior's scale (pinned <= {PINNED}, narrowed <= {NARROWED}, else left to the prior)",
+    ]
+    width = max(len(p.path) for p in inference.parameters)
+    for p in inference.parameters:
+        lines.append(
+            f"  {p.path:<{width}}  {p.median:10.4g} [{p.low:.4g}, {p.high:.4g}]  "
+            f"IQR ratio {p.iqr_ratio:.2f}  {p.verdict:<17}  prior {p.prior.describe()}"
+        )
+    for path, value in inference.priors.fixed.items():
+        lines.append(f"  {path:<{width}}  {value:10.4g} held fixed")
+    draws = len(inference.scenario.uncertainty.draws) if inference.scenario.uncertainty else 0
+    lines += [
+        "",
+        f"facts against the posterior predictive ({draws} posterior draws, one run each): "
+        "median [5%, 95%]",
+    ]
+    width = max(len(c.fact.label) for c in inference.checks)
+    for check in inference.checks:
+        fact = check.fact
+        verdict = "inside" if check.inside else "OUTSIDE"
+        if fact.ranged:
+            verdict += f" ({check.share_inside:.0%} of runs in the range)"
+        lines.append(
+            f"  {fact.label:<{width}}  reported {fact.reported:<9} predicted "
+            f"{fact.shown(check.median)} [{fact.shown(check.low)}, {fact.shown(check.high)}]  "
+            f"{verdict}"
+        )
+    return lines
+
+
+def assumptions(inference: Inference) -> list[str]:
+    lines = [
+        "Latencies lognormal and independent call to call; constant acceptance a0 with",
+        "correlation between siblings of a step; no engine overhead, no skipped perfect",
+        "parents, gepa's default selection (every improving child).",
+    ]
+    if inference.scenario.tokens is not None:
+        lines += [
+            f"Tokens per call lognormal with log-sd {TOKEN_LOG_SD}; a reflection reads "
+            f"{REFLECTION_PROMPT_TOKENS:.0f} tokens",
+            "plus its per-example input times b; prices from litellm's table.",
+        ]
+    return lines
+
+
+def inference_header(inference: Inference, intro: str = "") -> str:
+    """The written scenario's header: where it came from and how far to trust it."""
+    parts = [intro] if intro else []
+    parts += [
+        f"Inferred by simulation-based inference (ABC-SMC) from {inference.summaries.path.name}.",
+        "Its [uncertainty] draws are the posterior; the values above them are the",
+        "posterior medians.",
+        "",
+        *assumptions(inference),
+        "",
+        *inference_lines(inference)[2:],
+    ]
+    return "\n".join(parts)
