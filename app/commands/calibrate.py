@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from pxn.app.commands.predict import DEFAULT_JOBS, Jobs
-from pxn.app.console import print_set_aside, stderr, stdout
+from pxn.app.console import print_set_aside, progress_bar, stderr, stdout
 from pxn.errors import PxnError
 
 commands = typer.Typer()
@@ -27,8 +27,22 @@ ValidateReps = Annotated[int, typer.Option("--reps", help="Simulated replicates 
 
 @commands.command()
 def calibrate(
-    traces: TracesArg,
     output: Annotated[Path, typer.Option("-o", "--output", help="Scenario TOML to write.")],
+    traces: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Trace files (trace.jsonl) or run directories (runs/NAME/).", show_default=False
+        ),
+    ] = None,
+    summaries: Annotated[
+        Path | None,
+        typer.Option(
+            "--summaries",
+            help="Infer from run summaries instead of traces: a CSV or TOML of per-run figures "
+            "(format: pydoc pxn.calibrate.summaries), by simulation-based inference.",
+        ),
+    ] = None,
+    jobs: Jobs = DEFAULT_JOBS,
     plots: Annotated[
         Path | None, typer.Option("--plots", help="Directory for fit diagnostic figures.")
     ] = None,
@@ -62,10 +76,18 @@ def calibrate(
         ),
     ] = None,
 ) -> None:
-    """Fit latencies, acceptance, overhead and tokens from traces; write a Scenario TOML."""
+    """Fit latencies, acceptance, overhead and tokens from traces (or infer them from run
+    summaries); write a Scenario TOML."""
     from pxn.app.calibration_report import calibration_header, calibration_lines
     from pxn.calibrate.scenario_from_traces import calibrate_traces
 
+    if summaries is not None:
+        if traces:
+            raise PxnError("give trace files or --summaries, not both")
+        calibrate_from_summaries(summaries, output, name, jobs)
+        return
+    if not traces:
+        raise PxnError("give trace files (or run directories), or --summaries FILE")
     calibration = calibrate_traces(
         traces,
         name=name,
@@ -86,6 +108,25 @@ def calibrate(
         for fit in fits:
             figure = plot_latency_fit(fit, plots / f"fit_{fit.what.replace(' ', '_')}.png")
             stdout.print(f"wrote {figure}", markup=False, highlight=False)
+
+
+def calibrate_from_summaries(summaries: Path, output: Path, name: str, jobs: int) -> None:
+    from pxn.calibrate.from_summaries import infer_from_summaries
+    from pxn.calibrate.summaries import read_summaries
+    from pxn.calibrate.summaries_report import generation_line, inference_header, inference_lines
+
+    read = read_summaries(summaries)
+    with progress_bar() as bar:  # on a terminal only, gone when done: errors stay one line
+        task = bar.add_task("ABC-SMC", total=read.options.max_generations + 1)
+
+        def told(generation) -> None:
+            bar.update(task, advance=1, description=generation_line(generation))
+
+        inference = infer_from_summaries(read, name, jobs, told)
+    for line in inference_lines(inference):
+        stdout.print(line, markup=False, highlight=False, soft_wrap=True)
+    inference.scenario.save(output, inference_header(inference))
+    stdout.print(f"wrote {output}", markup=False, highlight=False)
 
 
 def run_validation(scenario: str, runs: list[Path], reps: int, jobs: int):
