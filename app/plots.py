@@ -1,4 +1,8 @@
-"""Figures, drawn with matplotlib's file-only backend."""
+"""Figures, drawn on matplotlib Figure objects and saved to files.
+
+No pyplot: importing this module neither picks a backend nor keeps figures in
+a global registry, so it changes nothing for a program that imports it.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+from matplotlib import colormaps
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 
 from pxn.scenario import Scenario
 from pxn.sim.predict import Interval, Prediction
@@ -31,7 +36,7 @@ def time_unit(seconds: float) -> tuple[str, float]:
     return "seconds", 1.0
 
 
-def draw_predictions(ax: plt.Axes, predictions: Sequence[Prediction], size: float) -> None:
+def draw_predictions(ax: Axes, predictions: Sequence[Prediction], size: float) -> None:
     """One column per shape: the simulated mean and 5-95% band, and the closed form."""
     x = range(len(predictions))
     ax.fill_between(
@@ -63,20 +68,20 @@ def draw_predictions(ax: plt.Axes, predictions: Sequence[Prediction], size: floa
 
 
 def draw_speedup(
-    ax: plt.Axes, predictions: Sequence[Prediction], measured: Sequence[float] = ()
-) -> list[plt.Line2D]:
+    ax: Axes, predictions: Sequence[Prediction], measured: Sequence[float] = ()
+) -> list[Line2D]:
     """Speedup against single on a second axis; returns the legend entries it adds."""
     x = range(len(predictions))
     speed = ax.twinx()
     simulated = [p.speedup for p in predictions]
     speed.plot(x, simulated, "^:", color="tab:green", alpha=0.9)
     handles = [
-        plt.Line2D([], [], marker="^", linestyle=":", color="tab:green", label="simulated speedup")
+        Line2D([], [], marker="^", linestyle=":", color="tab:green", label="simulated speedup")
     ]
     if measured:
         speed.plot(x, measured, "v", color="darkgreen", markersize=8, fillstyle="none")
         handles.append(
-            plt.Line2D(
+            Line2D(
                 [],
                 [],
                 marker="v",
@@ -95,7 +100,8 @@ def draw_speedup(
 def plot_sweep(scenario: Scenario, predictions: list[Prediction], path: str | Path) -> Path:
     """Predicted wall-clock per shape with its interval, the closed form, and speedup."""
     unit, size = time_unit(max(p.wall_clock.high for p in predictions))
-    fig, ax = plt.subplots(figsize=(8, 5.4), layout="constrained")
+    fig = Figure(figsize=(8, 5.4), layout="constrained")
+    ax = fig.subplots()
     draw_predictions(ax, predictions, size)
     ax.axhline(
         predictions[0].analytic.bound / size,
@@ -154,11 +160,14 @@ def plot_advice(advice: Advice, path: str | Path) -> Path:
         p = x.prediction
         return p.dollars.mean if priced else -p.iterations.mean  # more iterations: better
 
-    fig, ax = plt.subplots(figsize=(8, 5.6), layout="constrained")
+    fig = Figure(figsize=(8, 5.6), layout="constrained")
+    ax = fig.subplots()
     colours = dict(
         zip(
             ask.workers,
-            plt.cm.viridis([i / max(1, len(ask.workers) - 1) for i in range(len(ask.workers))]),
+            colormaps["viridis"](
+                [i / max(1, len(ask.workers) - 1) for i in range(len(ask.workers))]
+            ),
             strict=True,
         )
     )
@@ -253,7 +262,7 @@ def plot_advice(advice: Advice, path: str | Path) -> Path:
     return save_figure(fig, path)
 
 
-def save_figure(fig: plt.Figure, path: str | Path) -> Path:
+def save_figure(fig: Figure, path: str | Path) -> Path:
     """Save whole or not at all: render beside the target, then rename into place."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -262,7 +271,6 @@ def save_figure(fig: plt.Figure, path: str | Path) -> Path:
         fig.savefig(partial, dpi=120)
         partial.replace(path)
     finally:
-        plt.close(fig)
         partial.unlink(missing_ok=True)
     return path
 
@@ -311,7 +319,8 @@ def plot_latency_fit(fit: LatencyFit, path: str | Path) -> Path:
 
     data = np.sort(np.asarray(fit.samples))
     log = latency_scale(data) == "log"
-    fig, (hist, qq) = plt.subplots(1, 2, figsize=(10, 4.4), layout="constrained")
+    fig = Figure(figsize=(10, 4.4), layout="constrained")
+    hist, qq = fig.subplots(1, 2)
     if log:
         exponents = np.histogram_bin_edges(np.log10(data), bins="auto")
         counts, _ = np.histogram(np.log10(data), bins=exponents)
@@ -404,7 +413,8 @@ def plot_timeline(trace: Trace, path: str | Path, until_iteration: int | None = 
     # swallow the thin bars, so they go.
     shown_iterations = sum(1 for i in iterations if i.end <= end)
     edge = 0.3 if shown_iterations <= 30 else 0.0
-    fig, ax = plt.subplots(figsize=(11, min(2.2 + 0.28 * rows, 14)), layout="constrained")
+    fig = Figure(figsize=(11, min(2.2 + 0.28 * rows, 14)), layout="constrained")
+    ax = fig.subplots()
     for phase, by_row in bars.items():
         for y, spans in by_row.items():
             ax.broken_barh(
@@ -436,11 +446,11 @@ def plot_timeline(trace: Trace, path: str | Path, until_iteration: int | None = 
         f"{start.source} run, shape {start.shape}, W={start.workers}, B={start.budget}{shown}"
     )
     handles = [
-        plt.Rectangle((0, 0), 1, 1, color=colour, label=phase)
+        Rectangle((0, 0), 1, 1, color=colour, label=phase)
         for phase, colour in PHASE_COLOURS.items()
         if phase in bars
     ]
-    handles.append(plt.Line2D([], [], color="black", linestyle=":", label="iteration boundary"))
+    handles.append(Line2D([], [], color="black", linestyle=":", label="iteration boundary"))
     fig.legend(handles=handles, loc="outside lower center", ncols=6, fontsize="small")
     return save_figure(fig, path)
 
@@ -483,7 +493,8 @@ def plot_sweep_vs_measured(validation: Validation, path: str | Path) -> Path:
     )
     unit, size = time_unit(high)
 
-    fig, ax = plt.subplots(figsize=(8.5, 5.6), layout="constrained")
+    fig = Figure(figsize=(8.5, 5.6), layout="constrained")
+    ax = fig.subplots()
     draw_predictions(ax, predicted, size)
     for i, shape in enumerate(shapes):
         checks = by_shape[shape]
@@ -502,9 +513,7 @@ def plot_sweep_vs_measured(validation: Validation, path: str | Path) -> Path:
     if all(np.isnan(measured_speedup)):
         measured_speedup = []
     handles, _ = ax.get_legend_handles_labels()
-    handles.append(
-        plt.Line2D([], [], marker="D", color="black", linestyle="", label="measured run")
-    )
+    handles.append(Line2D([], [], marker="D", color="black", linestyle="", label="measured run"))
     handles += draw_speedup(ax, predicted, measured_speedup)
     fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize="small")
     inside, counted = validation.coverage
