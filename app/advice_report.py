@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from typing import Any
 
-from rich.table import Table
-
+from pxn.app.output import Report, csv_text, json_text
+from pxn.app.prediction_report import span_text
+from pxn.app.tables import Column, Grid
 from pxn.durations import format_duration
 from pxn.sim.advise import Advice, Assessment
 
@@ -18,6 +16,7 @@ CAVEAT = (
     "(how often the search adapts) and proposals yourself."
 )
 SHOWN = 12  # rows of the printed table; the CSV has every allocation
+RUNNERS_UP = 4  # allocations within noise of the recommendation described in full
 
 
 def money(value: float) -> str:
@@ -62,47 +61,62 @@ def feasibility(advice: Advice) -> str:
     return f"; feasible: 95th percentile within {' and '.join(limits)}" if limits else ""
 
 
-def advice_table(advice: Advice) -> Table:
+def recommendation(advice: Advice) -> list[str]:
+    """The recommended allocation and those within noise of it, a line each."""
+    if advice.recommended is None:
+        return []
+    lines = [f"\nrecommended: {describe(advice.recommended)}"]
+    lines += [f"  within noise: {describe(x)}" for x in advice.runners_up[:RUNNERS_UP]]
+    if len(advice.runners_up) > RUNNERS_UP:
+        more = len(advice.runners_up) - RUNNERS_UP
+        lines.append(f"  and {more} more within noise ('tie' in the table and the CSV)")
+    return lines
+
+
+def advice_table(advice: Advice) -> Grid:
     ties = {id(x) for x in advice.runners_up}
     priced = advice.scenario.prices is not None
-    table = Table(
+    grid = Grid(
         title=(
             f"best {SHOWN} of {len(advice.assessments)} allocations (every one in advise.csv)"
             if len(advice.assessments) > SHOWN
             else f"all {len(advice.assessments)} allocations"
         ),
+        columns=[
+            Column("", left=True),
+            Column("allocation", left=True),
+            Column("wall-clock"),
+            Column("5-95%"),
+            *([Column("dollars")] if priced else []),
+            Column("iterations", rank=1),
+            Column("proposals", rank=2),
+            Column("full-val", rank=2),
+            Column("limited by", left=True, rank=1),
+            Column("reps", rank=3, words="replicates"),
+        ],
         caption="wall-clock"
         + (" and dollars" if priced else "")
         + ": simulated mean [5-95%]"
         + feasibility(advice),
     )
-    columns = ["", "allocation", "wall-clock", "5-95%", *(["dollars"] if priced else [])]
-    for column in [*columns, "iterations", "proposals", "full-val", "limited by", "reps"]:
-        left = column in ("", "allocation", "limited by")
-        table.add_column(column, justify="left" if left else "right")
     for x in advice.assessments[:SHOWN]:
         p = x.prediction
         mark = "best" if x is advice.recommended else "tie" if id(x) in ties else ""
         if not x.feasible:
             mark = "over"
-        wall = p.wall_clock
-        cells = [
+        grid.add_row(
             mark,
             x.allocation.label,
-            format_duration(wall.mean),
-            f"{format_duration(wall.low)} - {format_duration(wall.high)}",
-        ]
-        if priced:
-            cells.append(money(p.dollars.mean))
-        table.add_row(
-            *cells,
+            format_duration(p.wall_clock.mean),
+            span_text(p.wall_clock.low, p.wall_clock.high),
+            *([money(p.dollars.mean)] if priced else []),
             f"{p.iterations.mean:.1f}",
             f"{p.proposals.mean:.0f}",
             f"{p.full_val_share.mean:.0%}",
             x.limited_by,
             str(p.replicates),
         )
-    return table
+    return grid
 
 
 def assessment_row(advice: Advice, x: Assessment) -> dict[str, Any]:
@@ -137,18 +151,12 @@ def assessment_row(advice: Advice, x: Assessment) -> dict[str, Any]:
 
 
 def advice_csv(advice: Advice) -> str:
-    rows = [assessment_row(advice, x) for x in advice.assessments]
-    out = io.StringIO()
-    if rows:
-        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return out.getvalue()
+    return csv_text([assessment_row(advice, x) for x in advice.assessments])
 
 
-def advice_json(advice: Advice) -> str:
+def advice_document(advice: Advice) -> dict[str, Any]:
     ask = advice.ask
-    document = {
+    return {
         "scenario": advice.scenario.to_dict(),
         "ask": {
             "budget": ask.budget,
@@ -168,4 +176,20 @@ def advice_json(advice: Advice) -> str:
         "infeasible_because": advice.reasons,
         "allocations": [assessment_row(advice, x) for x in advice.assessments],
     }
-    return json.dumps(document, indent=2)
+
+
+def advice_json(advice: Advice) -> str:
+    return json_text(advice_document(advice))
+
+
+def advice_report(advice: Advice) -> Report:
+    """The ask, the recommendation and the allocations, in every form."""
+    shown: list = [*headline(advice), *recommendation(advice)]
+    if advice.assessments:
+        shown.append(advice_table(advice))
+    return Report(
+        name="advise",
+        shown=shown,
+        rows=[assessment_row(advice, x) for x in advice.assessments],
+        document=advice_document(advice),
+    )

@@ -62,7 +62,7 @@ FLAGS = {"replicates": "--reps", "dollar cap": "--max-dollars"}
 # ... and by one command's (its first word on the command line).
 COMMAND_FLAGS = {
     "simulate": {"ray address": "--address"},
-    "sweep": {"ray address": "--address"},
+    "sweep": {"ray address": "--address", "shape": "--shapes"},
     "advise": {"ray address": "--address"},
     "run": {"LM servers": "--servers", "run directory": "--out"},
     "lm": {"LM servers": "--servers"},

@@ -1,18 +1,23 @@
-"""Predictions as a person reads them (a table) and as a program does (CSV, JSON)."""
+"""Predictions as a person reads them (tables) and as a program does (CSV, JSON).
+
+The closed form's speedup shown and written is the ratio of its own
+wall-clocks, T(1)/T(k), so it reads against the analytic column beside it; the
+paper's ratio formula (which drops the seed validation and the iterations'
+dependence on k) is kept in the CSV and JSON as `paper_ratio`.
+"""
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 from dataclasses import asdict
 from typing import Any
 
-from rich.table import Table
-
+from pxn.app.output import Report, csv_text, json_text
+from pxn.app.tables import Column, Grid
 from pxn.durations import format_duration
 from pxn.scenario import Scenario
+from pxn.shape import Shape
+from pxn.sim.analytic import analytic
 from pxn.sim.predict import Prediction
 
 
@@ -26,7 +31,26 @@ def dollars_text(p: Prediction) -> str:
     return f"${d.mean:,.{places}f} [{d.low:,.{places}f}-{d.high:,.{places}f}]"
 
 
-def prediction_row(p: Prediction) -> dict[str, Any]:
+def percent(share: float, places: int = 0) -> str:
+    """A share as a percentage; "-" when undefined (a run with no iteration has no share)."""
+    return f"{share:.{places}%}" if math.isfinite(share) else "-"
+
+
+def span_text(low: float, high: float) -> str:
+    """Two durations as one span, the unit said once when they share it: "39.6-58.4 min"."""
+    low_text, high_text = format_duration(low), format_duration(high)
+    low_number, low_unit = low_text.split()
+    if high_text.endswith(f" {low_unit}"):
+        return f"{low_number}-{high_text}"
+    return f"{low_text} - {high_text}"
+
+
+def analytic_speedup(scenario: Scenario, p: Prediction) -> float:
+    """The closed form's T(1)/T(k): the ratio of its wall-clock for single to this shape's."""
+    return analytic(scenario, Shape(1, 1)).wall_clock / p.analytic.wall_clock
+
+
+def prediction_row(scenario: Scenario, p: Prediction) -> dict[str, Any]:
     """One flat record per shape: the columns of the CSV."""
     row: dict[str, Any] = {"shape": p.shape.label, "p": p.shape.p, "n": p.shape.n, "k": p.shape.k}
     row["replicates"] = p.replicates
@@ -43,7 +67,8 @@ def prediction_row(p: Prediction) -> dict[str, Any]:
     for stage, seconds in p.stage_time.items():
         row[f"stage_{stage}_s"] = seconds
     row["analytic_wall_clock_s"] = p.analytic.wall_clock
-    row["analytic_speedup"] = p.analytic.speedup
+    row["analytic_speedup"] = analytic_speedup(scenario, p)
+    row["analytic_paper_ratio"] = p.analytic.speedup
     row["analytic_iterations"] = p.analytic.iterations
     row["analytic_q_k"] = p.analytic.q_k
     row["bound_s"] = p.analytic.bound
@@ -59,87 +84,29 @@ def prediction_row(p: Prediction) -> dict[str, Any]:
     return row
 
 
-def predictions_csv(predictions: list[Prediction]) -> str:
-    rows = [prediction_row(p) for p in predictions]
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
-    return out.getvalue()
+def prediction_document(scenario: Scenario, p: Prediction) -> dict[str, Any]:
+    data = asdict(p)
+    data["shape"] = p.shape.label
+    data["analytic"]["paper_ratio"] = data["analytic"].pop("speedup")
+    data["analytic"]["speedup"] = analytic_speedup(scenario, p)
+    if not p.rate_limited:
+        data["throttled_share"] = None
+    return data
+
+
+def predictions_document(scenario: Scenario, predictions: list[Prediction]) -> dict[str, Any]:
+    return {
+        "scenario": scenario.to_dict(),
+        "predictions": [prediction_document(scenario, p) for p in predictions],
+    }
+
+
+def predictions_csv(scenario: Scenario, predictions: list[Prediction]) -> str:
+    return csv_text([prediction_row(scenario, p) for p in predictions])
 
 
 def predictions_json(scenario: Scenario, predictions: list[Prediction]) -> str:
-    def as_dict(p: Prediction) -> dict[str, Any]:
-        data = asdict(p)
-        data["shape"] = p.shape.label
-        if not p.rate_limited:
-            data["throttled_share"] = None
-        return data
-
-    document = {"scenario": scenario.to_dict(), "predictions": [as_dict(p) for p in predictions]}
-    return json.dumps(document, indent=2)
-
-
-def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Table:
-    reps = predictions[0].replicates
-    pool = ""  # a local LM pool, only when the scenario has one
-    pool += loads_text(scenario)
-    priced, limited = scenario.prices is not None, predictions[0].rate_limited
-    if limited:
-        pool += f", rate limits {limits_text(scenario)}"
-    caption = (
-        "wall-clock: simulated mean [5-95%]; analytic: the paper's closed form; bound: B*T_e/W"
-    )
-    if priced:
-        caption += "; dollars: mean [5-95%] per run"
-    if limited:
-        caption += (
-            "; throttled: share of calls that waited for rate-limit capacity; "
-            "rate bound: the least time the limits allow"
-        )
-    table = Table(
-        title=(
-            f"{scenario.name}: B={scenario.budget} metric calls, V={scenario.valset_size}, "
-            f"b={scenario.minibatch}, W={scenario.workers}{pool}, {reps} replicates"
-        ),
-        caption=caption,
-    )
-    columns = [
-        "shape",
-        "wall-clock",
-        "5-95%",
-        "speedup",
-        "iterations",
-        "full-val",
-        "metric calls",
-        "util.",
-        "analytic",
-        "an. speedup",
-        "bound",
-    ]
-    columns += ["dollars"] if priced else []
-    columns += ["throttled", "rate bound"] if limited else []
-    for column in columns:
-        table.add_column(column, justify="left" if column == "shape" else "right")
-    for p in predictions:
-        cells = [
-            p.shape.label,
-            format_duration(p.wall_clock.mean),
-            f"{format_duration(p.wall_clock.low)} - {format_duration(p.wall_clock.high)}",
-            f"{p.speedup:.2f}x",
-            f"{p.iterations.mean:.1f}",
-            f"{p.full_val_share.mean:.0%}",
-            f"{p.metric_calls.mean:.0f}",
-            f"{p.utilisation.mean:.1%}",
-            format_duration(p.analytic.wall_clock),
-            f"{p.analytic.speedup:.2f}x",
-            format_duration(p.analytic.bound),
-        ]
-        cells += [dollars_text(p)] if priced else []
-        if limited:
-            cells += [f"{p.throttled_share.mean:.0%}", format_duration(p.analytic.rate_bound)]
-        table.add_row(*cells)
-    return table
+    return json_text(predictions_document(scenario, predictions))
 
 
 def loads_text(scenario: Scenario) -> str:
@@ -170,13 +137,91 @@ def limits_text(scenario: Scenario) -> str:
     return ", ".join([*parts, f"burst {limits.burst_seconds:g} s"])
 
 
-def stage_table(prediction: Prediction) -> Table:
+def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid:
+    """One row per shape; the columns a run's price and limits need only when it has them."""
+    priced, limited = scenario.prices is not None, predictions[0].rate_limited
+    setting = loads_text(scenario) + (f", rate limits {limits_text(scenario)}" if limited else "")
+    caption = (
+        "wall-clock: simulated mean [5-95%]; analytic: the paper's closed form T(k), "
+        "its speedup T(1)/T(k); bound: B*T_e/W"
+    )
+    if priced:
+        caption += "; dollars: mean [5-95%] per run"
+    if limited:
+        caption += (
+            "; throttled: share of calls that waited for rate-limit capacity; "
+            "rate bound: the least time the limits allow"
+        )
+    columns = [
+        Column("shape", left=True),
+        Column("wall-clock"),
+        Column("5-95%"),
+        Column("speedup"),
+        *([Column("dollars")] if priced else []),
+        *([Column("throttled", rank=1)] if limited else []),
+        Column("iterations", rank=1),
+        Column("full-val", rank=2),
+        Column("metric\ncalls", rank=4),
+        Column("util.", rank=4, words="utilisation"),
+        Column("analytic", rank=1),
+        Column("analytic\nspeedup", rank=1),
+        Column("bound", rank=3),
+        *([Column("rate\nbound", rank=3)] if limited else []),
+    ]
+    grid = Grid(
+        title=(
+            f"{scenario.name}: B={scenario.budget} metric calls, V={scenario.valset_size}, "
+            f"b={scenario.minibatch}, W={scenario.workers}{setting}, "
+            f"{predictions[0].replicates} replicates"
+        ),
+        columns=columns,
+        caption=caption,
+    )
+    for p in predictions:
+        grid.add_row(
+            p.shape.label,
+            format_duration(p.wall_clock.mean),
+            span_text(p.wall_clock.low, p.wall_clock.high),
+            f"{p.speedup:.2f}x",
+            *([dollars_text(p)] if priced else []),
+            *([percent(p.throttled_share.mean)] if limited else []),
+            f"{p.iterations.mean:.1f}",
+            percent(p.full_val_share.mean),
+            f"{p.metric_calls.mean:.0f}",
+            percent(p.utilisation.mean, 1),
+            format_duration(p.analytic.wall_clock),
+            f"{analytic_speedup(scenario, p):.2f}x",
+            format_duration(p.analytic.bound),
+            *([format_duration(p.analytic.rate_bound)] if limited else []),
+        )
+    return grid
+
+
+def stage_table(prediction: Prediction) -> Grid:
     """Where one shape's wall-clock goes, stage by stage (simulated means)."""
-    table = Table(title=f"time per stage, {prediction.shape.label}")
-    table.add_column("stage")
-    table.add_column("mean time", justify="right")
-    table.add_column("share", justify="right")
+    grid = Grid(
+        title=f"time per stage, {prediction.shape.label}",
+        columns=[Column("stage", left=True), Column("mean time"), Column("share")],
+    )
     total = prediction.wall_clock.mean
     for stage, seconds in prediction.stage_time.items():
-        table.add_row(stage, format_duration(seconds), f"{seconds / total:.1%}")
-    return table
+        # Shown rounded, and a rounded zero unsigned: the overhead is what is
+        # left of the wall-clock after the stages, and float noise leaves -1e-14.
+        shown = round(seconds, 1) + 0.0
+        grid.add_row(stage, format_duration(shown), f"{round(shown / total, 3) + 0.0:.1%}")
+    return grid
+
+
+def predictions_report(
+    scenario: Scenario, predictions: list[Prediction], stages: bool = False
+) -> Report:
+    """The sweep (or, with `stages`, the one shape simulated) in every form."""
+    shown: list = [predictions_table(scenario, predictions)]
+    if stages:
+        shown += [stage_table(p) for p in predictions]
+    return Report(
+        name="sweep",
+        shown=shown,
+        rows=[prediction_row(scenario, p) for p in predictions],
+        document=predictions_document(scenario, predictions),
+    )

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-
+from pxn.app.output import Report, csv_text, json_text
+from pxn.app.prediction_report import span_text
+from pxn.app.tables import Column, Grid
 from pxn.calibrate.validate import Check, Validation
 from pxn.durations import format_duration
 from pxn.trace import TRACE_NAME
@@ -79,30 +77,21 @@ def summary_line(v: Validation) -> str:
 
 
 def validation_csv(v: Validation) -> str:
-    rows = [check_row(c) for c in v.checks]
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
-    return out.getvalue()
+    return csv_text([check_row(c) for c in v.checks])
 
 
-def _finite(value: Any) -> Any:
-    """JSON has no NaN: an undefined figure is null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def validation_json(v: Validation) -> str:
-    document = {
+def validation_document(v: Validation) -> dict[str, Any]:
+    return {
         "scenario": v.scenario.to_dict(),
-        "summary": {k: _finite(x) for k, x in summary_record(v).items()},
-        "runs": [{k: _finite(x) for k, x in check_row(c).items()} for c in v.checks],
+        "summary": summary_record(v),
+        "runs": [check_row(c) for c in v.checks],
         "set_aside": v.rejected,
         "skipped_lines": v.skipped_lines,
     }
-    return json.dumps(document, indent=2, allow_nan=False)
+
+
+def validation_json(v: Validation) -> str:
+    return json_text(validation_document(v))
 
 
 def run_label(run: str) -> str:
@@ -111,33 +100,32 @@ def run_label(run: str) -> str:
     return path.parent.name if path.name == TRACE_NAME else run
 
 
-def validation_table(v: Validation) -> Table:
-    table = Table(
+def validation_table(v: Validation) -> Grid:
+    grid = Grid(
         title=f"measured vs predicted, scenario {v.scenario.name}",
+        columns=[
+            Column("run", left=True),
+            Column("shape", left=True),
+            Column("measured"),
+            Column("simulated [5-95%]"),
+            Column("in", words="inside the interval"),
+            Column("sim err", rank=1, words="simulator's error"),
+            Column("analytic", rank=1),
+            Column("an. err", rank=1, words="analytic error"),
+            Column("iters\nm/sim/an", rank=2, words="iterations measured/simulated/analytic"),
+            Column("full-val\nm/sim/an", rank=2, words="full-val measured/simulated/analytic"),
+        ],
         caption=summary_line(v) + "\nmeasured: to the end of gepa's last iteration",
     )
-    for column in (
-        "run",
-        "shape",
-        "measured",
-        "simulated [5-95%]",
-        "in",
-        "sim err",
-        "analytic",
-        "an. err",
-        "iters m/sim/an",
-        "full-val m/sim/an",
-    ):
-        table.add_column(column, justify="left" if column in ("run", "shape") else "right")
     for c in v.checks:
         p, m = c.predicted, c.measured
         status = "" if c.complete else f" ({c.status})"
-        table.add_row(
+        simulated = span_text(p.wall_clock.low, p.wall_clock.high)
+        grid.add_row(
             run_label(c.run) + status + (" (resumed)" if c.resumed else ""),
             c.shape.label,
             format_duration(c.wall_clock),
-            f"{format_duration(p.wall_clock.mean)} "
-            f"[{format_duration(p.wall_clock.low)}-{format_duration(p.wall_clock.high)}]",
+            f"{format_duration(p.wall_clock.mean)} [{simulated}]",
             "yes" if c.inside else "no",
             f"{c.sim_error:+.1%}",
             format_duration(p.analytic.wall_clock),
@@ -145,4 +133,13 @@ def validation_table(v: Validation) -> Table:
             f"{m.iterations}/{p.iterations.mean:.1f}/{p.analytic.iterations:.1f}",
             f"{m.full_val_share:.0%}/{p.full_val_share.mean:.0%}/{p.analytic.q_k:.0%}",
         )
-    return table
+    return grid
+
+
+def validation_report(v: Validation) -> Report:
+    return Report(
+        name="validation",
+        shown=[validation_table(v)],
+        rows=[check_row(c) for c in v.checks],
+        document=validation_document(v),
+    )

@@ -435,7 +435,7 @@ def test_output_shows_dollars_throttling_and_the_rate_bound_only_when_they_apply
     assert "$" not in text and "throttled" not in text and "rate bound" not in text
 
     for prediction, applies in ((limited, True), (free, False)):
-        [row] = csv.DictReader(io.StringIO(predictions_csv([prediction])))
+        [row] = csv.DictReader(io.StringIO(predictions_csv(scenario, [prediction])))
         for column in (
             "dollars_mean",
             "dollars_p5",
@@ -449,7 +449,7 @@ def test_output_shows_dollars_throttling_and_the_rate_bound_only_when_they_apply
         [data] = json.loads(predictions_json(scenario, [prediction]))["predictions"]
         assert (data["dollars"] is None) == (not applies)
         assert (data["throttled_share"] is None) == (not applies)
-    [row] = csv.DictReader(io.StringIO(predictions_csv([limited])))
+    [row] = csv.DictReader(io.StringIO(predictions_csv(scenario, [limited])))
     assert float(row["dollars_mean"]) == pytest.approx(limited.dollars.mean)
     assert float(row["rate_bound_s"]) == pytest.approx(limited.analytic.rate_bound)
 

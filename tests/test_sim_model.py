@@ -372,4 +372,4 @@ def test_committed_paper_prediction_reproduces_from_its_seed(preset: str) -> Non
         pytest.skip(f"no committed prediction at {committed}")
     scenario = load_scenario(preset).replace(seed=0)
     predictions = sweep(scenario, parse_shapes(PAPER_SHAPES), 200, jobs=2)
-    assert predictions_csv(predictions).encode() == committed.read_bytes()
+    assert predictions_csv(scenario, predictions).encode() == committed.read_bytes()

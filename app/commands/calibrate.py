@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from pxn.app.commands.predict import DEFAULT_JOBS, Jobs
-from pxn.app.console import print_set_aside, progress_bar, stderr, stdout
+from pxn.app.console import print_set_aside, progress_bar, say, stderr
+from pxn.app.options import DEFAULT_JOBS, Format, Jobs, Out, Wide
+from pxn.app.output import Output, check_directory, check_file
 from pxn.errors import PxnError
 
 commands = typer.Typer()
@@ -81,6 +81,9 @@ def calibrate(
     from pxn.app.calibration_report import calibration_header, calibration_lines
     from pxn.calibrate.scenario_from_traces import calibrate_traces
 
+    check_file(output, "output")
+    if plots is not None:
+        check_directory(plots, "plots")
     if summaries is not None:
         if traces:
             raise PxnError("give trace files or --summaries, not both")
@@ -97,9 +100,9 @@ def calibrate(
         reflection_model=reflection_model,
     )
     for line in calibration_lines(calibration):
-        stdout.print(line, markup=False, highlight=False, soft_wrap=True)
+        say(line)
     calibration.scenario.save(output, calibration_header(calibration))
-    stdout.print(f"wrote {output}", markup=False, highlight=False)
+    say(f"wrote {output}")
     if plots is not None:
         from pxn.app.plots import plot_latency_fit
 
@@ -107,7 +110,7 @@ def calibrate(
         fits += [f for f in calibration.rollout_by_phase.values() if f.n >= 2]
         for fit in fits:
             figure = plot_latency_fit(fit, plots / f"fit_{fit.what.replace(' ', '_')}.png")
-            stdout.print(f"wrote {figure}", markup=False, highlight=False)
+            say(f"wrote {figure}")
 
 
 def calibrate_from_summaries(summaries: Path, output: Path, name: str, jobs: int) -> None:
@@ -124,9 +127,9 @@ def calibrate_from_summaries(summaries: Path, output: Path, name: str, jobs: int
 
         inference = infer_from_summaries(read, name, jobs, told)
     for line in inference_lines(inference):
-        stdout.print(line, markup=False, highlight=False, soft_wrap=True)
+        say(line)
     inference.scenario.save(output, inference_header(inference))
-    stdout.print(f"wrote {output}", markup=False, highlight=False)
+    say(f"wrote {output}")
 
 
 def run_validation(scenario: str, runs: list[Path], reps: int, jobs: int):
@@ -144,43 +147,25 @@ def validate(
     scenario: ScenarioOpt,
     reps: ValidateReps = 200,
     jobs: Jobs = DEFAULT_JOBS,
-    output_format: Annotated[
-        str, typer.Option("--format", help="What to print: table, csv or json.")
-    ] = "table",
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out", help="Directory for validation.csv, .json and sweep_vs_measured.png."
-        ),
-    ] = None,
+    output_format: Format = "table",
+    out: Out = None,
+    wide: Wide = False,
 ) -> None:
-    """Set measured runs beside the simulator's and the closed form's predictions."""
-    from pxn.app.validation_report import (
-        summary_line,
-        validation_csv,
-        validation_json,
-        validation_table,
-    )
-    from pxn.files import write_text_atomically
+    """Set measured runs beside the simulator's and the closed form's predictions;
+    write validation.csv, validation.json and sweep_vs_measured.png to --out."""
+    from pxn.app.validation_report import summary_line, validation_report
 
-    if output_format not in ("table", "csv", "json"):
-        raise PxnError(f"--format is table, csv or json: got {output_format!r}")
+    output = Output(output_format, out, wide)
     validation = run_validation(scenario, runs, reps, jobs)
-    if output_format == "table":
-        stdout.print(validation_table(validation))
-    elif output_format == "csv":
-        sys.stdout.write(validation_csv(validation))
-    else:
-        sys.stdout.write(validation_json(validation) + "\n")
+    report = validation_report(validation)
+    output.show(report)
     if out is not None:
         from pxn.app.plots import plot_sweep_vs_measured
 
-        write_text_atomically(out / "validation.csv", validation_csv(validation))
-        write_text_atomically(out / "validation.json", validation_json(validation))
-        figure = plot_sweep_vs_measured(validation, out / "sweep_vs_measured.png")
-        stderr.print(f"wrote {out / 'validation.csv'}, {out / 'validation.json'}, {figure}")
-    if output_format != "table":
-        stderr.print(summary_line(validation), markup=False, highlight=False)
+        drawn = {"sweep_vs_measured.png": lambda path: plot_sweep_vs_measured(validation, path)}
+        output.write(report, drawn)
+    if output_format != "table":  # the table's caption says it
+        say(summary_line(validation), stderr)
 
 
 @plot_commands.command("sweep-vs-measured")
@@ -194,8 +179,9 @@ def plot_sweep_vs_measured_command(
     """Measured runs against the simulated band and the closed form, shape by shape."""
     from pxn.app.plots import plot_sweep_vs_measured
 
+    check_file(output, "output")
     validation = run_validation(scenario, runs, reps, jobs)
-    stdout.print(f"wrote {plot_sweep_vs_measured(validation, output)}", markup=False)
+    say(f"wrote {plot_sweep_vs_measured(validation, output)}")
 
 
 @plot_commands.command("timeline")
@@ -210,9 +196,10 @@ def plot_timeline_command(
     from pxn.app.plots import plot_timeline
     from pxn.trace import read_one
 
+    check_file(output, "output")
     the_trace = read_one(trace)
     print_set_aside([], [f"{the_trace.path} {line}" for line in the_trace.skipped])
-    stdout.print(f"wrote {plot_timeline(the_trace, output, iterations)}", markup=False)
+    say(f"wrote {plot_timeline(the_trace, output, iterations)}")
 
 
 @trace_commands.command("export")
@@ -227,7 +214,8 @@ def trace_export(
     from pxn.files import write_text_atomically
     from pxn.trace import read_one
 
+    check_file(chrome, "chrome")
     the_trace = read_one(trace)
     print_set_aside([], [f"{the_trace.path} {line}" for line in the_trace.skipped])
     write_text_atomically(chrome, chrome_trace_json(the_trace))
-    stdout.print(f"wrote {chrome}", markup=False)
+    say(f"wrote {chrome}")

@@ -2,14 +2,34 @@
 
 from __future__ import annotations
 
-import sys
+import signal
 from typing import Annotated
 
 import typer
 
-from pxn.app.console import stdout
+from pxn.app.console import say
 
 commands = typer.Typer(help="The local LM pool (llama.cpp + SmolLM2-135M).", no_args_is_help=True)
+
+
+class Stopped(Exception):
+    """SIGTERM arrived: `pxn lm stop` or a supervisor asks the pool to end."""
+
+
+def stop(*_: object) -> None:
+    raise Stopped
+
+
+def wait_for_stop() -> None:
+    """Block until Ctrl-C or SIGTERM, then return; the SIGTERM handler is put back after."""
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        while True:
+            signal.pause()
+    except (KeyboardInterrupt, Stopped):
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @commands.command("serve")
@@ -17,22 +37,14 @@ def lm_serve(
     servers: Annotated[int, typer.Option("--servers", help="How many servers (K).")] = 2,
 ) -> None:
     """Start K local llama.cpp servers and keep them up until Ctrl-C (or `pxn lm stop`)."""
-    import signal
-
     from pxn.runner.lm_pool import LMPool, pidfile_path
 
     with LMPool(servers, pidfile=pidfile_path()) as info:
-        stdout.print(f"model: {info.model} (api_key: any string)", markup=False)
+        say(f"model: {info.model} (api_key: any string)")
         for server in info.servers:
-            stdout.print(f"  api_base: {server.api_base}  pid {server.pid}", markup=False)
-        stdout.print("Ctrl-C or `pxn lm stop` stops the pool.", markup=False)
-        # Block until a signal: SIGTERM (from `pxn lm stop` or a supervisor) ends us cleanly.
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-        try:
-            while True:
-                signal.pause()
-        except KeyboardInterrupt:
-            pass
+            say(f"  api_base: {server.api_base}  pid {server.pid}")
+        say("Ctrl-C or `pxn lm stop` stops the pool.")
+        wait_for_stop()  # then the pool's exit stops the servers
 
 
 @commands.command("stop")
@@ -41,4 +53,4 @@ def lm_stop() -> None:
     from pxn.runner.lm_pool import stop_standalone
 
     stopped = stop_standalone()
-    stdout.print(f"stopped {len(stopped)} server(s)", markup=False)
+    say(f"stopped {len(stopped)} server(s)")

@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from pxn.app.console import stderr, stdout
+from pxn.app.console import say, stderr
+from pxn.app.output import check_directory
 from pxn.errors import PxnError
 
 commands = typer.Typer()
@@ -88,27 +89,25 @@ def run_command(
     )
     if resume is None:  # bad flags fail now, before litellm's slow import
         check_out(config, resume=False)
+        check_directory(Path(config.out), "run directory")
         plan(config)
     from pxn.runner.run import run_gepa
 
     result = run_gepa(config, resume=resume is not None)
     for warning in result.warnings:
-        stderr.print(f"pxn: warning: {warning}", markup=False)
+        say(f"pxn: warning: {warning}", stderr)
     if result.status != "completed":
         print(f"pxn: run {result.status}: {result.message}", file=sys.stderr)
         raise typer.Exit(1)
     r = result.result
-    stdout.print(
+    say(
         f"{r['shape']} on {r['task']}: {r['iterations']} iterations, {r['accepted']}/"
         f"{r['proposals']} proposals accepted, {r['metric_calls']} metric calls, "
         f"{r['wall_clock_s']:.1f} s; best val {r['best_val_score']:.3f} "
         f"(seed {r['seed_val_score']:.3f})"
-        + (f", test {r['test_score']:.3f}" if r["test_score"] is not None else ""),
-        markup=False,
+        + (f", test {r['test_score']:.3f}" if r["test_score"] is not None else "")
     )
-    stdout.print(
-        f"wrote {result.out / 'trace.jsonl'} and {result.out / 'result.json'}", markup=False
-    )
+    say(f"wrote {result.out / 'trace.jsonl'} and {result.out / 'result.json'}")
 
 
 @commands.command("tasks")
@@ -119,6 +118,4 @@ def tasks_command() -> None:
     for name, make in builtin_tasks().items():
         task = make()
         sizes = ", ".join(f"{k} {v}" for k, v in task.splits().items())
-        stdout.print(
-            f"{name}: {task.description} ({sizes}; minibatch {task.minibatch})", markup=False
-        )
+        say(f"{name}: {task.description} ({sizes}; minibatch {task.minibatch})")

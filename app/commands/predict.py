@@ -2,50 +2,33 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from pxn.app.console import progress_bar, stderr, stdout
+from pxn.app.console import progress_bar, say, stderr, stdout
+from pxn.app.options import (
+    DEFAULT_JOBS,
+    Address,
+    Backend,
+    Budget,
+    Format,
+    Jobs,
+    Out,
+    Reps,
+    ScenarioArg,
+    Seed,
+    Wide,
+    Workers,
+)
+from pxn.app.output import Output, check_file
 from pxn.errors import PxnError
 
 commands = typer.Typer()
 
-DEFAULT_JOBS = min(2, os.cpu_count() or 1)
 PAPER_SHAPES = "single,2x1,2x2,4x1,2x4,8x1,2x8,4x4,8x2"
-RUNNERS_UP = 4  # allocations within noise of the recommendation printed in full
-
-ScenarioArg = Annotated[
-    str, typer.Argument(help="A scenario TOML file, or a preset: livebench-math, hover.")
-]
-Reps = Annotated[int, typer.Option("--reps", help="Simulated replicates per shape.")]
-Seed = Annotated[
-    int | None,
-    typer.Option("--seed", help="Base seed (default: the scenario's); same seed, same bits."),
-]
-Jobs = Annotated[int, typer.Option("--jobs", help="Processes to spread replicates over.")]
-Workers = Annotated[int | None, typer.Option("--workers", help="Override the worker pool W.")]
-Budget = Annotated[
-    int | None, typer.Option("--budget", help="Override the budget B (metric calls).")
-]
-BackendOpt = Annotated[
-    str,
-    typer.Option(
-        "--backend",
-        help="local (processes on this machine) or ray (Ray tasks; needs the ray extra).",
-    ),
-]
-AddressOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--address",
-        help="HOST:PORT of a running Ray head (`ray start --head`); "
-        "without it --backend ray starts a private local Ray with --jobs CPUs.",
-    ),
-]
 
 
 def scenario_with_overrides(
@@ -62,7 +45,7 @@ def scenario_with_overrides(
     return scenario.replace(**changes) if changes else scenario
 
 
-def run_sweep(scenario, shapes, reps: int, jobs: int, backend: str = "local", address=None):
+def run_sweep(scenario, shapes, reps: int, jobs: int, backend: str, address: str | None):
     from pxn.sim.backends import make_backend
     from pxn.sim.predict import check_sweep, sweep, total_replicates
 
@@ -92,23 +75,27 @@ def simulate(
     jobs: Jobs = 1,
     workers: Workers = None,
     budget: Budget = None,
-    backend: BackendOpt = "local",
-    address: AddressOpt = None,
+    backend: Backend = "local",
+    address: Address = None,
     trace: Annotated[
         Path | None, typer.Option("--trace", help="Also write replicate 0 as a trace (JSONL).")
     ] = None,
+    output_format: Format = "table",
+    wide: Wide = False,
 ) -> None:
     """Predict one shape: wall-clock with interval, iterations, stages, closed form."""
-    from pxn.app.prediction_report import predictions_table, stage_table
+    from pxn.app.prediction_report import predictions_report
     from pxn.shape import Shape
 
+    output = Output(output_format, wide=wide)
     the_shape = Shape.parse(shape)
     the_scenario = scenario_with_overrides(scenario, seed, workers, budget)
-    if trace is not None and trace.exists():
-        raise PxnError(f"--trace {trace} already exists; choose a new path")
+    if trace is not None:
+        if trace.exists():
+            raise PxnError(f"{trace} already exists; choose a new path", subject="trace")
+        check_file(trace, "trace")
     [prediction] = run_sweep(the_scenario, [the_shape], reps, jobs, backend, address)
-    stdout.print(predictions_table(the_scenario, [prediction]))
-    stdout.print(stage_table(prediction))
+    output.show(predictions_report(the_scenario, [prediction], stages=True))
     if trace is not None:
         from pxn.sim.model import simulate_once
         from pxn.trace import TraceWriter
@@ -116,7 +103,7 @@ def simulate(
         trace.parent.mkdir(parents=True, exist_ok=True)
         with TraceWriter(trace) as writer:
             simulate_once(the_scenario, the_shape, 0, writer)
-        stdout.print(f"trace of replicate 0: {trace}")
+        say(f"wrote replicate 0 as a trace: {trace}", stderr)
 
 
 @commands.command(name="sweep")
@@ -128,38 +115,28 @@ def sweep_command(
     jobs: Jobs = DEFAULT_JOBS,
     workers: Workers = None,
     budget: Budget = None,
-    backend: BackendOpt = "local",
-    address: AddressOpt = None,
-    out: Annotated[
-        Path | None, typer.Option("--out", help="Directory for sweep.csv, sweep.json, sweep.png.")
-    ] = None,
-    output_format: Annotated[
-        str, typer.Option("--format", help="What to print: table, csv or json.")
-    ] = "table",
+    backend: Backend = "local",
+    address: Address = None,
+    out: Out = None,
+    output_format: Format = "table",
+    wide: Wide = False,
 ) -> None:
-    """Predict many shapes; print them and write CSV, JSON and a figure."""
-    from pxn.app.prediction_report import predictions_csv, predictions_json, predictions_table
-    from pxn.files import write_text_atomically
+    """Predict many shapes; print them, and write sweep.csv, sweep.json and sweep.png to --out."""
+    from pxn.app.prediction_report import predictions_report
     from pxn.shape import parse_shapes
 
-    if output_format not in ("table", "csv", "json"):
-        raise PxnError(f"--format is table, csv or json: got {output_format!r}")
+    output = Output(output_format, out, wide)
     the_shapes = parse_shapes(shapes)
     the_scenario = scenario_with_overrides(scenario, seed, workers, budget)
     predictions = run_sweep(the_scenario, the_shapes, reps, jobs, backend, address)
-    if output_format == "table":
-        stdout.print(predictions_table(the_scenario, predictions))
-    elif output_format == "csv":
-        sys.stdout.write(predictions_csv(predictions))
-    else:
-        sys.stdout.write(predictions_json(the_scenario, predictions) + "\n")
+    report = predictions_report(the_scenario, predictions)
+    output.show(report)
     if out is not None:
         from pxn.app.plots import plot_sweep  # matplotlib: only when a figure is asked for
 
-        write_text_atomically(out / "sweep.csv", predictions_csv(predictions))
-        write_text_atomically(out / "sweep.json", predictions_json(the_scenario, predictions))
-        figure = plot_sweep(the_scenario, predictions, out / "sweep.png")
-        stderr.print(f"wrote {out / 'sweep.csv'}, {out / 'sweep.json'}, {figure}")
+        output.write(
+            report, {"sweep.png": lambda path: plot_sweep(the_scenario, predictions, path)}
+        )
 
 
 @commands.command(name="advise")
@@ -193,28 +170,23 @@ def advise_command(
     ] = False,
     seed: Seed = None,
     jobs: Jobs = DEFAULT_JOBS,
-    backend: BackendOpt = "local",
-    address: AddressOpt = None,
-    out: Annotated[
-        Path | None,
-        typer.Option("--out", help="Directory for advise.csv, advise.json, pareto.png."),
-    ] = None,
-    output_format: Annotated[
-        str, typer.Option("--format", help="What to print: table, csv or json.")
-    ] = "table",
+    backend: Backend = "local",
+    address: Address = None,
+    out: Out = None,
+    output_format: Format = "table",
+    wide: Wide = False,
 ) -> None:
-    """Recommend P, N, b and W for a budget under a deadline, a dollar cap and rate limits.
+    """Recommend P, N, b and W for a budget under a deadline, a dollar cap and rate limits;
+    write advise.csv, advise.json and pareto.png to --out.
 
     Exit code 1 when no allocation meets the ask (the reasons are printed).
     """
-    from pxn.app.advice_report import advice_csv, advice_json, advice_table, describe, headline
+    from pxn.app.advice_report import advice_report
     from pxn.durations import parse_duration
-    from pxn.files import write_text_atomically
     from pxn.sim.advise import Ask, advise, check_ask, parse_values
     from pxn.sim.backends import make_backend
 
-    if output_format not in ("table", "csv", "json"):
-        raise PxnError(f"--format is table, csv or json: got {output_format!r}")
+    output = Output(output_format, out, wide)
     the_scenario = scenario_with_overrides(scenario, seed, None, None)
     ask = Ask(
         budget=budget,
@@ -240,36 +212,13 @@ def advise_command(
             the_backend,
             on_progress=lambda done, total: progress.update(task, completed=done, total=total),
         )
-    if output_format == "csv":
-        sys.stdout.write(advice_csv(advice))
-    elif output_format == "json":
-        sys.stdout.write(advice_json(advice) + "\n")
-    else:
-        # soft_wrap: a line per allocation, whatever the terminal's width.
-        for line in headline(advice):
-            stdout.print(line, markup=False, soft_wrap=True)
-        if advice.recommended is not None:
-            lines = [f"\nrecommended: {describe(advice.recommended)}"]
-            lines += [f"  within noise: {describe(x)}" for x in advice.runners_up[:RUNNERS_UP]]
-            if len(advice.runners_up) > RUNNERS_UP:
-                more = len(advice.runners_up) - RUNNERS_UP
-                lines.append(f"  and {more} more within noise ('tie' in the table and the CSV)")
-            for line in lines:
-                stdout.print(line, markup=False, soft_wrap=True)
-        if advice.assessments:
-            stdout.print(advice_table(advice))
+    report = advice_report(advice)
+    output.show(report)
     if out is not None:
-        written = []
-        if advice.assessments:
-            from pxn.app.plots import plot_advice  # matplotlib: only when a figure is asked for
+        from pxn.app.plots import plot_advice  # matplotlib: only when a figure is asked for
 
-            # The figure first: if it cannot be drawn, nothing is written.
-            written.append(plot_advice(advice, out / "pareto.png"))
-            write_text_atomically(out / "advise.csv", advice_csv(advice))
-            written.append(out / "advise.csv")
-        write_text_atomically(out / "advise.json", advice_json(advice))
-        written.append(out / "advise.json")
-        stderr.print("wrote " + ", ".join(str(path) for path in written))
+        drawn = {"pareto.png": lambda path: plot_advice(advice, path)}
+        output.write(report, drawn if advice.assessments else {})
     if advice.recommended is None:
         for reason in advice.reasons:
             print(f"pxn: {reason}", file=sys.stderr)
@@ -279,24 +228,33 @@ def advise_command(
 @commands.command()
 def presets() -> None:
     """List the built-in scenarios (the paper's setups)."""
-    from rich.table import Table
-
+    from pxn.app.tables import Column, Grid, fit
     from pxn.durations import format_duration
     from pxn.sim.presets import load_scenario, preset_names
 
-    table = Table(title="presets (sim/presets/; each file's header says how it was inferred)")
-    for column in ("name", "B", "V", "W", "mean rollout", "mean reflection", "a0", "about"):
-        table.add_column(column)
-    for name in preset_names():
-        s = load_scenario(name)
-        table.add_row(
-            name,
+    grid = Grid(
+        title="presets (sim/presets/; each file's header says how it was inferred)",
+        columns=[
+            Column("name", left=True),
+            Column("B"),
+            Column("V"),
+            Column("W"),
+            Column("mean\nrollout"),
+            Column("mean\nreflection"),
+            Column("a0"),
+        ],
+    )
+    scenarios = [load_scenario(name) for name in preset_names()]
+    for s in scenarios:
+        grid.add_row(
+            s.name,
             str(s.budget),
             str(s.valset_size),
             str(s.workers),
             format_duration(s.rollout.mean()),
             format_duration(s.reflection.mean()),
             f"{s.acceptance.a0:g}",
-            s.description,
         )
-    stdout.print(table)
+    stdout.print(fit(grid, stdout))
+    for s in scenarios:  # the prose below the table: a column of it would not fit
+        say(f"{s.name}: {s.description}")

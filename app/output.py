@@ -1,0 +1,129 @@
+"""One way for every command to show its result (--format) and write it (--out).
+
+A command builds a `Report` (lines and tables for a person, rows for CSV, a
+document for JSON) and hands it to its `Output`, which checks the asked format
+and the output paths before any work starts, prints one form on stdout, and
+writes the files whole (a figure first: if it cannot be drawn, nothing is
+written). JSON is strict: an undefined figure (NaN, infinity) is null.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pxn.app.console import say, stderr, stdout
+from pxn.app.tables import Grid, fit
+from pxn.errors import PxnError
+from pxn.files import write_text_atomically
+
+FORMATS = ("table", "csv", "json")
+
+
+@dataclass
+class Report:
+    """A result in every form: `name` is the stem of its files (sweep -> sweep.csv)."""
+
+    name: str
+    shown: list[str | Grid]  # for a person, in order: lines of text and tables
+    rows: list[dict[str, Any]]  # the CSV, one record per row
+    document: dict[str, Any]  # the JSON
+
+
+def csv_text(rows: list[dict[str, Any]]) -> str:
+    """Rows as CSV with a header (the first row's keys); nothing for no rows."""
+    if not rows:
+        return ""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def finite(value: Any) -> Any:
+    """The value with every NaN or infinity in it (however deep) made None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(item) for item in value]
+    return value
+
+
+def json_text(document: dict[str, Any]) -> str:
+    return json.dumps(finite(document), indent=2, allow_nan=False)
+
+
+def check_directory(path: Path, subject: str) -> None:
+    """Refuse a directory that cannot be created or written, before the work it would hold."""
+    if path.exists() and not path.is_dir():
+        raise PxnError(f"{path} is a file, not a directory", subject=subject)
+    check_creatable(path, path, subject)
+
+
+def check_file(path: Path, subject: str) -> None:
+    """Refuse a file path that cannot be written, before the work it would hold."""
+    if path.is_dir():
+        raise PxnError(f"{path} is a directory, not a file", subject=subject)
+    check_creatable(path.parent, path, subject)
+
+
+def check_creatable(directory: Path, named: Path, subject: str) -> None:
+    """`directory` exists and is writable, or can be created: `named` can be written there."""
+    existing = next(p for p in (directory, *directory.parents) if p.exists())
+    if not existing.is_dir():
+        raise PxnError(f"{named} cannot be created: {existing} is a file", subject=subject)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PxnError(f"{named} cannot be written: {existing} is not writable", subject=subject)
+
+
+@dataclass(frozen=True)
+class Output:
+    """What a command was asked to print (`format`) and write (`out`), checked when made."""
+
+    format: str = "table"
+    out: Path | None = None
+    wide: bool = False  # every column of every table, however wide
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise PxnError(f"is table, csv or json: got {self.format!r}", subject="format")
+        if self.out is not None:
+            check_directory(self.out, "out")
+
+    def show(self, report: Report) -> None:
+        """The report on stdout in the asked format."""
+        if self.format == "csv":
+            sys.stdout.write(csv_text(report.rows))
+        elif self.format == "json":
+            sys.stdout.write(json_text(report.document) + "\n")
+        else:
+            for block in report.shown:
+                if isinstance(block, Grid):  # --wide may be wider than the terminal: not cropped
+                    stdout.print(fit(block, stdout, self.wide), crop=not self.wide)
+                else:
+                    say(block)
+
+    def write(self, report: Report, figures: dict[str, Callable[[Path], Path]]) -> None:
+        """Into --out (when given): the figures (`name`: draw to a path), the CSV, the JSON."""
+        if self.out is None:
+            return
+        written = [draw(self.out / name) for name, draw in figures.items()]
+        if report.rows:
+            written.append(
+                write_text_atomically(self.out / f"{report.name}.csv", csv_text(report.rows))
+            )
+        written.append(
+            write_text_atomically(self.out / f"{report.name}.json", json_text(report.document))
+        )
+        say("wrote " + ", ".join(map(str, written)), stderr)

@@ -1,0 +1,266 @@
+"""One output helper: formats, strict JSON, tables that fit, output paths checked first,
+files written whole with the user's umask, and the numbers the tables show."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from conftest import assert_user_error, run_pxn, run_pxn_script
+from rich.console import Console
+from sim_helpers import make_scenario
+
+from pxn.app.prediction_report import predictions_report, predictions_table, stage_table
+from pxn.app.tables import Column, Grid, fit
+from pxn.files import write_text_atomically
+from pxn.scenario import Scenario
+from pxn.shape import Shape, parse_shapes
+from pxn.sim.analytic import analytic
+from pxn.sim.predict import sweep
+from pxn.sim.presets import load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+PRICED_AND_LIMITED = ROOT / "experiments" / "advise_example" / "livebench-math-api.toml"
+BOX = "┏┃┡│└"  # how a table's lines start (its title and caption are centred text)
+
+
+def render(renderable, width: int) -> str:
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()
+
+
+def table_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line[:1] in BOX]
+
+
+def strict_json(text: str):
+    """JSON as the standard has it: no NaN, no Infinity."""
+    return json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))
+
+
+def saved(scenario: Scenario, tmp_path: Path) -> Path:
+    path = tmp_path / f"{scenario.name}.toml"
+    scenario.save(path)
+    return path
+
+
+# -- --format, and JSON that is JSON ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["simulate", "hover"],
+        ["sweep", "hover"],
+        ["advise", "hover", "--budget", "3000"],
+        ["validate", "runs/none", "--scenario", "hover"],
+    ],
+    ids=["simulate", "sweep", "advise", "validate"],
+)
+def test_every_command_checks_its_format_before_any_work(args: list[str]) -> None:
+    assert_user_error(
+        run_pxn(*args, "--format", "yaml"), "pxn: error: --format is table, csv or json: got 'yaml'"
+    )
+
+
+def test_json_is_strict_when_a_share_is_undefined(tmp_path: Path) -> None:
+    # A budget of one seed validation leaves no iteration, so no full-validation share.
+    scenario = make_scenario(budget=20)
+    [prediction] = sweep(scenario, [Shape(2, 2)], 3)
+    assert prediction.full_val_share.mean != prediction.full_val_share.mean  # NaN
+    path = saved(scenario, tmp_path)
+    for command, out in (("sweep", ["--out", tmp_path]), ("simulate", ["--shape", "2x2"])):
+        result = run_pxn(command, path, "--reps", "3", "--format", "json", *out)
+        assert result.returncode == 0, result.stderr
+        shown = strict_json(result.stdout)["predictions"][-1]
+        assert shown["full_val_share"] == {"mean": None, "low": None, "high": None}
+    strict_json((tmp_path / "sweep.json").read_text(encoding="utf-8"))
+    table = render(predictions_table(scenario, [prediction]), 200)
+    assert "nan" not in table and "│        - │" in table  # the full-val cell
+
+
+# -- tables that fit ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def priced_and_limited() -> tuple[Scenario, list]:
+    scenario = load_scenario(str(PRICED_AND_LIMITED)).replace(budget=600)
+    return scenario, sweep(scenario, parse_shapes("single,2x2,4x4"), 4)
+
+
+@pytest.fixture(scope="module")
+def hover() -> tuple[Scenario, list]:
+    scenario = load_scenario("hover")
+    return scenario, sweep(scenario, parse_shapes("single,2x1,2x2,8x2"), 4)
+
+
+def cells_of(grid: Grid, names: list[str]) -> Iterator[str]:
+    index = [i for i, c in enumerate(grid.columns) if c.name in names]
+    for row in grid.rows:
+        yield from (row[i] for i in index)
+
+
+@pytest.mark.parametrize("which", ["hover", "priced_and_limited"])
+@pytest.mark.parametrize("width", [100, 80, 60])
+def test_a_table_fits_its_terminal_and_cuts_no_number(
+    which: str, width: int, request: pytest.FixtureRequest
+) -> None:
+    scenario, predictions = request.getfixturevalue(which)
+    grid = predictions_table(scenario, predictions)
+    fitted = fit(grid, Console(width=width))
+    text = render(fitted, width)
+    assert max(map(len, text.splitlines())) <= width
+    assert "…" not in text
+    # Every cell of the columns always shown is there whole.
+    for cell in cells_of(grid, ["shape", "wall-clock", "5-95%", "speedup", "dollars"]):
+        assert cell in text
+    dropped = len(grid.columns) - len(getattr(fitted, "columns", []))
+    assert ("--wide adds: " in text.replace("\n", " ")) == (dropped > 0)
+
+
+def test_wide_shows_every_column_however_wide(priced_and_limited) -> None:
+    scenario, predictions = priced_and_limited
+    grid = predictions_table(scenario, predictions)
+    text = render(fit(grid, Console(width=100), wide=True), 300)
+    header = "".join(table_lines(text)[:4])
+    for column in grid.columns:
+        for word in column.name.split("\n"):
+            assert word in header
+    assert max(map(len, text.splitlines())) > 100
+    assert "--wide adds" not in text
+
+
+def test_a_terminal_too_narrow_for_any_table_gets_a_line_per_row(hover) -> None:
+    scenario, predictions = hover
+    grid = predictions_table(scenario, predictions)
+    text = render(fit(grid, Console(width=40)), 40)
+    assert table_lines(text) == []
+    assert "…" not in text
+    for p in predictions:
+        assert f"{p.shape.label}: wall-clock " in text.replace("\n", " ")
+
+
+def test_tables_fit_through_the_console_script_at_80_columns() -> None:
+    result = run_pxn_script(
+        "sweep", "hover", "--shapes", "single,2x2", "--reps", "4", env={"COLUMNS": "80"}
+    )
+    assert result.returncode == 0, result.stderr
+    assert max(map(len, result.stdout.splitlines())) <= 80
+    assert "…" not in result.stdout and "--wide adds: " in result.stdout
+
+
+def test_a_grid_printed_as_it_is_is_whole_and_refuses_ragged_rows() -> None:
+    grid = Grid("t", [Column("a", left=True), Column("b", rank=1)])
+    grid.add_row("x", "12.5")
+    assert "12.5" in render(grid, 100) and grid.row_count == 1
+    with pytest.raises(ValueError, match="1 cells for 2 columns"):
+        grid.add_row("y")
+
+
+# -- the numbers the tables show ---------------------------------------------------
+
+
+def test_the_analytic_speedup_is_the_ratio_of_the_analytic_column(hover) -> None:
+    scenario, predictions = hover
+    single = analytic(scenario, Shape(1, 1)).wall_clock
+    report = predictions_report(scenario, predictions)
+    [grid] = report.shown
+    column = [c.name for c in grid.columns].index("analytic\nspeedup")
+    for p, row, record, document in zip(
+        predictions, grid.rows, report.rows, report.document["predictions"], strict=True
+    ):
+        ratio = single / p.analytic.wall_clock
+        assert row[column] == f"{ratio:.2f}x"
+        assert record["analytic_speedup"] == document["analytic"]["speedup"] == ratio
+        # The paper's own formula stays, under its name.
+        assert record["analytic_paper_ratio"] == document["analytic"]["paper_ratio"]
+        assert document["analytic"]["paper_ratio"] == p.analytic.speedup
+    two_by_two = predictions[2]
+    assert two_by_two.shape == Shape(2, 2)
+    assert abs(two_by_two.analytic.speedup - single / two_by_two.analytic.wall_clock) > 0.1
+
+
+def test_the_stage_table_never_shows_minus_zero(hover) -> None:
+    _, predictions = hover
+    p = predictions[0]
+    # The overhead is what the stages leave of the wall-clock: float noise makes it -1e-14.
+    noisy = replace(p, stage_time={**p.stage_time, "overhead": -6.1e-14})
+    text = render(stage_table(noisy), 100)
+    assert "overhead" in text and "-0" not in text
+    assert "│ overhead         │     0.0 s │  0.0% │" in text
+
+
+# -- output paths, checked before the work; files whole, with the umask ------------
+
+
+def test_an_out_that_cannot_be_a_directory_fails_before_the_sweep(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("", encoding="utf-8")
+    assert_user_error(
+        run_pxn("sweep", "hover", "--out", blocker / "out"),
+        f"--out {blocker / 'out'} cannot be created: {blocker} is a file",
+    )
+    assert_user_error(
+        run_pxn("advise", "hover", "--budget", "3000", "--out", blocker),
+        f"--out {blocker} is a file, not a directory",
+    )
+
+
+def test_file_outputs_are_checked_before_the_work(tmp_path: Path) -> None:
+    trace = tmp_path / "run.jsonl"
+    trace.write_text("", encoding="utf-8")
+    assert_user_error(
+        run_pxn("trace", "export", trace, "--chrome", tmp_path),
+        f"--chrome {tmp_path} is a directory, not a file",
+    )
+    assert_user_error(
+        run_pxn("plot", "timeline", trace, "-o", trace / "x.png"),
+        f"output {trace / 'x.png'} cannot be created: {trace} is a file",
+    )
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077])
+def test_written_files_follow_the_umask(tmp_path: Path, mask: int) -> None:
+    previous = os.umask(mask)
+    try:
+        path = write_text_atomically(tmp_path / "x.csv", "a,b\n")
+        opened = tmp_path / "opened.txt"
+        opened.write_text("", encoding="utf-8")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
+    assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE(opened.stat().st_mode)
+    assert path.read_text(encoding="utf-8") == "a,b\n"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_sweep_out_files_share_one_mode(scenario_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = run_pxn("sweep", scenario_file, "--shapes", "single,2x2", "--reps", "3", "--out", out)
+    assert result.returncode == 0, result.stderr
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in out.iterdir()}
+    assert sorted(modes) == ["sweep.csv", "sweep.json", "sweep.png"]
+    assert len(set(modes.values())) == 1, modes
+    rows = list(csv.DictReader((out / "sweep.csv").open(encoding="utf-8")))
+    assert [row["shape"] for row in rows] == ["single", "2x2"]
+
+
+# -- advise: the report text lives in the report -----------------------------------
+
+
+def test_advise_prints_its_recommendation_and_a_table_that_fits(tmp_path: Path) -> None:
+    path = saved(make_scenario(), tmp_path)
+    result = run_pxn("advise", path, "--budget", "400", "--p", "1..2", "--n", "1..2", "--reps", "4")
+    assert result.returncode == 0, result.stderr
+    assert "\nrecommended: " in result.stdout
+    lines = table_lines(result.stdout)
+    assert len(lines) >= 4 + 4  # the box and the four allocations
+    assert max(map(len, lines)) <= 100
