@@ -38,9 +38,7 @@ def describe(x: Assessment) -> str:
     """One allocation in one line."""
     p = x.prediction
     w = p.wall_clock
-    parts = [
-        f"{format_duration(w.mean)} [{format_duration(w.low)}-{format_duration(w.high)}]",
-    ]
+    parts = [f"{format_duration(w.mean)} [{span_text(w.low, w.high)}]"]
     if p.dollars is not None:
         parts.append(f"{money(p.dollars.mean)} [{money(p.dollars.low)}-{money(p.dollars.high)}]")
     parts += [
