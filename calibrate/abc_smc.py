@@ -15,21 +15,24 @@ generations of weighted particles with a shrinking tolerance:
 
 Distances: each fact is a target interval on its own scale (a point is an
 interval of width zero); its error is how far the simulated figure lies
-outside it, divided by the figure's prior-predictive spread (its
-interquartile range over generation 0, as a normal sd), and a setting's
-distance is the root of the summed squared errors.
+outside it, divided by the figure's spread (its interquartile range as a
+normal sd), and a setting's distance is the root of the summed squared
+errors. The spread is the prior predictive's for generation 1 and the
+previous population's after that (an adaptive distance, after Prangle 2017):
+a figure the prior moves by orders of magnitude, like a wall-clock, would
+otherwise count for little once the population has narrowed, and be fitted
+loosely.
 
 Stopping and convergence. After each generation the sampler stops when
-  - the tolerance reached zero (every kept run reproduces every fact),
-  - the tolerance settled (it fell by less than `settle` of itself), or
+  - the tolerance reached zero (every kept run reproduces every fact), or
   - the next generation keeps fewer than `min_acceptance` of its proposals
     (checked after each batch of `particles` proposals; that generation is
     abandoned: further narrowing costs more than it buys),
 and fails when it runs `max_generations` without stopping. It has converged
-when it stopped for one of the three reasons after at least two generations
-past the prior, the last population's effective sample size is at least a
-quarter of its particles, and no parameter's weighted median moved by more
-than half its interquartile range in the last generation.
+when it stopped after at least two generations past the prior, the last
+population's effective sample size is at least a quarter of its particles,
+and no parameter's weighted median moved by more than half its
+interquartile range in the last generation.
 
 Deterministic by seed: generation t's batch j of proposals draws from its own
 stream (seed, t, j), and proposals are kept in the order they were made, so
@@ -39,6 +42,7 @@ processes.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,7 +54,7 @@ from pxn.calibrate.priors import NORMAL_IQR, Priors
 
 # simulate(points (n, d) in working space, seeds) -> (n, m) figures on their scales
 Simulate = Callable[[np.ndarray, list[int]], np.ndarray]
-SPREAD_FLOOR = 1e-3  # a figure the prior barely moves still counts, on a 0.1% scale
+SPREAD_FLOOR = 1e-3  # a figure the population agrees on still counts, on a 0.1% scale
 MOVED = 0.5  # a median that moved more than this share of its IQR is still moving
 
 
@@ -58,7 +62,6 @@ MOVED = 0.5  # a median that moved more than this share of its IQR is still movi
 class Settings:
     particles: int = 400
     min_acceptance: float = 0.05
-    settle: float = 0.05
     max_generations: int = 12
     min_generations: int = 2  # past the prior, before a stop counts as convergence
 
@@ -96,7 +99,6 @@ class Outcome:
     population: Population
     previous: Population | None  # the generation before the last, for the stability check
     history: tuple[Generation, ...]
-    spread: np.ndarray  # (m,) the prior-predictive spread each error is divided by
     converged: bool
     verdict: str  # why it stopped, or why it did not converge
 
@@ -119,8 +121,8 @@ def errors(figures: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray
     return np.where(np.isnan(figures), np.inf, excess)
 
 
-def prior_spread(figures: np.ndarray) -> np.ndarray:
-    """Each figure's spread over the prior predictive: its IQR as a normal sd."""
+def spread(figures: np.ndarray) -> np.ndarray:
+    """Each figure's spread over a population's runs: its IQR as a normal sd."""
     spread = []
     for column in figures.T:
         finite = column[np.isfinite(column)]
@@ -143,18 +145,19 @@ def abc_smc(
     rng = _stream(seed, 0, 0)
     points = priors.sample(rng, n)
     figures = simulate(points, _seeds(rng, n))
-    spread = prior_spread(figures)
-
-    def distance(figs: np.ndarray) -> np.ndarray:
-        return np.sqrt(np.sum((errors(figs, low, high) / spread) ** 2, axis=1))
-
-    population = Population(points, np.full(n, 1 / n), figures, distance(figures))
+    population = Population(points, np.full(n, 1 / n), figures, np.zeros(n))
     history = [Generation(0, math.inf, n, n, float(n))]
     if on_generation:
         on_generation(history[0])
     previous: Population | None = None
     reason = ""
     for t in range(1, settings.max_generations + 1):
+        scale = spread(population.figures)  # generation 0's: the prior predictive's
+
+        def distance(figs: np.ndarray, scale: np.ndarray = scale) -> np.ndarray:
+            return np.sqrt(np.sum((errors(figs, low, high) / scale) ** 2, axis=1))
+
+        population = dataclasses.replace(population, distances=distance(population.figures))
         tolerance = float(weighted_quantiles(population.distances, population.weights, [0.5])[0])
         if not np.isfinite(tolerance):
             tolerance = float(np.min(population.distances))
@@ -175,20 +178,16 @@ def abc_smc(
         if tolerance == 0:
             reason = "the tolerance reached zero: every kept run reproduces every fact"
             break
-        if t >= 2 and tolerance > (1 - settings.settle) * history[-2].tolerance:
-            reason = f"the tolerance settled at {tolerance:.3g}"
-            break
     else:
         return Outcome(
             population,
             previous,
             tuple(history),
-            spread,
             False,
             f"still narrowing after {settings.max_generations} generations",
         )
     converged, verdict = _check(population, previous, len(history) - 1, settings, priors, reason)
-    return Outcome(population, previous, tuple(history), spread, converged, verdict)
+    return Outcome(population, previous, tuple(history), converged, verdict)
 
 
 def _check(
