@@ -39,6 +39,15 @@ def latency_lines(fit: LatencyFit, quantity: str = "latency", unit: str = "s") -
     if fit.param_ci:
         cis = ", ".join(f"{k} in [{lo:.4g}, {hi:.4g}]" for k, (lo, hi) in fit.param_ci.items())
         lines.append(f"  95% bootstrap intervals: {cis}")
+    tail = fit.tail
+    if tail.capped:
+        retries = f", cap_retries={tail.cap_retries}" if tail.cap_retries else ""
+        lines.append(
+            f"  tail: {tail.reason}: fitted with those right-censored -> cap={tail.cap:.4g}"
+            f"{retries}" + (" (a lower bound on the client's retries)" if tail.cap_retries else "")
+        )
+    elif tail.n:
+        lines.append(f"  tail: {tail.reason}")
     if fit.relative_uncertainty > 0.2:
         lines.append(
             f"  uncertain: the mean is known to +-{fit.relative_uncertainty:.0%} only; "
@@ -79,12 +88,7 @@ def calibration_lines(cal: Calibration) -> list[str]:
         f"selection={s.selection}"
     )
     lines.extend(latency_lines(cal.rollout))
-    if len(cal.rollout_by_phase) > 1:
-        phases = ", ".join(
-            f"{p} n={f.n} median {f.median:.3g} s" for p, f in cal.rollout_by_phase.items()
-        )
-        test = "" if math.isnan(cal.phase_pvalue) else f" (Kruskal-Wallis p={cal.phase_pvalue:.2g})"
-        lines.append(f"  by phase: {phases}{test}")
+    lines.extend(phase_lines(cal))
     lines.extend(latency_lines(cal.reflection))
     for t in cal.tokens:
         lo, hi = t.per_token_ci
@@ -94,12 +98,7 @@ def calibration_lines(cal: Calibration) -> list[str]:
             f"Spearman {t.spearman:.2f}"
         )
     lines.extend(token_lines(cal))
-    a = cal.acceptance
-    lines.append(
-        f"acceptance: {a.accepted}/{a.proposals} = {a.rate:.3f} "
-        f"[Wilson 95% {a.wilson[0]:.3f}, {a.wilson[1]:.3f}]; decaying fit a0={a.decay_a0:.3f} "
-        f"tau={a.decay_tau:.4g} proposals; {a.reason}"
-    )
+    lines.extend(acceptance_lines(cal))
     k = cal.skip
     lines.append(
         f"perfect-parent skips: {k.tasks - k.reflected} of {k.tasks} tasks -> "
@@ -134,7 +133,71 @@ def calibration_lines(cal: Calibration) -> list[str]:
             f"call; mean by load {levels}"
         )
     lines.extend(slowdown_lines(cal))
+    lines.extend(bookkeeping_lines(cal))
+    lines.extend(draws_lines(cal))
     lines.extend(f"note: {note}" for note in cal.notes)
+    return lines
+
+
+def phase_lines(cal: Calibration) -> list[str]:
+    """The phases' own latencies: tested, and written when they differ."""
+    if len(cal.rollout_by_phase) < 2:
+        return []
+    phases = ", ".join(
+        f"{p} n={f.n} median {f.median:.3g} s" for p, f in cal.rollout_by_phase.items()
+    )
+    if math.isnan(cal.phase_pvalue):
+        return [f"  by phase: {phases} (too few per phase to test whether they differ)"]
+    test = f"Kruskal-Wallis p={cal.phase_pvalue:.2g}"
+    own = cal.scenario.rollout_phases
+    if not own:
+        return [f"  by phase: {phases} ({test}: one distribution serves every phase)"]
+    lines = [f"  by phase: {phases} ({test}: they differ; [rollout.phases] for {', '.join(own)})"]
+    lines += [f"    {p}: {describe_latency(d)}" for p, d in own.items()]
+    return lines
+
+
+def acceptance_lines(cal: Calibration) -> list[str]:
+    a = cal.acceptance
+    c = a.correlation
+    decay = f"decaying fit a0={a.decay_a0:.3f} tau={a.decay_tau:.4g} proposals"
+    if a.chosen.tau is not None:
+        decay += f", held from {a.decay_until:g} proposals on (decay_until: the most the fit saw)"
+    return [
+        f"acceptance: {a.accepted}/{a.proposals} = {a.rate:.3f} over {a.steps} steps "
+        f"[Wilson 95% {a.wilson[0]:.3f}, {a.wilson[1]:.3f}]; {decay}; {a.reason}",
+        f"  within-step correlation (beta-binomial): rho={c.rho:.3g}; {c.reason}"
+        + (f" -> correlation={c.chosen:.3g}" if c.chosen else ""),
+    ]
+
+
+def bookkeeping_lines(cal: Calibration) -> list[str]:
+    f, d = cal.front, cal.duplicates
+    front = f"front_share: {f.reason}"
+    if f.identified:
+        front = (
+            f"front_share (parents drawn from the front; {f.steps} steps with two parents or "
+            f"more): MLE {f.share:.3g} [95% {f.interval[0]:.3g}, {f.interval[1]:.3g}]; {f.reason}"
+        )
+    if f.chosen < 1:
+        front += f" -> front_share={f.chosen:.3g}"
+    dup = f"duplicate_children: {d.reason}"
+    if d.shown and d.later:
+        dup += f" [Wilson 95% {d.wilson[0]:.3g}, {d.wilson[1]:.3g}]"
+    if d.chosen:
+        dup += f" -> duplicate_children={d.chosen:.3g}"
+    return [front, dup]
+
+
+def draws_lines(cal: Calibration) -> list[str]:
+    """The [uncertainty] draws: how they were made and how far each parameter spreads."""
+    draws = cal.draws
+    if draws is None:
+        return ["parameter uncertainty: none drawn (--draws N writes an [uncertainty] table)"]
+    lines = [f"parameter uncertainty: {len(draws.uncertainty)} draws, {draws.uncertainty.source}"]
+    for path, (low, high) in draws.spread.items():
+        point = draws.point.get(path, math.nan)
+        lines.append(f"  {path}: {point:.4g}, 90% of draws in [{low:.4g}, {high:.4g}]")
     return lines
 
 
@@ -207,27 +270,36 @@ def price_lines(cal: Calibration) -> list[str]:
 
 
 def slowdown_lines(cal: Calibration) -> list[str]:
-    s, fit = cal.scenario, cal.slowdown
+    s = cal.scenario
+    servers = cal.servers
     pool = (
-        f"lm_servers={s.loads.task.servers} ({cal.lm_servers_source})"
-        if s.loads.task.servers is not None
+        f"lm_servers={servers} ({cal.lm_servers_source})"
+        if servers is not None
         else "lm_servers unknown (no limit; pass --lm-servers K for a local pool)"
     )
-    loads = "; ".join(
-        f"{kind}s " + ", ".join(f"{n} at {m}" for m, n in by_load.items())
-        for kind, by_load in fit.loads.items()
-    )
-    lines = [f"LM pool: {pool}; calls by load (LM calls in flight at the start): {loads}"]
-    if fit.identified:
-        low, high = fit.interval
-        lines.append(
-            f"load slowdown: beta={fit.beta:.3g} [95% {low:.3g}, {high:.3g}] from {fit.n} calls "
-            f"(latency x (1 + beta (m - 1)), log least squares); {fit.reason} "
-            f"-> load_slowdown={fit.chosen:.4g}"
+    lines = [f"LM pool: {pool}"]
+    basis = {
+        "own": "its own calls, each phase with its own latency",
+        "phases pooled": "its own calls, phases pooled: every phase ran at one load, so a "
+        "phase's own latency and the load's effect cannot be told apart",
+        "pool": "the calls of both models on the shared pool (its own ran at one load)",
+    }
+    for role, model in cal.slowdowns.items():
+        fit = model.fit
+        loads = "; ".join(
+            f"{group} " + ", ".join(f"{n} at {m}" for m, n in by_load.items())
+            for group, by_load in fit.loads.items()
         )
-    else:
-        lines.append(f"load slowdown: {fit.reason} -> load_slowdown=0")
-    servers = s.loads.task.servers
+        lines.append(f"{role} model: calls by load (calls of the model in flight): {loads}")
+        if fit.identified:
+            low, high = fit.interval
+            lines.append(
+                f"  load slowdown: beta={fit.beta:.3g} [95% {low:.3g}, {high:.3g}] from {fit.n} "
+                f"calls ({basis[model.basis]}; latency x (1 + beta (m - 1)), log least squares); "
+                f"{fit.reason} -> load.{role}.slowdown={s.loads.of(role).slowdown:.4g}"
+            )
+        else:
+            lines.append(f"  load slowdown: {fit.reason} -> load.{role}.slowdown=0")
     if servers is not None:
         lines.append(
             f"  fitted only on calls that started with at most {servers} in flight: a later "

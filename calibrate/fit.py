@@ -8,17 +8,26 @@ family it rejects fits badly indeed. An empirical bootstrap (resampling the
 observed latencies) is the alternative when no family fits or there are too
 few points to fit one. Bootstrap intervals say how uncertain a small sample
 leaves the mean, the median and the chosen family's parameters.
+
+A sample that piles up at a cap (tails.py) is fitted with the piled-up
+latencies right-censored: the likelihood takes the survival function there,
+maximised numerically from the uncensored fit; the KS test then checks the
+latencies below the cap against the fit conditioned on being below it, and
+the chosen distribution carries the cap.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.optimize
 import scipy.stats
 
+from pxn.calibrate.tails import TailFit, censor, detect_cap
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 
@@ -58,7 +67,8 @@ class LatencyFit:
     reason: str  # why the chosen one
     mean_ci: tuple[float, float]  # bootstrap 95% interval of the mean
     median_ci: tuple[float, float]
-    param_ci: dict[str, tuple[float, float]]  # of the chosen family's parameters
+    param_ci: dict[str, tuple[float, float]]  # of the chosen family's parameters (uncensored)
+    tail: TailFit  # whether the sample piles up at a cap
 
     @property
     def n(self) -> int:
@@ -92,11 +102,41 @@ def mle_params(family: str, data: np.ndarray) -> dict[str, float]:
     return params
 
 
-def fit_family(family: str, data: np.ndarray) -> FamilyFit:
-    params = mle_params(family, data)
+def censored_params(
+    family: str, data: np.ndarray, censored: np.ndarray, start: dict[str, float] | None = None
+) -> dict[str, float]:
+    """The family's maximum-likelihood parameters (loc 0) with `censored` right-censored.
+
+    Without censored points this is mle_params. Otherwise L-BFGS-B over the log
+    parameters, from `start` or the fit that ignores the censoring.
+    """
+    if len(censored) == 0:
+        return mle_params(family, data)
+    dist = getattr(scipy.stats, family)
+    start = start or mle_params(family, np.concatenate([data, censored]))
+    names = list(start)
+
+    def negative(theta: np.ndarray) -> float:
+        frozen = dist(**dict(zip(names, np.exp(theta), strict=True)))
+        ll = np.sum(frozen.logpdf(data)) + np.sum(frozen.logsf(censored))
+        return -float(ll) if np.isfinite(ll) else 1e300
+
+    x0 = np.log([start[name] for name in names])
+    result = scipy.optimize.minimize(negative, x0, method="L-BFGS-B")
+    best = result.x if result.fun <= negative(x0) else x0
+    return {name: float(v) for name, v in zip(names, np.exp(best), strict=True)}
+
+
+def fit_family(family: str, data: np.ndarray, censored: np.ndarray | None = None) -> FamilyFit:
+    censored = np.empty(0) if censored is None else censored
+    params = censored_params(family, data, censored)
     frozen = getattr(scipy.stats, family)(**params)
-    log_likelihood = float(np.sum(frozen.logpdf(data)))
-    ks = scipy.stats.kstest(data, frozen.cdf)
+    log_likelihood = float(np.sum(frozen.logpdf(data)) + np.sum(frozen.logsf(censored)))
+    if len(censored):  # the latencies below the cap, against the fit below it
+        below = float(frozen.cdf(censored.min()))
+        ks = scipy.stats.kstest(data, lambda x: np.minimum(frozen.cdf(x) / below, 1.0))
+    else:
+        ks = scipy.stats.kstest(data, frozen.cdf)
     return FamilyFit(
         family=family,
         params=params,
@@ -108,22 +148,38 @@ def fit_family(family: str, data: np.ndarray) -> FamilyFit:
     )
 
 
-def fit_latency(what: str, durations: Sequence[float], choice: str = "auto") -> LatencyFit:
-    """Fit the families to `durations` (seconds) and choose one as `choice` asks."""
+def fit_latency(
+    what: str,
+    durations: Sequence[float],
+    choice: str = "auto",
+    *,
+    timed_out: Sequence[float] = (),
+    retries: tuple[int, ...] = (),
+    tail: TailFit | None = None,
+) -> LatencyFit:
+    """Fit the families to `durations` (seconds) and choose one as `choice` asks.
+
+    `timed_out`: durations of tries cut at a timeout (right-censored); `retries`:
+    per retried call, its retries after timeouts (tails.detect_cap). A `tail`
+    given (a phase's share of a sample already screened) is applied, not tested.
+    """
     if choice not in CHOICES:
         raise PxnError(f"latency choice is one of {', '.join(CHOICES)}: got {choice!r}")
     values = np.asarray(durations, dtype=float)
     data = values[np.isfinite(values) & (values > 0)]
     dropped = len(values) - len(data)
+    cut = np.asarray(timed_out, dtype=float)
     if len(data) == 0:
         raise PxnError(f"{what}: no positive latencies to fit ({len(values)} observed)")
-    fits: list[FamilyFit] = []
-    if len(data) >= MIN_FIT_POINTS and np.ptp(data) > 0:
-        with np.errstate(all="ignore"):
-            fits = [fit_family(family, data) for family in FAMILIES]
-        fits = [f for f in fits if math.isfinite(f.aic)]
-        fits.sort(key=lambda f: f.aic)
-    chosen, reason = _choose(data, fits, choice)
+    fits = _fit_families(data, np.empty(0))
+    if tail is None:
+        tail = detect_cap(data, _frozen(fits[0]) if fits else None, cut, retries)
+    if tail.capped:
+        below, censored = censor(data, cut, tail.low)
+        fits = _fit_families(below, censored) if len(below) >= MIN_FIT_POINTS else []
+    chosen, reason = _choose(np.concatenate([data, cut]), fits, choice)
+    if tail.capped:
+        chosen = dataclasses.replace(chosen, cap=tail.cap, cap_retries=tail.cap_retries)
     rng = np.random.default_rng(SEED)
     resamples = rng.choice(data, size=(BOOTSTRAP, len(data)))
     return LatencyFit(
@@ -135,8 +191,24 @@ def fit_latency(what: str, durations: Sequence[float], choice: str = "auto") -> 
         reason=reason,
         mean_ci=interval(resamples.mean(axis=1)),
         median_ci=interval(np.median(resamples, axis=1)),
-        param_ci=_param_intervals(chosen, resamples),
+        param_ci={} if tail.capped else _param_intervals(chosen, resamples),
+        tail=tail,
     )
+
+
+def _fit_families(data: np.ndarray, censored: np.ndarray) -> list[FamilyFit]:
+    """Every family's fit, best AIC first; none when too few distinct points."""
+    if len(data) < MIN_FIT_POINTS or np.ptp(data) == 0:
+        return []
+    with np.errstate(all="ignore"):
+        fits = [fit_family(family, data, censored) for family in FAMILIES]
+    fits = [f for f in fits if math.isfinite(f.aic)]
+    fits.sort(key=lambda f: f.aic)
+    return fits
+
+
+def _frozen(fit: FamilyFit):
+    return getattr(scipy.stats, fit.family)(**fit.params)
 
 
 def _choose(data: np.ndarray, fits: list[FamilyFit], choice: str) -> tuple[Distribution, str]:

@@ -1,11 +1,12 @@
 """Do calls slow down when more of them share the machine?
 
-The simulator draws every latency independently of how busy the machine is.
-On a hosted API that holds; on a local LM server sharing a CPU it may not:
-more calls in flight, each one slower. Here a call's load is the number of
-LM calls (rollouts and reflections, itself included) in flight when it
-started: known before its own duration, so a straggler finishing alone at
-the end of a stage does not make long calls look unloaded.
+A call may take longer the more calls share its model: a local LM server
+sharing a CPU, a hosted API under concurrency. Here a call's load is the
+number of calls of its own model (rollouts, or reflections; itself included)
+in flight when it started: known before its own duration, so a straggler
+finishing alone at the end of a stage does not make long calls look unloaded.
+gepa's barriers keep rollouts and reflections apart, so one model's calls
+never meet the other's.
 
 Calls that gepa releases together start a few milliseconds apart in a real
 trace (its thread pool dispatches them one by one); read at the exact start,
@@ -64,19 +65,13 @@ def call_loads(calls: list[Rollout | Reflection]) -> np.ndarray:
 
 
 def _loads(trace: Trace) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per kind of call: (load at its start, its latency)."""
-    calls = trace.of(Rollout) + trace.of(Reflection)
-    if not calls:
-        return {}
-    starts = np.array([c.start for c in calls])
-    ends = np.array([c.end for c in calls])
-    load = call_loads(calls)
-    latency = ends - starts
-    is_rollout = np.array([isinstance(c, Rollout) for c in calls])
-    return {
-        "rollout": (load[is_rollout], latency[is_rollout]),
-        "reflection": (load[~is_rollout], latency[~is_rollout]),
-    }
+    """Per kind of call: (calls of its kind in flight at its start, its latency)."""
+    pairs = {}
+    for what, calls in (("rollout", trace.of(Rollout)), ("reflection", trace.of(Reflection))):
+        if calls:
+            latency = np.array([c.duration for c in calls])
+            pairs[what] = (call_loads(calls), latency)
+    return pairs
 
 
 def fit_load_effects(traces: list[Trace]) -> list[LoadEffect]:

@@ -1,15 +1,18 @@
-"""Traces -> a calibrated Scenario, with every fit behind it.
+"""Traces -> a calibrated Scenario, with every fit behind it and its uncertainty.
 
 The run's setup (budget, data sizes, W, minibatch, reflection slots, the
-selection strategy) is read from the traces' run_start; latencies,
-acceptance, gepa's skipping of perfect parents and the engine overhead are
-fitted. The Scenario keeps one rollout distribution for all phases, as the
-simulator does; per-phase fits are reported, with a warning when the phases
-differ. A local LM pool's size (lm_servers) comes from the traces' run_start
-meta or the caller; its load slowdown is fitted (slowdown.py), and the latency
-fits then see each call's latency as if served alone. When the calls report
-token counts, the [tokens] table is fitted (tokens.py); with a model name
-given, the [prices] table is priced from litellm's table (costs.py).
+selection strategy) is read from the traces' run_start; everything else is
+fitted from the traces cut into units (units.py): each model's load slowdown
+(slowdown.py; a local LM pool's size, lm_servers, comes from the traces'
+run_start meta or the caller), the latencies as served alone (served.py), with
+a cap where they pile up at one (tails.py), each rollout phase's own latency
+when the phases differ, acceptance with its decay and within-step correlation
+(acceptance.py), gepa's recurring parents and duplicate children
+(bookkeeping.py), the skipping of perfect parents and the engine overhead.
+When the calls report token counts, the [tokens] table is fitted (tokens.py);
+with a model name given, the [prices] table is priced from litellm's table
+(costs.py). With `draws`, the [uncertainty] table holds parameter draws from a
+bootstrap of the same fits (draws.py).
 """
 
 from __future__ import annotations
@@ -22,12 +25,15 @@ from pathlib import Path
 import numpy as np
 import scipy.stats
 
-from pxn.calibrate.acceptance import AcceptanceFit, fit_acceptance, proposal_outcomes
+from pxn.calibrate.acceptance import AcceptanceFit, fit_acceptance
+from pxn.calibrate.bookkeeping import DuplicateFit, FrontFit, fit_duplicates, fit_front_share
 from pxn.calibrate.costs import RecordedCosts, lookup_prices, recorded_costs
+from pxn.calibrate.draws import DrawsFit, parameter_draws
 from pxn.calibrate.fit import LatencyFit, fit_latency
-from pxn.calibrate.load_effect import LoadEffect, call_loads, fit_load_effects
+from pxn.calibrate.load_effect import LoadEffect, fit_load_effects
 from pxn.calibrate.overhead import ConcurrencyFit, OverheadFit, fit_concurrency, fit_overhead
-from pxn.calibrate.slowdown import SlowdownFit, fit_slowdown
+from pxn.calibrate.served import latency_sample, served_alone
+from pxn.calibrate.slowdown import ModelSlowdown, fit_model_slowdowns
 from pxn.calibrate.tokens import (
     TokenCounts,
     TokenFit,
@@ -35,13 +41,11 @@ from pxn.calibrate.tokens import (
     fit_tokens,
     missing_token_counts,
 )
+from pxn.calibrate.units import Calls, Units, cut_into_units, selection_of, skip_share
 from pxn.errors import PxnError
-from pxn.load import Loads
+from pxn.load import Load, Loads
 from pxn.scenario import Scenario
-from pxn.selection import Selection
-from pxn.shape import Shape
-from pxn.tokens import Tokens
-from pxn.trace import ROLLOUT_PHASES, Iteration, Loaded, Reflection, Rollout, Trace, load_traces
+from pxn.trace import ROLLOUT_PHASES, Loaded, Reflection, Rollout, Trace, load_traces
 
 SETUP_FIELDS = (
     "budget",
@@ -53,6 +57,7 @@ SETUP_FIELDS = (
 )
 PHASE_TEST_MIN = 5  # points a phase needs to enter the test of phases differing
 PHASE_ALPHA = 0.01
+PHASE_OWN_MIN = 30  # points a phase needs for its own latency in the Scenario
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,7 @@ class SkipFit:
 class Calibration:
     loaded: Loaded
     scenario: Scenario
+    units: Units
     rollout: LatencyFit
     rollout_by_phase: dict[str, LatencyFit]
     phase_pvalue: float  # Kruskal-Wallis across phases; nan when fewer than two phases
@@ -81,13 +87,20 @@ class Calibration:
     overhead: OverheadFit
     concurrency: ConcurrencyFit
     load_effects: list[LoadEffect]
-    slowdown: SlowdownFit
+    slowdowns: dict[str, ModelSlowdown]  # per model: "task", "reflection"
     lm_servers_source: str  # where lm_servers came from ("" when unknown)
+    front: FrontFit
+    duplicates: DuplicateFit
+    draws: DrawsFit | None = None  # the [uncertainty] table's bootstrap; None without draws
     notes: list[str] = field(default_factory=list)
 
     @property
     def traces(self) -> list[Trace]:
         return self.loaded.traces
+
+    @property
+    def servers(self) -> int | None:
+        return self.scenario.loads.task.servers
 
 
 def calibrate_traces(
@@ -98,13 +111,17 @@ def calibrate_traces(
     lm_servers: int | None = None,
     task_model: str | None = None,
     reflection_model: str | None = None,
+    draws: int = 0,
 ) -> Calibration:
     """Read the traces and fit everything the Scenario needs.
 
     `lm_servers`: the LM pool's size when the traces do not say (it overrides them).
     `task_model`, `reflection_model`: model names litellm prices, for [prices].
+    `draws`: parameter draws for the [uncertainty] table (0: none).
     """
     prices = lookup_prices(task_model, reflection_model)  # an unknown name fails before the fits
+    if draws < 0:
+        raise PxnError(f"must be >= 0: got {draws}", subject="draws")
     loaded = load_traces(paths)
     traces = loaded.traces
     notes = _setup_notes(traces)
@@ -124,31 +141,28 @@ def calibrate_traces(
             f"{', '.join(missing_tokens)}; calibrate without it, or from traces with token counts",
             subject="task model",
         )
-    slowdown, served_alone = _fit_slowdown(traces, lm_servers, notes)
-    rollout_latencies = served_alone(rollouts)
-    rollout = fit_latency("rollout", [d for _, d in rollout_latencies], latency)
-    by_phase = {
-        phase: fit_latency(f"rollout {phase}", durations, "auto")
-        for phase in ROLLOUT_PHASES
-        if (durations := [d for r, d in rollout_latencies if r.phase == phase])
-    }
-    phase_pvalue = _phase_test(by_phase)
-    if phase_pvalue < PHASE_ALPHA:
-        medians = ", ".join(f"{p} {f.median:.3g} s" for p, f in by_phase.items())
+    units = cut_into_units(traces)
+    slowdowns = _fit_slowdowns(units.calls, lm_servers, notes)
+    betas = {role: fit.chosen for role, fit in slowdowns.items()}
+    served, waited = served_alone(units.calls, betas, lm_servers, None)
+    for kind in waited:
         notes.append(
-            f"rollout latency differs by phase (Kruskal-Wallis p={phase_pvalue:.2g}; medians "
-            f"{medians}); the Scenario uses one distribution pooled over phases"
+            f"every {kind} may have waited for a server: its latency is fitted with the waits "
+            "in (an overestimate)"
         )
-    reflection_latencies = served_alone(reflections)
+    rollout = _fit_kind(served, units, "rollout", latency)
+    by_phase = _fit_phases(served, units, rollout)
+    phase_pvalue = _phase_test(by_phase)
+    rollout_phases = _own_phases(by_phase, phase_pvalue, notes)
     # Without token counts the report says so (calibration_lines); not a warning.
     token_counts = None
     if not missing_tokens:
-        token_counts = fit_token_counts(traces, reflection_latencies)
+        observed = served.of("reflection") & ~served.censored
+        pairs = list(zip(served.event[observed], served.latency[observed].tolist(), strict=True))
+        token_counts = fit_token_counts(traces, pairs)
         _token_notes(token_counts, first_b=traces[0].run_start.minibatch, notes=notes)
-        reflection_latencies = at_measured_minibatch(
-            traces, reflection_latencies, token_counts.chosen
-        )
-    reflection = fit_latency("reflection", [d for _, d in reflection_latencies], latency)
+        served, _ = served_alone(units.calls, betas, lm_servers, token_counts.chosen)
+    reflection = _fit_kind(served, units, "reflection", latency)
     tokens = [
         fit
         for what, events in (("rollout", rollouts), ("reflection", reflections))
@@ -161,8 +175,12 @@ def calibrate_traces(
             "which model to price with: no [prices] table (give --task-model, and "
             "--reflection-model when it differs, to write one)"
         )
-    acceptance = fit_acceptance([proposal_outcomes(t) for t in traces])
-    skip = _fit_skip(traces)
+    acceptance = fit_acceptance(units.steps)
+    skip = SkipFit(
+        int(units.tasks.sum()),
+        int(units.reflected.sum()),
+        skip_share(units.tasks.sum(), units.reflected.sum()),
+    )
     overhead = fit_overhead(traces)
     concurrency = fit_concurrency(traces)
     load_effects = fit_load_effects(traces)
@@ -170,14 +188,16 @@ def calibrate_traces(
         if effect.significant:
             notes.append(
                 f"{effect.what}s slow down under load (Spearman {effect.spearman:.2f} between "
-                f"latency and LM calls in flight, +{effect.slope:.3g} s per extra call)"
-                + (
-                    "; on a local pool give --lm-servers K: the simulator then queues calls "
-                    "beyond K and the slowdown is fitted apart from the queueing"
-                    if lm_servers is None
-                    else "; see the load slowdown fitted below"
-                )
+                f"latency and calls in flight, +{effect.slope:.3g} s per extra call); "
+                "see the load slowdown fitted below"
             )
+    front = fit_front_share(units.parents)
+    duplicates = fit_duplicates(
+        int(units.later.sum()),
+        int(units.dropped.sum()),
+        units.duplicates_shown,
+        units.duplicates_why_not,
+    )
     for trace in traces:
         end = trace.run_end
         if end is None or end.status != "completed":
@@ -195,12 +215,15 @@ def calibrate_traces(
         workers=first.workers,
         reflection_concurrency=first.reflection_concurrency,
         rollout=rollout.chosen,
+        rollout_phases=rollout_phases,
         reflection=reflection.chosen,
         acceptance=acceptance.chosen,
         stage_overhead=overhead.per_stage,
         skip_perfect=skip.probability,
-        selection=Selection.parse(_selection(traces[0])),
-        loads=Loads.shared_pool(lm_servers, slowdown.chosen),
+        selection=selection_of(traces[0]),
+        front_share=front.chosen,
+        duplicate_children=duplicates.chosen,
+        loads=Loads(*(Load(lm_servers, betas.get(role, 0.0)) for role in ("task", "reflection"))),
         tokens=None if token_counts is None else token_counts.chosen,
         prices=prices,
     )
@@ -208,9 +231,10 @@ def calibrate_traces(
         scenario.validate()
     except PxnError as exc:
         raise PxnError(f"the traces give an invalid scenario: {exc}") from None
-    return Calibration(
+    calibration = Calibration(
         loaded=loaded,
         scenario=scenario,
+        units=units,
         rollout=rollout,
         rollout_by_phase=by_phase,
         phase_pvalue=phase_pvalue,
@@ -224,26 +248,75 @@ def calibrate_traces(
         overhead=overhead,
         concurrency=concurrency,
         load_effects=load_effects,
-        slowdown=slowdown,
+        slowdowns=slowdowns,
         lm_servers_source=lm_source,
+        front=front,
+        duplicates=duplicates,
         notes=notes,
+    )
+    if draws:
+        calibration.draws = parameter_draws(calibration, draws)
+        calibration.scenario = scenario.replace(uncertainty=calibration.draws.uncertainty)
+        calibration.scenario.validate_draws()
+    return calibration
+
+
+def _fit_kind(served: Calls, units: Units, kind: str, choice: str) -> LatencyFit:
+    observed, timed_out = latency_sample(served, kind)
+    return fit_latency(
+        kind, observed, choice, timed_out=timed_out, retries=units.retries.get(kind, ())
     )
 
 
-def at_measured_minibatch(
-    traces: list[Trace], latencies: list[tuple[Reflection, float]], tokens: Tokens
-) -> list[tuple[Reflection, float]]:
-    """Each reflection's latency as if read at the measured b (runs at other b shifted).
+def _fit_phases(served: Calls, units: Units, pooled: LatencyFit) -> dict[str, LatencyFit]:
+    """Each phase's latency: the pooled fit's family where a phase has data enough for it."""
+    family = pooled.chosen.dist
+    fits = {}
+    for phase in ROLLOUT_PHASES:
+        observed, timed_out = latency_sample(served, "rollout", phase)
+        if len(observed) == 0:
+            continue
+        what = f"rollout {phase}"
+        try:
+            if len(observed) < PHASE_OWN_MIN:
+                raise PxnError("too few for the pooled family")
+            fits[phase] = fit_latency(what, observed, family, timed_out=timed_out, tail=pooled.tail)
+        except PxnError:  # the phase's own choice, for the report
+            fits[phase] = fit_latency(what, observed, "auto", timed_out=timed_out, tail=pooled.tail)
+    return fits
 
-    A reflection at a larger b reads more records and takes longer; pooling
-    them unshifted would fit a distribution of no single b. The shift is the
-    one the simulator applies the other way (Tokens.reflection_latency_shift).
-    """
-    b_of = {id(r): t.run_start.minibatch for t in traces for r in t.of(Reflection)}
-    return [
-        (r, max(0.0, seconds - tokens.reflection_latency_shift(b_of[id(r)])))
-        for r, seconds in latencies
-    ]
+
+def _own_phases(
+    by_phase: dict[str, LatencyFit], pvalue: float, notes: list[str]
+) -> dict[str, object]:
+    """The phases that get their own latency: when phases differ, those with data enough."""
+    if not pvalue < PHASE_ALPHA:
+        return {}
+    own = {p: f.chosen for p, f in by_phase.items() if f.n >= PHASE_OWN_MIN}
+    medians = ", ".join(f"{p} {f.median:.3g} s" for p, f in by_phase.items())
+    kept = ", ".join(own) if own else "none"
+    notes.append(
+        f"rollout latency differs by phase (Kruskal-Wallis p={pvalue:.2g}; medians {medians}): "
+        f"phases with their own latency in [rollout.phases]: {kept} (at least "
+        f"{PHASE_OWN_MIN} rollouts each); [rollout] stays the fit pooled over phases"
+    )
+    return own
+
+
+def _fit_slowdowns(calls: Calls, servers: int | None, notes: list[str]):
+    """Each model's slowdown from its calls that ran to the end (not timed out)."""
+    done = ~calls.censored
+    fits = fit_model_slowdowns(
+        calls.kind[done], calls.phase[done], calls.load[done], calls.latency[done], servers
+    )
+    queued = 0 if servers is None else int(np.sum(calls.load[done] > servers))
+    if queued:
+        notes.append(
+            f"{queued} call(s) started with more than lm_servers={servers} calls of their model "
+            "in flight: they may have waited for a server, so their latencies are left out of "
+            "the latency and slowdown fits (the simulator adds the queueing itself)"
+        )
+    return fits
 
 
 def _token_notes(fit: TokenCounts, first_b: int, notes: list[str]) -> None:
@@ -293,47 +366,6 @@ def _lm_servers(traces: list[Trace], given: int | None, notes: list[str]) -> tup
     return declared[0], "from the traces' run_start"
 
 
-def _fit_slowdown(traces: list[Trace], lm_servers: int | None, notes: list[str]):
-    """Fit beta; and a function giving the calls' latencies as if each were served alone.
-
-    That function leaves out calls that may have waited for a server (unless a
-    kind would be left with none) and divides the others by the chosen slowdown
-    at their load: the latency the Scenario draws before the simulator stretches it.
-    """
-    load_of: dict[int, int] = {}
-    for trace in traces:
-        calls = trace.of(Rollout) + trace.of(Reflection)
-        load_of |= dict(zip(map(id, calls), call_loads(calls).tolist(), strict=True))
-    calls = [c for t in traces for c in t.of(Rollout) + t.of(Reflection)]
-    fit = fit_slowdown(
-        np.array(["rollout" if isinstance(c, Rollout) else "reflection" for c in calls]),
-        np.array([load_of[id(c)] for c in calls]),
-        np.array([c.duration for c in calls]),
-        lm_servers,
-    )
-    if fit.set_aside:
-        notes.append(
-            f"{fit.set_aside} call(s) started with more than lm_servers={lm_servers} LM calls in "
-            "flight: they may have waited for a server, so their latencies are left out of the "
-            "latency and slowdown fits (the simulator adds the queueing itself)"
-        )
-
-    def served_alone(events: list) -> list[tuple]:
-        kept = [e for e in events if lm_servers is None or load_of[id(e)] <= lm_servers]
-        if not kept and events:  # every call of this kind may have queued
-            kept = events
-            notes.append(
-                f"every {type(events[0]).__name__.lower()} may have waited for a server: its "
-                "latency is fitted with the waits in (an overestimate)"
-            )
-        if fit.chosen == 0:
-            return [(e, e.duration) for e in kept]
-        factors = fit.factor(np.array([load_of[id(e)] for e in kept])).tolist()
-        return [(e, e.duration / f) for e, f in zip(kept, factors, strict=True)]
-
-    return fit, served_alone
-
-
 def _setup_notes(traces: list[Trace]) -> list[str]:
     """Say so when the traces were not all run with the same setup."""
     notes = []
@@ -356,21 +388,3 @@ def _phase_test(by_phase: dict[str, LatencyFit]) -> float:
         return float(scipy.stats.kruskal(*groups).pvalue)
     except ValueError:  # every value identical
         return math.nan
-
-
-def _fit_skip(traces: list[Trace]) -> SkipFit:
-    """Tasks of completed iterations that never reached a reflection were skipped."""
-    tasks = reflected = 0
-    for trace in traces:
-        k = Shape.parse(trace.run_start.shape).k
-        done = {i.iteration for i in trace.of(Iteration)}
-        tasks += k * len(done)
-        reflected += sum(1 for r in trace.live(Reflection) if r.iteration in done)
-    probability = 0.0 if tasks == 0 else max(0.0, 1 - reflected / tasks)
-    return SkipFit(tasks, reflected, min(probability, 0.95))
-
-
-def _selection(trace: Trace) -> str:
-    meta = trace.run_start.meta
-    selection = meta.get("selection") or meta.get("scenario", {}).get("selection") or "all"
-    return str(selection)

@@ -2,11 +2,19 @@
 
 The simulator stretches a call that starts while m LM calls are served
 (itself included) to 1 + beta (m - 1) times its drawn latency. In logs that
-is a shift: log latency = c(kind) + log(1 + beta (m - 1)) + noise, with one
-c for rollouts and one for reflections (they differ in length, not in the
-servers and the CPU they share, so one beta serves both). beta is fitted by
-least squares on the log latencies, profiled over c: a ratio of geometric
-means, robust to the heavy tails of latencies, and free of their family.
+is a shift: log latency = c(group) + log(1 + beta (m - 1)) + noise, with one
+c per group of calls that differ in length (a rollout phase; reflections).
+beta is fitted by least squares on the log latencies, profiled over c: a
+ratio of geometric means, robust to the heavy tails of latencies, and free of
+their family.
+
+Each model has its own beta (Scenario.loads), fitted from its own calls, each
+rollout phase with its own c: then beta is what load adds within a phase, not
+a difference between phases that happen to run at different loads. Where that
+leaves beta unidentified (every phase at one load), the phases are pooled and
+the report says the two are confounded there. A model whose calls all ran at
+one load borrows the fit of both models together when they share a known local
+pool (the same servers and CPU), and keeps 0 otherwise.
 
 Constant latency (beta = 0) is kept unless a likelihood-ratio test supports
 the slowdown, as acceptance keeps a constant rate unless decay is supported.
@@ -16,7 +24,7 @@ A call's m is its load from load_effect.call_loads. With lm_servers = K,
 a call that started with more than K in flight may have waited for a server,
 and its latency holds that wait (the simulator adds the queueing itself): such
 calls are set aside, from this fit and from the latency fits. beta is
-identified only where one kind of call ran at two loads or more; a single run
+identified only where one group of calls ran at two loads or more; a single run
 whose every stage fills the pool has one load per kind, and says so.
 """
 
@@ -38,8 +46,8 @@ CONFIDENCE = 0.95
 class SlowdownFit:
     n: int  # calls used (positive latency, not set aside)
     set_aside: int  # calls that started with more than lm_servers in flight
-    loads: dict[str, dict[int, int]]  # kind -> load -> calls
-    identified: bool  # some kind ran at two loads or more
+    loads: dict[str, dict[int, int]]  # group -> load -> calls
+    identified: bool  # some group ran at two loads or more
     beta: float  # least-squares estimate (nan when not identified)
     interval: tuple[float, float]  # profile-likelihood 95% interval
     lr_statistic: float
@@ -52,45 +60,28 @@ class SlowdownFit:
         return 1 + self.chosen * (np.asarray(load, dtype=float) - 1)
 
 
-def _rss(beta: float, log_latency: np.ndarray, load: np.ndarray, kinds: np.ndarray) -> float:
-    """Residual sum of squares of the log model with each kind's c at its best."""
+def _rss(beta: float, log_latency: np.ndarray, load: np.ndarray, groups: np.ndarray) -> float:
+    """Residual sum of squares of the log model with each group's c at its best."""
     shifted = log_latency - np.log1p(beta * (load - 1))
-    total = 0.0
-    for kind in np.unique(kinds):
-        part = shifted[kinds == kind]
-        total += float(np.sum((part - part.mean()) ** 2))
-    return total
+    means = np.bincount(groups, shifted) / np.bincount(groups)
+    return float(np.sum((shifted - means[groups]) ** 2))
 
 
-def fit_slowdown(
-    kinds: np.ndarray, loads: np.ndarray, latencies: np.ndarray, lm_servers: int | None
-) -> SlowdownFit:
-    """Fit beta to calls of each kind ("rollout", "reflection") at their loads."""
-    kinds, loads = np.asarray(kinds), np.asarray(loads, dtype=float)
+def _usable(groups, loads, latencies, servers: int | None):
+    """The calls the fit uses (not queued, positive latency): group codes, loads, log latencies."""
+    groups, loads = np.asarray(groups), np.asarray(loads, dtype=float)
     latencies = np.asarray(latencies, dtype=float)
-    queued = loads > lm_servers if lm_servers is not None else np.zeros(len(loads), bool)
+    queued = loads > servers if servers is not None else np.zeros(len(loads), bool)
     use = ~queued & np.isfinite(latencies) & (latencies > 0)
-    kinds, loads, log_latency = kinds[use], loads[use], np.log(latencies[use])
-    counts = {
-        str(kind): {
-            int(m): int(np.sum((kinds == kind) & (loads == m)))
-            for m in np.unique(loads[kinds == kind])
-        }
-        for kind in np.unique(kinds)
-    }
-    identified = any(len(by_load) > 1 for by_load in counts.values())
-    n, set_aside = int(use.sum()), int(queued.sum())
-    if not identified:
-        levels = "; ".join(
-            f"{kind}s at load {', '.join(map(str, m))}" for kind, m in counts.items()
-        )
-        return SlowdownFit(
-            n, set_aside, counts, False, math.nan, (math.nan, math.nan), 0.0, 1.0, 0.0,
-            f"not identifiable: each kind of call ran at one load only ({levels}); kept 0",
-        )  # fmt: skip
+    names, codes = np.unique(groups[use], return_inverse=True)
+    return names, codes, loads[use], np.log(latencies[use]), int(queued.sum())
+
+
+def _least_squares(codes: np.ndarray, loads: np.ndarray, log_latency: np.ndarray):
+    """beta's least-squares estimate, the residual sum of squares there, and the rss function."""
 
     def rss(beta: float) -> float:
-        return _rss(beta, log_latency, loads, kinds)
+        return _rss(beta, log_latency, loads, codes)
 
     # beta may come out negative (calls faster under load: noise, or a warm cache);
     # the factor must stay positive at the highest load.
@@ -100,6 +91,33 @@ def fit_slowdown(
     rss0 = rss(0.0)
     if rss0 < rss_min:  # the optimiser's tolerance: zero is the best it can do
         beta, rss_min = 0.0, rss0
+    return beta, rss_min, rss, low
+
+
+def refit_beta(groups, loads, latencies, servers: int | None) -> float:
+    """beta re-estimated (the parameter bootstrap), at least 0; 0 when not identified."""
+    _, codes, loads, log_latency, _ = _usable(groups, loads, latencies, servers)
+    if len(loads) == 0 or np.ptp(loads) == 0:
+        return 0.0
+    return max(0.0, _least_squares(codes, loads, log_latency)[0])
+
+
+def fit_slowdown(groups, loads, latencies, servers: int | None) -> SlowdownFit:
+    """Fit one beta to calls in groups (phases, kinds), each group with its own c."""
+    names, codes, loads, log_latency, set_aside = _usable(groups, loads, latencies, servers)
+    counts = {}
+    for g, name in enumerate(names):
+        levels, calls = np.unique(loads[codes == g], return_counts=True)
+        counts[str(name)] = dict(zip(levels.astype(int).tolist(), calls.tolist(), strict=True))
+    identified = any(len(by_load) > 1 for by_load in counts.values())
+    n = len(loads)
+    if not identified:
+        levels = "; ".join(f"{name} at load {', '.join(map(str, m))}" for name, m in counts.items())
+        return SlowdownFit(
+            n, set_aside, counts, False, math.nan, (math.nan, math.nan), 0.0, 1.0, 0.0,
+            f"not identifiable: each group of calls ran at one load only ({levels}); kept 0",
+        )  # fmt: skip
+    beta, rss_min, rss, low = _least_squares(codes, loads, log_latency)
 
     # Gaussian likelihood with unknown variance: 2 (ll1 - ll0) = n log(rss0 / rss1).
     def statistic(b: float) -> float:
@@ -121,3 +139,53 @@ def fit_slowdown(
         chosen = 0.0
         reason = f"kept 0: slowdown not supported (LR={lr:.2f}, p={pvalue:.2g})"
     return SlowdownFit(n, set_aside, counts, True, beta, interval, lr, pvalue, chosen, reason)
+
+
+ROLE_KIND = {"task": "rollout", "reflection": "reflection"}
+
+
+@dataclass(frozen=True)
+class ModelSlowdown:
+    """One model's slowdown: the fit its value comes from, and which calls that fit read."""
+
+    role: str  # "task" (rollouts) or "reflection"
+    fit: SlowdownFit
+    basis: str  # "own" (phases apart), "phases pooled", "pool" (both models), "" (none)
+
+    @property
+    def chosen(self) -> float:
+        return self.fit.chosen
+
+    def groups(self, kind: np.ndarray, phase: np.ndarray) -> np.ndarray:
+        """The groups this fit gave their own c, for the same calls refitted."""
+        return phase if self.basis == "own" else kind
+
+    def calls(self, kind: np.ndarray) -> np.ndarray:
+        """Which calls this fit reads."""
+        return np.ones(len(kind), bool) if self.basis == "pool" else kind == ROLE_KIND[self.role]
+
+
+def fit_model_slowdowns(
+    kind: np.ndarray, phase: np.ndarray, loads: np.ndarray, latencies: np.ndarray,
+    servers: int | None,
+) -> dict[str, ModelSlowdown]:  # fmt: skip
+    """Each model's slowdown from its own calls, else the fallbacks the module describes."""
+    fits = {}
+    for role, own_kind in ROLE_KIND.items():
+        mine = kind == own_kind
+        if not mine.any():
+            continue
+        candidates = [("own", mine, phase)]
+        if own_kind == "rollout":
+            candidates.append(("phases pooled", mine, kind))
+        if servers is not None:
+            candidates.append(("pool", np.ones(len(kind), bool), kind))
+        chosen = None
+        for basis, rows, groups in candidates:
+            fit = fit_slowdown(groups[rows], loads[rows], latencies[rows], servers)
+            if fit.identified:
+                chosen = ModelSlowdown(role, fit, basis)
+                break
+            chosen = chosen or ModelSlowdown(role, fit, "")
+        fits[role] = chosen
+    return fits

@@ -20,6 +20,7 @@ import numpy as np
 import scipy.stats
 
 from pxn.calibrate.fit import BOOTSTRAP, SEED, LatencyFit, fit_latency, interval
+from pxn.calibrate.tails import no_tail
 from pxn.distribution import Distribution
 from pxn.tokens import Tokens
 from pxn.trace import Event, Reflection, Rollout, Trace
@@ -99,6 +100,7 @@ def fit_counts(what: str, counts: Sequence[float]) -> LatencyFit:
         mean_ci=interval(resamples.mean(axis=1)),
         median_ci=interval(np.median(resamples, axis=1)),
         param_ci={},
+        tail=no_tail(len(data), "not tested: the counts are resampled as observed"),
     )
 
 

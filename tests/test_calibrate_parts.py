@@ -9,10 +9,11 @@ import pytest
 import scipy.stats
 from calibrate_helpers import TRUE, write_traces
 
-from pxn.calibrate.acceptance import fit_acceptance, proposal_outcomes
+from pxn.calibrate.acceptance import DECAY_BOOTSTRAP, Steps, fit_acceptance
 from pxn.calibrate.load_effect import fit_load_effects
 from pxn.calibrate.overhead import fit_concurrency, fit_overhead, in_flight
 from pxn.calibrate.tokens import fit_tokens
+from pxn.calibrate.units import cut_into_units
 from pxn.errors import PxnError
 from pxn.shape import Shape
 from pxn.trace import Decision, Reflection, Resume, Rollout, RunStart, Trace, read_one
@@ -22,9 +23,15 @@ def bernoulli(p: np.ndarray, seed: int) -> np.ndarray:
     return (np.random.default_rng(seed).random(len(p)) < p).astype(float)
 
 
+def one_by_one(*runs: np.ndarray) -> Steps:
+    """Runs of single-proposal steps (shape 1x1): step i was made after i proposals."""
+    made = np.concatenate([np.arange(len(r)) for r in runs])
+    return Steps.of(made, np.ones(len(made)), np.concatenate(runs))
+
+
 def test_constant_acceptance_is_kept_with_its_wilson_interval() -> None:
     outcomes = bernoulli(np.full(400, 0.2), seed=1)
-    fit = fit_acceptance([outcomes])
+    fit = fit_acceptance(one_by_one(outcomes))
     assert fit.chosen.tau is None
     assert fit.chosen.a0 == pytest.approx(outcomes.mean())
     expected = scipy.stats.binomtest(int(outcomes.sum()), 400).proportion_ci(method="wilson")
@@ -36,8 +43,10 @@ def test_constant_acceptance_is_kept_with_its_wilson_interval() -> None:
 def test_decay_is_found_and_fitted() -> None:
     i = np.arange(800)
     outcomes = bernoulli(0.6 * np.exp(-i / 200), seed=2)
-    fit = fit_acceptance([outcomes])
-    assert fit.chosen.tau is not None and fit.lr_pvalue < 1e-6
+    fit = fit_acceptance(one_by_one(outcomes))
+    # No simulated constant data set reaches the statistic: the bootstrap's smallest p.
+    assert fit.chosen.tau is not None and fit.lr_pvalue == 1 / (DECAY_BOOTSTRAP + 1)
+    assert fit.chosen.decay_until == 799  # the last step was made after 799 proposals
     assert fit.chosen.a0 == pytest.approx(0.6, abs=0.1)
     assert 130 < fit.chosen.tau < 300
 
@@ -46,16 +55,16 @@ def test_proposal_index_restarts_with_each_run() -> None:
     """Two decaying runs: the decay is over each run's own proposals, not their concatenation."""
     i = np.arange(300)
     runs = [bernoulli(0.6 * np.exp(-i / 80), seed=s) for s in (3, 4)]
-    fit = fit_acceptance(runs)
+    fit = fit_acceptance(one_by_one(*runs))
     assert fit.chosen.tau is not None
     assert 50 < fit.chosen.tau < 130  # one long run of 600 would give a very different tau
 
 
 def test_all_or_nothing_and_no_proposals() -> None:
-    assert fit_acceptance([np.ones(10)]).chosen.a0 == 1.0
-    assert fit_acceptance([np.zeros(10)]).chosen.a0 == 0.0
+    assert fit_acceptance(one_by_one(np.ones(10))).chosen.a0 == 1.0
+    assert fit_acceptance(one_by_one(np.zeros(10))).chosen.a0 == 0.0
     with pytest.raises(PxnError, match="no judged proposals"):
-        fit_acceptance([np.empty(0)])
+        fit_acceptance(one_by_one(np.empty(0)))
 
 
 def test_latency_against_tokens_out() -> None:
@@ -138,4 +147,6 @@ def test_decisions_a_resume_threw_away_are_not_counted() -> None:
         decision(4, False),
     ]
     trace = Trace(Path("resumed.jsonl"), events)
-    assert proposal_outcomes(trace).tolist() == [1.0, 0.0, 0.0, 0.0]
+    steps = cut_into_units([trace]).steps
+    assert steps.passed.tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert steps.made.tolist() == [0.0, 1.0, 2.0, 3.0]

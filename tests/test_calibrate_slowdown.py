@@ -40,13 +40,18 @@ def calibration(runs: list[Path]) -> Calibration:
 
 
 def test_the_slowdown_and_the_pool_are_recovered(calibration: Calibration) -> None:
-    fit = calibration.slowdown
-    assert calibration.scenario.loads.task.servers == 2  # from the simulated run_start's meta
+    task, reflection = calibration.slowdowns["task"], calibration.slowdowns["reflection"]
+    loads = calibration.scenario.loads
+    assert loads.task.servers == loads.reflection.servers == 2  # from the run_start's meta
     assert calibration.lm_servers_source == "from the traces' run_start"
-    assert fit.loads["reflection"].keys() == {1, 2} and fit.loads["rollout"].keys() == {2}
-    assert fit.pvalue < 1e-6
-    assert abs(calibration.scenario.loads.task.slowdown - 0.5) < 0.15
-    assert fit.interval[0] < 0.5 < fit.interval[1]
+    # Reflections ran alone and two at a time: their own calls tell their slowdown.
+    assert reflection.basis == "own" and reflection.fit.loads["reflection"].keys() == {1, 2}
+    assert reflection.fit.pvalue < 1e-6
+    assert abs(loads.reflection.slowdown - 0.5) < 0.15
+    assert reflection.fit.interval[0] < 0.5 < reflection.fit.interval[1]
+    # Rollouts always ran two at a time: the task model borrows the shared pool's fit.
+    assert task.basis == "pool" and task.fit.loads["rollout"].keys() == {2}
+    assert abs(loads.task.slowdown - 0.5) < 0.15
     # The latency fits see each call as served alone: the truth's distributions.
     assert relative(calibration.scenario.rollout.mean(), POOL.rollout.mean()) < 0.03
     assert relative(calibration.scenario.reflection.mean(), POOL.reflection.mean()) < 0.08
@@ -63,9 +68,10 @@ def test_the_recovered_pool_predicts_the_same_wall_clock(calibration: Calibratio
 def test_single_runs_on_a_full_pool_cannot_tell_the_slowdown(tmp_path: Path) -> None:
     """Every rollout served two at a time, every reflection alone: beta is kept 0, and said so."""
     cal = calibrate_traces(write_traces(tmp_path, POOL, Shape(1, 1), range(1)))
-    assert not cal.slowdown.identified
-    assert cal.scenario.loads.task.slowdown == 0.0
-    assert "not identifiable" in cal.slowdown.reason
+    for role in ("task", "reflection"):
+        assert not cal.slowdowns[role].fit.identified
+        assert cal.scenario.loads.of(role).slowdown == 0.0
+        assert "not identifiable" in cal.slowdowns[role].fit.reason
 
 
 def test_single_runs_at_one_and_two_workers_do_tell_it(tmp_path: Path) -> None:
@@ -73,7 +79,9 @@ def test_single_runs_at_one_and_two_workers_do_tell_it(tmp_path: Path) -> None:
     runs = write_traces(tmp_path / "w2", POOL.replace(workers=2), Shape(1, 1), range(1))
     runs += write_traces(tmp_path / "w1", POOL.replace(workers=1), Shape(1, 1), range(1, 2))
     cal = calibrate_traces(runs)
-    assert cal.slowdown.loads["rollout"].keys() == {1, 2}
+    task = cal.slowdowns["task"]
+    assert task.basis == "own"  # within each phase, rollouts ran alone and two at a time
+    assert all(by_load.keys() == {1, 2} for by_load in task.fit.loads.values())
     assert abs(cal.scenario.loads.task.slowdown - 0.5) < 0.1
     assert cal.scenario.workers == 2  # the first trace's setup, with a note on the other
     assert any("traces differ in workers" in note for note in cal.notes)
@@ -95,7 +103,7 @@ def test_calls_beyond_the_servers_are_set_aside() -> None:
     loads = np.repeat([1, 2, 3, 4], 150)
     latencies = rng.lognormal(0.0, 0.3, size=600) * (1 + 0.8 * (np.minimum(loads, 2) - 1))
     latencies[loads > 2] *= 2.5  # the wait for a server
-    fit = fit_slowdown(np.array(["rollout"] * 600), loads, latencies, lm_servers=2)
+    fit = fit_slowdown(np.array(["rollout"] * 600), loads, latencies, servers=2)
     assert fit.set_aside == 300 and fit.n == 300
     assert fit.chosen == pytest.approx(0.8, abs=0.15)
 
@@ -124,7 +132,7 @@ def test_the_flag_sets_the_pool_and_the_report_names_it(runs: list[Path], tmp_pa
     assert "the traces declare lm_servers [2]; 3 as given overrides it" in result.stdout
     text = out.read_text()
     assert tomllib.loads(text)["load"]["task"]["servers"] == 3
-    assert "# load slowdown: beta=" in text
+    assert "#   load slowdown: beta=" in text
     bad = pxn("calibrate", *runs, "--lm-servers", "0", "-o", out)
     assert bad.returncode == 2 and "--lm-servers must be >= 1" in bad.stderr
 

@@ -75,6 +75,14 @@ def calibrate(
             "--reflection-model", help="The reflection model's name, when not the task model."
         ),
     ] = None,
+    draws: Annotated[
+        int,
+        typer.Option(
+            "--draws",
+            help="Parameter draws to write as the scenario's uncertainty (a bootstrap of the "
+            "fits over runs and their iterations); 0 writes none.",
+        ),
+    ] = 100,
 ) -> None:
     """Fit latencies, acceptance, overhead and tokens from traces (or infer them from run
     summaries); write a Scenario TOML."""
@@ -98,6 +106,7 @@ def calibrate(
         lm_servers=lm_servers,
         task_model=task_model,
         reflection_model=reflection_model,
+        draws=draws,
     )
     for line in calibration_lines(calibration):
         say(line)

@@ -1,0 +1,162 @@
+"""gepa's bookkeeping: how often parents recur, and children that repeat a sibling.
+
+front_share. gepa draws each step's P parents from its Pareto front, which
+collapses tied and dominated programs; the Scenario models that as P uniform
+draws (with replacement) from a front of F = max(1, ceil(front_share x
+candidates)) candidates. The evidence is how often a step's parents coincide:
+d distinct among g draws has likelihood F (F - 1) ... (F - d + 1) / F^g (which
+candidates form the front does not matter). It is maximised over a grid of
+shares; the likelihood is a step function of the share, so the estimate is
+the middle of the grid's plateau of maxima. Only steps with two or more
+parents observed say anything (a single run draws one parent a step). The
+default share 1 is kept unless a likelihood-ratio test rejects it; 1 is the
+edge of the range, so the statistic is referred to the 50:50 chi-bar-square.
+A parent is observed through a reflection of its group; a group whose every
+task gepa skipped is not.
+
+duplicate_children. gepa validates a selected child once when its text repeats
+an earlier selected sibling's. The trace does not hold the texts, but a
+runner's decisions hold the minibatch scores: with selection 'all' a child
+that beat its parent (score after > before, gepa's default strict
+criterion) and still was not accepted was dropped as a duplicate. The share
+is those drops over the selected children after the first of their step (a
+binomial MLE). Traces without scores (a simulation's) cannot show it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.special
+import scipy.stats
+
+from pxn.trace import Decision
+
+ALPHA = 0.05
+SHARE_GRID = np.linspace(0.005, 1.0, 200)
+
+
+def dropped_duplicate(decision: Decision) -> bool:
+    """A child that beat its parent on the minibatch, yet was not accepted."""
+    before, after = decision.score_before, decision.score_after
+    return not decision.accepted and before is not None and after is not None and after > before
+
+
+@dataclass(frozen=True)
+class Parents:
+    """Per step: the pool's size at its start, parents observed, and how many distinct."""
+
+    candidates: np.ndarray
+    drawn: np.ndarray
+    distinct: np.ndarray
+
+    def take(self, rows: np.ndarray) -> Parents:
+        return Parents(self.candidates[rows], self.drawn[rows], self.distinct[rows])
+
+
+@dataclass(frozen=True)
+class FrontFit:
+    steps: int  # steps with two or more parents observed
+    identified: bool
+    share: float  # MLE (1 when not identified)
+    interval: tuple[float, float]  # profile-likelihood 95%
+    lr_statistic: float
+    pvalue: float
+    chosen: float
+    reason: str
+
+
+def front_log_likelihood(parents: Parents, shares: np.ndarray) -> np.ndarray:
+    """Log-likelihood of the parents' coincidences at each share (shares x steps, summed)."""
+    front = np.maximum(1, np.ceil(np.outer(shares, parents.candidates) - 1e-9))
+    d, g = parents.distinct, parents.drawn
+    # log of F (F - 1) ... (F - d + 1) = log Gamma(F + 1) - log Gamma(F - d + 1)
+    possible = front >= d
+    falling = scipy.special.gammaln(front + 1) - scipy.special.gammaln(
+        np.where(possible, front - d + 1, 1)
+    )
+    ll = np.where(possible, falling - g * np.log(front), -np.inf)
+    return ll.sum(axis=1)
+
+
+def share_mle(parents: Parents) -> tuple[float, np.ndarray]:
+    """The middle of the grid's plateau of maximal likelihood, and the likelihood on the grid."""
+    ll = front_log_likelihood(parents, SHARE_GRID)
+    top = ll.max()
+    best = np.flatnonzero(ll >= top - 1e-9)
+    # the plateau holding the largest maximiser (the one nearest the default share 1)
+    end = best[-1]
+    start = end
+    while start > 0 and ll[start - 1] >= top - 1e-9:
+        start -= 1
+    return float((SHARE_GRID[start] + SHARE_GRID[end]) / 2), ll
+
+
+def fit_front_share(parents: Parents) -> FrontFit:
+    several = parents.drawn >= 2
+    informative = parents.take(several)
+    n = int(several.sum())
+    if n == 0:
+        return FrontFit(
+            0,
+            False,
+            1.0,
+            (math.nan, math.nan),
+            0.0,
+            1.0,
+            1.0,
+            "not identifiable: no step drew two parents or more (P = 1); kept 1",
+        )
+    share, ll = share_mle(informative)
+    statistic = max(0.0, float(2 * (ll.max() - ll[-1])))
+    pvalue = 0.5 * float(scipy.stats.chi2.sf(statistic, df=1)) if statistic > 0 else 1.0
+    inside = SHARE_GRID[2 * (ll.max() - ll) <= scipy.stats.chi2.ppf(0.95, df=1)]
+    interval = (float(inside.min()), float(inside.max()))
+    if pvalue < ALPHA:
+        chosen, reason = share, f"parents recur (LR={statistic:.2f}, p={pvalue:.2g})"
+    else:
+        chosen, reason = (
+            1.0,
+            f"kept 1: recurrence not supported (LR={statistic:.2f}, p={pvalue:.2g})",
+        )
+    return FrontFit(n, True, share, interval, statistic, pvalue, chosen, reason)
+
+
+@dataclass(frozen=True)
+class DuplicateFit:
+    shown: bool  # the traces can show duplicates (scores recorded, selection 'all')
+    later: int  # selected children after the first of their step
+    dropped: int
+    share: float
+    wilson: tuple[float, float]
+    chosen: float
+    reason: str
+
+
+def fit_duplicates(later: int, dropped: int, shown: bool, why_not: str) -> DuplicateFit:
+    if not shown:
+        return DuplicateFit(False, 0, 0, 0.0, (math.nan, math.nan), 0.0, f"not fitted: {why_not}")
+    if later == 0:
+        return DuplicateFit(
+            True,
+            0,
+            0,
+            0.0,
+            (math.nan, math.nan),
+            0.0,
+            "not fitted: no step selected two children or more",
+        )
+    ci = scipy.stats.binomtest(dropped, later).proportion_ci(method="wilson")
+    share = dropped / later
+    reason = (
+        f"{dropped} of {later} later selected children repeated a sibling"
+        if dropped
+        else f"none of {later} later selected children repeated a sibling; kept 0"
+    )
+    # A duplicate is observed, not inferred: any drop is evidence enough. The
+    # Scenario's share stays below 1 (a step must keep its first child).
+    return DuplicateFit(
+        True, later, dropped, share, (float(ci.low), float(ci.high)), min(share, 0.99), reason
+    )

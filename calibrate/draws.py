@@ -1,0 +1,198 @@
+"""Parameter uncertainty: the calibration's own fits, bootstrapped.
+
+What makes a new run differ from the runs it was calibrated on? Two things.
+Sampling error: the fits saw finitely many calls, steps and stages. And the
+run's own conditions: the provider's load that day, the machine, how hard the
+task is from this seed; they shift a whole run at once. So the bootstrap has
+two stages: the runs are resampled with replacement (which carries their
+differences into the draws), then the iterations within each drawn run (the
+unit: an iteration's calls, its step, its stages, units.py). Only several
+runs show differences between runs: with ONE run the draws hold its sampling
+error alone and understate how another run may differ; the source says so.
+(The two stages together slightly overstate the spread when runs differ
+little: erring on the side of honesty.)
+
+Each draw refits every parameter the scenario holds, with the model the point
+estimate chose: the same latency family (an empirical sample's draw is its
+`scale`, the resampled mean over the sample's), the cap where it was found,
+decay or constant acceptance and the correlation if kept, each model's
+slowdown if kept (on the same calls and groups), front_share and
+duplicate_children if fitted, the stage overhead, the skip share, and the
+token-count families. Model choices are not redone per draw (a draw is a
+scenario of the chosen model), and no draw is bootstrapped again. What is
+fixed: the setup, lm_servers, the cap's place, decay_until, the tokens'
+reflection input line and its latency shift, the prices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pxn.acceptance import Acceptance
+from pxn.calibrate.acceptance import fit_decay, fit_rho
+from pxn.calibrate.bookkeeping import share_mle
+from pxn.calibrate.fit import censored_params
+from pxn.calibrate.served import latency_sample, served_alone
+from pxn.calibrate.slowdown import refit_beta
+from pxn.calibrate.tails import TailFit, censor
+from pxn.calibrate.units import Calls, Units, skip_share
+from pxn.distribution import Distribution
+from pxn.trace import Reflection, Rollout
+from pxn.uncertainty import Uncertainty
+
+if TYPE_CHECKING:
+    from pxn.calibrate.scenario_from_traces import Calibration
+
+SEED = 20260801
+NO_DECAY_TAU = 1e9  # proposals: a draw whose refitted decay rate is 0 (tau must be finite)
+TOKEN_FIELDS = {
+    "rollout_input": (Rollout, "tokens_in"),
+    "rollout_output": (Rollout, "tokens_out"),
+    "reflection_output": (Reflection, "tokens_out"),
+}
+
+
+@dataclass(frozen=True)
+class DrawsFit:
+    uncertainty: Uncertainty
+    runs: int
+    units: int
+    point: dict[str, float]  # each drawn parameter's point estimate
+    spread: dict[str, tuple[float, float]]  # each parameter's central 90% over the draws
+
+    @property
+    def one_run(self) -> bool:
+        return self.runs == 1
+
+
+def parameter_draws(cal: Calibration, count: int) -> DrawsFit:
+    rng = np.random.default_rng(SEED)
+    units = cal.units
+    draws = tuple(one_draw(cal, units.resample(rng)) for _ in range(count))
+    point = one_draw(cal, units)
+    source = (
+        f"bootstrap of {units.runs} run(s) and their {len(units.run)} iterations (runs "
+        "resampled, then iterations within each), every parameter refitted with the point "
+        "estimate's model"
+    )
+    if units.runs == 1:
+        source += (
+            "; from one run the draws hold only its sampling error, not how another run's "
+            "conditions differ"
+        )
+    spread = {
+        path: tuple(np.percentile([d[path] for d in draws if path in d], [5, 95]).tolist())
+        for path in sorted({p for d in draws for p in d})
+    }
+    return DrawsFit(Uncertainty(source, draws), units.runs, len(units.run), point, spread)
+
+
+def one_draw(cal: Calibration, units: Units) -> dict[str, float]:
+    """Every parameter of the calibrated scenario, refitted to these units."""
+    scenario, servers = cal.scenario, cal.servers
+    draw: dict[str, float] = {}
+    betas = {}
+    for role, fit in cal.slowdowns.items():
+        betas[role] = 0.0
+        if fit.chosen > 0:
+            calls = units.calls
+            rows = fit.calls(calls.kind) & ~calls.censored
+            groups = fit.groups(calls.kind, calls.phase)[rows]
+            betas[role] = refit_beta(groups, calls.load[rows], calls.latency[rows], servers)
+            draw[f"load.{role}.slowdown"] = betas[role]
+    served, _ = served_alone(units.calls, betas, servers, scenario.tokens)
+    draw |= _latency("rollout", scenario.rollout, served, cal.rollout.tail, "rollout")
+    for phase, latency in scenario.rollout_phases.items():
+        draw |= _latency(
+            f"rollout.phases.{phase}", latency, served, cal.rollout.tail, "rollout", phase
+        )
+    draw |= _latency("reflection", scenario.reflection, served, cal.reflection.tail, "reflection")
+    draw |= _acceptance(cal, units)
+    if units.stages.sum() > 0:
+        draw["stage_overhead"] = float(units.gap.sum() / units.stages.sum())
+    draw["skip_perfect"] = skip_share(units.tasks.sum(), units.reflected.sum())
+    if scenario.front_share < 1:
+        informative = units.parents.take(units.parents.drawn >= 2)
+        if len(informative.drawn):
+            draw["front_share"] = share_mle(informative)[0]
+    if scenario.duplicate_children > 0 and units.later.sum() > 0:
+        draw["duplicate_children"] = min(float(units.dropped.sum() / units.later.sum()), 0.99)
+    if scenario.tokens is not None:
+        draw |= _token_counts(scenario.tokens, units.calls)
+    return draw
+
+
+def _latency(
+    path: str,
+    point: Distribution,
+    served: Calls,
+    tail: TailFit,
+    kind: str,
+    phase: str | None = None,
+) -> dict[str, float]:
+    observed, timed_out = latency_sample(served, kind, phase)
+    return _refit(path, point, observed, timed_out, tail.low if tail.capped else None)
+
+
+def _refit(
+    path: str,
+    point: Distribution,
+    observed: np.ndarray,
+    timed_out: np.ndarray,
+    censor_at: float | None,
+) -> dict[str, float]:
+    """The point distribution's parameters refitted to this sample (none if it is too small)."""
+    values = observed[observed > 0]
+    if len(values) < 2 or np.ptp(values) == 0:
+        return {}
+    if point.empirical:
+        everything = np.concatenate([values, timed_out])
+        ratio = everything.mean() / np.mean(point.samples)
+        return {f"{path}.scale": float(ratio * point.params.get("scale", 1.0))}
+    below, censored = values, timed_out
+    if censor_at is not None:
+        below, censored = censor(values, timed_out, censor_at)
+    if len(below) < 2:
+        return {}
+    with np.errstate(all="ignore"):
+        params = censored_params(point.dist, below, censored, start=dict(point.params))
+    if not all(np.isfinite(v) and v > 0 for v in params.values()):
+        return {}
+    return {f"{path}.{name}": value for name, value in params.items()}
+
+
+def _acceptance(cal: Calibration, units: Units) -> dict[str, float]:
+    steps, chosen = units.steps, cal.scenario.acceptance
+    if steps.proposals == 0:
+        return {}
+    if chosen.tau is None:
+        refitted = Acceptance(steps.accepted / steps.proposals)
+    else:
+        a0, rate, _ = fit_decay(steps)
+        refitted = Acceptance(a0, 1 / rate if rate > 0 else NO_DECAY_TAU, chosen.decay_until)
+    draw = {"acceptance.a0": refitted.a0}
+    if refitted.tau is not None:
+        draw["acceptance.tau"] = refitted.tau
+    if chosen.correlation > 0:
+        mean = np.broadcast_to(refitted.probability(steps.made), steps.made.shape)
+        draw["acceptance.correlation"] = fit_rho(steps, np.asarray(mean, dtype=float))
+    return draw
+
+
+def _token_counts(tokens, calls: Calls) -> dict[str, float]:
+    """The token-count families refitted to the resampled calls' counts."""
+    draw = {}
+    for name, (kind, attribute) in TOKEN_FIELDS.items():
+        counts = np.array(
+            [
+                value
+                for event in calls.event
+                if isinstance(event, kind) and (value := getattr(event, attribute)) is not None
+            ],
+            dtype=float,
+        )
+        draw |= _refit(f"tokens.{name}", getattr(tokens, name), counts, np.empty(0), None)
+    return draw

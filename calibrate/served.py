@@ -1,0 +1,53 @@
+"""Each call's latency as the simulator draws it: served alone, at the measured b.
+
+The simulator draws a latency, stops it at a cap, shifts a reflection's for a
+b other than the one it was measured at (Tokens.reflection_latency_shift) and
+stretches it by its model's load factor (Load.factor). Calibration undoes the
+last two in reverse: it divides each call's latency by the factor of its
+model's slowdown at the call's load, then shifts a reflection back to the
+measured b. A call that started with more than `servers` calls of its model
+in flight may have waited for a server, and the simulator adds that wait
+itself: such calls are left out, unless every call of a kind would be (then
+they are kept, and the latency is an overestimate the caller reports).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from pxn.calibrate.slowdown import ROLE_KIND
+from pxn.calibrate.units import Calls
+from pxn.tokens import Tokens
+
+
+def served_alone(
+    calls: Calls, slowdown: dict[str, float], servers: int | None, tokens: Tokens | None
+) -> tuple[Calls, list[str]]:
+    """The calls kept, their latencies as drawn; and the kinds kept with their waits in."""
+    keep = np.ones(len(calls.load), bool) if servers is None else calls.load <= servers
+    waited = []
+    for kind in ROLE_KIND.values():
+        mine = calls.kind == kind
+        if mine.any() and not (keep & mine).any():
+            keep |= mine
+            waited.append(kind)
+    kept = calls.take(np.flatnonzero(keep))
+    factor = np.ones(len(kept.load))
+    for role, kind in ROLE_KIND.items():
+        mine = kept.kind == kind
+        factor[mine] = 1 + slowdown.get(role, 0.0) * (kept.load[mine] - 1)
+    latency = kept.latency / factor
+    if tokens is not None:
+        reflections = kept.kind == "reflection"
+        shifts = {b: tokens.reflection_latency_shift(b) for b in np.unique(kept.minibatch)}
+        shift = np.array([shifts[b] for b in kept.minibatch])
+        latency = np.where(reflections, np.maximum(0.0, latency - shift), latency)
+    return dataclasses.replace(kept, latency=latency), waited
+
+
+def latency_sample(calls: Calls, kind: str, phase: str | None = None):
+    """(latencies observed, tries cut at a timeout) of one kind (and phase) of call."""
+    rows = calls.of(kind, phase)
+    return calls.latency[rows & ~calls.censored], calls.latency[rows & calls.censored]

@@ -1,0 +1,119 @@
+"""Bounded tails: latencies that pile up at a cap, and tries cut at a timeout.
+
+A reply cut at max_tokens, or a call a client abandons at its timeout, ends at
+a cap: the latencies pile up just under one value, far more of them than any
+smooth distribution puts there. The test: given the sample's maximum M, the
+other n - 1 latencies are independent draws of the distribution below M, so
+the count within CAP_WINDOW of M is binomial with the share the uncapped fit
+gives that window (below M). The fit is the best family fitted to every
+latency, the pile included, which fattens its tail and makes the test
+conservative. A pile of at least CAP_MIN_PILE at p < CAP_ALPHA is a cap.
+
+When the runner retried a call after a try timed out (its Attempt events say
+so), the timeout is known without a test: those tries are right-censored at
+their durations, the cap is their median duration, and cap_retries is the most
+retries any call made after timeouts and then finished (a lower bound on the
+client's limit: a call that ran out of tries shows it exactly, minus its last).
+
+The latency distribution is then fitted with every piled-up latency right-
+censored at the window's lower edge (the latency was that long at least), and
+the Scenario's distribution carries `cap` at the pile's median: the simulator
+draws from the fit and stops a draw at the cap. A cap sits on the latencies
+as served alone (after the load slowdown is divided out), where the simulator
+applies it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.stats
+
+CAP_WINDOW = 0.02  # a pile is within 2% of the maximum
+CAP_ALPHA = 1e-3  # every latency sample is screened: a cap must be clear
+CAP_MIN_PILE = 5
+
+
+@dataclass(frozen=True)
+class TailFit:
+    n: int  # latencies screened
+    maximum: float
+    low: float  # the window's lower edge: latencies at or above it are censored there
+    piled: int  # latencies in the window, the maximum included
+    expected: float  # of the n - 1 others, how many the uncapped fit puts in the window
+    pvalue: float  # binomial test of the pile; nan when not tested
+    timed_out: int  # tries the runner cut at a timeout and retried (Attempt events)
+    cap: float | None
+    cap_retries: int
+    reason: str
+
+    @property
+    def capped(self) -> bool:
+        return self.cap is not None
+
+
+def no_tail(n: int, reason: str) -> TailFit:
+    return TailFit(n, math.nan, math.inf, 0, 0.0, math.nan, 0, None, 0, reason)
+
+
+def detect_cap(
+    observed: np.ndarray,
+    uncapped: scipy.stats.rv_continuous | None,
+    timed_out: np.ndarray,
+    retries: tuple[int, ...],
+) -> TailFit:
+    """Screen one latency sample for a cap.
+
+    `uncapped` is the best family fitted to the observed latencies (None when too
+    few for one); `timed_out` the durations of tries cut at a timeout; `retries`
+    per retried call, the retries it made after timeouts and then finished.
+    """
+    n = len(observed)
+    if len(timed_out):
+        cap = float(np.median(timed_out))
+        low = cap * (1 - CAP_WINDOW)
+        return TailFit(
+            n=n,
+            maximum=float(max(observed.max(initial=0.0), timed_out.max())),
+            low=low,
+            piled=int(np.sum(observed >= low)),
+            expected=math.nan,
+            pvalue=math.nan,
+            timed_out=len(timed_out),
+            cap=cap,
+            cap_retries=max(retries, default=0),
+            reason=f"{len(timed_out)} tries timed out at {cap:.4g} and were retried",
+        )
+    if uncapped is None or n < 2:
+        return no_tail(n, "not tested: too few latencies for a family fit")
+    maximum = float(observed.max())
+    low = maximum * (1 - CAP_WINDOW)
+    piled = int(np.sum(observed >= low))
+    below_max = float(uncapped.cdf(maximum))
+    share = (below_max - float(uncapped.cdf(low))) / below_max if below_max > 0 else 1.0
+    expected = (n - 1) * share
+    pvalue = float(scipy.stats.binom.sf(piled - 2, n - 1, share))
+    found = piled >= CAP_MIN_PILE and pvalue < CAP_ALPHA
+    words = (
+        f"{piled} values within {CAP_WINDOW:.0%} of the maximum {maximum:.4g}, "
+        f"{expected + 1:.2g} expected without a cap (binomial p={pvalue:.2g})"
+    )
+    if not found:
+        return TailFit(
+            n, maximum, math.inf, piled, expected, pvalue, 0, None, 0, f"no cap: {words}"
+        )
+    cap = float(np.median(observed[observed >= low]))
+    return TailFit(
+        n, maximum, low, piled, expected, pvalue, 0, cap, 0, f"capped at {cap:.4g}: {words}"
+    )
+
+
+def censor(
+    observed: np.ndarray, timed_out: np.ndarray, low: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(uncensored latencies, right-censoring points): the pile at `low`, timeouts as they ran."""
+    piled = observed >= low
+    points = np.concatenate([np.full(int(piled.sum()), low), timed_out])
+    return observed[~piled], points

@@ -1,0 +1,328 @@
+"""The traces cut into units, one per (run, iteration): the data every fit reads.
+
+A unit holds its iteration's calls (each with the load it started under), its
+judged step, the gaps before its stages (gepa's own work) and its tasks (how
+many reached a reflection). Iteration 0 (the seed's validation) is a unit too.
+The point estimate fits all units; the parameter bootstrap (uncertainty.py)
+resamples them, so one function computes both.
+
+Calls. A call's load counts the calls of its own model (rollouts, or
+reflections) in flight at its start (load_effect.call_loads): a model's load
+never meets the other's, as gepa's barriers keep its stages apart. A call
+that the runner retried after a try was cut at a timeout is not a latency:
+its tries that timed out enter as right-censored observations (the latency
+was longer than the try) and its last try, whose start the trace does not
+record, is left out. Tries are independent draws, so leaving it out biases
+nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from pxn.calibrate.acceptance import Steps
+from pxn.calibrate.bookkeeping import Parents, dropped_duplicate
+from pxn.calibrate.load_effect import call_loads
+from pxn.calibrate.overhead import loop_end
+from pxn.selection import Selection
+from pxn.shape import Shape
+from pxn.trace import Attempt, Decision, Iteration, Reflection, Rollout, Stage, Trace
+
+TIMEOUT = re.compile(r"time[d ]?out", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Calls:
+    """LM calls (and timed-out tries), one row each."""
+
+    kind: np.ndarray  # "rollout" or "reflection"
+    phase: np.ndarray  # the rollout's phase, or "reflection"
+    load: np.ndarray  # calls of its model in flight at its start, itself included
+    latency: np.ndarray  # seconds
+    minibatch: np.ndarray  # its run's b
+    censored: np.ndarray  # a try cut at a timeout: the latency was longer
+    event: np.ndarray  # the Rollout or Reflection event
+
+    def of(self, kind: str, phase: str | None = None) -> np.ndarray:
+        """Rows of this kind (and phase)."""
+        rows = self.kind == kind
+        return rows if phase is None else rows & (self.phase == phase)
+
+    def take(self, rows: np.ndarray) -> Calls:
+        return Calls(*(getattr(self, f)[rows] for f in self.__dataclass_fields__))
+
+
+@dataclass(frozen=True)
+class Units:
+    run: np.ndarray  # per unit: which run (trace) it is from
+    calls: Calls
+    call_unit: np.ndarray
+    steps: Steps
+    parents: Parents
+    later: np.ndarray  # per step: selected children after the first (selection 'all')
+    dropped: np.ndarray  # per step: children dropped as a sibling's duplicate
+    step_unit: np.ndarray
+    gap: np.ndarray  # per unit: seconds of gepa's own work before its stages
+    stages: np.ndarray  # per unit
+    tasks: np.ndarray  # per unit: tasks of a completed iteration
+    reflected: np.ndarray  # per unit: of those, tasks that reached a reflection
+    retries: dict[str, tuple[int, ...]]  # per kind, per call retried after a timeout:
+    # the retries it made and then finished (tails.detect_cap)
+    duplicates_shown: bool
+    duplicates_why_not: str
+
+    @property
+    def runs(self) -> int:
+        return int(self.run.max()) + 1 if len(self.run) else 0
+
+    def resample(self, rng: np.random.Generator) -> Units:
+        """Runs drawn with replacement, then units within each drawn run with replacement.
+
+        With one run only the second stage varies anything.
+        """
+        by_run = [np.flatnonzero(self.run == r) for r in range(self.runs)]
+        drawn_runs = rng.integers(0, self.runs, size=self.runs) if self.runs > 1 else [0]
+        chosen = np.concatenate([rng.choice(by_run[r], size=len(by_run[r])) for r in drawn_runs])
+        return self.take(chosen)
+
+    def take(self, chosen: np.ndarray) -> Units:
+        call_rows = _rows(self.call_unit, chosen, len(self.run))
+        step_rows = _rows(self.step_unit, chosen, len(self.run))
+        renumber = np.arange(len(chosen))
+        return Units(
+            run=self.run[chosen],
+            calls=self.calls.take(call_rows),
+            call_unit=np.repeat(
+                renumber, np.bincount(self.call_unit, minlength=len(self.run))[chosen]
+            ),
+            steps=self.steps.take(step_rows),
+            parents=self.parents.take(step_rows),
+            later=self.later[step_rows],
+            dropped=self.dropped[step_rows],
+            step_unit=np.repeat(
+                renumber, np.bincount(self.step_unit, minlength=len(self.run))[chosen]
+            ),
+            gap=self.gap[chosen],
+            stages=self.stages[chosen],
+            tasks=self.tasks[chosen],
+            reflected=self.reflected[chosen],
+            retries=self.retries,
+            duplicates_shown=self.duplicates_shown,
+            duplicates_why_not=self.duplicates_why_not,
+        )
+
+
+def _rows(unit_of_row: np.ndarray, chosen: np.ndarray, units: int) -> np.ndarray:
+    """The rows of the chosen units, unit by unit, a unit's rows as often as it was chosen."""
+    order = np.argsort(unit_of_row, kind="stable")
+    counts = np.bincount(unit_of_row, minlength=units)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    lengths = counts[chosen]
+    offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return order[np.repeat(starts[chosen], lengths) + offsets]
+
+
+class _Builder:
+    """Collects the rows of every trace, numbering units as it meets them."""
+
+    def __init__(self) -> None:
+        self.unit_of: dict[tuple[int, int], int] = {}
+        self.unit_run: list[int] = []
+        self.calls: dict[str, list] = defaultdict(list)
+        self.call_unit: list[int] = []
+        self.step_rows: dict[str, list] = defaultdict(list)
+        self.step_unit: list[int] = []
+        self.per_unit: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+        self.retries: dict[str, list[int]] = defaultdict(list)
+
+    def unit(self, run: int, iteration: int) -> int:
+        key = (run, iteration)
+        if key not in self.unit_of:
+            self.unit_of[key] = len(self.unit_run)
+            self.unit_run.append(run)
+        return self.unit_of[key]
+
+    def call(self, run: int, iteration: int, **row) -> None:
+        for name, value in row.items():
+            self.calls[name].append(value)
+        self.call_unit.append(self.unit(run, iteration))
+
+    def add(self, name: str, run: int, iteration: int, value: float) -> None:
+        self.per_unit[name][self.unit(run, iteration)] += value
+
+    def dense(self, name: str) -> np.ndarray:
+        values = np.zeros(len(self.unit_run))
+        for unit, value in self.per_unit[name].items():
+            values[unit] = value
+        return values
+
+
+def cut_into_units(traces: list[Trace]) -> Units:
+    builder = _Builder()
+    for run, trace in enumerate(traces):
+        _calls(builder, run, trace)
+        _steps(builder, run, trace)
+        _stages(builder, run, trace)
+        _tasks(builder, run, trace)
+    calls = builder.calls
+    steps = builder.step_rows
+    unlimited = all(selection_of(t).limit is None for t in traces)
+    scored = any(
+        d.score_before is not None and d.score_after is not None
+        for t in traces
+        for d in t.live(Decision)
+    )
+    why_not = (
+        ""
+        if unlimited and scored
+        else "the decisions record no minibatch scores"
+        if not scored
+        else "with a selection limit a passed child may have been dropped by the limit"
+    )
+    return Units(
+        run=np.array(builder.unit_run, dtype=int),
+        calls=Calls(
+            kind=np.array(calls["kind"], dtype=str),
+            phase=np.array(calls["phase"], dtype=str),
+            load=np.array(calls["load"], dtype=float),
+            latency=np.array(calls["latency"], dtype=float),
+            minibatch=np.array(calls["minibatch"], dtype=int),
+            censored=np.array(calls["censored"], dtype=bool),
+            event=_objects(calls["event"]),
+        ),
+        call_unit=np.array(builder.call_unit, dtype=int),
+        steps=Steps.of(steps["made"], steps["judged"], steps["passed"]),
+        parents=Parents(
+            *(np.array(steps[f], dtype=float) for f in ("candidates", "drawn", "distinct"))
+        ),
+        later=np.array(steps["later"], dtype=float),
+        dropped=np.array(steps["dropped"], dtype=float),
+        step_unit=np.array(builder.step_unit, dtype=int),
+        gap=builder.dense("gap"),
+        stages=builder.dense("stages"),
+        tasks=builder.dense("tasks"),
+        reflected=builder.dense("reflected"),
+        retries={kind: tuple(v) for kind, v in builder.retries.items()},
+        duplicates_shown=unlimited and scored,
+        duplicates_why_not=why_not,
+    )
+
+
+def _objects(values: list) -> np.ndarray:
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array
+
+
+def selection_of(trace: Trace) -> Selection:
+    """The selection strategy the run used, as its run_start records it ('all' if not)."""
+    meta = trace.run_start.meta
+    selection = meta.get("selection") or meta.get("scenario", {}).get("selection") or "all"
+    return Selection.parse(str(selection))
+
+
+def _calls(builder: _Builder, run: int, trace: Trace) -> None:
+    b = trace.run_start.minibatch
+    timed_out = _timed_out_tries(trace)
+    for kind, events in (("rollout", trace.of(Rollout)), ("reflection", trace.of(Reflection))):
+        loads = call_loads(events)
+        for event, load in zip(events, loads.tolist(), strict=True):
+            phase = event.phase if isinstance(event, Rollout) else "reflection"
+            tries = timed_out.get(_call_key(kind, event), [])
+            tries = [t for t in tries if event.start <= t.start <= event.end]
+            row = {"kind": kind, "phase": phase, "load": load, "minibatch": b, "event": event}
+            if not tries:
+                builder.call(run, event.iteration, latency=event.duration, censored=False, **row)
+                continue
+            # A call whose every try timed out shows the client's retries exactly.
+            finished = len(tries) < event.attempts
+            builder.retries[kind].append(len(tries) if finished else len(tries) - 1)
+            for attempt in tries:
+                builder.call(run, event.iteration, latency=attempt.duration, censored=True, **row)
+
+
+def _call_key(kind: str, event: Rollout | Reflection) -> tuple:
+    slot = event.worker if isinstance(event, Rollout) else event.slot
+    phase = event.phase if isinstance(event, Rollout) else "reflection"
+    return (kind, event.iteration, phase, slot)
+
+
+def _timed_out_tries(trace: Trace) -> dict[tuple, list[Attempt]]:
+    tries: dict[tuple, list[Attempt]] = defaultdict(list)
+    for attempt in trace.of(Attempt):
+        if TIMEOUT.search(attempt.error):
+            tries[(attempt.call, attempt.iteration, attempt.phase, attempt.worker)].append(attempt)
+    return tries
+
+
+def _steps(builder: _Builder, run: int, trace: Trace) -> None:
+    by_iteration: dict[int, list[Decision]] = defaultdict(list)
+    for decision in trace.live(Decision):
+        by_iteration[decision.iteration].append(decision)
+    parents = _parents(trace)
+    made = accepted_before = 0
+    for iteration in sorted(by_iteration):
+        decisions = by_iteration[iteration]
+        accepted = sum(d.accepted for d in decisions)
+        dropped = sum(dropped_duplicate(d) for d in decisions)
+        drawn = parents.get(iteration, [])
+        rows = builder.step_rows
+        rows["made"].append(made)
+        rows["judged"].append(len(decisions))
+        rows["passed"].append(accepted + dropped)
+        rows["later"].append(max(accepted + dropped - 1, 0))
+        rows["dropped"].append(dropped)
+        rows["candidates"].append(1 + accepted_before)
+        rows["drawn"].append(len(drawn))
+        rows["distinct"].append(len(set(drawn)))
+        builder.step_unit.append(builder.unit(run, iteration))
+        made += len(decisions)
+        accepted_before += accepted
+
+
+def _parents(trace: Trace) -> dict[int, list[str]]:
+    """Per iteration, the parent of each group of N tasks that reached a reflection."""
+    n = Shape.parse(trace.run_start.shape).n
+    groups: dict[int, dict[int, str]] = defaultdict(dict)
+    for reflection in trace.live(Reflection):
+        _, _, task = reflection.proposal.partition("-")
+        if task.isdigit():
+            groups[reflection.iteration][int(task) // n] = reflection.parent
+    return {iteration: list(by_group.values()) for iteration, by_group in groups.items()}
+
+
+def _stages(builder: _Builder, run: int, trace: Trace) -> None:
+    """The gap before each stage goes to its iteration; the loop's tail to the last."""
+    stages = sorted(trace.of(Stage), key=lambda s: s.start)
+    previous = 0.0
+    for stage in stages:
+        builder.add("gap", run, stage.iteration, max(0.0, stage.start - previous))
+        builder.add("stages", run, stage.iteration, 1)
+        previous = stage.end
+    if stages:
+        builder.add("gap", run, stages[-1].iteration, max(0.0, loop_end(trace) - previous))
+
+
+def _tasks(builder: _Builder, run: int, trace: Trace) -> None:
+    """Tasks of completed iterations, and those that reached a reflection (gepa skips the
+    task of a parent that scored perfectly on its minibatch)."""
+    k = Shape.parse(trace.run_start.shape).k
+    done = {i.iteration for i in trace.of(Iteration)}
+    for iteration in done:
+        builder.add("tasks", run, iteration, k)
+    for reflection in trace.live(Reflection):
+        if reflection.iteration in done:
+            builder.add("reflected", run, reflection.iteration, 1)
+
+
+SKIP_MAX = 0.95  # a scenario whose every task is skipped never proposes anything
+
+
+def skip_share(tasks: float, reflected: float) -> float:
+    """The share of completed iterations' tasks that never reached a reflection."""
+    share = 0.0 if tasks == 0 else max(0.0, 1 - reflected / tasks)
+    return min(share, SKIP_MAX)
