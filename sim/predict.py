@@ -3,6 +3,16 @@
 Replicate r always uses its own random stream (model.replicate_rng), so a
 prediction is the same to the bit however its replicates are spread over
 processes or machines (backends.py).
+
+A scenario with parameter uncertainty runs replicate r with its draw r mod D,
+so the interval spans the parameters and the run-to-run noise together. The
+replicates of one draw are then grouped to tell the two apart (Split): this
+costs no extra simulation. What it does not give is the interval the point
+estimate alone would have; the noise interval stands in for it, the
+run-to-run spread averaged over the draws, which differs from the point
+estimate's only as far as the noise itself depends on the parameters (a
+second simulation at the point estimate would double every prediction's cost
+to settle that).
 """
 
 from __future__ import annotations
@@ -21,6 +31,9 @@ from pxn.sim.model import simulate_once
 from pxn.trace import STAGES, RunSummary
 
 CHUNK = 25  # replicates per unit of work handed to a process
+SINGLE = Shape(1, 1)  # every speedup's baseline
+PERCENTILES = (5, 95)  # the interval every prediction prints
+COVERAGE = (PERCENTILES[1] - PERCENTILES[0]) / 100  # share of runs it should hold
 
 
 @dataclass(frozen=True)
@@ -34,8 +47,24 @@ class Interval:
     @classmethod
     def of(cls, values: Sequence[float]) -> Interval:
         array = np.asarray(values, dtype=float)
-        low, high = np.percentile(array, [5, 95])
+        low, high = np.percentile(array, PERCENTILES)
         return cls(float(array.mean()), float(low), float(high))
+
+
+@dataclass(frozen=True)
+class Split:
+    """How a figure's spread over replicates divides between parameters and noise.
+
+    The law of total variance: the variance over replicates is the variance
+    of the draws' own means (the parameters' part) plus the mean variance
+    within a draw (run-to-run noise). Estimated as a one-way random-effects
+    analysis of variance does: the spread of the draws' observed means also
+    holds the noise of their few replicates, which is taken off (and the
+    parameters' part floored at 0).
+    """
+
+    parameter_share: float  # of the variance, 0 to 1: what better calibration could remove
+    noise: Interval  # the mean, with the 5-95% spread of run-to-run noise alone
 
 
 @dataclass(frozen=True)
@@ -44,7 +73,7 @@ class Prediction:
 
     shape: Shape
     replicates: int
-    wall_clock: Interval  # seconds
+    wall_clock: Interval  # seconds; over parameters and noise together when there are draws
     iterations: Interval
     full_val_share: Interval
     metric_calls: Interval
@@ -52,29 +81,88 @@ class Prediction:
     accepted: Interval
     utilisation: Interval
     stage_time: dict[str, float]  # mean seconds per stage, plus "overhead"
-    analytic: AnalyticPrediction
-    speedup: float  # mean wall-clock of single / this shape's (simulated)
+    analytic: AnalyticPrediction  # at the point estimate
+    # Mean wall-clock of single / this shape's (simulated); None when single was not run.
+    speedup: float | None
     dollars: Interval | None = None  # what a run costs; None when the scenario has no prices
     # Share of calls (metric calls + reflections) that waited for rate-limit capacity.
     throttled_share: Interval = Interval(0.0, 0.0, 0.0)
     rate_limited: bool = False  # the scenario has provider limits (throttled_share applies)
+    # Parameter draws the replicates ran over (0: the point estimate alone), and
+    # how the spread splits; a split is None without draws or when no draw ran twice.
+    draws: int = 0
+    wall_clock_split: Split | None = None
+    dollars_split: Split | None = None
+    notes: tuple[str, ...] = ()  # what the user should know about these figures, in words
 
 
 def simulate_replicates(scenario: Scenario, shape: Shape, replicates: range) -> list[RunSummary]:
     return [simulate_once(scenario, shape, r) for r in replicates]
 
 
+def split(values: Sequence[float], draws: int) -> Split | None:
+    """The split of `values` (replicate r's at index r, run with draw r mod `draws`)."""
+    y = np.asarray(values, dtype=float)
+    groups = [y[i::draws] for i in range(min(draws, len(y)))]
+    sizes = np.array([len(g) for g in groups], dtype=float)
+    means = np.array([g.mean() for g in groups])
+    within_df = len(y) - len(groups)
+    if within_df == 0:  # every draw ran once: noise cannot be told from the parameters
+        return None
+    residuals = np.concatenate(
+        # Deviations from a draw's own mean are narrower than the noise by
+        # sqrt((n - 1) / n): widened back, so their spread is the noise's.
+        [(g - g.mean()) * np.sqrt(len(g) / (len(g) - 1)) for g in groups if len(g) > 1]
+    )
+    noise = float(np.sum([np.sum((g - g.mean()) ** 2) for g in groups])) / within_df
+    between = 0.0
+    if len(groups) > 1:
+        grand = float(y.mean())
+        spread_of_means = float(np.sum(sizes * (means - grand) ** 2)) / (len(groups) - 1)
+        per_draw = (len(y) - float(np.sum(sizes**2)) / len(y)) / (len(groups) - 1)
+        between = max(0.0, (spread_of_means - noise) / per_draw)
+    total = between + noise
+    mean = float(y.mean())
+    low, high = np.percentile(residuals, PERCENTILES)
+    return Split(
+        parameter_share=between / total if total > 0 else 0.0,
+        noise=Interval(mean, mean + float(low), mean + float(high)),
+    )
+
+
+def draw_notes(draws: int, replicates: int) -> tuple[str, ...]:
+    """What to tell the user when the replicates are too few for the scenario's draws."""
+    if draws == 0 or replicates >= 2 * draws:
+        return ()
+    enough = f"{2 * draws} replicates or more (a multiple of {draws}) give every draw two"
+    if replicates < draws:
+        return (
+            f"{replicates} replicates ran only {replicates} of the scenario's {draws} parameter "
+            "draws, one each: the interval leaves part of the parameters' uncertainty out, and "
+            f"cannot tell it from run-to-run noise; {enough}",
+        )
+    return (
+        f"{replicates} replicates over {draws} parameter draws: some draws ran once, so the "
+        f"split between parameters and run-to-run noise is rough; {enough}",
+    )
+
+
 def summarize_replicates(
-    scenario: Scenario, shape: Shape, runs: list[RunSummary], single_wall_clock: float
+    scenario: Scenario, shape: Shape, runs: list[RunSummary], single_wall_clock: float | None
 ) -> Prediction:
+    """The prediction from `runs`, replicate r's at index r; speedup against single's mean."""
     wall = Interval.of([r.wall_clock for r in runs])
     dollars = [r.dollars for r in runs]
+    priced = None not in dollars
+    defined = 0 if scenario.uncertainty is None else len(scenario.uncertainty)
+    draws = min(defined, len(runs))  # replicate r ran draw r mod D: the first R when R < D
     return Prediction(
         shape=shape,
         replicates=len(runs),
         wall_clock=wall,
         iterations=Interval.of([r.iterations for r in runs]),
-        full_val_share=Interval.of([r.full_val_share for r in runs]),
+        # A run with no iteration (a budget spent on the seed) ran no full validation.
+        full_val_share=Interval.of([r.full_val_share if r.iterations else 0.0 for r in runs]),
         metric_calls=Interval.of([r.metric_calls for r in runs]),
         proposals=Interval.of([r.proposals for r in runs]),
         accepted=Interval.of([r.accepted for r in runs]),
@@ -84,12 +172,16 @@ def summarize_replicates(
             for name in (*STAGES, "overhead")
         },
         analytic=analytic(scenario, shape),
-        speedup=single_wall_clock / wall.mean,
-        dollars=None if None in dollars else Interval.of(dollars),
+        speedup=None if single_wall_clock is None else single_wall_clock / wall.mean,
+        dollars=Interval.of(dollars) if priced else None,
         throttled_share=Interval.of(
             [r.throttled_calls / (r.metric_calls + r.proposals) for r in runs]
         ),
         rate_limited=scenario.rate_limits.limited,
+        draws=draws,
+        wall_clock_split=split([r.wall_clock for r in runs], draws) if draws else None,
+        dollars_split=split(dollars, draws) if draws and priced else None,
+        notes=draw_notes(defined, len(runs)),
     )
 
 
@@ -103,23 +195,22 @@ def check_sweep(shapes: Sequence[Shape], replicates: int, jobs: int) -> None:
         raise PxnError("name at least one shape, like single,2x2", subject="shapes")
 
 
-def sweep(
+def simulate_shapes(
     scenario: Scenario,
     shapes: Sequence[Shape],
     replicates: int,
     jobs: int = 1,
     on_progress: Callable[[int], None] | None = None,
     backend: Backend | None = None,
-) -> list[Prediction]:
-    """Predict every shape; `on_progress(n)` is told as each n replicates finish.
+) -> dict[Shape, list[RunSummary]]:
+    """Replicates 0 .. replicates-1 of every shape and of single, each shape's in order.
 
     Single (1x1) is simulated too when it is not asked for: every speedup is
     measured against it. The work runs on `backend` (opened and closed by the
-    caller), else on `jobs` local processes; the answer is the same to the bit.
+    caller), else on `jobs` local processes; the runs are the same to the bit.
     """
     check_sweep(shapes, replicates, jobs)
-    single = Shape(1, 1)
-    todo = list(dict.fromkeys([*shapes, single]))
+    todo = list(dict.fromkeys([*shapes, SINGLE]))
     units = [
         (scenario, shape, range(i, min(i + CHUNK, replicates)))
         for shape in todo
@@ -138,11 +229,30 @@ def sweep(
     by_shape: dict[Shape, list[RunSummary]] = {shape: [] for shape in todo}
     for (_, shape, _), runs in zip(units, results, strict=True):
         by_shape[shape].extend(runs)  # units of a shape are in replicate order
+    return by_shape
 
-    single_mean = float(np.mean([r.wall_clock for r in by_shape[single]]))
-    return [summarize_replicates(scenario, s, by_shape[s], single_mean) for s in shapes]
+
+def predictions_of(
+    scenario: Scenario, shapes: Sequence[Shape], runs: dict[Shape, list[RunSummary]]
+) -> list[Prediction]:
+    """Each shape's prediction from simulate_shapes' runs."""
+    single_mean = float(np.mean([r.wall_clock for r in runs[SINGLE]]))
+    return [summarize_replicates(scenario, s, runs[s], single_mean) for s in shapes]
+
+
+def sweep(
+    scenario: Scenario,
+    shapes: Sequence[Shape],
+    replicates: int,
+    jobs: int = 1,
+    on_progress: Callable[[int], None] | None = None,
+    backend: Backend | None = None,
+) -> list[Prediction]:
+    """Predict every shape; `on_progress(n)` is told as each n replicates finish."""
+    runs = simulate_shapes(scenario, shapes, replicates, jobs, on_progress, backend)
+    return predictions_of(scenario, shapes, runs)
 
 
 def total_replicates(shapes: Sequence[Shape], replicates: int) -> int:
     """How many replicates `sweep` will run (single is added when absent)."""
-    return replicates * len(set(shapes) | {Shape(1, 1)})
+    return replicates * len(set(shapes) | {SINGLE})
