@@ -8,10 +8,18 @@ answer, so iterations (how often the search adapts) and proposals are
 reported beside each allocation for the user to weigh.
 
 A large grid is raced rather than simulated in full: every allocation gets
-a few replicates, those that cannot win (clearly infeasible, or slower by
-more than three standard errors) are dropped, and the rest get the full
-count. Replicate r of an allocation always draws from its own stream, so a
+a few replicates, those that cannot win (clearly infeasible, or slower than
+the leader by more than three standard errors of the difference) are
+dropped, and the rest get the full count. Replicate r of an allocation always draws from its own stream, so a
 raced allocation's figures are those a full simulation would give.
+
+Replicate r of every allocation runs the same seed stream and, with parameter
+uncertainty, the same parameter draw (r mod D). So allocations are compared
+pair by pair: the difference of their replicate-r figures, whose standard
+error leaves out what they share (above all a slow or fast draw of the
+parameters), both in the race and in naming ties. Feasibility is judged on
+the 95th percentile over all replicates, so a deadline or cap is met only if
+it holds across the parameters' uncertainty too.
 """
 
 from __future__ import annotations
@@ -95,6 +103,9 @@ class Assessment:
     meets_deadline: bool | None  # None: no deadline asked
     within_cap: bool | None  # None: no dollar cap asked
     limited_by: str  # what sets this allocation's pace, and which constraint is near
+    # Per replicate, in replicate order, for paired comparisons.
+    wall_clocks: tuple[float, ...] = ()
+    dollar_values: tuple[float, ...] | None = None
 
     @property
     def feasible(self) -> bool:
@@ -108,6 +119,21 @@ class Assessment:
             return p.dollars.mean, self.dollars_se
         return p.wall_clock.mean, self.wall_clock_se
 
+    def values(self, objective: str) -> np.ndarray:
+        """What the ask minimises, replicate by replicate."""
+        if objective == "cost":
+            assert self.dollar_values is not None
+            return np.asarray(self.dollar_values)
+        return np.asarray(self.wall_clocks)
+
+    def versus(self, other: Assessment, objective: str) -> tuple[float, float]:
+        """(mean, standard error) of this allocation's objective minus `other`'s, replicate r
+        against replicate r, over the replicates both ran."""
+        mine, theirs = self.values(objective), other.values(objective)
+        n = min(len(mine), len(theirs))
+        difference = mine[:n] - theirs[:n]
+        return float(difference.mean()), standard_error(difference)
+
 
 @dataclass
 class Advice:
@@ -118,6 +144,7 @@ class Advice:
     recommended: Assessment | None = None
     runners_up: list[Assessment] = field(default_factory=list)  # within noise of it
     reasons: list[str] = field(default_factory=list)  # why nothing is feasible
+    notes: list[str] = field(default_factory=list)  # about the replicates, e.g. too few per draw
 
 
 # -- reading the ask -----------------------------------------------------------
@@ -286,7 +313,7 @@ def standard_error(values: Sequence[float]) -> float:
 def assess(
     allocation: Allocation, scenario: Scenario, runs: list[RunSummary], ask: Ask
 ) -> Assessment:
-    prediction = summarize_replicates(scenario, allocation.shape, runs, math.nan)
+    prediction = summarize_replicates(scenario, allocation.shape, runs, None)
     dollars = prediction.dollars
     meets_deadline = None if ask.deadline is None else prediction.wall_clock.high <= ask.deadline
     within_cap = (
@@ -300,6 +327,8 @@ def assess(
         meets_deadline=meets_deadline,
         within_cap=within_cap,
         limited_by=limited_by(prediction, ask),
+        wall_clocks=tuple(r.wall_clock for r in runs),
+        dollar_values=None if dollars is None else tuple(r.dollars for r in runs),
     )
 
 
@@ -344,13 +373,13 @@ def race(assessments: list[Assessment], ask: Ask) -> list[Allocation]:
     if not alive:
         return []
     leaders = [x for x in alive if x.feasible] or alive
-    best_mean, best_se = min((x.objective(ask.objective) for x in leaders), key=lambda m: m[0])
-    ceiling = best_mean + RACE_MARGIN * best_se
-    return [
-        x.allocation
-        for x in alive
-        if x.objective(ask.objective)[0] - RACE_MARGIN * x.objective(ask.objective)[1] <= ceiling
-    ]
+    leader = min(leaders, key=lambda x: x.objective(ask.objective)[0])
+
+    def could_win(x: Assessment) -> bool:  # not behind the leader by more than the margin
+        behind, se = x.versus(leader, ask.objective)
+        return behind <= RACE_MARGIN * se
+
+    return [x.allocation for x in alive if could_win(x)]
 
 
 def decide(ask: Ask, scenario: Scenario, search: str, assessments: list[Assessment]) -> Advice:
@@ -362,20 +391,21 @@ def decide(ask: Ask, scenario: Scenario, search: str, assessments: list[Assessme
         return (not x.feasible, x.objective(ask.objective)[0], time)
 
     ranked = sorted(assessments, key=lambda x: (x.prediction.replicates != ask.replicates, *key(x)))
-    advice = Advice(ask, scenario, search, ranked)
+    notes = dict.fromkeys(note for x in complete for note in x.prediction.notes)
+    advice = Advice(ask, scenario, search, ranked, notes=list(notes))
     feasible = sorted((x for x in complete if x.feasible), key=key)
     if not feasible:
         advice.reasons = infeasibility_reasons(ask, complete or assessments)
         return advice
     best = advice.recommended = feasible[0]
-    mean, se = best.objective(ask.objective)
-    advice.runners_up = [
-        x
-        for x in feasible[1:]
-        if abs(x.objective(ask.objective)[0] - mean)
-        <= NOISE * math.hypot(se, x.objective(ask.objective)[1])
-    ]
+    advice.runners_up = [x for x in feasible[1:] if tied(x, best, ask.objective)]
     return advice
+
+
+def tied(x: Assessment, best: Assessment, objective: str) -> bool:
+    """Within noise of the best: the paired difference is within NOISE standard errors."""
+    difference, se = x.versus(best, objective)
+    return abs(difference) <= NOISE * se
 
 
 def infeasibility_reasons(ask: Ask, assessments: list[Assessment]) -> list[str]:

@@ -15,6 +15,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from sim_helpers import fixed, make_scenario
 
@@ -26,9 +27,10 @@ from pxn.prices import Prices
 from pxn.rate_limits import RateLimit, RateLimits
 from pxn.scenario import Scenario
 from pxn.sim import advise as advise_module
-from pxn.sim.advise import Allocation, Ask, advise, parse_values
+from pxn.sim.advise import NOISE, Allocation, Ask, advise, parse_values
 from pxn.sim.predict import Interval
 from pxn.tokens import Tokens
+from pxn.uncertainty import Uncertainty
 
 PXN = Path(sys.executable).parent / "pxn"
 T_E, T_R, V = 2.0, 10.0, 20  # rollout and reflection seconds, valset size
@@ -46,12 +48,14 @@ def constant_scenario(**changes) -> Scenario:
     return make_scenario(**(base | changes))
 
 
-def counted(allocation: Allocation, budget: int, c: int = 4) -> tuple[float, int, int]:
+def counted(
+    allocation: Allocation, budget: int, c: int = 4, t_e: float = T_E
+) -> tuple[float, int, int]:
     """(wall-clock, metric calls, proposals) of a run in which no child is ever accepted."""
     k, b, w = allocation.p * allocation.n, allocation.b, allocation.workers
     iterations = math.ceil((budget - V) / (2 * k * b))
-    step = 2 * math.ceil(k * b / w) * T_E + math.ceil(k / c) * T_R
-    wall = math.ceil(V / w) * T_E + iterations * step
+    step = 2 * math.ceil(k * b / w) * t_e + math.ceil(k / c) * T_R
+    wall = math.ceil(V / w) * t_e + iterations * step
     return wall, V + iterations * 2 * k * b, iterations * k
 
 
@@ -205,6 +209,76 @@ def test_racing_gives_the_full_grids_answer(monkeypatch: pytest.MonkeyPatch) -> 
     )
     dropped = [x for x in raced.assessments if x.prediction.replicates == 10]
     assert dropped, "the race dropped nothing: it did not race"
+
+
+def with_draws(scenario: Scenario, path: str, values: list[float]) -> Scenario:
+    return scenario.replace(uncertainty=Uncertainty("test", tuple({path: v} for v in values)))
+
+
+def test_feasibility_holds_across_the_parameter_draws() -> None:
+    """A deadline the point estimate meets, missed in one draw of five: not feasible.
+
+    Constant latencies make each draw's wall-clock a count; with 2 replicates a
+    draw, the slow draw is 2 of 10 replicates, past the 95th percentile's rank.
+    """
+    allocation = Allocation(2, 2, 3, 16)
+    one = ask(p=(2,), n=(2,), b=(3,), workers=(16,))
+    fast, slow = counted(allocation, one.budget)[0], counted(allocation, one.budget, t_e=3 * T_E)[0]
+    deadline = (fast + slow) / 2
+    scenario = constant_scenario()
+    uncertain = with_draws(scenario, "rollout.scale", [1.0, 1.0, 1.0, 1.0, 3.0])
+    the_ask = replace(one, deadline=deadline, replicates=10)
+    [point] = advise(scenario, the_ask).assessments
+    [drawn] = advise(uncertain, the_ask).assessments
+    assert point.meets_deadline and point.prediction.wall_clock.high == pytest.approx(fast)
+    assert drawn.meets_deadline is False and not drawn.feasible
+    assert drawn.prediction.wall_clock.low == pytest.approx(fast)
+    assert drawn.prediction.wall_clock.high == pytest.approx(slow)
+    assert "past the deadline" in drawn.limited_by
+
+
+def test_ties_are_judged_on_paired_differences() -> None:
+    """W=11 against W=12 at 2x2 b=3: one minibatch rollout of 12 waits for a second round.
+
+    Replicate r of both runs the same draw and seed stream, so their
+    difference is nearly constant while each wall-clock swings widely with
+    the draws: paired, W=12 is clearly faster; compared as two independent
+    means (the standard errors added in quadrature) they would tie.
+    """
+    scenario = make_scenario()
+    factors = np.geomspace(0.5, 2.0, 10)
+    scale = scenario.reflection.params["scale"]
+    uncertain = with_draws(scenario, "reflection.scale", list(scale * factors))
+    advice = advise(uncertain, Ask(400, (2,), (2,), (3,), (11, 12), replicates=60))
+    best = advice.recommended
+    assert best is not None and best.allocation.workers == 12
+    [other] = [x for x in advice.assessments if x is not best]
+    difference, paired_se = other.versus(best, "time")
+    unpaired_se = math.hypot(best.wall_clock_se, other.wall_clock_se)
+    assert paired_se < unpaired_se / 10  # measured: 0.15 s against 10.9 s
+    assert difference > NOISE * paired_se and advice.runners_up == []
+    assert abs(difference) <= NOISE * unpaired_se  # what the unpaired rule would have tied
+    # Its own figures: the paired difference is the difference of the means.
+    assert difference == pytest.approx(
+        other.prediction.wall_clock.mean - best.prediction.wall_clock.mean
+    )
+
+
+def test_racing_with_draws_gives_the_full_grids_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    scenario = make_scenario()
+    factors = np.geomspace(0.5, 2.0, 5)
+    uncertain = with_draws(
+        scenario, "rollout.scale", list(scenario.rollout.params["scale"] * factors)
+    )
+    the_ask = Ask(400, (1, 2, 4), (1, 2), (1, 3), (4, 16), replicates=30)
+    full = advise(uncertain, the_ask)
+    monkeypatch.setattr(advise_module, "FULL_GRID_MAX", 4)
+    monkeypatch.setattr(advise_module, "RACE_REPLICATES", 10)
+    raced = advise(uncertain, the_ask)
+    assert raced.recommended.allocation == full.recommended.allocation
+    assert raced.recommended.prediction == full.recommended.prediction
+    kept = [x for x in raced.assessments if x.prediction.replicates == 30]
+    assert raced.recommended in kept and len(kept) < len(the_ask.allocations())  # it raced
 
 
 def test_cost_questions_need_prices() -> None:
