@@ -7,6 +7,15 @@ on one seed. A run is "inside" when its measured wall-clock lies in the
 simulator's 5-95% interval: about 90% of runs should be, if the model is right.
 The measured wall-clock runs to the end of gepa's loop (its last iteration);
 whatever the runner does after it (a test-set evaluation) is shown apart.
+
+The predictions run over the scenario's parameter draws, when it has them, so
+the interval holds the parameters' uncertainty as well as run-to-run noise.
+Whether intervals are honest is judged from each run's percentile within its
+predicted distribution: if the model is right, percentiles are uniform on
+0..1, so 90% of runs fall inside and their mean is 0.5. Too few inside says
+the intervals are too narrow; a mean far from 0.5 says the predictions are
+biased (above: runs took longer than predicted). Both are tested at the 5%
+level, and with a handful of runs neither test can see much.
 """
 
 from __future__ import annotations
@@ -19,14 +28,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import binomtest, norm
 
 from pxn.calibrate.overhead import loop_end
 from pxn.load import Loads
 from pxn.scenario import Scenario
 from pxn.shape import Shape
-from pxn.sim.predict import Prediction, sweep
+from pxn.sim.predict import COVERAGE, Prediction, predictions_of, simulate_shapes
 from pxn.trace import Resume, RunSummary, Trace, load_traces, summarize
 
+SIGNIFICANCE = 0.05  # of the tests that call intervals too narrow, too wide or biased
 SETUP = ("budget", "workers", "valset_size", "trainset_size", "minibatch", "reflection_concurrency")
 
 
@@ -42,6 +53,9 @@ class Check:
     measured: RunSummary  # as summarize() reads the trace
     wall_clock: float  # seconds to the end of gepa's loop: what the simulator models
     predicted: Prediction
+    # Share of the predicted replicates faster than the measured run (ties count half):
+    # uniform on 0..1 over many runs when the predicted distribution is right.
+    percentile: float
 
     @property
     def after_loop(self) -> float:
@@ -92,9 +106,76 @@ class Validation:
     def coverage(self) -> tuple[int, int]:
         return sum(c.inside for c in self.counted), len(self.counted)
 
+    @property
+    def honesty(self) -> Honesty:
+        return Honesty.of([c.percentile for c in self.counted], self.coverage[0])
+
+
+@dataclass(frozen=True)
+class Honesty:
+    """Whether the completed runs bear the predicted intervals out (None: no run to tell)."""
+
+    runs: int
+    inside: int  # runs inside their 5-95% interval
+    expected_inside: float  # 90% of the runs
+    coverage_p: float | None  # two-sided exact binomial test of `inside` against 90%
+    mean_percentile: float | None  # 0.5 when unbiased; above: runs took longer than predicted
+    bias_p: float | None  # two-sided test of the mean percentile against 0.5
+    too_narrow: bool  # fewer inside than 90%, at the 5% level
+    too_wide: bool  # more inside than 90%, at the 5% level
+    biased: str | None  # "slower" or "faster" than predicted, at the 5% level; None: neither
+    verdict: str  # the above in a sentence
+
+    @classmethod
+    def of(cls, percentiles: Sequence[float], inside: int) -> Honesty:
+        runs, expected = len(percentiles), COVERAGE * len(percentiles)
+        if not runs:
+            return cls(0, 0, 0.0, None, None, None, False, False, None,
+                       "no completed run to judge the intervals by")  # fmt: skip
+        coverage_p = float(binomtest(inside, runs, COVERAGE).pvalue)
+        mean = float(np.mean(percentiles))
+        # The mean of n uniform percentiles has standard deviation 1 / sqrt(12 n).
+        bias_p = float(2 * norm.sf(abs(mean - 0.5) * math.sqrt(12 * runs)))
+        off = coverage_p < SIGNIFICANCE
+        biased = None
+        if bias_p < SIGNIFICANCE:
+            biased = "slower" if mean > 0.5 else "faster"
+        told = f"{inside}/{runs} runs inside the 5-95% interval ({expected:.1f} expected)"
+        told += f", mean percentile {mean:.2f} (0.5 expected)"
+        findings = []
+        if off:
+            findings.append("too narrow" if inside < expected else "too wide")
+        if biased:
+            findings.append(f"runs {biased} than predicted")
+        if findings:
+            verdict = f"intervals not honest: {' and '.join(findings)}: {told}"
+        else:
+            verdict = f"consistent with honest intervals: {told}"
+            if runs < 10:
+                verdict += f"; {runs} run(s) can reveal only gross errors"
+        return cls(
+            runs=runs,
+            inside=inside,
+            expected_inside=expected,
+            coverage_p=coverage_p,
+            mean_percentile=mean,
+            bias_p=bias_p,
+            too_narrow=off and inside < expected,
+            too_wide=off and inside > expected,
+            biased=biased,
+            verdict=verdict,
+        )
+
 
 def _mape(errors: list[float]) -> float:
     return float(np.mean(np.abs(errors))) if errors else math.nan
+
+
+def percentile_of(measured: float, predicted: Sequence[float]) -> float:
+    """Share of the predicted values below `measured`, ties counted half."""
+    values = np.asarray(predicted, dtype=float)
+    below, equal = np.sum(values < measured), np.sum(values == measured)
+    return float((below + equal / 2) / len(values))
 
 
 def setup_of(trace: Trace) -> dict[str, int]:
@@ -132,10 +213,12 @@ def validate_runs(
     for traces in groups.values():
         the_scenario = at_setup(scenario, setup_of(traces[0]))
         shapes = list(dict.fromkeys(Shape.parse(t.run_start.shape) for t in traces))
-        predictions = dict(zip(shapes, sweep(the_scenario, shapes, replicates, jobs), strict=True))
+        runs = simulate_shapes(the_scenario, shapes, replicates, jobs)
+        predictions = dict(zip(shapes, predictions_of(the_scenario, shapes, runs), strict=True))
         for trace in traces:
             shape = Shape.parse(trace.run_start.shape)
             end = trace.run_end
+            wall_clock = loop_end(trace)
             checks.append(
                 Check(
                     run=str(trace.path),
@@ -144,8 +227,9 @@ def validate_runs(
                     shape=shape,
                     measured_setup=setup_of(trace),
                     measured=summarize(trace),
-                    wall_clock=loop_end(trace),
+                    wall_clock=wall_clock,
                     predicted=predictions[shape],
+                    percentile=percentile_of(wall_clock, [r.wall_clock for r in runs[shape]]),
                 )
             )
     order = {str(t.path): i for i, t in enumerate(loaded.traces)}

@@ -1,21 +1,26 @@
-"""Validation: measured runs against predictions for their own setup; errors and coverage."""
+"""Validation: measured runs against predictions for their own setup; errors, coverage and
+whether the intervals are honest (each run's percentile within its prediction)."""
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from calibrate_helpers import TRUE, pxn, write_traces
 
 from pxn.app.validation_report import validation_csv, validation_json, validation_table
 from pxn.calibrate.overhead import fit_overhead
-from pxn.calibrate.validate import Validation, validate_runs
+from pxn.calibrate.validate import Honesty, Validation, validate_runs
 from pxn.shape import Shape
+from pxn.sim.model import simulate_once
 from pxn.sim.predict import sweep
 from pxn.trace import read_one, read_trace, summarize
+from pxn.uncertainty import Uncertainty
 
 SMALL = TRUE.replace(budget=800)
 SHAPES = (Shape(1, 1), Shape(2, 2), Shape(4, 1))
@@ -130,3 +135,51 @@ def test_cli_validate_writes_its_outputs(runs: list[Path], tmp_path: Path) -> No
     }
     bad = pxn("validate", *runs[:1], "--scenario", scenario, "--format", "xml")
     assert bad.returncode == 2 and "--format is table, csv or json" in bad.stderr
+
+
+def test_each_run_has_its_percentile_within_its_own_prediction(validation: Validation) -> None:
+    for check in validation.checks:
+        # The prediction's replicates again, straight from the simulator.
+        walls = np.array([simulate_once(SMALL, check.shape, r).wall_clock for r in range(100)])
+        below = np.sum(walls < check.wall_clock) + np.sum(walls == check.wall_clock) / 2
+        assert check.percentile == below / 100
+        if check.inside:  # inside the 5-95% interval: between its percentiles, give or take one
+            assert 0.04 <= check.percentile <= 0.96
+
+
+def test_the_true_model_is_judged_honest(validation: Validation) -> None:
+    honesty = validation.honesty
+    assert (honesty.runs, honesty.inside) == (6, validation.coverage[0])
+    assert honesty.expected_inside == pytest.approx(5.4)
+    assert not honesty.too_narrow and not honesty.too_wide and honesty.biased is None
+    assert honesty.verdict.startswith("consistent with honest intervals")
+    assert "6 run(s) can reveal only gross errors" in honesty.verdict
+
+
+def test_a_model_too_fast_is_judged_biased_and_too_narrow(tmp_path: Path) -> None:
+    """Runs whose rollouts take twice as long as the scenario says: all past its intervals."""
+    slow = SMALL.with_parameters({"rollout.scale": 2 * SMALL.rollout.params["scale"]})
+    measured = slow.replace(seed=999)
+    runs = [p for shape in SHAPES for p in write_traces(tmp_path, measured, shape, range(2))]
+    honesty = validate_runs(SMALL, runs, replicates=40).honesty
+    # Six runs all outside a 90% interval: p = 1e-6; all at percentile 1: z = 4.2.
+    assert honesty.inside == 0 and honesty.too_narrow and honesty.coverage_p < 1e-4
+    assert honesty.biased == "slower" and honesty.mean_percentile == 1.0
+    assert honesty.verdict.startswith("intervals not honest: too narrow and runs slower")
+
+
+def test_predictions_use_the_scenarios_draws(runs: list[Path]) -> None:
+    scale = SMALL.rollout.params["scale"]
+    draws = tuple({"rollout.scale": scale * f} for f in (0.5, 1.0, 2.0))
+    uncertain = SMALL.replace(uncertainty=Uncertainty("test", draws))
+    [check] = validate_runs(uncertain, runs[2:3], replicates=30).checks
+    [expected] = sweep(uncertain, [check.shape], 30)
+    assert check.predicted == expected
+    assert check.predicted.draws == 3 and check.predicted.wall_clock_split is not None
+
+
+def test_no_completed_run_gives_an_honesty_without_figures() -> None:
+    honesty = Honesty.of([], 0)
+    assert honesty.coverage_p is None and honesty.mean_percentile is None
+    assert honesty.verdict == "no completed run to judge the intervals by"
+    json.dumps(dataclasses.asdict(honesty), allow_nan=False)  # valid JSON: null, never NaN
