@@ -22,6 +22,7 @@ from pxn.errors import PxnError
 from pxn.shape import Shape
 from pxn.sim.backends import WINDOW_MIN, LocalBackend, RayBackend, gather, make_backend
 from pxn.sim.predict import simulate_replicates, sweep
+from pxn.uncertainty import Uncertainty
 
 pytestmark = pytest.mark.slow
 
@@ -58,14 +59,19 @@ def pxn(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 def test_library_sweep_on_the_head_equals_local(ray_head: Head) -> None:
     scenario = make_scenario()
+    scale = scenario.rollout.params["scale"]
+    draws = tuple({"rollout.scale": scale * f} for f in (0.5, 1.0, 2.0))
+    uncertain = scenario.replace(uncertainty=Uncertainty("test", draws))
     shapes = [Shape(2, 2), Shape(4, 1)]  # single is added: 3 shapes x 3 chunks (25, 25, 10)
     local = sweep(scenario, shapes, 60, jobs=1)
     told: list[int] = []
     with RayBackend(ray_head.address) as backend:
         on_ray = sweep(scenario, shapes, 60, on_progress=told.append, backend=backend)
         again = sweep(scenario, shapes, 60, backend=backend)  # one connection, many sweeps
+        drawn = sweep(uncertain, shapes, 60, backend=backend)  # replicate r runs draw r mod 3
     assert on_ray == local
     assert again == local
+    assert drawn == sweep(uncertain, shapes, 60, jobs=1) != local
     assert sorted(told) == sorted([25, 25, 10] * 3)
 
 
