@@ -94,12 +94,38 @@ class LatencyFit:
 
 def mle_params(family: str, data: np.ndarray) -> dict[str, float]:
     """The family's maximum-likelihood parameters with loc fixed at 0, by scipy's names."""
+    if family == "weibull_min":
+        return _weibull_params(data)
     dist = getattr(scipy.stats, family)
     *shapes, _loc, scale = dist.fit(data, floc=0)
     names = dist.shapes.split(", ") if dist.shapes else []
     params = {name: float(v) for name, v in zip(names, shapes, strict=True)}
     params["scale"] = float(scale)
     return params
+
+
+def _weibull_params(data: np.ndarray) -> dict[str, float]:
+    """Weibull's MLE (loc 0) from its profile equation in the shape c alone.
+
+    scipy's generic search takes some 10 ms a fit; the bootstraps refit hundreds
+    of times. At the MLE, 1/c + mean(log x) = sum(x^c log x) / sum(x^c), and the
+    left side minus the right falls as c grows, so a bracketing root finder
+    solves it; then scale = mean(x^c)^(1/c).
+    """
+    logs = np.log(data)
+    mean_log = logs.mean()
+    shifted = logs - logs.max()  # x^c scaled by max(x)^c: the ratio is unchanged
+
+    def gap(c: float) -> float:
+        weights = np.exp(c * shifted)
+        return 1 / c + mean_log - float(np.sum(weights * logs) / np.sum(weights))
+
+    low, high = 1e-3, 1.0
+    while gap(high) > 0 and high < 1e4:
+        high *= 2
+    c = float(scipy.optimize.brentq(gap, low, high, xtol=1e-12))
+    scale = float(np.exp(logs.max()) * np.mean(np.exp(c * shifted)) ** (1 / c))
+    return {"c": c, "scale": scale}
 
 
 def censored_params(

@@ -33,6 +33,7 @@ from pxn.shape import Shape
 from pxn.trace import Attempt, Decision, Iteration, Reflection, Rollout, Stage, Trace
 
 TIMEOUT = re.compile(r"time[d ]?out", re.IGNORECASE)
+MATCH = 1e-6  # seconds: clock rounding between a call and its tries
 
 
 @dataclass(frozen=True)
@@ -233,7 +234,13 @@ def _calls(builder: _Builder, run: int, trace: Trace) -> None:
         for event, load in zip(events, loads.tolist(), strict=True):
             phase = event.phase if isinstance(event, Rollout) else "reflection"
             tries = timed_out.get(_call_key(kind, event), [])
-            tries = [t for t in tries if event.start <= t.start <= event.end]
+            # The same slot runs the next call the instant this one ends: a try is
+            # this call's when it starts before the end and ends by it.
+            tries = [
+                t
+                for t in tries
+                if event.start - MATCH <= t.start < event.end - MATCH and t.end <= event.end + MATCH
+            ]
             row = {"kind": kind, "phase": phase, "load": load, "minibatch": b, "event": event}
             if not tries:
                 builder.call(run, event.iteration, latency=event.duration, censored=False, **row)

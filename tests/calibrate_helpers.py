@@ -224,3 +224,39 @@ def rewrite_calls(trace: Path, rollout, reflection, cost: float | None) -> None:
             event["cost"] = cost
         lines.append(json.dumps(event))
     trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+# ---- timeouts: the simulator writes no Attempt events, so the fixtures do ----
+
+TIMEOUT_ERROR = "Timeout: litellm.Timeout: request timed out after the client's timeout"
+
+
+def add_timeout_attempts(paths: list[Path], cap: float) -> int:
+    """Write the Attempt events a runner would for simulated rollouts cut at a timeout.
+
+    A rollout drawn with cap_retries lasts its timed-out tries (each exactly `cap`)
+    plus its last try; one that timed out every time lasts a whole number of caps.
+    Returns the number of tries written (backoff between tries is not modelled).
+    """
+    written = 0
+    for path in paths:
+        trace = path / "trace.jsonl"
+        lines = []
+        for line in trace.read_text(encoding="utf-8").splitlines():
+            event = json.loads(line)
+            if event["kind"] == "rollout":
+                duration = event["end"] - event["start"]
+                timeouts = math.floor(duration / cap + 1e-9)
+                exhausted = timeouts > 0 and abs(duration - timeouts * cap) < 1e-9
+                event["attempts"] = timeouts if exhausted else timeouts + 1
+                for i in range(timeouts):
+                    start = event["start"] + i * cap
+                    attempt = {"kind": "attempt", "start": start, "end": start + cap,
+                               "iteration": event["iteration"], "call": "rollout",
+                               "phase": event["phase"], "worker": event["worker"],
+                               "attempt": i + 1, "error": TIMEOUT_ERROR}  # fmt: skip
+                    lines.append(json.dumps(attempt))
+                    written += 1
+            lines.append(json.dumps(event))
+        trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return written

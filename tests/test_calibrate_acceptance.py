@@ -1,0 +1,119 @@
+"""Acceptance: an honest decay test on small samples, decay_until, and within-step correlation.
+
+Statistical tests are seeded. A rate "at most nominal" is checked with a
+one-sided binomial test of the claims against 5% at significance 0.01, so a
+rate that is truly 5% fails it about 1% of the time (never, with the seeds
+fixed); a rate of 8.5% (what the chi-square test gave at 4 proposals)
+would fail it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.stats
+from calibrate_helpers import TRUE, write_traces
+
+from pxn.calibrate.acceptance import (
+    DECAY_MIN_PROPOSALS,
+    Steps,
+    fit_acceptance,
+    fit_correlation,
+)
+from pxn.calibrate.units import cut_into_units
+from pxn.shape import Shape
+from pxn.trace import read_one
+
+
+def single_steps(outcomes: np.ndarray) -> Steps:
+    """A 1x1 run: step i judged one proposal, made after i others."""
+    return Steps.of(np.arange(len(outcomes)), np.ones(len(outcomes)), outcomes)
+
+
+def beta_binomial_steps(steps: int, k: int, a: float, rho: float, seed: int) -> Steps:
+    rng = np.random.default_rng(seed)
+    rate = np.full(steps, a)
+    if rho > 0:
+        spread = 1 / rho - 1
+        rate = rng.beta(a * spread, (1 - a) * spread, size=steps)
+    passed = rng.binomial(k, rate)
+    return Steps.of(np.arange(steps) * k, np.full(steps, k), passed)
+
+
+def not_above_nominal(claims: int, trials: int) -> bool:
+    return scipy.stats.binomtest(claims, trials, 0.05, alternative="greater").pvalue > 0.01
+
+
+def test_the_four_proposal_run_that_fooled_the_chi_square_test() -> None:
+    """First accepted, then three rejections: a steep decay fits it perfectly (p = 0.034
+    by chi-square), but four proposals are far too few to claim one."""
+    fit = fit_acceptance(single_steps(np.array([1.0, 0.0, 0.0, 0.0])))
+    assert fit.lr_statistic == pytest.approx(4.5, abs=0.01)  # the statistic itself is as before
+    assert scipy.stats.chi2.sf(fit.lr_statistic, df=1) == pytest.approx(0.034, abs=0.001)
+    assert fit.chosen.tau is None
+    assert "too few to claim a decay" in fit.reason
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("proposals", [4, 8, 16, 24, 40])
+def test_decay_is_claimed_at_most_nominally_under_constant_acceptance(proposals: int) -> None:
+    """The false-positive rate of the decay claim at small n, measured: 200 runs each."""
+    rng = np.random.default_rng(proposals)
+    trials = 200
+    claims = sum(
+        fit_acceptance(single_steps((rng.random(proposals) < 0.3).astype(float))).chosen.tau
+        is not None
+        for _ in range(trials)
+    )
+    if proposals < DECAY_MIN_PROPOSALS:
+        assert claims == 0
+    assert not_above_nominal(claims, trials), f"{claims}/{trials} claimed decay"
+
+
+def test_a_real_decay_is_still_found_and_held_where_the_data_end() -> None:
+    rng = np.random.default_rng(7)
+    made = np.arange(300)
+    steps = single_steps((rng.random(300) < 0.6 * np.exp(-made / 80)).astype(float))
+    fit = fit_acceptance(steps)
+    assert fit.chosen.tau is not None, fit.reason
+    assert 50 < fit.chosen.tau < 130
+    assert fit.chosen.decay_until == 299
+    # Past the data the decay holds instead of running on to zero.
+    assert fit.chosen.probability(10_000) == fit.chosen.probability(299) > 0
+
+
+def test_siblings_share_the_proposals_made_before_their_step(tmp_path: Path) -> None:
+    [run] = write_traces(tmp_path, TRUE, Shape(2, 2), range(1))
+    steps = cut_into_units([read_one(run)]).steps
+    assert steps.made[0] == 0
+    assert np.array_equal(steps.made[1:], np.cumsum(steps.judged)[:-1])
+    assert steps.judged.max() == 4  # k = 4 siblings, one step
+
+
+def test_correlated_steps_are_found_and_rho_recovered() -> None:
+    """200 steps of 4: rho's standard error is about 0.06 there; the tolerance is 0.13."""
+    steps = beta_binomial_steps(200, 4, a=0.3, rho=0.3, seed=3)
+    fit = fit_acceptance(steps)
+    assert fit.correlation.pvalue < 1e-3
+    assert fit.chosen.correlation == pytest.approx(0.3, abs=0.13)
+    assert fit.chosen.a0 == pytest.approx(0.3, abs=0.06)
+
+
+def test_independent_steps_keep_no_correlation_at_most_nominally() -> None:
+    """The chi-bar-square test of rho = 0, under independence: 300 runs of 60 steps of 4."""
+    trials = 300
+    claims = 0
+    for seed in range(trials):
+        steps = beta_binomial_steps(60, 4, a=0.3, rho=0.0, seed=1000 + seed)
+        mean = np.full(len(steps.made), steps.accepted / steps.proposals)
+        claims += fit_correlation(steps, mean).chosen > 0
+    assert not_above_nominal(claims, trials), f"{claims}/{trials} claimed a correlation"
+
+
+def test_single_proposal_steps_cannot_show_a_correlation() -> None:
+    fit = fit_acceptance(single_steps(np.tile([1.0, 0.0, 0.0], 20)))
+    assert not fit.correlation.identified
+    assert fit.chosen.correlation == 0
+    assert "not identifiable" in fit.correlation.reason
