@@ -151,7 +151,7 @@ def calibrate_traces(
             "in (an overestimate)"
         )
     rollout = _fit_kind(served, units, "rollout", latency)
-    by_phase = _fit_phases(served, units, rollout)
+    by_phase = _fit_phases(served, rollout, latency)
     phase_pvalue = _phase_test(by_phase)
     rollout_phases = _own_phases(by_phase, phase_pvalue, notes)
     # Without token counts the report says so (calibration_lines); not a warning.
@@ -268,21 +268,23 @@ def _fit_kind(served: Calls, units: Units, kind: str, choice: str) -> LatencyFit
     )
 
 
-def _fit_phases(served: Calls, units: Units, pooled: LatencyFit) -> dict[str, LatencyFit]:
-    """Each phase's latency: the pooled fit's family where a phase has data enough for it."""
-    family = pooled.chosen.dist
+def _fit_phases(served: Calls, pooled: LatencyFit, choice: str) -> dict[str, LatencyFit]:
+    """Each phase's own fit (its own family), with the pooled sample's cap if it has one.
+
+    The pooled sample mixes the phases, so its family need not be any phase's. A
+    phase too small to give its own latency is fitted by "auto", for the report.
+    """
     fits = {}
     for phase in ROLLOUT_PHASES:
         observed, timed_out = latency_sample(served, "rollout", phase)
-        if len(observed) == 0:
-            continue
-        what = f"rollout {phase}"
-        try:
-            if len(observed) < PHASE_OWN_MIN:
-                raise PxnError("too few for the pooled family")
-            fits[phase] = fit_latency(what, observed, family, timed_out=timed_out, tail=pooled.tail)
-        except PxnError:  # the phase's own choice, for the report
-            fits[phase] = fit_latency(what, observed, "auto", timed_out=timed_out, tail=pooled.tail)
+        if len(observed):
+            fits[phase] = fit_latency(
+                f"rollout {phase}",
+                observed,
+                choice if len(observed) >= PHASE_OWN_MIN else "auto",
+                timed_out=timed_out,
+                tail=pooled.tail,
+            )
     return fits
 
 

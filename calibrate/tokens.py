@@ -72,7 +72,7 @@ def fit_tokens(what: str, events: list[Event]) -> TokenFit | None:
 MIN_LATENCY_FIT = 10  # reflections a three-coefficient least-squares fit needs at the least
 
 
-def fit_counts(what: str, counts: Sequence[float]) -> LatencyFit:
+def fit_counts(what: str, counts: Sequence[float], *, capped: bool) -> LatencyFit:
     """A distribution of token counts per call, by the same machinery as latencies.
 
     Counts are whole numbers. When they run into the tens or more, one token is a
@@ -83,11 +83,16 @@ def fit_counts(what: str, counts: Sequence[float]) -> LatencyFit:
     A zero (an empty reply) is a point mass no family here has, and fit_latency
     sets non-positive values aside, which would bias the mean upwards: with any
     zero the counts are resampled as observed, zeros included.
+
+    An output may stop at max_tokens (`capped`: screened for a pile at a cap, as
+    latencies are); an input is never cut, and its few distinct prompts clump on
+    the lattice in a way the screen, made for continuous values, would misread.
     """
     data = np.asarray(counts, dtype=float)
     data = data[np.isfinite(data) & (data >= 0)]
     if not (data == 0).any():
-        return fit_latency(what, data, "auto")
+        tail = None if capped else no_tail(len(data), "not screened: an input is never cut")
+        return fit_latency(what, data, "auto", tail=tail)
     resamples = np.random.default_rng(SEED).choice(data, size=(BOOTSTRAP, len(data)))
     return LatencyFit(
         what=what,
@@ -321,9 +326,11 @@ def fit_token_counts(
         per_input = 0.0
         reason = "its 95% interval holds 0" if latency.per_input > 0 else "not positive"
         reason += ": not used, the reflection latency does not change with b"
-    rollout_input = fit_counts("rollout input", counts(rollouts, "tokens_in"))
-    rollout_output = fit_counts("rollout output", counts(rollouts, "tokens_out"))
-    reflection_output = fit_counts("reflection output", counts(reflections, "tokens_out"))
+    rollout_input = fit_counts("rollout input", counts(rollouts, "tokens_in"), capped=False)
+    rollout_output = fit_counts("rollout output", counts(rollouts, "tokens_out"), capped=True)
+    reflection_output = fit_counts(
+        "reflection output", counts(reflections, "tokens_out"), capped=True
+    )
     tokens = Tokens(
         rollout_input=rollout_input.chosen,
         rollout_output=rollout_output.chosen,

@@ -19,6 +19,7 @@ from calibrate_helpers import TRUE, assert_user_error, pxn, relative, write_trac
 from pxn.calibrate.load_effect import call_loads
 from pxn.calibrate.scenario_from_traces import Calibration, calibrate_traces
 from pxn.calibrate.slowdown import fit_slowdown
+from pxn.load import Load, Loads
 from pxn.shape import Shape
 from pxn.sim.predict import sweep
 from pxn.trace import Reflection, Rollout
@@ -146,3 +147,25 @@ def test_a_bad_declared_pool_is_one_clear_line(runs: list[Path], tmp_path: Path)
     assert_user_error(
         pxn("calibrate", bad, "-o", tmp_path / "x.toml"), "lm_servers is 'two'", "whole number"
     )
+
+
+def test_a_hosted_api_slowdown_is_fitted_per_model(tmp_path: Path) -> None:
+    """No server limit: rollouts slow by 0.3 per extra call, reflections by 0.6. 2x2 runs put
+    child minibatches at loads 3 to 8 (skips thin them) and reflections at 1 to 4, so each
+    model's own calls, phase by phase, tell its slowdown. Only the ~500 child-minibatch
+    rollouts below load 8 inform the task's: its 95% interval is about +-0.15 wide, the
+    reflections' +-0.1; the tolerances are those, and the intervals must hold the truth."""
+    hosted = TRUE.replace(loads=Loads(Load(None, 0.3), Load(None, 0.6)), skip_perfect=0.3)
+    cal = calibrate_traces(write_traces(tmp_path, hosted, Shape(2, 2), range(4)))
+    task, reflection = cal.slowdowns["task"], cal.slowdowns["reflection"]
+    loads = cal.scenario.loads
+    assert loads.task.servers is None and cal.servers is None
+    assert task.basis == reflection.basis == "own"
+    assert task.fit.pvalue < 1e-6 and reflection.fit.pvalue < 1e-6
+    assert abs(loads.task.slowdown - 0.3) < 0.15 and abs(loads.reflection.slowdown - 0.6) < 0.1
+    assert task.fit.interval[0] < 0.3 < task.fit.interval[1]
+    assert reflection.fit.interval[0] < 0.6 < reflection.fit.interval[1]
+    # Where most rollouts ran (8 in flight) the fit reproduces their latency, whatever
+    # share of it the slowdown takes.
+    at_eight = cal.scenario.rollout.mean() * loads.task.factor(8)
+    assert relative(at_eight, hosted.rollout.mean() * hosted.loads.task.factor(8)) < 0.03

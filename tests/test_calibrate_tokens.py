@@ -156,10 +156,13 @@ def test_base_floored_when_records_outweigh_the_measured_input() -> None:
 def test_small_and_zero_counts_are_resampled_as_observed() -> None:
     rng = np.random.default_rng(0)
     capped = np.minimum(rng.integers(1, 12, size=400), 8)  # max_tokens=8 piles up at 8
-    fit = fit_counts("rollout output", capped)
+    fit = fit_counts("rollout output", capped, capped=True)
     assert fit.chosen.dist == "empirical" and "KS" in fit.reason
+    assert fit.tail.capped and fit.chosen.cap == 8  # the pile at max_tokens is found
+    # An input is never cut: its counts are not screened for a cap.
+    assert not fit_counts("rollout input", capped, capped=False).tail.capped
     with_zeros = np.concatenate([capped, np.zeros(20)])
-    fit = fit_counts("rollout output", with_zeros)
+    fit = fit_counts("rollout output", with_zeros, capped=True)
     assert fit.chosen.dist == "empirical" and "zero" in fit.reason
     assert fit.chosen.mean() == pytest.approx(with_zeros.mean())  # zeros kept, not dropped
 
