@@ -45,6 +45,11 @@ def describe(x: Assessment) -> str:
         f"{p.iterations.mean:.0f} iterations",
         f"{p.proposals.mean:.0f} proposals",
         f"full-val {p.full_val_share.mean:.0%}",
+        *(
+            [f"parameters {p.wall_clock_split.parameter_share:.0%} of its spread"]
+            if p.wall_clock_split is not None
+            else []
+        ),
         *([f"{p.throttled_share.mean:.0%} of calls throttled"] if p.rate_limited else []),
         f"limited by {x.limited_by}",
     ]
@@ -132,6 +137,8 @@ def assessment_row(advice: Advice, x: Assessment) -> dict[str, Any]:
     row["wall_clock_p5_s"] = p.wall_clock.low
     row["wall_clock_p95_s"] = p.wall_clock.high
     row["wall_clock_se_s"] = x.wall_clock_se
+    split = p.wall_clock_split
+    row["wall_clock_parameter_share"] = None if split is None else split.parameter_share
     for name in ("mean", "low", "high"):
         column = {"mean": "mean", "low": "p5", "high": "p95"}[name]
         row[f"dollars_{column}"] = None if p.dollars is None else getattr(p.dollars, name)
@@ -172,6 +179,7 @@ def advice_document(advice: Advice) -> dict[str, Any]:
         "recommended": None if advice.recommended is None else advice.recommended.allocation.label,
         "runners_up": [x.allocation.label for x in advice.runners_up],
         "infeasible_because": advice.reasons,
+        "notes": advice.notes,
         "allocations": [assessment_row(advice, x) for x in advice.assessments],
     }
 
@@ -185,6 +193,7 @@ def advice_report(advice: Advice) -> Report:
     shown: list = [*headline(advice), *recommendation(advice)]
     if advice.assessments:
         shown.append(advice_table(advice))
+    shown += [f"note: {note}" for note in advice.notes]
     return Report(
         name="advise",
         shown=shown,

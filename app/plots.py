@@ -73,7 +73,7 @@ def draw_speedup(
     """Speedup against single on a second axis; returns the legend entries it adds."""
     x = range(len(predictions))
     speed = ax.twinx()
-    simulated = [p.speedup for p in predictions]
+    simulated = [math.nan if p.speedup is None else p.speedup for p in predictions]
     speed.plot(x, simulated, "^:", color="tab:green", alpha=0.9)
     handles = [
         Line2D([], [], marker="^", linestyle=":", color="tab:green", label="simulated speedup")

@@ -18,7 +18,7 @@ from pxn.durations import format_duration
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.analytic import analytic
-from pxn.sim.predict import Prediction
+from pxn.sim.predict import Prediction, Split
 
 
 def dollars_text(p: Prediction) -> str:
@@ -34,6 +34,20 @@ def dollars_text(p: Prediction) -> str:
 def percent(share: float, places: int = 0) -> str:
     """A share as a percentage; "-" when undefined (a run with no iteration has no share)."""
     return f"{share:.{places}%}" if math.isfinite(share) else "-"
+
+
+def times_text(ratio: float | None) -> str:
+    """A speedup, as in "2.45x"; "-" when there is none (no single run to compare with)."""
+    return "-" if ratio is None else f"{ratio:.2f}x"
+
+
+def noise_text(split: Split | None) -> str:
+    return "-" if split is None else span_text(split.noise.low, split.noise.high)
+
+
+def parameter_share_text(split: Split | None) -> str:
+    """The parameters' share of a spread; "-" without draws (or with one replicate each)."""
+    return "-" if split is None else percent(split.parameter_share)
 
 
 def span_text(low: float, high: float) -> str:
@@ -81,6 +95,14 @@ def prediction_row(scenario: Scenario, p: Prediction) -> dict[str, Any]:
         row[f"{name}_p5"] = None if interval is None else interval.low
         row[f"{name}_p95"] = None if interval is None else interval.high
     row["rate_bound_s"] = p.analytic.rate_bound if p.rate_limited else None
+    # Over parameter draws: the parameters' share of the spread, and the noise alone.
+    split = p.wall_clock_split
+    row["draws"] = p.draws
+    row["wall_clock_parameter_share"] = None if split is None else split.parameter_share
+    row["wall_clock_noise_p5_s"] = None if split is None else split.noise.low
+    row["wall_clock_noise_p95_s"] = None if split is None else split.noise.high
+    share = None if p.dollars_split is None else p.dollars_split.parameter_share
+    row["dollars_parameter_share"] = share
     return row
 
 
@@ -152,10 +174,20 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid
             "; throttled: share of calls that waited for rate-limit capacity; "
             "rate bound: the least time the limits allow"
         )
+    draws = max(p.draws for p in predictions)
+    if draws:
+        setting += f", {draws} parameter draws"
+        caption += (
+            "; 5-95% spans the parameters' uncertainty and run-to-run noise; params: the "
+            "parameters' share of the wall-clock's variance (better calibration narrows it); "
+            "noise: the 5-95% of run-to-run noise alone"
+        )
     columns = [
         Column("shape", left=True),
         Column("wall-clock"),
         Column("5-95%"),
+        *([Column("params", rank=1, words="parameters' share")] if draws else []),
+        *([Column("noise\n5-95%", rank=3, words="noise 5-95%")] if draws else []),
         Column("speedup"),
         *([Column("dollars")] if priced else []),
         *([Column("throttled", rank=1)] if limited else []),
@@ -182,7 +214,9 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid
             p.shape.label,
             format_duration(p.wall_clock.mean),
             span_text(p.wall_clock.low, p.wall_clock.high),
-            f"{p.speedup:.2f}x",
+            *([parameter_share_text(p.wall_clock_split)] if draws else []),
+            *([noise_text(p.wall_clock_split)] if draws else []),
+            times_text(p.speedup),
             *([dollars_text(p)] if priced else []),
             *([percent(p.throttled_share.mean)] if limited else []),
             f"{p.iterations.mean:.1f}",
@@ -219,6 +253,8 @@ def predictions_report(
     shown: list = [predictions_table(scenario, predictions)]
     if stages:
         shown += [stage_table(p) for p in predictions]
+    # The same for every shape (they ran the same replicates): said once.
+    shown += [f"note: {note}" for note in dict.fromkeys(n for p in predictions for n in p.notes)]
     return Report(
         name="sweep",
         shown=shown,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ def check_row(c: Check) -> dict[str, Any]:
         "sim_wall_clock_p95_s": p.wall_clock.high,
         "sim_error": c.sim_error,
         "inside_interval": c.inside,
+        "percentile": c.percentile,
         "analytic_wall_clock_s": p.analytic.wall_clock,
         "analytic_error": c.analytic_error,
         "measured_iterations": m.iterations,
@@ -62,6 +64,7 @@ def summary_record(v: Validation) -> dict[str, Any]:
         "analytic_mape": v.analytic_mape,
         "sim_interval_coverage": inside / counted if counted else math.nan,
         "inside": inside,
+        "honesty": asdict(v.honesty),
     }
 
 
@@ -109,13 +112,17 @@ def validation_table(v: Validation) -> Grid:
             Column("measured"),
             Column("simulated [5-95%]"),
             Column("in", words="inside the interval"),
+            Column("pct.", rank=1, words="percentile in the prediction"),
             Column("sim err", rank=1, words="simulator's error"),
             Column("analytic", rank=1),
             Column("an. err", rank=1, words="analytic error"),
             Column("iters\nm/sim/an", rank=2, words="iterations measured/simulated/analytic"),
             Column("full-val\nm/sim/an", rank=2, words="full-val measured/simulated/analytic"),
         ],
-        caption=summary_line(v) + "\nmeasured: to the end of gepa's last iteration",
+        caption=summary_line(v)
+        + f"\n{v.honesty.verdict}"
+        + "\nmeasured: to the end of gepa's last iteration; pct.: the share of simulated runs "
+        "faster than the measured one (uniform on 0-1 when the predictions are right)",
     )
     for c in v.checks:
         p, m = c.predicted, c.measured
@@ -127,6 +134,7 @@ def validation_table(v: Validation) -> Grid:
             format_duration(c.wall_clock),
             f"{format_duration(p.wall_clock.mean)} [{simulated}]",
             "yes" if c.inside else "no",
+            f"{c.percentile:.2f}",
             f"{c.sim_error:+.1%}",
             format_duration(p.analytic.wall_clock),
             f"{c.analytic_error:+.1%}",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import stat
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from conftest import assert_user_error, run_pxn, run_pxn_script
 from rich.console import Console
 from sim_helpers import make_scenario
 
+from pxn.app.output import json_text
 from pxn.app.prediction_report import predictions_report, predictions_table, stage_table
 from pxn.app.tables import Column, Grid, fit
 from pxn.files import write_text_atomically
@@ -25,6 +27,7 @@ from pxn.shape import Shape, parse_shapes
 from pxn.sim.analytic import analytic
 from pxn.sim.predict import sweep
 from pxn.sim.presets import load_scenario
+from pxn.uncertainty import Uncertainty
 
 ROOT = Path(__file__).resolve().parents[1]
 PRICED_AND_LIMITED = ROOT / "experiments" / "advise_example" / "livebench-math-api.toml"
@@ -71,20 +74,20 @@ def test_every_command_checks_its_format_before_any_work(args: list[str]) -> Non
     )
 
 
-def test_json_is_strict_when_a_share_is_undefined(tmp_path: Path) -> None:
-    # A budget of one seed validation leaves no iteration, so no full-validation share.
-    scenario = make_scenario(budget=20)
-    [prediction] = sweep(scenario, [Shape(2, 2)], 3)
-    assert prediction.full_val_share.mean != prediction.full_val_share.mean  # NaN
-    path = saved(scenario, tmp_path)
-    for command, out in (("sweep", ["--out", tmp_path]), ("simulate", ["--shape", "2x2"])):
-        result = run_pxn(command, path, "--reps", "3", "--format", "json", *out)
+def test_json_is_strict_when_a_figure_is_undefined() -> None:
+    document = {"a": math.nan, "b": [math.inf, 1.5], "c": {"d": -math.inf, "e": "x"}}
+    expected = {"a": None, "b": [None, 1.5], "c": {"d": None, "e": "x"}}
+    assert strict_json(json_text(document)) == expected
+
+
+def test_a_budget_of_one_seed_validation_gives_strict_json(tmp_path: Path) -> None:
+    # No iteration runs: the case that once put a NaN in `sweep --format json`.
+    path = saved(make_scenario(budget=20), tmp_path)
+    for command, more in (("sweep", ["--out", tmp_path]), ("simulate", ["--shape", "2x2"])):
+        result = run_pxn(command, path, "--reps", "3", "--format", "json", *more)
         assert result.returncode == 0, result.stderr
-        shown = strict_json(result.stdout)["predictions"][-1]
-        assert shown["full_val_share"] == {"mean": None, "low": None, "high": None}
+        assert strict_json(result.stdout)["predictions"][-1]["iterations"]["mean"] == 0
     strict_json((tmp_path / "sweep.json").read_text(encoding="utf-8"))
-    table = render(predictions_table(scenario, [prediction]), 200)
-    assert "nan" not in table and "│        - │" in table  # the full-val cell
 
 
 # -- tables that fit ---------------------------------------------------------------
@@ -264,3 +267,57 @@ def test_advise_prints_its_recommendation_and_a_table_that_fits(tmp_path: Path) 
     lines = table_lines(result.stdout)
     assert len(lines) >= 4 + 4  # the box and the four allocations
     assert max(map(len, lines)) <= 100
+
+
+# -- parameter uncertainty, shown compactly ----------------------------------------
+
+
+def with_rollout_draws(scenario: Scenario, factors: list[float]) -> Scenario:
+    scale = scenario.rollout.params["scale"]
+    draws = tuple({"rollout.scale": scale * f} for f in factors)
+    return scenario.replace(uncertainty=Uncertainty("test", draws))
+
+
+def test_a_prediction_over_draws_shows_the_parameters_share_and_notes_too_few(
+    tmp_path: Path,
+) -> None:
+    scenario = with_rollout_draws(make_scenario(), [0.5, 0.8, 1.25, 2.0])
+    predictions = sweep(scenario, parse_shapes("single,2x2"), 8)  # two replicates per draw
+    report = predictions_report(scenario, predictions)
+    [grid] = report.shown
+    assert "4 parameter draws" in grid.title
+    names = [c.name for c in grid.columns]
+    for p, row, record in zip(predictions, grid.rows, report.rows, strict=True):
+        share = p.wall_clock_split.parameter_share
+        assert row[names.index("params")] == f"{share:.0%}"
+        assert record["wall_clock_parameter_share"] == share and record["draws"] == 4
+        assert record["wall_clock_noise_p5_s"] == p.wall_clock_split.noise.low
+    # Too few replicates for the draws: the note is said once, after the table.
+    result = run_pxn("sweep", saved(scenario, tmp_path), "--shapes", "single,2x2", "--reps", "4")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("note: 4 replicates over 4 parameter draws") == 1
+    assert "│      - │" in result.stdout  # no draw ran twice: no split to show
+
+
+def test_without_draws_nothing_is_said_of_them(hover) -> None:
+    scenario, predictions = hover
+    report = predictions_report(scenario, predictions)
+    [grid] = report.shown
+    assert "params" not in [c.name for c in grid.columns] and "draws" not in grid.title
+    assert report.rows[0]["draws"] == 0 and report.rows[0]["wall_clock_parameter_share"] is None
+
+
+def test_validate_shows_each_runs_percentile_and_the_verdict(tmp_path: Path) -> None:
+    from calibrate_helpers import write_traces
+
+    scenario = make_scenario(budget=200)
+    runs = write_traces(tmp_path / "runs", scenario, Shape(1, 1), range(2))
+    path = saved(scenario, tmp_path)
+    table = run_pxn("validate", *runs, "--scenario", path, "--reps", "10", "--jobs", "1")
+    assert table.returncode == 0, table.stderr
+    assert "pct." in table.stdout and "runs inside the 5-95% interval" in table.stdout
+    rows = run_pxn("validate", *runs, "--scenario", path, "--reps", "10", "--format", "csv")
+    percentiles = [float(r["percentile"]) for r in csv.DictReader(io.StringIO(rows.stdout))]
+    assert len(percentiles) == 2 and all(0 <= x <= 1 for x in percentiles)
+    for p in percentiles:
+        assert f"{p:.2f}" in table.stdout
