@@ -103,12 +103,12 @@ def simulate_replicates(scenario: Scenario, shape: Shape, replicates: range) -> 
 def split(values: Sequence[float], draws: int) -> Split | None:
     """The split of `values` (replicate r's at index r, run with draw r mod `draws`)."""
     y = np.asarray(values, dtype=float)
-    groups = [y[i::draws] for i in range(min(draws, len(y)))]
+    if len(y) <= draws:  # every draw ran once: noise cannot be told from the parameters
+        return None
+    groups = [y[i::draws] for i in range(draws)]
     sizes = np.array([len(g) for g in groups], dtype=float)
     means = np.array([g.mean() for g in groups])
     within_df = len(y) - len(groups)
-    if within_df == 0:  # every draw ran once: noise cannot be told from the parameters
-        return None
     residuals = np.concatenate(
         # Deviations from a draw's own mean are narrower than the noise by
         # sqrt((n - 1) / n): widened back, so their spread is the noise's.
@@ -140,6 +140,11 @@ def draw_notes(draws: int, replicates: int) -> tuple[str, ...]:
             f"{replicates} replicates ran only {replicates} of the scenario's {draws} parameter "
             "draws, one each: the interval leaves part of the parameters' uncertainty out, and "
             f"cannot tell it from run-to-run noise; {enough}",
+        )
+    if replicates == draws:
+        return (
+            f"{replicates} replicates ran each of the scenario's {draws} parameter draws once: "
+            f"the interval spans them, but cannot tell their share from run-to-run noise; {enough}",
         )
     return (
         f"{replicates} replicates over {draws} parameter draws: some draws ran once, so the "

@@ -110,6 +110,7 @@ def test_without_draws_a_prediction_is_the_replicates_own_figures() -> None:
     ("replicates", "split_known", "fragment"),
     [
         (5, False, "5 replicates ran only 5 of the scenario's 10 parameter draws"),
+        (10, False, "10 replicates ran each of the scenario's 10 parameter draws once"),
         (15, True, "15 replicates over 10 parameter draws: some draws ran once"),
         (20, True, None),
     ],
