@@ -38,8 +38,9 @@ ALPHA = 0.05
 SHARE_GRID = np.linspace(0.005, 1.0, 200)
 
 
-def dropped_duplicate(decision: Decision) -> bool:
-    """A child that beat its parent on the minibatch, yet was not accepted."""
+def dropped_after_passing(decision: Decision) -> bool:
+    """A child that beat its parent on the minibatch, yet was not accepted (with selection
+    'all': a duplicate)."""
     before, after = decision.score_before, decision.score_after
     return not decision.accepted and before is not None and after is not None and after > before
 

@@ -42,6 +42,7 @@ from pxn.calibrate.tokens import (
     missing_token_counts,
 )
 from pxn.calibrate.units import Calls, Units, cut_into_units, selection_of, skip_share
+from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.load import Load, Loads
 from pxn.scenario import Scenario
@@ -176,6 +177,11 @@ def calibrate_traces(
             "--reflection-model when it differs, to write one)"
         )
     acceptance = fit_acceptance(units.steps)
+    if units.passes_hidden:
+        notes.append(
+            "a run with a selection limit records no minibatch scores: acceptance counts the "
+            "children gepa kept, fewer than passed their judge when the limit dropped some"
+        )
     skip = SkipFit(
         int(units.tasks.sum()),
         int(units.reflected.sum()),
@@ -290,7 +296,7 @@ def _fit_phases(served: Calls, pooled: LatencyFit, choice: str) -> dict[str, Lat
 
 def _own_phases(
     by_phase: dict[str, LatencyFit], pvalue: float, notes: list[str]
-) -> dict[str, object]:
+) -> dict[str, Distribution]:
     """The phases that get their own latency: when phases differ, those with data enough."""
     if not pvalue < PHASE_ALPHA:
         return {}

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pxn.calibrate.acceptance import Steps
-from pxn.calibrate.bookkeeping import Parents, dropped_duplicate
+from pxn.calibrate.bookkeeping import Parents, dropped_after_passing
 from pxn.calibrate.load_effect import call_loads
 from pxn.calibrate.overhead import loop_end
 from pxn.selection import Selection
@@ -75,6 +75,7 @@ class Units:
     # the retries it made and then finished (tails.detect_cap)
     duplicates_shown: bool
     duplicates_why_not: str
+    passes_hidden: bool  # a run with a selection limit and no scores: passes not all seen
 
     @property
     def runs(self) -> int:
@@ -114,6 +115,7 @@ class Units:
             retries=self.retries,
             duplicates_shown=self.duplicates_shown,
             duplicates_why_not=self.duplicates_why_not,
+            passes_hidden=self.passes_hidden,
         )
 
 
@@ -171,18 +173,15 @@ def cut_into_units(traces: list[Trace]) -> Units:
         _tasks(builder, run, trace)
     calls = builder.calls
     steps = builder.step_rows
-    unlimited = all(selection_of(t).limit is None for t in traces)
-    scored = any(
-        d.score_before is not None and d.score_after is not None
-        for t in traces
-        for d in t.live(Decision)
-    )
+    scored = [_scored(t) for t in traces]
+    unlimited = [selection_of(t).limit is None for t in traces]
+    shown = any(s and u for s, u in zip(scored, unlimited, strict=True))
     why_not = (
         ""
-        if unlimited and scored
+        if shown
         else "the decisions record no minibatch scores"
-        if not scored
-        else "with a selection limit a passed child may have been dropped by the limit"
+        if not any(scored)
+        else "every run had a selection limit, which may have dropped a passed child too"
     )
     return Units(
         run=np.array(builder.unit_run, dtype=int),
@@ -208,7 +207,8 @@ def cut_into_units(traces: list[Trace]) -> Units:
         tasks=builder.dense("tasks"),
         reflected=builder.dense("reflected"),
         retries={kind: tuple(v) for kind, v in builder.retries.items()},
-        duplicates_shown=unlimited and scored,
+        duplicates_shown=shown,
+        passes_hidden=any(not s and not u for s, u in zip(scored, unlimited, strict=True)),
         duplicates_why_not=why_not,
     )
 
@@ -266,23 +266,36 @@ def _timed_out_tries(trace: Trace) -> dict[tuple, list[Attempt]]:
     return tries
 
 
+def _scored(trace: Trace) -> bool:
+    return any(
+        d.score_before is not None and d.score_after is not None for d in trace.live(Decision)
+    )
+
+
 def _steps(builder: _Builder, run: int, trace: Trace) -> None:
+    """Per judged iteration: the proposals made before it, judged, passed, and its parents.
+
+    A child passed its judge when it was accepted, or when its scores show it beat
+    its parent though gepa did not keep it: dropped by the selection's limit or as
+    a sibling's duplicate. Without a limit only a duplicate is dropped.
+    """
     by_iteration: dict[int, list[Decision]] = defaultdict(list)
     for decision in trace.live(Decision):
         by_iteration[decision.iteration].append(decision)
     parents = _parents(trace)
+    unlimited = selection_of(trace).limit is None
     made = accepted_before = 0
     for iteration in sorted(by_iteration):
         decisions = by_iteration[iteration]
         accepted = sum(d.accepted for d in decisions)
-        dropped = sum(dropped_duplicate(d) for d in decisions)
+        dropped = sum(dropped_after_passing(d) for d in decisions)
         drawn = parents.get(iteration, [])
         rows = builder.step_rows
         rows["made"].append(made)
         rows["judged"].append(len(decisions))
         rows["passed"].append(accepted + dropped)
-        rows["later"].append(max(accepted + dropped - 1, 0))
-        rows["dropped"].append(dropped)
+        rows["later"].append(max(accepted + dropped - 1, 0) if unlimited else 0)
+        rows["dropped"].append(dropped if unlimited else 0)
         rows["candidates"].append(1 + accepted_before)
         rows["drawn"].append(len(drawn))
         rows["distinct"].append(len(set(drawn)))

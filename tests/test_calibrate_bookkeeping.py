@@ -15,7 +15,7 @@ import pytest
 
 from pxn.calibrate.bookkeeping import (
     Parents,
-    dropped_duplicate,
+    dropped_after_passing,
     fit_duplicates,
     fit_front_share,
 )
@@ -85,7 +85,7 @@ def test_a_child_that_beat_its_parent_and_was_not_accepted_was_a_duplicate() -> 
     assert units.later.tolist() == [2.0, 1.0] and units.dropped.tolist() == [1.0, 0.0]
     fit = fit_duplicates(int(units.later.sum()), int(units.dropped.sum()), True, "")
     assert fit.share == pytest.approx(1 / 3) and fit.chosen == pytest.approx(1 / 3)
-    assert not dropped_duplicate(decision(1, 0, False, 1, 1))  # a tie does not beat the parent
+    assert not dropped_after_passing(decision(1, 0, False, 1, 1))  # a tie does not beat the parent
 
 
 def test_without_scores_or_with_a_limit_duplicates_are_not_fitted() -> None:
@@ -95,5 +95,7 @@ def test_without_scores_or_with_a_limit_duplicates_are_not_fitted() -> None:
     limited = [run_start("best"), reflection(1, 0), decision(1, 0, False, 1, 2)]
     units = cut_into_units([Trace(Path("t.jsonl"), limited)])
     assert not units.duplicates_shown and "selection limit" in units.duplicates_why_not
+    # The child beat its parent and the limit dropped it: it passed its judge all the same.
+    assert units.steps.passed.tolist() == [1.0] and units.dropped.tolist() == [0.0]
     fit = fit_duplicates(0, 0, False, units.duplicates_why_not)
     assert fit.chosen == 0 and fit.reason.startswith("not fitted")
