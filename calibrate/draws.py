@@ -40,7 +40,6 @@ from pxn.calibrate.slowdown import refit_beta
 from pxn.calibrate.tails import TailFit, censor
 from pxn.calibrate.units import Calls, Units, skip_share
 from pxn.distribution import Distribution
-from pxn.trace import Reflection, Rollout
 from pxn.uncertainty import Uncertainty
 
 if TYPE_CHECKING:
@@ -49,9 +48,9 @@ if TYPE_CHECKING:
 SEED = 20260801
 NO_DECAY_TAU = 1e9  # proposals: a draw whose refitted decay rate is 0 (tau must be finite)
 TOKEN_FIELDS = {
-    "rollout_input": (Rollout, "tokens_in"),
-    "rollout_output": (Rollout, "tokens_out"),
-    "reflection_output": (Reflection, "tokens_out"),
+    "rollout_input": ("rollout", "tokens_in"),
+    "rollout_output": ("rollout", "tokens_out"),
+    "reflection_output": ("reflection", "tokens_out"),
 }
 
 
@@ -120,8 +119,8 @@ def one_draw(cal: Calibration, units: Units) -> dict[str, float]:
             draw["front_share"] = share_mle(informative)[0]
     if scenario.duplicate_children > 0 and units.later.sum() > 0:
         draw["duplicate_children"] = min(float(units.dropped.sum() / units.later.sum()), 0.99)
-    if scenario.tokens is not None:
-        draw |= _token_counts(scenario.tokens, units.calls)
+    if cal.token_counts is not None:
+        draw |= _token_counts(cal, units.calls)
     return draw
 
 
@@ -144,14 +143,20 @@ def _refit(
     timed_out: np.ndarray,
     censor_at: float | None,
 ) -> dict[str, float]:
-    """The point distribution's parameters refitted to this sample (none if it is too small)."""
+    """The point distribution's parameters refitted to this sample (none if it is too small).
+
+    An empirical distribution's draw is its scale: the sample's mean (zeros and
+    timed-out tries included) over the calibration sample's.
+    """
+    if point.empirical:
+        everything = np.concatenate([observed, timed_out])
+        if len(everything) == 0 or np.mean(point.samples) <= 0:
+            return {}
+        ratio = everything.mean() / np.mean(point.samples)
+        return {f"{path}.scale": float(ratio * point.params.get("scale", 1.0))}
     values = observed[observed > 0]
     if len(values) < 2 or np.ptp(values) == 0:
         return {}
-    if point.empirical:
-        everything = np.concatenate([values, timed_out])
-        ratio = everything.mean() / np.mean(point.samples)
-        return {f"{path}.scale": float(ratio * point.params.get("scale", 1.0))}
     below, censored = values, timed_out
     if censor_at is not None:
         below, censored = censor(values, timed_out, censor_at)
@@ -182,17 +187,14 @@ def _acceptance(cal: Calibration, units: Units) -> dict[str, float]:
     return draw
 
 
-def _token_counts(tokens, calls: Calls) -> dict[str, float]:
-    """The token-count families refitted to the resampled calls' counts."""
+def _token_counts(cal: Calibration, calls: Calls) -> dict[str, float]:
+    """The token-count families refitted to the resampled calls' counts (a call cut at a
+    timeout has no row of its own: its tries are the rows)."""
     draw = {}
-    for name, (kind, attribute) in TOKEN_FIELDS.items():
-        counts = np.array(
-            [
-                value
-                for event in calls.event
-                if isinstance(event, kind) and (value := getattr(event, attribute)) is not None
-            ],
-            dtype=float,
-        )
-        draw |= _refit(f"tokens.{name}", getattr(tokens, name), counts, np.empty(0), None)
+    for name, (kind, column) in TOKEN_FIELDS.items():
+        counts = getattr(calls, column)[calls.of(kind) & ~calls.censored]
+        fit = getattr(cal.token_counts, name)
+        point = getattr(cal.scenario.tokens, name)
+        censor_at = fit.tail.low if fit.tail.capped else None
+        draw |= _refit(f"tokens.{name}", point, counts[np.isfinite(counts)], np.empty(0), censor_at)
     return draw

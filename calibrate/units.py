@@ -47,6 +47,8 @@ class Calls:
     minibatch: np.ndarray  # its run's b
     censored: np.ndarray  # a try cut at a timeout: the latency was longer
     event: np.ndarray  # the Rollout or Reflection event
+    tokens_in: np.ndarray  # nan where the call reports none
+    tokens_out: np.ndarray
 
     def of(self, kind: str, phase: str | None = None) -> np.ndarray:
         """Rows of this kind (and phase)."""
@@ -193,6 +195,8 @@ def cut_into_units(traces: list[Trace]) -> Units:
             minibatch=np.array(calls["minibatch"], dtype=int),
             censored=np.array(calls["censored"], dtype=bool),
             event=_objects(calls["event"]),
+            tokens_in=_counts(calls["event"], "tokens_in"),
+            tokens_out=_counts(calls["event"], "tokens_out"),
         ),
         call_unit=np.array(builder.call_unit, dtype=int),
         steps=Steps.of(steps["made"], steps["judged"], steps["passed"]),
@@ -211,6 +215,11 @@ def cut_into_units(traces: list[Trace]) -> Units:
         passes_hidden=any(not s and not u for s, u in zip(scored, unlimited, strict=True)),
         duplicates_why_not=why_not,
     )
+
+
+def _counts(events: list, name: str) -> np.ndarray:
+    values = [getattr(e, name) for e in events]
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
 
 
 def _objects(values: list) -> np.ndarray:

@@ -224,3 +224,16 @@ def test_recorded_costs_without_a_model_are_noted_not_priced(tmp_path: Path) -> 
     priced = calibrate_traces(runs, task_model="gpt-4.1-mini")
     assert priced.costs.priced is not None and priced.costs.priced > 0
     assert not any("not which model" in note for note in priced.notes)
+
+
+def test_the_draws_refit_the_token_counts(two_b: list[Path]) -> None:
+    cal = calibrate_traces(two_b, draws=40)
+    cal.scenario.validate_draws()
+    draws = cal.scenario.uncertainty.draws
+    for name in ("rollout_input", "rollout_output", "reflection_output"):
+        means = [getattr(cal.scenario.with_parameters(d).tokens, name).mean() for d in draws]
+        truth = getattr(TOKENS, name).mean()
+        # About 1,000 to 8,000 counts each: the draws' means sit within a few % of the truth
+        # and spread, but not by more than a tenth.
+        assert abs(np.median(means) - truth) / truth < 0.05, name
+        assert 0 < np.ptp(means) / truth < 0.1, name
