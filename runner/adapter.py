@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from gepa.core.adapter import EvaluationBatch
 
-from pxn.runner.lm import LMClient
+from pxn.runner.lm import CallSite, ChatModel
 from pxn.runner.recorder import Recorder
 from pxn.runner.redact import describe_error
 from pxn.runner.retry import CallFailed, FailedAttempt
@@ -48,10 +48,13 @@ def wrap_split(split: str, examples: Sequence[Any]) -> list[Item]:
 
 @dataclass(frozen=True)
 class Job:
-    """One rollout to run: a candidate on one example (the task's own object)."""
+    """One rollout to run: a candidate on one example (the task's own object), in a phase
+    ("test" for the test split's scoring after the run) of an iteration."""
 
     candidate: dict[str, str]
     example: Any
+    phase: str
+    iteration: int
 
 
 @dataclass
@@ -98,7 +101,7 @@ class RolloutPool(Protocol):
 
 def run_rollout(
     task: Task,
-    lm: LMClient,
+    lm: ChatModel,
     job: Job,
     clock: Callable[[], float],
     on_failure: Callable[[FailedAttempt], None] = lambda failed: None,
@@ -112,6 +115,7 @@ def run_rollout(
     """
     failed_tries: list[FailedAttempt] = []
     usage = _Usage()
+    site = CallSite(job.phase, job.iteration)
 
     def note_failure(failed: FailedAttempt) -> None:
         # A rollout may make several LM calls: its tries are numbered across them.
@@ -122,7 +126,9 @@ def run_rollout(
     def call_lm(messages: list[dict[str, Any]], **kwargs: Any) -> str:
         merged = {**task.lm_kwargs, **kwargs}
         try:
-            reply, attempts = lm.complete(messages, clock=clock, on_failure=note_failure, **merged)
+            reply, attempts = lm.complete(
+                messages, clock=clock, on_failure=note_failure, site=site, **merged
+            )
         except CallFailed as exc:
             usage.attempts += exc.attempts
             raise
@@ -186,7 +192,7 @@ class ThreadRollouts:
 
     name = "local"
 
-    def __init__(self, task: Task, lm: LMClient, workers: int):
+    def __init__(self, task: Task, lm: ChatModel, workers: int):
         self.task = task
         self.lm = lm
         self.workers = workers
@@ -231,7 +237,7 @@ class InstrumentedAdapter:
     def __init__(
         self,
         task: Task,
-        lm: LMClient,
+        lm: ChatModel,
         recorder: Recorder,
         workers: int,
         pool: RolloutPool | None = None,
@@ -295,7 +301,7 @@ class InstrumentedAdapter:
         for candidate, batch in items:
             label = rec.candidate_label(candidate) if phase != "seed_val" else "0"
             for item in batch:
-                jobs.append(Job(candidate, item.payload))
+                jobs.append(Job(candidate, item.payload, phase, iteration))
                 tags.append((label, item))
 
         def on_failure(slot: int, failed: FailedAttempt) -> None:
@@ -360,7 +366,7 @@ class InstrumentedAdapter:
     def score(self, candidate: dict[str, str], examples: Sequence[Item]) -> float:
         """Mean score on held-out examples (the test split), outside gepa and the trace:
         a failed rollout scores 0, and nothing of it is written."""
-        jobs = [Job(candidate, item.payload) for item in examples]
+        jobs = [Job(candidate, item.payload, "test", self.recorder.iteration) for item in examples]
         scores = [o.score for _, _, o in self.pool.run(jobs, self.recorder.clock, _ignore)]
         return sum(scores) / len(scores) if scores else float("nan")
 

@@ -1,9 +1,11 @@
 """One way to call a language model, whichever it is: the local pool or a litellm model string.
 
-Every call returns its text with the tokens and cost litellm reports, and
-goes through the bounded retry loop so each failed attempt is reported.
-Keys come only from the environment (litellm reads them); nothing here
-stores or prints one.
+`ChatModel` is what the runner asks of a model: `complete` a chat with a
+clock and a report of each failed try. `LMClient` is the real one: every call
+returns its text with the tokens and cost litellm reports, and goes through
+the bounded retry loop so each failed attempt is reported. Keys come only
+from the environment (litellm reads them); nothing here stores or prints one.
+(synthetic.py's models implement the same interface with sleeps.)
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import litellm
 
@@ -30,6 +32,41 @@ class LMReply:
     tokens_in: int | None
     tokens_out: int | None
     cost: float | None
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """What a call serves: a rollout phase or "reflection", in an iteration (0: the seed).
+
+    A real model is not told (its latency is its own); a synthetic one draws its
+    latency, and a reflection its verdict, by it.
+    """
+
+    phase: str
+    iteration: int
+
+
+class ChatModel(Protocol):
+    """A model the runner can call: the task LM of a rollout, or the reflection LM."""
+
+    model: str
+
+    @property
+    def label(self) -> str:
+        """The model's name for result.json: never a key, never a URL with credentials."""
+        ...
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        clock: Callable[[], float],
+        on_failure: Callable[[FailedAttempt], None],
+        site: CallSite | None = None,
+        **kwargs: Any,
+    ) -> tuple[LMReply, int]:
+        """(reply, attempts used); raises retry.CallFailed when every attempt failed."""
+        ...
 
 
 def _cost(response: Any) -> float | None:
@@ -76,7 +113,6 @@ class LMClient:
 
     @property
     def label(self) -> str:
-        """The model's name for result.json: never a key, never a URL with credentials."""
         return f"{self.model} (local llama.cpp pool)" if self._router else self.model
 
     def _once(self, messages: list[dict[str, Any]], kwargs: dict[str, Any]) -> LMReply:
@@ -114,9 +150,11 @@ class LMClient:
         *,
         clock: Callable[[], float],
         on_failure: Callable[[FailedAttempt], None],
+        site: CallSite | None = None,
         **kwargs: Any,
     ) -> tuple[LMReply, int]:
-        """(reply, attempts used); raises retry.CallFailed when every attempt failed."""
+        """(reply, attempts used); raises retry.CallFailed when every attempt failed.
+        `site` is not sent: what a call is for does not change a real model's answer."""
         return call_with_retries(
             lambda: self._once(messages, kwargs), self.policy, clock, on_failure
         )

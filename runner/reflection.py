@@ -19,7 +19,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from pxn.runner.lm import LMClient, LMReply
+from pxn.runner.lm import CallSite, ChatModel, LMReply
 from pxn.runner.recorder import Recorder
 from pxn.runner.retry import CallFailed, FailedAttempt
 from pxn.trace import Reflection
@@ -45,7 +45,7 @@ def _content(messages: Any) -> str:
 class InstrumentedReflectionLM:
     def __init__(
         self,
-        lm: LMClient,
+        lm: ChatModel,
         recorder: Recorder,
         concurrency: int,
         lm_kwargs: dict[str, Any] | None = None,
@@ -152,7 +152,11 @@ class InstrumentedReflectionLM:
         reply: LMReply | None = None
         try:
             reply, attempts = self.lm.complete(
-                messages, clock=rec.clock, on_failure=on_failure, **self.lm_kwargs
+                messages,
+                clock=rec.clock,
+                on_failure=on_failure,
+                site=CallSite("reflection", iteration),
+                **self.lm_kwargs,
             )
             result: str | CallFailed = reply.text
             error, fenced = None, has_fence_pair(reply.text)

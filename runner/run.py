@@ -2,10 +2,14 @@
 
 Flow: validate every input (nothing is written before the run can start) ->
 start the local LM pool unless models were given -> probe both LMs once ->
-create runs/NAME with config.json and trace.jsonl -> gepa.optimize with
-PxNSampling(p, n), the instrumented adapter and reflection LM, the recorder
-as callbacks -> score the best candidate on the test split -> result.json ->
-check the trace's totals against gepa's -> run_end.
+`run_engine`: create runs/NAME with config.json and trace.jsonl ->
+gepa.optimize with PxNSampling(p, n), the instrumented adapter and reflection
+LM, the recorder as callbacks -> score the best candidate on the test split ->
+result.json -> check the trace's totals against gepa's -> run_end.
+
+`run_engine` takes the task and both models as given, so the same engine and
+recording path run on any `ChatModel`: the real clients here, the synthetic
+ones of synthetic.py (`pxn conformance`).
 
 gepa's own state lives in runs/NAME/gepa (its run_dir), so `resume=True`
 continues an interrupted run into the same trace.
@@ -36,7 +40,7 @@ from pxn.errors import PxnError
 from pxn.runner.adapter import InstrumentedAdapter, RolloutPool, wrap_split
 from pxn.runner.checks import mismatches, trace_totals
 from pxn.runner.config import Plan, RunConfig, check_out, make_selection, plan
-from pxn.runner.lm import LMClient
+from pxn.runner.lm import ChatModel, LMClient
 from pxn.runner.lm_pool import LMPool, PoolInfo, running_pool
 from pxn.runner.progress import LiveProgress
 from pxn.runner.recorder import Recorder, RecordingSelection, Stopper, perf_clock
@@ -59,7 +63,7 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def _versions(task_lm: LMClient, reflection_lm: LMClient) -> dict[str, str]:
+def _versions(task_lm: ChatModel, reflection_lm: ChatModel) -> dict[str, str]:
     def version(dist: str) -> str:
         try:
             return importlib.metadata.version(dist)
@@ -159,7 +163,15 @@ def run_gepa(config: RunConfig, *, resume: bool = False, pool: PoolInfo | None =
         on_pool = pool is not None and config.task_lm is None and config.reflection_lm is None
         lm_servers = len(pool.servers) if on_pool else None
         # The run really starts here: only now is anything written under --out.
-        return _run(config, pl, out, task_client, refl_client, resume, lm_servers, rollouts)
+        return run_engine(
+            config,
+            pl,
+            task_client,
+            refl_client,
+            resume=resume,
+            lm_servers=lm_servers,
+            rollouts=rollouts,
+        )
 
 
 @contextmanager
@@ -192,17 +204,24 @@ def _load_config(out: Path, progress: bool) -> RunConfig:
     return config
 
 
-def _run(
+def run_engine(
     config: RunConfig,
     pl: Plan,
-    out: Path,
-    task_client: LMClient,
-    refl_client: LMClient,
-    resume: bool,
-    lm_servers: int | None,
+    task_client: ChatModel,
+    refl_client: ChatModel,
+    *,
+    resume: bool = False,
+    lm_servers: int | None = None,
     rollouts: RolloutPool | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> RunResult:
+    """Run gepa on `pl.task` with these models into config.out; `meta` joins run_start's.
+
+    The inputs are checked already (plan, check_out); `rollouts` is where rollouts
+    run (default: config.workers threads of this process).
+    """
     task = pl.task
+    out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     gepa_dir = out / "gepa"
     trace_path = out / "trace.jsonl"
@@ -255,6 +274,7 @@ def _run(
                     **versions,
                     **({} if lm_servers is None else {"lm_servers": lm_servers}),
                     **adapter.pool.meta(),
+                    **(meta or {}),
                 },
             )
         )
