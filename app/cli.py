@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from pxn.app.commands import calibrate, lm, measure, predict
+from pxn.app.commands import calibrate, conformance, lm, measure, predict
 from pxn.app.options import in_flag_terms
 from pxn.errors import PxnError
 
@@ -28,6 +28,7 @@ app.add_typer(calibrate.plot_commands, name="plot")
 app.add_typer(calibrate.trace_commands, name="trace")
 app.add_typer(measure.commands)
 app.add_typer(lm.commands, name="lm")
+app.add_typer(conformance.commands)
 
 
 def main(argv: list[str] | None = None) -> None:

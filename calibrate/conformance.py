@@ -1,0 +1,324 @@
+"""Conformance: does the simulator still describe the installed gepa engine?
+
+Real gepa runs on synthetic work of known latency and acceptance (the runner's
+synthetic.py) are set beside the simulator's distribution for the same
+scenario, shape, W, C, B, V and b. If the simulator describes the engine, each
+run is one more draw from that distribution, so
+
+- its percentile among the simulated wall-clocks is uniform on [0, 1], and
+- about 90% of runs lie inside the simulated 5-95% interval.
+
+Both are tested, over all runs and per (shape, W) group: a group is flagged
+when its runs' percentiles are not plausibly uniform (Kolmogorov-Smirnov) or
+too few of them are inside (one-sided binomial against 90%), each at
+ALPHA / (2 x groups) (Bonferroni over the groups and the two tests); the
+whole set conforms when no group is flagged and neither test rejects over all
+runs at ALPHA / 2. MAPE of the simulated mean and of the closed form is
+reported beside them, not tested: a single run's distance from the mean is
+mostly its own luck.
+
+The time scale: synthetic calls sleep the scenario's seconds times a factor
+(0.01: a 2 s rollout sleeps 20 ms) so a run takes seconds. gepa's own work
+between stages (saving its state, sampling, merging scores: milliseconds a
+stage, more with more proposals) does not shrink with it, so at this scale it
+is a few percent of a run instead of nothing. It is measured, not guessed:
+each shape's runs give their mean seconds outside stages per stage
+(calibrate's overhead fit), which becomes `stage_overhead` in the scenario
+the simulator predicts them with, and the report shows it. What is judged is
+then the stage model: barriers, list scheduling on W slots, the C-wide
+reflections, the budget's stopping rule and how acceptance leads to full
+validation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.stats
+
+from pxn.acceptance import Acceptance
+from pxn.calibrate.overhead import fit_overhead
+from pxn.calibrate.validate import Check, at_setup, validate_runs
+from pxn.distribution import Distribution
+from pxn.errors import PxnError
+from pxn.scenario import Scenario
+from pxn.shape import Shape
+from pxn.sim.model import simulate_once
+from pxn.trace import Decision, Trace, load_traces
+
+ALPHA = 0.01
+COVERAGE = 0.9  # the share of runs a right 5-95% interval holds
+
+# A workload of the size gepa runs take in practice, in real seconds: rollouts
+# of about 2 s, reflections of about 9 s, 30% of proposals accepted; the
+# trainset holds the widest default step's minibatches (8x2 at b = 3) without
+# wrapping, and the budget gives the widest shape a few iterations.
+DEFAULT_SCENARIO = Scenario(
+    name="conformance",
+    description="the default workload of `pxn conformance`",
+    budget=400,
+    valset_size=10,
+    trainset_size=48,
+    workers=4,
+    minibatch=3,
+    reflection_concurrency=10,
+    rollout=Distribution("lognorm", {"s": 0.5, "scale": 2.0}),
+    reflection=Distribution("lognorm", {"s": 0.4, "scale": 8.0}),
+    acceptance=Acceptance(0.3),
+).validate()
+
+
+def scaled(distribution: Distribution, factor: float) -> Distribution:
+    """The distribution of `factor` times a draw (any scipy family: loc and scale
+    stretch together; an empirical sample by its scale; the cap with them)."""
+    params = dict(distribution.params)
+    if distribution.empirical:
+        params["scale"] = params.get("scale", 1.0) * factor
+    else:
+        params["scale"] = params.get("scale", 1.0) * factor
+        if "loc" in params:
+            params["loc"] *= factor
+    cap = None if distribution.cap is None else distribution.cap * factor
+    return dataclasses.replace(distribution, params=params, cap=cap)
+
+
+def at_time_scale(scenario: Scenario, factor: float) -> Scenario:
+    """What synthetic work realises of `scenario`, every latency times `factor`.
+
+    Without tokens and prices (nothing is paid), parameter uncertainty (its own
+    values are the truth) and stage_overhead (gepa's own work is measured instead).
+    """
+    if not (isinstance(factor, int | float) and 0 < factor < math.inf):
+        raise PxnError(f"must be a number > 0: got {factor!r}", subject="time scale")
+    return dataclasses.replace(
+        scenario,
+        rollout=scaled(scenario.rollout, factor),
+        rollout_phases={p: scaled(d, factor) for p, d in scenario.rollout_phases.items()},
+        reflection=scaled(scenario.reflection, factor),
+        stage_overhead=0.0,
+        tokens=None,
+        prices=None,
+        uncertainty=None,
+    ).validate()
+
+
+@dataclass(frozen=True)
+class RunConformance:
+    check: Check  # the run beside its prediction (calibrate/validate.py)
+    percentile: float  # share of simulated wall-clocks below the measured one
+    trace_check: str  # "ok", or how the trace disagreed with gepa's counts
+
+    @property
+    def group(self) -> tuple[Shape, int]:
+        return self.check.shape, self.check.measured_setup["workers"]
+
+
+@dataclass(frozen=True)
+class Group:
+    """The runs of one shape at one W."""
+
+    shape: Shape
+    workers: int
+    runs: list[RunConformance]
+    stage_overhead: float  # seconds per stage the simulator was given for this shape
+    p_uniform: float  # Kolmogorov-Smirnov: the percentiles are uniform
+    p_coverage: float  # one-sided binomial: as many inside as a right interval holds
+    flagged: bool
+
+    @property
+    def inside(self) -> int:
+        return sum(r.check.inside for r in self.runs)
+
+    @property
+    def mean_percentile(self) -> float:
+        return float(np.mean([r.percentile for r in self.runs]))
+
+    @property
+    def sim_mape(self) -> float:
+        return mape([r.check.sim_error for r in self.runs])
+
+    @property
+    def analytic_mape(self) -> float:
+        return mape([r.check.analytic_error for r in self.runs])
+
+    @property
+    def where(self) -> str:
+        """The group as the verdict names it, with which way it is off."""
+        side = "slower" if self.mean_percentile > 0.5 else "faster"
+        return (
+            f"{self.shape.label} at W={self.workers} (gepa {side} than simulated: "
+            f"{self.inside}/{len(self.runs)} inside, mean percentile {self.mean_percentile:.0%})"
+        )
+
+
+@dataclass(frozen=True)
+class Conformance:
+    scenario: Scenario  # the truth the synthetic work realised (overhead per group apart)
+    runs: list[RunConformance]
+    groups: list[Group]
+    p_uniform: float
+    p_coverage: float
+    gepa_versions: list[str]
+    replicates: int
+    acceptance_measured: float  # accepted / judged proposals over all runs
+    acceptance_simulated: float  # the same over the simulated replicates' means
+    rejected: list[str]  # traces set aside, and why
+
+    @property
+    def inside(self) -> int:
+        return sum(r.check.inside for r in self.runs)
+
+    @property
+    def sim_mape(self) -> float:
+        return mape([r.check.sim_error for r in self.runs])
+
+    @property
+    def analytic_mape(self) -> float:
+        return mape([r.check.analytic_error for r in self.runs])
+
+    @property
+    def mismatched(self) -> list[RunConformance]:
+        return [r for r in self.runs if r.trace_check != "ok"]
+
+    @property
+    def conforms(self) -> bool:
+        return (
+            not self.mismatched
+            and not any(g.flagged for g in self.groups)
+            and min(self.p_uniform, self.p_coverage) >= ALPHA / 2
+        )
+
+    @property
+    def verdict(self) -> str:
+        """The answer in words: conforms or not, and where."""
+        engine = f"gepa {', '.join(self.gepa_versions)}"
+        summary = (
+            f"{self.inside}/{len(self.runs)} runs inside the simulated 5-95% interval, "
+            f"percentiles uniform p = {self.p_uniform:.2g}; simulator MAPE "
+            f"{self.sim_mape:.1%}, closed form {self.analytic_mape:.1%}"
+        )
+        if self.conforms:
+            return f"{engine} conforms: the simulator describes its runs ({summary})."
+        reasons = []
+        if self.mismatched:
+            reasons.append(
+                f"the traces of {len(self.mismatched)} run(s) disagree with gepa's own counts"
+            )
+        flagged = [g.where for g in self.groups if g.flagged]
+        if flagged:
+            reasons.append("off at " + "; ".join(flagged))
+        if not flagged and min(self.p_uniform, self.p_coverage) < ALPHA / 2:
+            side = "slower" if np.mean([r.percentile for r in self.runs]) > 0.5 else "faster"
+            reasons.append(f"over all runs gepa is {side} than simulated")
+        return f"{engine} does NOT conform: {', and '.join(reasons)} ({summary})."
+
+
+def mape(errors: Sequence[float]) -> float:
+    return float(np.mean(np.abs(errors))) if len(errors) else math.nan
+
+
+def percentile(measured: float, simulated: Sequence[float]) -> float:
+    """The share of simulated values below `measured` (ties count half)."""
+    values = np.asarray(simulated)
+    below = np.count_nonzero(values < measured) + 0.5 * np.count_nonzero(values == measured)
+    return float(below / len(values))
+
+
+def p_uniform(percentiles: Sequence[float]) -> float:
+    return float(scipy.stats.kstest(percentiles, "uniform").pvalue)
+
+
+def p_coverage(inside: int, runs: int) -> float:
+    return float(scipy.stats.binomtest(inside, runs, COVERAGE, alternative="less").pvalue)
+
+
+def simulated_wall_clocks(scenario: Scenario, shape: Shape, replicates: int) -> list[float]:
+    """Replicates 0..R-1, the very ones validate_runs' prediction summarises."""
+    return [simulate_once(scenario, shape, r).wall_clock for r in range(replicates)]
+
+
+def judge(
+    scenario: Scenario,
+    paths: Sequence[str | Path],
+    replicates: int = 200,
+    jobs: int = 1,
+    trace_checks: dict[str, str] | None = None,
+) -> Conformance:
+    """Each run (a trace of synthetic work realising `scenario`) against the simulator.
+
+    `trace_checks` maps a trace's path to the runner's check of it against gepa's
+    own counts ("ok" or the mismatch); a run not in it is taken as checked.
+    """
+    loaded = load_traces(paths)
+    by_shape: dict[Shape, list[Trace]] = defaultdict(list)
+    for trace in loaded.traces:
+        by_shape[Shape.parse(trace.run_start.shape)].append(trace)
+    overhead = {shape: fit_overhead(traces).per_stage for shape, traces in by_shape.items()}
+
+    runs: list[RunConformance] = []
+    rejected = list(loaded.rejected)
+    accepted = judged = 0
+    simulated_accepted = simulated_judged = 0.0
+    for shape, traces in by_shape.items():
+        with_overhead = scenario.replace(stage_overhead=overhead[shape])
+        validation = validate_runs(with_overhead, [t.path for t in traces], replicates, jobs)
+        samples: dict[tuple[int, ...], list[float]] = {}
+        rejected += [f"{c.run}: {c.status}, not a whole run" for c in validation.checks
+                     if not c.complete]  # fmt: skip
+        for check in validation.counted:
+            setup = tuple(check.measured_setup.values())
+            if setup not in samples:
+                at = at_setup(with_overhead, check.measured_setup)
+                samples[setup] = simulated_wall_clocks(at, shape, replicates)
+            checked = (trace_checks or {}).get(check.run, "ok")
+            runs.append(
+                RunConformance(check, percentile(check.wall_clock, samples[setup]), checked)
+            )
+            simulated_accepted += check.predicted.accepted.mean
+            simulated_judged += check.predicted.proposals.mean
+        for trace in traces:
+            if trace.run_end is None or trace.run_end.status != "completed":
+                continue
+            decisions = trace.live(Decision)
+            accepted += sum(d.accepted for d in decisions)
+            judged += len(decisions)
+
+    groups = []
+    grouped: dict[tuple[Shape, int], list[RunConformance]] = defaultdict(list)
+    for run in runs:
+        grouped[run.group].append(run)
+    for (shape, workers), members in sorted(grouped.items()):
+        uniform = p_uniform([r.percentile for r in members])
+        coverage = p_coverage(sum(r.check.inside for r in members), len(members))
+        groups.append(
+            Group(
+                shape=shape,
+                workers=workers,
+                runs=members,
+                stage_overhead=overhead[shape],
+                p_uniform=uniform,
+                p_coverage=coverage,
+                flagged=min(uniform, coverage) < ALPHA / (2 * len(grouped)),
+            )
+        )
+    versions = sorted({str(t.run_start.meta.get("gepa", "unknown")) for t in loaded.traces})
+    return Conformance(
+        scenario=scenario,
+        runs=runs,
+        groups=groups,
+        p_uniform=p_uniform([r.percentile for r in runs]),
+        p_coverage=p_coverage(sum(r.check.inside for r in runs), len(runs)),
+        gepa_versions=versions,
+        replicates=replicates,
+        acceptance_measured=accepted / judged if judged else math.nan,
+        acceptance_simulated=(
+            simulated_accepted / simulated_judged if simulated_judged else math.nan
+        ),
+        rejected=rejected,
+    )

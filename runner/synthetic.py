@@ -1,0 +1,383 @@
+"""Synthetic work of known latency and acceptance for the real gepa engine (`pxn conformance`).
+
+The idea of LLM-Emu: run the real serving code with only the model replaced
+by sampled latencies. Here the real `gepa.optimize` with PxNSampling, the
+runner's W-slot adapter (batch_evaluate), its reflection LM (batch_complete
+on C threads), its recorder and trace all run unchanged (run.run_engine);
+only the two language models are synthetic: each call sleeps a latency drawn
+from a Scenario, and the replies realise the scenario's acceptance through
+gepa's own decision. What a run then takes beyond the sleeps is the engine's.
+
+What the synthetic work realises of a scenario, in the scenario's seconds:
+- a rollout makes one task-model call sleeping a draw of
+  `scenario.rollout_latency(phase)` (its cap and cap_retries included, as
+  Distribution.sample applies them); a reflection sleeps a draw of
+  `scenario.reflection`;
+- load per model (`scenario.loads`): at most `servers` calls are served at
+  once (a call waits inside the model for a server), and a call served while
+  m calls of its model are (itself included) sleeps 1 + slowdown (m - 1)
+  times its draw;
+- acceptance: a candidate's text carries a level L, and the metric scores
+  every example of a level-L candidate L / (L + 1): strictly increasing in L
+  and below 1, so gepa never skips a parent as perfect. A reflection on a
+  level-L parent writes its child at L + 1 with the step's acceptance rate,
+  else at L. gepa accepts a child when its minibatch sum strictly beats its
+  parent's, which is exactly when the child is a level up. The step's rate
+  is `acceptance.step_rate(rng, made)` with `made` the proposals of earlier
+  iterations, drawn once per iteration: siblings share it (the correlation
+  within a step) and it decays with the proposals made before the step;
+- every child's text carries its own tag, so siblings are never one text
+  (gepa would keep only one of identical children).
+Refused, as not realised: provider rate limits, skip_perfect, duplicate_children.
+Not used: tokens and prices (nothing is paid), stage_overhead (gepa's own
+work is what it is; conformance measures it) and parameter uncertainty (the
+scenario's own values are the truth).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pxn.distribution import Distribution
+from pxn.errors import PxnError
+from pxn.load import Load
+from pxn.rate_limits import RateLimits
+from pxn.runner.config import Plan, RunConfig, check_out
+from pxn.runner.lm import CallSite, LMReply
+from pxn.runner.retry import FailedAttempt
+from pxn.runner.run import RunResult, run_engine, sigterm_as_interrupt
+from pxn.runner.tasks import Feedback, LMCall, Task
+from pxn.scenario import Scenario
+from pxn.shape import Shape
+
+COMPONENT = "instructions"
+LEVEL = re.compile(r"\[\[level (\d+)\]\]")
+# The reflection prompt: the parent's text first, so its level is the first one found.
+PROMPT = "```\n<curr_param>\n```\n<side_info>"
+
+
+def level_of(text: str) -> int:
+    found = LEVEL.search(text)
+    if found is None:
+        raise ValueError(f"no [[level N]] in {text[:80]!r}")
+    return int(found.group(1))
+
+
+def candidate_text(level: int, tag: str) -> str:
+    return f"[[level {level}]] {tag}"
+
+
+def score_of(level: int) -> float:
+    """Strictly increasing in the level, and below gepa's perfect 1.0."""
+    return level / (level + 1)
+
+
+def check_realisable(scenario: Scenario) -> None:
+    """Refuse what synthetic work cannot realise, naming the scenario's key."""
+    if scenario.rate_limits != RateLimits():
+        raise PxnError(
+            "provider rate limits are not realised by synthetic work; drop them to check the rest",
+            subject="[rate_limits]",
+        )
+    for key in ("skip_perfect", "duplicate_children"):
+        if getattr(scenario, key):
+            raise PxnError(
+                "is not realised by synthetic work (its levels never score perfectly and its "
+                "children are never one text); set it to 0 to check the rest",
+                subject=key,
+            )
+
+
+class Draws:
+    """Latencies of one distribution, drawn in blocks (a scipy call per call would be timed)."""
+
+    BLOCK = 1024
+
+    def __init__(self, distribution: Distribution, rng: np.random.Generator):
+        self.distribution = distribution
+        self.rng = rng
+        self.block: Iterator[float] = iter(())
+
+    def next(self) -> float:
+        value = next(self.block, None)
+        if value is None:
+            self.block = iter(self.distribution.sample(self.rng, self.BLOCK).tolist())
+            value = next(self.block)
+        return value
+
+
+class SleepingModel:
+    """A model that only takes time: what is common to the task and the reflection model.
+
+    Thread-safe: the W rollout threads (or C reflection threads) call it at once.
+    """
+
+    def __init__(self, name: str, load: Load, rng: np.random.Generator):
+        self.model = name
+        self.load = load
+        self.rng = rng
+        self._lock = threading.Lock()
+        self._servers = threading.BoundedSemaphore(load.servers) if load.servers else None
+        self._served = 0  # calls being served now
+        self._draws: dict[str, Draws] = {}
+        self.calls = 0
+        self.drawn = 0.0  # seconds the calls were meant to take, load included
+        self.slept = 0.0  # seconds they took
+        self._late = 0.0  # seconds the OS woke the sleeping threads late, in all
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} (synthetic)"
+
+    def latency(self, site: CallSite) -> Distribution:
+        raise NotImplementedError
+
+    def reply(self, messages: list[dict[str, Any]], site: CallSite) -> str:
+        raise NotImplementedError
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        clock: Callable[[], float],
+        on_failure: Callable[[FailedAttempt], None],
+        site: CallSite | None = None,
+        **kwargs: Any,
+    ) -> tuple[LMReply, int]:
+        if site is None:
+            raise ValueError("a synthetic model draws its latency by the call's site")
+        text = self.reply(messages, site)  # decided as the call starts: it takes no time
+        if self._servers is not None:
+            self._servers.acquire()  # waits for a server, as a call queued at a local pool
+        try:
+            self._sleep(site)
+        finally:
+            if self._servers is not None:
+                self._servers.release()
+        return LMReply(text, None, None, None), 1
+
+    def _sleep(self, site: CallSite) -> None:
+        with self._lock:
+            self._served += 1
+            if site.phase not in self._draws:
+                self._draws[site.phase] = Draws(self.latency(site), self.rng)
+            seconds = self._draws[site.phase].next() * self.load.factor(self._served)
+            # A sleeping thread wakes late (0.1-1 ms on a busy machine): asking for the
+            # draw less the mean lateness so far makes calls take their draws on average.
+            asked = max(0.0, seconds - self._late / max(self.calls, 1))
+        start = time.perf_counter()
+        time.sleep(asked)
+        slept = time.perf_counter() - start
+        with self._lock:
+            self._served -= 1
+            self.calls += 1
+            self.drawn += seconds
+            self.slept += slept
+            self._late += slept - asked
+
+
+class SyntheticTaskModel(SleepingModel):
+    """The task LM: a rollout's call sleeps its phase's latency and answers "ok"."""
+
+    def __init__(self, scenario: Scenario, rng: np.random.Generator):
+        super().__init__("synthetic-task", scenario.loads.task, rng)
+        self.scenario = scenario
+
+    def latency(self, site: CallSite) -> Distribution:
+        return self.scenario.rollout_latency(site.phase)
+
+    def reply(self, messages: list[dict[str, Any]], site: CallSite) -> str:
+        return "ok"
+
+
+class SyntheticReflectionModel(SleepingModel):
+    """The reflection LM: sleeps a reflection's latency and writes the child a level up
+    with the step's acceptance rate, else at its parent's level."""
+
+    def __init__(self, scenario: Scenario, rng: np.random.Generator):
+        super().__init__("synthetic-reflection", scenario.loads.reflection, rng)
+        self.scenario = scenario
+        self._step: int | None = None
+        self._rate = 0.0
+        self._proposals = 0  # reflections asked for so far
+        self.levels_up = 0  # children written a level up: the ones gepa must accept
+        self.step_rates: list[float] = []  # each step's acceptance rate, in order
+
+    def latency(self, site: CallSite) -> Distribution:
+        return self.scenario.reflection
+
+    def reply(self, messages: list[dict[str, Any]], site: CallSite) -> str:
+        parent = level_of("\n".join(str(m.get("content", "")) for m in messages))
+        with self._lock:
+            if site.iteration != self._step:
+                # The step's first reflection: the ones asked for so far are the
+                # proposals made before the step (gepa's barrier ended them all).
+                self._step = site.iteration
+                self._rate = float(self.scenario.acceptance.step_rate(self.rng, self._proposals))
+                self.step_rates.append(self._rate)
+            up = self.rng.random() < self._rate
+            tag = f"proposal {site.iteration}-{self._proposals}"
+            self._proposals += 1
+            self.levels_up += up
+        return f"```\n{candidate_text(parent + up, tag)}\n```"
+
+
+def synthetic_task(scenario: Scenario) -> Task:
+    """A task of the scenario's sizes whose candidates are levels (see the module's doc)."""
+
+    def program(candidate: dict[str, str], example: Any, lm: LMCall) -> str:
+        lm([{"role": "user", "content": f"Answer {example}."}])
+        return str(level_of(candidate[COMPONENT]))
+
+    def metric(example: Any, output: str) -> Feedback:
+        score = score_of(int(output))
+        return Feedback(score, f"scored {score:.4f}")
+
+    def record(example: Any, output: str, fb: Feedback) -> dict[str, str]:
+        return {"Input": str(example), "Feedback": fb.feedback}
+
+    return Task(
+        name="synthetic",
+        description="candidates are levels; models sleep the scenario's latencies",
+        train=[f"train example {i}" for i in range(scenario.trainset_size)],
+        val=[f"val example {i}" for i in range(scenario.valset_size)],
+        seed_candidate={COMPONENT: candidate_text(0, "seed")},
+        program=program,
+        metric=metric,
+        record=record,
+        reflection_prompt_template=PROMPT,
+        minibatch=scenario.minibatch,
+    )
+
+
+@dataclass(frozen=True)
+class SyntheticRun:
+    """One run on synthetic work: the runner's result and what its models slept."""
+
+    shape: Shape
+    workers: int
+    replicate: int
+    result: RunResult
+    rollout_calls: int
+    rollout_drawn: float  # seconds the rollouts' calls were meant to sleep
+    rollout_slept: float  # seconds they slept
+    reflection_calls: int
+    reflection_drawn: float
+    reflection_slept: float
+    levels_up: int  # children written a level up, which gepa's rule accepts
+
+    @property
+    def trace(self) -> Path:
+        return self.result.out / "trace.jsonl"
+
+    @property
+    def trace_check(self) -> str:
+        """ "ok", or how the trace disagreed with gepa's own counts."""
+        return "ok" if not self.result.warnings else "; ".join(self.result.warnings)
+
+
+def run_synthetic(scenario: Scenario, shape: Shape, out: Path, replicate: int) -> SyntheticRun:
+    """One real gepa run at the scenario's setup (B, V, b, W, C, selection) on synthetic work.
+
+    Replicate r runs gepa with seed r and the models on their own random stream.
+    """
+    check_realisable(scenario)
+    config = RunConfig(
+        out=str(out),
+        task="synthetic",
+        shape=str(shape),
+        budget=scenario.budget,
+        workers=scenario.workers,
+        selection=str(scenario.selection),
+        minibatch=scenario.minibatch,
+        reflection_concurrency=scenario.reflection_concurrency,
+        seed=replicate,
+        progress=False,
+    )
+    check_out(config, resume=False)
+    # The reflections never fail here: a run stopped for failed reflections would be a bug.
+    plan = Plan(shape.p, shape.n, synthetic_task(scenario), scenario.reflection_concurrency, 1)
+    streams = np.random.SeedSequence(scenario.seed, spawn_key=(replicate,)).spawn(2)
+    task_lm = SyntheticTaskModel(scenario, np.random.default_rng(streams[0]))
+    reflection_lm = SyntheticReflectionModel(scenario, np.random.default_rng(streams[1]))
+    meta = {"synthetic": {"scenario": scenario.to_dict(), "replicate": replicate}}
+    with sigterm_as_interrupt():
+        result = run_engine(config, plan, task_lm, reflection_lm, meta=meta)
+    if result.status != "completed":
+        raise RuntimeError(f"a synthetic run {result.status}: {result.message}")
+    return SyntheticRun(
+        shape=shape,
+        workers=scenario.workers,
+        replicate=replicate,
+        result=result,
+        rollout_calls=task_lm.calls,
+        rollout_drawn=task_lm.drawn,
+        rollout_slept=task_lm.slept,
+        reflection_calls=reflection_lm.calls,
+        reflection_drawn=reflection_lm.drawn,
+        reflection_slept=reflection_lm.slept,
+        levels_up=reflection_lm.levels_up,
+    )
+
+
+@dataclass(frozen=True)
+class RunGrid:
+    """Which runs: every shape at every W, `runs` times each."""
+
+    shapes: list[Shape]
+    workers: list[int]
+    runs: int
+
+    def __post_init__(self) -> None:
+        if not self.shapes:
+            raise PxnError("needs at least one shape, e.g. single,2x2", subject="shapes")
+        if not self.workers or min(self.workers) < 1:
+            raise PxnError(f"are whole numbers >= 1: got {self.workers}", subject="workers")
+        if self.runs < 1:
+            raise PxnError(f"must be at least 1: got {self.runs}", subject="runs")
+
+    @property
+    def size(self) -> int:
+        return len(self.shapes) * len(self.workers) * self.runs
+
+    def cells(self) -> Iterator[tuple[int, Shape, int]]:
+        """(replicate, shape, W), replicates outermost: a slow spell of a shared machine
+        then falls on every shape and W alike instead of on one of them."""
+        for replicate in range(self.runs):
+            for shape in self.shapes:
+                for workers in self.workers:
+                    yield replicate, shape, workers
+
+
+def run_grid(
+    scenario: Scenario,
+    grid: RunGrid,
+    out: Path,
+    on_run: Callable[[SyntheticRun], None] = lambda run: None,
+) -> list[SyntheticRun]:
+    """Every run of the grid, each into out/SHAPE-wW-rR/; `on_run` is told as each ends."""
+    runs = []
+    for replicate, shape, workers in grid.cells():
+        at_w = scenario.replace(workers=workers)
+        run = run_synthetic(at_w, shape, out / f"{shape}-w{workers}-r{replicate}", replicate)
+        on_run(run)
+        runs.append(run)
+    return runs
+
+
+def oversleep(runs: list[SyntheticRun]) -> dict[str, float]:
+    """How much longer than drawn the calls took, over the runs: the part of a rollout's
+    or reflection's latency the machine added (its threads woken late)."""
+    return {
+        "rollouts": sum(r.rollout_slept for r in runs) / sum(r.rollout_drawn for r in runs) - 1,
+        "reflections": sum(r.reflection_slept for r in runs) / sum(r.reflection_drawn for r in runs)
+        - 1,
+    }
