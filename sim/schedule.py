@@ -46,6 +46,42 @@ def makespan(durations: Sequence[float], slots: int) -> float:
     return max(free_at)
 
 
+def loaded_makespan(draws: list[float], slots: int, slowdown: float) -> tuple[list[float], float]:
+    """The calls' lengths under load, and the stage's length, on `slots` slots.
+
+    A call takes 1 + slowdown (m - 1) times its draw, m being the calls in flight
+    at its start (itself and those starting with it included). While at least
+    `slots` calls wait, a call starts when another ends and the rest still run:
+    m = min(n, slots). Only when several slots free at one instant (equal ends:
+    discrete latencies) and fewer calls wait than were freed do the last calls
+    start among fewer; then they all start at once and count each other.
+    Without a slowdown the lengths are the draws (the same list).
+    """
+    n = len(draws)
+    if not slowdown:
+        return draws, makespan(draws, slots)
+    factor = 1 + slowdown * (min(n, slots) - 1)
+    durations = [d * factor for d in draws]
+    if n <= slots:
+        return durations, max(durations, default=0.0)
+    free_at = [0.0] * slots  # when each slot frees up; all equal, hence a heap
+    heapreplace = heapq.heapreplace
+    for call in range(n):
+        now = free_at[0]
+        waiting = n - call
+        # A tie with the next slot to free: count them (discrete latencies only).
+        if waiting < slots and now in free_at[1:3]:
+            freed = sum(1 for t in free_at if t == now)
+            if freed > waiting:  # the rest start together among the slots still busy
+                late = 1 + slowdown * (slots - freed + waiting - 1)
+                for last in range(call, n):
+                    durations[last] = draws[last] * late
+                    heapreplace(free_at, now + durations[last])
+                break
+        heapreplace(free_at, now + durations[call])
+    return durations, max(free_at)
+
+
 class Bucket:
     """One provider limit as a token bucket: `per_minute` of something (requests, tokens).
 
@@ -69,12 +105,13 @@ class Bucket:
 
 
 def rate_limited_schedule(
-    durations: Sequence[float],
+    draws: Sequence[float],
     slots: int,
     start: float,
     charges: Sequence[tuple[Bucket, Sequence[float] | float]],
-) -> tuple[list[float], list[int], int]:
-    """list_schedule with provider limits: absolute start times, slots, throttled calls.
+    slowdown: float = 0.0,
+) -> tuple[list[float], list[int], list[float], int]:
+    """list_schedule with provider limits: absolute starts, slots, durations, throttled calls.
 
     The stage starts at `start` (seconds since the run started). Each call
     takes the slot that frees first, in order, and starts when that slot is
@@ -82,59 +119,96 @@ def rate_limited_schedule(
     (its entry in the paired sequence, or the one number for every call: 1 for
     a request, its tokens for a token limit); the buckets are paid at that
     moment. Calls start in order: one waiting for capacity holds up those
-    behind it, as a client queueing on its 429s does. A call is throttled when
-    it starts later than its slot was free. The buckets are updated in place.
+    behind it (holding its slot), as a client queueing on its 429s does. A
+    call is throttled when it starts later than its slot was free. The
+    buckets are updated in place.
+
+    With a load `slowdown` beta a call takes 1 + beta (m - 1) times its draw,
+    m being the calls in flight at its start: those started earlier and not
+    yet ended, itself, and every other call starting at the same instant
+    (calls released together all count each other, so a stage that is never
+    throttled gets the min(n, slots) of the unlimited model). The calls that
+    start at one instant form an open group whose lengths are fixed when the
+    next call is found to start later; their slots are held meanwhile, and
+    they end after that instant, so no later call could have taken them.
+    Without a slowdown the durations are the draws (the same list).
 
     The hot path of a rate-limited scenario, so written for speed: each
     bucket's state is in local variables (a missing one is an infinite bucket
     that never waits), min and max are spelt as the comparisons the builtins
     make (so every result is the same float), a bucket refilled to the time a
     call starts is computed once, and the slots never used are not put in the
-    heap (a stage of 3 calls on 512 slots touches 3).
+    heap (a stage of 3 calls on 512 slots touches 3). A stage that fits its
+    slots and whose whole ask the buckets hold at its start is paid in one go:
+    all its calls start then, none waits.
     """
     if len(charges) > 2:
         raise ValueError(f"at most two buckets per call, not {len(charges)}")
     (bucket_a, amounts_a), (bucket_b, amounts_b) = [*charges, (None, 0.0), (None, 0.0)][:2]
+    n = len(draws)
+    if n <= slots and _pay_all_at_start(charges, n, start):  # nothing waits: all start now
+        factor = 1 + slowdown * (n - 1)
+        return [start] * n, list(range(n)), [d * factor for d in draws] if slowdown else draws, 0
     rate_a, cap_a, level_a, time_a = _state(bucket_a, start)
     rate_b, cap_b, level_b, time_b = _state(bucket_b, start)
     starts: list[float] = []
     slot_of: list[int] = []
+    durations = list(draws) if slowdown else draws
     throttled = 0
-    # (free at, slot) of the slots used so far, a heap; slots `fresh` and up are
-    # free at `start`. A used slot frees no earlier than `start` and is below
-    # every fresh one, so it comes first (as in a heap of all the slots) when
-    # it frees at `start` too.
+    # (free at, slot) of the slots used so far and not held by the open group, a
+    # heap; slots `fresh` and up are free at `start`. A used slot frees no earlier
+    # than `start` and is below every fresh one, so it comes first (as in a heap
+    # of all the slots) when it frees at `start` too.
     used: list[tuple[float, int]] = []
     fresh = 0
-    heappush, heapreplace = heapq.heappush, heapq.heapreplace
-    n = len(durations)
+    heappush, heappop = heapq.heappush, heapq.heappop
+    group: list[int] = []  # calls starting at `group_start` (slowdown only)
+    group_start = start
+    running: list[float] = []  # ends of the calls started before the group, a heap
+
+    def close_group() -> None:
+        while running and running[0] <= group_start:
+            heappop(running)
+        factor = 1 + slowdown * (len(running) + len(group) - 1)
+        for call in group:
+            end = group_start + durations[call] * factor
+            durations[call] = end - group_start
+            heappush(used, (end, slot_of[call]))
+            heappush(running, end)
+        group.clear()
+
     # strict=False: a repeated amount never ends; _per_call checks a sequence's length.
-    per_call = zip(durations, _per_call(amounts_a, n), _per_call(amounts_b, n), strict=False)
-    for duration, amount_a, amount_b in per_call:
-        if fresh < slots and not (used and used[0][0] <= start):
-            free, slot = start, fresh
-            fresh += 1
-            put = heappush
-        else:
-            free, slot = used[0]
-            put = heapreplace
-        # Each bucket: the earliest time at or after `free` and its last
-        # payment it holds min(amount, capacity). x = max(a, b) is
-        # `b if b > a else a`, min(a, b) is `b if b < a else a`. Buckets a and b
-        # are written out twice on purpose: when tried, a loop over the buckets
-        # here lost most of the speed-up.
-        now_a = time_a if time_a > free else free
-        full_a = level_a + rate_a * (now_a - time_a)
-        full_a = cap_a if cap_a < full_a else full_a
-        need = cap_a if cap_a < amount_a else amount_a
-        ready = now_a if full_a >= need else now_a + (need - full_a) / rate_a
-        begin = ready if ready > free else free
-        now_b = time_b if time_b > free else free
-        full_b = level_b + rate_b * (now_b - time_b)
-        full_b = cap_b if cap_b < full_b else full_b
-        need = cap_b if cap_b < amount_b else amount_b
-        ready = now_b if full_b >= need else now_b + (need - full_b) / rate_b
-        begin = ready if ready > begin else begin
+    per_call = zip(range(n), _per_call(amounts_a, n), _per_call(amounts_b, n), strict=False)
+    for call, amount_a, amount_b in per_call:
+        while True:
+            if fresh < slots and not (used and used[0][0] <= start):
+                free, slot, new = start, fresh, True
+            elif used:
+                (free, slot), new = used[0], False
+            else:  # the open group holds every slot: it ends before any frees
+                close_group()
+                continue
+            # Each bucket: the earliest time at or after `free` and its last
+            # payment it holds min(amount, capacity). x = max(a, b) is
+            # `b if b > a else a`, min(a, b) is `b if b < a else a`. Buckets a and b
+            # are written out twice on purpose: when tried, a loop over the buckets
+            # here lost most of the speed-up.
+            now_a = time_a if time_a > free else free
+            full_a = level_a + rate_a * (now_a - time_a)
+            full_a = cap_a if cap_a < full_a else full_a
+            need = cap_a if cap_a < amount_a else amount_a
+            ready = now_a if full_a >= need else now_a + (need - full_a) / rate_a
+            begin = ready if ready > free else free
+            now_b = time_b if time_b > free else free
+            full_b = level_b + rate_b * (now_b - time_b)
+            full_b = cap_b if cap_b < full_b else full_b
+            need = cap_b if cap_b < amount_b else amount_b
+            ready = now_b if full_b >= need else now_b + (need - full_b) / rate_b
+            begin = ready if ready > begin else begin
+            if group and begin != group_start:  # the group is complete: fix its lengths
+                close_group()
+                continue
+            break
         # Pay both at `begin`: refilled to it (already done when it is `now`).
         if begin != now_a:
             full_a = level_a + rate_a * (begin - time_a)
@@ -144,15 +218,48 @@ def rate_limited_schedule(
             full_b = level_b + rate_b * (begin - time_b)
             full_b = cap_b if cap_b < full_b else full_b
         level_b, time_b = full_b - amount_b, begin
+        if new:
+            fresh += 1
+        else:
+            heappop(used)
         if begin > free:
             throttled += 1
         starts.append(begin)
         slot_of.append(slot)
-        put(used, (begin + duration, slot))
+        if slowdown:
+            group.append(call)
+            group_start = begin
+        else:
+            heappush(used, (begin + draws[call], slot))
+    if group:
+        close_group()
     for bucket, level, time in ((bucket_a, level_a, time_a), (bucket_b, level_b, time_b)):
         if bucket is not None:
             bucket.level, bucket.time = level, time
-    return starts, slot_of, throttled
+    return starts, slot_of, durations, throttled
+
+
+def _pay_all_at_start(
+    charges: Sequence[tuple[Bucket, Sequence[float] | float]], calls: int, start: float
+) -> bool:
+    """Pay a whole stage at `start` if every bucket then holds all it asks (else pay nothing).
+
+    Then no call of a stage that fits its slots waits: each finds at least what
+    is left of the stage's ask, which covers its own. The buckets are left as
+    the calls, paying one after another at `start`, would leave them (up to
+    the rounding of one sum against many differences).
+    """
+    asks = []
+    for bucket, amounts in charges:
+        ask = amounts * calls if isinstance(amounts, int | float) else sum(amounts)
+        held = bucket.level + bucket.rate * (start - bucket.time)
+        held = bucket.capacity if bucket.capacity < held else held
+        if bucket.time > start or held < ask:
+            return False
+        asks.append((bucket, held - ask))
+    for bucket, level in asks:
+        bucket.level, bucket.time = level, start
+    return True
 
 
 def _state(bucket: Bucket | None, start: float) -> tuple[float, float, float, float]:

@@ -1,36 +1,58 @@
-"""An independent, per-rollout SimPy model of one batched gepa 0.1.4 run.
+"""An independent, per-call SimPy model of one batched gepa 0.1.4 run.
 
-The fast simulator (pxn.sim.model) list-schedules a whole stage in one step.
-This oracle does the obvious thing instead: every rollout is its own SimPy
-process queueing FIFO for one of W worker slots (a `simpy.Resource`), every
-reflection a process on a Resource of `reflection_concurrency` slots, and each
-stage ends at a barrier (`env.all_of`). A local LM pool is one more Resource
-of `lm_servers` places that every call holds while it is served; the load
-slowdown is read from a count of the calls being served. It is written from the issue's
-description of a gepa iteration, not from pxn.sim.model, and shares only the
-Scenario (for sampling latencies), so agreement between the two is evidence.
+The fast simulator (pxn.sim) list-schedules a whole stage in one step. This
+oracle does the obvious thing instead, written from the description of a
+gepa iteration and of each effect, not from pxn.sim; it shares only the
+Scenario (its distributions are sampled through Distribution.sample, caps
+included), so agreement between the two is evidence.
 
-Provider rate limits are a `Limiter` per model: a FIFO gate (a Resource of
-one place) in front of its token buckets. A call that holds a worker slot
-queues at the gate, then, like a client that backs off on 429s, checks
-whether every bucket can pay, sleeps for the missing allowance and checks
-again. Token counts are drawn per call when the scenario prices them or has
-a tokens-per-minute limit; a reflection's latency is shifted for its b.
+Calls. Every rollout and reflection is its own SimPy process. A call takes
+one of its model's worker slots (a Resource of W, or of C for reflections,
+FIFO), then one of the model's LM servers (a Resource of `servers` places,
+unlimited without them), then waits at its model's provider limits (a
+`Limiter`: a FIFO gate in front of token buckets; a client backing off on its
+429s checks whether every bucket can pay, sleeps for the missing allowance,
+checks again) still holding both, then runs. Its latency is its draw times
+1 + slowdown (m - 1), m being the calls of its model being served at its
+start, itself and every call that starts in the same instant included: the
+call waits for the end of the instant (an event of the lowest priority) and
+then reads the count. Stages end at a barrier (`env.all_of`).
+
+gepa's bookkeeping, kept here on its own terms:
+- the trainset ids are shuffled each epoch and padded to a multiple of b
+  with the least used ids; the c-th minibatch of the iteration with 0-based
+  index s starts at (s b + c b) mod (padded length); the epoch advances with
+  s b // (padded length);
+- the P parents are drawn uniformly from the newest ceil(front_share x pool)
+  candidates (at least one);
+- the parent stage evaluates each distinct (parent, minibatch ids) once, and
+  a pair is perfect (all its tasks skipped) with chance skip_perfect;
+- the step's proposals share the acceptance a0 exp(-min(i, decay_until)/tau)
+  of the i proposals judged before the step; with correlation rho the step's
+  rate is drawn from Beta(a (1/rho - 1), (1 - a)(1/rho - 1));
+- the first `limit` accepted are selected; each selected after the first is a
+  copy of an earlier one with chance duplicate_children and is dropped; the
+  rest are validated on the whole valset and join the pool.
 
 It is slow on purpose; the tests compare the two in distribution.
 """
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Generator
 from dataclasses import dataclass
 
 import numpy as np
 import simpy
+from simpy.events import Event, EventPriority
 
 from pxn.distribution import Distribution
 from pxn.scenario import Scenario
 from pxn.shape import Shape
+
+LAST_IN_INSTANT = EventPriority(2)  # below simpy's NORMAL (1) and URGENT (0)
 
 
 @dataclass(frozen=True)
@@ -43,6 +65,16 @@ class OracleResult:
     metric_calls: int
     dollars: float | None = None
     throttled_calls: int = 0
+
+
+class EndOfInstant(Event):
+    """Fires at the current time once every other event of this instant has run."""
+
+    def __init__(self, env: simpy.Environment):
+        super().__init__(env)
+        self._ok = True
+        self._value = None
+        env.schedule(self, LAST_IN_INSTANT)
 
 
 class Limiter:
@@ -89,27 +121,43 @@ class Limiter:
             ]
 
 
+class Model:
+    """One LM as the calls see it: worker slots, servers, provider limits, its load."""
+
+    def __init__(self, run: OracleRun, role: str, slots: int):
+        s = run.scenario
+        load = s.loads.task if role == "task" else s.loads.reflection
+        limit = s.rate_limits.task if role == "task" else s.rate_limits.reflection
+        self.role = role
+        self.slots = simpy.Resource(run.env, capacity=slots)
+        self.servers = simpy.Resource(run.env, capacity=load.servers or 10**9)
+        self.slowdown = load.slowdown
+        self.serving = 0  # calls of this model running right now
+        self.asks_requests = limit.rpm is not None
+        self.asks_tokens = limit.tpm is not None
+        per_minute = [x for x in (limit.rpm, limit.tpm) if x is not None]
+        self.limiter = (
+            Limiter(run.env, per_minute, s.rate_limits.burst_seconds) if per_minute else None
+        )
+
+
 class OracleRun:
     def __init__(self, scenario: Scenario, shape: Shape, rng: np.random.Generator):
         self.scenario = scenario
         self.shape = shape
         self.rng = rng
         self.env = simpy.Environment()
-        self.workers = simpy.Resource(self.env, capacity=scenario.workers)
-        self.reflectors = simpy.Resource(self.env, capacity=scenario.reflection_concurrency)
-        # The LM backend: a server per call being served; unlimited is a place per call.
-        # One pool for both models: rollouts and reflections never overlap.
-        self.servers = simpy.Resource(self.env, capacity=scenario.loads.task.servers or 10**9)
-        self.serving = 0  # calls holding an LM server right now
-        # Provider limits, per model: (limiter, whether its last bucket counts tokens).
-        self.task_limits = self.limiter(scenario.rate_limits.task)
-        self.reflection_limits = self.limiter(scenario.rate_limits.reflection)
-        tokens = scenario.tokens
+        self.task = Model(self, "task", scenario.workers)
+        self.reflection = Model(self, "reflection", scenario.reflection_concurrency)
+        tokens, limits = scenario.tokens, scenario.rate_limits
         self.counts_tokens = tokens is not None and (
             scenario.prices is not None
-            or scenario.rate_limits.task.tpm is not None
-            or scenario.rate_limits.reflection.tpm is not None
+            or limits.task.tpm is not None
+            or limits.reflection.tpm is not None
         )
+        self.pool = [0]  # candidate ids, oldest first; the seed is 0
+        self.shuffled: list[int] = []
+        self.epoch = -1
         self.dollars = 0.0
         self.throttled_calls = 0
         self.metric_calls = 0
@@ -118,52 +166,44 @@ class OracleRun:
         self.proposals = 0
         self.accepted = 0
 
-    def limiter(self, limit) -> Limiter | None:
-        per_minute = [x for x in (limit.rpm, limit.tpm) if x is not None]
-        if not per_minute:
-            return None
-        return Limiter(self.env, per_minute, self.scenario.rate_limits.burst_seconds)
+    # -- calls and stages -------------------------------------------------------
 
     def call(
-        self,
-        pool: simpy.Resource,
-        seconds: float,
-        limits: tuple[Limiter, list[float]] | None = None,
+        self, model: Model, seconds: float, tokens: float
     ) -> Generator[simpy.Event, None, None]:
-        """One rollout or reflection: a free slot, the provider's allowance, an LM server."""
-        with pool.request() as slot:
+        """One rollout or reflection: a worker slot, an LM server, the allowance, the run."""
+        with model.slots.request() as slot:
             yield slot
-            if limits is not None:
-                limiter, amounts = limits
-                granted = self.env.now
-                yield from limiter.acquire(amounts)
-                if self.env.now > granted:
-                    self.throttled_calls += 1
-            with self.servers.request() as server:
+            with model.servers.request() as server:
                 yield server
-                self.serving += 1
-                beta = self.scenario.loads.task.slowdown
-                if beta:
-                    # Let every call granted a server at this same instant count
-                    # itself first: a zero wait runs after the grants already queued.
-                    yield self.env.timeout(0)
-                    seconds *= 1 + beta * (self.serving - 1)
+                if model.limiter is not None:
+                    amounts = [1.0] if model.asks_requests else []
+                    if model.asks_tokens:
+                        amounts.append(tokens)
+                    granted = self.env.now
+                    yield from model.limiter.acquire(amounts)
+                    if self.env.now > granted:
+                        self.throttled_calls += 1
+                model.serving += 1
+                if model.slowdown:
+                    yield EndOfInstant(self.env)  # every call starting now is counted
+                    seconds *= 1 + model.slowdown * (model.serving - 1)
                 yield self.env.timeout(seconds)
-                self.serving -= 1  # before the server is released to the next call
+                model.serving -= 1
 
     def stage(
-        self, pool: simpy.Resource, latency: Distribution, calls: int, model: str
+        self, model: Model, latency: Distribution, calls: int
     ) -> Generator[simpy.Event, None, None]:
         """gepa's own work, then `calls` concurrent calls, then the barrier."""
         s = self.scenario
         yield self.env.timeout(s.stage_overhead)
         seconds = latency.sample(self.rng, calls)
-        if model == "reflection" and s.tokens is not None:
+        if model.role == "reflection" and s.tokens is not None:
             seconds = np.maximum(0.0, seconds + s.tokens.reflection_latency_shift(s.minibatch))
         used_in, used_out = np.zeros(calls), np.zeros(calls)
         if self.counts_tokens:
             tokens = s.tokens
-            if model == "task":
+            if model.role == "task":
                 used_in = tokens.rollout_input.sample(self.rng, calls)
                 used_out = tokens.rollout_output.sample(self.rng, calls)
             else:
@@ -172,61 +212,92 @@ class OracleRun:
             if s.prices is not None:
                 price_in, price_out = (
                     (s.prices.task_input, s.prices.task_output)
-                    if model == "task"
+                    if model.role == "task"
                     else (s.prices.reflection_input, s.prices.reflection_output)
                 )
                 self.dollars += float((used_in * price_in + used_out * price_out).sum()) / 1e6
-        limit = s.rate_limits.task if model == "task" else s.rate_limits.reflection
-        limiter = self.task_limits if model == "task" else self.reflection_limits
-        processes = []
-        for i, latency_i in enumerate(seconds):
-            charge = None
-            if limiter is not None:
-                amounts = [1.0] if limit.rpm is not None else []
-                if limit.tpm is not None:
-                    amounts.append(float(used_in[i] + used_out[i]))
-                charge = (limiter, amounts)
-            processes.append(self.env.process(self.call(pool, latency_i, charge)))
+        processes = [
+            self.env.process(self.call(model, float(seconds[i]), float(used_in[i] + used_out[i])))
+            for i in range(calls)
+        ]
         yield self.env.all_of(processes)
 
-    def evaluate(self, rollouts: int) -> Generator[simpy.Event, None, None]:
-        yield from self.stage(self.workers, self.scenario.rollout, rollouts, "task")
+    def evaluate(self, phase: str, rollouts: int) -> Generator[simpy.Event, None, None]:
+        latency = self.scenario.rollout_latency(phase)
+        yield from self.stage(self.task, latency, rollouts)
         self.metric_calls += rollouts  # every rollout is one metric call
 
     def reflect(self, calls: int) -> Generator[simpy.Event, None, None]:
         # Not metric calls.
-        yield from self.stage(self.reflectors, self.scenario.reflection, calls, "reflection")
+        yield from self.stage(self.reflection, self.scenario.reflection, calls)
 
-    def accepted_children(self, judged: int) -> int:
-        """How many of `judged` children beat their parent and are selected for full val."""
-        acceptance = self.scenario.acceptance
-        made = self.proposals + np.arange(judged)  # proposals made before each one
-        if acceptance.tau is None:
-            chance = np.full(judged, acceptance.a0)
-        else:
-            chance = acceptance.a0 * np.exp(-made / acceptance.tau)
+    # -- gepa's bookkeeping -------------------------------------------------------
+
+    def minibatch(self, step: int, call: int) -> tuple[int, ...]:
+        """The ids of the call-th minibatch of the iteration with 0-based index `step`."""
+        b, size = self.scenario.minibatch, self.scenario.trainset_size
+        base = step * b
+        epoch = 0 if self.epoch == -1 else base // len(self.shuffled)
+        if not self.shuffled or epoch > self.epoch:
+            self.epoch = epoch
+            self.shuffled = self.rng.permutation(size).tolist()
+            used = Counter(self.shuffled)
+            while len(self.shuffled) % b:
+                least = min(used, key=lambda i: (used[i], -self.shuffled.index(i)))
+                self.shuffled.append(least)
+                used[least] += 1
+        first = (base + call * b) % len(self.shuffled)
+        return tuple(self.shuffled[first : first + b])
+
+    def parents(self) -> list[int]:
+        front = max(1, math.ceil(self.scenario.front_share * len(self.pool)))
+        newest = self.pool[-front:]
+        return [newest[int(self.rng.integers(front))] for _ in range(self.shape.p)]
+
+    def verdicts(self, judged: int) -> int:
+        """How many of `judged` children join the pool."""
+        s = self.scenario
+        acceptance = s.acceptance
+        a = acceptance.a0
+        if acceptance.tau is not None:
+            made = self.proposals
+            if acceptance.decay_until is not None:
+                made = min(made, acceptance.decay_until)
+            a = acceptance.a0 * math.exp(-made / acceptance.tau)
+        rho = acceptance.correlation
+        if rho > 0 and 0 < a < 1:
+            a = self.rng.beta(a * (1 / rho - 1), (1 - a) * (1 / rho - 1))
         self.proposals += judged
-        passing = int((self.rng.random(judged) < chance).sum())
-        limit = self.scenario.selection.limit
-        return passing if limit is None else min(passing, limit)
+        passing = int((self.rng.random(judged) < a).sum())
+        limit = s.selection.limit
+        selected = passing if limit is None else min(passing, limit)
+        copies = int((self.rng.random(max(0, selected - 1)) < s.duplicate_children).sum())
+        return selected - copies
 
     def run(self) -> Generator[simpy.Event, None, None]:
-        s, k = self.scenario, self.shape.k
-        yield from self.evaluate(s.valset_size)  # the seed's validation, before iteration 0
+        s, shape = self.scenario, self.shape
+        yield from self.evaluate("seed_val", s.valset_size)  # before iteration 0
         while self.metric_calls < s.budget:  # checked only at the top of an iteration
+            step = self.iterations  # gepa's state.i during this iteration
             self.iterations += 1
-            yield from self.evaluate(k * s.minibatch)  # parents on their minibatches
-            # A parent perfect on its whole minibatch is skipped (no reflection, no child).
-            tasks = int((self.rng.random(k) >= s.skip_perfect).sum()) if s.skip_perfect else k
-            if tasks == 0:
+            tasks = []
+            for parent in self.parents():
+                for _ in range(shape.n):
+                    tasks.append((parent, self.minibatch(step, len(tasks))))
+            distinct = list(dict.fromkeys(tasks))
+            yield from self.evaluate("parent_minibatch", len(distinct) * s.minibatch)
+            perfect = {pair for pair in distinct if self.rng.random() < s.skip_perfect}
+            tasks = [task for task in tasks if task not in perfect]
+            if not tasks:
                 continue
-            yield from self.reflect(tasks)
-            yield from self.evaluate(tasks * s.minibatch)  # children on the same minibatches
-            selected = self.accepted_children(tasks)
-            if selected:
-                yield from self.evaluate(selected * s.valset_size)
+            yield from self.reflect(len(tasks))
+            yield from self.evaluate("child_minibatch", len(tasks) * s.minibatch)
+            new = self.verdicts(len(tasks))
+            if new:
+                yield from self.evaluate("full_val", new * s.valset_size)
                 self.full_val_iterations += 1
-                self.accepted += selected
+                self.accepted += new
+                self.pool += range(len(self.pool), len(self.pool) + new)
 
 
 def oracle_once(scenario: Scenario, shape: Shape, rng: np.random.Generator) -> OracleResult:

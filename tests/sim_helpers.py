@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from pxn.acceptance import Acceptance
 from pxn.distribution import Distribution
-from pxn.load import Loads
+from pxn.load import Load, Loads
+from pxn.prices import Prices
+from pxn.rate_limits import RateLimit, RateLimits
 from pxn.scenario import Scenario
 from pxn.selection import Selection
+from pxn.tokens import Tokens
 
 
 def fixed(seconds: float) -> Distribution:
@@ -51,6 +55,34 @@ def make_scenario(**changes: Any) -> Scenario:
         changes["selection"] = Selection.parse(changes["selection"])
     base.update(changes)
     return Scenario(**base).validate()
+
+
+# Every effect at once: per-model loads under provider limits, capped tails with a
+# retry, a phase's own latency, a correlated acceptance that decays and then holds,
+# topk selection, parents from a front, repeated children, skips, a trainset of 3
+# chunks (a 2x2 step's fourth task has the first's minibatch: when its two parents
+# coincide, the pair is evaluated once), tokens and dollars, and a reflection
+# shifted for its b.
+EVERYTHING = make_scenario(
+    workers=8,
+    reflection_concurrency=3,
+    trainset_size=8,
+    loads=Loads(Load(servers=5, slowdown=0.2), Load(servers=2, slowdown=0.4)),
+    rollout=replace(lognormal(2.0, 1.0), cap=6.0, cap_retries=1),
+    rollout_phases={"full_val": replace(lognormal(3.0, 0.5), cap=5.0)},
+    acceptance=Acceptance(0.6, tau=20.0, decay_until=30.0, correlation=0.3),
+    selection="topk:3",
+    front_share=0.5,
+    duplicate_children=0.3,
+    skip_perfect=0.1,
+    tokens=Tokens(
+        lognormal(600.0), lognormal(200.0, 0.8), lognormal(400.0), 800.0, 200.0, 1, 0.005
+    ),
+    prices=Prices(task_input=0.5, task_output=2.0, reflection_input=1.0, reflection_output=4.0),
+    rate_limits=RateLimits(
+        task=RateLimit(rpm=100, tpm=80_000), reflection=RateLimit(rpm=12), burst_seconds=5
+    ),
+)
 
 
 def max_concurrency(intervals: list[tuple[float, float]], tolerance: float = 1e-9) -> int:

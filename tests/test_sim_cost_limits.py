@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import re
 from dataclasses import replace
@@ -32,6 +33,7 @@ from pxn.app.prediction_report import (
     predictions_json,
     predictions_table,
 )
+from pxn.load import Load, Loads
 from pxn.prices import Prices
 from pxn.rate_limits import RateLimit, RateLimits
 from pxn.scenario import Scenario
@@ -98,6 +100,19 @@ LIMITED: dict[str, tuple[Scenario, Shape]] = {
         ),
         Shape(2, 2),
     ),
+    # A local pool under provider limits: rollouts on 5 of the 16 workers' servers,
+    # slowed by the calls in flight at each throttled start; reflections likewise.
+    "local pool and limits": (
+        make_scenario(
+            workers=16,
+            loads=Loads(Load(servers=5, slowdown=0.3), Load(servers=3, slowdown=0.2)),
+            tokens=TOKENS,
+            rate_limits=RateLimits(
+                task=RateLimit(rpm=40, tpm=100_000), reflection=RateLimit(rpm=6), burst_seconds=5
+            ),
+        ),
+        Shape(4, 1),
+    ),
 }
 
 
@@ -144,16 +159,30 @@ def test_the_comparison_sees_a_limit_one_fifth_higher() -> None:
 
 
 @pytest.mark.parametrize(
-    "limits",
+    ("limits", "loads"),
     [
-        RateLimits(task=RateLimit(rpm=120)),
-        RateLimits(
-            task=RateLimit(rpm=300, tpm=20_000), reflection=RateLimit(rpm=6), burst_seconds=10
+        (RateLimits(task=RateLimit(rpm=120)), Loads()),
+        (
+            RateLimits(
+                task=RateLimit(rpm=300, tpm=20_000), reflection=RateLimit(rpm=6), burst_seconds=10
+            ),
+            Loads(),
         ),
-        RateLimits(task=RateLimit(tpm=3000), reflection=RateLimit(tpm=2000), burst_seconds=5),
+        (
+            RateLimits(task=RateLimit(tpm=3000), reflection=RateLimit(tpm=2000), burst_seconds=5),
+            Loads(),
+        ),
+        (RateLimits(task=RateLimit(rpm=30), burst_seconds=5), Loads.shared_pool(4, 0.5)),
+        (
+            RateLimits(task=RateLimit(rpm=200, tpm=20_000), reflection=RateLimit(rpm=6)),
+            Loads(Load(servers=6, slowdown=0.25), Load(slowdown=0.5)),
+        ),
     ],
+    ids=["rpm", "rpm tpm reflection rpm", "tpm both", "rpm on a pool", "both on loads"],
 )
-def test_oracle_agrees_exactly_on_a_deterministic_limited_run(limits: RateLimits) -> None:
+def test_oracle_agrees_exactly_on_a_deterministic_limited_run(
+    limits: RateLimits, loads: Loads
+) -> None:
     """Fixed latencies, tokens and acceptance: the two models give the same numbers."""
     tokens = Tokens(fixed(300.0), fixed(100.0), fixed(200.0), 1000.0, 150.0, 3, 0.01)
     scenario = make_scenario(
@@ -165,6 +194,7 @@ def test_oracle_agrees_exactly_on_a_deterministic_limited_run(limits: RateLimits
         tokens=tokens,
         prices=PRICES,
         rate_limits=limits,
+        loads=loads,
     )
     [fast] = [simulate_once(scenario, Shape(2, 2), 0)]
     [oracle] = oracle_replicates(scenario, Shape(2, 2), 1)
@@ -305,24 +335,76 @@ def test_a_negative_shift_is_floored_at_zero() -> None:
 def test_unlimited_rate_limited_schedule_is_the_list_schedule() -> None:
     rng = np.random.default_rng(3)
     durations = rng.exponential(2.0, 40).tolist()
-    starts, slots, throttled = rate_limited_schedule(durations, 6, 0.0, [])
+    starts, slots, used, throttled = rate_limited_schedule(durations, 6, 0.0, [])
     assert (starts, slots, throttled) == (*list_schedule(durations, 6), 0)
+    assert used is durations
+    # With a slowdown every call starts among min(n, slots) (the unlimited model's rule).
+    for n in (4, 40):
+        starts, slots, slowed, _ = rate_limited_schedule(durations[:n], 6, 0.0, [], 0.5)
+        want = [d * (1 + 0.5 * (min(n, 6) - 1)) for d in durations[:n]]
+        assert slowed == pytest.approx(want, rel=1e-12)
+        want_starts, want_slots = list_schedule(want, 6)
+        assert starts == pytest.approx(want_starts, rel=1e-12)
+        assert slots == want_slots
 
 
 def test_a_bucket_paces_calls_and_an_oversized_call_goes_into_debt() -> None:
     # 60 rpm with a 3 s burst: 3 calls at once, then one a second.
     bucket = Bucket(60, 3)
-    starts, _, throttled = rate_limited_schedule([0.1] * 6, 10, 5.0, [(bucket, [1.0] * 6)])
+    starts, _, _, throttled = rate_limited_schedule([0.1] * 6, 10, 5.0, [(bucket, [1.0] * 6)])
     assert starts == pytest.approx([5.0, 5.0, 5.0, 6.0, 7.0, 8.0])
     assert throttled == 3
     # 600 tokens a minute (10 a second), a 1 s burst: 10 tokens held. A call of 25
     # waits for a full bucket, leaves it at -15; the next call of 5 waits 2 s more.
     tokens = Bucket(600, 1)
-    starts, _, _ = rate_limited_schedule([1.0] * 3, 4, 0.0, [(tokens, [4.0, 25.0, 5.0])])
+    starts, _, _, _ = rate_limited_schedule([1.0] * 3, 4, 0.0, [(tokens, [4.0, 25.0, 5.0])])
     assert starts == pytest.approx([0.0, 0.4, 2.4])
     # The state carries into the next stage, which starts later.
-    starts, _, _ = rate_limited_schedule([1.0], 4, 10.0, [(tokens, [10.0])])
+    starts, _, _, _ = rate_limited_schedule([1.0], 4, 10.0, [(tokens, [10.0])])
     assert starts == pytest.approx([10.0])
+
+
+def test_a_throttled_stage_is_slowed_by_the_calls_in_flight_at_each_start() -> None:
+    """60 rpm, 3 s burst, 1 s calls, slowdown 0.5: three start together (x2), then one a second.
+
+    The call at 6 s starts while the first three (ending at 7 s) run: 4 in flight,
+    x2.5, ends at 8.5; at 7 s those three have ended: 2 in flight (x1.5); at 8 s: 3.
+    """
+    bucket = Bucket(60, 3)
+    starts, _, durations, throttled = rate_limited_schedule(
+        [1.0] * 6, 10, 5.0, [(bucket, 1.0)], slowdown=0.5
+    )
+    assert starts == pytest.approx([5.0, 5.0, 5.0, 6.0, 7.0, 8.0])
+    assert durations == pytest.approx([2.0, 2.0, 2.0, 2.5, 1.5, 2.0])
+    assert throttled == 3
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_load_under_a_limit_is_the_calls_in_flight(seed: int) -> None:
+    """Random stages: each call's factor is 1 + beta (m - 1) for the m calls open at its start.
+
+    m counts the calls that started at or before it and end after its start
+    (itself, and others starting at the same instant, included); calls never
+    share a slot, start in order, and a call waits only when throttled.
+    """
+    rng = np.random.default_rng(seed)
+    n, slots, beta = int(rng.integers(1, 40)), int(rng.integers(1, 9)), float(rng.uniform(0, 1))
+    draws = rng.choice([0.5, 1.0, rng.exponential(1.0)], size=n).tolist()  # ties and not
+    bucket = Bucket(float(rng.uniform(30, 600)), float(rng.uniform(0.5, 5)))
+    starts, slot_of, durations, throttled = rate_limited_schedule(
+        draws, slots, 1.0, [(bucket, 1.0)], slowdown=beta
+    )
+    ends = [s + d for s, d in zip(starts, durations, strict=True)]
+    assert starts == sorted(starts) and min(starts) >= 1.0
+    for i in range(n):
+        m = sum(starts[j] <= starts[i] < ends[j] for j in range(n))
+        assert durations[i] == pytest.approx(draws[i] * (1 + beta * (m - 1)), rel=1e-12)
+    for slot in set(slot_of):
+        spans = sorted((starts[i], ends[i]) for i in range(n) if slot_of[i] == slot)
+        assert all(
+            a_end <= b_start + 1e-12 for (_, a_end), (b_start, _) in itertools.pairwise(spans)
+        )
+    assert 0 <= throttled <= n
 
 
 def test_rate_bound_is_the_tightest_limit_less_its_burst() -> None:

@@ -4,22 +4,31 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 from collections import Counter, defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
-from sim_helpers import fixed, lognormal, make_scenario, max_concurrency
+from gepa.core.data_loader import ensure_loader
+from gepa.core.state import GEPAState, ValsetEvaluation
+from gepa.strategies.batch_sampler import EpochShuffledBatchSampler
+from scipy import stats
+from sim_helpers import EVERYTHING, fixed, lognormal, make_scenario, max_concurrency
 
 from pxn.acceptance import Acceptance
 from pxn.app.commands.predict import PAPER_SHAPES
 from pxn.app.prediction_report import predictions_csv
+from pxn.distribution import Distribution
+from pxn.load import Load, Loads
 from pxn.scenario import Scenario
 from pxn.shape import Shape, parse_shapes
+from pxn.sim.gepa import EpochSampler, GepaChoices
 from pxn.sim.model import simulate_once
 from pxn.sim.predict import sweep
 from pxn.sim.presets import load_scenario
-from pxn.sim.schedule import list_schedule, makespan
+from pxn.sim.schedule import list_schedule, loaded_makespan, makespan, rate_limited_schedule
 from pxn.trace import (
     ROLLOUT_PHASES,
     Decision,
@@ -113,6 +122,112 @@ def test_no_acceptance_means_minibatches_only() -> None:
     assert (summary.full_val_iterations, summary.accepted) == (0, 0)
 
 
+# -- gepa's bookkeeping: minibatches, parents, verdicts ------------------------------
+
+
+@pytest.mark.parametrize(("trainset", "b"), [(7, 3), (10, 4), (12, 3), (9, 2), (5, 5)])
+def test_minibatch_chunks_are_gepas_epoch_sampler(trainset: int, b: int) -> None:
+    """gepa 0.1.4's own EpochShuffledBatchSampler gives task j of iteration i our chunk.
+
+    Its shuffled, padded ids hold EpochSampler.chunks chunks of b, and each call
+    returns the chunk EpochSampler.chunk names (so equal chunks are equal minibatches).
+    """
+    sampler = EpochShuffledBatchSampler(b, random.Random(5))
+    loader = ensure_loader(list(range(trainset)))
+    state = GEPAState({"text": "seed"}, ValsetEvaluation({0: "out"}, {0: 1.0}))
+    ours = EpochSampler(trainset, b)
+    for iteration in range(1, 15):
+        state.i = iteration - 1  # gepa's 0-based count during iteration `iteration`
+        for task in range(7):
+            ids = sampler.next_minibatch_ids(loader, state)
+            assert len(sampler.shuffled_ids) == ours.chunks * b
+            chunk = ours.chunk(iteration, task)
+            assert ids == sampler.shuffled_ids[chunk * b : (chunk + 1) * b]
+
+
+def test_repeated_pairs_are_evaluated_once_and_skipped_together(tmp_path: Path) -> None:
+    """7 examples padded to 9 are 3 chunks; 1x6 proposes twice from each pair.
+
+    The parent stage runs the 3 distinct (parent, minibatch) pairs once (9 rollouts,
+    counted as 9 metric calls); a pair's two tasks are skipped together.
+    """
+    scenario = make_scenario(trainset_size=7, skip_perfect=0.3, budget=900)
+    summary, trace = traced(scenario, Shape(1, 6), tmp_path)
+    groups = rollouts_by(trace)
+    reflections = Counter(r.iteration for r in trace.of(Reflection))
+    for iteration in range(1, summary.iterations + 1):
+        parents = groups[iteration, "parent_minibatch"]
+        assert len(parents) == 9
+        assert Counter(r.example for r in parents) == Counter(
+            ["train:0", "train:1"] + [f"train:{i}" for i in range(7)]  # 2 padded
+        )
+        assert reflections[iteration] % 2 == 0
+    assert {reflections[i] for i in range(1, summary.iterations + 1)} >= {0, 6}
+    assert summary.metric_calls == len(trace.of(Rollout))
+
+
+def test_parents_come_from_the_front(tmp_path: Path) -> None:
+    """Each parent is one of the newest ceil(front_share x pool) candidates."""
+    scenario = make_scenario(front_share=0.25, acceptance=Acceptance(0.6), budget=1500)
+    _, trace = traced(scenario, Shape(4, 1), tmp_path)
+    pool = 1
+    joined = Counter(d.iteration for d in trace.of(Decision) if d.accepted)
+    parents = defaultdict(set)
+    for reflection in trace.of(Reflection):
+        parents[reflection.iteration].add(int(reflection.parent))
+    for iteration in range(1, max(joined) + 1):
+        front = max(1, math.ceil(0.25 * pool))
+        assert parents[iteration] <= set(range(pool - front, pool))
+        pool += joined[iteration]
+    assert pool > 8  # the front moved on
+
+
+def test_identical_children_are_validated_and_kept_once(tmp_path: Path) -> None:
+    """Every child accepted; all but the first repeat an earlier one: one joins per step."""
+    always = make_scenario(acceptance=Acceptance(1.0), duplicate_children=0.999999)
+    summary, trace = traced(always, Shape(4, 1), tmp_path)
+    decisions = trace.of(Decision)
+    for iteration in range(1, summary.iterations + 1):
+        assert sum(d.accepted for d in decisions if d.iteration == iteration) == 1
+    assert len(rollouts_by(trace)[1, "full_val"]) == always.valset_size
+    assert summary.accepted == summary.iterations == summary.full_val_iterations
+
+
+def test_children_repeat_at_the_stated_rate() -> None:
+    """Each selected child after the first is dropped with chance d (binomial, alpha 0.001)."""
+    scenario = make_scenario(acceptance=Acceptance(1.0), duplicate_children=0.3)
+    choices = GepaChoices(scenario, Shape(5, 1), np.random.default_rng(11))
+    tasks = choices.sample_tasks(1)
+    kept = sum(len(choices.judge(tasks)) - 1 for _ in range(2000))
+    later = 2000 * 4
+    assert stats.binomtest(later - kept, later, 0.3).pvalue > 0.001
+
+
+def test_siblings_share_the_acceptance_of_the_proposals_made_before_their_step() -> None:
+    """a(i) = exp(-i / 0.5): the first step's siblings all see a(0) = 1, every later one ~0."""
+    scenario = make_scenario(acceptance=Acceptance(1.0, tau=0.5))
+    for replicate in range(20):
+        choices = GepaChoices(scenario, Shape(4, 1), np.random.default_rng(replicate))
+        assert len(choices.judge(choices.sample_tasks(1))) == 4
+        assert choices.proposals == 4
+        assert choices.scenario.acceptance.probability(choices.proposals) < 1e-3
+
+
+@pytest.mark.parametrize("rho", [0.1, 0.5])
+def test_a_correlated_step_accepts_a_beta_binomial_count(rho: float) -> None:
+    """20,000 steps of 4: the accepted counts fit BetaBinom(4, 0.3 s, 0.7 s), s = 1/rho - 1."""
+    scenario = make_scenario(acceptance=Acceptance(0.3, correlation=rho))
+    choices = GepaChoices(scenario, Shape(4, 1), np.random.default_rng(17))
+    tasks = choices.sample_tasks(1)
+    counts = np.bincount([len(choices.judge(tasks)) for _ in range(20_000)], minlength=5)
+    spread = 1 / rho - 1
+    expected = stats.betabinom.pmf(np.arange(5), 4, 0.3 * spread, 0.7 * spread) * 20_000
+    assert stats.chisquare(counts, expected).pvalue > 0.001
+    # ... which independent acceptance does not fit.
+    independent = stats.binom.pmf(np.arange(5), 4, 0.3) * 20_000
+    assert stats.chisquare(counts, independent).pvalue < 0.001
+
+
 # -- deterministic latencies: exact stage times ---------------------------------
 
 
@@ -155,7 +270,11 @@ def test_fixed_latencies_give_exact_stage_times(tmp_path: Path) -> None:
 def test_lm_servers_and_slowdown_give_exact_stage_times(
     workers: int, cap: int, servers: int, tmp_path: Path
 ) -> None:
-    """n calls on s = min(cap, K) slots: ceil(n / s) rounds of d (1 + beta (min(n, s) - 1))."""
+    """n calls on s = min(cap, K) slots: n // s rounds of d (1 + beta (s - 1)), then the rest.
+
+    With fixed latencies every round's calls end together, so the last n mod s
+    calls start together among themselves alone: d (1 + beta (n mod s - 1)).
+    """
     te, tr, beta = 2.0, 7.0, 0.5
     scenario = make_scenario(
         rollout=fixed(te),
@@ -170,7 +289,9 @@ def test_lm_servers_and_slowdown_give_exact_stage_times(
     )
 
     def length(calls: int, slots: int, latency: float) -> float:
-        return math.ceil(calls / slots) * latency * (1 + beta * (min(calls, slots) - 1))
+        rounds, rest = divmod(calls, slots)
+        full = rounds * latency * (1 + beta * (slots - 1))
+        return full + (latency * (1 + beta * (rest - 1)) if rest else 0.0)
 
     w, c = min(workers, servers), min(cap, servers)
     expected = {
@@ -210,6 +331,79 @@ def test_one_worker_one_reflector_is_the_sum_of_all_latencies(tmp_path: Path) ->
     )
 
 
+# -- bounded tails, per-phase latencies, per-model loads -----------------------------
+
+
+def test_a_capped_tail_is_clipped_at_the_cap(tmp_path: Path) -> None:
+    capped = replace(lognormal(2.0, 1.5), cap=3.0)
+    scenario = make_scenario(rollout=capped, reflection=replace(lognormal(10.0, 1.0), cap=12.0))
+    _, trace = traced(scenario, Shape(2, 2), tmp_path)
+    rollouts, reflections = trace.of(Rollout), trace.of(Reflection)
+    assert max(r.duration for r in rollouts) <= 3.0 + 1e-9
+    assert max(r.duration for r in reflections) <= 12.0 + 1e-9
+    # A heavy tail: many calls reach the cap and end there.
+    assert sum(abs(r.duration - 3.0) < 1e-9 for r in rollouts) > 0.1 * len(rollouts)
+
+
+def test_a_timed_out_call_costs_its_caps_plus_its_last_try(tmp_path: Path) -> None:
+    """Tries of 5 s or 50 s, a 10 s timeout, 2 retries: 5, 15, 25 s, or 30 s given up.
+
+    Each try is 50 s with chance 1/2: the four lengths have chances 1/2, 1/4, 1/8,
+    1/8 (chi-square, alpha 0.001).
+    """
+    tries = Distribution("empirical", samples=(5.0, 50.0), cap=10.0, cap_retries=2)
+    scenario = make_scenario(rollout=tries, budget=3000)
+    _, trace = traced(scenario, Shape(2, 2), tmp_path)
+    lengths = Counter(round(r.duration, 9) for r in trace.of(Rollout))
+    assert set(lengths) == {5.0, 15.0, 25.0, 30.0}
+    observed = [lengths[x] for x in (5.0, 15.0, 25.0, 30.0)]
+    expected = np.array([1 / 2, 1 / 4, 1 / 8, 1 / 8]) * sum(observed)
+    assert stats.chisquare(observed, expected).pvalue > 0.001
+
+
+def test_each_phase_draws_from_its_own_latency(tmp_path: Path) -> None:
+    phases = {"seed_val": 1.0, "parent_minibatch": 2.0, "child_minibatch": 3.0, "full_val": 4.0}
+    scenario = make_scenario(
+        rollout=fixed(9.0),
+        rollout_phases={phase: fixed(seconds) for phase, seconds in phases.items()},
+        acceptance=Acceptance(0.5),
+    )
+    _, trace = traced(scenario, Shape(2, 2), tmp_path)
+    for rollout in trace.of(Rollout):
+        assert rollout.duration == pytest.approx(phases[rollout.phase])
+    assert {r.phase for r in trace.of(Rollout)} == set(phases)
+    # A phase without its own latency keeps the rollout's.
+    partial = scenario.replace(rollout_phases={"full_val": fixed(4.0)})
+    _, trace = traced(partial, Shape(2, 2), tmp_path, replicate=1)
+    for rollout in trace.of(Rollout):
+        assert rollout.duration == pytest.approx(4.0 if rollout.phase == "full_val" else 9.0)
+
+
+def test_each_model_has_its_own_servers_and_slowdown(tmp_path: Path) -> None:
+    """Rollouts on 2 servers at slowdown 0.5; reflections on 3 at 0.25 (C = 10)."""
+    te, tr = 2.0, 7.0
+    scenario = make_scenario(
+        rollout=fixed(te),
+        reflection=fixed(tr),
+        loads=Loads(Load(servers=2, slowdown=0.5), Load(servers=3, slowdown=0.25)),
+        acceptance=Acceptance(1.0),
+        selection="best",
+        budget=300,
+    )
+    expected = {
+        "seed_val": 10 * te * 1.5,  # 20 rollouts, 10 rounds of 2
+        "parent_minibatch": 6 * te * 1.5,
+        "child_minibatch": 6 * te * 1.5,
+        "full_val": 10 * te * 1.5,
+        "reflection": tr * 1.5 + tr * 1.0,  # 3 together, then the last alone
+    }
+    _, trace = traced(scenario, Shape(2, 2), tmp_path)
+    for stage in trace.of(Stage):
+        assert stage.duration == pytest.approx(expected[stage.name]), stage
+    assert max_concurrency([(r.start, r.end) for r in trace.of(Rollout)]) == 2
+    assert max_concurrency([(r.start, r.end) for r in trace.of(Reflection)]) == 3
+
+
 # -- list scheduling --------------------------------------------------------------
 
 
@@ -245,10 +439,31 @@ def test_list_schedule_matches_brute_force(slots: int, jobs: int) -> None:
     assert max_concurrency(list(zip(starts, ends, strict=True))) <= slots
 
 
+@pytest.mark.parametrize("seed", range(30))
+def test_loaded_makespan_slows_each_call_by_the_calls_in_flight(seed: int) -> None:
+    """Each call's factor counts the calls open at its start (list-scheduled), ties included.
+
+    The same stage through rate_limited_schedule with no bucket gives the same lengths.
+    """
+    rng = np.random.default_rng(seed)
+    n, slots, beta = int(rng.integers(0, 30)), int(rng.integers(1, 8)), float(rng.uniform(0, 1))
+    draws = rng.choice([1.0, 2.0, rng.exponential(1.0)], size=n).tolist()  # equal ends too
+    durations, length = loaded_makespan(draws, slots, beta)
+    starts, _ = list_schedule(durations, slots)
+    ends = [s + d for s, d in zip(starts, durations, strict=True)]
+    for i in range(n):
+        m = sum(starts[j] <= starts[i] < ends[j] for j in range(n))
+        assert durations[i] == pytest.approx(draws[i] * (1 + beta * (m - 1)), rel=1e-12)
+    assert length == pytest.approx(max(ends, default=0.0))
+    _, _, limited, _ = rate_limited_schedule(draws, slots, 0.0, [], beta)
+    assert limited == pytest.approx(durations, rel=1e-12)
+
+
 # -- the trace is the run ---------------------------------------------------------
 
 TRACE_CASES = [
     (make_scenario(workers=4), Shape(2, 2)),
+    (EVERYTHING, Shape(2, 2)),
     (
         make_scenario(skip_perfect=0.3, selection="best", reflection_concurrency=2),
         Shape(4, 1),
@@ -257,7 +472,9 @@ TRACE_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("scenario", "shape"), TRACE_CASES, ids=["2x2", "4x1", "single"])
+@pytest.mark.parametrize(
+    ("scenario", "shape"), TRACE_CASES, ids=["2x2", "everything 2x2", "4x1", "single"]
+)
 def test_trace_summary_equals_the_returned_summary(
     scenario: Scenario, shape: Shape, tmp_path: Path
 ) -> None:
@@ -278,7 +495,9 @@ def test_trace_summary_equals_the_returned_summary(
     assert (end.metric_calls, end.iterations) == (summary.metric_calls, summary.iterations)
 
 
-@pytest.mark.parametrize(("scenario", "shape"), TRACE_CASES, ids=["2x2", "4x1", "single"])
+@pytest.mark.parametrize(
+    ("scenario", "shape"), TRACE_CASES, ids=["2x2", "everything 2x2", "4x1", "single"]
+)
 def test_trace_respects_the_pool_and_the_barriers(
     scenario: Scenario, shape: Shape, tmp_path: Path
 ) -> None:

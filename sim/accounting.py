@@ -1,0 +1,111 @@
+"""What a run's calls use and what the provider allows: tokens, dollars, rate limits.
+
+Tokens are drawn only when something uses them (Scenario.counts_tokens:
+prices, or a tokens-per-minute limit), from a stream of their own spawned
+from the replicate's seed, so pricing a run leaves every latency and
+acceptance draw as it was. A rollout's input and output are drawn per call;
+a reflection's input is a constant at the scenario's b, its output drawn.
+
+Each model's provider limits are token buckets kept for the whole run (one
+for requests, one for tokens; see schedule.Bucket); the schedule pays them
+and counts the calls that had to wait.
+"""
+
+from __future__ import annotations
+
+from operator import add
+from typing import Any
+
+import numpy as np
+
+from pxn.rate_limits import RateLimit
+from pxn.scenario import Scenario
+from pxn.sim.latency import Draws
+from pxn.sim.schedule import Bucket
+
+TokenCounts = tuple[list[float] | float, list[float]]  # (in: per call or one for all, out)
+
+
+class Accountant:
+    def __init__(self, scenario: Scenario, rng: np.random.Generator):
+        self.prices = scenario.prices
+        self.counts_tokens = scenario.counts_tokens
+        if self.counts_tokens:
+            tokens = scenario.tokens
+            assert tokens is not None
+            token_rng = np.random.default_rng(rng.bit_generator.seed_seq.spawn(1)[0])
+            self.rollout_in = Draws(tokens.rollout_input, token_rng)
+            self.rollout_out = Draws(tokens.rollout_output, token_rng)
+            self.reflection_out = Draws(tokens.reflection_output, token_rng)
+            self.reflection_in = tokens.reflection_input(scenario.minibatch)
+        limits = scenario.rate_limits
+        self.buckets = {
+            "task": self._buckets(limits.task, limits.burst_seconds),
+            "reflection": self._buckets(limits.reflection, limits.burst_seconds),
+        }
+        self.throttled_calls = 0  # calls that waited for rate-limit capacity
+        # Tokens paid for, summed over the run: in and out per role, and the
+        # reflections made (their input is a constant per call).
+        self.tokens_in = {"task": 0.0, "reflection": 0.0}
+        self.tokens_out = {"task": 0.0, "reflection": 0.0}
+        self.reflections = 0
+
+    @staticmethod
+    def _buckets(limit: RateLimit, burst: float) -> tuple[Bucket | None, Bucket | None]:
+        """(requests bucket, tokens bucket) for one model; None where it has no limit."""
+        return (
+            None if limit.rpm is None else Bucket(limit.rpm, burst),
+            None if limit.tpm is None else Bucket(limit.tpm, burst),
+        )
+
+    def limited(self, role: str) -> bool:
+        return self.buckets[role] != (None, None)
+
+    def draw(self, role: str, n: int) -> TokenCounts | None:
+        """n calls' tokens (None when nothing counts them), added to the run's totals."""
+        if role == "reflection":
+            self.reflections += n
+        if not self.counts_tokens:
+            return None
+        if role == "task":
+            tokens_in: list[float] | float = self.rollout_in.take(n)
+            tokens_out = self.rollout_out.take(n)
+            self.tokens_in["task"] += sum(tokens_in)
+        else:
+            tokens_in, tokens_out = self.reflection_in, self.reflection_out.take(n)
+        self.tokens_out[role] += sum(tokens_out)
+        return tokens_in, tokens_out
+
+    def charges(
+        self, role: str, tokens: TokenCounts | None
+    ) -> list[tuple[Bucket, list[float] | float]]:
+        """What each call pays the role's buckets: one request, its tokens in plus out."""
+        requests, token_bucket = self.buckets[role]
+        charges: list[tuple[Bucket, list[float] | float]] = []
+        if requests is not None:
+            charges.append((requests, 1.0))
+        if token_bucket is not None:
+            assert tokens is not None
+            tokens_in, tokens_out = tokens
+            if isinstance(tokens_in, list):
+                charges.append((token_bucket, list(map(add, tokens_in, tokens_out))))
+            else:
+                charges.append((token_bucket, [tokens_in + o for o in tokens_out]))
+        return charges
+
+    def spent(self, role: str, tokens_in: float, tokens_out: float) -> dict[str, Any]:
+        """A call's trace fields for what it used: whole tokens, and dollars when priced."""
+        spent: dict[str, Any] = {"tokens_in": round(tokens_in), "tokens_out": round(tokens_out)}
+        if self.prices is not None:
+            spent["cost"] = self.prices.dollars(role, tokens_in, tokens_out)
+        return spent
+
+    def dollars(self) -> float | None:
+        """What the run's calls cost (None without prices)."""
+        prices = self.prices
+        if prices is None:
+            return None
+        # Prices need [tokens], so with prices every call's tokens were counted.
+        task = prices.dollars("task", self.tokens_in["task"], self.tokens_out["task"])
+        reflection_in = self.reflection_in * self.reflections
+        return task + prices.dollars("reflection", reflection_in, self.tokens_out["reflection"])

@@ -1,0 +1,81 @@
+"""How long each call takes: its draw for the phase, the reflection's shift with b, the load.
+
+Latencies are drawn through Distribution.sample, so a capped tail is already
+in every draw (a reply cut at the cap, or a timed-out call retried: the caps
+it hit plus its last try). The cap bounds the draw, the latency measured at
+the calibrated b without load; the reflection's shift for another b and the
+load factor apply on top, so a slowed or shifted call can outlast the cap
+(the approximation: a real client timeout bounds the slowed call too).
+
+Each rollout phase draws from its own distribution where the scenario gives
+one (Scenario.rollout_latency); phases without one share the rollout's draws.
+
+A model serving m calls at once (itself included) takes Load.factor(m)
+times a call's draw, m counted at the call's start by the stage's schedule
+(schedule.py). The approximation: the factor is fixed at the start, so the
+last calls of a draining stage keep it while fewer run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pxn.distribution import Distribution
+from pxn.load import Load
+
+
+class Draws:
+    """Values (latencies, token counts) drawn from a distribution in blocks.
+
+    One scipy call serves many stages. Kept as a Python list: stages take a few
+    draws at a time, and list slices are cheaper than numpy views at that size.
+    """
+
+    BLOCK = 4096
+
+    def __init__(self, distribution: Distribution, rng: np.random.Generator):
+        self.distribution = distribution
+        self.rng = rng
+        self.block: list[float] = []
+        self.used = 0
+
+    def take(self, n: int) -> list[float]:
+        if self.used + n > len(self.block):
+            self.block = self.distribution.sample(self.rng, max(n, self.BLOCK)).tolist()
+            self.used = 0
+        draws = self.block[self.used : self.used + n]
+        self.used += n
+        return draws
+
+
+class CallLatency:
+    """The latencies of one kind of call (rollouts or reflections), stage by stage.
+
+    `load` and `slots` are the model's: how it slows, and how many calls it serves at once.
+    """
+
+    def __init__(
+        self,
+        phases: dict[str, Distribution],
+        rng: np.random.Generator,
+        load: Load,
+        slots: int,
+        shift: float = 0.0,
+    ):
+        # Phases with the same distribution share one stream of draws.
+        streams: dict[int, Draws] = {}
+        self.draws = {
+            phase: streams.setdefault(id(latency), Draws(latency, rng))
+            for phase, latency in phases.items()
+        }
+        self.shift = shift  # seconds added to every draw, floored at 0
+        self.load = load
+        self.slots = slots
+
+    def draw(self, phase: str, n: int) -> list[float]:
+        """n calls' latencies as drawn, shifted, before any load."""
+        durations = self.draws[phase].take(n)
+        if self.shift:
+            shift = self.shift
+            durations = [max(0.0, d + shift) for d in durations]
+        return durations

@@ -1,0 +1,95 @@
+"""One stage between two barriers, for rollouts and reflections alike.
+
+A stage is gepa's own work (the scenario's stage_overhead), then n calls of
+one model released at once, then the barrier. Its pipeline: draw each call's
+latency (latency.py), load it, schedule the calls on the stage's slots,
+account for what they use (accounting.py), trace them (tracing.py). The
+stage costs one SimPy timeout: its calls are list-scheduled in one step
+(schedule.py) instead of a process each.
+
+Every call is slowed by the calls of its model in flight at its start
+(Load.factor). Without a provider limit that is min(n, slots) for every call
+but the last ones of a stage whose slots free together (loaded_makespan),
+and the stage lasts the list schedule's makespan. With one, each call takes
+a slot (of min(W or C, servers)), then waits for its buckets holding the
+slot, then runs, slowed by the calls in flight at its real start
+(rate_limited_schedule).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from operator import add
+
+import numpy as np
+import simpy
+
+from pxn.sim.accounting import Accountant
+from pxn.sim.latency import CallLatency
+from pxn.sim.schedule import list_schedule, loaded_makespan, rate_limited_schedule
+from pxn.sim.tracing import Items, NoTrace
+
+
+def total(seconds: list[float]) -> float:
+    """The sum numpy gives for these values, to the bit.
+
+    numpy sums 8 or more values pairwise, fewer in one running sum as Python
+    does; matching it keeps results identical to those first computed with
+    numpy arrays (the committed predictions reproduce from their seeds).
+    """
+    return sum(seconds) if len(seconds) < 8 else float(np.add.reduce(seconds))
+
+
+class CallStage:
+    """The stages of one model's calls over a run: rollouts (task) or reflections."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        role: str,
+        latency: CallLatency,
+        overhead: float,
+        accountant: Accountant,
+        trace: NoTrace,
+    ):
+        self.env = env
+        self.role = role
+        self.latency = latency
+        self.slots = latency.slots
+        self.overhead = overhead
+        self.accountant = accountant
+        self.limited = accountant.limited(role)
+        self.trace = trace
+        self.busy = 0.0  # seconds spent in these calls, summed over calls
+        self.time: dict[str, float] = {}  # seconds per stage name, barrier to barrier
+
+    def run(
+        self, iteration: int, name: str, items: Items, per_item: int = 1
+    ) -> Generator[simpy.Event, None, None]:
+        """One stage of `per_item` calls per item (a candidate on its examples, a reflection)."""
+        n = len(items) * per_item
+        draws = self.latency.draw(name, n)
+        tokens = self.accountant.draw(self.role, n)
+        start = self.env.now + self.overhead
+        if self.limited:
+            charges = self.accountant.charges(self.role, tokens)
+            starts, slots, durations, throttled = rate_limited_schedule(
+                draws, self.slots, start, charges, self.latency.load.slowdown
+            )
+            self.accountant.throttled_calls += throttled
+            end = max(map(add, starts, durations), default=start)
+            length = end - start
+        else:
+            durations, length = loaded_makespan(draws, self.slots, self.latency.load.slowdown)
+        yield self.env.timeout(self.overhead + length)
+        self.busy += total(durations)
+        self.time[name] = self.time.get(name, 0.0) + length
+        if self.trace.enabled:
+            if not self.limited:
+                offsets, slots = list_schedule(durations, self.slots)
+                starts = [start + offset for offset in offsets]
+            self.trace.calls(
+                self.role, iteration, name, starts, durations, slots, items, tokens,
+                self.accountant,
+            )  # fmt: skip
+            self.trace.stage(iteration, name, start, self.env.now)

@@ -1,0 +1,164 @@
+"""A simulated run's trace, in the one schema the real runner writes (pxn.trace).
+
+`NoTrace` does nothing, so a run without a trace pays nothing for one; its
+`enabled` tells the stages not to work out who ran where. `SimTrace` writes
+every event: each call on its slot (a rollout's slot is a worker slot: with
+fewer LM servers than workers only the first `servers` are ever used), with
+its tokens and dollars when counted; each stage between its barriers; each
+proposal's decision; each iteration. The parent stage's rollouts are those
+gepa ran: one per example of each distinct (parent, minibatch) pair.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pxn.scenario import Scenario
+from pxn.shape import Shape
+from pxn.sim.accounting import Accountant, TokenCounts
+from pxn.sim.gepa import EpochSampler, Task
+from pxn.trace import Decision, Iteration, Reflection, Rollout, RunEnd, RunStart, Stage, TraceWriter
+
+VALSET = None  # a rollout item's examples: the whole valset, or a minibatch chunk's number
+# A stage's items: (candidate, VALSET or chunk) for rollouts, (proposal, parent) for
+# reflections.
+Items = Sequence[tuple[str, int | None]] | Sequence[tuple[str, str]]
+
+
+class NoTrace:
+    """No trace asked for: every event is dropped unmade."""
+
+    enabled = False
+
+    def run_start(self, scenario: Scenario, shape: Shape, replicate: int) -> None:
+        pass
+
+    def run_end(self, wall_clock: float, metric_calls: int, iterations: int) -> None:
+        pass
+
+    def calls(
+        self,
+        role: str,
+        iteration: int,
+        phase: str,
+        starts: list[float],
+        durations: list[float],
+        slots: list[int],
+        items: Items,
+        tokens: TokenCounts | None,
+        accountant: Accountant,
+    ) -> None:
+        pass
+
+    def stage(self, iteration: int, name: str, start: float, end: float) -> None:
+        pass
+
+    def decisions(
+        self, iteration: int, now: float, judged: list[Task], joined: dict[str, str]
+    ) -> None:
+        pass
+
+    def iteration(self, iteration: int, start: float, end: float) -> None:
+        pass
+
+
+class SimTrace(NoTrace):
+    enabled = True
+
+    def __init__(self, writer: TraceWriter, scenario: Scenario):
+        self.writer = writer
+        self.sampler = EpochSampler(scenario.trainset_size, scenario.minibatch)
+        self.valset = [f"val:{i}" for i in range(scenario.valset_size)]
+
+    def examples(self, key: int | str | None) -> list[str]:
+        """A rollout item's examples: the valset, or a minibatch chunk's."""
+        return self.valset if key is VALSET else self.sampler.examples(int(key))
+
+    def run_start(self, scenario: Scenario, shape: Shape, replicate: int) -> None:
+        servers = scenario.loads.task.servers
+        self.writer.write(
+            RunStart(
+                start=0.0,
+                end=0.0,
+                source="sim",
+                shape=str(shape),
+                budget=scenario.budget,
+                workers=scenario.workers,
+                reflection_concurrency=scenario.reflection_concurrency,
+                valset_size=scenario.valset_size,
+                trainset_size=scenario.trainset_size,
+                minibatch=scenario.minibatch,
+                seed=scenario.seed,
+                # The task model's servers under the key the runner writes for its local pool.
+                meta={"scenario": scenario.to_dict(), "replicate": replicate}
+                | ({} if servers is None else {"lm_servers": servers}),
+            )
+        )
+
+    def run_end(self, wall_clock: float, metric_calls: int, iterations: int) -> None:
+        self.writer.write(
+            RunEnd(
+                start=wall_clock,
+                end=wall_clock,
+                status="completed",
+                metric_calls=metric_calls,
+                iterations=iterations,
+            )
+        )
+
+    def calls(
+        self,
+        role: str,
+        iteration: int,
+        phase: str,
+        starts: list[float],
+        durations: list[float],
+        slots: list[int],
+        items: Items,
+        tokens: TokenCounts | None,
+        accountant: Accountant,
+    ) -> None:
+        if role == "task":
+            names = [(c, example) for c, key in items for example in self.examples(key)]
+        else:
+            names = list(items)
+        for i, ((name, other), start, duration, slot) in enumerate(
+            zip(names, starts, durations, slots, strict=True)
+        ):
+            spent = {}
+            if tokens is not None:
+                tokens_in, tokens_out = tokens
+                used_in = tokens_in[i] if isinstance(tokens_in, list) else tokens_in
+                spent = accountant.spent(role, used_in, tokens_out[i])
+            common = {"start": start, "end": start + duration, "iteration": iteration}
+            if role == "task":
+                event = Rollout(
+                    **common, phase=phase, worker=slot, candidate=name, example=other, **spent
+                )
+            else:
+                event = Reflection(**common, slot=slot, proposal=name, parent=other, **spent)
+            self.writer.write(event)
+
+    def stage(self, iteration: int, name: str, start: float, end: float) -> None:
+        self.writer.write(Stage(start=start, end=end, iteration=iteration, name=name))
+
+    def decisions(
+        self, iteration: int, now: float, judged: list[Task], joined: dict[str, str]
+    ) -> None:
+        """Each judged proposal; `joined` maps those that joined the pool to their ids."""
+        for task in judged:
+            candidate = joined.get(task.proposal)
+            self.writer.write(
+                Decision(
+                    start=now,
+                    end=now,
+                    iteration=iteration,
+                    proposal=task.proposal,
+                    parent=task.parent,
+                    accepted=candidate is not None,
+                    candidate=candidate,
+                )
+            )
+
+    def iteration(self, iteration: int, start: float, end: float) -> None:
+        self.writer.write(Iteration(start=start, end=end, iteration=iteration))
