@@ -1,27 +1,51 @@
 """The paper's closed-form runtime model, computed from the same Scenario.
 
 With k = P*N proposals per step, per-proposal acceptance a, mean rollout
-latency T_e and mean reflection latency T_r:
+latency T_e (per phase: T_seed, T_parent, T_child, T_val) and mean reflection
+latency T_r:
 
     q_k       = 1 - (1 - a)^k                     an iteration runs full validation
-    L_val     = T_e * max(1, k V / W)             the paper's finite-worker rule
+    L_val     = T_val * max(1, k V / W)           the paper's finite-worker rule
     L_step    = the two minibatch stages (k b rollouts each, same rule) + the
                 reflections (k calls, at most C at a time)
-    T(k)      = L_seed + iterations * (L_step + q_k L_val)
+    T(k)      = L_seed + E[iterations] L_step + E[full-validation iterations] L_val
     T(1)/T(k) ~ k (L_step + a L_val) / (L_step + q_k L_val)    (the paper's ratio)
     bound     = B T_e / W                         strong scaling: evaluation alone
 
-Iterations are the metric calls the budget affords after the seed validation,
-divided by the expected calls of one iteration (2 k b minibatch rollouts plus V
-per child selected for full validation). Each stage also pays the scenario's
-fixed engine overhead. Like the paper, this ignores that a stage lasts as
-long as its slowest call and that gepa skips parents with perfect minibatches;
-the simulator models both.
+Means are of capped calls where the scenario caps a tail (Distribution.mean:
+the cap and its retries included); T_e in the bound is the phases' means
+weighted by the metric calls each phase is expected to make. Each stage also
+pays the scenario's fixed engine overhead.
 
-A local LM pool of K servers (Scenario.lm_servers) narrows the pool to
-min(W, K) rollout slots and the reflection cap to min(C, K), here as in the
-simulator. Its load_slowdown is left out of the closed form: the paper's
-model has independent latencies, and the simulator carries the slowdown.
+Acceptance. A step's proposals share the acceptance a(i) of the i = n k
+proposals made before step n (decaying, held from `decay_until` on). With a
+correlation rho the step's rate p is Beta(a (1/rho - 1), (1 - a)(1/rho - 1))
+and its accepted count beta-binomial, so q_k = 1 - E[(1 - p)^k]
+= 1 - B(alpha, beta + k) / B(alpha, beta), and the children sent to full
+validation are min(accepted, limit) (best: 1, topk:K: K), less the repeats
+dropped when children are identical (each after the first with chance
+duplicate_children).
+
+Iterations, exactly. gepa checks the budget only at the top of an iteration,
+so the run's iterations are the first n whose calls reach the budget:
+N = min{n : V + X_1 + ... + X_n >= B}, X_n = 2 k b + V Z_n the metric calls of
+iteration n, Z_n its validated children. E[N] = sum over n >= 0 of
+P(X_1 + ... + X_n < B - V), computed by convolving the distribution of the
+calls spent (on the lattice of gcd(2 k b, V)) one iteration at a time until
+no probability is left below the budget; and since iteration n + 1 runs
+exactly when the first n left budget, E[full-validation iterations] is the
+same sum weighted by each step's q_k. This is exact for the model's X_n, the
+overshoot of the last iteration included, where B/E[X] alone would leave it
+out. What the closed form leaves out, the simulator models: a stage lasts
+as long as its slowest call (not its mean), gepa skips parents perfect on
+their minibatch, it evaluates a repeated (parent, minibatch) pair once and
+draws parents from its Pareto front (so the parent stage can be smaller than
+k b), and it counts proposals after skips.
+
+A local LM pool of K servers (Scenario.loads) narrows the pool to min(W, K)
+rollout slots and the reflection cap to min(C, K), here as in the simulator.
+Its load slowdown is left out: the paper's model has independent latencies,
+and the simulator carries the slowdown.
 
 With token counts, T_r is the reflection latency at the scenario's b (shifted
 by Tokens.reflection_latency_shift, floored at 0, as the simulator shifts
@@ -30,7 +54,7 @@ each call). Provider rate limits are not in T(k); beside it stands
     rate_bound = max over the limits of (A - burst) / (limit per second)
 
 where A is what the run asks of that limit (B metric calls, or the proposals
-iterations * k for reflections; times the mean tokens per call for a
+E[iterations] k for reflections; times the mean tokens per call for a
 tokens-per-minute limit) and burst the bucket's capacity, which the run
 starts with. No allocation finishes sooner, whatever W (in expectation: A
 uses mean token counts and the expected proposals). 0 without limits.
@@ -38,20 +62,27 @@ uses mean token counts and the expected proposals). 0 without limits.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import lru_cache
 
-from scipy.stats import binom
+import numpy as np
+from scipy.stats import betabinom, binom
 
+from pxn.acceptance import Acceptance
 from pxn.scenario import Scenario
 from pxn.shape import Shape
+
+# The iteration count's sum stops once less than this probability is left below the budget.
+NEGLIGIBLE = 1e-13
 
 
 @dataclass(frozen=True)
 class AnalyticPrediction:
     k: int
-    acceptance: float  # a, averaged over the run's proposals when it decays
-    q_k: float
-    iterations: float
+    acceptance: float  # a, averaged over the run's steps when it decays
+    q_k: float  # averaged over the run's steps when the acceptance decays
+    iterations: float  # expected, the last one's overshoot included
     l_step: float  # seconds
     l_val: float  # seconds
     wall_clock: float  # T(k), seconds
@@ -60,12 +91,109 @@ class AnalyticPrediction:
     rate_bound: float = 0.0  # seconds the provider's rate limits need at least (0: no limits)
 
 
-def expected_selected(k: int, a: float, limit: int | None) -> float:
-    """Expected children per iteration sent to full validation: E[min(Bin(k, a), limit)]."""
-    if limit is None or limit >= k:
-        return k * a
-    accepted = binom(k, a)
-    return sum(min(j, limit) * accepted.pmf(j) for j in range(k + 1))
+def accepted_pmf(k: int, a: float | np.ndarray, correlation: float = 0.0) -> np.ndarray:
+    """P(j of a step's k proposals are accepted), j = 0..k along the last axis.
+
+    Binomial, or beta-binomial with a correlation; `a` may be an array of rates,
+    one a step (then one row a step).
+    """
+    a = np.asarray(a, dtype=float)[..., None]
+    j = np.arange(k + 1)
+    pmf = binom.pmf(j, k, a)
+    spread = 1 / correlation - 1 if correlation else 0.0
+    mixed = (a[..., 0] > 0) & (a[..., 0] < 1)
+    if spread and mixed.any():  # a rate of 0 or 1 has no spread to draw from
+        rates = a[mixed]
+        pmf[mixed] = betabinom.pmf(j, k, rates * spread, (1 - rates) * spread)
+    return pmf
+
+
+def selected_pmf(accepted: np.ndarray, limit: int | None) -> np.ndarray:
+    """P(j children selected): min(accepted, limit)."""
+    if limit is None or limit >= accepted.shape[-1] - 1:
+        return accepted
+    selected = accepted[..., : limit + 1].copy()
+    selected[..., limit] += accepted[..., limit + 1 :].sum(axis=-1)
+    return selected
+
+
+def validated_pmf(selected: np.ndarray, duplicates: float) -> np.ndarray:
+    """P(j children validated): the first selected, and each later one not a repeat."""
+    if not duplicates:
+        return selected
+    validated = np.zeros_like(selected)
+    validated[..., 0] = selected[..., 0]
+    for s in range(1, selected.shape[-1]):
+        kept = binom.pmf(np.arange(s), s - 1, 1 - duplicates)
+        validated[..., 1 : s + 1] += selected[..., s : s + 1] * kept
+    return validated
+
+
+def expected_selected(k: int, a: float, limit: int | None, correlation: float = 0.0) -> float:
+    """Expected children of a step sent to full validation: E[min(accepted, limit)]."""
+    selected = selected_pmf(accepted_pmf(k, a, correlation), limit)
+    return float(np.arange(k + 1)[: len(selected)] @ selected)
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    """Expectations over a run's iterations (sums over steps of P(the step runs) x ...)."""
+
+    iterations: float
+    full_val_iterations: float
+    acceptance: float  # sum of each step's a
+    validated: float  # children validated
+
+
+@lru_cache(maxsize=4096)
+def run_counts(
+    afforded: int,
+    minibatch_calls: int,
+    valset: int,
+    k: int,
+    acceptance: Acceptance,
+    limit: int | None,
+    duplicates: float,
+) -> RunCounts:
+    """E[N] and company for N = min{n : X_1 + ... + X_n >= afforded}, X = minibatch_calls + V Z.
+
+    `alive` holds P(the first n iterations spent s calls and left budget), s
+    on the lattice of the calls' gcd; each step moves it by one iteration's
+    calls, and what crosses the budget is done.
+    """
+    unit = math.gcd(minibatch_calls, valset)
+    cells = -(-afforded // unit)  # s units spent leave budget iff s < afforded / unit
+    step = minibatch_calls // unit  # every iteration moves at least this far
+    # Step n's rate and distribution of validated children (one row when constant).
+    rates = np.atleast_1d(acceptance.probability(np.arange(max(cells, 0) // step + 1) * k))
+    pmfs = validated_pmf(selected_pmf(accepted_pmf(k, rates, acceptance.correlation), limit),
+                         duplicates)  # fmt: skip
+    children = pmfs @ np.arange(pmfs.shape[-1])
+    # alive[i]: P(lo + i units spent, budget left); lo rises by `step` an iteration.
+    alive = np.zeros(max(cells, 0))
+    if cells > 0:
+        alive[0] = 1.0
+    lo = n = 0
+    iterations = full_val = accept = validated = 0.0
+    while (running := float(alive.sum())) > NEGLIGIBLE:
+        row = min(n, len(rates) - 1)
+        pmf = pmfs[row]
+        iterations += running
+        full_val += running * (1 - pmf[0])
+        accept += running * rates[row]
+        validated += running * children[row]
+        lo += step
+        size = cells - lo
+        if size <= 0:
+            break
+        moved = np.zeros(size)
+        for z, chance in enumerate(pmf):
+            extra = z * valset // unit
+            if chance > 0 and extra < size:
+                moved[extra:] += chance * alive[: size - extra]
+        alive = moved
+        n += 1
+    return RunCounts(iterations, full_val, float(accept), float(validated))
 
 
 def stage_latency(calls: float, slots: int, mean_latency: float) -> float:
@@ -77,25 +205,47 @@ def analytic(scenario: Scenario, shape: Shape) -> AnalyticPrediction:
     k, b, v = shape.k, scenario.minibatch, scenario.valset_size
     w = scenario.loads.task.slots(scenario.workers)  # calls the LM serves at once
     c = scenario.loads.reflection.slots(scenario.reflection_concurrency)
-    t_e, t_r = scenario.rollout.mean(), scenario.reflection.mean()
+    t_seed, t_parent, t_child, t_val = (
+        scenario.rollout_latency(phase).mean()
+        for phase in ("seed_val", "parent_minibatch", "child_minibatch", "full_val")
+    )
+    t_r = scenario.reflection.mean()
     tokens = scenario.tokens
     if tokens is not None:  # a reflection's input, hence its latency, grows with b
         t_r = max(0.0, t_r + tokens.reflection_latency_shift(b))
     overhead, limit = scenario.stage_overhead, scenario.selection.limit
-    afforded = scenario.budget - v  # the seed validation comes first
+    acceptance = scenario.acceptance
 
-    # With a decaying acceptance, a depends on how many proposals the budget
-    # affords, which depends on a: iterate to the fixed point.
-    a = scenario.acceptance.a0
-    for _ in range(50):
-        calls_per_iteration = 2 * k * b + expected_selected(k, a, limit) * v
-        iterations = afforded / calls_per_iteration
-        a = scenario.acceptance.mean_over(iterations * k)
+    counts = run_counts(
+        scenario.budget - v,  # the seed validation comes first
+        2 * k * b,
+        v,
+        k,
+        acceptance,
+        limit,
+        scenario.duplicate_children,
+    )
+    iterations = counts.iterations
+    if acceptance.tau is None:  # the same every step
+        a = acceptance.a0
+        q_k = 1 - float(accepted_pmf(k, a, acceptance.correlation)[0])
+    else:
+        a = counts.acceptance / iterations if iterations else acceptance.a0
+        q_k = counts.full_val_iterations / iterations if iterations else 1 - (1 - a) ** k
 
-    q_k = 1 - (1 - a) ** k
-    l_step = 2 * (overhead + stage_latency(k * b, w, t_e)) + overhead + stage_latency(k, c, t_r)
-    l_val = overhead + stage_latency(min(k, limit or k) * v, w, t_e)
-    l_seed = overhead + stage_latency(v, w, t_e)
+    l_step = (
+        3 * overhead
+        + stage_latency(k * b, w, t_parent)
+        + stage_latency(k, c, t_r)
+        + stage_latency(k * b, w, t_child)
+    )
+    l_val = overhead + stage_latency(min(k, limit or k) * v, w, t_val)
+    l_seed = overhead + stage_latency(v, w, t_seed)
+    if scenario.rollout_phases:  # T_e: the phases' means, weighted by their expected calls
+        calls = [v, iterations * k * b, iterations * k * b, counts.validated * v]
+        t_e = float(np.average([t_seed, t_parent, t_child, t_val], weights=calls))
+    else:
+        t_e = t_seed
     return AnalyticPrediction(
         k=k,
         acceptance=a,
@@ -103,7 +253,7 @@ def analytic(scenario: Scenario, shape: Shape) -> AnalyticPrediction:
         iterations=iterations,
         l_step=l_step,
         l_val=l_val,
-        wall_clock=l_seed + iterations * (l_step + q_k * l_val),
+        wall_clock=l_seed + iterations * l_step + counts.full_val_iterations * l_val,
         speedup=k * (l_step + a * l_val) / (l_step + q_k * l_val),
         bound=scenario.budget * t_e / w,
         rate_bound=rate_bound(scenario, iterations * k),

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 
 import numpy as np
 import pytest
+from scipy import integrate, special, stats
 from sim_helpers import fixed, make_scenario
 
 from pxn.acceptance import Acceptance
@@ -30,24 +32,50 @@ def deterministic(**changes) -> Scenario:
     return make_scenario(**(base | changes))
 
 
+def within(values: list[float], expected: float, ses: float = 4.0) -> bool:
+    """The sample mean lies within `ses` standard errors of `expected` (or equals it)."""
+    x = np.asarray(values, float)
+    return abs(x.mean() - expected) <= ses * x.std(ddof=1) / math.sqrt(len(x)) + 1e-9
+
+
+SIMULATED = {
+    "single": (Shape(1, 1), {"budget": 6000}),
+    "2x2": (Shape(2, 2), {"budget": 12000}),
+    "4x2": (Shape(4, 2), {"budget": 16000}),
+    "8x1": (Shape(8, 1), {"budget": 16000}),
+    # A few iterations: the last one's overshoot is a large share of the run.
+    "2x2 short": (Shape(2, 2), {"budget": 500}),
+    "4x1 correlated, decaying, topk, repeats": (
+        Shape(4, 1),
+        {
+            "budget": 3000,
+            "acceptance": Acceptance(0.6, tau=40.0, decay_until=60.0, correlation=0.3),
+            "selection": "topk:2",
+            "duplicate_children": 0.4,
+        },
+    ),
+    "2x2 per-phase latencies": (
+        Shape(2, 2),
+        {
+            "budget": 3000,
+            "rollout_phases": {"parent_minibatch": fixed(1.0), "full_val": fixed(6.0)},
+        },
+    ),
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("shape", "budget"),
-    [(Shape(1, 1), 6000), (Shape(2, 2), 12000), (Shape(4, 2), 16000), (Shape(8, 1), 16000)],
-    ids=str,
-)
-def test_simulated_mean_equals_the_closed_form(shape: Shape, budget: int) -> None:
-    # The budget grows with k so that the last iteration's overshoot (which the
-    # closed form leaves out) stays well under 1% of the run.
-    scenario = deterministic(budget=budget)
+@pytest.mark.parametrize("name", list(SIMULATED))
+def test_simulated_mean_equals_the_closed_form(name: str) -> None:
+    """Fixed latencies on a pool no stage fills: the closed form is the simulator's mean."""
+    shape, changes = SIMULATED[name]
+    scenario = deterministic(**changes)
     runs = [simulate_once(scenario, shape, r) for r in range(200)]
     closed = analytic(scenario, shape)
-    mean_wall = np.mean([r.wall_clock for r in runs])
-    assert mean_wall == pytest.approx(closed.wall_clock, rel=0.02)
-    assert np.mean([r.iterations for r in runs]) == pytest.approx(closed.iterations, rel=0.02)
-    # With constant acceptance and no skipping, an iteration validates with probability q_k.
-    share = sum(r.full_val_iterations for r in runs) / sum(r.iterations for r in runs)
-    assert share == pytest.approx(closed.q_k, abs=0.02)
+    assert within([r.iterations for r in runs], closed.iterations)
+    assert within([r.wall_clock for r in runs], closed.wall_clock)
+    assert within([r.full_val_iterations for r in runs], closed.q_k * closed.iterations)
+    assert within([r.proposals for r in runs], closed.iterations * shape.k)
 
 
 @pytest.mark.parametrize("a", [0.0, 0.05, 0.17, 0.5, 1.0])
@@ -99,26 +127,145 @@ def test_speedup_is_the_papers_ratio(shape: Shape) -> None:
         assert closed.speedup == pytest.approx(1.0)
 
 
-def test_iterations_are_the_proposals_the_budget_affords_over_k() -> None:
-    scenario = deterministic(budget=5000, valset_size=100, acceptance=Acceptance(0.1))
-    for k in (1, 4, 8):
-        closed = analytic(scenario, Shape(k, 1))
-        per_iteration = 2 * k * 3 + k * 0.1 * 100
-        assert closed.iterations == pytest.approx((5000 - 100) / per_iteration)
-        overhead = scenario.stage_overhead
-        seed = overhead + 2.0  # V = 100 <= W: one round
-        wall = seed + closed.iterations * (closed.l_step + closed.q_k * closed.l_val)
-        assert closed.wall_clock == pytest.approx(wall)
+def enumerated(scenario: Scenario, shape: Shape) -> tuple[float, float, float]:
+    """(E[iterations], E[full-validation iterations], the steps' mean acceptance), exactly.
+
+    Every reachable amount of metric calls spent is kept with its probability,
+    step by step, until none leaves budget; each step's children validated are
+    enumerated from the accepted count (binomial, or beta-binomial through the
+    Beta function), the selection limit and the repeats.
+    """
+    k, b, v = shape.k, scenario.minibatch, scenario.valset_size
+    acceptance, limit = scenario.acceptance, scenario.selection.limit
+    repeat = scenario.duplicate_children
+    afforded = scenario.budget - v
+    spent: dict[int, float] = {0: 1.0} if afforded > 0 else {}
+    step = iterations = full = accepted_rate = 0.0
+    while spent:
+        a = acceptance.a0
+        if acceptance.tau is not None:
+            made = step * k
+            if acceptance.decay_until is not None:
+                made = min(made, acceptance.decay_until)
+            a = acceptance.a0 * math.exp(-made / acceptance.tau)
+        children: dict[int, float] = defaultdict(float)
+        for j in range(k + 1):
+            if acceptance.correlation and 0 < a < 1:
+                spread = 1 / acceptance.correlation - 1
+                alpha, beta_ = a * spread, (1 - a) * spread
+                p_j = math.comb(k, j) * special.beta(j + alpha, k - j + beta_)
+                p_j /= special.beta(alpha, beta_)
+            else:
+                p_j = math.comb(k, j) * a**j * (1 - a) ** (k - j)
+            selected = j if limit is None else min(j, limit)
+            if selected == 0:
+                children[0] += p_j
+                continue
+            for copies in range(selected):  # of the selected - 1 after the first
+                p_copies = math.comb(selected - 1, copies) * repeat**copies
+                p_copies *= (1 - repeat) ** (selected - 1 - copies)
+                children[selected - copies] += p_j * p_copies
+        running = sum(spent.values())
+        iterations += running
+        full += running * (1 - children[0])
+        accepted_rate += running * a
+        after: dict[int, float] = defaultdict(float)
+        for calls, p in spent.items():
+            for z, p_z in children.items():
+                if p_z and calls + 2 * k * b + z * v < afforded:
+                    after[calls + 2 * k * b + z * v] += p * p_z
+        spent = {c: p for c, p in after.items() if p > 1e-18}
+        step += 1
+    return iterations, full, accepted_rate / iterations
 
 
-def test_decaying_acceptance_is_averaged_over_the_run() -> None:
-    scenario = deterministic(acceptance=Acceptance(0.6, tau=50.0))
-    closed = analytic(scenario, Shape(2, 2))
-    made = closed.iterations * 4
-    assert closed.acceptance == pytest.approx(scenario.acceptance.mean_over(made))
-    assert 0 < closed.acceptance < 0.6
+def test_iterations_without_randomness_are_the_ceiling() -> None:
+    """Every iteration spends the same calls: the run is ceil((B - V) / calls) iterations."""
+    for a, selection, per_child in ((0.0, "all", 0), (1.0, "best", 1)):
+        scenario = deterministic(budget=5000, valset_size=100, acceptance=Acceptance(a),
+                                 selection=selection)  # fmt: skip
+        for k in (1, 4, 8):
+            closed = analytic(scenario, Shape(k, 1))
+            calls = 2 * k * 3 + per_child * 100
+            assert closed.iterations == pytest.approx(math.ceil((5000 - 100) / calls), rel=1e-12)
+            # ... where B/E[X] leaves out the last iteration's overshoot.
+            if (5000 - 100) % calls:
+                assert closed.iterations > (5000 - 100) / calls
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"acceptance": Acceptance(0.1)},
+        {"acceptance": Acceptance(0.6, tau=40.0), "selection": "topk:2"},
+        {"acceptance": Acceptance(0.5, tau=30.0, decay_until=20.0, correlation=0.3)},
+        {"acceptance": Acceptance(0.4, correlation=0.5), "duplicate_children": 0.4},
+    ],
+    ids=["constant", "decaying topk", "bounded correlated", "correlated repeats"],
+)
+@pytest.mark.parametrize("shape", [Shape(1, 1), Shape(2, 2), Shape(3, 1)], ids=str)
+def test_iterations_are_exact_for_the_per_iteration_calls(changes: dict, shape: Shape) -> None:
+    scenario = deterministic(budget=900, valset_size=40, **changes)
+    closed = analytic(scenario, shape)
+    iterations, full, acceptance = enumerated(scenario, shape)
+    assert closed.iterations == pytest.approx(iterations, rel=1e-9)
+    assert closed.q_k * closed.iterations == pytest.approx(full, rel=1e-9)
+    assert closed.acceptance == pytest.approx(acceptance, rel=1e-9)
+    seed = 0.5 + 2.0  # overhead and one round: V = 40 <= W
+    wall = seed + closed.iterations * closed.l_step + full * closed.l_val
+    assert closed.wall_clock == pytest.approx(wall, rel=1e-9)
+    # Lorden's bound on the overshoot: A/E[X] <= E[N] <= A/E[X] + E[X^2]/E[X]^2 (constant a).
+    if scenario.acceptance.tau is None:
+        k, a, v = shape.k, scenario.acceptance.a0, 40
+        children = np.arange(k + 1)
+        pmf = stats.binom.pmf(children, k, a)
+        if scenario.acceptance.correlation:
+            spread = 1 / scenario.acceptance.correlation - 1
+            pmf = stats.betabinom.pmf(children, k, a * spread, (1 - a) * spread)
+        if scenario.duplicate_children == 0 and scenario.selection.limit is None:
+            calls = 2 * k * 3 + children * v
+            mean, square = calls @ pmf, calls**2 @ pmf
+            assert 860 / mean <= closed.iterations <= 860 / mean + square / mean**2
+
+
+def test_decaying_acceptance_is_averaged_over_the_runs_steps() -> None:
+    acceptance = Acceptance(0.6, tau=50.0)
+    closed = analytic(deterministic(acceptance=acceptance), Shape(2, 2))
+    final = acceptance.probability(closed.iterations * 4)
+    assert final < closed.acceptance < 0.6
+    held = analytic(
+        deterministic(acceptance=Acceptance(0.6, tau=50.0, decay_until=40.0)), Shape(2, 2)
+    )
+    assert held.acceptance > acceptance.probability(40.0) * 0.999  # it stops decaying at 40
     assert Acceptance(0.6, tau=50.0).mean_over(1e-9) == pytest.approx(0.6)
     assert Acceptance(0.6, tau=50.0).mean_over(50.0) == pytest.approx(0.6 * (1 - math.e**-1))
+
+
+@pytest.mark.parametrize("rho", [0.05, 0.3, 0.8])
+@pytest.mark.parametrize("k", [1, 4, 16])
+def test_correlated_q_k_is_one_minus_a_beta_function_ratio(rho: float, k: int) -> None:
+    a = 0.2
+    closed = analytic(deterministic(acceptance=Acceptance(a, correlation=rho)), Shape(k, 1))
+    alpha, beta_ = a * (1 / rho - 1), (1 - a) * (1 / rho - 1)
+    assert closed.q_k == pytest.approx(
+        1 - special.beta(alpha, beta_ + k) / special.beta(alpha, beta_)
+    )
+    # Siblings that succeed together leave more steps with none: q_k below independence.
+    if k > 1:
+        assert closed.q_k < 1 - (1 - a) ** k
+
+
+@pytest.mark.parametrize("limit", [None, 1, 3])
+def test_expected_selected_integrates_the_binomial_over_the_beta(limit: int | None) -> None:
+    k, a, rho = 6, 0.3, 0.4
+    alpha, beta_ = a * (1 / rho - 1), (1 - a) * (1 / rho - 1)
+
+    def given(p: float) -> float:
+        j = np.arange(k + 1)
+        return float(np.minimum(j, limit or k) @ stats.binom.pmf(j, k, p))
+
+    want = integrate.quad(lambda p: given(p) * stats.beta.pdf(p, alpha, beta_), 0, 1)[0]
+    assert expected_selected(k, a, limit, correlation=rho) == pytest.approx(want, rel=1e-6)
 
 
 def test_selection_caps_the_children_validated() -> None:
