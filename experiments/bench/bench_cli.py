@@ -1,0 +1,220 @@
+"""How fast is the `pxn` command itself? Replicates per CPU second through the CLI.
+
+    .venv/bin/python experiments/bench/bench_cli.py [--quick] [--profile]
+
+Runs the real `pxn` command (a child process each time) and reads the CPU
+time it spent (user + system, getrusage of the children) beside its
+wall-clock: the machine may be shared, and CPU time is what the command
+itself cost. On two scenarios: the `livebench-math` preset as it stands, and
+"every effect", that preset with every optional part of a scenario set
+(tokens, prices, rate limits, load slowdown, a capped tail with a retry, a
+phase's own latency, decaying and correlated acceptance, front share,
+duplicate children, skipped parents, stage overhead) on top of its
+parameter draws.
+
+1. Start-up: `pxn --help` (interpreter, typer, rich); the imports a
+   prediction needs (pxn.sim.predict: numpy, scipy.stats, simpy); those plus
+   loading the scenario (parsing it, validating each parameter draw).
+2. `pxn simulate SCENARIO --shape 2x2 --jobs 1 --reps R` at a low and a high
+   R. It simulates R replicates of 2x2 and R of single (every speedup's
+   baseline): 2R in all. Sustained: 2 (high - low) replicates over the CPU
+   seconds between the two runs; end to end: 2R over all of a run's CPU.
+3. The core loop: the same replicates (simulate_once, 2x2 and single, each
+   shape apart) in this process, per CPU second; together, as many of each,
+   it is what the CLI would sustain if it cost nothing of its own.
+4. `pxn sweep livebench-math --reps 200 --jobs 2` (nine shapes): wall-clock
+   and CPU time.
+
+With --profile, cProfile of step 2 at R = 200 in a child: the share of its
+time in imports, loading, simulating, summarising and the closed form.
+No test asserts a time; these figures are for reading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import platform
+import pstats
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pxn.acceptance import Acceptance
+from pxn.load import Load, Loads
+from pxn.scenario import Scenario
+from pxn.shape import Shape
+from pxn.sim.model import simulate_once
+from pxn.sim.presets import load_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+PXN = Path(sys.executable).parent / "pxn"
+API_EXAMPLE = ROOT / "experiments" / "advise_example" / "livebench-math-api.toml"
+SHAPES = (Shape(2, 2), Shape(1, 1))  # what `pxn simulate --shape 2x2` runs
+# Functions whose cumulative time --profile reports, by name, and what they are.
+PARTS = {
+    "_find_and_load": "imports",
+    "load": "Scenario.load (parse, validate, validate_draws)",
+    "validate_draws": "  of which validating the draws",
+    "simulate_once": "simulating replicates",
+    "for_replicate": "  of which applying a draw (Scenario.for_replicate)",
+    "summarize_replicates": "summarising replicates",
+    "analytic": "  of which the closed form",
+    "print": "printing the tables",
+}
+
+
+def machine() -> str:
+    cpu = "unknown"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    return f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}"
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def every_effect(path: Path) -> Path:
+    """The livebench-math preset with every optional part of a scenario set, as TOML."""
+    preset = load_scenario("livebench-math")
+    api = load_scenario(str(API_EXAMPLE))
+    # What the preset already sets, it keeps; the rest comes from the API example or is made up.
+    correlation = preset.acceptance.correlation or 0.2
+    decaying = Acceptance(preset.acceptance.a0, 2000.0, 1500.0, correlation)
+    scenario = preset.replace(
+        name="livebench-math-every-effect",
+        tokens=preset.tokens or api.tokens,
+        prices=preset.prices or api.prices,
+        rate_limits=api.rate_limits,
+        loads=Loads(Load(None, 0.0005), Load(None, 0.01)),
+        rollout=dataclasses.replace(preset.rollout, cap=600.0, cap_retries=1),
+        rollout_phases={"full_val": preset.rollout},
+        acceptance=decaying,
+        front_share=0.5,
+        duplicate_children=0.05,
+        skip_perfect=0.05,
+        stage_overhead=0.5,
+    )
+    scenario.validate_draws()
+    scenario.save(path)
+    return path
+
+
+def run(command: list[str]) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one run of `command`."""
+    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, wall
+
+
+def least_cpu(command: list[str], repeats: int) -> float:
+    """The least CPU time over repeats: what the command needs, with the least interference."""
+    return min(run(command)[0] for _ in range(repeats))
+
+
+def simulate_command(scenario: str, reps: int) -> list[str]:
+    return [str(PXN), "simulate", scenario, "--shape", "2x2", "--jobs", "1", "--reps", str(reps)]
+
+
+def start_up(scenario: str, repeats: int) -> None:
+    imports = "import pxn.app.cli, pxn.sim.predict, pxn.app.prediction_report"
+    loading = f"{imports}; from pxn.sim.presets import load_scenario; load_scenario({scenario!r})"
+    for what, command in (
+        ("pxn --help", [str(PXN), "--help"]),
+        ("imports for a prediction", [sys.executable, "-c", imports]),
+        ("imports + loading the scenario", [sys.executable, "-c", loading]),
+    ):
+        print(f"  {what:<34} {least_cpu(command, repeats):6.2f} s CPU")
+
+
+def through_cli(scenario: str, low: int, high: int, repeats: int) -> None:
+    cpu = {reps: least_cpu(simulate_command(scenario, reps), repeats) for reps in (low, high)}
+    sustained = 2 * (high - low) / (cpu[high] - cpu[low])
+    print(f"  pxn simulate --reps {low}: {cpu[low]:.2f} s CPU; --reps {high}: {cpu[high]:.2f} s")
+    print(f"  sustained: {sustained:6.1f} replicates per CPU second (2x2 and single together)")
+    for reps in (low, high):
+        print(
+            f"  end to end at --reps {reps}: {2 * reps / cpu[reps]:6.1f} replicates per CPU "
+            f"second ({reps / cpu[reps]:.1f} of the 2x2 asked for)"
+        )
+
+
+def core_loop(scenario: Scenario, seconds: float) -> None:
+    rates = {}
+    for shape in SHAPES:
+        simulate_once(scenario, shape, 0)  # warm caches (scipy distribution objects)
+        done, start = 0, time.process_time()
+        while time.process_time() - start < seconds / 2 or done < 3:
+            simulate_once(scenario, shape, done)
+            done += 1
+        rates[shape] = done / (time.process_time() - start)
+    both = len(rates) / sum(1 / rate for rate in rates.values())
+    each = ", ".join(f"{shape.label} {rate:.1f}" for shape, rate in rates.items())
+    print(f"  core loop, this process: {both:6.1f} replicates per CPU second ({each})")
+
+
+def sweep(repeats: int) -> None:
+    command = [str(PXN), "sweep", "livebench-math", "--reps", "200", "--jobs", "2"]
+    runs = [run([*command, "--format", "csv"]) for _ in range(repeats)]
+    walls, cpus = [w for _, w in runs], [c for c, _ in runs]
+    print(
+        f"pxn sweep livebench-math --reps 200 --jobs 2 (nine shapes, {repeats} runs): "
+        f"wall median {statistics.median(walls):.2f} s, min {min(walls):.2f} s; "
+        f"CPU median {statistics.median(cpus):.2f} s"
+    )
+
+
+def profile(scenario: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cli.prof"
+        command = [sys.executable, "-m", "cProfile", "-o", str(out), str(PXN)]
+        subprocess.run([*command, *simulate_command(scenario, 200)[1:]], check=True,
+                       capture_output=True)  # fmt: skip
+        stats = pstats.Stats(str(out)).stats  # type: ignore[attr-defined]
+    total = max(cumulative for _, _, _, cumulative, _ in stats.values())
+    print(f"  profiled run: {total:.2f} s under cProfile (which slows it; read the shares)")
+    for name, what in PARTS.items():
+        # A name may be several functions (load, print): the largest is the one meant.
+        cumulative = max(
+            (entry[3] for (_, _, function), entry in stats.items() if function == name),
+            default=None,
+        )
+        share = "absent" if cumulative is None else f"{cumulative / total:6.1%}"
+        print(f"    {what:<52} {share}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer replicates and repeats")
+    parser.add_argument("--profile", action="store_true", help="also profile one CLI run")
+    args = parser.parse_args()
+    low, high, repeats = (50, 250, 1) if args.quick else (100, 600, 2)
+
+    print(machine())
+    print(f"before: {load()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        every = str(every_effect(Path(tmp) / "every-effect.toml"))
+        for name, scenario in (("livebench-math", "livebench-math"), ("every effect", every)):
+            print(f"{name}:")
+            start_up(scenario, repeats + 1)
+            through_cli(scenario, low, high, repeats)
+            core_loop(load_scenario(scenario), 2.0 if args.quick else 6.0)
+            if args.profile:
+                profile(scenario)
+    sweep(1 if args.quick else 3)
+    print(f"after: {load()}")
+
+
+if __name__ == "__main__":
+    main()
