@@ -63,10 +63,10 @@ class Accountant:
 
     def draw(self, role: str, n: int) -> TokenCounts | None:
         """n calls' tokens (None when nothing counts them), added to the run's totals."""
-        if role == "reflection":
-            self.reflections += n
         if not self.counts_tokens:
             return None
+        if role == "reflection":
+            self.reflections += n
         if role == "task":
             tokens_in: list[float] | float = self.rollout_in.take(n)
             tokens_out = self.rollout_out.take(n)
@@ -105,7 +105,7 @@ class Accountant:
         prices = self.prices
         if prices is None:
             return None
-        # Prices need [tokens], so with prices every call's tokens were counted.
+        # Prices need [tokens], so with prices every call's tokens (and reflection) was counted.
         task = prices.dollars("task", self.tokens_in["task"], self.tokens_out["task"])
         reflection_in = self.reflection_in * self.reflections
         return task + prices.dollars("reflection", reflection_in, self.tokens_out["reflection"])

@@ -42,7 +42,7 @@ from pxn.scenario import Scenario
 from pxn.shape import Shape
 
 
-@dataclass
+@dataclass(slots=True)
 class Task:
     """One (parent, minibatch chunk) pair gepa proposes from; its child is `proposal`."""
 

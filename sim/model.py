@@ -105,7 +105,7 @@ def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
         iteration, started = run.iterations, env.now
         tasks = choices.sample_tasks(iteration)
         # Each distinct (parent, minibatch) is evaluated once, and counted once.
-        pairs = list(dict.fromkeys((task.parent, task.chunk) for task in tasks))
+        pairs = list(dict.fromkeys([(task.parent, task.chunk) for task in tasks]))
         yield from run.rollouts.run(iteration, "parent_minibatch", pairs, b)
         run.metric_calls += len(pairs) * b
         tasks = choices.skip_perfect_parents(tasks, pairs)
@@ -117,8 +117,7 @@ def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
             run.metric_calls += len(tasks) * b
             joined = choices.judge(tasks)
             new = [str(choices.candidates + i) for i in range(len(joined))]  # pool ids, in order
-            ids = {task.proposal: c for task, c in zip(joined, new, strict=True)}
-            trace.decisions(iteration, env.now, tasks, ids)
+            trace.decisions(iteration, env.now, tasks, joined, new)
             if joined:
                 yield from run.rollouts.run(iteration, "full_val", [(c, VALSET) for c in new], v)
                 run.metric_calls += len(new) * v

@@ -59,6 +59,7 @@ class CallStage:
         self.overhead = overhead
         self.accountant = accountant
         self.limited = accountant.limited(role)
+        self.slowdown = latency.load.slowdown
         self.trace = trace
         self.busy = 0.0  # seconds spent in these calls, summed over calls
         self.time: dict[str, float] = {}  # seconds per stage name, barrier to barrier
@@ -74,13 +75,13 @@ class CallStage:
         if self.limited:
             charges = self.accountant.charges(self.role, tokens)
             starts, slots, durations, throttled = rate_limited_schedule(
-                draws, self.slots, start, charges, self.latency.load.slowdown
+                draws, self.slots, start, charges, self.slowdown
             )
             self.accountant.throttled_calls += throttled
             end = max(map(add, starts, durations), default=start)
             length = end - start
         else:
-            durations, length = loaded_makespan(draws, self.slots, self.latency.load.slowdown)
+            durations, length = loaded_makespan(draws, self.slots, self.slowdown)
         yield self.env.timeout(self.overhead + length)
         self.busy += total(durations)
         self.time[name] = self.time.get(name, 0.0) + length

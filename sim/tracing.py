@@ -54,7 +54,7 @@ class NoTrace:
         pass
 
     def decisions(
-        self, iteration: int, now: float, judged: list[Task], joined: dict[str, str]
+        self, iteration: int, now: float, judged: list[Task], joined: list[Task], ids: list[str]
     ) -> None:
         pass
 
@@ -143,11 +143,12 @@ class SimTrace(NoTrace):
         self.writer.write(Stage(start=start, end=end, iteration=iteration, name=name))
 
     def decisions(
-        self, iteration: int, now: float, judged: list[Task], joined: dict[str, str]
+        self, iteration: int, now: float, judged: list[Task], joined: list[Task], ids: list[str]
     ) -> None:
-        """Each judged proposal; `joined` maps those that joined the pool to their ids."""
+        """Each judged proposal; those that `joined` the pool did so as `ids`."""
+        joined_as = {task.proposal: c for task, c in zip(joined, ids, strict=True)}
         for task in judged:
-            candidate = joined.get(task.proposal)
+            candidate = joined_as.get(task.proposal)
             self.writer.write(
                 Decision(
                     start=now,
