@@ -364,6 +364,18 @@ def test_a_bucket_paces_calls_and_an_oversized_call_goes_into_debt() -> None:
     assert starts == pytest.approx([10.0])
 
 
+def test_a_stage_its_buckets_hold_starts_at_once_and_pays_its_whole_ask() -> None:
+    """600 tokens a minute (10 a second), 6 s burst: 60 held. 10 calls of 5 all start;
+    a second later the bucket holds 10 + 10 = 20: four calls start, then one each 0.5 s."""
+    tokens = Bucket(600, 6)
+    starts, slots, _, throttled = rate_limited_schedule([1.0] * 10, 16, 2.0, [(tokens, 5.0)])
+    assert (starts, slots, throttled) == ([2.0] * 10, list(range(10)), 0)
+    assert (tokens.level, tokens.time) == (10.0, 2.0)
+    starts, _, _, throttled = rate_limited_schedule([1.0] * 10, 16, 3.0, [(tokens, 5.0)])
+    assert starts == pytest.approx([3.0] * 4 + [3.5, 4.0, 4.5, 5.0, 5.5, 6.0])
+    assert throttled == 6
+
+
 def test_a_throttled_stage_is_slowed_by_the_calls_in_flight_at_each_start() -> None:
     """60 rpm, 3 s burst, 1 s calls, slowdown 0.5: three start together (x2), then one a second.
 
