@@ -287,7 +287,9 @@ class SyntheticRun:
 def run_synthetic(scenario: Scenario, shape: Shape, out: Path, replicate: int) -> SyntheticRun:
     """One real gepa run at the scenario's setup (B, V, b, W, C, selection) on synthetic work.
 
-    Replicate r runs gepa with seed r and the models on their own random stream.
+    Replicate r runs gepa with seed r, and the models on a random stream of this shape,
+    W and r alone: runs of other shapes or pools draw other latencies and verdicts, so
+    every run of a grid is an independent draw (the verdict's tests assume it).
     """
     check_realisable(scenario)
     config = RunConfig(
@@ -305,7 +307,8 @@ def run_synthetic(scenario: Scenario, shape: Shape, out: Path, replicate: int) -
     check_out(config, resume=False)
     # The reflections never fail here: a run stopped for failed reflections would be a bug.
     plan = Plan(shape.p, shape.n, synthetic_task(scenario), scenario.reflection_concurrency, 1)
-    streams = np.random.SeedSequence(scenario.seed, spawn_key=(replicate,)).spawn(2)
+    key = (shape.p, shape.n, scenario.workers, replicate)
+    streams = np.random.SeedSequence(scenario.seed, spawn_key=key).spawn(2)
     task_lm = SyntheticTaskModel(scenario, np.random.default_rng(streams[0]))
     reflection_lm = SyntheticReflectionModel(scenario, np.random.default_rng(streams[1]))
     meta = {"synthetic": {"scenario": scenario.to_dict(), "replicate": replicate}}

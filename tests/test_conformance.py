@@ -19,7 +19,14 @@ from conftest import assert_user_error, run_pxn
 from sim_helpers import lognormal
 
 from pxn.acceptance import Acceptance
-from pxn.calibrate.conformance import DEFAULT_SCENARIO, at_time_scale, judge, scaled
+from pxn.calibrate.conformance import (
+    DEFAULT_SCENARIO,
+    at_time_scale,
+    dispatch,
+    engine_overhead,
+    judge,
+    scaled,
+)
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.load import Load, Loads
@@ -199,6 +206,18 @@ def test_a_phase_draws_its_own_latency() -> None:
 
 
 # ---- the verdict's statistics, on simulated "runs" ----------------------------
+
+
+def test_the_engine_overhead_measured_is_the_one_simulated(tmp_path: Path) -> None:
+    # The simulator list-schedules every stage and pays stage_overhead before it: its
+    # traces hold no dispatch, and their overhead per stage is the scenario's.
+    scenario = small(stage_overhead=0.07)
+    path = tmp_path / "sim.jsonl"
+    with TraceWriter(path) as writer:
+        simulate_once(scenario, Shape(2, 2), 0, writer)
+    trace = read_trace(path)
+    assert dispatch(trace) == pytest.approx(0.0, abs=1e-9)
+    assert engine_overhead([trace]) == pytest.approx(0.07, rel=1e-9)
 
 
 def simulated_runs(scenario: Scenario, shapes: list[Shape], runs: int, tmp: Path) -> list[Path]:
