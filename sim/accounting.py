@@ -5,6 +5,8 @@ prices, or a tokens-per-minute limit), from a stream of their own spawned
 from the replicate's seed, so pricing a run leaves every latency and
 acceptance draw as it was. A rollout's input and output are drawn per call;
 a reflection's input is a constant at the scenario's b, its output drawn.
+Each call's counts are looked at only where needed (a tokens-per-minute
+bucket, a trace); dollars need only the run's totals.
 
 Each model's provider limits are token buckets kept for the whole run (one
 for requests, one for tokens; see schedule.Bucket); the schedule pays them
@@ -44,11 +46,7 @@ class Accountant:
             "reflection": self._buckets(limits.reflection, limits.burst_seconds),
         }
         self.throttled_calls = 0  # calls that waited for rate-limit capacity
-        # Tokens paid for, summed over the run: in and out per role, and the
-        # reflections made (their input is a constant per call).
-        self.tokens_in = {"task": 0.0, "reflection": 0.0}
-        self.tokens_out = {"task": 0.0, "reflection": 0.0}
-        self.reflections = 0
+        self.reflections = 0  # made, when counted: their input is a constant per call
 
     @staticmethod
     def _buckets(limit: RateLimit, burst: float) -> tuple[Bucket | None, Bucket | None]:
@@ -61,20 +59,25 @@ class Accountant:
     def limited(self, role: str) -> bool:
         return self.buckets[role] != (None, None)
 
-    def draw(self, role: str, n: int) -> TokenCounts | None:
-        """n calls' tokens (None when nothing counts them), added to the run's totals."""
+    def per_call(self, role: str) -> bool:
+        """Whether the role's limits need each call's tokens (a tokens-per-minute bucket)."""
+        return self.counts_tokens and self.buckets[role][1] is not None
+
+    def draw(self, role: str, n: int, per_call: bool) -> TokenCounts | None:
+        """n calls' tokens, counted in the run's totals; each call's only when `per_call`."""
         if not self.counts_tokens:
             return None
-        if role == "reflection":
-            self.reflections += n
         if role == "task":
-            tokens_in: list[float] | float = self.rollout_in.take(n)
-            tokens_out = self.rollout_out.take(n)
-            self.tokens_in["task"] += sum(tokens_in)
-        else:
-            tokens_in, tokens_out = self.reflection_in, self.reflection_out.take(n)
-        self.tokens_out[role] += sum(tokens_out)
-        return tokens_in, tokens_out
+            if not per_call:
+                self.rollout_in.skip(n)
+                self.rollout_out.skip(n)
+                return None
+            return self.rollout_in.take(n), self.rollout_out.take(n)
+        self.reflections += n
+        if not per_call:
+            self.reflection_out.skip(n)
+            return None
+        return self.reflection_in, self.reflection_out.take(n)
 
     def charges(
         self, role: str, tokens: TokenCounts | None
@@ -105,7 +108,7 @@ class Accountant:
         prices = self.prices
         if prices is None:
             return None
-        # Prices need [tokens], so with prices every call's tokens (and reflection) was counted.
-        task = prices.dollars("task", self.tokens_in["task"], self.tokens_out["task"])
+        # Prices need [tokens], so with prices every call's tokens were drawn.
+        task = prices.dollars("task", self.rollout_in.total(), self.rollout_out.total())
         reflection_in = self.reflection_in * self.reflections
-        return task + prices.dollars("reflection", reflection_in, self.tokens_out["reflection"])
+        return task + prices.dollars("reflection", reflection_in, self.reflection_out.total())

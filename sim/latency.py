@@ -29,6 +29,8 @@ class Draws:
 
     One scipy call serves many stages. Kept as a Python list: stages take a few
     draws at a time, and list slices are cheaper than numpy views at that size.
+    A block's values that do not fit the stage asking are dropped. `skip`
+    hands out values unseen (only their total counts), as `take` would.
     """
 
     BLOCK = 4096
@@ -38,14 +40,28 @@ class Draws:
         self.rng = rng
         self.block: list[float] = []
         self.used = 0
+        self.handed_out = 0.0  # the sum of the values handed out from earlier blocks
+
+    def _refill(self, n: int) -> None:
+        self.handed_out += sum(self.block[: self.used])
+        self.block = self.distribution.sample(self.rng, max(n, self.BLOCK)).tolist()
+        self.used = 0
 
     def take(self, n: int) -> list[float]:
         if self.used + n > len(self.block):
-            self.block = self.distribution.sample(self.rng, max(n, self.BLOCK)).tolist()
-            self.used = 0
+            self._refill(n)
         draws = self.block[self.used : self.used + n]
         self.used += n
         return draws
+
+    def skip(self, n: int) -> None:
+        if self.used + n > len(self.block):
+            self._refill(n)
+        self.used += n
+
+    def total(self) -> float:
+        """The sum of every value handed out."""
+        return self.handed_out + sum(self.block[: self.used])
 
 
 class CallLatency:

@@ -60,6 +60,8 @@ class CallStage:
         self.accountant = accountant
         self.limited = accountant.limited(role)
         self.slowdown = latency.load.slowdown
+        # Each call's tokens are needed by a tokens-per-minute limit, or to trace them.
+        self.per_call_tokens = accountant.per_call(role) or trace.enabled
         self.trace = trace
         self.busy = 0.0  # seconds spent in these calls, summed over calls
         self.time: dict[str, float] = {}  # seconds per stage name, barrier to barrier
@@ -70,7 +72,7 @@ class CallStage:
         """One stage of `per_item` calls per item (a candidate on its examples, a reflection)."""
         n = len(items) * per_item
         draws = self.latency.draw(name, n)
-        tokens = self.accountant.draw(self.role, n)
+        tokens = self.accountant.draw(self.role, n, self.per_call_tokens)
         start = self.env.now + self.overhead
         if self.limited:
             charges = self.accountant.charges(self.role, tokens)
