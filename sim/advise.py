@@ -10,8 +10,9 @@ reported beside each allocation for the user to weigh.
 A large grid is raced rather than simulated in full: every allocation gets
 a few replicates, those that cannot win (clearly infeasible, or slower than
 the leader by more than three standard errors of the difference) are
-dropped, and the rest get the full count. Replicate r of an allocation always draws from its own stream, so a
-raced allocation's figures are those a full simulation would give.
+dropped, and the rest get the full count. Replicate r of an allocation
+always draws from its own stream, so a raced allocation's figures are those
+a full simulation would give.
 
 Replicate r of every allocation runs the same seed stream and, with parameter
 uncertainty, the same parameter draw (r mod D). So allocations are compared
