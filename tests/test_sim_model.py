@@ -498,6 +498,14 @@ def test_trace_summary_equals_the_returned_summary(
 @pytest.mark.parametrize(
     ("scenario", "shape"), TRACE_CASES, ids=["2x2", "everything 2x2", "4x1", "single"]
 )
+def test_writing_a_trace_changes_nothing(scenario: Scenario, shape: Shape, tmp_path: Path) -> None:
+    summary, _ = traced(scenario, shape, tmp_path, replicate=2)
+    assert simulate_once(scenario, shape, 2) == summary
+
+
+@pytest.mark.parametrize(
+    ("scenario", "shape"), TRACE_CASES, ids=["2x2", "everything 2x2", "4x1", "single"]
+)
 def test_trace_respects_the_pool_and_the_barriers(
     scenario: Scenario, shape: Shape, tmp_path: Path
 ) -> None:
