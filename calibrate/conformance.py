@@ -292,14 +292,12 @@ def judge(
 
     runs: list[RunConformance] = []
     rejected = list(loaded.rejected)
-    accepted = judged = 0
-    simulated_accepted = simulated_judged = 0.0
     for shape, traces in by_shape.items():
         with_overhead = scenario.replace(stage_overhead=overhead[shape])
         validation = validate_runs(with_overhead, [t.path for t in traces], replicates, jobs)
-        samples: dict[tuple[int, ...], list[float]] = {}
         rejected += [f"{c.run}: {c.status}, not a whole run" for c in validation.checks
                      if not c.complete]  # fmt: skip
+        samples: dict[tuple[int, ...], list[float]] = {}
         for check in validation.counted:
             setup = tuple(check.measured_setup.values())
             if setup not in samples:
@@ -309,45 +307,50 @@ def judge(
             runs.append(
                 RunConformance(check, percentile(check.wall_clock, samples[setup]), checked)
             )
-            simulated_accepted += check.predicted.accepted.mean
-            simulated_judged += check.predicted.proposals.mean
-        for trace in traces:
-            if trace.run_end is None or trace.run_end.status != "completed":
-                continue
-            decisions = trace.live(Decision)
-            accepted += sum(d.accepted for d in decisions)
-            judged += len(decisions)
+    if not runs:
+        raise PxnError("none of the runs completed: there is nothing to judge")
+    counted = [t for t in loaded.traces if str(t.path) in {r.check.run for r in runs}]
+    return Conformance(
+        scenario=scenario,
+        runs=runs,
+        groups=grouped(runs, overhead),
+        p_uniform=p_uniform([r.percentile for r in runs]),
+        p_coverage=p_coverage(sum(r.check.inside for r in runs), len(runs)),
+        gepa_versions=sorted({str(t.run_start.meta.get("gepa", "unknown")) for t in counted}),
+        replicates=replicates,
+        acceptance_measured=accepted_share(counted),
+        acceptance_simulated=(
+            sum(r.check.predicted.accepted.mean for r in runs)
+            / sum(r.check.predicted.proposals.mean for r in runs)
+        ),
+        rejected=rejected,
+    )
 
-    groups = []
-    grouped: dict[tuple[Shape, int], list[RunConformance]] = defaultdict(list)
+
+def grouped(runs: list[RunConformance], overhead: dict[Shape, float]) -> list[Group]:
+    """The runs by shape and W, each group tested on its own (Bonferroni over the groups)."""
+    members: dict[tuple[Shape, int], list[RunConformance]] = defaultdict(list)
     for run in runs:
-        grouped[run.group].append(run)
-    for (shape, workers), members in sorted(grouped.items()):
-        uniform = p_uniform([r.percentile for r in members])
-        coverage = p_coverage(sum(r.check.inside for r in members), len(members))
+        members[run.group].append(run)
+    groups = []
+    for (shape, workers), its_runs in sorted(members.items()):
+        uniform = p_uniform([r.percentile for r in its_runs])
+        coverage = p_coverage(sum(r.check.inside for r in its_runs), len(its_runs))
         groups.append(
             Group(
                 shape=shape,
                 workers=workers,
-                runs=members,
+                runs=its_runs,
                 stage_overhead=overhead[shape],
                 p_uniform=uniform,
                 p_coverage=coverage,
-                flagged=min(uniform, coverage) < ALPHA / (2 * len(grouped)),
+                flagged=min(uniform, coverage) < ALPHA / (2 * len(members)),
             )
         )
-    versions = sorted({str(t.run_start.meta.get("gepa", "unknown")) for t in loaded.traces})
-    return Conformance(
-        scenario=scenario,
-        runs=runs,
-        groups=groups,
-        p_uniform=p_uniform([r.percentile for r in runs]),
-        p_coverage=p_coverage(sum(r.check.inside for r in runs), len(runs)),
-        gepa_versions=versions,
-        replicates=replicates,
-        acceptance_measured=accepted / judged if judged else math.nan,
-        acceptance_simulated=(
-            simulated_accepted / simulated_judged if simulated_judged else math.nan
-        ),
-        rejected=rejected,
-    )
+    return groups
+
+
+def accepted_share(traces: Sequence[Trace]) -> float:
+    """Accepted proposals over judged ones, over the runs."""
+    decisions = [d for trace in traces for d in trace.live(Decision)]
+    return sum(d.accepted for d in decisions) / len(decisions) if decisions else math.nan

@@ -205,6 +205,9 @@ class SyntheticReflectionModel(SleepingModel):
     def __init__(self, scenario: Scenario, rng: np.random.Generator):
         super().__init__("synthetic-reflection", scenario.loads.reflection, rng)
         self.scenario = scenario
+        # Verdicts on a stream of their own: the C threads' latency draws then never
+        # interleave with them, so a replicate's verdicts are the same on every rerun.
+        self.verdicts = np.random.default_rng(rng.bit_generator.seed_seq.spawn(1)[0])
         self._step: int | None = None
         self._rate = 0.0
         self._proposals = 0  # reflections asked for so far
@@ -221,9 +224,10 @@ class SyntheticReflectionModel(SleepingModel):
                 # The step's first reflection: the ones asked for so far are the
                 # proposals made before the step (gepa's barrier ended them all).
                 self._step = site.iteration
-                self._rate = float(self.scenario.acceptance.step_rate(self.rng, self._proposals))
+                made = self._proposals
+                self._rate = float(self.scenario.acceptance.step_rate(self.verdicts, made))
                 self.step_rates.append(self._rate)
-            up = self.rng.random() < self._rate
+            up = self.verdicts.random() < self._rate
             tag = f"proposal {site.iteration}-{self._proposals}"
             self._proposals += 1
             self.levels_up += up

@@ -279,6 +279,12 @@ def test_bad_flags_are_one_line(flags, fragments, tmp_path: Path) -> None:
     assert not (tmp_path / "x").exists()
 
 
+def test_an_out_holding_runs_is_refused_before_any_run(tmp_path: Path) -> None:
+    (tmp_path / "runs" / "2x2-w4-r0").mkdir(parents=True)
+    assert_user_error(run_pxn("conformance", "--out", tmp_path), "--out", "already holds")
+    assert list((tmp_path / "runs").iterdir()) == [tmp_path / "runs" / "2x2-w4-r0"]
+
+
 # ---- the real engine ------------------------------------------------------------
 
 

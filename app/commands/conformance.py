@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -13,6 +13,9 @@ from pxn.app.options import DEFAULT_JOBS, Format, Jobs, Out, Reps, Wide
 from pxn.app.output import Output, Report
 from pxn.app.tables import Column, Grid
 from pxn.errors import PxnError
+
+if TYPE_CHECKING:  # imported when the command runs: the CLI starts without scipy or gepa
+    from pxn.calibrate.conformance import Conformance
 
 commands = typer.Typer()
 
@@ -67,6 +70,9 @@ def conformance_command(
     from pxn.sim.presets import load_scenario
 
     output = Output(output_format, out, wide)
+    if out is not None and (out / "runs").exists():
+        raise PxnError(f"{out} already holds conformance runs; give a new directory",
+                       subject="out")  # fmt: skip
     base = DEFAULT_SCENARIO if scenario is None else load_scenario(scenario)
     truth = at_time_scale(base, time_scale)
     check_realisable(truth)
@@ -100,7 +106,7 @@ def conformance_command(
         raise typer.Exit(1)
 
 
-def conformance_report(result: Any, time_scale: float, sleeps: dict[str, float]) -> Report:
+def conformance_report(result: Conformance, time_scale: float, sleeps: dict[str, float]) -> Report:
     """The groups as a table, the verdict beneath; every run in the CSV and the JSON."""
     from pxn.app.validation_report import check_row
 
