@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from scipy import integrate, special, stats
-from sim_helpers import fixed, make_scenario
+from sim_helpers import fixed, lognormal, make_scenario
 
 from pxn.acceptance import Acceptance
 from pxn.scenario import Scenario
@@ -106,6 +107,29 @@ def test_step_and_validation_latency_follow_the_paper() -> None:
     # L_step: two minibatch stages of k b rollouts (24 <= 64: one round each) and k = 8
     # reflections two rounds deep on 4 slots.
     assert closed.l_step == pytest.approx(3 * overhead + 2 * te + (8 / 4) * tr)
+
+
+def test_the_closed_form_uses_each_phases_capped_mean() -> None:
+    """Means are Distribution.mean(): of the capped draw, retries included, per phase."""
+    timed_out = replace(lognormal(2.0, 1.2), cap=4.0, cap_retries=2)
+    parent, val = replace(lognormal(3.0, 1.0), cap=5.0), fixed(6.0)
+    scenario = deterministic(
+        rollout=timed_out,
+        rollout_phases={"parent_minibatch": parent, "full_val": val},
+        valset_size=100,
+        workers=64,
+        reflection_concurrency=4,
+    )
+    assert timed_out.mean() != lognormal(2.0, 1.2).mean()  # the cap changes the mean
+    closed = analytic(scenario, Shape(2, 4))  # 24 minibatch rollouts fit 64; k = 8 on C = 4
+    t_child, t_seed = timed_out.mean(), timed_out.mean()
+    assert closed.l_step == pytest.approx(3 * 0.5 + parent.mean() + t_child + 2 * 10.0)
+    assert closed.l_val == pytest.approx(0.5 + 8 * 100 / 64 * 6.0)
+    seed = 0.5 + 100 / 64 * t_seed
+    wall = seed + closed.iterations * closed.l_step + closed.q_k * closed.iterations * closed.l_val
+    assert closed.wall_clock == pytest.approx(wall)
+    # The bound's T_e weighs each phase's mean by the calls it is expected to make.
+    assert min(t_seed, parent.mean(), 6.0) < closed.bound * 64 / scenario.budget < 6.0
 
 
 def test_strong_scaling_bound_is_budget_times_rollout_over_workers() -> None:
