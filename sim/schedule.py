@@ -5,6 +5,10 @@ barrier), so a FIFO queue in front of `slots` workers is exactly list
 scheduling in release order: each job starts on the slot that frees first.
 Doing it in one step with a heap replaces a SimPy process per rollout.
 
+A model slowed by load stretches each call by the calls in flight at its
+start (loaded_makespan; under provider limits rate_limited_schedule, which
+also holds a call until its token buckets can pay for it).
+
 Stages are small (a few to a few hundred jobs), so these work on plain Python
 lists: at that size numpy's per-call overhead costs more than the loop.
 """
