@@ -156,6 +156,8 @@ def test_siblings_share_the_steps_rate_when_correlated() -> None:
     ups = reflect_steps(model, 2000, 4)
     ratio = ups.var() / (4 * 0.3 * 0.7)
     assert 2.0 < ratio < 3.0
+    # The mean stays a0: within 4 standard errors of the correlated total.
+    assert abs(ups.sum() - 0.3 * 8000) < 4 * np.sqrt(2000 * 4 * 0.3 * 0.7 * 2.5)
     assert len(model.step_rates) == 2000  # one rate per step, not per call
 
 
