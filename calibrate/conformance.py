@@ -23,11 +23,12 @@ adds does not shrink with it: gepa's own work between stages (saving its
 state, sampling, merging scores: milliseconds a stage, more with more
 proposals) and, inside a stage, handing each call to a free thread (a
 fraction of a millisecond a call). At this scale that is a few percent of a
-run instead of nothing. It is measured, not guessed: for each shape, the
-seconds its runs spent outside stages (calibrate's overhead fit) plus the
-seconds each stage lasted beyond the list schedule of its own calls on its
-slots, per stage, become `stage_overhead` in the scenario the simulator
-predicts those runs with, and the report shows it. What is judged is then
+run instead of nothing. It is measured, not guessed: for each shape and W
+(the dispatch grows with the calls a slot runs in turn), the seconds its runs
+spent outside stages (calibrate's overhead fit) plus the seconds each stage
+lasted beyond the list schedule of its own calls on its slots, per stage,
+become `stage_overhead` in the scenario the simulator predicts those runs
+with, and the report shows it. What is judged is then
 the stage model: barriers, list scheduling on W slots, the C-wide
 reflections, the budget's stopping rule and how acceptance leads to full
 validation.
@@ -285,15 +286,16 @@ def judge(
     own counts ("ok" or the mismatch); a run not in it is taken as checked.
     """
     loaded = load_traces(paths)
-    by_shape: dict[Shape, list[Trace]] = defaultdict(list)
+    by_group: dict[tuple[Shape, int], list[Trace]] = defaultdict(list)
     for trace in loaded.traces:
-        by_shape[Shape.parse(trace.run_start.shape)].append(trace)
-    overhead = {shape: engine_overhead(traces) for shape, traces in by_shape.items()}
+        start = trace.run_start
+        by_group[Shape.parse(start.shape), start.workers].append(trace)
+    overhead = {group: engine_overhead(traces) for group, traces in by_group.items()}
 
     runs: list[RunConformance] = []
     rejected = list(loaded.rejected)
-    for shape, traces in by_shape.items():
-        with_overhead = scenario.replace(stage_overhead=overhead[shape])
+    for (shape, workers), traces in by_group.items():
+        with_overhead = scenario.replace(stage_overhead=overhead[shape, workers])
         validation = validate_runs(with_overhead, [t.path for t in traces], replicates, jobs)
         rejected += [f"{c.run}: {c.status}, not a whole run" for c in validation.checks
                      if not c.complete]  # fmt: skip
@@ -327,7 +329,7 @@ def judge(
     )
 
 
-def grouped(runs: list[RunConformance], overhead: dict[Shape, float]) -> list[Group]:
+def grouped(runs: list[RunConformance], overhead: dict[tuple[Shape, int], float]) -> list[Group]:
     """The runs by shape and W, each group tested on its own (Bonferroni over the groups)."""
     members: dict[tuple[Shape, int], list[RunConformance]] = defaultdict(list)
     for run in runs:
@@ -341,7 +343,7 @@ def grouped(runs: list[RunConformance], overhead: dict[Shape, float]) -> list[Gr
                 shape=shape,
                 workers=workers,
                 runs=its_runs,
-                stage_overhead=overhead[shape],
+                stage_overhead=overhead[shape, workers],
                 p_uniform=uniform,
                 p_coverage=coverage,
                 flagged=min(uniform, coverage) < ALPHA / (2 * len(members)),
