@@ -78,12 +78,12 @@ class CallLatency:
         slots: int,
         shift: float = 0.0,
     ):
-        # Phases with the same distribution share one stream of draws.
+        # Phases with the same distribution (object) share one stream of draws.
         streams: dict[int, Draws] = {}
-        self.draws = {
-            phase: streams.setdefault(id(latency), Draws(latency, rng))
-            for phase, latency in phases.items()
-        }
+        for latency in phases.values():
+            if id(latency) not in streams:
+                streams[id(latency)] = Draws(latency, rng)
+        self.draws = {phase: streams[id(latency)] for phase, latency in phases.items()}
         self.shift = shift  # seconds added to every draw, floored at 0
         self.load = load
         self.slots = slots
