@@ -16,7 +16,10 @@ What the synthetic work realises of a scenario, in the scenario's seconds:
 - load per model (`scenario.loads`): at most `servers` calls are served at
   once (a call waits inside the model for a server), and a call served while
   m calls of its model are (itself included) sleeps 1 + slowdown (m - 1)
-  times its draw;
+  times its draw. As calibration reads a trace, m is the most calls served
+  over the call's first DISPATCH_WINDOW: the calls a stage releases together
+  reach the model one thread at a time, microseconds apart, yet count each
+  other (as the simulator has them start at one instant);
 - acceptance: a candidate's text carries a level L, and the metric scores
   every example of a level-L candidate L / (L + 1): strictly increasing in L
   and below 1, so gepa never skips a parent as perfect. A reflection on a
@@ -59,6 +62,7 @@ from pxn.scenario import Scenario
 from pxn.shape import Shape
 
 COMPONENT = "instructions"
+DISPATCH_WINDOW = 0.005  # seconds; a stage's threads take their calls well within it
 LEVEL = re.compile(r"\[\[level (\d+)\]\]")
 # The reflection prompt: the parent's text first, so its level is the first one found.
 PROMPT = "```\n<curr_param>\n```\n<side_info>"
@@ -114,6 +118,14 @@ class Draws:
         return value
 
 
+@dataclass
+class Served:
+    """A call being served: when it started, and the most calls served since (itself in)."""
+
+    start: float
+    peak: int
+
+
 class SleepingModel:
     """A model that only takes time: what is common to the task and the reflection model.
 
@@ -126,7 +138,7 @@ class SleepingModel:
         self.rng = rng
         self._lock = threading.Lock()
         self._servers = threading.BoundedSemaphore(load.servers) if load.servers else None
-        self._served = 0  # calls being served now
+        self._served: list[Served] = []  # calls being served now
         self._draws: dict[str, Draws] = {}
         self.calls = 0
         self.drawn = 0.0  # seconds the calls were meant to take, load included
@@ -165,23 +177,33 @@ class SleepingModel:
         return LMReply(text, None, None, None), 1
 
     def _sleep(self, site: CallSite) -> None:
+        start = time.perf_counter()
         with self._lock:
-            self._served += 1
+            me = Served(start, len(self._served) + 1)
+            self._served.append(me)
+            for other in self._served:  # those in their first moments count this call
+                if start - other.start <= DISPATCH_WINDOW:
+                    other.peak = max(other.peak, len(self._served))
             if site.phase not in self._draws:
                 self._draws[site.phase] = Draws(self.latency(site), self.rng)
-            seconds = self._draws[site.phase].next() * self.load.factor(self._served)
+            draw = self._draws[site.phase].next()
             # A sleeping thread wakes late (0.1-1 ms on a busy machine): asking for the
-            # draw less the mean lateness so far makes calls take their draws on average.
-            asked = max(0.0, seconds - self._late / max(self.calls, 1))
-        start = time.perf_counter()
-        time.sleep(asked)
-        slept = time.perf_counter() - start
+            # time less the mean lateness so far makes calls take their time on average.
+            lateness = self._late / max(self.calls, 1)
+        if self.load.slowdown:  # the call's load is known once its first moments are over
+            time.sleep(min(DISPATCH_WINDOW, draw))
         with self._lock:
-            self._served -= 1
+            seconds = draw * self.load.factor(me.peak)
+        woken = time.perf_counter()
+        rest = max(0.0, seconds - (woken - start) - lateness)
+        time.sleep(rest)
+        end = time.perf_counter()
+        with self._lock:
+            self._served.remove(me)
             self.calls += 1
             self.drawn += seconds
-            self.slept += slept
-            self._late += slept - asked
+            self.slept += end - start
+            self._late += end - woken - rest
 
 
 class SyntheticTaskModel(SleepingModel):
