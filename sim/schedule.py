@@ -68,9 +68,11 @@ def loaded_makespan(draws: list[float], slots: int, slowdown: float) -> tuple[li
     durations = [d * factor for d in draws]
     if n <= slots:
         return durations, max(durations, default=0.0)
-    free_at = [0.0] * slots  # when each slot frees up; all equal, hence a heap
+    # The first `slots` calls start together at 0; each later one when a slot frees.
+    free_at = durations[:slots]
+    heapq.heapify(free_at)
     heapreplace = heapq.heapreplace
-    for call in range(n):
+    for call in range(slots, n):
         now = free_at[0]
         waiting = n - call
         # A tie with the next slot to free: count them (discrete latencies only).
