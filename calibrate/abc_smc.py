@@ -190,41 +190,6 @@ def abc_smc(
     return Outcome(population, previous, tuple(history), converged, verdict)
 
 
-def regression_adjusted(
-    outcome: Outcome, low: np.ndarray, high: np.ndarray, priors: Priors
-) -> Population:
-    """The last population corrected for its tolerance by local-linear regression.
-
-    Beaumont, Zhang and Balding (2002): regress the parameters (working space)
-    on each kept run's signed misfit, weighting by particle weight times an
-    Epanechnikov kernel of its distance, and move every particle by the fitted
-    slope to a misfit of zero. It brings the sample near the posterior a
-    tolerance of zero would give, as far as that relation is linear near the
-    facts. Adjusted points stay inside the priors' supports.
-    """
-    population, tolerance = outcome.population, outcome.history[-1].tolerance
-    if outcome.previous is None or tolerance == 0:
-        return population
-    misfit = np.where(
-        population.figures < low,
-        population.figures - low,
-        np.where(population.figures > high, population.figures - high, 0.0),
-    ) / spread(outcome.previous.figures)
-    kernel = np.clip(1 - (population.distances / tolerance) ** 2, 0.0, None)
-    weights = population.weights * kernel
-    if weights.sum() == 0:
-        return population
-    weights = weights / weights.sum()
-    design = np.column_stack([np.ones(len(misfit)), misfit])
-    gram = design.T @ (design * weights[:, None])
-    gram += np.eye(len(gram)) * 1e-8  # a fact every kept run meets has no slope
-    slopes = np.linalg.solve(gram, design.T @ (population.points * weights[:, None]))
-    points = population.points - misfit @ slopes[1:]
-    for i, prior in enumerate(priors.priors):
-        points[:, i] = np.clip(points[:, i], *prior.working_bounds())
-    return dataclasses.replace(population, points=points, weights=weights)
-
-
 def _check(
     population: Population,
     previous: Population | None,

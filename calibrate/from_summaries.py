@@ -1,9 +1,7 @@
 """Run summaries -> a Scenario with its uncertainty, by simulation-based inference.
 
 The simulator is the likelihood: a parameter setting is as plausible as the
-runs it simulates reproduce the reported figures (calibrate/abc_smc.py; its
-last population regression-adjusted to the facts, then resampled into the
-scenario's draws and checked against the facts by simulating them again). Per
+runs it simulates reproduce the reported figures (calibrate/abc_smc.py). Per
 setting, every run the facts read is simulated once, a sweep's runs being
 the same runs its single and batched facts read, as the user's were each
 run once.
@@ -34,14 +32,7 @@ import numpy as np
 import scipy.special
 
 from pxn.acceptance import Acceptance
-from pxn.calibrate.abc_smc import (
-    Generation,
-    Outcome,
-    Population,
-    Settings,
-    abc_smc,
-    regression_adjusted,
-)
+from pxn.calibrate.abc_smc import Generation, Outcome, Settings, abc_smc
 from pxn.calibrate.priors import DEFAULT_PRIORS, TOKEN_PRIORS, Prior, Priors
 from pxn.calibrate.summaries import Fact, Setup, Summaries
 from pxn.distribution import Distribution
@@ -263,10 +254,9 @@ def infer_from_summaries(
             f"the inference did not converge: {outcome.verdict}; nothing was written "
             "(more [inference] particles, a lower min_acceptance or narrower priors may help)"
         )
-    posterior = regression_adjusted(outcome, low, high, priors)
-    draws = _resample(posterior, options.draws, options.seed)
+    draws = _resample(outcome, options.draws, options.seed)
     predictive = simulate_points(model, draws, _predictive_seeds(options.seed, len(draws)), jobs)
-    parameters = tuple(_posterior(posterior, priors, i) for i in range(len(priors)))
+    parameters = tuple(_posterior(outcome, priors, i) for i in range(len(priors)))
     checks = tuple(_check_fact(f, predictive[:, j]) for j, f in enumerate(facts))
     point = np.array([priors.priors[i].to_working(p.median) for i, p in enumerate(parameters)])
     source = (
@@ -314,8 +304,9 @@ def _refuse_unreproduced(
         )
 
 
-def _resample(population: Population, draws: int, seed: int) -> np.ndarray:
+def _resample(outcome: Outcome, draws: int, seed: int) -> np.ndarray:
     """`draws` points from the weighted population by systematic resampling."""
+    population = outcome.population
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(PREDICTIVE, 0)))
     positions = (rng.random() + np.arange(draws)) / draws
     cumulative = np.cumsum(population.weights)
@@ -328,9 +319,9 @@ def _predictive_seeds(seed: int, size: int) -> list[int]:
     return rng.integers(0, 2**32, size=size).tolist()
 
 
-def _posterior(population: Population, priors: Priors, i: int) -> ParameterPosterior:
+def _posterior(outcome: Outcome, priors: Priors, i: int) -> ParameterPosterior:
     prior = priors.priors[i]
-    q = population.quantiles(i, [0.05, 0.25, 0.5, 0.75, 0.95])
+    q = outcome.population.quantiles(i, [0.05, 0.25, 0.5, 0.75, 0.95])
     low, median, high = (float(prior.from_working(v)) for v in (q[0], q[2], q[4]))
     return ParameterPosterior(
         priors.paths[i], prior, median, low, high, float((q[3] - q[1]) / prior.working_iqr())
