@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Re-run the paper-preset study: infer the presets, then predict both sweeps.
+# Re-run the paper-preset study: infer the presets from the paper's reported
+# figures (simulation-based inference), then predict both sweeps.
 # Run from the repository root after `make setup`.
 set -euo pipefail
 PXN=.venv/bin/pxn
