@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pxn.app.output import Report, csv_text, json_text
+from pxn.app.output import Note, Report, csv_text, json_text
 from pxn.app.prediction_report import span_text
 from pxn.app.tables import Column, Grid
 from pxn.durations import format_duration
@@ -193,7 +193,7 @@ def advice_report(advice: Advice) -> Report:
     shown: list = [*headline(advice), *recommendation(advice)]
     if advice.assessments:
         shown.append(advice_table(advice))
-    shown += [f"note: {note}" for note in advice.notes]
+    shown += [Note(note) for note in advice.notes]
     return Report(
         name="advise",
         shown=shown,

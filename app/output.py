@@ -15,6 +15,7 @@ import json
 import math
 import os
 import sys
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,12 +29,19 @@ from pxn.files import write_text_atomically
 FORMATS = ("table", "csv", "json")
 
 
+@dataclass(frozen=True)
+class Note:
+    """A sentence of prose for a person: wrapped to the terminal, unlike a data line."""
+
+    text: str
+
+
 @dataclass
 class Report:
     """A result in every form: `name` is the stem of its files (sweep -> sweep.csv)."""
 
     name: str
-    shown: list[str | Grid]  # for a person, in order: lines of text and tables
+    shown: list[str | Note | Grid]  # for a person, in order: lines, notes and tables
     rows: list[dict[str, Any]]  # the CSV, one record per row
     document: dict[str, Any]  # the JSON
 
@@ -111,6 +119,8 @@ class Output:
             for block in report.shown:
                 if isinstance(block, Grid):  # --wide may be wider than the terminal: not cropped
                     stdout.print(fit(block, stdout, self.wide), crop=not self.wide)
+                elif isinstance(block, Note):
+                    say(textwrap.fill(f"note: {block.text}", stdout.width, subsequent_indent="  "))
                 else:
                     say(block)
 

@@ -12,7 +12,7 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from pxn.app.output import Report, csv_text, json_text
+from pxn.app.output import Note, Report, csv_text, json_text
 from pxn.app.tables import Column, Grid
 from pxn.durations import format_duration
 from pxn.scenario import Scenario
@@ -254,7 +254,7 @@ def predictions_report(
     if stages:
         shown += [stage_table(p) for p in predictions]
     # The same for every shape (they ran the same replicates): said once.
-    shown += [f"note: {note}" for note in dict.fromkeys(n for p in predictions for n in p.notes)]
+    shown += [Note(note) for note in dict.fromkeys(n for p in predictions for n in p.notes)]
     return Report(
         name="sweep",
         shown=shown,
