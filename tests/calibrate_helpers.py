@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from pxn.acceptance import Acceptance
-from pxn.app.cli import main
 from pxn.distribution import Distribution
 from pxn.scenario import Scenario
 from pxn.shape import Shape
@@ -56,53 +52,6 @@ def write_traces(
 
 def relative(value: float, truth: float) -> float:
     return abs(value - truth) / abs(truth) if truth else math.inf
-
-
-@dataclass
-class Result:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def pxn(*args: str | Path) -> Result:
-    """Run the CLI in this process, through main() exactly as the console script does.
-
-    A subprocess per case would spend most of the test's time importing scipy;
-    test_calibrate_robustness runs the real console script once to keep that path honest.
-    """
-    out, err = io.StringIO(), io.StringIO()
-    argv = ["pxn", *map(str, args)]
-    code = 0
-    with (
-        mock_argv(argv),
-        contextlib.redirect_stdout(out),
-        contextlib.redirect_stderr(err),
-    ):
-        try:
-            main()
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return Result(code, out.getvalue(), err.getvalue())
-
-
-@contextlib.contextmanager
-def mock_argv(argv: list[str]):
-    saved = sys.argv
-    sys.argv = argv
-    try:
-        yield
-    finally:
-        sys.argv = saved
-
-
-def assert_user_error(result: Result, *fragments: str) -> None:
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("pxn: error: "), result.stderr
-    assert "Traceback" not in result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 # ---- token counts: the simulator does not write them yet, so the fixtures do ----

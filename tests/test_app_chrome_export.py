@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from calibrate_helpers import TRUE, pxn, write_traces
+from calibrate_helpers import TRUE, write_traces
+from conftest import run_pxn
 
 from pxn.app.chrome import REFLECTIONS, WORKERS, chrome_trace
 from pxn.shape import Shape
@@ -56,10 +57,10 @@ def test_rows_are_named_and_calls_on_one_row_do_not_overlap(trace: Trace) -> Non
 
 def test_cli_writes_valid_json(trace: Trace, tmp_path: Path) -> None:
     out = tmp_path / "chrome.json"
-    result = pxn("trace", "export", trace.path, "--chrome", out)
+    result = run_pxn("trace", "export", trace.path, "--chrome", out)
     assert result.returncode == 0, result.stderr
     document = json.loads(out.read_text(encoding="utf-8"))
     assert document["displayTimeUnit"] == "ms"
     assert document["traceEvents"] == json.loads(json.dumps(chrome_trace(trace)))["traceEvents"]
-    missing = pxn("trace", "export", tmp_path / "nope", "--chrome", tmp_path / "x.json")
+    missing = run_pxn("trace", "export", tmp_path / "nope", "--chrome", tmp_path / "x.json")
     assert missing.returncode == 2 and not (tmp_path / "x.json").exists()

@@ -7,7 +7,8 @@ from pathlib import Path
 import matplotlib.image
 import numpy as np
 import pytest
-from calibrate_helpers import TRUE, pxn, write_traces
+from calibrate_helpers import TRUE, write_traces
+from conftest import run_pxn
 
 from pxn.app.plots import latency_scale, plot_latency_fit, plot_sweep_vs_measured, plot_timeline
 from pxn.calibrate.fit import fit_latency
@@ -58,18 +59,18 @@ def test_sweep_vs_measured_and_its_cli(runs: list[Path], tmp_path: Path) -> None
     scenario = tmp_path / "s.toml"
     SMALL.save(scenario)
     out = tmp_path / "cli.png"
-    result = pxn("plot", "sweep-vs-measured", *runs, "--scenario", scenario, "-o", out,
+    result = run_pxn("plot", "sweep-vs-measured", *runs, "--scenario", scenario, "-o", out,
                  "--reps", "10", "--jobs", "1")  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert_png(out)
-    result = pxn("plot", "timeline", runs[0], "-o", tmp_path / "t.png", "--iterations", "2")
+    result = run_pxn("plot", "timeline", runs[0], "-o", tmp_path / "t.png", "--iterations", "2")
     assert result.returncode == 0, result.stderr
     assert_png(tmp_path / "t.png")
 
 
 def test_calibrate_plots_option_writes_fit_diagnostics(runs: list[Path], tmp_path: Path) -> None:
     plots = tmp_path / "plots"
-    result = pxn("calibrate", *runs[:2], "-o", tmp_path / "s.toml", "--plots", plots)
+    result = run_pxn("calibrate", *runs[:2], "-o", tmp_path / "s.toml", "--plots", plots)
     assert result.returncode == 0, result.stderr
     names = {p.name for p in plots.iterdir()}
     assert {"fit_rollout.png", "fit_reflection.png", "fit_rollout_full_val.png"} <= names

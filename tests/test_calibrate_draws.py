@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.stats
-from calibrate_helpers import TRUE, assert_user_error, pxn, write_traces
+from calibrate_helpers import TRUE, write_traces
+from conftest import assert_user_error, run_pxn
 
 from pxn.acceptance import Acceptance
 from pxn.calibrate.scenario_from_traces import calibrate_traces
@@ -114,11 +115,11 @@ def test_a_decaying_scenario_draws_its_decay(tmp_path: Path) -> None:
 def test_the_cli_writes_as_many_draws_as_asked(tmp_path: Path) -> None:
     runs = write_traces(tmp_path, TRUE.replace(budget=600), Shape(2, 2), range(1))
     out = tmp_path / "cal.toml"
-    result = pxn("calibrate", *runs, "--draws", "20", "-o", out)
+    result = run_pxn("calibrate", *runs, "--draws", "20", "-o", out)
     assert result.returncode == 0, result.stderr
     assert "parameter uncertainty: 20 draws" in result.stdout
     assert len(tomllib.loads(out.read_text())["uncertainty"]["draws"]) == 20
-    result = pxn("calibrate", *runs, "--draws", "0", "-o", out)
+    result = run_pxn("calibrate", *runs, "--draws", "0", "-o", out)
     assert result.returncode == 0, result.stderr
     assert "uncertainty" not in tomllib.loads(out.read_text())
-    assert_user_error(pxn("calibrate", *runs, "--draws", "-1", "-o", out), "--draws", ">= 0")
+    assert_user_error(run_pxn("calibrate", *runs, "--draws", "-1", "-o", out), "--draws", ">= 0")

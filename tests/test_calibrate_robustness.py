@@ -8,17 +8,14 @@ traceback, no half-written output).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from calibrate_helpers import TRUE, assert_user_error, pxn, write_traces
+from calibrate_helpers import TRUE, write_traces
+from conftest import assert_user_error, run_pxn, run_pxn_script
 
 from pxn.scenario import Scenario
 from pxn.shape import Shape
-
-PXN = Path(sys.executable).parent / "pxn"
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +45,7 @@ def test_damaged_trace_calibrates_from_the_rest_and_names_each_line(
 ) -> None:
     damaged = damaged_copy(run, tmp_path / "damaged")
     out = tmp_path / "scenario.toml"
-    result = pxn("calibrate", damaged, "-o", out)
+    result = run_pxn("calibrate", damaged, "-o", out)
     assert result.returncode == 0, result.stderr
     assert "skipped 4 unusable line(s)" in result.stdout
     total = len((damaged / "trace.jsonl").read_text().splitlines())
@@ -77,19 +74,19 @@ def test_unusable_trace_is_one_line_and_no_output(
     trace = tmp_path / "trace.jsonl"
     trace.write_text(content, encoding="utf-8")
     out = tmp_path / "scenario.toml"
-    assert_user_error(pxn("calibrate", trace, "-o", out), fragment)
+    assert_user_error(run_pxn("calibrate", trace, "-o", out), fragment)
     assert not out.exists()
     assert list(tmp_path.iterdir()) == [trace]  # no partial file left behind either
 
 
 def test_missing_paths_and_foreign_schema_beside_a_good_run(run: Path, tmp_path: Path) -> None:
-    assert_user_error(pxn("calibrate", tmp_path / "nope", "-o", tmp_path / "s.toml"), "no such")
-    assert_user_error(pxn("calibrate", tmp_path, "-o", tmp_path / "s.toml"), "without a trace")
+    assert_user_error(run_pxn("calibrate", tmp_path / "nope", "-o", tmp_path / "s.toml"), "no such")
+    assert_user_error(run_pxn("calibrate", tmp_path, "-o", tmp_path / "s.toml"), "without a trace")
     newer = tmp_path / "newer"
     newer.mkdir()
     text = (run / "trace.jsonl").read_text(encoding="utf-8")
     (newer / "trace.jsonl").write_text(text.replace('"schema": 1', '"schema": 3', 1))
-    result = pxn("calibrate", run, newer, "-o", tmp_path / "s.toml")
+    result = run_pxn("calibrate", run, newer, "-o", tmp_path / "s.toml")
     assert result.returncode == 0, result.stderr
     assert "set aside:" in result.stdout and "schema version 3" in result.stdout
     assert "calibrated from 1 trace(s)" in result.stdout
@@ -102,7 +99,7 @@ def test_run_start_with_a_bad_value_is_unusable(run: Path, tmp_path: Path) -> No
     lines[0] = json.dumps(header)
     trace = tmp_path / "trace.jsonl"
     trace.write_text("\n".join(lines), encoding="utf-8")
-    assert_user_error(pxn("calibrate", trace, "-o", tmp_path / "s.toml"), "line 1", "workers")
+    assert_user_error(run_pxn("calibrate", trace, "-o", tmp_path / "s.toml"), "line 1", "workers")
 
 
 def test_a_trace_with_no_proposals_says_what_is_missing(run: Path, tmp_path: Path) -> None:
@@ -110,26 +107,21 @@ def test_a_trace_with_no_proposals_says_what_is_missing(run: Path, tmp_path: Pat
     seed_only = [line for line in lines if '"iteration": 0' in line or "run_start" in line]
     trace = tmp_path / "trace.jsonl"
     trace.write_text("\n".join(seed_only), encoding="utf-8")
-    assert_user_error(pxn("calibrate", trace, "-o", tmp_path / "s.toml"), "no reflection events")
+    assert_user_error(
+        run_pxn("calibrate", trace, "-o", tmp_path / "s.toml"), "no reflection events"
+    )
 
 
 def test_unknown_latency_choice(run: Path, tmp_path: Path) -> None:
-    result = pxn("calibrate", run, "-o", tmp_path / "s.toml", "--latency", "normal")
+    result = run_pxn("calibrate", run, "-o", tmp_path / "s.toml", "--latency", "normal")
     assert_user_error(result, "latency choice", "normal")
 
 
 def test_the_console_script_itself_exits_2_with_one_line(tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
     trace.write_text('{"kind": "run_start", "schema": 9, "start": 0, "end": 0}\n')
-    result = subprocess.run(
-        [str(PXN), "calibrate", str(trace), "-o", str(tmp_path / "s.toml")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 2
-    assert result.stderr.count("\n") == 1 and "schema version 9" in result.stderr
-    assert "Traceback" not in result.stderr and result.stdout == ""
+    result = run_pxn_script("calibrate", trace, "-o", tmp_path / "s.toml")
+    assert_user_error(result, "schema version 9")
 
 
 def test_run_start_lacking_a_field_is_named_at_its_own_line(run: Path, tmp_path: Path) -> None:
@@ -138,20 +130,20 @@ def test_run_start_lacking_a_field_is_named_at_its_own_line(run: Path, tmp_path:
     del header["budget"]
     trace = tmp_path / "trace.jsonl"
     trace.write_text("\n".join([json.dumps(header), *lines[1:]]), encoding="utf-8")
-    result = pxn("calibrate", trace, "-o", tmp_path / "s.toml")
+    result = run_pxn("calibrate", trace, "-o", tmp_path / "s.toml")
     assert_user_error(result, "line 1", "run_start event lacks field(s) budget")
 
 
 def test_binary_file_and_a_line_that_is_not_an_object(run: Path, tmp_path: Path) -> None:
     binary = tmp_path / "figure.png"
     binary.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
-    assert_user_error(pxn("calibrate", binary, "-o", tmp_path / "s.toml"), "not a text file")
+    assert_user_error(run_pxn("calibrate", binary, "-o", tmp_path / "s.toml"), "not a text file")
     lines = (run / "trace.jsonl").read_text(encoding="utf-8").splitlines()
     odd = tmp_path / "odd.jsonl"
     odd.write_text("\n".join([lines[0], '"just a string"', *lines[1:]]), encoding="utf-8")
     # A line that is JSON but not an event is damaged like any other: skipped, named, and
     # calibration goes on from the rest.
-    result = pxn("calibrate", odd, "-o", tmp_path / "s.toml")
+    result = run_pxn("calibrate", odd, "-o", tmp_path / "s.toml")
     assert result.returncode == 0, result.stderr
     assert "line 2: not a JSON object" in result.stdout + result.stderr
     assert (tmp_path / "s.toml").exists()

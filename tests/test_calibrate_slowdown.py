@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from calibrate_helpers import TRUE, assert_user_error, pxn, relative, write_traces
+from calibrate_helpers import TRUE, relative, write_traces
+from conftest import assert_user_error, run_pxn
 
 from pxn.calibrate.load_effect import call_loads
 from pxn.calibrate.scenario_from_traces import Calibration, calibrate_traces
@@ -126,7 +127,7 @@ def test_calls_dispatched_together_count_each_other() -> None:
 
 def test_the_flag_sets_the_pool_and_the_report_names_it(runs: list[Path], tmp_path: Path) -> None:
     out = tmp_path / "pool.toml"
-    result = pxn("calibrate", *runs, "--lm-servers", "3", "-o", out)
+    result = run_pxn("calibrate", *runs, "--lm-servers", "3", "-o", out)
     assert result.returncode == 0, result.stderr
     assert "lm_servers=3 (as given)" in result.stdout
     assert "load slowdown: beta=" in result.stdout
@@ -134,7 +135,7 @@ def test_the_flag_sets_the_pool_and_the_report_names_it(runs: list[Path], tmp_pa
     text = out.read_text()
     assert tomllib.loads(text)["load"]["task"]["servers"] == 3
     assert "#   load slowdown: beta=" in text
-    bad = pxn("calibrate", *runs, "--lm-servers", "0", "-o", out)
+    bad = run_pxn("calibrate", *runs, "--lm-servers", "0", "-o", out)
     assert bad.returncode == 2 and "--lm-servers must be >= 1" in bad.stderr
 
 
@@ -145,7 +146,7 @@ def test_a_bad_declared_pool_is_one_clear_line(runs: list[Path], tmp_path: Path)
     bad.mkdir()
     (bad / "trace.jsonl").write_text("\n".join(lines) + "\n")
     assert_user_error(
-        pxn("calibrate", bad, "-o", tmp_path / "x.toml"), "lm_servers is 'two'", "whole number"
+        run_pxn("calibrate", bad, "-o", tmp_path / "x.toml"), "lm_servers is 'two'", "whole number"
     )
 
 

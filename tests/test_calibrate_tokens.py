@@ -14,16 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from calibrate_helpers import (
-    TOKENS,
-    TRUE,
-    assert_user_error,
-    pxn,
-    relative,
-    strip_tokens,
-    write_token_traces,
-    write_traces,
-)
+from calibrate_helpers import TOKENS, TRUE, relative, strip_tokens, write_token_traces, write_traces
+from conftest import assert_user_error, run_pxn
 
 from pxn.calibrate.costs import lookup_prices
 from pxn.calibrate.scenario_from_traces import Calibration, calibrate_traces
@@ -169,7 +161,7 @@ def test_small_and_zero_counts_are_resampled_as_observed() -> None:
 
 def test_task_model_writes_prices_from_litellm(two_b: list[Path], tmp_path: Path) -> None:
     out = tmp_path / "priced.toml"
-    result = pxn("calibrate", *two_b, "-o", out, "--task-model", "gpt-4.1-mini")
+    result = run_pxn("calibrate", *two_b, "-o", out, "--task-model", "gpt-4.1-mini")
     assert result.returncode == 0, result.stderr
     table = tomllib.loads(out.read_text())
     assert table["prices"] == {
@@ -194,10 +186,10 @@ def test_reflection_model_priced_apart() -> None:
 
 def test_unknown_model_is_one_line(two_b: list[Path], tmp_path: Path) -> None:
     out = tmp_path / "never.toml"
-    result = pxn("calibrate", *two_b, "-o", out, "--task-model", "gpt-4.1-mimi")
+    result = run_pxn("calibrate", *two_b, "-o", out, "--task-model", "gpt-4.1-mimi")
     assert_user_error(result, "gpt-4.1-mimi", "litellm")
     assert not out.exists()
-    result = pxn("calibrate", *two_b, "-o", out, "--reflection-model", "gpt-4.1")
+    result = run_pxn("calibrate", *two_b, "-o", out, "--reflection-model", "gpt-4.1")
     assert_user_error(result, "--reflection-model needs a task model")
 
 
@@ -205,12 +197,12 @@ def test_traces_without_tokens(tmp_path: Path) -> None:
     runs = write_traces(tmp_path, TRUE, SINGLE, range(2))
     strip_tokens(runs)
     out = tmp_path / "plain.toml"
-    result = pxn("calibrate", *runs, "-o", out)
+    result = run_pxn("calibrate", *runs, "-o", out)
     assert result.returncode == 0, result.stderr
     assert "tokens" not in tomllib.loads(out.read_text())
     assert "no [tokens] table: no call in the traces reports its rollout tokens_in" in result.stdout
     # Prices count tokens: asking for them without any is an error, not a silent skip.
-    result = pxn("calibrate", *runs, "-o", tmp_path / "x.toml", "--task-model", "gpt-4.1-mini")
+    result = run_pxn("calibrate", *runs, "-o", tmp_path / "x.toml", "--task-model", "gpt-4.1-mini")
     assert_user_error(result, "--task-model", "token counts")
 
 

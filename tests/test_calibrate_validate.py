@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from calibrate_helpers import TRUE, pxn, write_traces
+from calibrate_helpers import TRUE, write_traces
+from conftest import run_pxn
 
 from pxn.app.validation_report import validation_csv, validation_json, validation_table
 from pxn.calibrate.overhead import fit_overhead
@@ -124,7 +125,7 @@ def test_cli_validate_writes_its_outputs(runs: list[Path], tmp_path: Path) -> No
     SMALL.save(scenario)
     out = tmp_path / "out"
     args = ("validate", *runs[:2], "--scenario", scenario, "--reps", "10", "--jobs", "1")
-    result = pxn(*args, "--format", "json", "--out", out)
+    result = run_pxn(*args, "--format", "json", "--out", out)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["summary"]["runs"] == 2
     assert "simulator MAPE" in result.stderr
@@ -133,7 +134,7 @@ def test_cli_validate_writes_its_outputs(runs: list[Path], tmp_path: Path) -> No
         "validation.json",
         "sweep_vs_measured.png",
     }
-    bad = pxn("validate", *runs[:1], "--scenario", scenario, "--format", "xml")
+    bad = run_pxn("validate", *runs[:1], "--scenario", scenario, "--format", "xml")
     assert bad.returncode == 2 and "--format is table, csv or json" in bad.stderr
 
 

@@ -5,17 +5,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import PXN
 
 from pxn.runner.lm_pool import running_pool
 
 pytestmark = pytest.mark.lm
-
-PXN = str(Path(sys.executable).parent / "pxn")
 
 
 def _alive(pid: int) -> bool:
@@ -29,7 +27,7 @@ def _alive(pid: int) -> bool:
 def test_serve_then_stop(tmp_path):
     env = {**os.environ, "PXN_STATE_DIR": str(tmp_path)}
     serve = subprocess.Popen(
-        [PXN, "lm", "serve", "--servers", "1"], env=env, stdout=subprocess.PIPE, text=True
+        [str(PXN), "lm", "serve", "--servers", "1"], env=env, stdout=subprocess.PIPE, text=True
     )
     try:
         bases = []
@@ -45,14 +43,14 @@ def test_serve_then_stop(tmp_path):
         # `pxn run` would use this pool rather than start its own.
         found = running_pool(tmp_path / "lm_pool.json")
         assert found is not None and [s.api_base for s in found.servers] == bases
-        stop = subprocess.run([PXN, "lm", "stop"], env=env, capture_output=True, text=True)
+        stop = subprocess.run([str(PXN), "lm", "stop"], env=env, capture_output=True, text=True)
         assert stop.returncode == 0 and "stopped 1 server(s)" in stop.stdout
         assert not any(_alive(pid) for pid in pids)
         assert not (tmp_path / "lm_pool.json").exists()
         assert serve.wait(timeout=30) == 0  # the serving process ended too
         assert running_pool(tmp_path / "lm_pool.json") is None
         # A second stop finds nothing to stop: one clear line, exit 2.
-        again = subprocess.run([PXN, "lm", "stop"], env=env, capture_output=True, text=True)
+        again = subprocess.run([str(PXN), "lm", "stop"], env=env, capture_output=True, text=True)
         assert again.returncode == 2 and "nothing to stop" in again.stderr
     finally:
         serve.terminate()

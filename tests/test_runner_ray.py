@@ -19,13 +19,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
+from conftest import PXN
 from fault_server import FaultServer
 from ray_heads import started_head, token_auth
 from test_core_trace import header
@@ -39,7 +39,6 @@ from pxn.runner.topic_task import make_topic_task
 from pxn.trace import Attempt, Decision, Rollout, Stage, TraceWriter, read_trace
 
 TESTS = Path(__file__).parent
-BIN = Path(sys.executable).parent
 
 
 def make_greedy_task() -> Task:
@@ -96,7 +95,7 @@ def test_bad_eval_backend_flags(tmp_path: Path, kw: dict, fragment: str) -> None
 
 def pxn_run(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [str(BIN / "pxn"), "run", "--no-progress", *map(str, args)],
+        [str(PXN), "run", "--no-progress", *map(str, args)],
         capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
 
@@ -182,7 +181,7 @@ def test_ray_run_equals_the_local_run(tmp_path: Path, lm_pool) -> None:
     flags = [f"--{key.replace('_', '-')}={value}" for key, value in common.items()]
     # Both runs at once, to save time: greedy answers do not depend on the load.
     child = subprocess.Popen(
-        [str(BIN / "pxn"), "run", "--no-progress", "--out", str(tmp_path / "ray"), *flags,
+        [str(PXN), "run", "--no-progress", "--out", str(tmp_path / "ray"), *flags,
          "--eval-backend", "ray"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=child_env(PXN_STATE_DIR=str(state)),

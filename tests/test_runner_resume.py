@@ -8,22 +8,21 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import PXN
 from fault_server import FaultServer
 
 from pxn.trace import Resume, Rollout, RunEnd, RunStart, read_trace
 
-PXN = str(Path(sys.executable).parent / "pxn")
 TESTS = str(Path(__file__).parent)
 
 
 def pxn_run(args: list[str]) -> subprocess.Popen[str]:
     env = {**os.environ, "OPENAI_API_KEY": "sk-test-dummy-key", "PYTHONPATH": TESTS}
     return subprocess.Popen(
-        [PXN, "run", "--no-progress", *args],
+        [str(PXN), "run", "--no-progress", *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_pxn
 from sim_helpers import fixed, make_scenario
 
 from pxn.acceptance import Acceptance
@@ -32,7 +31,6 @@ from pxn.sim.predict import Interval
 from pxn.tokens import Tokens
 from pxn.uncertainty import Uncertainty
 
-PXN = Path(sys.executable).parent / "pxn"
 T_E, T_R, V = 2.0, 10.0, 20  # rollout and reflection seconds, valset size
 
 
@@ -286,16 +284,12 @@ def test_cost_questions_need_prices() -> None:
         advise(constant_scenario(), ask(objective="cost"))
 
 
-def pxn(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(PXN), *args], capture_output=True, text=True, timeout=300)
-
-
 def test_cli_prints_the_recommendation_and_writes_csv_json_and_figure(tmp_path: Path) -> None:
     path = tmp_path / "s.toml"
     constant_scenario().save(path)
     out = tmp_path / "advice"
     args = [str(path), "--budget", "400", "--p", "1..2", "--n", "1,2", "--workers", "4,16"]
-    done = pxn("advise", *args, "--reps", "3", "--out", str(out))
+    done = run_pxn("advise", *args, "--reps", "3", "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert "recommended" in done.stdout and "fixed budget of metric calls" in done.stdout
     document = json.loads((out / "advise.json").read_text())
@@ -308,7 +302,7 @@ def test_cli_prints_the_recommendation_and_writes_csv_json_and_figure(tmp_path: 
 def test_cli_infeasible_ask_exits_1_with_the_reason(tmp_path: Path) -> None:
     path = tmp_path / "s.toml"
     constant_scenario().save(path)
-    done = pxn("advise", str(path), "--budget", "400", "--deadline", "10s", "--reps", "3")
+    done = run_pxn("advise", str(path), "--budget", "400", "--deadline", "10s", "--reps", "3")
     assert done.returncode == 1
     assert "pxn: no allocation meets the 10.0 s deadline" in done.stderr
     assert "Traceback" not in done.stderr
@@ -329,6 +323,6 @@ def test_cli_bad_asks_are_one_line_and_exit_2(
 ) -> None:
     path = tmp_path / "s.toml"
     constant_scenario().save(path)
-    done = pxn("advise", str(path), "--budget", "400", *args)
+    done = run_pxn("advise", str(path), "--budget", "400", *args)
     assert done.returncode == 2, done.stderr
     assert fragment in done.stderr and done.stderr.count("\n") == 1

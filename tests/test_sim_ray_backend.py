@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import assert_user_error, run_pxn_script
 from ray_heads import free_port, started_head, token_auth
 from sim_helpers import make_scenario
 
@@ -26,8 +27,6 @@ from pxn.uncertainty import Uncertainty
 
 pytestmark = pytest.mark.slow
 
-BIN = Path(sys.executable).parent
-PXN = BIN / "pxn"
 
 
 @dataclass
@@ -51,10 +50,6 @@ def ray_head() -> Iterator[Head]:
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
-
-
-def pxn(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(PXN), *map(str, args)], capture_output=True, text=True, timeout=300)
 
 
 def test_library_sweep_on_the_head_equals_local(ray_head: Head) -> None:
@@ -98,16 +93,16 @@ def test_cli_sweep_and_simulate_on_the_head_equal_local(tmp_path: Path, ray_head
     make_scenario(budget=200).save(scenario)
     common = ["--reps", "30", "--seed", "7", "--format", "json"]
     sweep_args = ["sweep", scenario, "--shapes", "single,2x2", *common]
-    local = pxn(*sweep_args, "--backend", "local", "--jobs", "1")
-    on_ray = pxn(*sweep_args, "--backend", "ray", "--address", ray_head.address)
+    local = run_pxn_script(*sweep_args, "--backend", "local", "--jobs", "1")
+    on_ray = run_pxn_script(*sweep_args, "--backend", "ray", "--address", ray_head.address)
     assert local.returncode == 0, local.stderr
     assert on_ray.returncode == 0, on_ray.stderr
     assert on_ray.stdout == local.stdout
     assert len(json.loads(on_ray.stdout)["predictions"]) == 2
 
     simulate_args = ["simulate", scenario, "--shape", "2x2", "--reps", "30", "--seed", "7"]
-    local = pxn(*simulate_args)
-    on_ray = pxn(*simulate_args, "--backend", "ray", "--address", ray_head.address)
+    local = run_pxn_script(*simulate_args)
+    on_ray = run_pxn_script(*simulate_args, "--backend", "ray", "--address", ray_head.address)
     assert on_ray.returncode == 0, on_ray.stderr
     assert on_ray.stdout == local.stdout
 
@@ -122,8 +117,8 @@ def test_advise_on_the_head_equals_local_raced_or_not(tmp_path: Path, ray_head: 
     make_scenario(budget=200).save(scenario)
     args = ["advise", scenario, "--budget", "200", "--p", "1..3", "--n", "1..3", "--b", "1..2"]
     args += ["--workers", "4,8,16,32", "--reps", "24", "--format", "json"]
-    local = pxn(*args, "--backend", "local", "--jobs", "1")
-    on_ray = pxn(*args, "--backend", "ray", "--address", ray_head.address)
+    local = run_pxn_script(*args, "--backend", "local", "--jobs", "1")
+    on_ray = run_pxn_script(*args, "--backend", "ray", "--address", ray_head.address)
     assert local.returncode == 0, local.stderr
     assert on_ray.returncode == 0, on_ray.stderr
     assert on_ray.stdout == local.stdout
@@ -135,25 +130,15 @@ def test_advise_on_the_head_equals_local_raced_or_not(tmp_path: Path, ray_head: 
 def test_private_local_ray_without_address_equals_local(tmp_path: Path) -> None:
     # No --address: a Ray instance of --jobs CPUs for this command alone.
     args = ["simulate", "hover", "--shape", "2x2", "--reps", "30", "--seed", "3"]
-    local = pxn(*args)
-    on_ray = pxn(*args, "--backend", "ray", "--jobs", "1")
+    local = run_pxn_script(*args)
+    on_ray = run_pxn_script(*args, "--backend", "ray", "--jobs", "1")
     assert on_ray.returncode == 0, on_ray.stderr
     assert on_ray.stdout == local.stdout
 
 
-def assert_user_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("pxn: error: ")
-    assert result.stdout == ""
-    for fragment in fragments:
-        assert fragment in lines[0]
-
-
 def test_unreachable_address_is_one_line_and_exit_2() -> None:
     port = free_port()
-    result = pxn(
+    result = run_pxn_script(
         "sweep", "hover", "--reps", "5", "--backend", "ray", "--address", f"127.0.0.1:{port}"
     )
     assert_user_error(result, f"cannot reach a Ray head at 127.0.0.1:{port}", "ray start --head")
@@ -169,7 +154,7 @@ def test_unreachable_address_is_one_line_and_exit_2() -> None:
     ],
 )
 def test_bad_backend_flags_are_one_line_and_exit_2(args: list[str], fragment: str) -> None:
-    assert_user_error(pxn("sweep", "hover", "--reps", "5", *args), fragment)
+    assert_user_error(run_pxn_script("sweep", "hover", "--reps", "5", *args), fragment)
 
 
 def test_missing_ray_names_the_extra() -> None:
