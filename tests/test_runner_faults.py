@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import assert_user_error, run_pxn
 from fault_server import FaultServer
 
 from pxn.runner.checks import trace_totals
@@ -44,6 +45,7 @@ def all_text(out: Path) -> str:
     )
 
 
+@pytest.mark.slow
 def test_faults_are_retried_recorded_and_totals_match(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", PLANTED)
     out = tmp_path / "run"
@@ -103,6 +105,7 @@ def test_bad_input_writes_nothing(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_result_json_is_complete(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-dummy-key")
     with FaultServer() as server:
@@ -126,6 +129,7 @@ def test_result_json_is_complete(tmp_path, monkeypatch):
     assert result.status == "completed"
 
 
+@pytest.mark.slow
 def test_failing_reflections_stop_the_run_with_a_clear_message(tmp_path, monkeypatch):
     # gepa 0.1.4 logs reflection errors and goes on: without the runner's count the
     # run would spend its whole budget re-evaluating the seed.
@@ -170,25 +174,16 @@ def test_failing_reflections_stop_the_run_with_a_clear_message(tmp_path, monkeyp
         ],
     ],
 )
-def test_cli_bad_flags_one_line_exit_2(tmp_path, flags):
-    import os
-    import subprocess
-    import sys
-
+def test_cli_bad_flags_one_line_exit_2(tmp_path, flags, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", PLANTED)
     out = tmp_path / "never"
-    pxn = str(Path(sys.executable).parent / "pxn")
-    env = {**os.environ, "OPENAI_API_KEY": PLANTED}
-    proc = subprocess.run(
-        [pxn, "run", "--out", str(out), "--no-progress", *flags],
-        capture_output=True, text=True, env=env, timeout=120,
-    )  # fmt: skip
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("pxn: error:"), proc.stderr
-    assert PLANTED not in proc.stderr + proc.stdout
+    result = run_pxn("run", "--out", out, "--no-progress", *flags)
+    assert_user_error(result)
+    assert PLANTED not in result.stderr + result.stdout
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_validation_and_budget_events_match_gepa(tmp_path, monkeypatch):
     from pxn.trace import Budget, Validation
 

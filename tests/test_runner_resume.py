@@ -19,6 +19,10 @@ from pxn.trace import Resume, Rollout, RunEnd, RunStart, read_trace
 TESTS = str(Path(__file__).parent)
 
 
+# Real runs of gepa against the fault server, killed and resumed: tens of seconds.
+pytestmark = pytest.mark.slow
+
+
 def pxn_run(args: list[str]) -> subprocess.Popen[str]:
     env = {**os.environ, "OPENAI_API_KEY": "sk-test-dummy-key", "PYTHONPATH": TESTS}
     return subprocess.Popen(
