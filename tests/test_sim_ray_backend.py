@@ -28,7 +28,6 @@ from pxn.uncertainty import Uncertainty
 pytestmark = pytest.mark.slow
 
 
-
 @dataclass
 class Head:
     address: str
