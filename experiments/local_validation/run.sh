@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The local validation study (issue 4): measure real batched GEPA runs on the
-# local LM pool, calibrate the simulator from the single runs ONLY, predict
-# every other shape, and compare. Run from the repository root after
-# `make setup`. Re-running skips runs already measured (delete runs/ to redo).
+# The local validation study: measure real batched GEPA runs on the local LM
+# pool, calibrate the simulator from single runs ONLY, predict every other
+# shape (at the singles' W and at other W), and compare. Run from the
+# repository root after `make setup`, on an otherwise idle machine (the two
+# llama.cpp servers use both cores; anything else running disturbs the
+# latencies). Re-running skips runs already measured (delete runs/ to redo).
 #
 #   experiments/local_validation/run.sh            # everything
 #   experiments/local_validation/run.sh measure    # only the real runs
@@ -10,33 +12,51 @@
 set -euo pipefail
 PXN=.venv/bin/pxn
 HERE=${STUDY_DIR:-experiments/local_validation}
-BUDGET=${BUDGET:-100}
+BUDGET=${BUDGET:-200}
 SERVERS=2   # llama.cpp servers, one thread each: this machine has 2 cores
-# shape:workers. The W=1 single run is for calibration: with calls only ever
-# one or two at a time, the slowdown under load is identifiable from singles.
-RUNS=(1x1:1 1x1:2 2x1:2 1x2:2 2x2:2 4x1:2)
-read -r -a SEEDS <<< "${SEEDS:-0 1}"
+read -r -a SEEDS <<< "${SEEDS:-0 1 2}"
+# shape:workers. The singles (W = 1 and 2) are the calibration set: with calls
+# one or two at a time the slowdown under load is identifiable from them.
+SINGLES=(1x1:1 1x1:2)
+# Predicted from the singles: every batched shape at the singles' W = 2 ...
+BATCHED=(2x1:2 1x2:2 2x2:2 4x1:2 4x4:2)
+# ... and, with fewer seeds, at a W the singles never ran (cross-W).
+CROSS_W=(2x2:1 4x1:1 2x2:4 4x1:4)
+read -r -a CROSS_SEEDS <<< "${CROSS_SEEDS:-0 1}"
+
+real_run() {  # shape workers seed
+  local run="$HERE/runs/$1-w$2-s$3"
+  [ -f "$run/result.json" ] && return
+  rm -rf "$run"
+  echo "$(date -u +%FT%TZ) $run load: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$HERE/measure.log"
+  "$PXN" run --shape "$1" --budget "$BUDGET" --workers "$2" --servers "$SERVERS" \
+    --seed "$3" --no-progress --out "$run"
+}
 
 measure() {
   for seed in "${SEEDS[@]}"; do
-    for spec in "${RUNS[@]}"; do
-      shape=${spec%%:*} workers=${spec##*:}
-      run="$HERE/runs/$shape-w$workers-s$seed"
-      [ -f "$run/result.json" ] && continue
-      rm -rf "$run"
-      echo "$(date -u +%FT%TZ) $run load: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$HERE/measure.log"
-      "$PXN" run --shape "$shape" --budget "$BUDGET" --workers "$workers" --servers "$SERVERS" \
-        --seed "$seed" --no-progress --out "$run"
+    for spec in "${SINGLES[@]}" "${BATCHED[@]}"; do
+      real_run "${spec%%:*}" "${spec##*:}" "$seed"
+    done
+  done
+  for seed in "${CROSS_SEEDS[@]}"; do
+    for spec in "${CROSS_W[@]}"; do
+      real_run "${spec%%:*}" "${spec##*:}" "$seed"
     done
   done
 }
 
 analyse() {
+  # The scenario with its parameter uncertainty (100 bootstrap draws), and the
+  # same point estimate without it, to show what the uncertainty adds.
   "$PXN" calibrate "$HERE"/runs/1x1-* -o "$HERE/calibrated.toml" --plots "$HERE/fits" \
     | tee "$HERE/calibrate.txt"
-  # Writes validation.csv, validation.json and sweep_vs_measured.png under validation/.
-  "$PXN" validate --scenario "$HERE/calibrated.toml" "$HERE"/runs/* --reps 300 --out "$HERE/validation" \
-    | tee "$HERE/validation.txt"
+  "$PXN" calibrate "$HERE"/runs/1x1-* -o "$HERE/calibrated-point.toml" --draws 0 > /dev/null
+  # 400 replicates: every one of the 100 draws twice (the split of the spread needs two).
+  "$PXN" validate --scenario "$HERE/calibrated.toml" "$HERE"/runs/* --reps 400 \
+    --out "$HERE/validation" | tee "$HERE/validation.txt"
+  "$PXN" validate --scenario "$HERE/calibrated-point.toml" "$HERE"/runs/* --reps 400 \
+    --out "$HERE/validation-point" | tee "$HERE/validation-point.txt"
   "$PXN" plot timeline "$HERE/runs/2x2-w2-s0" -o "$HERE/timeline_2x2.png"
   "$PXN" plot timeline "$HERE/runs/1x1-w2-s0" -o "$HERE/timeline_single.png"
 }
