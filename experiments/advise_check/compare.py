@@ -17,9 +17,10 @@ import statistics
 import sys
 from pathlib import Path
 
+from matplotlib.figure import Figure
 from scipy.stats import spearmanr
 
-from pxn.app.plots import plt, save_figure
+from pxn.app.plots import save_figure
 
 
 def main() -> None:
@@ -67,7 +68,8 @@ def main() -> None:
         + f" (Spearman {spearmanr(range(len(checked)), means).statistic:.2f})."
     )
 
-    fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
+    fig = Figure(figsize=(7, 4.5), layout="constrained")
+    ax = fig.subplots()
     for i, a in enumerate(checked):
         r = predicted[a]
         ax.plot([i, i], [r["wall_clock_p5_s"], r["wall_clock_p95_s"]], color="tab:blue", lw=8,

@@ -12,7 +12,7 @@ PXN=.venv/bin/pxn
 PY=.venv/bin/python
 HERE=${CHECK_DIR:-experiments/advise_check}
 STUDY=experiments/local_validation
-BUDGET=${BUDGET:-150}
+BUDGET=${BUDGET:-200}
 read -r -a SEEDS <<< "${SEEDS:-0 1}"
 
 real_run() {  # shape b budget seed dir
@@ -27,7 +27,7 @@ calibrate() {
   # The local study's singles (b = 3) and two more at b = 1, so that b's effect
   # on the reflection is measured (two b) rather than approximated from one.
   for seed in "${SEEDS[@]}"; do
-    real_run 1x1 1 100 "$seed" "$HERE/runs/cal-1x1-b1-s$seed"
+    real_run 1x1 1 "$BUDGET" "$seed" "$HERE/runs/cal-1x1-b1-s$seed"
   done
   "$PXN" calibrate "$STUDY"/runs/1x1-* "$HERE"/runs/cal-* -o "$HERE/calibrated.toml" \
     | tee "$HERE/calibrate.txt"
@@ -47,7 +47,7 @@ PY
 
 advise() {
   "$PXN" advise "$HERE/scenario.toml" --budget "$BUDGET" --workers 2 --p 1..4 --n 1..4 \
-    --b 1..4 --reps 300 --out "$HERE/advice" | tee "$HERE/advise.txt"
+    --b 1..4 --reps 400 --out "$HERE/advice" | tee "$HERE/advise.txt"
 }
 
 measure() {
