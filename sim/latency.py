@@ -27,9 +27,11 @@ from pxn.load import Load
 class Draws:
     """Values (latencies, token counts) drawn from a distribution in blocks.
 
-    One scipy call serves many stages. Kept as a Python list: stages take a few
-    draws at a time, and list slices are cheaper than numpy views at that size.
-    A block's values that do not fit the stage asking are dropped. `skip`
+    One scipy call serves many stages. A block stays a numpy array, and only
+    the values a stage takes become a Python list (stages take a few at a
+    time, and the schedule works on lists): most of a block is never looked
+    at one by one, and converting all of it cost more than drawing it. A
+    block's values that do not fit the stage asking are dropped. `skip`
     hands out values unseen (only their total counts), as `take` would.
     """
 
@@ -38,19 +40,19 @@ class Draws:
     def __init__(self, distribution: Distribution, rng: np.random.Generator):
         self.distribution = distribution
         self.rng = rng
-        self.block: list[float] = []
+        self.block = np.empty(0)
         self.used = 0
-        self.handed_out = 0.0  # the sum of the values handed out from earlier blocks
+        self.earlier: list[np.ndarray] = []  # the values handed out from earlier blocks
 
     def _refill(self, n: int) -> None:
-        self.handed_out += sum(self.block[: self.used])
-        self.block = self.distribution.sample(self.rng, max(n, self.BLOCK)).tolist()
+        self.earlier.append(self.block[: self.used])
+        self.block = self.distribution.sample(self.rng, max(n, self.BLOCK))
         self.used = 0
 
     def take(self, n: int) -> list[float]:
         if self.used + n > len(self.block):
             self._refill(n)
-        draws = self.block[self.used : self.used + n]
+        draws = self.block[self.used : self.used + n].tolist()
         self.used += n
         return draws
 
@@ -60,8 +62,16 @@ class Draws:
         self.used += n
 
     def total(self) -> float:
-        """The sum of every value handed out."""
-        return self.handed_out + sum(self.block[: self.used])
+        """The sum of every value handed out: each block's in order, then the blocks'.
+
+        np.cumsum adds in order, as Python's sum does (not pairwise, as
+        np.sum does), so the total is the same to the bit as summing the values
+        one by one.
+        """
+        handed_out = 0.0
+        for values in [*self.earlier, self.block[: self.used]]:
+            handed_out += float(np.cumsum(values)[-1]) if len(values) else 0
+        return handed_out
 
 
 class CallLatency:

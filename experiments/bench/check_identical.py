@@ -1,0 +1,180 @@
+"""Are the simulator's results the same to the bit as another version's?
+
+    .venv/bin/python experiments/bench/check_identical.py --write before.pickle
+    (change the code, or run another checkout with PYTHONPATH pointing at it)
+    .venv/bin/python experiments/bench/check_identical.py --compare before.pickle
+
+A speed-up must not move any simulated figure. This records what the
+simulator and the scenario code give on many cases and compares two such
+records: every replicate's RunSummary (floats compared exactly), a few
+replicates' whole traces, the predictions and closed forms of a sweep, every
+parameter draw of both presets applied to its scenario, each distribution's
+mean, and the messages of scenarios and draws that must be refused.
+
+Cases: both presets (their parameter draws, tokens and prices), the advise
+example (provider limits), bench_sim's no_effect and every_effect (with and
+without its limits), bench_cli's every effect on the livebench-math preset
+(with and without limits), and the tests' EVERYTHING and rate-limited
+scenarios; at several shapes each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import pickle
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))  # the test scenarios
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' scenarios
+
+import bench_cli  # noqa: E402
+import bench_sim  # noqa: E402
+from sim_helpers import EVERYTHING  # noqa: E402
+from test_sim_cost_limits import LIMITED  # noqa: E402
+
+from pxn.errors import PxnError  # noqa: E402
+from pxn.rate_limits import RateLimits  # noqa: E402
+from pxn.scenario import Scenario  # noqa: E402
+from pxn.shape import Shape  # noqa: E402
+from pxn.sim.analytic import analytic  # noqa: E402
+from pxn.sim.model import simulate_once  # noqa: E402
+from pxn.sim.predict import sweep  # noqa: E402
+from pxn.sim.presets import load_scenario  # noqa: E402
+from pxn.trace import TraceWriter  # noqa: E402
+
+SHAPES = [Shape(1, 1), Shape(2, 2), Shape(8, 2), Shape(4, 4)]
+TRACED = 2  # replicates per case whose whole trace is compared
+
+
+def scenarios(tmp: Path) -> dict[str, Scenario]:
+    every_preset = load_scenario(str(bench_cli.every_effect(tmp / "every.toml")))
+    every = bench_sim.every_effect()
+    cases = {
+        "livebench-math": load_scenario("livebench-math"),
+        "hover": load_scenario("hover"),
+        "advise example": load_scenario(str(bench_sim.API_EXAMPLE)),
+        "no effect": bench_sim.no_effect(),
+        "every effect": every,
+        "every effect, no limits": every.replace(rate_limits=RateLimits()),
+        "preset, every effect": every_preset,
+        "preset, every effect, no limits": every_preset.replace(rate_limits=RateLimits()),
+        "EVERYTHING": EVERYTHING,
+    }
+    return cases | {f"limited: {name}": scenario for name, (scenario, _) in LIMITED.items()}
+
+
+def trace_text(scenario: Scenario, shape: Shape, replicate: int, tmp: Path) -> str:
+    path = tmp / "trace.jsonl"
+    with TraceWriter(path) as writer:
+        simulate_once(scenario, shape, replicate, writer)
+    text = path.read_text()
+    path.unlink()
+    return text
+
+
+def refused(make: Any) -> str:
+    """The message a bad scenario or draw is refused with."""
+    try:
+        make()
+    except PxnError as exc:
+        return f"{exc.subject}: {exc}"
+    return "accepted"
+
+
+def bad_inputs(preset: Scenario) -> dict[str, str]:
+    """Scenarios and draws that must be refused, and what they are refused with."""
+    draws = preset.uncertainty
+    assert draws is not None
+    first = dict(draws.draws[0])
+
+    def with_draw(change: dict[str, float]) -> Any:
+        bad = dataclasses.replace(draws, draws=(*draws.draws[:3], {**first, **change}))
+        return lambda: dataclasses.replace(preset, uncertainty=bad).validate_draws()
+
+    rollout = preset.rollout
+    return {
+        "negative scale": refused(with_draw({"rollout.scale": -1.0})),
+        "zero shape": refused(with_draw({"rollout.s": 0.0})),
+        "a0 above 1": refused(with_draw({"acceptance.a0": 1.5})),
+        "unknown path": refused(with_draw({"rollout.nope": 1.0})),
+        "unknown family": refused(
+            lambda: preset.replace(rollout=dataclasses.replace(rollout, dist="lognormal"))
+        ),
+        "bad parameter": refused(
+            lambda: preset.replace(rollout=dataclasses.replace(rollout, params={"x": 1.0}))
+        ),
+        "retries never succeed": refused(
+            lambda: preset.replace(rollout=dataclasses.replace(rollout, cap=1e-9, cap_retries=2))
+        ),
+    }
+
+
+def record(replicates: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        cases = scenarios(tmp)
+        for name, scenario in cases.items():
+            for shape in SHAPES:
+                key = f"{name} at {shape.label}"
+                out[f"runs: {key}"] = [simulate_once(scenario, shape, r) for r in range(replicates)]
+                out[f"traces: {key}"] = [trace_text(scenario, shape, r, tmp) for r in range(TRACED)]
+                out[f"analytic: {key}"] = analytic(scenario, shape)
+            out[f"means: {name}"] = [d.mean() for d in (scenario.rollout, scenario.reflection)]
+        for name in ("livebench-math", "hover"):
+            preset = cases[name]
+            assert preset.uncertainty is not None
+            out[f"draws applied: {name}"] = [
+                preset.with_parameters(d).to_dict() for d in preset.uncertainty.draws
+            ]
+            out[f"sweep: {name}"] = sweep(preset, [Shape(2, 2), Shape(4, 1)], 60)
+        out["refused"] = bad_inputs(cases["livebench-math"])
+    return out
+
+
+def compare(old: dict[str, Any], new: dict[str, Any]) -> int:
+    """Print every difference; the number of keys that differ."""
+    differ = 0
+    for key in sorted(old.keys() | new.keys()):
+        if key not in old or key not in new:
+            print(f"only in {'new' if key in new else 'old'}: {key}")
+            differ += 1
+            continue
+        a, b = old[key], new[key]
+        if a == b:
+            continue
+        differ += 1
+        where = ""
+        if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            first = next(i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y)
+            where = f" (first at index {first}: {a[first]!r:.300} vs {b[first]!r:.300})"
+        print(f"DIFFERS: {key}{where}")
+    return differ
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--write", type=Path, help="record this code's results here")
+    action.add_argument("--compare", type=Path, help="compare this code's with a record")
+    parser.add_argument("--reps", type=int, default=100, help="replicates per case and shape")
+    args = parser.parse_args()
+    results = record(args.reps)
+    runs = sum(len(v) for k, v in results.items() if k.startswith("runs: "))
+    if args.write:
+        args.write.write_bytes(pickle.dumps(results))
+        print(f"recorded {len(results)} results ({runs} replicates) to {args.write}")
+        return
+    old = pickle.loads(args.compare.read_bytes())
+    differ = compare(old, results)
+    print(f"{len(results)} results ({runs} replicates): {differ} differ")
+    sys.exit(1 if differ else 0)
+
+
+if __name__ == "__main__":
+    main()
