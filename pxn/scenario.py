@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import tomllib
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -134,11 +135,11 @@ class Scenario:
         """Check that every parameter draw names a parameter and gives a valid scenario."""
         if self.uncertainty is None:
             return
-        for i, draw in enumerate(self.uncertainty.draws, start=1):
+        for i in range(len(self.uncertainty)):  # replicate i runs draw i
             try:
-                self.with_parameters(draw).validate()
+                self.for_replicate(i).validate()
             except PxnError as exc:
-                raise PxnError(f"draw {i}: {exc}", subject="[uncertainty]") from None
+                raise PxnError(f"draw {i + 1}: {exc}", subject="[uncertainty]") from None
 
     # -- variants ---------------------------------------------------------------
 
@@ -167,10 +168,29 @@ class Scenario:
         return scenario
 
     def for_replicate(self, replicate: int) -> Scenario:
-        """The scenario replicate r runs: its parameter draw, when the scenario has draws."""
+        """The scenario replicate r runs: its parameter draw, when the scenario has draws.
+
+        Each draw is applied once per scenario object and kept: the replicates
+        of a draw all run the same scenario.
+        """
         if self.uncertainty is None:
             return self
-        return self.with_parameters(self.uncertainty.draw_of(replicate))
+        draw = self.uncertainty.draw_of(replicate)
+        applied = self._applied_draws
+        if id(draw) not in applied:
+            applied[id(draw)] = self.with_parameters(draw)
+        return applied[id(draw)]
+
+    @cached_property
+    def _applied_draws(self) -> dict[int, Scenario]:
+        """for_replicate's scenarios by the id of their draw (the draws live as long as self)."""
+        return {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The fields alone: a scenario sent to another process applies its draws there."""
+        state = dict(self.__dict__)
+        state.pop("_applied_draws", None)
+        return state
 
     # -- TOML ---------------------------------------------------------------------
 

@@ -51,6 +51,11 @@ class Task:
     proposal: str
 
 
+def uniforms(rng: np.random.Generator, n: int) -> list[float]:
+    """n uniform draws in [0, 1); one is numpy's scalar draw (the same number, cheaper)."""
+    return [rng.random()] if n == 1 else rng.random(n).tolist()
+
+
 class EpochSampler:
     """Which chunk of the padded trainset each task's minibatch is."""
 
@@ -101,7 +106,7 @@ class GepaChoices:
         chance = self.scenario.skip_perfect
         if chance == 0:
             return tasks
-        draws = self.rng.random(len(pairs)).tolist()
+        draws = uniforms(self.rng, len(pairs))
         perfect = {pair for pair, u in zip(pairs, draws, strict=True) if u < chance}
         if not perfect:
             return tasks
@@ -111,13 +116,13 @@ class GepaChoices:
         """The children that join the pool: accepted, selected, not repeats, in order."""
         rate = self.scenario.acceptance.step_rate(self.rng, self.proposals)
         self.proposals += len(tasks)
-        draws = self.rng.random(len(tasks)).tolist()
+        draws = uniforms(self.rng, len(tasks))
         passing = [task for task, u in zip(tasks, draws, strict=True) if u < rate]
         limit = self.scenario.selection.limit
         selected = passing if limit is None else passing[:limit]
         repeats = self.scenario.duplicate_children
         if repeats and len(selected) > 1:
-            again = self.rng.random(len(selected) - 1).tolist()
+            again = uniforms(self.rng, len(selected) - 1)
             selected = selected[:1] + [
                 task for task, u in zip(selected[1:], again, strict=True) if u >= repeats
             ]
