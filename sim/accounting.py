@@ -23,7 +23,7 @@ import numpy as np
 from pxn.rate_limits import RateLimit
 from pxn.scenario import Scenario
 from pxn.sim.latency import Draws
-from pxn.sim.schedule import Bucket
+from pxn.sim.schedule import Bucket, pay_at_once, stage_ask
 
 TokenCounts = tuple[list[float] | float, list[float]]  # (in: per call or one for all, out)
 
@@ -88,13 +88,31 @@ class Accountant:
         if requests is not None:
             charges.append((requests, 1.0))
         if token_bucket is not None:
-            assert tokens is not None
-            tokens_in, tokens_out = tokens
-            if isinstance(tokens_in, list):
-                charges.append((token_bucket, list(map(add, tokens_in, tokens_out))))
-            else:
-                charges.append((token_bucket, [tokens_in + o for o in tokens_out]))
+            charges.append((token_bucket, self._call_tokens(tokens)))
         return charges
+
+    def pay_at_start(self, role: str, calls: int, tokens: TokenCounts | None, start: float) -> bool:
+        """Pay the role's buckets for a whole stage at `start` if they hold all it asks.
+
+        Then none of its calls waits (for a stage that fits its slots). The
+        same asks, to the bit, as rate_limited_schedule makes of `charges`.
+        """
+        requests, token_bucket = self.buckets[role]
+        asks = []
+        if requests is not None:
+            asks.append((requests, stage_ask(1.0, calls)))
+        if token_bucket is not None:
+            asks.append((token_bucket, stage_ask(self._call_tokens(tokens), calls)))
+        return pay_at_once(asks, start)
+
+    @staticmethod
+    def _call_tokens(tokens: TokenCounts | None) -> list[float]:
+        """Each call's tokens, in plus out (what a tokens-per-minute bucket counts)."""
+        assert tokens is not None
+        tokens_in, tokens_out = tokens
+        if isinstance(tokens_in, list):
+            return list(map(add, tokens_in, tokens_out))
+        return [tokens_in + o for o in tokens_out]
 
     def spent(self, role: str, tokens_in: float, tokens_out: float) -> dict[str, Any]:
         """A call's trace fields for what it used: whole tokens, and dollars when priced."""

@@ -98,7 +98,7 @@ def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
     """One gepa.optimize(..., sampling_strategy=PxNSampling(P, N)) run."""
     scenario, choices, trace, env = run.scenario, run.choices, run.trace, run.env
     b, v = scenario.minibatch, scenario.valset_size
-    yield from run.rollouts.run(0, "seed_val", [("0", VALSET)], v)
+    yield run.rollouts.run(0, "seed_val", [("0", VALSET)], v)
     run.metric_calls += v
     while run.metric_calls < scenario.budget:  # checked only here: the last one overshoots
         run.iterations += 1
@@ -106,20 +106,20 @@ def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
         tasks = choices.sample_tasks(iteration)
         # Each distinct (parent, minibatch) is evaluated once, and counted once.
         pairs = list(dict.fromkeys([(task.parent, task.chunk) for task in tasks]))
-        yield from run.rollouts.run(iteration, "parent_minibatch", pairs, b)
+        yield run.rollouts.run(iteration, "parent_minibatch", pairs, b)
         run.metric_calls += len(pairs) * b
         tasks = choices.skip_perfect_parents(tasks, pairs)
         if tasks:
             reflections = [(task.proposal, task.parent) for task in tasks]
-            yield from run.reflections.run(iteration, "reflection", reflections)
+            yield run.reflections.run(iteration, "reflection", reflections)
             children = [(task.proposal, task.chunk) for task in tasks]
-            yield from run.rollouts.run(iteration, "child_minibatch", children, b)
+            yield run.rollouts.run(iteration, "child_minibatch", children, b)
             run.metric_calls += len(tasks) * b
             joined = choices.judge(tasks)
             new = [str(choices.candidates + i) for i in range(len(joined))]  # pool ids, in order
             trace.decisions(iteration, env.now, tasks, joined, new)
             if joined:
-                yield from run.rollouts.run(iteration, "full_val", [(c, VALSET) for c in new], v)
+                yield run.rollouts.run(iteration, "full_val", [(c, VALSET) for c in new], v)
                 run.metric_calls += len(new) * v
                 choices.candidates += len(new)
                 run.accepted += len(new)

@@ -152,7 +152,8 @@ def rate_limited_schedule(
         raise ValueError(f"at most two buckets per call, not {len(charges)}")
     (bucket_a, amounts_a), (bucket_b, amounts_b) = [*charges, (None, 0.0), (None, 0.0)][:2]
     n = len(draws)
-    if n <= slots and _pay_all_at_start(charges, n, start):  # nothing waits: all start now
+    asks = ((bucket, stage_ask(amounts, n)) for bucket, amounts in charges)
+    if n <= slots and pay_at_once(asks, start):  # nothing waits: all start now
         factor = 1 + slowdown * (n - 1)
         return [start] * n, list(range(n)), [d * factor for d in draws] if slowdown else draws, 0
     rate_a, cap_a, level_a, time_a = _state(bucket_a, start)
@@ -245,27 +246,30 @@ def rate_limited_schedule(
     return starts, slot_of, durations, throttled
 
 
-def _pay_all_at_start(
-    charges: Sequence[tuple[Bucket, Sequence[float] | float]], calls: int, start: float
-) -> bool:
-    """Pay a whole stage at `start` if every bucket then holds all it asks (else pay nothing).
+def pay_at_once(asks: Iterable[tuple[Bucket, float]], start: float) -> bool:
+    """Pay each bucket its whole ask at `start` if every one then holds it (else pay nothing).
 
-    Then no call of a stage that fits its slots waits: each finds at least what
-    is left of the stage's ask, which covers its own. The buckets are left as
+    The asks are a stage's: the sum of what its calls pay each bucket. Then
+    no call of a stage that fits its slots waits: each finds at least what is
+    left of the stage's ask, which covers its own. The buckets are left as
     the calls, paying one after another at `start`, would leave them (up to
     the rounding of one sum against many differences).
     """
-    asks = []
-    for bucket, amounts in charges:
-        ask = amounts * calls if isinstance(amounts, int | float) else sum(amounts)
+    paid = []
+    for bucket, ask in asks:
         held = bucket.level + bucket.rate * (start - bucket.time)
         held = bucket.capacity if bucket.capacity < held else held
         if bucket.time > start or held < ask:
             return False
-        asks.append((bucket, held - ask))
-    for bucket, level in asks:
+        paid.append((bucket, held - ask))
+    for bucket, level in paid:
         bucket.level, bucket.time = level, start
     return True
+
+
+def stage_ask(amounts: Sequence[float] | float, calls: int) -> float:
+    """What `calls` calls pay a bucket in all: each its amount, or the one number each."""
+    return amounts * calls if isinstance(amounts, int | float) else sum(amounts)
 
 
 def _state(bucket: Bucket | None, start: float) -> tuple[float, float, float, float]:

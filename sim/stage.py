@@ -5,7 +5,7 @@ one model released at once, then the barrier. Its pipeline: draw each call's
 latency (latency.py), load it, schedule the calls on the stage's slots,
 account for what they use (accounting.py), trace them (tracing.py). The
 stage costs one SimPy timeout: its calls are list-scheduled in one step
-(schedule.py) instead of a process each.
+(schedule.py) instead of a process each, all before the timeout starts.
 
 Every call is slowed by the calls of its model in flight at its start
 (Load.factor). Without a provider limit that is min(n, slots) for every call
@@ -13,12 +13,13 @@ but the last ones of a stage whose slots free together (loaded_makespan),
 and the stage lasts the list schedule's makespan. With one, each call takes
 a slot (of min(W or C, servers)), then waits for its buckets holding the
 slot, then runs, slowed by the calls in flight at its real start
-(rate_limited_schedule).
+(rate_limited_schedule); but a stage that fits its slots and whose whole ask
+its buckets hold at its start is paid at once (Accountant.pay_at_start) and
+scheduled as without limits, since none of its calls waits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from operator import add
 
 import numpy as np
@@ -66,33 +67,41 @@ class CallStage:
         self.busy = 0.0  # seconds spent in these calls, summed over calls
         self.time: dict[str, float] = {}  # seconds per stage name, barrier to barrier
 
-    def run(
-        self, iteration: int, name: str, items: Items, per_item: int = 1
-    ) -> Generator[simpy.Event, None, None]:
-        """One stage of `per_item` calls per item (a candidate on its examples, a reflection)."""
+    def run(self, iteration: int, name: str, items: Items, per_item: int = 1) -> simpy.Timeout:
+        """One stage of `per_item` calls per item (a candidate on its examples, a reflection).
+
+        Its calls are scheduled and accounted for at once; what it returns is the
+        timeout the iteration waits on until the stage's barrier.
+        """
         n = len(items) * per_item
         draws = self.latency.draw(name, n)
         tokens = self.accountant.draw(self.role, n, self.per_call_tokens)
         start = self.env.now + self.overhead
-        if self.limited:
-            charges = self.accountant.charges(self.role, tokens)
-            starts, slots, durations, throttled = rate_limited_schedule(
-                draws, self.slots, start, charges, self.slowdown
+        role, slots = self.role, self.slots
+        waits = self.limited and not (
+            n <= slots and self.accountant.pay_at_start(role, n, tokens, start)
+        )
+        if waits:  # a call may wait for its buckets: each pays as it starts
+            charges = self.accountant.charges(role, tokens)
+            starts, slot_of, durations, throttled = rate_limited_schedule(
+                draws, slots, start, charges, self.slowdown
             )
             self.accountant.throttled_calls += throttled
-            end = max(map(add, starts, durations), default=start)
-            length = end - start
-        else:
-            durations, length = loaded_makespan(draws, self.slots, self.slowdown)
-        yield self.env.timeout(self.overhead + length)
+            length = max(map(add, starts, durations), default=start) - start
+        else:  # every call starts with the stage, or when a slot frees
+            durations, length = loaded_makespan(draws, slots, self.slowdown)
+            if self.limited:  # timed from the calls' ends, as when they may wait
+                length = (start + length) - start
+        delay = self.overhead + length
         self.busy += total(durations)
         self.time[name] = self.time.get(name, 0.0) + length
         if self.trace.enabled:
-            if not self.limited:
-                offsets, slots = list_schedule(durations, self.slots)
+            if not waits:
+                offsets, slot_of = list_schedule(durations, slots)
                 starts = [start + offset for offset in offsets]
             self.trace.calls(
-                self.role, iteration, name, starts, durations, slots, items, tokens,
-                self.accountant,
-            )  # fmt: skip
-            self.trace.stage(iteration, name, start, self.env.now)
+                role, iteration, name, starts, durations, slot_of, items, tokens, self.accountant
+            )
+            # The barrier: the time SimPy gives the timeout's end (now + delay).
+            self.trace.stage(iteration, name, start, self.env.now + delay)
+        return self.env.timeout(delay)
