@@ -72,12 +72,12 @@ class Accountant:
                 self.rollout_in.skip(n)
                 self.rollout_out.skip(n)
                 return None
-            return self.rollout_in.take(n), self.rollout_out.take(n)
+            return self.rollout_in.take(n).tolist(), self.rollout_out.take(n).tolist()
         self.reflections += n
         if not per_call:
             self.reflection_out.skip(n)
             return None
-        return self.reflection_in, self.reflection_out.take(n)
+        return self.reflection_in, self.reflection_out.take(n).tolist()
 
     def charges(
         self, role: str, tokens: TokenCounts | None

@@ -27,12 +27,12 @@ from pxn.load import Load
 class Draws:
     """Values (latencies, token counts) drawn from a distribution in blocks.
 
-    One scipy call serves many stages. A block stays a numpy array, and only
-    the values a stage takes become a Python list (stages take a few at a
-    time, and the schedule works on lists): most of a block is never looked
-    at one by one, and converting all of it cost more than drawing it. A
-    block's values that do not fit the stage asking are dropped. `skip`
-    hands out values unseen (only their total counts), as `take` would.
+    One scipy call serves many stages. A block stays a numpy array and a
+    stage takes a view of it, made a Python list only where something loops
+    over its calls (most of a block is never looked at one by one, and
+    converting all of it cost more than drawing it). A block's values that
+    do not fit the stage asking are dropped. `skip` hands out values unseen
+    (only their total counts), as `take` would.
     """
 
     BLOCK = 4096
@@ -49,10 +49,11 @@ class Draws:
         self.block = self.distribution.sample(self.rng, max(n, self.BLOCK))
         self.used = 0
 
-    def take(self, n: int) -> list[float]:
+    def take(self, n: int) -> np.ndarray:
+        """The next n values (a view of the block)."""
         if self.used + n > len(self.block):
             self._refill(n)
-        draws = self.block[self.used : self.used + n].tolist()
+        draws = self.block[self.used : self.used + n]
         self.used += n
         return draws
 
@@ -98,10 +99,9 @@ class CallLatency:
         self.load = load
         self.slots = slots
 
-    def draw(self, phase: str, n: int) -> list[float]:
+    def draw(self, phase: str, n: int) -> np.ndarray:
         """n calls' latencies as drawn, shifted, before any load."""
         durations = self.draws[phase].take(n)
         if self.shift:
-            shift = self.shift
-            durations = [max(0.0, d + shift) for d in durations]
+            durations = np.maximum(0.0, durations + self.shift)
         return durations

@@ -20,6 +20,8 @@ import math
 from collections.abc import Iterable, Sequence
 from itertools import repeat
 
+import numpy as np
+
 
 def list_schedule(durations: Sequence[float], slots: int) -> tuple[list[float], list[int]]:
     """Start time (from the stage's start) and slot of each job, FIFO on `slots` slots."""
@@ -86,6 +88,16 @@ def loaded_makespan(draws: list[float], slots: int, slowdown: float) -> tuple[li
                 break
         heapreplace(free_at, now + durations[call])
     return durations, max(free_at)
+
+
+def together(draws: np.ndarray, slowdown: float) -> tuple[np.ndarray, float]:
+    """loaded_makespan of calls that all start at once (no more than the slots), in numpy.
+
+    For a stage of many calls, where one numpy operation costs less than a
+    Python loop over them; the same numbers as loaded_makespan's.
+    """
+    durations = draws * (1 + slowdown * (len(draws) - 1)) if slowdown else draws
+    return durations, float(durations.max())
 
 
 class Bucket:

@@ -27,18 +27,24 @@ import simpy
 
 from pxn.sim.accounting import Accountant
 from pxn.sim.latency import CallLatency
-from pxn.sim.schedule import list_schedule, loaded_makespan, rate_limited_schedule
+from pxn.sim.schedule import list_schedule, loaded_makespan, rate_limited_schedule, together
 from pxn.sim.tracing import Items, NoTrace
 
 
-def total(seconds: list[float]) -> float:
-    """The sum numpy gives for these values, to the bit.
+def total(seconds: list[float] | np.ndarray) -> float:
+    """The sum numpy gives for these values (a list, or a stage's array), to the bit.
 
     numpy sums 8 or more values pairwise, fewer in one running sum as Python
     does; matching it keeps results identical to those first computed with
     numpy arrays (the committed predictions reproduce from their seeds).
     """
     return sum(seconds) if len(seconds) < 8 else float(np.add.reduce(seconds))
+
+
+# From this many calls starting together, a stage's lengths are computed with numpy
+# (its draws are an array): a numpy operation costs ~1 us whatever its size, more
+# than a few calls' Python arithmetic and far less than a validation's hundreds.
+MANY = 32
 
 
 class CallStage:
@@ -84,18 +90,22 @@ class CallStage:
         if waits:  # a call may wait for its buckets: each pays as it starts
             charges = self.accountant.charges(role, tokens)
             starts, slot_of, durations, throttled = rate_limited_schedule(
-                draws, slots, start, charges, self.slowdown
+                draws.tolist(), slots, start, charges, self.slowdown
             )
             self.accountant.throttled_calls += throttled
             length = max(map(add, starts, durations), default=start) - start
+        elif MANY <= n <= slots:  # many calls, all starting with the stage
+            durations, length = together(draws, self.slowdown)
         else:  # every call starts with the stage, or when a slot frees
-            durations, length = loaded_makespan(draws, slots, self.slowdown)
-            if self.limited:  # timed from the calls' ends, as when they may wait
-                length = (start + length) - start
+            durations, length = loaded_makespan(draws.tolist(), slots, self.slowdown)
+        if self.limited and not waits:  # timed from the calls' ends, as when they may wait
+            length = (start + length) - start
         delay = self.overhead + length
         self.busy += total(durations)
         self.time[name] = self.time.get(name, 0.0) + length
         if self.trace.enabled:
+            if isinstance(durations, np.ndarray):  # the trace writes Python floats
+                durations = durations.tolist()
             if not waits:
                 offsets, slot_of = list_schedule(durations, slots)
                 starts = [start + offset for offset in offsets]
