@@ -81,29 +81,35 @@ class GepaChoices:
         self.shape = shape
         self.rng = rng
         self.sampler = EpochSampler(scenario.trainset_size, scenario.minibatch)
+        # The scenario's parts each iteration reads, read once per run.
+        self.front_share = scenario.front_share
+        self.skip_chance = scenario.skip_perfect
+        self.acceptance = scenario.acceptance
+        self.limit = scenario.selection.limit
+        self.repeats = scenario.duplicate_children
         self.candidates = 1  # the seed
         self.proposals = 0  # judged so far
 
     def sample_tasks(self, iteration: int) -> list[Task]:
         """P parents from the front, N minibatches each, as PxNSampling does."""
         front = self.candidates
-        if self.scenario.front_share < 1:
-            front = max(1, math.ceil(self.scenario.front_share * self.candidates))
+        if self.front_share < 1:
+            front = max(1, math.ceil(self.front_share * self.candidates))
         newest = self.candidates - front  # the front's first candidate id
-        if self.shape.p == 1:  # numpy's scalar draw: the same number, a third of the cost
+        p, n = self.shape.p, self.shape.n
+        if p == 1:  # numpy's scalar draw: the same number, a third of the cost
             draws = [int(self.rng.integers(0, front))]
         else:
-            draws = self.rng.integers(0, front, size=self.shape.p).tolist()
-        parents = [newest + d for d in draws]
-        n, chunk = self.shape.n, self.sampler.chunk
+            draws = self.rng.integers(0, front, size=p).tolist()
+        parents = [str(newest + d) for d in draws]
+        chunk = self.sampler.chunk
         return [
-            Task(str(parents[j // n]), chunk(iteration, j), f"{iteration}-{j}")
-            for j in range(self.shape.k)
+            Task(parents[j // n], chunk(iteration, j), f"{iteration}-{j}") for j in range(p * n)
         ]
 
     def skip_perfect_parents(self, tasks: list[Task], pairs: list[tuple[str, int]]) -> list[Task]:
         """gepa skips a task whose parent scored perfectly on its whole minibatch."""
-        chance = self.scenario.skip_perfect
+        chance = self.skip_chance
         if chance == 0:
             return tasks
         draws = uniforms(self.rng, len(pairs))
@@ -114,13 +120,12 @@ class GepaChoices:
 
     def judge(self, tasks: list[Task]) -> list[Task]:
         """The children that join the pool: accepted, selected, not repeats, in order."""
-        rate = self.scenario.acceptance.step_rate(self.rng, self.proposals)
+        rate = self.acceptance.step_rate(self.rng, self.proposals)
         self.proposals += len(tasks)
         draws = uniforms(self.rng, len(tasks))
         passing = [task for task, u in zip(tasks, draws, strict=True) if u < rate]
-        limit = self.scenario.selection.limit
-        selected = passing if limit is None else passing[:limit]
-        repeats = self.scenario.duplicate_children
+        selected = passing if self.limit is None else passing[: self.limit]
+        repeats = self.repeats
         if repeats and len(selected) > 1:
             again = uniforms(self.rng, len(selected) - 1)
             selected = selected[:1] + [
