@@ -10,7 +10,8 @@ itself cost. On two scenarios: the `livebench-math` preset as it stands, and
 (tokens, prices, rate limits, load slowdown, a capped tail with a retry, a
 phase's own latency, decaying and correlated acceptance, front share,
 duplicate children, skipped parents, stage overhead) on top of its
-parameter draws.
+parameter draws; and every effect but the provider limits. To measure
+another checkout, run this with PYTHONPATH pointing at it (see ab.py).
 
 1. Start-up: `pxn --help` (interpreter, typer, rich); the imports a
    prediction needs (pxn.sim.predict: numpy, scipy.stats, simpy); those plus
@@ -47,6 +48,7 @@ from pathlib import Path
 
 from pxn.acceptance import Acceptance
 from pxn.load import Load, Loads
+from pxn.rate_limits import RateLimits
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once
@@ -109,10 +111,17 @@ def every_effect(path: Path) -> Path:
     return path
 
 
+def without_limits(every: Path, path: Path) -> Path:
+    """That scenario with no provider limits (the issue's effects without them)."""
+    Scenario.load(every).replace(rate_limits=RateLimits()).save(path)
+    return path
+
+
 def run(command: list[str]) -> tuple[float, float]:
     """(CPU seconds, wall seconds) of one run of `command`."""
     before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    subprocess.run(command, check=True, capture_output=True)
+    # From a scratch directory: a repository root there would shadow PYTHONPATH's pxn.
+    subprocess.run(command, check=True, capture_output=True, cwd=tempfile.gettempdir())
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, wall
@@ -180,7 +189,7 @@ def profile(scenario: str) -> None:
         out = Path(tmp) / "cli.prof"
         command = [sys.executable, "-m", "cProfile", "-o", str(out), str(PXN)]
         subprocess.run([*command, *simulate_command(scenario, 200)[1:]], check=True,
-                       capture_output=True)  # fmt: skip
+                       capture_output=True, cwd=tmp)  # fmt: skip
         stats = pstats.Stats(str(out)).stats  # type: ignore[attr-defined]
     total = max(cumulative for _, _, _, cumulative, _ in stats.values())
     print(f"  profiled run: {total:.2f} s under cProfile (which slows it; read the shares)")
@@ -204,8 +213,14 @@ def main() -> None:
     print(machine())
     print(f"before: {load()}")
     with tempfile.TemporaryDirectory() as tmp:
-        every = str(every_effect(Path(tmp) / "every-effect.toml"))
-        for name, scenario in (("livebench-math", "livebench-math"), ("every effect", every)):
+        every = every_effect(Path(tmp) / "every-effect.toml")
+        unlimited = without_limits(every, Path(tmp) / "every-effect-no-limits.toml")
+        scenarios = {
+            "livebench-math": "livebench-math",
+            "every effect": str(every),
+            "every effect but the provider limits": str(unlimited),
+        }
+        for name, scenario in scenarios.items():
             print(f"{name}:")
             start_up(scenario, repeats + 1)
             through_cli(scenario, low, high, repeats)

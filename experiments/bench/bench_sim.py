@@ -11,7 +11,8 @@ then the fast model on `pxn advise`'s worked example (a hosted API with
 provider rate limits, experiments/advise_example/livebench-math-api.toml) at
 W=128 and W=512, with its limits and without them; then the core loop at 2x2
 on livebench-math with no effect and with every effect the scenario can
-have (`every_effect`), against the oracle on the same scenarios.
+have (`every_effect`), with and without its provider limits, against the
+oracle on the same scenarios.
 Prints the machine and its load before and after, since other processes
 sharing the cores change every figure here.
 """
@@ -141,11 +142,17 @@ def every_effect() -> Scenario:
 
 
 def effects(window: float) -> None:
-    """The core loop at 2x2 with no effect and with every effect, and the oracle's."""
+    """The core loop at 2x2: no effect, every effect, every effect but limits; the oracle."""
     shape = Shape(2, 2)
     print("core loop at 2x2, livebench-math: replicates per CPU second (per wall second)")
     print(f"{'scenario':>13} {'fast':>15} {'oracle':>15} {'ratio (CPU)':>12} {'throttled/rep':>14}")
-    for name, scenario in (("no effect", no_effect()), ("every effect", every_effect())):
+    every = every_effect()
+    scenarios = {
+        "no effect": no_effect(),
+        "every effect": every,
+        "no limits": every.replace(rate_limits=RateLimits()),  # every effect but the limits
+    }
+    for name, scenario in scenarios.items():
         fast = rate(lambda r, sc=scenario: simulate_once(sc, shape, r), window)
         oracle = rate(
             lambda r, sc=scenario: oracle_once(sc, shape, np.random.default_rng([99, r])), window

@@ -1,0 +1,137 @@
+"""The simulator's fast paths give the numbers of the plain ones, to the bit.
+
+Each shortcut taken for speed (numpy on a stage of many calls, a stage paid
+at once, blocks of draws kept as arrays, a parameter draw applied once, a
+mean worked out once) is checked against the procedure it stands for, with
+exact equality: the committed predictions reproduce from their seeds only if
+no shortcut moves a bit.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from sim_helpers import EVERYTHING, lognormal, make_scenario
+
+from pxn.rate_limits import RateLimit, RateLimits
+from pxn.shape import Shape
+from pxn.sim.accounting import Accountant
+from pxn.sim.latency import Draws
+from pxn.sim.model import simulate_once
+from pxn.sim.presets import load_scenario
+from pxn.sim.schedule import loaded_makespan, rate_limited_schedule, together
+from pxn.sim.stage import total
+from pxn.uncertainty import Uncertainty
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_stage_of_many_calls_in_numpy_is_the_list_one(seed: int) -> None:
+    """together() on an array: the lengths, the stage's length and its busy time of
+    loaded_makespan on the same calls as a list, equal to the bit."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 600))
+    draws = rng.lognormal(rng.uniform(-1, 4), rng.uniform(0.1, 2), n)
+    slowdown = float(rng.choice([0.0, rng.uniform(0, 0.05)]))
+    fast, fast_length = together(draws, slowdown)
+    plain, plain_length = loaded_makespan(draws.tolist(), n, slowdown)
+    assert fast.tolist() == plain
+    assert fast_length == plain_length
+    assert total(fast) == total(plain)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_draws_hand_out_a_stream_and_total_it_as_python_sums_it(seed: int) -> None:
+    """Takes and skips of random sizes walk through the blocks as a list would, and
+    total() is Python's running sum of every value handed out (numpy's cumsum adds
+    in the same order), blocks cut short included."""
+    distribution = lognormal(float(np.random.default_rng(seed).uniform(1, 5000)), 0.8)
+    draws = Draws(distribution, np.random.default_rng(seed))
+    reference = np.random.default_rng(seed)  # the same stream, drawn by hand
+    block: list[float] = []
+    used, handed_out, total_by_hand = 0, [], 0.0
+    sizes = np.random.default_rng(seed + 1000).integers(1, 700, size=60)
+    for i, n in enumerate(sizes.tolist()):
+        if used + n > len(block):  # a new block; the old one's rest is dropped
+            total_by_hand += sum(block[:used])
+            block, used = distribution.sample(reference, max(n, Draws.BLOCK)).tolist(), 0
+        values = block[used : used + n]
+        used += n
+        handed_out += values
+        if i % 3:
+            draws.skip(n)
+        else:
+            assert draws.take(n).tolist() == values
+    assert draws.total() == total_by_hand + sum(block[:used])
+
+
+LIMITED = make_scenario(
+    workers=16,
+    tokens=EVERYTHING.tokens,
+    rate_limits=RateLimits(task=RateLimit(rpm=300, tpm=90_000), burst_seconds=20),
+)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_stage_paid_at_once_leaves_the_buckets_as_the_schedule_does(seed: int) -> None:
+    """Accountant.pay_at_start asks what rate_limited_schedule's charges ask: on twin
+    accountants, each stage is paid at once by both or by neither, and the buckets
+    end equal to the bit; a stage paid at once starts every call at its start."""
+    rng = np.random.default_rng(seed)
+    ours, theirs = (Accountant(LIMITED, np.random.default_rng(seed)) for _ in range(2))
+    start = 0.0
+    for _ in range(40):
+        n = int(rng.integers(1, LIMITED.workers + 1))  # a stage that fits its slots
+        tokens = ours.draw("task", n, per_call=True)
+        assert tokens == theirs.draw("task", n, per_call=True)
+        draws = rng.lognormal(0, 1, n).tolist()
+        paid = ours.pay_at_start("task", n, tokens, start)
+        starts, _, _, throttled = rate_limited_schedule(
+            draws, LIMITED.workers, start, theirs.charges("task", tokens)
+        )
+        if paid:
+            assert (starts, throttled) == ([start] * n, 0)
+        else:  # the schedule paid call by call; bring ours to the same state
+            for mine, its in zip(ours.buckets["task"], theirs.buckets["task"], strict=True):
+                mine.level, mine.time = its.level, its.time
+        for mine, its in zip(ours.buckets["task"], theirs.buckets["task"], strict=True):
+            assert (mine.level, mine.time) == (its.level, its.time)
+        start = max(starts) + float(rng.exponential(2.0))
+
+
+def test_a_draw_is_applied_once_and_not_pickled() -> None:
+    """Replicates of one draw run one scenario object, equal to applying the draw anew;
+    a pickled scenario leaves its applied draws behind and gives the same runs."""
+    base = make_scenario()
+    draws = tuple({"rollout.scale": s, "acceptance.a0": a} for s, a in ((1.5, 0.2), (2.5, 0.4)))
+    scenario = replace(base, uncertainty=Uncertainty("test", draws))
+    assert scenario.for_replicate(0) is scenario.for_replicate(2)
+    assert scenario.for_replicate(1) == base.with_parameters(draws[1])
+    copy = pickle.loads(pickle.dumps(scenario))
+    assert "_applied_draws" not in copy.__dict__
+    shape = Shape(2, 2)
+    assert [simulate_once(copy, shape, r) for r in range(4)] == [
+        simulate_once(scenario, shape, r) for r in range(4)
+    ]
+
+
+def test_a_kept_mean_is_the_mean_worked_out_anew() -> None:
+    """A capped distribution's mean is an integral: kept after the first time, and the
+    same as a twin's worked out afresh."""
+    capped = replace(lognormal(30.0, 1.2), cap=60.0, cap_retries=2)
+    first = capped.mean()
+    assert capped.mean() == first == replace(capped).mean()
+    assert first < 60.0 * 3
+
+
+def test_the_preset_runs_its_draws_as_scenarios_of_their_own() -> None:
+    """A preset's replicate r, through the draws it keeps, equals the scenario with draw
+    r mod D applied anew (no uncertainty, nothing kept) run as replicate r."""
+    preset = load_scenario("livebench-math")
+    assert preset.uncertainty is not None
+    for shape in (Shape(1, 1), Shape(2, 2)):
+        for r in (0, 1, 201):
+            alone = preset.with_parameters(preset.uncertainty.draw_of(r))
+            assert simulate_once(preset, shape, r) == simulate_once(alone, shape, r)
