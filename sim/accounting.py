@@ -9,8 +9,9 @@ Each call's counts are looked at only where needed (a tokens-per-minute
 bucket, a trace); dollars need only the run's totals.
 
 Each model's provider limits are token buckets kept for the whole run (one
-for requests, one for tokens; see schedule.Bucket); the schedule pays them
-and counts the calls that had to wait.
+for requests, one for tokens; see schedule.Bucket). A stage whose whole ask
+they hold at its start is paid here at once (pay_at_start); otherwise the
+schedule pays them call by call, and the calls that had to wait are counted.
 """
 
 from __future__ import annotations

@@ -9,8 +9,10 @@ A model slowed by load stretches each call by the calls in flight at its
 start (loaded_makespan; under provider limits rate_limited_schedule, which
 also holds a call until its token buckets can pay for it).
 
-Stages are small (a few to a few hundred jobs), so these work on plain Python
-lists: at that size numpy's per-call overhead costs more than the loop.
+Stages are small (a few to a few hundred jobs), so the loops work on plain
+Python lists: at that size numpy's per-call overhead costs more than the
+loop. The one step without a loop, calls that all start at once (together),
+takes a numpy array: the stage uses it when they are many.
 """
 
 from __future__ import annotations
