@@ -4,7 +4,9 @@ The simulator is the likelihood: a parameter setting is as plausible as the
 runs it simulates reproduce the reported figures (calibrate/abc_smc.py). Per
 setting, every run the facts read is simulated once, a sweep's runs being
 the same runs its single and batched facts read, as the user's were each
-run once.
+run once; in the listed order, so that a setting whose first runs already
+miss the tolerance stops there. The posterior predictive check runs each
+posterior draw twice, as a prediction of 200 replicates runs 100 draws.
 
 The model the facts are read through, and so its assumptions:
 - a metric call's and a reflection's latencies are lognormal, independent
@@ -24,15 +26,25 @@ the report says which those are.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.special
+import scipy.stats
 
 from pxn.acceptance import Acceptance
-from pxn.calibrate.abc_smc import Generation, Outcome, Settings, abc_smc
+from pxn.calibrate.abc_smc import (
+    Cutoff,
+    Generation,
+    Outcome,
+    Run,
+    Settings,
+    abc_smc,
+    simulate_all,
+)
 from pxn.calibrate.priors import DEFAULT_PRIORS, TOKEN_PRIORS, Prior, Priors
 from pxn.calibrate.summaries import Fact, Setup, Summaries
 from pxn.distribution import Distribution
@@ -47,10 +59,11 @@ from pxn.uncertainty import Uncertainty
 
 TOKEN_LOG_SD = 0.5
 REFLECTION_PROMPT_TOKENS = 1000.0  # the reflection template and the candidate's text
-CHUNK = 8  # parameter settings per unit of work handed to a process
 PINNED, NARROWED = 0.5, 0.8  # posterior IQR over prior IQR at or below which
 PREDICTIVE = 10_000  # the stream key of the posterior predictive's seeds (past any generation)
+PREDICTIVE_RUNS = 2  # per posterior draw, for the facts' check
 SHARE_CLIP = 1e-4  # a share of 0 or 1 read on the logit scale as this close to it
+NORMAL_90 = scipy.stats.norm.ppf(0.95)  # a normal's 5-95% reaches this many sds either side
 
 
 @dataclass(frozen=True)
@@ -62,32 +75,40 @@ class RunModel:
     facts: tuple[Fact, ...]
     priors: Priors
 
-    def figures(self, point: np.ndarray, seed: int) -> np.ndarray:
-        """Every fact's figure in one simulation of the runs at this working-space point."""
+    def figures(self, point: np.ndarray, seed: int, cutoff: Cutoff | None = None) -> np.ndarray:
+        """Every fact's figure, on its scale, in one simulation of the runs at this
+        working-space point.
+
+        With a cutoff, the runs stop once the facts they have read put the setting
+        beyond it (the facts no run has read yet are NaN): it cannot be kept.
+        """
+        figures = np.full(len(self.facts), math.nan)
         values = self.priors.values(point)
         try:
             # scipy overflows computing the moments of a far-out draw; validation judges it.
             with np.errstate(over="ignore", invalid="ignore"):
                 scenarios = [b.with_parameters(values).replace(seed=seed) for b in self.bases]
         except PxnError:  # a setting no scenario can have is no candidate
-            return np.full(len(self.facts), math.nan)
-        summaries = [
-            simulate_once(scenarios[s], shape, i) for i, (s, shape) in enumerate(self.runs)
-        ]
-        return np.array([fact.measure(summaries) for fact in self.facts])
+            return figures
+        summaries = []
+        for i, (s, shape) in enumerate(self.runs):
+            summaries.append(simulate_once(scenarios[s], shape, i))
+            for j, fact in enumerate(self.facts):
+                if max(fact.runs) == i:
+                    figures[j] = on_scale(fact, fact.measure(summaries))
+            if cutoff is not None and cutoff.exceeded(figures):
+                break
+        return figures
 
 
-def figures_of(model: RunModel, points: np.ndarray, seeds: list[int]) -> np.ndarray:
-    """One unit of work: the figures of a few settings (a worker process runs it)."""
-    return np.array([model.figures(p, s) for p, s in zip(points, seeds, strict=True)])
+def parallel(jobs: int) -> Run:
+    """Units of work spread over `jobs` processes of this machine."""
+    return functools.partial(gather, LocalBackend(jobs))
 
 
 def simulate_points(model: RunModel, points: np.ndarray, seeds: list[int], jobs: int) -> np.ndarray:
-    """Figures of many settings, spread over `jobs` processes, in the settings' order."""
-    units = [
-        (model, points[i : i + CHUNK], seeds[i : i + CHUNK]) for i in range(0, len(points), CHUNK)
-    ]
-    return np.concatenate(gather(LocalBackend(jobs), figures_of, units))
+    """Figures, on their scales, of many settings, in the settings' order."""
+    return simulate_all(model, parallel(jobs), points, seeds)
 
 
 def on_scale(fact: Fact, values: np.ndarray | float) -> np.ndarray:
@@ -99,6 +120,14 @@ def on_scale(fact: Fact, values: np.ndarray | float) -> np.ndarray:
         return np.log1p(values)
     with np.errstate(divide="ignore"):
         return np.log(values)
+
+
+def precision_on_scale(fact: Fact) -> float:
+    """A fact's reporting precision on its scale: the widest half-unit step at its ends."""
+    ends = [e for e in (fact.low, fact.high) if math.isfinite(e)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        steps = [on_scale(fact, e + fact.precision) - on_scale(fact, e) for e in ends]
+    return max((float(s) for s in steps if np.isfinite(s)), default=0.0)
 
 
 def from_scale(fact: Fact, values: np.ndarray | float) -> np.ndarray:
@@ -133,11 +162,9 @@ class FactCheck:
     low: float  # 5%
     high: float  # 95%
     share_inside: float  # of predictive runs whose figure is in the fact's [low, high]
-
-    @property
-    def inside(self) -> bool:
-        """The reported value (a range: some of it) lies in the 5-95% predictive interval."""
-        return self.low <= self.fact.high and self.fact.low <= self.high
+    inside: bool  # the reported value (a range: some of it) is in the 5-95% predictive interval
+    noise_low: float  # one run's 5-95% about the reported value (a range: about its ends)
+    noise_high: float
 
 
 @dataclass(frozen=True)
@@ -213,6 +240,18 @@ def _check_parameter(base: Scenario, values: dict[str, float], what: str) -> Non
         raise PxnError(f"names no parameter of this scenario ({names})", subject=what) from None
 
 
+def run_model(summaries: Summaries, name: str) -> RunModel:
+    """The summaries' runs and facts as the simulator reads them, under their priors."""
+    setups = list(dict.fromkeys(run.setup for run in summaries.runs))
+    bases = tuple(base_scenario(setup, name) for setup in setups)
+    return RunModel(
+        bases,
+        tuple((setups.index(run.setup), run.shape) for run in summaries.runs),
+        summaries.facts,
+        priors_for(summaries, bases[0]),
+    )
+
+
 def infer_from_summaries(
     summaries: Summaries,
     name: str,
@@ -224,22 +263,11 @@ def infer_from_summaries(
     Raises PxnError, writing nothing, when no setting within the priors
     reproduces the facts together, or when the sampler did not converge.
     """
-    setups = list(dict.fromkeys(run.setup for run in summaries.runs))
-    bases = tuple(base_scenario(setup, name) for setup in setups)
-    priors = priors_for(summaries, bases[0])
-    model = RunModel(
-        bases,
-        tuple((setups.index(run.setup), run.shape) for run in summaries.runs),
-        summaries.facts,
-        priors,
-    )
-    facts = summaries.facts
+    model = run_model(summaries, name)
+    priors, bases, facts = model.priors, model.bases, summaries.facts
     low = np.array([on_scale(f, f.low) for f in facts])
     high = np.array([on_scale(f, f.high) for f in facts])
-
-    def simulate(points: np.ndarray, seeds: list[int]) -> np.ndarray:
-        figures = simulate_points(model, points, seeds, jobs)
-        return np.column_stack([on_scale(f, figures[:, j]) for j, f in enumerate(facts)])
+    precision = np.array([precision_on_scale(f) for f in facts])
 
     options = summaries.options
     settings = Settings(
@@ -247,7 +275,9 @@ def infer_from_summaries(
         min_acceptance=options.min_acceptance,
         max_generations=options.max_generations,
     )
-    outcome = abc_smc(priors, simulate, low, high, settings, options.seed, on_generation)
+    outcome = abc_smc(
+        priors, model, parallel(jobs), low, high, precision, settings, options.seed, on_generation
+    )
     _refuse_unreproduced(outcome, facts, low, high)
     if not outcome.converged:
         raise PxnError(
@@ -255,9 +285,13 @@ def infer_from_summaries(
             "(more [inference] particles, a lower min_acceptance or narrower priors may help)"
         )
     draws = _resample(outcome, options.draws, options.seed)
-    predictive = simulate_points(model, draws, _predictive_seeds(options.seed, len(draws)), jobs)
+    # Replicate r on draw r mod D, as a prediction runs them: each draw twice.
+    runs = np.resize(draws, (PREDICTIVE_RUNS * len(draws), draws.shape[1]))
+    predictive = simulate_points(model, runs, _predictive_seeds(options.seed, len(runs)), jobs)
     parameters = tuple(_posterior(outcome, priors, i) for i in range(len(priors)))
-    checks = tuple(_check_fact(f, predictive[:, j]) for j, f in enumerate(facts))
+    checks = tuple(
+        _check_fact(f, predictive[:, j], outcome.scale.noise[j]) for j, f in enumerate(facts)
+    )
     point = np.array([priors.priors[i].to_working(p.median) for i, p in enumerate(parameters)])
     source = (
         f"ABC-SMC posterior from {summaries.path.name}: {len(draws)} draws of "
@@ -305,13 +339,11 @@ def _refuse_unreproduced(
 
 
 def _resample(outcome: Outcome, draws: int, seed: int) -> np.ndarray:
-    """`draws` points from the weighted population by systematic resampling."""
-    population = outcome.population
+    """`draws` of the equally weighted particles (all of them, in turn, when draws exceed them)."""
+    points = outcome.population.points
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(PREDICTIVE, 0)))
-    positions = (rng.random() + np.arange(draws)) / draws
-    cumulative = np.cumsum(population.weights)
-    cumulative[-1] = 1.0
-    return population.points[np.searchsorted(cumulative, positions)]
+    order = rng.permutation(len(points))
+    return points[np.resize(order, draws)]
 
 
 def _predictive_seeds(seed: int, size: int) -> list[int]:
@@ -328,11 +360,19 @@ def _posterior(outcome: Outcome, priors: Priors, i: int) -> ParameterPosterior:
     )
 
 
-def _check_fact(fact: Fact, figures: np.ndarray) -> FactCheck:
+def _check_fact(fact: Fact, figures: np.ndarray, noise: float) -> FactCheck:
+    """The fact against predictive figures on its scale, and one run's noise about it."""
     finite = figures[np.isfinite(figures)]
-    low, median, high = np.percentile(finite, [5, 50, 95])
-    inside = float(np.mean((finite >= fact.low) & (finite <= fact.high)))
-    return FactCheck(fact, float(median), float(low), float(high), inside)
+    low, high = on_scale(fact, fact.low), on_scale(fact, fact.high)
+    on = np.percentile(finite, [5, 50, 95])  # compared on the scale: a share clipped stays in
+    quantiles = from_scale(fact, on)
+    share = float(np.mean((finite >= low) & (finite <= high)))
+    reach = NORMAL_90 * noise
+    return FactCheck(
+        fact, float(quantiles[1]), float(quantiles[0]), float(quantiles[2]), share,
+        bool(on[0] <= high and low <= on[2]),
+        float(from_scale(fact, low - reach)), float(from_scale(fact, high + reach)),
+    )  # fmt: skip
 
 
 def _significant(value: float, digits: int = 6) -> float:

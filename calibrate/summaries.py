@@ -28,9 +28,9 @@ of shapes each run once, optional [priors] and [inference]:
     [inference]                  # the defaults
     seed = 0
     particles = 400
-    draws = 200                  # posterior draws written as [uncertainty]
+    draws = 100                  # posterior draws written as [uncertainty]
     min_acceptance = 0.05
-    max_generations = 12
+    max_generations = 20
 
 A sweep's single (or batched) run is the [[runs]] entry of that shape on the
 [setup], when there is one: the same run, read by both.
@@ -53,6 +53,7 @@ import csv
 import math
 import tomllib
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,7 @@ class Fact:
     reported: str  # as the file said it, for reports
     unit: str = ""  # what a report shows its figures in ("h", "min", "s"; "" for counts)
     per_unit: float = 1.0  # the figure's natural units (seconds) per shown unit
+    precision: float = 0.0  # half a unit in the last digit written, in natural units
 
     def shown(self, value: float) -> str:
         """A figure of this fact as a person reads it."""
@@ -185,9 +187,11 @@ def single_over(single: RunSummary, run: RunSummary) -> float:
 class InferenceOptions:
     seed: int = 0
     particles: int = 400
-    draws: int = 200  # posterior draws written as [uncertainty]
+    # Posterior draws written as [uncertainty]: a prediction's default 200 replicates
+    # then run each draw twice, which tells the parameters' share of its spread.
+    draws: int = 100
     min_acceptance: float = 0.05
-    max_generations: int = 12
+    max_generations: int = 20
 
 
 @dataclass(frozen=True)
@@ -312,15 +316,20 @@ def _sweep_facts(sweep: dict[str, Any], defaults: dict[str, Any], runs: list[Run
                     )
                 high = math.inf
             said = f">= {low:g}x" if high == math.inf else f"{_said(sweep[key])}x"
-            facts.append(Fact(label, quantity, low, high, tuple(indices), said))
+            precision = _half_unit(sweep[key])
+            facts.append(
+                Fact(label, quantity, low, high, tuple(indices), said, precision=precision)
+            )
     if "dollars" in sweep:
         low, high = _number(sweep["dollars"], "[sweep] dollars")
         for quantity, label in (
             ("cheapest_dollars", "sweep: cheapest run's dollars"),
             ("dearest_dollars", "sweep: dearest run's dollars"),
         ):
+            said = f"${_said(sweep['dollars'])}"
+            precision = _half_unit(sweep["dollars"])
             facts.append(
-                Fact(label, quantity, low, high, tuple(indices), f"${_said(sweep['dollars'])}")
+                Fact(label, quantity, low, high, tuple(indices), said, precision=precision)
             )
     return facts
 
@@ -429,6 +438,12 @@ def _checked(low: float, high: float, what: str) -> tuple[float, float]:
     return low, high
 
 
+def _half_unit(value: Any) -> float:
+    """Half a unit in the last digit a figure was written with (a range: its finer end)."""
+    texts = [str(v) for v in value] if isinstance(value, list) else str(value).split("..")
+    return min(0.5 * 10.0 ** Decimal(t.strip()).as_tuple().exponent for t in texts)
+
+
 def _said(value: Any) -> str:
     if isinstance(value, list):
         return f"{value[0]:g}-{value[1]:g}"
@@ -475,9 +490,9 @@ def _run_facts(entry: dict[str, Any], runs: list[Run], run: Run, where: str, par
         unit = UNIT_NAMES[key] if key in WALL_CLOCK_UNITS else ""
         label = f"{name} {quantity.replace('_', ' ')}"
         said = _said(entry[key]) + (f" {unit}" if unit else "")
-        facts.append(
-            Fact(label, quantity, low * per_unit, high * per_unit, (index,), said, unit, per_unit)
-        )
+        precision = _half_unit(entry[key]) * per_unit
+        low, high = low * per_unit, high * per_unit
+        facts.append(Fact(label, quantity, low, high, (index,), said, unit, per_unit, precision))
     return facts
 
 

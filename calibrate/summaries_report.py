@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 from pxn.calibrate.abc_smc import Generation
 from pxn.calibrate.from_summaries import (
     NARROWED,
     PINNED,
+    PREDICTIVE_RUNS,
     REFLECTION_PROMPT_TOKENS,
     TOKEN_LOG_SD,
     Inference,
@@ -16,9 +19,11 @@ def generation_line(generation: Generation) -> str:
     if generation.number == 0:
         return f"generation 0: {generation.simulations} settings from the prior"
     return (
-        f"generation {generation.number}: tolerance {generation.tolerance:.3g}, kept "
-        f"{generation.kept} of {generation.simulations} ({generation.acceptance_rate:.0%}), "
-        f"effective sample size {generation.ess:.0f}"
+        f"generation {generation.number}: tolerance {generation.tolerance:.3g}, "
+        f"{generation.replaced} particles replaced, {generation.steps} step(s) each of "
+        f"length {generation.step_length:g}, "
+        f"{generation.acceptance_rate:.0%} accepted, {generation.simulations} simulations, "
+        f"{generation.distinct} distinct"
     )
 
 
@@ -33,9 +38,12 @@ def inference_lines(inference: Inference) -> list[str]:
         f"b={setup.minibatch}, W={setup.workers}, reflection slots={setup.reflection_concurrency}"
         + (f", task model {setup.task_model}" if setup.task_model else "")
         + (f", reflection model {setup.reflection_model}" if setup.reflection_model else ""),
-        f"ABC-SMC: {options.particles} particles, seed {options.seed}, "
+        f"ABC-SMC (MCMC moves): {options.particles} particles, seed {options.seed}, "
         f"{len(outcome.history) - 1} generations, {outcome.simulations} simulations; "
         f"converged: {outcome.verdict}",
+        "  distance: each fact's miss in units of one run's sd of it (the pilot's "
+        f"{outcome.scale.simulations} runs of the prior's best fits) or of its reporting "
+        f"precision; noise level {outcome.scale.noise_level:.3g}",
         *(f"  {generation_line(g)}" for g in outcome.history),
         "",
         f"parameters: posterior median [5%, 95%]; IQR ratio = posterior / prior IQR on the "
@@ -52,8 +60,10 @@ def inference_lines(inference: Inference) -> list[str]:
     draws = len(inference.scenario.uncertainty.draws) if inference.scenario.uncertainty else 0
     lines += [
         "",
-        f"facts against the posterior predictive ({draws} posterior draws, one run each): "
-        "median [5%, 95%]",
+        f"facts against the posterior predictive ({draws} posterior draws, "
+        f"{PREDICTIVE_RUNS} runs each): "
+        "median [5%, 95%];",
+        "one run's noise: the 5-95% of a single run about the reported value, were that its mean",
     ]
     width = max(len(c.fact.label) for c in inference.checks)
     for check in inference.checks:
@@ -61,10 +71,15 @@ def inference_lines(inference: Inference) -> list[str]:
         verdict = "inside" if check.inside else "OUTSIDE"
         if fact.ranged:
             verdict += f" ({check.share_inside:.0%} of runs in the range)"
+        noise = (
+            f"[{fact.shown(check.noise_low)}, {fact.shown(check.noise_high)}]"
+            if math.isfinite(check.noise_high)
+            else f">= {fact.shown(check.noise_low)}"
+        )
         lines.append(
             f"  {fact.label:<{width}}  reported {fact.reported:<9} predicted "
             f"{fact.shown(check.median)} [{fact.shown(check.low)}, {fact.shown(check.high)}]  "
-            f"{verdict}"
+            f"{verdict}; one run's noise {noise}"
         )
     return lines
 
