@@ -124,8 +124,26 @@ class RunConformance:
         return self.check.shape, self.check.measured_setup["workers"]
 
 
+class ConformingRuns:
+    """What some runs (all of them, or a group's) say of the simulator."""
+
+    runs: list[RunConformance]
+
+    @property
+    def inside(self) -> int:
+        return sum(r.check.inside for r in self.runs)
+
+    @property
+    def sim_mape(self) -> float:
+        return mape([r.check.sim_error for r in self.runs])
+
+    @property
+    def analytic_mape(self) -> float:
+        return mape([r.check.analytic_error for r in self.runs])
+
+
 @dataclass(frozen=True)
-class Group:
+class Group(ConformingRuns):
     """The runs of one shape at one W."""
 
     shape: Shape
@@ -137,20 +155,8 @@ class Group:
     flagged: bool
 
     @property
-    def inside(self) -> int:
-        return sum(r.check.inside for r in self.runs)
-
-    @property
     def mean_percentile(self) -> float:
         return float(np.mean([r.percentile for r in self.runs]))
-
-    @property
-    def sim_mape(self) -> float:
-        return mape([r.check.sim_error for r in self.runs])
-
-    @property
-    def analytic_mape(self) -> float:
-        return mape([r.check.analytic_error for r in self.runs])
 
     @property
     def where(self) -> str:
@@ -163,7 +169,7 @@ class Group:
 
 
 @dataclass(frozen=True)
-class Conformance:
+class Conformance(ConformingRuns):
     scenario: Scenario  # the truth the synthetic work realised (overhead per group apart)
     runs: list[RunConformance]
     groups: list[Group]
@@ -174,18 +180,6 @@ class Conformance:
     acceptance_measured: float  # accepted / judged proposals over all runs
     acceptance_simulated: float  # the same over the simulated replicates' means
     rejected: list[str]  # traces set aside, and why
-
-    @property
-    def inside(self) -> int:
-        return sum(r.check.inside for r in self.runs)
-
-    @property
-    def sim_mape(self) -> float:
-        return mape([r.check.sim_error for r in self.runs])
-
-    @property
-    def analytic_mape(self) -> float:
-        return mape([r.check.analytic_error for r in self.runs])
 
     @property
     def mismatched(self) -> list[RunConformance]:
