@@ -36,19 +36,8 @@ class NoTrace:
     def run_end(self, wall_clock: float, metric_calls: int, iterations: int) -> None:
         pass
 
-    def calls(
-        self,
-        role: str,
-        iteration: int,
-        phase: str,
-        starts: list[float],
-        durations: list[float],
-        slots: list[int],
-        items: Items,
-        tokens: TokenCounts | None,
-        accountant: Accountant,
-    ) -> None:
-        pass
+    def calls(self, *stage_calls: object) -> None:
+        """A stage's calls, as SimTrace.calls takes them (never asked while not `enabled`)."""
 
     def stage(self, iteration: int, name: str, start: float, end: float) -> None:
         pass
@@ -118,6 +107,9 @@ class SimTrace(NoTrace):
         tokens: TokenCounts | None,
         accountant: Accountant,
     ) -> None:
+        """Each call of a stage: its start, duration and slot; its item names it (a rollout's
+        candidate and examples, a reflection's proposal and parent); its tokens and dollars
+        when counted."""
         if role == "task":
             names = [(c, example) for c, key in items for example in self.examples(key)]
         else:
