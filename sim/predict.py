@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -246,15 +247,11 @@ def predictions_of(
 
 
 def sweep(
-    scenario: Scenario,
-    shapes: Sequence[Shape],
-    replicates: int,
-    jobs: int = 1,
-    on_progress: Callable[[int], None] | None = None,
-    backend: Backend | None = None,
+    scenario: Scenario, shapes: Sequence[Shape], replicates: int, **spread: Any
 ) -> list[Prediction]:
-    """Predict every shape; `on_progress(n)` is told as each n replicates finish."""
-    runs = simulate_shapes(scenario, shapes, replicates, jobs, on_progress, backend)
+    """Predict every shape from simulate_shapes' runs, spread as it takes them (`jobs`,
+    `backend`; `on_progress(n)` is told as each n replicates finish)."""
+    runs = simulate_shapes(scenario, shapes, replicates, **spread)
     return predictions_of(scenario, shapes, runs)
 
 

@@ -60,7 +60,7 @@ def run_sweep(scenario, shapes, reps: int, jobs: int, backend: str, address: str
             scenario,
             shapes,
             reps,
-            jobs,
+            jobs=jobs,
             on_progress=lambda n: progress.advance(task, n),
             backend=the_backend,
         )
