@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import subprocess
 import time
 from dataclasses import dataclass
+
+from host import machine
 
 from pxn.app.advice_report import advice_csv
 from pxn.sim.advise import Ask, advise, variants, work_units
@@ -43,16 +44,6 @@ ASK = Ask(
     replicates=100,
     race=False,
 )
-
-
-def machine() -> str:
-    cpu = "unknown"
-    with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-        for line in cpuinfo:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}"
 
 
 def uptime() -> str:

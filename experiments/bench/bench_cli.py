@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
-import platform
 import pstats
 import resource
 import statistics
@@ -45,6 +43,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from host import load, machine
 
 from pxn.acceptance import Acceptance
 from pxn.load import Load, Loads
@@ -69,20 +69,6 @@ PARTS = {
     "analytic": "  of which the closed form",
     "print": "printing the tables",
 }
-
-
-def machine() -> str:
-    cpu = "unknown"
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
-    return f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}"
-
-
-def load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
 def every_effect(path: Path) -> Path:

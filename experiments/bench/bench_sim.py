@@ -20,8 +20,6 @@ sharing the cores change every figure here.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -34,6 +32,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the oracle lives with the tests
 import dataclasses  # noqa: E402
 
 import numpy as np  # noqa: E402
+from host import load, machine  # noqa: E402
 from oracle import oracle_once  # noqa: E402
 
 from pxn.acceptance import Acceptance  # noqa: E402
@@ -47,20 +46,6 @@ from pxn.sim.presets import load_scenario  # noqa: E402
 SHAPES = [Shape(1, 1), Shape(2, 2), Shape(8, 2)]
 API_EXAMPLE = ROOT / "experiments" / "advise_example" / "livebench-math-api.toml"
 LIMITED_SHAPES = [Shape(1, 1), Shape(2, 2), Shape(8, 8)]
-
-
-def machine() -> str:
-    cpu = "unknown"
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
-    return f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}"
-
-
-def load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
 def rate(run_one, seconds: float) -> tuple[float, float]:

@@ -1,0 +1,21 @@
+"""The machine a benchmark ran on and how loaded it was, for its printout."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+
+def machine() -> str:
+    cpu = "unknown"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    return f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}"
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
