@@ -66,6 +66,7 @@ COMMAND_FLAGS = {
     "advise": {"ray address": "--address"},
     "run": {"LM servers": "--servers", "run directory": "--out"},
     "lm": {"LM servers": "--servers"},
+    "conformance": {"shape": "--shapes"},
 }
 
 

@@ -76,6 +76,7 @@ def test_no_library_error_names_a_cli_flag() -> None:
         ("replicates", "validate", "--reps"),
         ("dollar cap", "advise", "--max-dollars"),
         ("shape", "sweep", "--shapes"),
+        ("shape", "conformance", "--shapes"),
         ("shape", "simulate", "--shape"),
         ("eval backend", "run", "--eval-backend"),
     ],
