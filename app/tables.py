@@ -56,7 +56,11 @@ class Grid:
 
     def table(self, shown: list[int], caption: str) -> Table:
         # Escaped: a "[prices]" in a title or a cell is text, not markup.
-        table = Table(title=escape(self.title), caption=escape(caption) if caption else None)
+        table = Table(
+            title=escape(self.title),
+            caption=escape(caption) if caption else None,
+            caption_justify="left",  # notes run to several lines: centred, they read badly
+        )
         for i in shown:
             column = self.columns[i]
             justify = "left" if column.left else "right"
