@@ -23,15 +23,19 @@ def money(value: float) -> str:
     return f"${value:,.2f}" if value < 1000 else f"${value:,.0f}"
 
 
-def headline(advice: Advice) -> list[str]:
-    """The ask, how it was searched, and the caveat."""
+def headline(advice: Advice) -> list[str | Note]:
+    """The ask, how it was searched, and the caveat (prose, wrapped to the terminal)."""
     ask = advice.ask
     asked = [f"B={ask.budget} metric calls", f"objective: {ask.objective}"]
     if ask.deadline is not None:
         asked.append(f"deadline {format_duration(ask.deadline)}")
     if ask.max_dollars is not None:
         asked.append(f"at most {money(ask.max_dollars)}")
-    return [f"{advice.scenario.name}: " + ", ".join(asked), f"search: {advice.search}", CAVEAT]
+    return [
+        f"{advice.scenario.name}: " + ", ".join(asked),
+        f"search: {advice.search}",
+        Note(CAVEAT),
+    ]
 
 
 def describe(x: Assessment) -> str:
