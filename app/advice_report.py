@@ -68,12 +68,12 @@ def feasibility(advice: Advice) -> str:
     return f"; feasible: 95th percentile within {' and '.join(limits)}" if limits else ""
 
 
-def recommendation(advice: Advice) -> list[str]:
-    """The recommended allocation and those within noise of it, a line each."""
+def recommendation(advice: Advice) -> list[str | Note]:
+    """The recommended allocation and those within noise of it, a paragraph each."""
     if advice.recommended is None:
         return []
-    lines = [f"\nrecommended: {describe(advice.recommended)}"]
-    lines += [f"  within noise: {describe(x)}" for x in advice.runners_up[:RUNNERS_UP]]
+    lines: list[str | Note] = ["", Note(describe(advice.recommended), label="recommended")]
+    lines += [Note(describe(x), label="  within noise") for x in advice.runners_up[:RUNNERS_UP]]
     if len(advice.runners_up) > RUNNERS_UP:
         more = len(advice.runners_up) - RUNNERS_UP
         lines.append(f"  and {more} more within noise ('tie' in the table and the CSV)")

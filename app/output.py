@@ -34,6 +34,7 @@ class Note:
     """A sentence of prose for a person: wrapped to the terminal, unlike a data line."""
 
     text: str
+    label: str = "note"  # what the sentence is, printed before it
 
 
 @dataclass
@@ -120,7 +121,11 @@ class Output:
                 if isinstance(block, Grid):  # --wide may be wider than the terminal: not cropped
                     stdout.print(fit(block, stdout, self.wide), crop=not self.wide)
                 elif isinstance(block, Note):
-                    say(textwrap.fill(f"note: {block.text}", stdout.width, subsequent_indent="  "))
+                    say(
+                        textwrap.fill(
+                            f"{block.label}: {block.text}", stdout.width, subsequent_indent="    "
+                        )
+                    )
                 else:
                     say(block)
 
