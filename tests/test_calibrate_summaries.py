@@ -154,6 +154,17 @@ def test_traces_and_summaries_together_are_refused(tmp_path: Path) -> None:
     assert_user_error(ran, "trace files or --summaries, not both")
 
 
+@pytest.mark.parametrize(
+    "flag", [["--draws", "10"], ["--task-model", "gpt-4.1-mini"], ["--latency", "gamma"]]
+)
+def test_flags_only_traces_read_are_refused_with_summaries(tmp_path: Path, flag: list[str]) -> None:
+    path = write(tmp_path, "s.toml", SETUP + '[[runs]]\nshape = "single"\niterations = 30\n')
+    out = tmp_path / "o.toml"
+    ran = run_pxn("calibrate", "--summaries", path, "-o", out, *flag)
+    assert_user_error(ran, f"{flag[0]} applies to traces", "[inference]")
+    assert not out.exists()
+
+
 def test_facts_no_setting_reproduces_are_refused_after_inference(tmp_path: Path) -> None:
     """B = 400, V = 20 affords at most (400 - 20) / 6 = 63 single iterations, never 200."""
     path = write(tmp_path, "s.toml", SETUP + """

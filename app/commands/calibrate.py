@@ -76,13 +76,14 @@ def calibrate(
         ),
     ] = None,
     draws: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--draws",
             help="Parameter draws to write as the scenario's uncertainty (a bootstrap of the "
-            "fits over runs and their iterations); 0 writes none.",
+            "fits over runs and their iterations; default 100); 0 writes none.",
+            show_default=False,
         ),
-    ] = 100,
+    ] = None,
 ) -> None:
     """Fit latencies, acceptance, overhead and tokens from traces (or infer them from run
     summaries); write a Scenario TOML."""
@@ -95,6 +96,12 @@ def calibrate(
     if summaries is not None:
         if traces:
             raise PxnError("give trace files or --summaries, not both")
+        given = trace_only_flags(plots, latency, lm_servers, task_model, reflection_model, draws)
+        if given:
+            raise PxnError(
+                f"{given[0]} applies to traces; with --summaries the summaries file's [setup] "
+                "and [inference] tables say it (format: pydoc pxn.calibrate.summaries)"
+            )
         calibrate_from_summaries(summaries, output, name, jobs)
         return
     if not traces:
@@ -106,7 +113,7 @@ def calibrate(
         lm_servers=lm_servers,
         task_model=task_model,
         reflection_model=reflection_model,
-        draws=draws,
+        draws=100 if draws is None else draws,
     )
     for line in calibration_lines(calibration):
         say(line)
@@ -120,6 +127,19 @@ def calibrate(
         for fit in fits:
             figure = plot_latency_fit(fit, plots / f"fit_{fit.what.replace(' ', '_')}.png")
             say(f"wrote {figure}")
+
+
+def trace_only_flags(plots, latency, lm_servers, task_model, reflection_model, draws) -> list[str]:
+    """The flags given that only a calibration from traces reads."""
+    given = {
+        "--plots": plots is not None,
+        "--latency": latency != "auto",
+        "--lm-servers": lm_servers is not None,
+        "--task-model": task_model is not None,
+        "--reflection-model": reflection_model is not None,
+        "--draws": draws is not None,
+    }
+    return [flag for flag, is_given in given.items() if is_given]
 
 
 def calibrate_from_summaries(summaries: Path, output: Path, name: str, jobs: int) -> None:
