@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 
 from pxn.calibrate.abc_smc import Generation
 from pxn.calibrate.from_summaries import (
@@ -14,73 +15,86 @@ from pxn.calibrate.from_summaries import (
     Inference,
 )
 
+WIDTH = 100  # columns
+
 
 def generation_line(generation: Generation) -> str:
     if generation.number == 0:
         return f"generation 0: {generation.simulations} settings from the prior"
     return (
         f"generation {generation.number}: tolerance {generation.tolerance:.3g}, "
-        f"{generation.replaced} particles replaced, {generation.steps} step(s) each of "
-        f"length {generation.step_length:g}, "
-        f"{generation.acceptance_rate:.0%} accepted, {generation.simulations} simulations, "
+        f"{generation.replaced} moved {generation.steps} steps of {generation.step_length:g}, "
+        f"{generation.acceptance_rate:.0%} accepted, {generation.simulations} runs, "
         f"{generation.distinct} distinct"
     )
 
 
 def inference_lines(inference: Inference) -> list[str]:
+    """The report, every line within 100 columns (a terminal's, a README's)."""
     summaries, outcome = inference.summaries, inference.outcome
     setup = summaries.setup
     options = summaries.options
+    models = [f"task {setup.task_model}"] if setup.task_model else []
+    models += [f"reflection {setup.reflection_model}"] if setup.reflection_model else []
+    width = max(len(p.path) for p in inference.parameters)
     lines = [
-        f"inferred from {summaries.path}: {len(summaries.facts)} facts on "
-        f"{len(summaries.runs)} runs, each simulated once per parameter setting",
+        f"inferred from {summaries.path}",
+        f"{len(summaries.facts)} facts on {len(summaries.runs)} runs, each simulated once per "
+        "parameter setting",
         f"setup: B={setup.budget}, V={setup.valset_size}, train={setup.trainset_size}, "
-        f"b={setup.minibatch}, W={setup.workers}, reflection slots={setup.reflection_concurrency}"
-        + (f", task model {setup.task_model}" if setup.task_model else "")
-        + (f", reflection model {setup.reflection_model}" if setup.reflection_model else ""),
+        f"b={setup.minibatch}, W={setup.workers}, reflection slots={setup.reflection_concurrency}",
+        *([f"models: {', '.join(models)}"] if models else []),
         f"ABC-SMC (MCMC moves): {options.particles} particles, seed {options.seed}, "
-        f"{len(outcome.history) - 1} generations, {outcome.simulations} simulations; "
+        f"{len(outcome.history) - 1} generations, {outcome.simulations} simulated runs",
         f"converged: {outcome.verdict}",
-        "  distance: each fact's miss in units of one run's sd of it (the pilot's "
-        f"{outcome.scale.simulations} runs of the prior's best fits) or of its reporting "
-        f"precision; noise level {outcome.scale.noise_level:.3g}",
+        *textwrap.wrap(
+            "distance: each fact's miss in units of one run's sd of it (the pilot's "
+            f"{outcome.scale.simulations} runs of the prior's best fits) or of its reporting "
+            f"precision; noise level {outcome.scale.noise_level:.3g}",
+            WIDTH,
+            initial_indent="  ",
+            subsequent_indent="    ",
+        ),
         *(f"  {generation_line(g)}" for g in outcome.history),
         "",
-        f"parameters: posterior median [5%, 95%]; IQR ratio = posterior / prior IQR on the "
-        f"prior's scale (pinned <= {PINNED}, narrowed <= {NARROWED}, else left to the prior)",
+        "priors:",
+        *(f"  {p.path:<{width}}  {p.prior.describe()}" for p in inference.parameters),
+        *textwrap.wrap(
+            "parameters: posterior median [5%, 95%], IQR ratio (posterior / prior "
+            f"interquartile range on the prior's scale: pinned <= {PINNED}, narrowed <= "
+            f"{NARROWED}, else left to the prior)",
+            WIDTH,
+        ),
     ]
-    width = max(len(p.path) for p in inference.parameters)
     for p in inference.parameters:
+        interval = f"[{p.low:.4g}, {p.high:.4g}]"
         lines.append(
-            f"  {p.path:<{width}}  {p.median:10.4g} [{p.low:.4g}, {p.high:.4g}]  "
-            f"IQR ratio {p.iqr_ratio:.2f}  {p.verdict:<17}  prior {p.prior.describe()}"
+            f"  {p.path:<{width}}  {p.median:9.4g} {interval:<18}  {p.iqr_ratio:.2f}  {p.verdict}"
         )
     for path, value in inference.priors.fixed.items():
-        lines.append(f"  {path:<{width}}  {value:10.4g} held fixed")
+        lines.append(f"  {path:<{width}}  {value:9.4g} held fixed")
     draws = len(inference.scenario.uncertainty.draws) if inference.scenario.uncertainty else 0
     lines += [
         "",
         f"facts against the posterior predictive ({draws} posterior draws, "
-        f"{PREDICTIVE_RUNS} runs each): "
-        "median [5%, 95%];",
+        f"{PREDICTIVE_RUNS} runs each): median [5%, 95%];",
         "one run's noise: the 5-95% of a single run about the reported value, were that its mean",
     ]
     width = max(len(c.fact.label) for c in inference.checks)
     for check in inference.checks:
         fact = check.fact
-        verdict = "inside" if check.inside else "OUTSIDE"
-        if fact.ranged:
-            verdict += f" ({check.share_inside:.0%} of runs in the range)"
         noise = (
             f"[{fact.shown(check.noise_low)}, {fact.shown(check.noise_high)}]"
             if math.isfinite(check.noise_high)
             else f">= {fact.shown(check.noise_low)}"
         )
-        lines.append(
-            f"  {fact.label:<{width}}  reported {fact.reported:<9} predicted "
+        ranged = f"; {check.share_inside:.0%} of runs in the range" if fact.ranged else ""
+        lines += [
+            f"  {fact.label:<{width}}  reported {fact.reported:<7} predicted "
             f"{fact.shown(check.median)} [{fact.shown(check.low)}, {fact.shown(check.high)}]  "
-            f"{verdict}; one run's noise {noise}"
-        )
+            + ("inside" if check.inside else "OUTSIDE"),
+            f"  {'':<{width}}  one run's noise {noise}{ranged}",
+        ]
     return lines
 
 

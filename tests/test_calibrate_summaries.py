@@ -362,6 +362,8 @@ draws = 50
     assert ran.returncode == 0, ran.stderr
     lines = {line.split()[0]: line for line in ran.stdout.splitlines() if line.startswith("  ")}
     assert "pinned" in lines["acceptance.a0"], ran.stdout
+    # the report fits a 100-column terminal (but for the line naming the file's path)
+    assert max(len(line) for line in ran.stdout.splitlines()[1:]) <= 100, ran.stdout
     scenario = Scenario.load(out)
     assert scenario.uncertainty is not None and len(scenario.uncertainty) == 50
     draws = scenario.uncertainty.draws

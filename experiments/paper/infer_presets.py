@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from pxn.calibrate.summaries import read_summaries
 from pxn.calibrate.summaries_report import generation_line, inference_header, inference_lines
 from pxn.files import write_text_atomically
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(os.path.relpath(Path(__file__).resolve().parent))  # reports name it as run
 PRESETS = HERE.parents[1] / "sim" / "presets"
 LIVEBENCH = HERE / "livebench-math.summaries.toml"
 HOVER = HERE / "hover.summaries.toml"
