@@ -14,7 +14,7 @@ PXN=.venv/bin/pxn
 HERE=${STUDY_DIR:-experiments/local_validation}
 BUDGET=${BUDGET:-200}
 SERVERS=2   # llama.cpp servers, one thread each: this machine has 2 cores
-read -r -a SEEDS <<< "${SEEDS:-0 1 2}"
+read -r -a SEEDS <<< "${SEEDS:-0 1}"
 # shape:workers. The singles (W = 1 and 2) are the calibration set: with calls
 # one or two at a time the slowdown under load is identifiable from them.
 SINGLES=(1x1:1 1x1:2)
@@ -22,7 +22,7 @@ SINGLES=(1x1:1 1x1:2)
 BATCHED=(2x1:2 1x2:2 2x2:2 4x1:2 4x4:2)
 # ... and, with fewer seeds, at a W the singles never ran (cross-W).
 CROSS_W=(2x2:1 4x1:1 2x2:4 4x1:4)
-read -r -a CROSS_SEEDS <<< "${CROSS_SEEDS:-0 1}"
+read -r -a CROSS_SEEDS <<< "${CROSS_SEEDS:-0}"
 
 real_run() {  # shape workers seed
   local run="$HERE/runs/$1-w$2-s$3"
@@ -57,6 +57,8 @@ analyse() {
     --out "$HERE/validation" | tee "$HERE/validation.txt"
   "$PXN" validate --scenario "$HERE/calibrated-point.toml" "$HERE"/runs/* --reps 400 \
     --out "$HERE/validation-point" | tee "$HERE/validation-point.txt"
+  # Error and coverage by group (calibration singles, held-out at W = 2, cross-W).
+  .venv/bin/python "$HERE/summarise.py" "$HERE" | tee "$HERE/summary.md"
   "$PXN" plot timeline "$HERE/runs/2x2-w2-s0" -o "$HERE/timeline_2x2.png"
   "$PXN" plot timeline "$HERE/runs/1x1-w2-s0" -o "$HERE/timeline_single.png"
 }
