@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 from typing import Annotated
 
 import typer
@@ -25,7 +26,10 @@ def wait_for_stop() -> None:
     previous = signal.signal(signal.SIGTERM, stop)
     try:
         while True:
-            signal.pause()
+            # Not signal.pause(): a signal flagged just before it is entered would never
+            # end it (the test hung so). A signal ends a sleep at once; one flagged just
+            # before a sleep is handled when that sleep ends, within a second.
+            time.sleep(1.0)
     except (KeyboardInterrupt, Stopped):
         pass
     finally:
