@@ -31,6 +31,9 @@ def pxn_run(args: list[str]) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as a terminal gives it: a disposition inherited from the test process (a
+        # library that ignored SIGINT, a shell's background job) must not decide the test.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
