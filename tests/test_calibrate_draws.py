@@ -23,6 +23,9 @@ from pxn.calibrate.scenario_from_traces import calibrate_traces
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 
+# Calibration round trips on simulated traces: seconds each, so outside `make quick`.
+pytestmark = pytest.mark.slow
+
 MAIN = ("rollout.a", "rollout.scale", "reflection.s", "reflection.scale", "acceptance.a0")
 TRUTH = {"rollout.a": 3.0, "rollout.scale": 0.7, "reflection.s": 0.3, "reflection.scale": 9.0,
          "acceptance.a0": 0.25, "skip_perfect": 0.1}  # fmt: skip

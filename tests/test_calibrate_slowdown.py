@@ -25,6 +25,9 @@ from pxn.shape import Shape
 from pxn.sim.predict import sweep
 from pxn.trace import Reflection, Rollout
 
+# Calibration round trips on simulated traces: seconds each, so outside `make quick`.
+pytestmark = pytest.mark.slow
+
 POOL = TRUE.with_local_pool(2, 0.5)
 
 

@@ -20,6 +20,9 @@ from pxn.calibrate.scenario_from_traces import calibrate_traces
 from pxn.distribution import Distribution
 from pxn.shape import Shape
 
+# Calibration round trips on simulated traces: seconds each, so outside `make quick`.
+pytestmark = pytest.mark.slow
+
 GAMMA = scipy.stats.gamma(a=3.0, scale=0.7)
 CAP = 4.0  # P(X > 4) = 8%
 

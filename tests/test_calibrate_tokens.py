@@ -23,6 +23,9 @@ from pxn.calibrate.tokens import fit_counts, fit_reflection_input
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 
+# Calibration round trips on simulated traces: seconds each, so outside `make quick`.
+pytestmark = pytest.mark.slow
+
 SINGLE = Shape(1, 1)
 
 

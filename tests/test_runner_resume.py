@@ -23,6 +23,15 @@ TESTS = str(Path(__file__).parent)
 pytestmark = pytest.mark.slow
 
 
+def ctrl_c_as_a_terminal_gives_it() -> None:
+    """In the child before exec: SIGINT at its default and unblocked. An ignored SIGINT
+    survives exec (something earlier in a full suite leaves the test process so: Ctrl-C
+    then reached a run that finished with exit 0), and Python installs its Ctrl-C handler
+    only where SIGINT is not ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def pxn_run(args: list[str]) -> subprocess.Popen[str]:
     env = {**os.environ, "OPENAI_API_KEY": "sk-test-dummy-key", "PYTHONPATH": TESTS}
     return subprocess.Popen(
@@ -31,9 +40,7 @@ def pxn_run(args: list[str]) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        # Ctrl-C as a terminal gives it: a disposition inherited from the test process (a
-        # library that ignored SIGINT, a shell's background job) must not decide the test.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=ctrl_c_as_a_terminal_gives_it,
     )
 
 
