@@ -563,10 +563,13 @@ def test_dollars_read_as_money(mean: float, low: float, high: float, text: str) 
     assert dollars_text(replace(prediction, dollars=Interval(mean, low, high))) == text
 
 
-def test_the_readme_scenario_example_loads_and_is_priced_and_limited(tmp_path: Path) -> None:
-    readme = Path(__file__).resolve().parents[1] / "README.md"
-    blocks = re.findall(r"```toml\n(.*?)```", readme.read_text(encoding="utf-8"), re.S)
+def test_the_documented_scenario_example_loads_and_is_priced_and_limited(tmp_path: Path) -> None:
+    reference = Path(__file__).resolve().parents[1] / "docs" / "scenario.md"
+    blocks = re.findall(r"```toml\n(.*?)```", reference.read_text(encoding="utf-8"), re.S)
     [example] = [b for b in blocks if b.startswith('name = "my-task"')]
+    # the page adds tokens, prices and rate limits to its example in a block of their own
+    [costs] = [b for b in blocks if b.startswith("[tokens]")]
+    example += costs
     path = tmp_path / "my-task.toml"
     path.write_text(example, encoding="utf-8")
     scenario = Scenario.load(path)  # the task model is priced from litellm's offline table
