@@ -15,8 +15,10 @@ import json
 import math
 import os
 import sys
+import tempfile
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,27 +75,72 @@ def json_text(document: dict[str, Any]) -> str:
     return json.dumps(finite(document), indent=2, allow_nan=False)
 
 
+def ensure_writable_outputs(
+    files: Mapping[str, Path | None] | None = None,
+    directories: Mapping[str, Path | None] | None = None,
+) -> None:
+    """Refuse, before any work, every output path that could not be written.
+
+    `files` and `directories` map the input naming a path (its subject: "trace",
+    "out", "plots") to the path; None (not asked for) is skipped. A path is
+    writable when its directory, or the nearest existing one above it, takes a
+    new file: that is tried, not inferred from permission bits, which say
+    nothing for root or a read-only or virtual file system. Nothing is left
+    behind by the check.
+    """
+    for subject, path in (files or {}).items():
+        if path is not None:
+            check_file(path, subject)
+    for subject, path in (directories or {}).items():
+        if path is not None:
+            check_directory(path, subject)
+
+
 def check_directory(path: Path, subject: str) -> None:
     """Refuse a directory that cannot be created or written, before the work it would hold."""
-    if path.exists() and not path.is_dir():
-        raise PxnError(f"{path} is a file, not a directory", subject=subject)
-    check_creatable(path, path, subject)
+    with refused_if_failing(path, subject):
+        if path.exists() and not path.is_dir():
+            raise PxnError(f"{path} is a file, not a directory", subject=subject)
+        check_creatable(path, path, subject)
 
 
 def check_file(path: Path, subject: str) -> None:
     """Refuse a file path that cannot be written, before the work it would hold."""
-    if path.is_dir():
-        raise PxnError(f"{path} is a directory, not a file", subject=subject)
-    check_creatable(path.parent, path, subject)
+    with refused_if_failing(path, subject):
+        if path.is_dir():
+            raise PxnError(f"{path} is a directory, not a file", subject=subject)
+        check_creatable(path.parent, path, subject)
+
+
+@contextmanager
+def refused_if_failing(path: Path, subject: str) -> Iterator[None]:
+    """The system's refusal to look at or write `path` (a name too long, a missing
+    device, a read-only file system) as the user's error about it."""
+    try:
+        yield
+    except OSError as exc:
+        raise PxnError(f"{path} cannot be written: {reason_of(exc)}", subject=subject) from None
+
+
+def reason_of(error: OSError) -> str:
+    return (error.strerror or type(error).__name__).lower()
 
 
 def check_creatable(directory: Path, named: Path, subject: str) -> None:
-    """`directory` exists and is writable, or can be created: `named` can be written there."""
+    """`directory` exists and takes a new file, or can be created: `named` can be written."""
     existing = next(p for p in (directory, *directory.parents) if p.exists())
     if not existing.is_dir():
         raise PxnError(f"{named} cannot be created: {existing} is a file", subject=subject)
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise PxnError(f"{named} cannot be written: {existing} is not writable", subject=subject)
+    # Files are written beside their final place, then renamed (pxn.files): try one.
+    try:
+        fd, probe = tempfile.mkstemp(dir=existing, prefix=".pxn-probe-")
+    except OSError as exc:
+        raise PxnError(
+            f"{named} cannot be written: {existing} takes no new file ({reason_of(exc)})",
+            subject=subject,
+        ) from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 @dataclass(frozen=True)
