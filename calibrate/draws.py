@@ -4,11 +4,13 @@ What makes a new run differ from the runs it was calibrated on? Two things.
 Sampling error: the fits saw finitely many calls, steps and stages. And the
 run's own conditions: the provider's load that day, the machine, how hard the
 task is from this seed; they shift a whole run at once. So the bootstrap has
-two stages: the runs are resampled with replacement (which carries their
-differences into the draws), then the iterations within each drawn run (the
-unit: an iteration's calls, its step, its stages, units.py). Only several
-runs show differences between runs: with ONE run the draws hold its sampling
-error alone and understate how another run may differ; the source says so.
+two stages: the runs are resampled with replacement within their design
+(shape, W, C, b, servers: every draw keeps the loads and shapes the
+calibration saw), which carries their differences into the draws, then the
+iterations within each drawn run (the unit: an iteration's calls, its step,
+its stages, units.py). Only several runs of one design show differences
+between runs: with ONE run per design the draws hold sampling error alone and
+understate how another run may differ; the source says so.
 (The two stages together slightly overstate the spread when runs differ
 little: erring on the side of honesty.)
 
@@ -62,10 +64,6 @@ class DrawsFit:
     point: dict[str, float]  # each drawn parameter's point estimate
     spread: dict[str, tuple[float, float]]  # each parameter's central 90% over the draws
 
-    @property
-    def one_run(self) -> bool:
-        return self.runs == 1
-
 
 def parameter_draws(cal: Calibration, count: int) -> DrawsFit:
     rng = np.random.default_rng(SEED)
@@ -74,14 +72,15 @@ def parameter_draws(cal: Calibration, count: int) -> DrawsFit:
     point = one_draw(cal, units)
     source = (
         f"bootstrap of {units.runs} run(s) and their {len(units.run)} iterations (runs "
-        "resampled, then iterations within each), every parameter refitted with the point "
-        "estimate's model"
+        "resampled within their design, then iterations within each), every parameter "
+        "refitted with the point estimate's model"
     )
-    if units.runs == 1:
+    if len(set(units.design)) == units.runs:  # no setup was run twice
         source += (
-            "; from one run the draws hold only its sampling error, not how another run's "
-            "conditions differ"
-        )
+            "; from one run the draws hold only its sampling error"
+            if units.runs == 1
+            else "; from one run per design the draws hold only their sampling error"
+        ) + ", not how another run's conditions differ"
     spread = {
         path: tuple(np.percentile([d[path] for d in draws if path in d], [5, 95]).tolist())
         for path in sorted({p for d in draws for p in d})
@@ -100,7 +99,8 @@ def one_draw(cal: Calibration, units: Units) -> dict[str, float]:
             calls = units.calls
             rows = fit.calls(calls.kind) & ~calls.censored
             groups = fit.groups(calls.kind, calls.phase)[rows]
-            betas[role] = refit_beta(groups, calls.load[rows], calls.latency[rows], servers)
+            refitted = refit_beta(groups, calls.load[rows], calls.latency[rows], servers)
+            betas[role] = fit.chosen if refitted is None else refitted
             draw[f"load.{role}.slowdown"] = betas[role]
     served, _ = served_alone(units.calls, betas, servers, scenario.tokens)
     draw |= _latency("rollout", scenario.rollout, served, cal.rollout.tail, "rollout")

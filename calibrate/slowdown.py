@@ -94,11 +94,17 @@ def _least_squares(codes: np.ndarray, loads: np.ndarray, log_latency: np.ndarray
     return beta, rss_min, rss, low
 
 
-def refit_beta(groups, loads, latencies, servers: int | None) -> float:
-    """beta re-estimated (the parameter bootstrap), at least 0; 0 when not identified."""
+def refit_beta(groups, loads, latencies, servers: int | None) -> float | None:
+    """beta re-estimated (the parameter bootstrap), at least 0; None when not identified.
+
+    Identified only where one group ran at two loads or more: with each group at
+    a load of its own, the loads differ only as the groups' own c do, and the
+    least squares wander over a flat residual.
+    """
     _, codes, loads, log_latency, _ = _usable(groups, loads, latencies, servers)
-    if len(loads) == 0 or np.ptp(loads) == 0:
-        return 0.0
+    spans_loads = [np.ptp(loads[codes == g]) > 0 for g in np.unique(codes)]
+    if not any(spans_loads):
+        return None
     return max(0.0, _least_squares(codes, loads, log_latency)[0])
 
 

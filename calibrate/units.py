@@ -62,6 +62,7 @@ class Calls:
 @dataclass(frozen=True)
 class Units:
     run: np.ndarray  # per unit: which run (trace) it is from
+    design: tuple[str, ...]  # per run: its setup (shape, W, C, b, servers), see run_design
     calls: Calls
     call_unit: np.ndarray
     steps: Steps
@@ -84,12 +85,20 @@ class Units:
         return int(self.run.max()) + 1 if len(self.run) else 0
 
     def resample(self, rng: np.random.Generator) -> Units:
-        """Runs drawn with replacement, then units within each drawn run with replacement.
+        """Runs drawn with replacement within each design, then units within each drawn run.
 
-        With one run only the second stage varies anything.
+        Runs are resampled within their design (a stratified bootstrap), so every
+        draw keeps the calibration's design: the loads it ran at, the shapes and
+        W it saw. Resampling across designs could draw, say, only the W = 2 runs,
+        where every rollout ran at load 2 and every reflection at load 1, and a
+        slowdown fitted there is noise. A design with one run only varies its
+        units.
         """
         by_run = [np.flatnonzero(self.run == r) for r in range(self.runs)]
-        drawn_runs = rng.integers(0, self.runs, size=self.runs) if self.runs > 1 else [0]
+        drawn_runs = []
+        for design in dict.fromkeys(self.design):
+            runs = [r for r in range(self.runs) if self.design[r] == design]
+            drawn_runs.extend(rng.choice(runs, size=len(runs)) if len(runs) > 1 else runs)
         chosen = np.concatenate([rng.choice(by_run[r], size=len(by_run[r])) for r in drawn_runs])
         return self.take(chosen)
 
@@ -99,6 +108,7 @@ class Units:
         renumber = np.arange(len(chosen))
         return Units(
             run=self.run[chosen],
+            design=self.design,
             calls=self.calls.take(call_rows),
             call_unit=np.repeat(
                 renumber, np.bincount(self.call_unit, minlength=len(self.run))[chosen]
@@ -187,6 +197,7 @@ def cut_into_units(traces: list[Trace]) -> Units:
     )
     return Units(
         run=np.array(builder.unit_run, dtype=int),
+        design=tuple(run_design(t) for t in traces),
         calls=Calls(
             kind=np.array(calls["kind"], dtype=str),
             phase=np.array(calls["phase"], dtype=str),
@@ -214,6 +225,15 @@ def cut_into_units(traces: list[Trace]) -> Units:
         duplicates_shown=shown,
         passes_hidden=any(not s and not u for s, u in zip(scored, unlimited, strict=True)),
         duplicates_why_not=why_not,
+    )
+
+
+def run_design(trace: Trace) -> str:
+    """What a run's setup fixed, as the bootstrap's stratum."""
+    start = trace.run_start
+    return (
+        f"{start.shape} W={start.workers} C={start.reflection_concurrency} b={start.minibatch} "
+        f"servers={start.meta.get('lm_servers')}"
     )
 
 

@@ -19,7 +19,7 @@ from conftest import assert_user_error, run_pxn
 
 from pxn.calibrate.load_effect import call_loads
 from pxn.calibrate.scenario_from_traces import Calibration, calibrate_traces
-from pxn.calibrate.slowdown import fit_slowdown
+from pxn.calibrate.slowdown import fit_slowdown, refit_beta
 from pxn.load import Load, Loads
 from pxn.shape import Shape
 from pxn.sim.predict import sweep
@@ -173,3 +173,30 @@ def test_a_hosted_api_slowdown_is_fitted_per_model(tmp_path: Path) -> None:
     # share of it the slowdown takes.
     at_eight = cal.scenario.rollout.mean() * loads.task.factor(8)
     assert relative(at_eight, hosted.rollout.mean() * hosted.loads.task.factor(8)) < 0.03
+
+
+def test_beta_is_not_refitted_where_each_group_ran_at_a_load_of_its_own() -> None:
+    """Rollouts all two at a time, reflections all alone: the loads differ only as the groups'
+    own lengths do, and any beta fits equally badly."""
+    rng = np.random.default_rng(11)
+    groups = np.array(["rollout"] * 300 + ["reflection"] * 30)
+    loads = np.array([2] * 300 + [1] * 30)
+    latencies = np.concatenate([rng.lognormal(-0.5, 0.2, 300), rng.lognormal(1.0, 0.15, 30)])
+    assert refit_beta(groups, loads, latencies, servers=2) is None
+
+
+def test_the_bootstrap_keeps_the_calibration_design(tmp_path: Path) -> None:
+    """Singles at W = 1 and at W = 2, two of each: every draw resamples runs within W, so no
+    draw sees only the W = 2 runs (where the slowdown is not identified) and every draw's
+    slowdown stays near the point fit's interval."""
+    runs = write_traces(tmp_path / "w1", POOL.replace(workers=1), Shape(1, 1), range(2))
+    runs += write_traces(tmp_path / "w2", POOL.replace(workers=2), Shape(1, 1), range(2, 4))
+    cal = calibrate_traces(runs, draws=60)
+    units, rng = cal.units, np.random.default_rng(0)
+    for _ in range(50):  # across designs, 1 in 8 resamples would hold one design only
+        drawn = units.resample(rng)
+        assert {units.design[r] for r in drawn.run} == set(units.design)
+    for role in ("task", "reflection"):
+        upper = cal.slowdowns[role].fit.interval[1]
+        values = [d[f"load.{role}.slowdown"] for d in cal.scenario.uncertainty.draws]
+        assert max(values) < 3 * upper, role
