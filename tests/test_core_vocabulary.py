@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pxn.durations import parse_duration
 from pxn.errors import PxnError
 from pxn.prices import Prices, model_prices
 from pxn.selection import Selection
@@ -37,8 +38,32 @@ def test_shape_lists_refuse_repeats_and_emptiness():
     assert parse_shapes("single,2x2") == [Shape(1, 1), Shape(2, 2)]
     with pytest.raises(PxnError, match="single twice"):
         parse_shapes("single,1x1")
+    with pytest.raises(PxnError, match=r"^shapes name each shape once: 2x2, single twice$"):
+        parse_shapes("single,2x2,single,2X2")
     with pytest.raises(PxnError, match="at least one shape"):
         parse_shapes(" , ")
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90s", 90), ("90m", 5400), ("1h30m", 5400), ("45min", 2700), ("1.5h", 5400), ("2d", 172800)],
+)
+def test_durations_parse_every_unit(text: str, seconds: float) -> None:
+    assert parse_duration(text, "--deadline") == seconds
+
+
+def test_a_duration_without_a_unit_is_refused_with_the_units_it_could_mean() -> None:
+    # A bare 90 was once read as seconds; a user who meant minutes got a deadline 60x short.
+    with pytest.raises(PxnError) as caught:
+        parse_duration(" 90 ", "--deadline")
+    assert caught.value.subject == "--deadline"
+    assert str(caught.value) == "--deadline 90 has no unit; give a unit: 90s, 90m or 90h"
+
+
+@pytest.mark.parametrize("bad", ["0s", "0h0m", "soon", "-5m", "5 parsecs"])
+def test_bad_durations_are_named(bad: str) -> None:
+    with pytest.raises(PxnError, match=r"^--deadline (must be longer than zero|is a duration)"):
+        parse_duration(bad, "--deadline")
 
 
 @pytest.mark.parametrize(
