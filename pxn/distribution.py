@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import warnings
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import Any
@@ -132,12 +133,21 @@ class Distribution:
         return one_try * tries
 
     def validate(self, what: str, unit: str = "seconds") -> None:
+        not_finite = [k for k, v in self.params.items() if not (is_number(v) and math.isfinite(v))]
+        if not_finite:
+            name = not_finite[0]
+            raise PxnError(f"{name} must be a finite number: got {self.params[name]!r}",
+                           subject=what)  # fmt: skip
         if self.empirical:
             if not self.samples:
                 raise PxnError("an empirical distribution needs a non-empty 'samples' list",
                                subject=what)  # fmt: skip
-            if not all(math.isfinite(x) and x >= 0 for x in self.samples):
-                raise PxnError(f"samples must be >= 0 {unit} (and finite)", subject=what)
+            bad = next(
+                (i for i, x in enumerate(self.samples) if not math.isfinite(x) or x < 0), None
+            )
+            if bad is not None:
+                raise PxnError(f"samples[{bad}] is {self.samples[bad]!r}: samples must be finite "
+                               f"and >= 0 {unit}", subject=what)  # fmt: skip
             at_least(self.params.get("scale", 1.0), f"{what} scale")
             unknown = sorted(set(self.params) - {"scale"})
             if unknown:
@@ -166,8 +176,12 @@ class Distribution:
                 subject=what,
             )
         try:
-            family = self._family()
-            low, mean = family.support(**self.params)[0], family.mean(**self.params)
+            # Extreme parameters overflow inside scipy: its warnings would break the
+            # one line this check ends in.
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore", RuntimeWarning)
+                family = self._family()
+                low, mean = family.support(**self.params)[0], family.mean(**self.params)
         except TypeError as exc:
             raise PxnError(f"has bad parameters for {self.dist}: {exc}", subject=what) from None
         if not np.isfinite(mean) or low < 0:

@@ -10,6 +10,7 @@ one is reported as a `PxnError` naming the field and the fix.
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -235,6 +236,7 @@ class Scenario:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "scenario") -> Scenario:
+        refuse_non_finite(data)
         data = dict(data)
         toml_keys = set(cls.__dataclass_fields__) - {"rollout_phases", "loads"}
         known_keys(data, toml_keys | {"load", *LEGACY_POOL_KEYS}, source)
@@ -276,9 +278,12 @@ class Scenario:
     def load(cls, path: str | Path) -> Scenario:
         path = Path(path)
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except UnicodeDecodeError:
-            raise PxnError("is not a text file; is it a scenario TOML?",
+            raw = path.read_bytes()
+            if b"\0" in raw:  # valid UTF-8 perhaps, but no text file holds a NUL
+                raise UnicodeError
+            data = tomllib.loads(raw.decode("utf-8"))
+        except UnicodeError:
+            raise PxnError("is not a TOML text file (it holds binary data)",
                            subject=f"scenario {path}") from None  # fmt: skip
         except OSError as exc:
             raise PxnError(f"cannot read scenario {path}: {exc.strerror}") from None
@@ -288,6 +293,46 @@ class Scenario:
 
     def save(self, path: str | Path, header: str = "") -> None:
         write_text_atomically(path, self.to_toml(header))
+
+
+def refuse_non_finite(data: dict[str, Any]) -> None:
+    """Refuse a NaN or infinity anywhere in a scenario's TOML, named by its table and index.
+
+    TOML spells them nan and inf; no field of a scenario means them, and one
+    let through makes every prediction NaN or never ending.
+    """
+    found = _non_finite(data, [])
+    if found is not None:
+        where, value = found
+        raise PxnError(
+            f"is {value}: a scenario's numbers must be finite", subject=_field_name(where)
+        )
+
+
+def _non_finite(value: Any, where: list[str | int]) -> tuple[list[str | int], float] | None:
+    """The first NaN or infinity in `value` (tables and lists, however deep) and its path."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where, value
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
+    for key, item in items:
+        found = _non_finite(item, [*where, key])
+        if found is not None:
+            return found
+    return None
+
+
+def _field_name(where: list[str | int]) -> str:
+    """A path as the TOML file shows it: ["rollout", "samples", 3] -> "[rollout] samples[3]"."""
+    in_list = next((i for i, part in enumerate(where) if isinstance(part, int)), len(where))
+    table, key = where[: in_list - 1], where[in_list - 1 :]
+    name = str(key[0]) + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in key[1:])
+    return f"[{'.'.join(map(str, table))}] {name}" if table else name
 
 
 def _loads(data: dict[str, Any]) -> Loads:
