@@ -20,7 +20,7 @@ import types
 import typing
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
@@ -71,6 +71,9 @@ class RunEnd(Event):
     metric_calls: int
     iterations: int
     message: str = ""
+    # The most rollouts seen in flight at once (a recorded run); run_start's workers
+    # when that was not declared (0 there).
+    workers: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -312,7 +315,13 @@ class Trace:
 
     @property
     def run_start(self) -> RunStart:
-        return self.events[0]  # type: ignore[return-value]
+        """The first event; a recorded run that did not declare W (workers 0) takes the most
+        rollouts run_end saw in flight."""
+        start: RunStart = self.events[0]  # type: ignore[assignment]
+        end = self.run_end
+        if start.workers == 0 and end is not None and end.workers:
+            return replace(start, workers=end.workers)
+        return start
 
     @property
     def run_end(self) -> RunEnd | None:
@@ -345,8 +354,9 @@ def read_trace(path: str | Path) -> Trace:
     A truncated last line (a crash mid-write), an unknown event kind (a newer
     writer), a line lacking a field or holding a value of the wrong type is
     skipped and reported in `Trace.skipped` with its line number. A file that
-    is not a trace of this schema version, or whose run_start is unusable,
-    raises PxnError.
+    is not a trace of this schema version, whose run_start is unusable, or
+    that holds a second run after the first (two traces concatenated: read as
+    one, its iterations would count twice) raises PxnError.
     """
     path = Path(path)
     try:
@@ -376,6 +386,12 @@ def read_trace(path: str | Path) -> Trace:
             continue
         if not events:
             _check_header(path, number, data)
+        elif isinstance(event, RunStart):
+            raise PxnError(
+                f"{path} line {number}: a second run_start: the file holds two runs one after "
+                f"the other; split it there (head -n {number - 1} and tail -n +{number}) and "
+                "give each run its own file"
+            )
         events.append(event)
     if not events:
         raise PxnError(f"trace {path} holds no events")
@@ -450,12 +466,35 @@ def load_traces(paths: Sequence[str | Path], *, need_rollouts: bool = True) -> L
         if need_rollouts and not trace.of(Rollout):
             rejected.append(f"{trace.path}: holds no rollout events")
             continue
+        refuse_a_second_copy(trace, traces)
         traces.append(trace)
     if not traces:
         if len(rejected) == 1:
             raise PxnError(rejected[0])
         raise PxnError(f"none of the {len(rejected)} traces is usable; first: {rejected[0]}")
     return Loaded(traces, rejected)
+
+
+def refuse_a_second_copy(trace: Trace, earlier: list[Trace]) -> None:
+    """Refuse a run given twice: the same file, or a copy with the same run_start.
+
+    A real run's run_start holds the time it started and a simulated one's its
+    replicate, so two runs never share one; counted twice, a run would weigh
+    double in every fit.
+    """
+    for other in earlier:
+        if other.path.resolve() == trace.path.resolve():
+            which = (
+                f"{trace.path} is given twice"
+                if other.path == trace.path
+                else f"{other.path} and {trace.path} are the same file"
+            )
+            raise PxnError(f"{which}: give each run once")
+        if other.run_start == trace.run_start:
+            raise PxnError(
+                f"{other.path} and {trace.path} hold the same run (their run_start lines are "
+                "the same): give each run once"
+            )
 
 
 @dataclass(frozen=True)

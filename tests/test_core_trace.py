@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from pxn.trace import (
     Stage,
     TraceWriter,
     event_to_dict,
+    load_traces,
     read_trace,
     summarize,
 )
@@ -260,3 +262,69 @@ def test_a_resume_drops_the_work_gepa_redid(tmp_path: Path) -> None:
     summary = summarize(read_trace(write(tmp_path / "t.jsonl", [*resumed, *shifted, end])))
     assert summary.metric_calls == 6  # not 10: the first try of iteration 1 does not count
     assert summary.iterations == 1 and summary.accepted == 1 and summary.proposals == 1
+
+
+# -- a run is one file, and each run is given once -------------------------------------
+
+
+def test_two_runs_in_one_file_are_refused_at_the_second_run_start(tmp_path: Path) -> None:
+    # Read as one run, the second run's iterations and rollouts once counted as the first's.
+    lines = lines_of(tiny_run())
+    path = tmp_path / "both.jsonl"
+    path.write_text("\n".join(lines + lines) + "\n", encoding="utf-8")
+    second = len(lines) + 1
+    with pytest.raises(PxnError) as caught:
+        read_trace(path)
+    assert str(caught.value) == (
+        f"{path} line {second}: a second run_start: the file holds two runs one after the "
+        f"other; split it there (head -n {second - 1} and tail -n +{second}) and give each "
+        "run its own file"
+    )
+
+
+def test_the_split_the_refusal_advises_gives_two_readable_runs(tmp_path: Path) -> None:
+    lines = lines_of(tiny_run())
+    first, second = len(lines), len(lines) + 1
+    both = [*lines, *lines]
+    assert read_trace(write_lines(tmp_path / "a.jsonl", both[:first])).events == tiny_run()
+    assert read_trace(write_lines(tmp_path / "b.jsonl", both[second - 1 :])).events == tiny_run()
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def a_run_directory(root: Path, name: str, events: list[Event]) -> Path:
+    run = root / name
+    run.mkdir()
+    write(run / "trace.jsonl", events)
+    return run
+
+
+def test_a_run_given_twice_is_refused_naming_both_paths(tmp_path: Path) -> None:
+    run = a_run_directory(tmp_path, "run", tiny_run())
+    trace = run / "trace.jsonl"
+    detour = tmp_path / "run" / ".." / "run"
+    copy = a_run_directory(tmp_path, "copy", tiny_run())
+    assert load_error([run, run]) == f"{trace} is given twice: give each run once"
+    assert load_error([run, detour]) == (
+        f"{trace} and {detour / 'trace.jsonl'} are the same file: give each run once"
+    )
+    assert load_error([run, copy]) == (
+        f"{trace} and {copy / 'trace.jsonl'} hold the same run (their run_start lines are the "
+        "same): give each run once"
+    )
+
+
+def load_error(paths: list[Path]) -> str:
+    with pytest.raises(PxnError) as caught:
+        load_traces(paths)
+    return str(caught.value)
+
+
+def test_two_runs_of_one_setup_are_two_runs(tmp_path: Path) -> None:
+    later = replace(header(), started_at="2026-01-01T10:00:00+00:00")
+    one = a_run_directory(tmp_path, "one", tiny_run())
+    two = a_run_directory(tmp_path, "two", [later, *tiny_run()[1:]])
+    assert len(load_traces([one, two]).traces) == 2
