@@ -73,9 +73,12 @@ def plan(config: RunConfig) -> Plan:
     if config.workers < 1:
         raise PxnError(f"must be at least 1, got {config.workers}", subject="workers")
     make_selection(config.selection)
-    conc = config.reflection_concurrency or p * n
+    # None is the default, P*N; a 0 given is a mistake, not a request for it.
+    conc = p * n if config.reflection_concurrency is None else config.reflection_concurrency
     if conc < 1:
         raise PxnError(f"must be at least 1, got {conc}", subject="reflection concurrency")
+    if config.seed < 0:
+        raise PxnError(f"must be a whole number >= 0, got {config.seed}", subject="seed")
     if config.servers < 1:
         raise PxnError(f"must be at least 1, got {config.servers}", subject="LM servers")
     check_eval_backend(config)

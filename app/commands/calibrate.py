@@ -9,8 +9,9 @@ import typer
 
 from pxn.app.console import print_set_aside, progress_bar, say, stderr
 from pxn.app.options import DEFAULT_JOBS, Format, Jobs, Out, Wide
-from pxn.app.output import Output, check_directory, check_file
+from pxn.app.output import Output, ensure_writable_outputs
 from pxn.errors import PxnError
+from pxn.trace import TRACE_NAME
 
 commands = typer.Typer()
 plot_commands = typer.Typer(help="Figures of measured and simulated runs.", no_args_is_help=True)
@@ -90,9 +91,8 @@ def calibrate(
     from pxn.app.calibration_report import calibration_header, calibration_lines
     from pxn.calibrate.scenario_from_traces import calibrate_traces
 
-    check_file(output, "output")
-    if plots is not None:
-        check_directory(plots, "plots")
+    ensure_writable_outputs(files={"output": output}, directories={"plots": plots})
+    refuse_overwriting_an_input(output, [*(traces or []), *([summaries] if summaries else [])])
     if summaries is not None:
         if traces:
             raise PxnError("give trace files or --summaries, not both")
@@ -115,9 +115,10 @@ def calibrate(
         reflection_model=reflection_model,
         draws=100 if draws is None else draws,
     )
+    # Written before the report is printed: a reader that stops early (`| head`) loses no work.
+    calibration.scenario.save(output, calibration_header(calibration))
     for line in calibration_lines(calibration):
         say(line)
-    calibration.scenario.save(output, calibration_header(calibration))
     say(f"wrote {output}")
     if plots is not None:
         from pxn.app.plots import plot_latency_fit
@@ -127,6 +128,14 @@ def calibrate(
         for fit in fits:
             figure = plot_latency_fit(fit, plots / f"fit_{fit.what.replace(' ', '_')}.png")
             say(f"wrote {figure}")
+
+
+def refuse_overwriting_an_input(output: Path, inputs: list[Path]) -> None:
+    """The scenario written must not replace a trace or summaries file it is made from."""
+    for given in inputs:
+        if output.resolve() in (given.resolve(), (given / TRACE_NAME).resolve()):
+            raise PxnError(f"{output} is one of the inputs; write the scenario elsewhere",
+                           subject="output")  # fmt: skip
 
 
 def trace_only_flags(plots, latency, lm_servers, task_model, reflection_model, draws) -> list[str]:
@@ -155,9 +164,9 @@ def calibrate_from_summaries(summaries: Path, output: Path, name: str, jobs: int
             bar.update(task, advance=1, description=generation_line(generation))
 
         inference = infer_from_summaries(read, name, jobs, told)
+    inference.scenario.save(output, inference_header(inference))
     for line in inference_lines(inference):
         say(line)
-    inference.scenario.save(output, inference_header(inference))
     say(f"wrote {output}")
 
 
@@ -208,7 +217,7 @@ def plot_sweep_vs_measured_command(
     """Measured runs against the simulated band and the closed form, shape by shape."""
     from pxn.app.plots import plot_sweep_vs_measured
 
-    check_file(output, "output")
+    ensure_writable_outputs(files={"output": output})
     validation = run_validation(scenario, runs, reps, jobs)
     say(f"wrote {plot_sweep_vs_measured(validation, output)}")
 
@@ -225,7 +234,7 @@ def plot_timeline_command(
     from pxn.app.plots import plot_timeline
     from pxn.trace import read_one
 
-    check_file(output, "output")
+    ensure_writable_outputs(files={"output": output})
     the_trace = read_one(trace)
     print_set_aside([], [f"{the_trace.path} {line}" for line in the_trace.skipped])
     say(f"wrote {plot_timeline(the_trace, output, iterations)}")
@@ -243,7 +252,7 @@ def trace_export(
     from pxn.files import write_text_atomically
     from pxn.trace import read_one
 
-    check_file(chrome, "chrome")
+    ensure_writable_outputs(files={"chrome": chrome})
     the_trace = read_one(trace)
     print_set_aside([], [f"{the_trace.path} {line}" for line in the_trace.skipped])
     write_text_atomically(chrome, chrome_trace_json(the_trace))

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from pxn.app.console import say, stderr
-from pxn.app.output import check_directory
+from pxn.app.output import ensure_writable_outputs
 from pxn.errors import PxnError
 
 commands = typer.Typer()
@@ -87,9 +87,9 @@ def run_command(
         eval_backend=eval_backend,
         ray_address=ray_address,
     )
+    ensure_writable_outputs(directories={"run directory": Path(config.out)})
     if resume is None:  # bad flags fail now, before litellm's slow import
         check_out(config, resume=False)
-        check_directory(Path(config.out), "run directory")
         plan(config)
     from pxn.runner.run import run_gepa
 
