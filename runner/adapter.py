@@ -2,8 +2,9 @@
 
 gepa hands `batch_evaluate` every (candidate, minibatch) pair of a stage at
 once; the adapter hands the rollouts to a pool of W slots, so at most W run
-at any instant, and writes one Rollout event per metric call (worker slot,
-phase, candidate, example, score, tokens, cost, error, attempts). A rollout
+at any instant, and reports each metric call to the recording (record.py) as
+it finishes (worker slot, times, score, tokens, cost, error, attempts), which
+writes it with its phase, candidate and example. A rollout
 whose LM call still fails after its retries scores 0 with the error
 recorded, and the run goes on.
 
@@ -26,11 +27,10 @@ from typing import Any, Protocol
 from gepa.core.adapter import EvaluationBatch
 
 from pxn.runner.lm import CallSite, ChatModel
-from pxn.runner.recorder import Recorder
+from pxn.runner.record import Recording, RolloutReport
 from pxn.runner.redact import describe_error
 from pxn.runner.retry import CallFailed, FailedAttempt
 from pxn.runner.tasks import Feedback, Task
-from pxn.trace import Rollout, Stage
 
 
 @dataclass(frozen=True)
@@ -230,6 +230,9 @@ class ThreadRollouts:
 
 
 class InstrumentedAdapter:
+    """pxn's own gepa adapter for a `Task`: every stage's rollouts fanned out to the pool's W
+    slots, each reported to the recording with its own times, slot, tokens and tries."""
+
     # gepa asks the adapter for `propose_new_texts` first: without this None it would
     # believe the adapter proposes texts itself, and every reflection would fail silently.
     propose_new_texts = None
@@ -238,19 +241,13 @@ class InstrumentedAdapter:
         self,
         task: Task,
         lm: ChatModel,
-        recorder: Recorder,
+        recording: Recording,
         workers: int,
         pool: RolloutPool | None = None,
     ):
         self.task = task
-        self.recorder = recorder
-        self.workers = workers
+        self.recording = recording
         self.pool: RolloutPool = pool if pool is not None else ThreadRollouts(task, lm, workers)
-        self.skip_seed_val = False  # resume: gepa discards the seed evaluation (see run.py)
-        self.rollouts = 0
-        self.tokens_in = 0
-        self.tokens_out = 0
-        self.cost: float | None = None
 
     def close(self) -> None:
         self.pool.close()
@@ -261,67 +258,33 @@ class InstrumentedAdapter:
         self, batch: list[Item], candidate: dict[str, str], capture_traces: bool = False
     ) -> EvaluationBatch:
         # gepa 0.1.4 calls evaluate() only for the seed's validation (merge is off).
-        if self.skip_seed_val:
-            # On resume gepa evaluates the seed and then throws the result away for
-            # the saved state; answering without LM calls keeps the trace honest.
-            self.skip_seed_val = False
-            zeros = [0.0] * len(batch)
-            return EvaluationBatch(outputs=[""] * len(batch), scores=zeros, trajectories=None)
-        return self._run_stage([(candidate, batch)], "seed_val", iteration=0)[0]
+        return self.batch_evaluate([(candidate, batch)])[0]
 
     def batch_evaluate(
         self, items: list[tuple[dict[str, str], list[Item]]], *, capture_traces: bool = True
     ) -> list[EvaluationBatch]:
-        # gepa passes no phase (nor, in 0.1.4, capture_traces). A batch of valset
-        # items is a validation (gepa's full validation of selected children);
-        # otherwise the last evaluation callback said parent or child minibatch.
-        is_val = any(item.split == "val" for _, batch in items for item in batch)
-        phase = "full_val" if is_val else self.recorder.book.expect
-        return self._run_stage(items, phase, iteration=self.recorder.iteration)
-
-    def make_reflective_dataset(
-        self,
-        candidate: dict[str, str],
-        eval_batch: EvaluationBatch,
-        components_to_update: list[str],
-    ) -> dict[str, list[dict[str, str]]]:
-        records = [traj["record"] for traj in (eval_batch.trajectories or [])]
-        return {name: records for name in components_to_update}
-
-    # ---- the fan-out ----
-
-    def _run_stage(
-        self, items: list[tuple[dict[str, str], list[Item]]], phase: str, iteration: int
-    ) -> list[EvaluationBatch]:
-        rec = self.recorder
-        rec.batch_started(phase)
-        start = rec.clock()
-        jobs: list[Job] = []
-        tags: list[tuple[str, Item]] = []  # (candidate label, item) of each job
-        for candidate, batch in items:
-            label = rec.candidate_label(candidate) if phase != "seed_val" else "0"
-            for item in batch:
-                jobs.append(Job(candidate, item.payload, phase, iteration))
-                tags.append((label, item))
+        rec = self.recording
+        phase, iteration = rec.phase, rec.iteration
+        jobs = [
+            Job(candidate, item.payload, phase, iteration)
+            for candidate, batch in items
+            for item in batch
+        ]
 
         def on_failure(slot: int, failed: FailedAttempt) -> None:
-            rec.write_attempt(
-                failed,
-                iteration=iteration,
+            rec.report_attempt(
                 call="rollout",
-                phase=phase,
                 slot=slot,
-                number=failed.attempt,
+                attempt=failed.attempt,
+                start=failed.start,
+                end=failed.end,
+                error=failed.error,
             )
 
         results: list[Outcome | None] = [None] * len(jobs)
         for index, slot, outcome in self.pool.run(jobs, rec.clock, on_failure):
             results[index] = outcome
-            label, item = tags[index]
-            self._record(outcome, slot, label, item, phase, iteration)
-        end = rec.clock()
-        rec.write(Stage(start=start, end=end, iteration=iteration, name=phase))
-        rec.batch_ended(phase, end)
+            rec.report_rollout(index, _report(outcome, slot))
         out, pos = [], 0
         for _, batch in items:
             chunk = results[pos : pos + len(batch)]
@@ -335,40 +298,37 @@ class InstrumentedAdapter:
             )
         return out
 
-    def _record(
-        self, outcome: Outcome, slot: int, label: str, item: Item, phase: str, iteration: int
-    ) -> None:
-        self.recorder.write(
-            Rollout(
-                start=outcome.start,
-                end=outcome.end,
-                iteration=iteration,
-                phase=phase,
-                worker=slot,
-                candidate=label,
-                example=item.id,
-                score=outcome.score,
-                tokens_in=outcome.tokens_in,
-                tokens_out=outcome.tokens_out,
-                cost=outcome.cost,
-                error=outcome.error,
-                attempts=outcome.attempts,
-                node=outcome.node,
-                task_id=outcome.task_id,
-            )
-        )
-        self.rollouts += 1
-        self.tokens_in += outcome.tokens_in or 0
-        self.tokens_out += outcome.tokens_out or 0
-        if outcome.cost is not None:
-            self.cost = (self.cost or 0.0) + outcome.cost
+    def make_reflective_dataset(
+        self,
+        candidate: dict[str, str],
+        eval_batch: EvaluationBatch,
+        components_to_update: list[str],
+    ) -> dict[str, list[dict[str, str]]]:
+        records = [traj["record"] for traj in (eval_batch.trajectories or [])]
+        return {name: records for name in components_to_update}
 
     def score(self, candidate: dict[str, str], examples: Sequence[Item]) -> float:
         """Mean score on held-out examples (the test split), outside gepa and the trace:
         a failed rollout scores 0, and nothing of it is written."""
-        jobs = [Job(candidate, item.payload, "test", self.recorder.iteration) for item in examples]
-        scores = [o.score for _, _, o in self.pool.run(jobs, self.recorder.clock, _ignore)]
+        jobs = [Job(candidate, item.payload, "test", 0) for item in examples]
+        scores = [o.score for _, _, o in self.pool.run(jobs, self.recording.clock, _ignore)]
         return sum(scores) / len(scores) if scores else float("nan")
+
+
+def _report(outcome: Outcome, slot: int) -> RolloutReport:
+    return RolloutReport(
+        start=outcome.start,
+        end=outcome.end,
+        score=outcome.score,
+        slot=slot,
+        tokens_in=outcome.tokens_in,
+        tokens_out=outcome.tokens_out,
+        cost=outcome.cost,
+        error=outcome.error,
+        attempts=outcome.attempts,
+        node=outcome.node,
+        task_id=outcome.task_id,
+    )
 
 
 def _ignore(slot: int, failed: FailedAttempt) -> None:

@@ -12,27 +12,28 @@ from rich.text import Text
 
 
 class LiveProgress:
-    """Renders from the recorder's counters; rich refreshes it from its own thread."""
+    """Renders from the recording's progress snapshot; rich refreshes it from its own thread."""
 
     def __init__(
-        self, recorder: Any, budget: int, used: Callable[[], int], *, enabled: bool = True
+        self, snapshot: Callable[[], dict[str, Any]], budget: int, *, enabled: bool = True
     ):
-        self.recorder = recorder
-        self.used = used  # metric calls so far (gepa reports none for the seed validation)
+        # iteration, accepted, best_val and metric_calls so far (gepa reports none for the
+        # seed validation: the rollouts recorded count it).
+        self.snapshot = snapshot
         self.budget = budget
         self.enabled = enabled
         self._t0 = time.perf_counter()
         self._live: Live | None = None
 
     def __rich__(self) -> Text:
-        rec = self.recorder
-        used = self.used()
+        now = self.snapshot()
+        used = now["metric_calls"]
         elapsed = time.perf_counter() - self._t0
         eta = elapsed * (self.budget - used) / used if 0 < used < self.budget else 0.0
-        best = "-" if rec.best_val is None else f"{rec.best_val:.3f}"
+        best = "-" if now["best_val"] is None else f"{now['best_val']:.3f}"
         return Text(
-            f"metric calls {used}/{self.budget}  iteration {rec.iteration}  "
-            f"accepted {rec.accepted}  best val {best}  "
+            f"metric calls {used}/{self.budget}  iteration {now['iteration']}  "
+            f"accepted {now['accepted']}  best val {best}  "
             f"elapsed {elapsed:5.1f}s  eta {eta:5.1f}s"
         )
 

@@ -1,32 +1,44 @@
-"""What happened, as gepa tells it: callbacks -> trace events, and the phase of each batch.
+"""What happened, as gepa tells it and as the wrapped parts saw it: everything -> trace events.
 
 gepa 0.1.4 calls callbacks on its main thread, between the stages of an
 iteration. They give iteration boundaries, which tasks were sampled, which
 proposals started and ended, and which children joined the pool. They do NOT
-show the seed validation or the start of full validation: the adapter tags
-those from the data split (a batch of valset items is a validation) and from
-the selection wrapper below, which sees every proposal and gepa's verdict.
+show the seed validation, the start of full validation, a single rollout or a
+single reflection: the wrapped adapter and reflection LM (wrappers.py) tell
+the recorder of each call, and the selection wrapper tells it of every
+proposal and gepa's verdict (full validation comes next).
+
+Assumptions: gepa issues one adapter call and one reflection call at a time
+from its main thread (its stages are synchronous), so "the call in flight" is
+well defined; what runs inside a call, on any thread, may run concurrently.
+A rollout or reflection the wrapped part reports (`report_rollout`,
+`report_reflection`) is written with its own times; one it does not report is
+written when its call returns, spanning the whole call, so an adapter that
+times nothing itself is recorded at the granularity gepa gives. A reflection
+job makes one LM call (one component per proposal, gepa's round-robin).
 
 The recorder also counts reflections gepa swallowed (gepa 0.1.4 logs a failed
-reflection and goes on, even with raise_on_exception=True): a proposal
-that started but never ended failed silently; after `max_failures` in a row
-the stopper ends the run instead of letting it burn its budget.
+reflection and goes on, even with raise_on_exception=True): a proposal that
+started but never ended failed silently; after `max_failures` in a row the
+stopper ends the run instead of letting it burn its budget.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pxn.runner.retry import FailedAttempt
+from pxn.runner.redact import redact
 from pxn.trace import (
     Attempt,
     Budget,
     Decision,
     Event,
     Iteration,
+    Reflection,
+    Rollout,
     Stage,
     TraceWriter,
     Validation,
@@ -35,6 +47,63 @@ from pxn.trace import (
 
 def candidate_key(candidate: dict[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(candidate.items()))
+
+
+def has_fence_pair(text: str) -> bool:
+    """Whether gepa will find a new text in the reply: it takes what lies between the first
+    and last ```, and without a pair the WHOLE reply, chatter included."""
+    first = text.find("```")
+    return first >= 0 and text.rfind("```") > first
+
+
+@dataclass(frozen=True)
+class RolloutReport:
+    """One rollout as the part that ran it saw it; times on the recording's clock."""
+
+    start: float
+    end: float
+    score: float | None = None
+    slot: int | None = None  # the part's own worker slot; None: the recorder assigns one
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
+    error: str | None = None
+    attempts: int = 1
+    node: str | None = None
+    task_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ReflectionReport:
+    """One reflection LM call as the LM saw it; times on the recording's clock."""
+
+    start: float
+    end: float
+    text: str | None = None  # the reply (None when the call failed)
+    slot: int | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
+    error: str | None = None
+    attempts: int = 1
+
+
+class Slots:
+    """Small slot numbers for work in flight: each interval takes the lowest slot free at its
+    start, so the highest slot + 1 is the most seen at once (for reports given in time order)."""
+
+    def __init__(self) -> None:
+        self._busy_until: list[float] = []
+        self._lock = threading.Lock()
+
+    def take(self, start: float, end: float) -> int:
+        with self._lock:
+            for slot, until in enumerate(self._busy_until):
+                if until <= start:
+                    self._busy_until[slot] = end
+                    return slot
+            self._busy_until.append(end)
+            return len(self._busy_until) - 1
 
 
 @dataclass
@@ -59,176 +128,351 @@ class IterationBook:
     task_parents: list[int] = field(default_factory=list)  # on_candidate_selected, in task order
     task_cursor: int = 0  # tasks seen in stage 3a (skipped or started)
     started: list[int] = field(default_factory=list)  # task indices whose reflection started
-    outcomes: list[tuple[str, bool]] = field(default_factory=list)  # (proposal id, ok), job order
+    issued: int = 0  # reflection jobs handed to the LM so far (gepa's job order)
+    outcome: dict[int, bool] = field(default_factory=dict)  # task index -> reply usable
     ended: int = 0  # on_proposal_end count
-    child_ids: list[str] = field(default_factory=list)  # proposal ids in on_proposal_end order
     reflection_start: float | None = None
     pending: list[Pending] = field(default_factory=list)
-    expect: str = "parent_minibatch"  # phase of the next non-validation batch
+
+
+@dataclass
+class OpenStage:
+    name: str
+    start: float
+    end: float
+
+
+@dataclass
+class RolloutCall:
+    """One adapter call gepa made: its examples, flattened in gepa's order."""
+
+    phase: str
+    iteration: int
+    start: float
+    tags: list[tuple[str, str]]  # (candidate label, example label) per rollout
+    reported: set[int] = field(default_factory=set)
+
+
+@dataclass
+class ReflectionCall:
+    """One reflection LM call gepa made (`batch_complete` or a single prompt)."""
+
+    iteration: int
+    start: float
+    jobs: list[tuple[int, str, str]]  # (task index, proposal id, parent) per prompt
+    reported: set[int] = field(default_factory=set)
+
+
+class ExampleLabels:
+    """'train/i' or 'val/i' for the data gepa hands the adapter, found by identity in the
+    user's own lists (gepa passes their items through unchanged)."""
+
+    def __init__(self, trainset: Any, valset: Any):
+        self._train = _positions(trainset)
+        self._val = _positions(valset if valset is not None else trainset)
+
+    def label(self, example: Any, phase: str) -> str:
+        val = phase in ("seed_val", "full_val")
+        split, positions = ("val", self._val) if val else ("train", self._train)
+        index = positions.get(id(example))
+        return f"{split}/{'?' if index is None else index}"
+
+
+def _positions(data: Any) -> dict[int, int]:
+    if not isinstance(data, Sequence):
+        return {}  # a gepa DataLoader: its items carry no position we can see
+    return {id(item): i for i, item in enumerate(data)}
 
 
 class Recorder:
-    """Shared by the adapter, the reflection LM and gepa's callbacks; writes the trace."""
+    """The gepa callbacks object, and what the wrapped parts report to; writes the trace."""
 
     def __init__(
         self,
         writer: TraceWriter,
         clock: Callable[[], float],
+        labels: ExampleLabels,
         *,
         max_failures: int,
-        on_change: Callable[[], None] | None = None,
     ):
-        self.writer = writer
+        self._writer = writer
         self.clock = clock
-        self.max_failures = max_failures
-        self.on_change = on_change or (lambda: None)
-        self.closed = False
-        self.state: Any = None  # gepa's GEPAState, from on_iteration_start
-        self.book = IterationBook(number=0, start=0.0)
-        self.iterations = 0
-        self.proposals = 0
-        self.accepted = 0
-        self.fenced_missing = 0
-        self.consecutive_failures = 0
-        self.failed_reflections = 0
+        self._labels = labels
+        self._max_failures = max_failures
+        self._closed = False
+        self._lock = threading.Lock()
+        self.state: Any = None  # gepa's GEPAState, from on_iteration_start / on_optimization_end
+        self._book = IterationBook(number=0, start=0.0)
+        self._phase = "seed_val"  # of the next adapter call
+        self._stage: OpenStage | None = None
+        self._rollouts: RolloutCall | None = None
+        self._reflections: ReflectionCall | None = None
+        self._rollout_slots = Slots()
+        self._reflection_slots = Slots()
+        self._child_of: dict[tuple[tuple[str, str], ...], str] = {}  # child key -> proposal id
+        self._consecutive_failures = 0
+        self._last_reflection_error: str | None = None
         self.stop_reason: str | None = None
-        self.last_reflection_error: str | None = None
+        # Read by the live progress line.
+        self.accepted = 0
         self.metric_calls = 0  # gepa's count, from on_budget_updated
+        self.rollouts = 0  # rollouts written by this session
         self.best_val: float | None = None
-        self.child_of: dict[tuple[tuple[str, str], ...], str] = {}  # child key -> proposal id
+
+    # ---- writing ----
 
     def write(self, event: Event) -> None:
-        # After an interrupt, worker threads may still finish an LM call while the
-        # trace is already closed by run_end: those late events are dropped.
-        if not self.closed:
-            self.writer.write(event)
+        # After an interrupt, threads of the user's code may still finish a call while
+        # the trace is already closed by run_end: those late events are dropped.
+        with self._lock:
+            if not self._closed:
+                self._writer.write(event)
 
     def close(self) -> None:
-        self.closed = True
-        self.writer.close()
-
-    def write_attempt(
-        self,
-        failed: FailedAttempt,
-        *,
-        iteration: int,
-        call: str,
-        phase: str,
-        slot: int,
-        number: int,
-    ) -> None:
-        """One failed try of an LM call; `number` counts tries across the whole call."""
-        self.write(
-            Attempt(
-                start=failed.start,
-                end=failed.end,
-                iteration=iteration,
-                call=call,
-                phase=phase,
-                worker=slot,
-                attempt=number,
-                error=failed.error,
-            )
-        )
-
-    # ---- what the adapter and the reflection LM ask ----
+        with self._lock:
+            self._closed = True
+            self._writer.close()
 
     @property
     def iteration(self) -> int:
-        return self.book.number
+        return self._book.number
 
-    def candidate_label(self, candidate: dict[str, str]) -> str:
+    @property
+    def phase(self) -> str:
+        """The phase of the adapter call in flight (or the next one)."""
+        return self._phase
+
+    # ---- rollouts: the adapter wrapper's calls ----
+
+    def begin_rollouts(self, items: Sequence[tuple[dict[str, str], Sequence[Any]]]) -> None:
+        phase = self._phase
+        start = self.clock()
+        self._open_stage(phase, start)
+        tags = []
+        for candidate, batch in items:
+            label = "0" if phase == "seed_val" else self._candidate_label(candidate)
+            tags.extend((label, self._labels.label(example, phase)) for example in batch)
+        self._rollouts = RolloutCall(phase, self._book.number, start, tags)
+
+    def report_rollout(self, index: int, report: RolloutReport) -> None:
+        call = self._rollouts
+        if call is None or not 0 <= index < len(call.tags):
+            return  # a late report after its call ended (an interrupt): nothing to attach to
+        call.reported.add(index)
+        self._write_rollout(call, index, report)
+
+    def end_rollouts(self, scores: Sequence[float] | None, error: str | None) -> None:
+        """The adapter call returned (`scores`, in gepa's order) or raised (`error`)."""
+        call = self._rollouts
+        if call is None:
+            return
+        self._rollouts = None
+        end = self.clock()
+        for index in range(len(call.tags)):
+            if index in call.reported:
+                continue
+            score = scores[index] if scores is not None and index < len(scores) else None
+            report = RolloutReport(start=call.start, end=end, score=score, error=error)
+            self._write_rollout(call, index, report)
+        if self._stage is not None:
+            self._stage.end = end
+
+    def _write_rollout(self, call: RolloutCall, index: int, r: RolloutReport) -> None:
+        slot = r.slot if r.slot is not None else self._rollout_slots.take(r.start, r.end)
+        candidate, example = call.tags[index]
+        self.write(
+            Rollout(
+                start=r.start,
+                end=r.end,
+                iteration=call.iteration,
+                phase=call.phase,
+                worker=slot,
+                candidate=candidate,
+                example=example,
+                score=None if r.score is None else float(r.score),
+                tokens_in=r.tokens_in,
+                tokens_out=r.tokens_out,
+                cost=r.cost,
+                error=None if r.error is None else redact(r.error),
+                attempts=r.attempts,
+                node=r.node,
+                task_id=r.task_id,
+            )
+        )
+        with self._lock:
+            self.rollouts += 1
+
+    # ---- reflections: the reflection LM wrapper's calls ----
+
+    def begin_reflections(self, count: int) -> None:
+        """gepa asks the LM for `count` replies, one per reflection job, in job order."""
+        book = self._book
+        jobs = []
+        for task in book.started[book.issued : book.issued + count]:
+            parent = book.task_parents[task] if task < len(book.task_parents) else -1
+            jobs.append((task, f"{book.number}-{task}", str(parent)))
+        while len(jobs) < count:  # more calls than jobs seen starting: label honestly
+            jobs.append((-1, f"{book.number}-?", "?"))
+        book.issued += count
+        self._reflections = ReflectionCall(book.number, self.clock(), jobs)
+
+    def report_reflection(self, index: int, report: ReflectionReport | None) -> None:
+        """`None`: the LM answered this prompt without a call (e.g. from an earlier reply)."""
+        call = self._reflections
+        if call is None or not 0 <= index < len(call.jobs):
+            return
+        call.reported.add(index)
+        if report is not None:
+            self._write_reflection(call, index, report)
+
+    def end_reflections(self, replies: Sequence[str] | None, error: str | None) -> None:
+        """The LM returned `replies` or raised `error`; a raise fails every job of the call, and
+        gepa then retries the jobs one prompt at a time (those calls relabel the same jobs)."""
+        call = self._reflections
+        if call is None:
+            return
+        self._reflections = None
+        end = self.clock()
+        for index, (task, _, _) in enumerate(call.jobs):
+            text = replies[index] if replies is not None and index < len(replies) else None
+            if index not in call.reported:
+                report = ReflectionReport(start=call.start, end=end, text=text, error=error)
+                self._write_reflection(call, index, report)
+            self._book.outcome[task] = error is None
+        if error is not None:
+            self._book.issued -= len(call.jobs)
+            self._last_reflection_error = error
+
+    def _write_reflection(self, call: ReflectionCall, index: int, r: ReflectionReport) -> None:
+        slot = r.slot if r.slot is not None else self._reflection_slots.take(r.start, r.end)
+        _, proposal, parent = call.jobs[index]
+        self.write(
+            Reflection(
+                start=r.start,
+                end=r.end,
+                iteration=call.iteration,
+                slot=slot,
+                proposal=proposal,
+                parent=parent,
+                tokens_in=r.tokens_in,
+                tokens_out=r.tokens_out,
+                cost=r.cost,
+                error=None if r.error is None else redact(r.error),
+                attempts=r.attempts,
+                fenced=None if r.text is None or r.error else has_fence_pair(r.text),
+            )
+        )
+
+    def report_attempt(
+        self, *, call: str, slot: int, attempt: int, start: float, end: float, error: str
+    ) -> None:
+        """One failed try of an LM call ("rollout" or "reflection") that was retried or given up;
+        `attempt` counts tries across the whole rollout or reflection."""
+        phase = "reflection" if call == "reflection" else self._phase
+        self.write(
+            Attempt(
+                start=start,
+                end=end,
+                iteration=self._book.number,
+                call=call,
+                phase=phase,
+                worker=slot,
+                attempt=attempt,
+                error=redact(error),
+            )
+        )
+
+    # ---- stages ----
+
+    def _open_stage(self, phase: str, start: float) -> None:
+        if self._stage is not None and self._stage.name == phase:
+            return  # one more adapter call of the same stage (gepa's pair-by-pair fallback)
+        self.settle()
+        book = self._book
+        if phase == "child_minibatch" and book.reflection_start is not None:
+            self._write_stage("reflection", book.reflection_start, start)
+            book.reflection_start = None
+        self._stage = OpenStage(phase, start, start)
+
+    def settle(self) -> None:
+        """Close the rollout stage in flight, if any: gepa has moved on."""
+        stage, self._stage = self._stage, None
+        if stage is None:
+            return
+        self._write_stage(stage.name, stage.start, stage.end)
+        if stage.name == "parent_minibatch":
+            self._book.reflection_start = stage.end
+
+    def _write_stage(self, name: str, start: float, end: float) -> None:
+        self.write(Stage(start=start, end=end, iteration=self._book.number, name=name))
+
+    # ---- labels ----
+
+    def _candidate_label(self, candidate: dict[str, str]) -> str:
         """gepa's index for a pool member; the proposal id "i-j" for a child not yet in it."""
         key = candidate_key(candidate)
         if self.state is not None:
             for idx, cand in enumerate(self.state.program_candidates):
                 if candidate_key(cand) == key:
                     return str(idx)
-        return self.child_of.get(key, "?")
-
-    def reflection_jobs(self, count: int) -> list[tuple[str, str]]:
-        """(proposal id, parent index) of the next `count` reflections, in gepa's job order."""
-        book = self.book
-        issued = len(book.outcomes)
-        jobs = []
-        for task in book.started[issued : issued + count]:
-            parent = book.task_parents[task] if task < len(book.task_parents) else -1
-            jobs.append((f"{book.number}-{task}", str(parent)))
-        while len(jobs) < count:  # gepa asked for more than we saw start: label honestly
-            jobs.append((f"{book.number}-?", "?"))
-        return jobs
-
-    def reflection_outcome(self, proposal: str, ok: bool, error: str | None = None) -> None:
-        self.book.outcomes.append((proposal, ok))
-        if not ok:
-            self.last_reflection_error = error
-
-    def batch_started(self, phase: str) -> None:
-        """A rollout batch begins: close the reflection stage if one was open."""
-        book = self.book
-        if phase == "child_minibatch" and book.reflection_start is not None:
-            self.write(
-                Stage(
-                    start=book.reflection_start,
-                    end=self.clock(),
-                    iteration=book.number,
-                    name="reflection",
-                )
-            )
-            book.reflection_start = None
-
-    def batch_ended(self, phase: str, end: float) -> None:
-        if phase == "parent_minibatch":
-            self.book.reflection_start = end
-            self.book.expect = "child_minibatch"
+        return self._child_of.get(key, "?")
 
     # ---- gepa callbacks (main thread) ----
 
+    def on_optimization_start(self, event: dict[str, Any]) -> None:
+        self._phase = "seed_val"
+
     def on_iteration_start(self, event: dict[str, Any]) -> None:
+        self.settle()
         self.state = event["state"]
-        self.book = IterationBook(number=event["iteration"], start=self.clock())
-        self.child_of.clear()
-        self.on_change()
+        self._book = IterationBook(number=event["iteration"], start=self.clock())
+        self._child_of.clear()
+        self._phase = "parent_minibatch"
 
     def on_candidate_selected(self, event: dict[str, Any]) -> None:
-        self.book.task_parents.append(event["candidate_idx"])
+        self._book.task_parents.append(event["candidate_idx"])
 
     def on_evaluation_start(self, event: dict[str, Any]) -> None:
-        self.book.expect = (
-            "parent_minibatch" if event["candidate_idx"] is not None else "child_minibatch"
-        )
+        self.settle()
+        parent = event["candidate_idx"] is not None
+        self._phase = "parent_minibatch" if parent else "child_minibatch"
+
+    def on_evaluation_end(self, event: dict[str, Any]) -> None:
+        self.settle()
 
     def on_evaluation_skipped(self, event: dict[str, Any]) -> None:
-        self.book.task_cursor += 1
+        self._book.task_cursor += 1
 
     def on_proposal_start(self, event: dict[str, Any]) -> None:
-        self.book.started.append(self.book.task_cursor)
-        self.book.task_cursor += 1
+        self._book.started.append(self._book.task_cursor)
+        self._book.task_cursor += 1
 
     def on_proposal_end(self, event: dict[str, Any]) -> None:
-        book = self.book
+        book = self._book
         book.ended += 1
-        self.proposals += 1
-        ok_ids = [pid for pid, ok in book.outcomes if ok]
-        pid = ok_ids[book.ended - 1] if book.ended <= len(ok_ids) else f"{book.number}-?"
-        book.child_ids.append(pid)
-        # The child is its parent with the new texts; remember it to label its rollouts.
-        task = int(pid.split("-")[1]) if pid.split("-")[1].isdigit() else None
-        if task is not None and self.state is not None and task < len(book.task_parents):
+        # gepa fires this for each job whose reflection gave texts, in job order.
+        ok_tasks = [task for task in book.started if book.outcome.get(task, True)]
+        if book.ended > len(ok_tasks) or self.state is None:
+            return
+        task = ok_tasks[book.ended - 1]
+        if task < len(book.task_parents):
+            # The child is its parent with the new texts; remember it to label its rollouts.
             parent = self.state.program_candidates[book.task_parents[task]]
             child = {**parent, **event["new_instructions"]}
-            self.child_of.setdefault(candidate_key(child), pid)
+            self._child_of.setdefault(candidate_key(child), f"{book.number}-{task}")
 
     def on_candidate_accepted(self, event: dict[str, Any]) -> None:
+        self.settle()
         idx = event["new_candidate_idx"]
         key = candidate_key(self.state.program_candidates[idx])
-        for pending in self.book.pending:
+        for pending in self._book.pending:
             if pending.selected and pending.key == key:
-                self.book.pending.remove(pending)
+                self._book.pending.remove(pending)
                 self._decide(pending, accepted=True, candidate=str(idx))
                 break
 
     def on_valset_evaluated(self, event: dict[str, Any]) -> None:
+        self.settle()
         score = event["average_score"]
         now = self.clock()
         self.write(
@@ -243,9 +487,9 @@ class Recorder:
         )
         if self.best_val is None or score > self.best_val:
             self.best_val = score
-        self.on_change()
 
     def on_budget_updated(self, event: dict[str, Any]) -> None:
+        self.settle()
         self.metric_calls = event["metric_calls_used"]
         now = self.clock()
         self.write(
@@ -257,33 +501,32 @@ class Recorder:
                 delta=int(event["metric_calls_delta"]),
             )
         )
-        self.on_change()
 
     def on_iteration_end(self, event: dict[str, Any]) -> None:
-        book = self.book
+        self.settle()
+        book = self._book
         now = self.clock()
         if book.reflection_start is not None:  # reflections ran but no child was evaluated
-            self.write(
-                Stage(
-                    start=book.reflection_start, end=now, iteration=book.number, name="reflection"
-                )
-            )
+            self._write_stage("reflection", book.reflection_start, now)
             book.reflection_start = None
         for pending in book.pending:
             self._decide(pending, accepted=False, candidate=None)
         book.pending.clear()
         self.write(Iteration(start=book.start, end=now, iteration=book.number))
-        self.iterations += 1
         self._count_failures(len(book.started), book.ended)
-        self.on_change()
+
+    def on_optimization_end(self, event: dict[str, Any]) -> None:
+        self.settle()
+        self.state = event["final_state"]
 
     # ---- the selection wrapper's report ----
 
     def selected(self, proposals: list[Any], chosen: list[Any]) -> None:
+        self.settle()
         now = self.clock()
         chosen_ids = {id(p) for p in chosen}
         for p in proposals:
-            self.book.pending.append(
+            self._book.pending.append(
                 Pending(
                     proposal=str(p.metadata.get("proposal_id", "?")),
                     parent=",".join(str(i) for i in p.parent_program_ids),
@@ -294,6 +537,7 @@ class Recorder:
                     selected=id(p) in chosen_ids,
                 )
             )
+        self._phase = "full_val"  # gepa validates the chosen children next
 
     def _decide(self, pending: Pending, *, accepted: bool, candidate: str | None) -> None:
         self.accepted += accepted
@@ -301,7 +545,7 @@ class Recorder:
             Decision(
                 start=pending.time,
                 end=pending.time,
-                iteration=self.book.number,
+                iteration=self._book.number,
                 proposal=pending.proposal,
                 parent=pending.parent,
                 accepted=accepted,
@@ -315,46 +559,14 @@ class Recorder:
 
     def _count_failures(self, started: int, ended: int) -> None:
         lost = started - ended
-        self.failed_reflections += lost
-        self.consecutive_failures = lost if ended > 0 else self.consecutive_failures + lost
-        if self.consecutive_failures >= self.max_failures and self.stop_reason is None:
-            last = (
-                f" (last error: {self.last_reflection_error})" if self.last_reflection_error else ""
-            )
+        self._consecutive_failures = lost if ended > 0 else self._consecutive_failures + lost
+        if self._consecutive_failures >= self._max_failures and self.stop_reason is None:
+            last = self._last_reflection_error
             self.stop_reason = (
-                f"stopped: {self.consecutive_failures} reflections in a row produced no "
-                f"proposal{last}; check the reflection model"
+                f"stopped: {self._consecutive_failures} reflections in a row produced no "
+                f"proposal{f' (last error: {last})' if last else ''}; check the reflection model"
             )
 
     def should_stop(self, state: Any) -> bool:
         """A gepa stopper: checked at the top of every iteration."""
         return self.stop_reason is not None
-
-
-class RecordingSelection:
-    """Wraps gepa's selection strategy to see every proposal and which were chosen."""
-
-    def __init__(self, inner: Any, recorder: Recorder):
-        self.inner = inner
-        self.recorder = recorder
-
-    def select(self, proposals: list[Any], state: Any, acceptance_criterion: Any) -> list[Any]:
-        chosen = self.inner.select(proposals, state, acceptance_criterion)
-        self.recorder.selected(proposals, chosen)
-        return chosen
-
-
-class Stopper:
-    """gepa's StopperProtocol over the recorder's verdict (a plain callable is enough)."""
-
-    def __init__(self, recorder: Recorder):
-        self.recorder = recorder
-
-    def __call__(self, state: Any) -> bool:
-        return self.recorder.should_stop(state)
-
-
-def perf_clock(offset: float = 0.0) -> Callable[[], float]:
-    """Seconds since the run started (plus `offset` for a resumed run's earlier time)."""
-    t0 = time.perf_counter()
-    return lambda: offset + (time.perf_counter() - t0)

@@ -2,29 +2,30 @@
 
 Flow: validate every input (nothing is written before the run can start) ->
 start the local LM pool unless models were given -> probe both LMs once ->
-`run_engine`: create runs/NAME with config.json and trace.jsonl ->
-gepa.optimize with PxNSampling(p, n), the instrumented adapter and reflection
-LM, the recorder as callbacks -> score the best candidate on the test split ->
-result.json -> check the trace's totals against gepa's -> run_end.
+`run_engine`: create runs/NAME with config.json -> gepa.optimize with
+PxNSampling(p, n), pxn's adapter and reflection LM, recorded by the public
+recording (record.py, as any user's run is: trace.jsonl, then run_end with
+the trace's totals checked against gepa's) -> score the best candidate on the
+test split -> result.json.
 
 `run_engine` takes the task and both models as given, so the same engine and
 recording path run on any `ChatModel`: the real clients here, the synthetic
 ones of synthetic.py (`pxn conformance`).
 
 gepa's own state lives in runs/NAME/gepa (its run_dir), so `resume=True`
-continues an interrupted run into the same trace.
+continues an interrupted run into the same trace; a finished run is left as it
+is (status "finished"), and `overwrite=True` starts afresh in a used directory.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import importlib.metadata
 import json
 import math
 import signal
 import sys
-import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
@@ -33,21 +34,19 @@ from typing import Any
 
 import gepa  # imported before any timing starts, as litellm is below
 import litellm
-from gepa.core.state import GEPAState
 from gepa.strategies.proposal_sampling import PxNSampling
 
 from pxn.errors import PxnError
-from pxn.runner.adapter import InstrumentedAdapter, RolloutPool, wrap_split
-from pxn.runner.checks import mismatches, trace_totals
+from pxn.runner.adapter import InstrumentedAdapter, RolloutPool, ThreadRollouts, wrap_split
 from pxn.runner.config import Plan, RunConfig, check_out, make_selection, plan
 from pxn.runner.lm import ChatModel, LMClient
 from pxn.runner.lm_pool import LMPool, PoolInfo, running_pool
 from pxn.runner.progress import LiveProgress
-from pxn.runner.recorder import Recorder, RecordingSelection, Stopper, perf_clock
-from pxn.runner.redact import describe_error, redact
+from pxn.runner.record import RecordedRun, Recording, RunFinished, check_resumable, recording
+from pxn.runner.redact import redact
 from pxn.runner.reflection import InstrumentedReflectionLM
-from pxn.runner.retry import CallFailed, RetryPolicy
-from pxn.trace import Decision, Resume, RunEnd, RunStart, TraceWriter, read_trace
+from pxn.runner.retry import RetryPolicy
+from pxn.runner.waits import PROBE_TIMEOUT, on_stderr, quiet
 
 # Imported for its side effect: litellm's import takes seconds, and done lazily inside
 # the first call it would be timed as that call's latency.
@@ -81,41 +80,28 @@ def _versions(task_lm: ChatModel, reflection_lm: ChatModel) -> dict[str, str]:
     }
 
 
-def _probe(client: LMClient, role: str) -> None:
-    """One tiny call before anything is written: an unreachable model is bad input."""
-    try:
-        client.complete(
-            [{"role": "user", "content": "Say ok."}],
-            clock=lambda: 0.0,
-            on_failure=lambda f: None,
-            max_tokens=1,
-        )
-    except CallFailed as exc:
-        raise PxnError(
-            f"the {role} model {client.model} cannot be reached ({exc.error}); "
-            "check the model name, the API base URL and the key in the environment"
-        ) from None
-
-
-def _prepare_trace(path: Path) -> float:
-    """For a resume: drop a torn last line (a kill mid-write) and return the last event's
-    end time, so the resumed run's clock continues from it."""
-    raw = path.read_bytes()
-    if raw and not raw.endswith(b"\n"):
-        with path.open("r+b") as f:
-            f.truncate(raw.rfind(b"\n") + 1)
-    trace = read_trace(path)
-    return max(e.end for e in trace.events)
-
-
-def run_gepa(config: RunConfig, *, resume: bool = False, pool: PoolInfo | None = None) -> RunResult:
-    """Run gepa for real; `pool` reuses a running local pool instead of starting one."""
+def run_gepa(
+    config: RunConfig,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    pool: PoolInfo | None = None,
+    probe_timeout: float = PROBE_TIMEOUT,
+) -> RunResult:
+    """Run gepa for real; `pool` reuses a running local pool instead of starting one;
+    each model must answer its probe within `probe_timeout` seconds."""
     out = Path(config.out)
     if resume:
         config = _load_config(out, config.progress)
-    check_out(config, resume)
+        try:  # before any LM pool starts or model is probed: nothing changes
+            check_resumable(out)
+        except RunFinished as finished:
+            return RunResult(out=out, status="finished", message=finished.problem)
+    if not overwrite:
+        check_out(config, resume)
     pl = plan(config)
     policy = RetryPolicy(max_attempts=config.max_attempts, timeout=config.timeout)
+    tell = on_stderr if config.progress else quiet  # what the run waits for, on stderr
 
     with ExitStack() as stack:
         # A supervisor's SIGTERM ends the run as Ctrl-C does: servers stopped, trace closed.
@@ -130,8 +116,8 @@ def run_gepa(config: RunConfig, *, resume: bool = False, pool: PoolInfo | None =
         if pool is None and needs_pool:
             pool = running_pool()  # a `pxn lm serve` pool, if one is up
         if pool is None and needs_pool:
-            log_dir = Path(tempfile.mkdtemp(prefix="pxn-lm-pool-"))
-            pool = stack.enter_context(LMPool(config.servers, log_dir=log_dir))
+            # Its servers' logs stay with the run.
+            pool = stack.enter_context(LMPool(config.servers, log_dir=out / "lm-logs", tell=tell))
         task_client = LMClient(
             config.task_lm or (pool.model if pool else ""),
             pool=None if config.task_lm else pool,
@@ -146,8 +132,8 @@ def run_gepa(config: RunConfig, *, resume: bool = False, pool: PoolInfo | None =
             policy=policy,
             seed=config.seed + 1,
         )
-        _probe(task_client, "task")
-        _probe(refl_client, "reflection")
+        for client, role in ((task_client, "task"), (refl_client, "reflection")):
+            client.probe(role, probe_timeout, tell)
         if rollouts is not None:
             from pxn.runner.ray_pool import Endpoint
 
@@ -169,6 +155,7 @@ def run_gepa(config: RunConfig, *, resume: bool = False, pool: PoolInfo | None =
             task_client,
             refl_client,
             resume=resume,
+            overwrite=overwrite,
             lm_servers=lm_servers,
             rollouts=rollouts,
         )
@@ -211,6 +198,7 @@ def run_engine(
     refl_client: ChatModel,
     *,
     resume: bool = False,
+    overwrite: bool = False,
     lm_servers: int | None = None,
     rollouts: RolloutPool | None = None,
     meta: dict[str, Any] | None = None,
@@ -218,95 +206,76 @@ def run_engine(
     """Run gepa on `pl.task` with these models into config.out; `meta` joins run_start's.
 
     The inputs are checked already (plan, check_out); `rollouts` is where rollouts
-    run (default: config.workers threads of this process).
+    run (default: config.workers threads of this process). Recorded by the same
+    public recording every gepa.optimize run can use (record.py).
     """
     task = pl.task
     out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
-    gepa_dir = out / "gepa"
-    trace_path = out / "trace.jsonl"
-    offset = 0.0
-    saved: GEPAState | None = None
-    if resume:
-        offset = _prepare_trace(trace_path)
-        if (gepa_dir / "gepa_state.bin").exists():
-            saved = GEPAState.load(str(gepa_dir))
-    else:
-        (out / "config.json").write_text(json.dumps(asdict(config), indent=2), encoding="utf-8")
-    clock = perf_clock(offset)
-    writer = TraceWriter(trace_path, append=resume)
-    recorder = Recorder(writer, clock, max_failures=pl.max_failures)
-    adapter = InstrumentedAdapter(task, task_client, recorder, config.workers, rollouts)
-    reflection = InstrumentedReflectionLM(
-        refl_client, recorder, pl.reflection_concurrency, task.reflection_lm_kwargs
-    )
-    train, val, test = (
-        wrap_split("train", task.train),
-        wrap_split("val", task.val),
-        wrap_split("test", task.test),
-    )
+    test = wrap_split("test", task.test)
     versions = _versions(task_client, refl_client)
-    if resume:
-        completed = saved.i + 1 if saved is not None else -1
-        used = saved.total_num_evals if saved is not None else 0
-        now = clock()
-        recorder.write(Resume(start=now, end=now, iteration=completed, metric_calls=used))
-        # gepa evaluates the seed again on resume, then discards it for the saved state.
-        adapter.skip_seed_val = saved is not None
-    else:
-        recorder.write(
-            RunStart(
-                start=0.0,
-                end=0.0,
-                source="runner",
-                shape=f"{pl.p}x{pl.n}",
-                budget=config.budget,
-                workers=config.workers,
-                reflection_concurrency=pl.reflection_concurrency,
-                valset_size=len(val),
-                trainset_size=len(train),
-                minibatch=task.minibatch,
-                seed=config.seed,
-                started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                meta={
-                    "task": task.name,
-                    "selection": config.selection,
-                    **versions,
-                    **({} if lm_servers is None else {"lm_servers": lm_servers}),
-                    **adapter.pool.meta(),
-                    **(meta or {}),
-                },
-            )
-        )
-
-    status, message = "completed", ""
-    error: BaseException | None = None
-    gepa_result = None
-    progress = LiveProgress(
-        recorder,
-        config.budget,
-        lambda: max(recorder.metric_calls, adapter.rollouts),
-        enabled=config.progress,
+    pool = rollouts if rollouts is not None else ThreadRollouts(task, task_client, config.workers)
+    rec = recording(
+        out,
+        workers=config.workers,
+        reflection_concurrency=pl.reflection_concurrency,
+        resume=resume,
+        overwrite=overwrite,
+        max_reflection_failures=pl.max_failures,
+        meta={
+            "task": task.name,
+            **versions,
+            **({} if lm_servers is None else {"lm_servers": lm_servers}),
+            **pool.meta(),
+            **(meta or {}),
+        },
+    )
+    adapter = InstrumentedAdapter(task, task_client, rec, config.workers, pool)
+    reflection = InstrumentedReflectionLM(
+        refl_client, rec, pl.reflection_concurrency, task.reflection_lm_kwargs
     )
     try:
-        with progress:
-            gepa_result = gepa.optimize(
+        return _record(config, pl, rec, adapter, reflection, test, versions)
+    finally:
+        adapter.close()
+        reflection.close()
+
+
+def _record(
+    config: RunConfig,
+    pl: Plan,
+    rec: Recording,
+    adapter: InstrumentedAdapter,
+    reflection: InstrumentedReflectionLM,
+    test: list[Any],
+    versions: dict[str, str],
+) -> RunResult:
+    """gepa.optimize under the recording, then result.json from what it recorded."""
+    task = pl.task
+    out = rec.out
+    gepa_dir = out / "gepa"
+    gepa_result = None
+    error: BaseException | None = None
+    try:
+        with rec:
+            if not rec.resuming:
+                out.mkdir(parents=True, exist_ok=True)
+                text = json.dumps(asdict(config), indent=2)
+                (out / "config.json").write_text(text, encoding="utf-8")
+            kwargs = rec.wrap(
                 seed_candidate=dict(task.seed_candidate),
-                trainset=train,
-                valset=val,
+                trainset=wrap_split("train", task.train),
+                valset=wrap_split("val", task.val),
                 adapter=adapter,
                 reflection_lm=reflection,
                 reflection_prompt_template=task.reflection_prompt_template,
                 reflection_minibatch_size=task.minibatch,
                 sampling_strategy=PxNSampling(pl.p, pl.n),
-                selection_strategy=RecordingSelection(make_selection(config.selection), recorder),
+                selection_strategy=make_selection(config.selection),
                 candidate_selection_strategy="pareto",
                 max_metric_calls=config.budget,
-                stop_callbacks=[Stopper(recorder)],
-                callbacks=[recorder],
                 run_dir=str(gepa_dir),
-                # gepa 0.1.4 keys its cache by example position, so validation lookups would hit
-                # train rollouts: off.
+                # gepa 0.1.4 keys its cache by example position, so validation lookups would
+                # hit train rollouts: off.
                 cache_evaluation=False,
                 use_merge=False,
                 raise_on_exception=True,
@@ -314,52 +283,18 @@ def run_engine(
                 logger=GepaLog(gepa_dir / "run_log.txt"),
                 seed=config.seed,
             )
-        if recorder.stop_reason:
-            status, message = "failed", recorder.stop_reason
-    except KeyboardInterrupt:
-        status, message = "interrupted", "interrupted by the user (Ctrl-C)"
-    except Exception as exc:  # recorded in run_end, then re-raised below with its traceback
-        status, message, error = "failed", describe_error(exc), exc
-    # The run's wall-clock is gepa's loop: the test-set scoring below is not part of it.
-    loop_end = clock()
-
-    result: dict[str, Any] = {}
-    warnings: list[str] = []
-    try:
-        if gepa_result is not None:
-            result, warnings = _finish(
-                config, pl, out, gepa_result, adapter, reflection, recorder, test, versions
-            )
-            if recorder.fenced_missing:
-                warnings.append(
-                    f"{recorder.fenced_missing} reflection replies had no ``` pair: gepa took "
-                    "each whole reply as the new text (see fenced=false in the trace)"
-                )
-    except KeyboardInterrupt:
-        status, message = "interrupted", "interrupted by the user (Ctrl-C)"
-    except Exception as exc:
-        status, message, error = "failed", describe_error(exc), exc
-    finally:
-        adapter.close()
-        reflection.close()
-        recorder.write(
-            RunEnd(
-                start=loop_end,
-                end=loop_end,
-                status=status,
-                metric_calls=gepa_result.total_metric_calls
-                if gepa_result
-                else recorder.metric_calls,
-                iterations=recorder.iterations,
-                message=redact(message),
-            )
-        )
-        recorder.close()
-    if status == "interrupted":
-        raise KeyboardInterrupt
-    if error is not None:  # a bug, not bad input: keep its traceback
-        raise error
-    return RunResult(out=out, status=status, message=message, result=result, warnings=warnings)
+            with LiveProgress(rec.progress, config.budget, enabled=config.progress):
+                gepa_result = gepa.optimize(**kwargs)
+    except (KeyboardInterrupt, Exception) as exc:  # in run_end by now; raised again below
+        error = exc
+    run = rec.result
+    if run is None or error is not None:
+        # Interrupted, a bug (not bad input: keep its traceback), or a refusal before the run.
+        raise error if error is not None else RuntimeError("the run did not start")
+    if gepa_result is None or run.status != "completed":
+        return RunResult(out=out, status=run.status, message=run.message)
+    result, warnings = _finish(config, pl, out, gepa_result, adapter, run, test, versions)
+    return RunResult(out=out, status=run.status, result=result, warnings=warnings)
 
 
 def _finish(
@@ -368,34 +303,24 @@ def _finish(
     out: Path,
     gr: Any,
     adapter: InstrumentedAdapter,
-    reflection: InstrumentedReflectionLM,
-    recorder: Recorder,
+    run: RecordedRun,
     test: list[Any],
     versions: dict[str, str],
 ) -> tuple[dict[str, Any], list[str]]:
+    """result.json: the whole run's totals (the trace's, checked against gepa's), the best
+    candidate, and its score on the test split."""
     best = gr.best_candidate
     # The test split is scored after gepa's loop, outside the trace (it is no metric
     # call of gepa's); its time is reported apart so no one takes it for overhead.
-    test_start = recorder.clock()
+    test_start = time.perf_counter()
     test_score = adapter.score(best, test) if test else None
-    test_eval_s = recorder.clock() - test_start
-    trace = read_trace(out / "trace.jsonl")
-    totals = trace_totals(trace)
-    accepted = gr.num_candidates - 1
-    warnings = [
-        f"trace mismatch: {m}"
-        for m in mismatches(
-            totals,
-            metric_calls=gr.total_metric_calls,
-            full_val_evals=gr.num_full_val_evals,
-            accepted=accepted,
-            workers=config.workers,
+    test_eval_s = time.perf_counter() - test_start
+    warnings = [f"trace mismatch: {m}" for m in run.mismatches]
+    if run.unfenced_replies:
+        warnings.append(
+            f"{run.unfenced_replies} reflection replies had no ``` pair: gepa took "
+            "each whole reply as the new text (see fenced=false in the trace)"
         )
-    ]
-    cost = None
-    if adapter.cost is not None or reflection._cost is not None:
-        cost = (adapter.cost or 0.0) + (reflection._cost or 0.0)
-    wall = max(e.end for e in trace.events)
     result = {
         "task": pl.task.name,
         "shape": f"{pl.p}x{pl.n}",
@@ -406,19 +331,19 @@ def _finish(
         "best_val_score": gr.val_aggregate_scores[gr.best_idx],
         "seed_val_score": gr.val_aggregate_scores[0],
         "test_score": None if test_score is None or math.isnan(test_score) else test_score,
-        "iterations": recorder.iterations,
-        "proposals": len(trace.live(Decision)),
-        "accepted": accepted,
-        "metric_calls": gr.total_metric_calls,
-        "full_val_evals": gr.num_full_val_evals,
-        "reflection_calls": reflection.calls,
-        "reflections_without_fences": recorder.fenced_missing,
-        "wall_clock_s": round(wall, 3),  # to the last traced event: gepa's loop only
+        "iterations": run.iterations,
+        "proposals": run.proposals,
+        "accepted": run.accepted,
+        "metric_calls": run.metric_calls,
+        "full_val_evals": run.full_val_evals,
+        "reflection_calls": run.reflection_calls,
+        "reflections_without_fences": run.unfenced_replies,
+        "wall_clock_s": run.wall_clock_s,  # to the last traced event: gepa's loop only
         "test_eval_s": round(test_eval_s, 3),
-        "tokens_in": adapter.tokens_in + reflection.total_tokens_in,
-        "tokens_out": adapter.tokens_out + reflection.total_tokens_out,
-        "cost_usd": cost,
-        "trace_check": warnings or "ok",
+        "tokens_in": run.tokens_in,
+        "tokens_out": run.tokens_out,
+        "cost_usd": run.cost,
+        "trace_check": list(run.mismatches) or "ok",
         "versions": versions,
     }
     text = redact(json.dumps(result, indent=2))

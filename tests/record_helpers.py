@@ -1,0 +1,152 @@
+"""Plain gepa parts for the recorder's tests: sleep-free, deterministic, no pxn code inside.
+
+The task: each example is a word; a candidate scores 1 on it when its one
+component ("words") contains the word. The reflection LM appends the next
+unused word of the vocabulary in ``` fences, so some children beat their
+parents and gepa accepts them.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from gepa.core.adapter import EvaluationBatch
+
+VOCAB = [f"w{i}" for i in range(40)]
+TRAIN = [VOCAB[i % 12] for i in range(12)]
+VAL = [VOCAB[i] for i in range(6)]
+SEED = {"words": "w0"}
+
+
+def score(candidate: dict[str, str], example: str) -> float:
+    return 1.0 if example in candidate["words"].split() else 0.0
+
+
+class SerialAdapter:
+    """No batch_evaluate: gepa calls evaluate pair after pair, and it loops serially."""
+
+    propose_new_texts = None
+
+    def __init__(self, fail_on: str | None = None):
+        self.fail_on = fail_on  # an example whose rollout raises
+        self.calls = 0
+
+    def evaluate(self, batch: list[str], candidate: dict[str, str], capture_traces: bool = False):
+        self.calls += 1
+        if self.fail_on is not None and self.fail_on in batch:
+            raise RuntimeError(f"the adapter broke on {self.fail_on}")
+        scores = [score(candidate, ex) for ex in batch]
+        trajectories = [{"example": ex, "score": s} for ex, s in zip(batch, scores, strict=True)]
+        return EvaluationBatch(outputs=list(batch), scores=scores, trajectories=trajectories)
+
+    def make_reflective_dataset(self, candidate, eval_batch, components_to_update):
+        records = [
+            {"Inputs": t["example"], "Feedback": "ok" if t["score"] else "missing"}
+            for t in eval_batch.trajectories or []
+        ]
+        return {name: records for name in components_to_update}
+
+
+class ThreadedAdapter(SerialAdapter):
+    """batch_evaluate on W threads. With `meet` set, every W rollouts wait for each other at
+    a barrier, so they are in flight together for real; `recording` set, each rollout
+    reports its own times to it (the adapter knows them, gepa does not)."""
+
+    def __init__(self, workers: int, *, meet: bool = False, recording: Any = None):
+        super().__init__()
+        self.workers = workers
+        self.pool = ThreadPoolExecutor(max_workers=workers)
+        self.barrier = threading.Barrier(workers) if meet else None
+        self.recording = recording
+
+    def _one(self, index: int, candidate: dict[str, str], example: str) -> float:
+        start = self.recording.clock() if self.recording else 0.0
+        if self.barrier is not None:
+            self.barrier.wait(timeout=30)
+        result = score(candidate, example)
+        if self.recording is not None:
+            from pxn.runner.record import RolloutReport
+
+            end = self.recording.clock()
+            self.recording.report_rollout(index, RolloutReport(start=start, end=end, score=result))
+        return result
+
+    def batch_evaluate(self, items, **kwargs):
+        jobs = [(c, ex) for c, batch in items for ex in batch]
+        # A barrier needs whole groups of W: the last group is topped up with spare work.
+        futures = [self.pool.submit(self._one, i, c, ex) for i, (c, ex) in enumerate(jobs)]
+        spare = (-len(jobs)) % self.workers if self.barrier is not None else 0
+        extra = [self.pool.submit(self.barrier.wait, 30) for _ in range(spare)]
+        scores = [f.result() for f in futures]
+        for f in extra:
+            f.result()
+        out, pos = [], 0
+        for _, batch in items:
+            chunk = scores[pos : pos + len(batch)]
+            pos += len(batch)
+            trajectories = [{"example": ex, "score": s} for ex, s in zip(batch, chunk, strict=True)]
+            out.append(
+                EvaluationBatch(outputs=list(batch), scores=chunk, trajectories=trajectories)
+            )
+        return out
+
+
+def next_words(prompt: str) -> str:
+    """The reflection: the current words plus the first vocabulary word they lack."""
+    current = re.search(r"```\n?(.*?)\n?```", prompt, re.S)
+    words = current.group(1).split() if current else []
+    new = next(w for w in VOCAB if w not in words)
+    return "```\n" + " ".join([*words, new]) + "\n```"
+
+
+def _text(prompt: Any) -> str:
+    return prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in prompt)
+
+
+class CallableLM:
+    """A plain callable reflection LM (gepa calls it one prompt at a time)."""
+
+    def __init__(self, fail: bool = False):
+        self.fail = fail
+        self.calls = 0
+
+    def __call__(self, prompt: Any) -> str:
+        self.calls += 1
+        if self.fail:
+            raise ConnectionError("the reflection model is down")
+        return next_words(_text(prompt))
+
+
+class BatchLM:
+    """A reflection LM with batch_complete and total_cost: gepa hands it all prompts at once."""
+
+    total_cost = 0.0
+    total_tokens_in = 0
+    total_tokens_out = 0
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+
+    def __call__(self, prompt: Any) -> str:
+        return next_words(_text(prompt))
+
+    def batch_complete(self, messages_list):
+        self.batches.append(len(messages_list))
+        return [next_words(_text(m)) for m in messages_list]
+
+
+class Counting:
+    """A user's own gepa callback: it must keep seeing every event."""
+
+    def __init__(self) -> None:
+        self.iterations = 0
+        self.budget_updates = 0
+
+    def on_iteration_end(self, event):
+        self.iterations += 1
+
+    def on_budget_updated(self, event):
+        self.budget_updates += 1
