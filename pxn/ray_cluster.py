@@ -9,14 +9,42 @@ opened.
 from __future__ import annotations
 
 import logging
+import math
+import os
 import socket
+import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from pxn.errors import PxnError
 
 RAY_EXTRA = "install the extra: pip install 'gepa-pxn[ray]'"
-CONNECT_TIMEOUT = 5.0  # seconds to reach a Ray head's port before giving up
+CONNECT_TIMEOUT = 5.0  # seconds for a Ray head to answer, unless PXN_CONNECT_TIMEOUT says
+CONNECT_TIMEOUT_VAR = "PXN_CONNECT_TIMEOUT"
+# A Ray head's address is its GCS, a gRPC server: HTTP/2, which answers a client's
+# connection preface with a SETTINGS frame (type 4) before anything else.
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(
+    [0, 0, 0, 4, 0, 0, 0, 0, 0]  # an empty SETTINGS frame: length 0, type 4, stream 0
+)
+FRAME_HEADER, SETTINGS = 9, 4
+
+
+def connect_timeout() -> float:
+    """Seconds to wait for a Ray head: $PXN_CONNECT_TIMEOUT, or 5."""
+    text = os.environ.get(CONNECT_TIMEOUT_VAR)
+    if text is None:
+        return CONNECT_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise PxnError(
+            f"is seconds to wait for a Ray head, a number > 0: got {text!r}",
+            subject=CONNECT_TIMEOUT_VAR,
+        )
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -37,17 +65,48 @@ class Address:
     def __str__(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def check_reachable(self) -> None:
-        # ray.init retries an unreachable head for minutes, logging as it goes;
-        # a plain TCP connect says the same in a few seconds.
+    def check_reachable(self, timeout: float | None = None) -> None:
+        """A Ray head answers here within `timeout` seconds (default: connect_timeout()).
+
+        ray.init retries an unreachable head for minutes, and waits as long on a
+        server that is not Ray, logging as it goes; a TCP connect and the start of
+        the gRPC handshake say the same in at most `timeout` seconds.
+        """
+        timeout = connect_timeout() if timeout is None else timeout
+        deadline = time.monotonic() + timeout
         try:
-            socket.create_connection((self.host, self.port), timeout=CONNECT_TIMEOUT).close()
+            with socket.create_connection((self.host, self.port), timeout=timeout) as sock:
+                sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                sock.sendall(HTTP2_PREFACE)
+                header = _read_up_to(sock, FRAME_HEADER)
+        except TimeoutError:
+            raise PxnError(
+                f"no Ray head answered at {self} within {timeout:g} s (it accepted the "
+                f"connection but sent nothing); check the address, or wait longer with "
+                f"{CONNECT_TIMEOUT_VAR}=SECONDS"
+            ) from None
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
             raise PxnError(
                 f"cannot reach a Ray head at {self}: {reason}; "
                 f"start one with `ray start --head --port {self.port}`"
             ) from None
+        if len(header) < FRAME_HEADER or header[3] != SETTINGS:
+            raise PxnError(
+                f"the server at {self} is not a Ray head (it does not speak gRPC); "
+                "give the head's GCS address, the one `ray start --head` prints"
+            )
+
+
+def _read_up_to(sock: socket.socket, size: int) -> bytes:
+    """Up to `size` bytes: fewer only if the peer closed the connection first."""
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def import_ray() -> Any:
@@ -79,12 +138,13 @@ class RayConnection:
         if self._ray is not None:
             return self._ray
         target = Address.parse(self.address) if self.address is not None else None
+        imported = sys.modules.get("ray")
+        if target is not None and not (imported is not None and imported.is_initialized()):
+            target.check_reachable()  # before Ray's import, which takes seconds
         ray = import_ray()
         if ray.is_initialized():
             self._ray = ray
             return ray
-        if target is not None:
-            target.check_reachable()
         options: dict[str, Any] = {
             # Errors only: a CLI user should not see "connecting to..." or the
             # token-authentication notice Ray 2.60 logs at each start.

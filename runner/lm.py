@@ -6,20 +6,29 @@ returns its text with the tokens and cost litellm reports, and goes through
 the bounded retry loop so each failed attempt is reported. Keys come only
 from the environment (litellm reads them); nothing here stores or prints one.
 (synthetic.py's models implement the same interface with sleeps.)
+
+`probe` is the one call made before a run starts: bounded by its own
+timeout (a model behind an address that accepts but never answers would
+otherwise hold the run for max_attempts x the per-attempt timeout), and a
+failure is the user's error, in one line naming the model and its address.
 """
 
 from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import litellm
 
+from pxn.errors import PxnError
 from pxn.runner.lm_pool import MODEL_ALIAS, PoolInfo
-from pxn.runner.retry import FailedAttempt, RetryPolicy, call_with_retries
+from pxn.runner.redact import describe_error
+from pxn.runner.retry import FailedAttempt, RetryPolicy, call_with_retries, is_transient
+from pxn.runner.waits import PROBE_TIMEOUT, Tell, quiet
 
 # litellm prints a "Give Feedback / Get Help" banner on every failed call; our
 # retry loop records each failure in the trace instead.
@@ -96,6 +105,7 @@ class LMClient:
     ):
         self.model = model
         self.api_base = api_base
+        self.pool = pool
         self.defaults = dict(defaults or {})
         self.policy = policy or RetryPolicy()
         self._rng = random.Random(seed)
@@ -115,7 +125,16 @@ class LMClient:
     def label(self) -> str:
         return f"{self.model} (local llama.cpp pool)" if self._router else self.model
 
-    def _once(self, messages: list[dict[str, Any]], kwargs: dict[str, Any]) -> LMReply:
+    @property
+    def address(self) -> str:
+        """Where the calls go, for a person: the URL(s), or the provider's default."""
+        if self.pool is not None:
+            return ", ".join(s.api_base for s in self.pool.servers)
+        return self.api_base or "its provider's default address"
+
+    def _once(
+        self, messages: list[dict[str, Any]], kwargs: dict[str, Any], timeout: float
+    ) -> LMReply:
         params = {**self.defaults, **kwargs}
         if self._router is not None:
             # llama.cpp's server samples with a fixed seed unless told otherwise: the same
@@ -123,14 +142,16 @@ class LMClient:
             # vary between evaluations. A fresh seed per call restores real sampling.
             with self._seed_lock:
                 params.setdefault("seed", self._rng.randrange(2**31))
-            response = self._router.completion(model=MODEL_ALIAS, messages=messages, **params)
+            response = self._router.completion(
+                model=MODEL_ALIAS, messages=messages, timeout=timeout, **params
+            )
         else:
             if self.api_base is not None:
                 params.setdefault("api_base", self.api_base)
             response = litellm.completion(
                 model=self.model,
                 messages=messages,
-                timeout=self.policy.timeout,
+                timeout=timeout,
                 num_retries=0,
                 max_retries=0,
                 **params,
@@ -155,6 +176,36 @@ class LMClient:
     ) -> tuple[LMReply, int]:
         """(reply, attempts used); raises retry.CallFailed when every attempt failed.
         `site` is not sent: what a call is for does not change a real model's answer."""
+        timeout = self.policy.timeout
         return call_with_retries(
-            lambda: self._once(messages, kwargs), self.policy, clock, on_failure
+            lambda: self._once(messages, kwargs, timeout), self.policy, clock, on_failure
+        )
+
+    def probe(self, role: str, timeout: float = PROBE_TIMEOUT, tell: Tell = quiet) -> None:
+        """One one-token call answered within `timeout` seconds, retries (transient errors,
+        at most the policy's attempts) included; else a PxnError naming model and address."""
+        tell(f"waiting up to {timeout:g} s for the {role} model {self.model} at {self.address}")
+        deadline = time.monotonic() + timeout
+        rng = random.Random(0)
+        for attempt in range(1, self.policy.max_attempts + 1):
+            left = deadline - time.monotonic()
+            try:
+                self._once([{"role": "user", "content": "Say ok."}], {"max_tokens": 1}, left)
+                return
+            except Exception as exc:
+                if isinstance(exc, litellm.exceptions.Timeout | TimeoutError):
+                    break
+                pause = self.policy.delay(attempt, rng)
+                last = attempt == self.policy.max_attempts
+                if not is_transient(exc) or last or time.monotonic() + pause >= deadline:
+                    raise PxnError(
+                        f"the {role} model {self.model} at {self.address} cannot be reached "
+                        f"({describe_error(exc)}); check the model name, the address and "
+                        "the key in the environment"
+                    ) from None
+            time.sleep(pause)  # backoff between tries, as a run's calls do
+        raise PxnError(
+            f"of {timeout:g} s passed with no answer from the {role} model {self.model} at "
+            f"{self.address}; check the address, or allow a slow model more time",
+            subject="probe timeout",
         )

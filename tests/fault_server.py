@@ -10,12 +10,15 @@ gets a 500, so a test can make a rollout exhaust its retries deterministically.
 
 Answers: a reflection prompt (it mentions "hint") gets a fenced hint; any
 other prompt gets one topic word, chosen at random.
+
+`SilentServer` is the other fault: it accepts connections and never answers.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import socket
 import threading
 import time
 from collections import Counter
@@ -179,3 +182,34 @@ class FaultServer:
                 )
 
         return Handler
+
+
+class SilentServer:
+    """A TCP listener on 127.0.0.1 that accepts every connection and never sends a byte:
+    a hung endpoint, or an address that is not the server it is taken for."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.held: list[socket.socket] = []  # open, so the client sees no close either
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return self.sock.getsockname()[1]
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:  # closed by __exit__
+                return
+            self.held.append(conn)
+
+    def __enter__(self) -> SilentServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+        for conn in self.held:
+            conn.close()

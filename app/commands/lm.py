@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from pxn.app.console import say
+from pxn.app.console import say, stderr
 
 commands = typer.Typer(help="The local LM pool (llama.cpp + SmolLM2-135M).", no_args_is_help=True)
 
@@ -41,20 +41,60 @@ def lm_serve(
     servers: Annotated[int, typer.Option("--servers", help="How many servers (K).")] = 2,
 ) -> None:
     """Start K local llama.cpp servers and keep them up until Ctrl-C (or `pxn lm stop`)."""
-    from pxn.runner.lm_pool import LMPool, pidfile_path
+    import os
 
-    with LMPool(servers, pidfile=pidfile_path()) as info:
-        say(f"model: {info.model} (api_key: any string)")
+    from pxn.runner.lm_pool import LMPool
+    from pxn.runner.lm_records import state_dir
+    from pxn.runner.waits import on_stderr
+
+    logs = state_dir() / "logs" / str(os.getpid())
+    pool = LMPool(
+        servers,
+        log_dir=logs,
+        started_by="pxn lm serve",
+        shared=True,
+        remove_logs=True,
+        tell=on_stderr,
+    )
+    with pool as info:
+        say(f"pool {pool.record.id}: model {info.model} (api_key: any string); logs in {logs}")
         for server in info.servers:
             say(f"  api_base: {server.api_base}  pid {server.pid}")
-        say("Ctrl-C or `pxn lm stop` stops the pool.")
+        say(f"Ctrl-C or `pxn lm stop {pool.record.id}` stops the pool.")
         wait_for_stop()  # then the pool's exit stops the servers
 
 
-@commands.command("stop")
-def lm_stop() -> None:
-    """Stop the pool a `pxn lm serve` left running."""
-    from pxn.runner.lm_pool import stop_standalone
+@commands.command("list")
+def lm_list() -> None:
+    """List the recorded LM pools, running or left behind by a killed process."""
+    from pxn.runner.lm_records import live_records, records_dir
 
-    stopped = stop_standalone()
-    say(f"stopped {len(stopped)} server(s)")
+    records, notes = live_records()
+    for note in notes:
+        say(note, stderr)
+    if not records:
+        say(f"no LM pool is recorded in {records_dir()}")
+    for record in records:
+        say(record.describe())
+
+
+@commands.command("stop")
+def lm_stop(
+    pool: Annotated[
+        str | None,
+        typer.Argument(help="The pool's id (`pxn lm list`), a port of it, or its starter's pid."),
+    ] = None,
+    every: Annotated[bool, typer.Option("--all", help="Stop every recorded pool.")] = False,
+) -> None:
+    """Stop a pool `pxn lm serve` keeps up, or one a killed `pxn run` left behind."""
+    from pxn.errors import PxnError
+    from pxn.runner.lm_records import live_records, records_dir, select, stop
+
+    records, notes = live_records()
+    for note in notes:
+        say(note, stderr)
+    if not records:
+        raise PxnError(f"no running LM pool is recorded in {records_dir()}; nothing to stop")
+    for record in select(records, pool, every):
+        stopped = stop(record)
+        say(f"stopped {len(stopped)} server(s) of pool {record.id} ({record.started_by})")

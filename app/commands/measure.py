@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -11,6 +12,7 @@ import typer
 from pxn.app.console import say, stderr
 from pxn.app.output import ensure_writable_outputs
 from pxn.errors import PxnError
+from pxn.runner.waits import PROBE_TIMEOUT
 
 commands = typer.Typer()
 
@@ -63,12 +65,20 @@ def run_command(
             help="HOST:PORT of a Ray head; without it --eval-backend ray starts a private Ray.",
         ),
     ] = None,
+    probe_timeout: Annotated[
+        float,
+        typer.Option(
+            "--probe-timeout", help="Seconds each model gets to answer one tiny call first."
+        ),
+    ] = PROBE_TIMEOUT,
 ) -> None:
     """Run real batched GEPA (gepa 0.1.4) and trace every rollout and reflection."""
     from pxn.runner.config import RunConfig, check_out, plan
 
     if resume is None and out is None:
         raise PxnError("give --out runs/NAME for a new run, or --resume runs/NAME")
+    if not 0 < probe_timeout < math.inf:
+        raise PxnError(f"must be seconds > 0, got {probe_timeout}", subject="probe timeout")
     config = RunConfig(
         out=str(resume or out),
         task=task,
@@ -93,7 +103,7 @@ def run_command(
         plan(config)
     from pxn.runner.run import run_gepa
 
-    result = run_gepa(config, resume=resume is not None)
+    result = run_gepa(config, resume=resume is not None, probe_timeout=probe_timeout)
     for warning in result.warnings:
         say(f"pxn: warning: {warning}", stderr)
     if result.status != "completed":
