@@ -2,8 +2,10 @@
 
 Errors of the user's making (`PxnError`) become one line on stderr and exit
 code 2, named by the flag that carried the bad input (options.in_flag_terms);
-nothing here computes anything itself. The commands live in app/commands/, one
-module per group; the options they share in app/options.py.
+nothing here computes anything itself. A reader that stops reading (`| head`)
+costs the rest of the output, never the command's work (app/streams.py). The
+commands live in app/commands/, one module per group; the options they share
+in app/options.py.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import typer
 
 from pxn.app.commands import calibrate, conformance, lm, measure, predict
 from pxn.app.options import in_flag_terms
+from pxn.app.streams import readers_may_leave
 from pxn.errors import PxnError
 
 app = typer.Typer(
@@ -36,11 +39,12 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     # Typer (in standalone mode) reports bad flags itself with exit code 2;
     # our own input errors arrive here as PxnError.
-    try:
-        app(args=args, prog_name="pxn")
-    except PxnError as exc:
-        print(f"pxn: error: {in_flag_terms(exc, args)}", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        print("pxn: interrupted", file=sys.stderr)
-        sys.exit(130)
+    with readers_may_leave():
+        try:
+            app(args=args, prog_name="pxn")
+        except PxnError as exc:
+            print(f"pxn: error: {in_flag_terms(exc, args)}", file=sys.stderr)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            print("pxn: interrupted", file=sys.stderr)
+            sys.exit(130)

@@ -1,10 +1,17 @@
-"""Outputs appear whole or not at all, with the permissions any other tool would give them."""
+"""Outputs appear whole or not at all, with the permissions any other tool would give them.
+
+A path the system will not write (no room left, a read-only file system, a
+name too long) is the user's to fix: it is a PxnError naming the path, and
+the file it would have replaced is left as it was.
+"""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
+
+from pxn.errors import PxnError
 
 
 def umask() -> int:
@@ -21,14 +28,24 @@ def write_text_atomically(path: str | Path, text: str) -> Path:
     put in place is readable as the umask allows, like one `open` created.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as file:
             file.write(text)
             os.fchmod(file.fileno(), 0o666 & ~umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise cannot_write(path, exc) from None
         raise
     return path
+
+
+def cannot_write(path: Path, error: OSError) -> PxnError:
+    reason = (error.strerror or type(error).__name__).lower()
+    return PxnError(f"cannot write {path}: {reason}")

@@ -1,5 +1,6 @@
 """One output helper: formats, strict JSON, tables that fit, output paths checked first,
-files written whole with the user's umask, and the numbers the tables show."""
+files written whole with the user's umask, a reader that stops reading (`| head`), and the
+numbers the tables show."""
 
 from __future__ import annotations
 
@@ -9,18 +10,20 @@ import json
 import math
 import os
 import stat
+import subprocess
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import assert_user_error, run_pxn, run_pxn_script
+from conftest import PXN, assert_user_error, run_pxn, run_pxn_script
 from rich.console import Console
 from sim_helpers import make_scenario
 
 from pxn.app.output import json_text
 from pxn.app.prediction_report import predictions_report, predictions_table, stage_table
 from pxn.app.tables import Column, Grid, fit
+from pxn.errors import PxnError
 from pxn.files import write_text_atomically
 from pxn.scenario import Scenario
 from pxn.shape import Shape, parse_shapes
@@ -255,6 +258,68 @@ def test_sweep_out_files_share_one_mode(scenario_file: Path, tmp_path: Path) -> 
     assert len(set(modes.values())) == 1, modes
     rows = list(csv.DictReader((out / "sweep.csv").open(encoding="utf-8")))
     assert [row["shape"] for row in rows] == ["single", "2x2"]
+
+
+def test_a_file_the_system_will_not_write_is_one_line_naming_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("kept", encoding="utf-8")
+    with pytest.raises(PxnError, match=f"^cannot write {blocker / 'x.csv'}: "):
+        write_text_atomically(blocker / "x.csv", "a,b\n")
+    assert blocker.read_text(encoding="utf-8") == "kept"
+
+
+# -- a reader that stops reading (`pxn ... | head`) costs output, never work ----------
+
+
+def run_to_a_gone_reader(*args: str | Path, stderr_too: bool = False) -> tuple[int, str]:
+    """`pxn ARGS` whose stdout reader (and stderr's, when `stderr_too`) has gone before
+    the first line: every write meets a broken pipe. Its exit code and what it wrote on
+    stderr."""
+    done = subprocess.Popen(
+        [str(PXN), *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    done.stdout.close()
+    if stderr_too:
+        done.stderr.close()
+        return done.wait(timeout=300), ""
+    err = done.stderr.read().decode()
+    return done.wait(timeout=300), err
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    from calibrate_helpers import write_traces
+
+    root = tmp_path_factory.mktemp("runs")
+    return write_traces(root, make_scenario(budget=200), Shape(1, 1), range(2))
+
+
+def test_calibrate_into_a_closed_pipe_still_writes_its_scenario(
+    two_runs: list[Path], tmp_path: Path
+) -> None:
+    # It once exited 1 at the first line printed, before the scenario was written.
+    out = tmp_path / "s.toml"
+    code, err = run_to_a_gone_reader("calibrate", *two_runs, "-o", out)
+    assert (code, err) == (0, "")  # quietly: no traceback, no "Exception ignored"
+    assert Scenario.load(out).name == "calibrated"
+
+
+@pytest.mark.slow  # six figures drawn: seconds
+def test_work_after_the_reader_has_gone_is_done(two_runs: list[Path], tmp_path: Path) -> None:
+    # The figures come after the report is printed: a reader gone does not stop them.
+    out, plots = tmp_path / "s.toml", tmp_path / "plots"
+    code, _ = run_to_a_gone_reader("calibrate", *two_runs, "-o", out, "--plots", plots,
+                                   stderr_too=True)  # fmt: skip
+    assert code == 0 and out.is_file()
+    assert (plots / "fit_rollout.png").stat().st_size > 0
+
+
+def test_an_error_to_a_gone_reader_keeps_its_exit_code(tmp_path: Path) -> None:
+    code, err = run_to_a_gone_reader("simulate", tmp_path / "absent.toml")
+    assert code == 2 and err.startswith("pxn: error: ") and err.count("\n") == 1
 
 
 # -- advise: the report text lives in the report -----------------------------------
