@@ -22,7 +22,8 @@ What is recorded, and how well:
   candidate, example ("train/i", "val/i": found by identity in your own
   trainset/valset lists), score and error. An adapter that times each
   rollout itself reports it (`rec.report_rollout(i, RolloutReport(...))`, i
-  the example's position in the call, times from `rec.clock()`); otherwise
+  the example's position in the call, times from `rec.clock()`), or times it
+  where it runs (`with rec.rollout(i) as note: note.score = ...`); otherwise
   each example spans the adapter call that ran it (gepa gives no finer view).
 - every reflection LM call: a model string runs as gepa's own LM, each call
   timed with its tokens and cost; a plain callable or an object with
@@ -52,6 +53,7 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +63,13 @@ from gepa.strategies.proposal_selection import AllImprovements
 
 from pxn.errors import PxnError
 from pxn.runner.checks import mismatches, trace_totals
-from pxn.runner.recorder import ExampleLabels, Recorder, ReflectionReport, RolloutReport
+from pxn.runner.recorder import (
+    ExampleLabels,
+    Recorder,
+    ReflectionReport,
+    RolloutNote,
+    RolloutReport,
+)
 from pxn.runner.redact import describe_error, redact
 from pxn.runner.wrappers import (
     GEPA_LM_BATCH_WORKERS,
@@ -72,7 +80,14 @@ from pxn.runner.wrappers import (
 )
 from pxn.trace import Reflection, Resume, Rollout, RunEnd, RunStart, TraceWriter, read_trace
 
-__all__ = ["RecordedRun", "Recording", "ReflectionReport", "RolloutReport", "recording"]
+__all__ = [
+    "RecordedRun",
+    "Recording",
+    "ReflectionReport",
+    "RolloutNote",
+    "RolloutReport",
+    "recording",
+]
 
 SUPPORTED_GEPA = "0.1.4"
 
@@ -192,6 +207,17 @@ class Recording:
         """A rollout of the adapter call in flight, `index` its position among the call's
         examples (pairs flattened in gepa's order). Any thread."""
         self._live().report_rollout(index, report)
+
+    def rollout(self, index: int) -> AbstractContextManager[RolloutNote]:
+        """Time one rollout where it runs, from any thread:
+
+            with rec.rollout(index) as note:
+                note.score = run_and_score(candidate, example)
+
+        `index` is the example's position among the adapter call's examples (pairs
+        flattened in gepa's order); its slot is the lowest free while it runs, so the
+        trace's W is the most in flight. A raise inside is recorded as its error."""
+        return self._live().rollout(index)
 
     def report_reflection(self, index: int, report: ReflectionReport | None) -> None:
         """A reply of the reflection LM call in flight (`index`: the prompt's position);

@@ -26,11 +26,12 @@ stopper ends the run instead of letting it burn its budget.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from pxn.runner.redact import redact
+from pxn.runner.redact import describe_error, redact
 from pxn.trace import (
     Attempt,
     Budget,
@@ -89,21 +90,57 @@ class ReflectionReport:
 
 
 class Slots:
-    """Small slot numbers for work in flight: each interval takes the lowest slot free at its
-    start, so the highest slot + 1 is the most seen at once (for reports given in time order)."""
+    """Small slot numbers for work in flight: each interval takes the lowest slot none of whose
+    intervals it overlaps, so as many slots are used as were busy at once (for intervals
+    reported in start order; reported out of order, at worst a few more)."""
 
     def __init__(self) -> None:
-        self._busy_until: list[float] = []
+        self._busy: list[list[tuple[float, float]]] = []
         self._lock = threading.Lock()
 
     def take(self, start: float, end: float) -> int:
         with self._lock:
-            for slot, until in enumerate(self._busy_until):
-                if until <= start:
-                    self._busy_until[slot] = end
+            for slot, intervals in enumerate(self._busy):
+                if all(e <= start or end <= s for s, e in intervals):
+                    intervals.append((start, end))
                     return slot
-            self._busy_until.append(end)
-            return len(self._busy_until) - 1
+            self._busy.append([(start, end)])
+            return len(self._busy) - 1
+
+    def forget_before(self, time: float) -> None:
+        """Work that ended before `time` can overlap nothing reported from now on."""
+        with self._lock:
+            self._busy = [[(s, e) for s, e in slot if e > time] for slot in self._busy]
+
+
+class InFlight:
+    """The lowest slot free right now, for work timed as it starts and ends."""
+
+    def __init__(self) -> None:
+        self._busy: set[int] = set()
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def slot(self) -> Iterator[int]:
+        with self._lock:
+            slot = next(i for i in range(len(self._busy) + 1) if i not in self._busy)
+            self._busy.add(slot)
+        try:
+            yield slot
+        finally:
+            with self._lock:
+                self._busy.discard(slot)
+
+
+@dataclass
+class RolloutNote:
+    """What a rollout timed by `Recorder.rollout` tells besides its times."""
+
+    score: float | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
+    attempts: int = 1
 
 
 @dataclass
@@ -208,6 +245,7 @@ class Recorder:
         self._rollouts: RolloutCall | None = None
         self._reflections: ReflectionCall | None = None
         self._rollout_slots = Slots()
+        self._in_flight = InFlight()
         self._reflection_slots = Slots()
         self._child_of: dict[tuple[tuple[str, str], ...], str] = {}  # child key -> proposal id
         self._consecutive_failures = 0
@@ -247,6 +285,7 @@ class Recorder:
     def begin_rollouts(self, items: Sequence[tuple[dict[str, str], Sequence[Any]]]) -> None:
         phase = self._phase
         start = self.clock()
+        self._rollout_slots.forget_before(start)
         self._open_stage(phase, start)
         tags = []
         for candidate, batch in items:
@@ -260,6 +299,33 @@ class Recorder:
             return  # a late report after its call ended (an interrupt): nothing to attach to
         call.reported.add(index)
         self._write_rollout(call, index, report)
+
+    @contextmanager
+    def rollout(self, index: int) -> Iterator[RolloutNote]:
+        """Time one rollout of the call in flight where it runs; its slot is the lowest free
+        while it runs. A raise inside is recorded as the rollout's error and goes on."""
+        note = RolloutNote()
+        with self._in_flight.slot() as slot:
+            start = self.clock()
+            error: str | None = None
+            try:
+                yield note
+            except BaseException as exc:
+                error = describe_error(exc)
+                raise
+            finally:
+                report = RolloutReport(
+                    start=start,
+                    end=self.clock(),
+                    score=note.score,
+                    slot=slot,
+                    tokens_in=note.tokens_in,
+                    tokens_out=note.tokens_out,
+                    cost=note.cost,
+                    error=error,
+                    attempts=note.attempts,
+                )
+                self.report_rollout(index, report)
 
     def end_rollouts(self, scores: Sequence[float] | None, error: str | None) -> None:
         """The adapter call returned (`scores`, in gepa's order) or raised (`error`)."""
@@ -314,7 +380,9 @@ class Recorder:
         while len(jobs) < count:  # more calls than jobs seen starting: label honestly
             jobs.append((-1, f"{book.number}-?", "?"))
         book.issued += count
-        self._reflections = ReflectionCall(book.number, self.clock(), jobs)
+        start = self.clock()
+        self._reflection_slots.forget_before(start)
+        self._reflections = ReflectionCall(book.number, start, jobs)
 
     def report_reflection(self, index: int, report: ReflectionReport | None) -> None:
         """`None`: the LM answered this prompt without a call (e.g. from an earlier reply)."""

@@ -52,8 +52,8 @@ class SerialAdapter:
 
 class ThreadedAdapter(SerialAdapter):
     """batch_evaluate on W threads. With `meet` set, every W rollouts wait for each other at
-    a barrier, so they are in flight together for real; `recording` set, each rollout
-    reports its own times to it (the adapter knows them, gepa does not)."""
+    a barrier, so they are in flight together for real; `recording` set, each rollout is
+    timed where it runs (the adapter sees single rollouts, gepa does not)."""
 
     def __init__(self, workers: int, *, meet: bool = False, recording: Any = None):
         super().__init__()
@@ -63,16 +63,19 @@ class ThreadedAdapter(SerialAdapter):
         self.recording = recording
 
     def _one(self, index: int, candidate: dict[str, str], example: str) -> float:
-        start = self.recording.clock() if self.recording else 0.0
+        if self.recording is None:
+            return self._run(candidate, example)
+        with self.recording.rollout(index) as note:
+            note.score = self._run(candidate, example)
+        return note.score
+
+    def _run(self, candidate: dict[str, str], example: str) -> float:
         if self.barrier is not None:
             self.barrier.wait(timeout=30)
-        result = score(candidate, example)
-        if self.recording is not None:
-            from pxn.runner.record import RolloutReport
+        return score(candidate, example)
 
-            end = self.recording.clock()
-            self.recording.report_rollout(index, RolloutReport(start=start, end=end, score=result))
-        return result
+    def evaluate(self, batch, candidate, capture_traces=False):
+        return self.batch_evaluate([(candidate, batch)])[0]
 
     def batch_evaluate(self, items, **kwargs):
         jobs = [(c, ex) for c, batch in items for ex in batch]

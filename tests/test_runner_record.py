@@ -1,0 +1,229 @@
+"""Recording users' own gepa.optimize runs: the real gepa 0.1.4 with plain Python adapters and
+reflection LMs (record_helpers.py), the trace checked against gepa's own counts."""
+
+from __future__ import annotations
+
+import gepa
+import pytest
+from conftest import run_pxn
+from gepa.strategies.proposal_sampling import PxNSampling
+from record_helpers import (
+    SEED,
+    TRAIN,
+    VAL,
+    BatchLM,
+    CallableLM,
+    Counting,
+    SerialAdapter,
+    ThreadedAdapter,
+)
+
+from pxn.errors import PxnError
+from pxn.runner.checks import max_concurrency, trace_totals
+from pxn.runner.record import RunFinished, recording
+from pxn.trace import Decision, Reflection, Resume, Rollout, RunEnd, read_trace
+
+
+def arguments(adapter, lm, **kw):
+    base = dict(
+        seed_candidate=SEED,
+        trainset=TRAIN,
+        valset=VAL,
+        adapter=adapter,
+        reflection_lm=lm,
+        max_metric_calls=80,
+        sampling_strategy=PxNSampling(2, 2),
+        display_progress_bar=False,
+    )
+    return {**base, **kw}
+
+
+def record(out, adapter, lm, *, rec_kw=None, **kw):
+    with recording(out, **(rec_kw or {})) as rec:
+        result = gepa.optimize(**rec.wrap(**arguments(adapter, lm, **kw)))
+    return rec, result
+
+
+def test_a_serial_adapter_and_a_callable_lm_are_recorded_as_gepa_ran_them(tmp_path):
+    adapter, lm, mine = SerialAdapter(), CallableLM(), Counting()
+    with recording(tmp_path / "run") as rec:
+        kwargs = rec.wrap(**arguments(adapter, lm, callbacks=[mine]))
+        # gepa picks its path by what the objects have: the wrappers have the same.
+        assert not hasattr(kwargs["adapter"], "batch_evaluate")
+        assert not hasattr(kwargs["reflection_lm"], "batch_complete")
+        result = gepa.optimize(**kwargs)
+    run = rec.result
+    assert run.status == "completed" and run.mismatches == ()
+    trace = read_trace(tmp_path / "run" / "trace.jsonl")
+    assert trace.skipped == [] and isinstance(trace.events[-1], RunEnd)
+    # Every metric call gepa counted is one rollout, and each reflection call one event.
+    assert len(trace.of(Rollout)) == result.total_metric_calls == run.metric_calls
+    assert len(trace.of(Reflection)) == lm.calls == run.reflection_calls
+    assert run.accepted == result.num_candidates - 1 >= 1
+    assert run.iterations == mine.iterations  # the user's callback saw every iteration
+    assert mine.budget_updates > 0
+    start = trace.run_start
+    assert (start.shape, start.budget, start.valset_size, start.minibatch) == ("2x2", 80, 6, 3)
+    assert start.meta["selection"] == "all" and start.reflection_concurrency == 1
+    examples = {r.example for r in trace.of(Rollout)}
+    assert {f"val/{i}" for i in range(len(VAL))} <= examples
+    assert all(e.startswith(("train/", "val/")) and "?" not in e for e in examples)
+    phases = {r.phase for r in trace.of(Rollout)}
+    assert phases == {"seed_val", "parent_minibatch", "child_minibatch", "full_val"}
+    # gepa called evaluate pair after pair: each call's examples span it, one call at a time.
+    assert adapter.calls == len({(r.start, r.end) for r in trace.of(Rollout)})
+
+
+def test_concurrency_is_measured_as_it_was_not_made(tmp_path):
+    """W = 3 rollouts meet at a barrier, so they are in flight together for real; the
+    adapter reports each rollout's own times and the trace's W is what it saw."""
+    out = tmp_path / "run"
+    lm = BatchLM()
+    with recording(out) as rec:
+        adapter = ThreadedAdapter(3, meet=True, recording=rec)
+        kwargs = rec.wrap(**arguments(adapter, lm))
+        assert hasattr(kwargs["reflection_lm"], "batch_complete")
+        gepa.optimize(**kwargs)
+    trace = read_trace(out / "trace.jsonl")
+    rollouts = trace.of(Rollout)
+    assert rec.result.workers_seen == max_concurrency(rollouts) == 3
+    assert trace.run_start.workers == 3  # not declared: run_end's measurement stands in
+    assert sorted({r.worker for r in rollouts}) == [0, 1, 2]
+    # All P*N = 4 reflections of a step went to the LM in one batch, as without recording.
+    assert lm.batches and all(size == 4 for size in lm.batches)
+    assert rec.result.mismatches == ()
+
+
+def test_a_declared_w_is_checked_against_what_ran(tmp_path):
+    with recording(tmp_path / "run", workers=2) as rec:
+        gepa.optimize(
+            **rec.wrap(**arguments(ThreadedAdapter(3, meet=True, recording=rec), BatchLM()))
+        )
+    assert rec.result.mismatches == ("3 rollouts ran at once with only 2 workers",)
+
+
+def test_an_adapter_that_raises_leaves_a_valid_trace_with_its_error(tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(RuntimeError, match="the adapter broke on w7"):
+        record(out, SerialAdapter(fail_on="w7"), CallableLM())
+    trace = read_trace(out / "trace.jsonl")
+    assert trace.skipped == []
+    end = trace.events[-1]
+    assert isinstance(end, RunEnd) and end.status == "failed" and "w7" in end.message
+    failed = [r for r in trace.of(Rollout) if r.error]
+    assert failed and all("the adapter broke on w7" in r.error for r in failed)
+    assert end.metric_calls == len(trace.of(Rollout))  # the calls that were really made
+
+
+def test_a_failing_reflection_lm_is_recorded_and_stops_the_run(tmp_path):
+    out = tmp_path / "run"
+    lm = CallableLM(fail=True)
+    rec, _ = record(out, SerialAdapter(), lm, max_metric_calls=400)
+    assert rec.result.status == "failed"
+    assert "reflections in a row produced no proposal" in rec.result.message
+    assert "the reflection model is down" in rec.result.message
+    reflections = read_trace(out / "trace.jsonl").of(Reflection)
+    assert len(reflections) == lm.calls > 0
+    assert all("the reflection model is down" in r.error for r in reflections)
+
+
+class InterruptAt:
+    """Ctrl-C where a real one can land: gepa lets a KeyboardInterrupt out of a callback."""
+
+    def __init__(self, iteration: int):
+        self.iteration = iteration
+
+    def on_iteration_end(self, event):
+        if event["iteration"] == self.iteration:
+            raise KeyboardInterrupt
+
+
+def test_an_interrupt_ends_the_trace_with_the_true_counts_and_resume_completes_it(tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        record(out, SerialAdapter(), CallableLM(), callbacks=[InterruptAt(2)])
+    trace = read_trace(out / "trace.jsonl")
+    end = trace.events[-1]
+    assert isinstance(end, RunEnd) and end.status == "interrupted"
+    assert end.metric_calls == len(trace.of(Rollout)) > len(VAL)
+    assert end.iterations == 2
+
+    rec, result = record(out, SerialAdapter(), CallableLM(), rec_kw={"resume": True})
+    trace = read_trace(out / "trace.jsonl")
+    assert len(trace.of(Resume)) == 1 and trace.events[-1].status == "completed"
+    run = rec.result
+    # Every total covers the whole run, and agrees with gepa's state.
+    assert run.mismatches == ()
+    assert run.metric_calls == result.total_metric_calls == trace_totals(trace).metric_calls
+    assert run.accepted == result.num_candidates - 1
+    assert run.proposals == len(trace.live(Decision))
+    assert run.iterations == trace_totals(trace).iterations > 2
+
+
+def test_a_used_directory_is_refused_unless_resumed_or_overwritten(tmp_path):
+    out = tmp_path / "run"
+    record(out, SerialAdapter(), CallableLM())
+    before = (out / "trace.jsonl").read_bytes()
+    used = pytest.raises(PxnError, match="already holds a trace: resume it, overwrite it")
+    with used, recording(out):
+        pass
+    with (
+        pytest.raises(RunFinished, match=r"finished already .*nothing to resume"),
+        recording(out, resume=True),
+    ):
+        pass
+    assert (out / "trace.jsonl").read_bytes() == before
+    rec, result = record(out, SerialAdapter(), CallableLM(), rec_kw={"overwrite": True})
+    assert rec.result.metric_calls == result.total_metric_calls  # a fresh run, not a resume
+    assert len(read_trace(out / "trace.jsonl").of(RunEnd)) == 1
+
+
+def test_another_gepa_version_is_named_before_anything_runs(tmp_path, monkeypatch):
+    import importlib.metadata
+
+    real = importlib.metadata.version
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda d: "0.2.0" if d == "gepa" else real(d)
+    )
+    refused = pytest.raises(PxnError, match=r"^gepa version is 0.2.0; pxn records gepa 0.1.4")
+    with refused, recording(tmp_path / "run"):
+        pass
+    assert not (tmp_path / "run").exists()
+
+
+class LeakyAdapter(SerialAdapter):
+    """Raises an error that quotes a key, as a careless client library might."""
+
+    def evaluate(self, batch, candidate, capture_traces=False):
+        raise PermissionError(f"rejected key {SECRET} for this model")
+
+
+SECRET = "sk-test-NEVER-IN-A-TRACE-0123456789"
+
+
+def test_merge_is_refused_and_keys_never_reach_the_trace(tmp_path):
+    with (
+        pytest.raises(PxnError, match="use_merge is not recorded"),
+        recording(tmp_path / "a") as rec,
+    ):
+        rec.wrap(**arguments(SerialAdapter(), CallableLM(), use_merge=True))
+    with pytest.raises(PermissionError):
+        record(tmp_path / "b", LeakyAdapter(), CallableLM())
+    trace = read_trace(tmp_path / "b" / "trace.jsonl")
+    assert "rejected key" in trace.events[-1].message
+    assert all(r.error and "rejected key" in r.error for r in trace.of(Rollout))
+    assert SECRET not in (tmp_path / "b" / "trace.jsonl").read_text()
+
+
+@pytest.mark.slow
+def test_a_recorded_trace_calibrates_unchanged(tmp_path):
+    out = tmp_path / "run"
+    with recording(out, workers=3) as rec:
+        adapter = ThreadedAdapter(3, recording=rec)
+        gepa.optimize(**rec.wrap(**arguments(adapter, BatchLM(), max_metric_calls=200)))
+    ran = run_pxn("calibrate", out, "-o", tmp_path / "cal.toml", "--jobs", "1")
+    assert ran.returncode == 0, ran.stderr
+    from pxn.scenario import Scenario
+
+    scenario = Scenario.load(tmp_path / "cal.toml")
+    assert scenario.workers == 3 and scenario.valset_size == len(VAL)
