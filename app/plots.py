@@ -7,7 +7,8 @@ a global registry, so it changes nothing for a program that imports it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,44 +37,53 @@ def time_unit(seconds: float) -> tuple[str, float]:
     return "seconds", 1.0
 
 
-def draw_predictions(ax: Axes, predictions: Sequence[Prediction], size: float) -> None:
-    """One column per shape: the simulated mean and 5-95% band, and the closed form."""
+def draw_predictions(
+    ax: Axes,
+    predictions: Sequence[Prediction | None],
+    size: float,
+    labels: Sequence[str] | None = None,
+) -> None:
+    """One column per shape: the simulated mean and 5-95% band, and the closed form.
+
+    A None column is a gap: lines and band break there (between setups).
+    """
     x = range(len(predictions))
+
+    def each(value: Callable[[Prediction], float]) -> list[float]:
+        return [math.nan if p is None else value(p) / size for p in predictions]
+
+    first = next(p for p in predictions if p is not None)
     ax.fill_between(
         x,
-        [p.wall_clock.low / size for p in predictions],
-        [p.wall_clock.high / size for p in predictions],
+        each(lambda p: p.wall_clock.low),
+        each(lambda p: p.wall_clock.high),
         color="tab:blue",
         alpha=0.2,
-        label=f"simulated 5-95% ({predictions[0].replicates} replicates)",
+        label=f"simulated 5-95% ({first.replicates} replicates)",
     )
+    ax.plot(x, each(lambda p: p.wall_clock.mean), "o-", color="tab:blue", label="simulated mean")
     ax.plot(
         x,
-        [p.wall_clock.mean / size for p in predictions],
-        "o-",
-        color="tab:blue",
-        label="simulated mean",
-    )
-    ax.plot(
-        x,
-        [p.analytic.wall_clock / size for p in predictions],
+        each(lambda p: p.analytic.wall_clock),
         "s--",
         color="tab:orange",
         label="closed form (paper)",
     )
-    ax.set_xticks(x, [p.shape.label for p in predictions])
+    if labels is None:
+        labels = ["" if p is None else p.shape.label for p in predictions]
+    ax.set_xticks(x, labels)
     ax.set_xlabel("shape (P parents x N mutations per step)")
     ax.set_ylim(bottom=0)
     ax.grid(axis="y", alpha=0.3)
 
 
 def draw_speedup(
-    ax: Axes, predictions: Sequence[Prediction], measured: Sequence[float] = ()
+    ax: Axes, predictions: Sequence[Prediction | None], measured: Sequence[float] = ()
 ) -> list[Line2D]:
     """Speedup against single on a second axis; returns the legend entries it adds."""
     x = range(len(predictions))
     speed = ax.twinx()
-    simulated = [math.nan if p.speedup is None else p.speedup for p in predictions]
+    simulated = [math.nan if p is None or p.speedup is None else p.speedup for p in predictions]
     speed.plot(x, simulated, "^:", color="tab:green", alpha=0.9)
     handles = [
         Line2D([], [], marker="^", linestyle=":", color="tab:green", label="simulated speedup")
@@ -474,30 +484,63 @@ def measured_speedup_of(validation: Validation, checks: list) -> float:
     return float(np.mean(singles)) / float(np.mean([c.wall_clock for c in done]))
 
 
+@dataclass(frozen=True)
+class Column:
+    """One column of the predicted-vs-measured figure: a shape on one setup."""
+
+    label: str
+    checks: list  # the runs of this shape on this setup (calibrate.validate.Check)
+
+    @property
+    def predicted(self) -> Prediction:
+        return self.checks[0].predicted  # the runs of one setup share their prediction
+
+
+def validation_columns(validation: Validation) -> list[Column | None]:
+    """Columns by setup (W, B), then shape; None between setups.
+
+    Runs on different pools were predicted on their own setup each: one column
+    per shape would put a W = 4 run beside a W = 1 band.
+    """
+    groups: dict[tuple[int, int], dict] = {}
+    for check in validation.checks:
+        setup = (check.measured_setup["workers"], check.measured_setup["budget"])
+        groups.setdefault(setup, {}).setdefault(check.shape, []).append(check)
+    several = len(groups) > 1
+    columns: list[Column | None] = []
+    for (workers, _), by_shape in sorted(groups.items()):
+        if columns:
+            columns.append(None)
+        for shape in sorted(by_shape, key=lambda s: (s.k, s.p)):
+            label = f"{shape.label}\nW={workers}" if several else shape.label
+            columns.append(Column(label, by_shape[shape]))
+    return columns
+
+
 def plot_sweep_vs_measured(validation: Validation, path: str | Path) -> Path:
     """Measured runs against the simulated mean and 5-95% band and the closed form.
 
-    One column per shape; every measured run is a point. The second axis is
-    speedup against single: simulated, and measured when single was measured.
+    One column per shape and setup; every measured run is a point. The second
+    axis is speedup against single: simulated, and measured when single was
+    measured on the same W.
     """
     import numpy as np
 
-    by_shape: dict = {}
-    for check in validation.checks:
-        by_shape.setdefault(check.shape, []).append(check)
-    shapes = sorted(by_shape, key=lambda s: (s.k, s.p))
-    predicted = [by_shape[s][0].predicted for s in shapes]
+    columns = validation_columns(validation)
+    predicted = [None if c is None else c.predicted for c in columns]
     high = max(
-        max(p.wall_clock.high for p in predicted),
+        max(p.wall_clock.high for p in predicted if p is not None),
         max(c.wall_clock for c in validation.checks),
     )
     unit, size = time_unit(high)
 
-    fig = Figure(figsize=(8.5, 5.6), layout="constrained")
+    fig = Figure(figsize=(max(8.5, 0.75 * len(columns)), 5.6), layout="constrained")
     ax = fig.subplots()
-    draw_predictions(ax, predicted, size)
-    for i, shape in enumerate(shapes):
-        checks = by_shape[shape]
+    draw_predictions(ax, predicted, size, ["" if c is None else c.label for c in columns])
+    for i, column in enumerate(columns):
+        if column is None:
+            continue
+        checks = column.checks
         offsets = np.linspace(-0.08, 0.08, len(checks)) if len(checks) > 1 else [0.0]
         for offset, check in zip(offsets, checks, strict=True):
             ax.plot(
@@ -509,7 +552,9 @@ def plot_sweep_vs_measured(validation: Validation, path: str | Path) -> Path:
             )
     ax.set_ylabel(f"wall-clock ({unit})")
 
-    measured_speedup = [measured_speedup_of(validation, by_shape[s]) for s in shapes]
+    measured_speedup = [
+        math.nan if c is None else measured_speedup_of(validation, c.checks) for c in columns
+    ]
     if all(np.isnan(measured_speedup)):
         measured_speedup = []
     handles, _ = ax.get_legend_handles_labels()

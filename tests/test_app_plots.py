@@ -10,7 +10,13 @@ import pytest
 from calibrate_helpers import TRUE, write_traces
 from conftest import run_pxn
 
-from pxn.app.plots import latency_scale, plot_latency_fit, plot_sweep_vs_measured, plot_timeline
+from pxn.app.plots import (
+    latency_scale,
+    plot_latency_fit,
+    plot_sweep_vs_measured,
+    plot_timeline,
+    validation_columns,
+)
 from pxn.calibrate.fit import fit_latency
 from pxn.calibrate.validate import validate_runs
 from pxn.shape import Shape
@@ -76,3 +82,18 @@ def test_calibrate_plots_option_writes_fit_diagnostics(runs: list[Path], tmp_pat
     assert {"fit_rollout.png", "fit_reflection.png", "fit_rollout_full_val.png"} <= names
     for path in plots.iterdir():
         assert_png(path)
+
+
+def test_runs_on_different_pools_get_columns_of_their_own(runs: list[Path], tmp_path: Path) -> None:
+    """A run at another W was predicted on its own setup: it never shares a band with the
+    runs of the same shape at the first W."""
+    other = write_traces(tmp_path, SMALL.replace(workers=SMALL.workers * 2), Shape(2, 2), range(1))
+    validation = validate_runs(SMALL, [*runs, *other], replicates=10)
+    columns = validation_columns(validation)
+    labels = [None if c is None else c.label for c in columns]
+    w, w2 = SMALL.workers, SMALL.workers * 2
+    assert labels == [f"single\nW={w}", f"2x2\nW={w}", None, f"2x2\nW={w2}"]
+    for column in filter(None, columns):
+        assert len({c.measured_setup["workers"] for c in column.checks}) == 1
+        assert all(c.predicted is column.predicted for c in column.checks)
+    assert_png(plot_sweep_vs_measured(validation, tmp_path / "pools.png"))
