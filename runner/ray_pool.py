@@ -51,8 +51,9 @@ from pxn.runner.adapter import Job, OnFailure, Outcome, run_rollout
 from pxn.runner.lm import LMClient
 from pxn.runner.lm_pool import PoolInfo
 from pxn.runner.redact import describe_error
-from pxn.runner.retry import CallFailed, RetryPolicy
+from pxn.runner.retry import RetryPolicy
 from pxn.runner.tasks import load_task
+from pxn.runner.waits import PROBE_TIMEOUT
 
 PRIVATE_CPUS = 2  # logical CPUs of a private local Ray; rollouts reserve none
 RESTARTS = 2  # a worker whose process dies is restarted, its rollout retried, this often
@@ -66,6 +67,7 @@ class Endpoint:
     policy: RetryPolicy
     pool: PoolInfo | None = None  # the local llama.cpp pool, when the task LM is it
     api_base: str | None = None
+    probe_timeout: float = PROBE_TIMEOUT  # seconds for the model to answer each worker
 
     @property
     def servers(self) -> int:
@@ -105,25 +107,18 @@ class RolloutWorker:
         return self.clients[server]
 
     def ready(self, server: int | None) -> tuple[str, str | None]:
-        """(node id, problem): the task loaded, and one tiny LM call from this worker, so
-        litellm's lazy imports and the key's presence are settled before timing."""
+        """(node id, problem): the task loaded, and the task model's probe answered from this
+        worker within its timeout, so litellm's lazy imports and the key's presence are
+        settled before timing."""
         import ray
 
         node = ray.get_runtime_context().get_node_id()
         if self.problem is not None:
             return node, self.problem
         try:
-            self._client(server).complete(
-                [{"role": "user", "content": "Say ok."}],
-                clock=time.time,
-                on_failure=lambda f: None,
-                max_tokens=1,
-            )
-        except CallFailed as exc:
-            return node, (
-                f"cannot reach the task model {self.endpoint.model} ({exc.error}); "
-                "its key must be set in the environment of every Ray node"
-            )
+            self._client(server).probe("task", self.endpoint.probe_timeout)
+        except PxnError as exc:
+            return node, f"{exc}; its key must be set in the environment of every Ray node"
         return node, None
 
     def rollout(self, job: Job, server: int | None) -> Outcome:

@@ -143,6 +143,7 @@ def run_gepa(
                 policy,
                 pool=None if config.task_lm else pool,
                 api_base=config.api_base,
+                probe_timeout=probe_timeout,
             )
             rollouts.start(config.task, endpoint, config.seed)
         # Calibration models the pool's capacity when every call goes through it.

@@ -21,7 +21,7 @@ import os
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -169,14 +169,19 @@ def child_env(**extra: str) -> dict[str, str]:
 
 @pytest.mark.slow
 @pytest.mark.lm
-def test_ray_run_equals_the_local_run(tmp_path: Path, lm_pool) -> None:
-    # The Ray run (a child, see the docstring) finds the session's LM pool through a
-    # pidfile, as it would a `pxn lm serve` pool.
+def test_ray_run_equals_the_local_run(
+    tmp_path: Path, lm_pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The Ray run (a child, see the docstring) finds the session's LM pool by its record,
+    # as it would a `pxn lm serve` pool.
+    from pxn.runner.lm_records import PoolRecord
     from pxn.runner.run import run_gepa
 
     state = tmp_path / "state"
-    state.mkdir()
-    (state / "lm_pool.json").write_text(json.dumps(asdict(lm_pool)))
+    monkeypatch.setenv("PXN_STATE_DIR", str(state))
+    PoolRecord.for_this_process(
+        started_by="the test session", shared=True, model=lm_pool.model, servers=lm_pool.servers
+    ).save()
     common = dict(task="test_runner_ray:make_greedy_task", shape="1x1", budget=20, workers=2)
     flags = [f"--{key.replace('_', '-')}={value}" for key, value in common.items()]
     # Both runs at once, to save time: greedy answers do not depend on the load.
