@@ -4,17 +4,27 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from pxn.app.tables import MAX_WIDTH
+from pxn.durations import format_duration
 
 # A terminal's width, or COLUMNS when set; piped, the width tables are made to
 # fit (rich's default of 80 would drop columns a file has room for).
 piped = not sys.stdout.isatty() and "COLUMNS" not in os.environ
 stdout = Console(width=MAX_WIDTH) if piped else Console()
 stderr = Console(stderr=True)
+LOG_EVERY = 10.0  # seconds between progress lines in a log (stderr not a terminal)
 
 
 def progress_bar() -> Progress:
@@ -24,10 +34,70 @@ def progress_bar() -> Progress:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TimeRemainingColumn(),
         console=stderr,
         transient=True,
         disable=not stderr.is_terminal,  # a log file gets no bar (rich would leave a blank line)
     )
+
+
+class WorkProgress:
+    """How much of a piece of work is done, and how long the rest should take.
+
+    On a terminal, a bar on stderr, gone when the work is; in a log, a line
+    when the work starts and one every LOG_EVERY seconds with the time left
+    (the rate so far, extrapolated). The total may grow as the work learns
+    what it needs (a race adds replicates for its contenders).
+    """
+
+    def __init__(self, description: str, unit: str, total: int, estimate: str | None = None):
+        self.description, self.unit, self.total = description, unit, total
+        self.estimate = estimate  # what the work should take, said when it starts
+        self.done = 0
+        self.started = self.logged = 0.0
+        self.bar: Progress | None = None
+        self.task: TaskID | None = None
+
+    def __enter__(self) -> WorkProgress:
+        self.started = self.logged = time.monotonic()
+        if stderr.is_terminal:
+            self.bar = progress_bar()
+            self.bar.__enter__()
+            self.task = self.bar.add_task(self.description, total=self.total)
+        else:
+            guess = f" ({self.estimate})" if self.estimate else ""
+            say(f"{self.description}: {self.total:,} {self.unit}{guess}", stderr)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+    def advance(self, n: int) -> None:
+        self.update(self.done + n)
+
+    def update(self, done: int, total: int | None = None) -> None:
+        self.done, self.total = done, total or self.total
+        if self.bar is not None:
+            assert self.task is not None
+            self.bar.update(self.task, completed=done, total=self.total)
+        elif time.monotonic() - self.logged >= LOG_EVERY:
+            self.logged = time.monotonic()
+            say(f"{self.description}: {self.so_far()} ({self.done / self.total:.0%}), "
+                f"{self.time_left()} left", stderr)  # fmt: skip
+
+    def time_left(self) -> str:
+        if not self.done:
+            return "unknown time"
+        rate = self.done / (time.monotonic() - self.started)
+        return "~" + format_duration((self.total - self.done) / rate)
+
+    @property
+    def finished(self) -> bool:
+        return self.done >= self.total
+
+    def so_far(self) -> str:
+        return f"{self.done:,} of {self.total:,} {self.unit}"
 
 
 def say(text: str, console: Console = stdout) -> None:

@@ -177,15 +177,21 @@ class Output:
                     say(block)
 
     def write(self, report: Report, figures: dict[str, Callable[[Path], Path]]) -> None:
-        """Into --out (when given): the figures (`name`: draw to a path), the CSV, the JSON."""
+        """Into --out (when given): the figures (`name`: draw to a path), the CSV, the JSON.
+
+        Ctrl-C and SIGTERM wait until all are written: the set is whole, never part of it.
+        """
+        from pxn.sim.backends import STOPPING, signals_held
+
         if self.out is None:
             return
-        written = [draw(self.out / name) for name, draw in figures.items()]
-        if report.rows:
+        with signals_held(STOPPING):
+            written = [draw(self.out / name) for name, draw in figures.items()]
+            if report.rows:
+                written.append(
+                    write_text_atomically(self.out / f"{report.name}.csv", csv_text(report.rows))
+                )
             written.append(
-                write_text_atomically(self.out / f"{report.name}.csv", csv_text(report.rows))
+                write_text_atomically(self.out / f"{report.name}.json", json_text(report.document))
             )
-        written.append(
-            write_text_atomically(self.out / f"{report.name}.json", json_text(report.document))
-        )
-        say("wrote " + ", ".join(map(str, written)), stderr)
+            say("wrote " + ", ".join(map(str, written)), stderr)

@@ -39,10 +39,12 @@ from pxn.shape import Shape
 from pxn.sim.analytic import analytic
 from pxn.sim.backends import Backend, LocalBackend, gather
 from pxn.sim.predict import CHUNK, Prediction, simulate_replicates, summarize_replicates
+from pxn.sim.workload import Cost, Work, estimate
 from pxn.trace import RunSummary
 
 OBJECTIVES = ("time", "cost")
 FULL_GRID_MAX = 64  # allocations simulated in full without racing
+MAX_GRID = 10_000  # allocations an ask may hold: beyond, even listing them is slow
 RACE_REPLICATES = 20  # replicates every allocation gets in the first round of a race
 RACE_MARGIN = 3.0  # standard errors an allocation may trail the leader by and stay in
 NOISE = 2.0  # standard errors of a difference within which two allocations tie
@@ -82,6 +84,16 @@ class Ask:
     objective: str = "time"
     replicates: int = 100
     race: bool = True  # False: every allocation gets every replicate, however large the grid
+
+    @property
+    def grid_size(self) -> int:
+        return len(self.p) * len(self.n) * len(self.b) * len(self.workers)
+
+    @property
+    def first_round(self) -> int:
+        """Replicates every allocation gets: all of them, or a race's first round."""
+        raced = self.race and self.grid_size > FULL_GRID_MAX
+        return min(RACE_REPLICATES, self.replicates) if raced else self.replicates
 
     def allocations(self) -> list[Allocation]:
         return [
@@ -174,6 +186,12 @@ def check_ask(scenario: Scenario, ask: Ask) -> None:
     if ask.replicates < 2:
         raise PxnError(f"must be >= 2 to give an interval: got {ask.replicates}",
                        subject="replicates")  # fmt: skip
+    if ask.grid_size > MAX_GRID:
+        raise PxnError(
+            f"the grid holds {ask.grid_size:,} allocations ({len(ask.p)} P x {len(ask.n)} N x "
+            f"{len(ask.b)} b x {len(ask.workers)} W), more than the {MAX_GRID:,} searched: "
+            "narrow the ranges"
+        )
     if ask.deadline is not None and ask.deadline <= 0:
         raise PxnError(f"must be positive: got {ask.deadline:g} s", subject="deadline")
     if ask.max_dollars is not None and ask.max_dollars <= 0:
@@ -250,8 +268,8 @@ def advise(
         )
     variant = variants(scenario, ask)
     runs: dict[Allocation, list[RunSummary]] = {a: [] for a in allocations}
-    raced = ask.race and len(allocations) > FULL_GRID_MAX and ask.replicates > RACE_REPLICATES
-    first = RACE_REPLICATES if raced else ask.replicates
+    first = ask.first_round
+    raced = first < ask.replicates
     done, total = 0, len(allocations) * first
 
     def simulate(todo: Sequence[Allocation], replicates: range) -> None:
@@ -279,6 +297,14 @@ def advise(
             else "none could still meet the ask"
         )
     return decide(ask, scenario, search, assess_all(runs, variant, ask))
+
+
+def advise_work(scenario: Scenario, ask: Ask) -> Work:
+    """What the ask's certain work costs (workload.py): every allocation's first round.
+    A race's later rounds depend on what the first finds."""
+    variant = variants(scenario, ask)
+    runs = [(variant[a], a.shape, ask.first_round) for a in ask.allocations()]
+    return estimate(runs, Cost.measured(scenario))
 
 
 def variants(scenario: Scenario, ask: Ask) -> dict[Allocation, Scenario]:

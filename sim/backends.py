@@ -7,11 +7,22 @@ them cannot depend on the backend or on how the work was spread.
 
 Ray is an optional extra and slow to import: it is imported only when a Ray
 backend is opened (pxn.ray_cluster).
+
+Stopping. Work that ends early (Ctrl-C, SIGTERM turned into an exception, an
+error) ends every unit still queued or running: a local pool's processes are
+terminated, not waited for. The pool's processes leave Ctrl-C (which a
+terminal sends to them too) to this process, end at once on SIGTERM, and are
+killed by the kernel if this process dies (Linux), so none outlives it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import itertools
+import os
+import signal
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -23,6 +34,8 @@ from pxn.ray_cluster import Address, RayConnection
 R = TypeVar("R")
 BACKENDS = ("local", "ray")
 WINDOW_PER_CPU, WINDOW_MIN = 4, 16  # Ray tasks in flight: per cluster CPU, and at least
+STOPPING = {signal.SIGINT, signal.SIGTERM}
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 
 
 class Backend:
@@ -64,10 +77,53 @@ class LocalBackend(Backend):
             for index, args in enumerate(units):
                 yield index, fn(*args)
             return
-        with ProcessPoolExecutor(max_workers=min(self.jobs, len(units))) as pool:
-            futures = {pool.submit(fn, *args): index for index, args in enumerate(units)}
+        pool = ProcessPoolExecutor(min(self.jobs, len(units)), initializer=worker_starts)
+        try:
+            # The processes are forked while the units are submitted: with Ctrl-C and
+            # SIGTERM held back, so none can arrive before worker_starts sets them up.
+            with signals_held(STOPPING):
+                futures = {pool.submit(fn, *args): index for index, args in enumerate(units)}
             for future in as_completed(futures):
                 yield futures[future], future.result()
+        except BaseException:  # interrupted, failed, or the caller stopped asking
+            terminate(pool)
+            raise
+        pool.shutdown()
+
+
+def worker_starts() -> None:
+    """In each pool process, before any unit: the parent alone answers Ctrl-C (it ends
+    the pool), SIGTERM ends the process, and so does the parent's death."""
+    parent = os.getppid()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before the line above
+            os._exit(1)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPPING)
+
+
+@contextlib.contextmanager
+def signals_held(signals: set[signal.Signals]) -> Iterator[None]:
+    """Hold `signals` back (in this thread, and in processes forked meanwhile); delivered after."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def terminate(pool: ProcessPoolExecutor) -> None:
+    """Drop the queued units and end the running ones now, not when they finish."""
+    # The executor has no public way to end running work (shutdown waits for it,
+    # or leaves it running): its processes are terminated directly.
+    processes = list((pool._processes or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join()
 
 
 @dataclass
@@ -155,10 +211,13 @@ def gather(
     """
     results: list[Any] = [None] * len(units)
     done = [False] * len(units)
-    for i, result in backend.run(fn, units):
-        results[i], done[i] = result, True
-        if on_result is not None:
-            on_result(i, result)
+    # Closed on the way out, whatever the way: an interruption between two
+    # results stops the backend's remaining work now, not when it is collected.
+    with contextlib.closing(backend.run(fn, units)) as finished:
+        for i, result in finished:
+            results[i], done[i] = result, True
+            if on_result is not None:
+                on_result(i, result)
     if not all(done):  # a backend that lost a unit is a bug, never a short answer
         raise RuntimeError(f"{backend.name} backend returned {sum(done)} of {len(units)} units")
     return results

@@ -29,6 +29,7 @@ from pxn.shape import Shape
 from pxn.sim.analytic import AnalyticPrediction, analytic
 from pxn.sim.backends import Backend, LocalBackend, gather
 from pxn.sim.model import simulate_once
+from pxn.sim.workload import Cost, Work, estimate
 from pxn.trace import STAGES, RunSummary
 
 CHUNK = 25  # replicates per unit of work handed to a process
@@ -258,3 +259,9 @@ def sweep(
 def total_replicates(shapes: Sequence[Shape], replicates: int) -> int:
     """How many replicates `sweep` will run (single is added when absent)."""
     return replicates * len(set(shapes) | {SINGLE})
+
+
+def sweep_work(scenario: Scenario, shapes: Sequence[Shape], replicates: int) -> Work:
+    """What `sweep` will cost (workload.py), single included, timed on a few short replicates."""
+    todo = dict.fromkeys([*shapes, SINGLE])
+    return estimate([(scenario, shape, replicates) for shape in todo], Cost.measured(scenario))

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pxn.app.console import progress_bar, say, stderr
+from pxn.app.console import WorkProgress, say, stderr
+from pxn.app.interrupts import stopped_by_signals
 from pxn.app.options import DEFAULT_JOBS, Format, Jobs, Out, Reps, Wide
 from pxn.app.output import Output, Report
 from pxn.app.tables import Column, Grid
@@ -83,11 +84,15 @@ def conformance_command(
     grid = RunGrid(the_shapes, parse_workers(workers), runs)
     check_sweep(grid.shapes, reps, jobs)
 
-    with tempfile.TemporaryDirectory(prefix="pxn-conformance-") as scratch:
+    progress = WorkProgress("real gepa runs", "runs", grid.size)
+    left = "nothing written" if out is None else f"the finished runs' traces are in {out / 'runs'}"
+    with (
+        stopped_by_signals(progress, left),
+        tempfile.TemporaryDirectory(prefix="pxn-conformance-") as scratch,
+    ):
         runs_dir = (out if out is not None else Path(scratch)) / "runs"
-        with progress_bar() as progress:
-            bar = progress.add_task("real gepa runs", total=grid.size)
-            done = run_grid(truth, grid, runs_dir, lambda run: progress.advance(bar))
+        with progress:
+            done = run_grid(truth, grid, runs_dir, lambda run: progress.advance(1))
         result = judge(
             truth,
             [run.trace for run in done],

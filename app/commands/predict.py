@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from pxn.app.console import progress_bar, say, stderr, stdout
+from pxn.app.console import WorkProgress, say, stderr, stdout
+from pxn.app.interrupts import stopped_by_signals
 from pxn.app.options import (
     DEFAULT_JOBS,
     Address,
@@ -23,12 +24,14 @@ from pxn.app.options import (
     Wide,
     Workers,
 )
-from pxn.app.output import Output, check_file
+from pxn.app.output import Output, ensure_writable_outputs
 from pxn.errors import PxnError
 
 commands = typer.Typer()
 
 PAPER_SHAPES = "single,2x1,2x2,4x1,2x4,8x1,2x8,4x4,8x2"
+SMALLER_SWEEP = "lower --reps or --budget, or ask for fewer or smaller --shapes"
+SMALLER_ASK = "lower --reps or --budget, or narrow --p, --n, --b or --workers"
 
 
 def scenario_with_overrides(
@@ -36,6 +39,8 @@ def scenario_with_overrides(
 ):
     from pxn.sim.presets import load_scenario
 
+    if seed is not None and seed < 0:  # a negative seed would fail in numpy, after the work
+        raise PxnError(f"must be a whole number >= 0: got {seed}", subject="seed")
     scenario = load_scenario(name_or_path)
     changes = {
         key: value
@@ -45,25 +50,43 @@ def scenario_with_overrides(
     return scenario.replace(**changes) if changes else scenario
 
 
+def processes_of(backend: str, address: str | None, jobs: int) -> int | None:
+    """The processes the work will be spread over; None: a Ray cluster's, unknown here."""
+    return None if backend == "ray" and address is not None else jobs
+
+
+def checked_work(
+    work, what: str, backend: str, address: str | None, jobs: int, smaller: str
+) -> str:
+    """Refuse work that could never finish here; else what it should take, in words."""
+    from pxn.sim.workload import check_work, roughly
+
+    processes = processes_of(backend, address, jobs)
+    if processes is None:  # a cluster's size is unknown: its time is not judged here
+        return f"{roughly(work.seconds)} of CPU"
+    check_work(work, processes, what, smaller)
+    return f"{roughly(work.wall_seconds(processes))} on {processes} process(es) if idle"
+
+
 def run_sweep(scenario, shapes, reps: int, jobs: int, backend: str, address: str | None):
     from pxn.sim.backends import make_backend
-    from pxn.sim.predict import check_sweep, sweep, total_replicates
+    from pxn.sim.predict import check_sweep, sweep, sweep_work, total_replicates
 
     check_sweep(shapes, reps, jobs)  # before the progress bar draws anything
-    # Opened (Ray connected) before the bar too: a bad address is one line.
-    with (
-        make_backend(backend, address, jobs) as the_backend,
-        progress_bar() as progress,
-    ):
-        task = progress.add_task("simulating", total=total_replicates(shapes, reps))
-        return sweep(
-            scenario,
-            shapes,
-            reps,
-            jobs=jobs,
-            on_progress=lambda n: progress.advance(task, n),
-            backend=the_backend,
-        )
+    progress = WorkProgress("simulating", "replicates", total_replicates(shapes, reps))
+    with stopped_by_signals(progress):
+        work = sweep_work(scenario, shapes, reps)
+        progress.estimate = checked_work(work, "this sweep", backend, address, jobs, SMALLER_SWEEP)
+        # Opened (Ray connected) before the bar too: a bad address is one line.
+        with make_backend(backend, address, jobs) as the_backend, progress:
+            return sweep(
+                scenario,
+                shapes,
+                reps,
+                jobs=jobs,
+                on_progress=progress.advance,
+                backend=the_backend,
+            )
 
 
 @commands.command()
@@ -90,20 +113,30 @@ def simulate(
     output = Output(output_format, wide=wide)
     the_shape = Shape.parse(shape)
     the_scenario = scenario_with_overrides(scenario, seed, workers, budget)
-    if trace is not None:
-        if trace.exists():
-            raise PxnError(f"{trace} already exists; choose a new path", subject="trace")
-        check_file(trace, "trace")
+    if trace is not None and trace.exists():
+        raise PxnError(f"{trace} already exists; choose a new path", subject="trace")
+    ensure_writable_outputs(files={"trace": trace})
     [prediction] = run_sweep(the_scenario, [the_shape], reps, jobs, backend, address)
     output.show(predictions_report(the_scenario, [prediction], stages=True))
     if trace is not None:
-        from pxn.sim.model import simulate_once
-        from pxn.trace import TraceWriter
-
-        trace.parent.mkdir(parents=True, exist_ok=True)
-        with TraceWriter(trace) as writer:
-            simulate_once(the_scenario, the_shape, 0, writer)
+        with stopped_by_signals():
+            write_replicate_trace(the_scenario, the_shape, trace)
         say(f"wrote replicate 0 as a trace: {trace}", stderr)
+
+
+def write_replicate_trace(scenario, shape, trace: Path) -> None:
+    """Replicate 0 as a trace, in place whole or not at all (an interruption leaves none)."""
+    from pxn.sim.model import simulate_once
+    from pxn.trace import TraceWriter
+
+    trace.parent.mkdir(parents=True, exist_ok=True)
+    partial = trace.with_name(f".{trace.name}.partial")
+    try:
+        with TraceWriter(partial) as writer:
+            simulate_once(scenario, shape, 0, writer)
+        partial.replace(trace)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 @commands.command(name="sweep")
@@ -130,13 +163,14 @@ def sweep_command(
     the_scenario = scenario_with_overrides(scenario, seed, workers, budget)
     predictions = run_sweep(the_scenario, the_shapes, reps, jobs, backend, address)
     report = predictions_report(the_scenario, predictions)
-    output.show(report)
-    if out is not None:
-        from pxn.app.plots import plot_sweep  # matplotlib: only when a figure is asked for
+    with stopped_by_signals():
+        output.show(report)
+        if out is not None:
+            from pxn.app.plots import plot_sweep  # matplotlib: only when a figure is asked for
 
-        output.write(
-            report, {"sweep.png": lambda path: plot_sweep(the_scenario, predictions, path)}
-        )
+            output.write(
+                report, {"sweep.png": lambda path: plot_sweep(the_scenario, predictions, path)}
+            )
 
 
 @commands.command(name="advise")
@@ -183,7 +217,7 @@ def advise_command(
     """
     from pxn.app.advice_report import advice_report
     from pxn.durations import parse_duration
-    from pxn.sim.advise import Ask, advise, check_ask, parse_values
+    from pxn.sim.advise import Ask, advise, advise_work, check_ask, parse_values
     from pxn.sim.backends import make_backend
 
     output = Output(output_format, out, wide)
@@ -201,24 +235,23 @@ def advise_command(
         race=not full_grid,
     )
     check_ask(the_scenario, ask)  # before the progress bar draws anything
-    with (
-        make_backend(backend, address, jobs) as the_backend,
-        progress_bar() as progress,
-    ):
-        task = progress.add_task("simulating allocations", total=None)
-        advice = advise(
-            the_scenario,
-            ask,
-            the_backend,
-            on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+    progress = WorkProgress("simulating allocations", "replicates", ask.grid_size * ask.first_round)
+    with stopped_by_signals(progress):
+        guess = checked_work(
+            advise_work(the_scenario, ask), "this search", backend, address, jobs, SMALLER_ASK
         )
+        race = " for the race's first round" if ask.first_round < ask.replicates else ""
+        progress.estimate = guess + race
+        with make_backend(backend, address, jobs) as the_backend, progress:
+            advice = advise(the_scenario, ask, the_backend, on_progress=progress.update)
     report = advice_report(advice)
-    output.show(report)
-    if out is not None:
-        from pxn.app.plots import plot_advice  # matplotlib: only when a figure is asked for
+    with stopped_by_signals():
+        output.show(report)
+        if out is not None:
+            from pxn.app.plots import plot_advice  # matplotlib: only when a figure is asked for
 
-        drawn = {"pareto.png": lambda path: plot_advice(advice, path)}
-        output.write(report, drawn if advice.assessments else {})
+            drawn = {"pareto.png": lambda path: plot_advice(advice, path)}
+            output.write(report, drawn if advice.assessments else {})
     if advice.recommended is None:
         for reason in advice.reasons:
             print(f"pxn: {reason}", file=sys.stderr)

@@ -1,0 +1,50 @@
+"""Ctrl-C and SIGTERM end a command the same way: the work stops, one line says so.
+
+SIGTERM (a supervisor, `kill`) is turned into an exception like Ctrl-C's for
+the command's duration, so the same unwinding stops the work (a process pool
+is terminated on the way out, sim/backends.py) and the command exits with the
+shell's code for the signal: 130 for Ctrl-C, 143 for SIGTERM. Results are
+written only after the work and whole (pxn.files), so work stopped before its
+end has written nothing.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import typer
+
+from pxn.app.console import WorkProgress
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: handled wherever Ctrl-C is."""
+
+
+def raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+@contextmanager
+def stopped_by_signals(
+    progress: WorkProgress | None = None, left: str = "nothing written"
+) -> Iterator[None]:
+    """Within: Ctrl-C or SIGTERM ends the command with one line on stderr, naming how far
+    `progress` got when the work was cut short and what that `left` behind."""
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, raise_terminated) if in_main_thread else None
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        how, code = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
+        cut_short = progress is not None and not progress.finished
+        told = f": stopped after {progress.so_far()}; {left}" if cut_short else ""
+        print(f"pxn: {how}{told}", file=sys.stderr)
+        raise typer.Exit(code) from None
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
