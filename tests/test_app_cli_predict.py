@@ -157,3 +157,50 @@ def test_the_title_names_a_local_pool_only_when_there_is_one() -> None:
     titles = [predictions_table(s, sweep(s, [Shape(1, 1)], 2)).title for s in (plain, pooled)]
     assert "LM server" not in titles[0] and "slowdown" not in titles[0]
     assert "W=8, 2 LM server(s), load slowdown 0.4, 2 replicates" in titles[1]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["sweep", "--budget", "1000000000000"], ["this sweep would take ~", "lower --reps"]),
+        (["sweep", "--shapes", "100000x100000"], ["this sweep would need ~", "of memory"]),
+        (["simulate", "--reps", "1000000000"], ["would need ~", "of memory"]),
+        (["advise", "--budget", "1000000000000"], ["this search would take ~", "narrow --p"]),
+        (
+            ["advise", "--budget", "3000", "--p", "1..1000", "--n", "1..1000"],
+            ["holds 1,000,000 allocations", "narrow the ranges"],
+        ),
+    ],
+    ids=["budget", "shape", "replicates", "advise budget", "advise grid"],
+)
+def test_absurd_work_is_refused_up_front_with_what_it_would_need(
+    args: list[str], fragments: list[str], scenario_file: Path, tmp_path: Path
+) -> None:
+    command, *flags = args
+    out = ["--out", str(tmp_path / "out")] if command != "simulate" else []
+    assert_user_error(run_pxn(command, scenario_file, *flags, *out), *fragments)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["simulate", "sweep", "advise"])
+def test_a_negative_seed_is_one_line(command: str, scenario_file: Path) -> None:
+    budget = ["--budget", "300"] if command == "advise" else []
+    result = run_pxn(command, scenario_file, "--seed", "-1", *budget)
+    assert_user_error(result, "--seed must be a whole number >= 0: got -1")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["sweep", "--out", "/proc/pxn-out"], "--out /proc/pxn-out cannot be written"),
+        (["simulate", "--trace", "/proc/pxn.jsonl"], "--trace /proc/pxn.jsonl cannot be written"),
+        (["advise", "--budget", "300", "--out", "/proc/x"], "--out /proc/x cannot be written"),
+    ],
+    ids=["sweep out", "simulate trace", "advise out"],
+)
+def test_an_output_path_nothing_can_be_written_to_is_refused_before_the_work(
+    args: list[str], fragment: str, scenario_file: Path
+) -> None:
+    # /proc takes no new file, even from root, whose permission bits allow everything.
+    command, *flags = args
+    assert_user_error(run_pxn(command, scenario_file, *flags), fragment)

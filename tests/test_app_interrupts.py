@@ -152,3 +152,20 @@ def test_an_interrupt_while_results_are_written_leaves_the_whole_set(tmp_path: P
     with pytest.raises(KeyboardInterrupt):
         output.write(report, {"sweep.png": draw_then_interrupted})
     assert sorted(p.name for p in out.iterdir()) == ["sweep.csv", "sweep.json", "sweep.png"]
+
+
+def test_a_log_is_told_the_work_and_then_its_progress_with_the_time_left(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pxn.app import console
+
+    monkeypatch.setattr(console, "LOG_EVERY", 0.0)  # a line at every update
+    with console.WorkProgress("simulating", "replicates", 200, "~1 min") as progress:
+        progress.advance(50)
+        progress.update(150, total=300)  # a race learns it needs more
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "simulating: 200 replicates (~1 min)"
+    assert lines[1].startswith("simulating: 50 of 200 replicates (25%), ~")
+    assert lines[2].startswith("simulating: 150 of 300 replicates (50%), ~")
+    assert all(line.endswith(" left") for line in lines[1:])
+    assert not progress.finished and progress.so_far() == "150 of 300 replicates"
