@@ -115,20 +115,23 @@ def estimate(runs: Sequence[tuple[Scenario, Shape, int]], cost: Cost) -> Work:
     return Work(replicates, seconds, largest, replicates * BYTES_PER_SUMMARY)
 
 
-def check_work(work: Work, processes: int, what: str, smaller: str) -> None:
-    """Refuse `work` (a `what`: "this sweep") that would outlast MAX_SECONDS or outgrow the
-    memory here, saying what it would need; `smaller` says what to ask for less of."""
-    wall = work.wall_seconds(processes)
-    on = f"on {processes} process{'es' if processes > 1 else ''}"
-    if work.peak_bytes(processes) > MEMORY_SHARE * available_memory():
+def check_work(work: Work, processes: int | None, what: str, smaller: str) -> None:
+    """Refuse `work` (a `what`: "this sweep") that would outlast MAX_SECONDS on `processes`
+    or outgrow the memory here, saying what it would need; `smaller` says what to ask for
+    less of. `processes` None: a cluster's, of unknown size: its memory alone is judged,
+    a process's stage on a node taken as here."""
+    on = "" if processes is None else f" on {processes} process{'es' if processes > 1 else ''}"
+    needed = work.peak_bytes(processes or 1)
+    if needed > MEMORY_SHARE * available_memory():
         raise PxnError(
-            f"{what} would need ~{roughly_bytes(work.peak_bytes(processes))} of memory {on} "
+            f"{what} would need ~{roughly_bytes(needed)} of memory{on} "
             f"(this machine has {roughly_bytes(available_memory())} free): {smaller}"
         )
-    if wall > MAX_SECONDS:
+    if processes is not None and work.wall_seconds(processes) > MAX_SECONDS:
         raise PxnError(
-            f"{what} would take {roughly(wall)} {on} ({work.replicates:,} replicates; at most "
-            f"{roughly(MAX_SECONDS)} is started): {smaller}"
+            f"{what} would take {roughly(work.wall_seconds(processes))}{on} "
+            f"({work.replicates:,} replicates; at most {roughly(MAX_SECONDS)} is started): "
+            f"{smaller}"
         )
 
 

@@ -62,9 +62,9 @@ def checked_work(
     from pxn.sim.workload import check_work, roughly
 
     processes = processes_of(backend, address, jobs)
+    check_work(work, processes, what, smaller)
     if processes is None:  # a cluster's size is unknown: its time is not judged here
         return f"{roughly(work.seconds)} of CPU"
-    check_work(work, processes, what, smaller)
     return f"{roughly(work.wall_seconds(processes))} on {processes} process(es) if idle"
 
 
