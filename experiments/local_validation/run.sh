@@ -59,6 +59,8 @@ analyse() {
     --out "$HERE/validation-point" | tee "$HERE/validation-point.txt"
   # Error and coverage by group (calibration singles, held-out at W = 2, cross-W).
   .venv/bin/python "$HERE/summarise.py" "$HERE" | tee "$HERE/summary.md"
+  # Why the misses miss: acceptance by shape, a 4x4 run's stages against simulated.
+  .venv/bin/python "$HERE/diagnose.py" "$HERE" | tee "$HERE/diagnosis.md"
   "$PXN" plot timeline "$HERE/runs/2x2-w2-s0" -o "$HERE/timeline_2x2.png"
   "$PXN" plot timeline "$HERE/runs/1x1-w2-s0" -o "$HERE/timeline_single.png"
 }

@@ -1,0 +1,118 @@
+"""Why the held-out misses miss: acceptance by shape, and where a 4x4 run's time goes,
+measured against simulated. Markdown on stdout.
+
+    .venv/bin/python experiments/local_validation/diagnose.py experiments/local_validation
+
+Reads DIR/runs/*/trace.jsonl and DIR/calibrated-point.toml (as `run.sh analyse`
+writes it). Part 1: per-proposal acceptance by shape, and how often a step of
+four proposals accepted none (against what independent proposals at the shape's
+own rate give). Part 2: each 4x4 run's stage time, summed by stage, against the
+mean of 20 simulated replicates of the point estimate at the run's own W and C;
+and the reflection stage's throughput (server-seconds per reflection).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from pxn.scenario import Scenario
+from pxn.shape import Shape
+from pxn.sim.model import simulate_once
+from pxn.trace import TraceWriter
+
+SERVERS = 2  # the study's llama.cpp servers
+REPLICATES = 20
+
+
+def events(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.open()]
+
+
+def stage_seconds(trace: list[dict]) -> dict[str, float]:
+    seconds: dict[str, float] = defaultdict(float)
+    for e in trace:
+        if e["kind"] == "stage":
+            seconds[e["name"]] += e["end"] - e["start"]
+    return seconds
+
+
+def acceptance_by_shape(runs: list[Path]) -> None:
+    proposals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    steps_of_four: list[int] = []
+    for run in runs:
+        shape = run.name.split("-")[0]
+        per_step: dict[int, int] = defaultdict(int)
+        made: dict[int, int] = defaultdict(int)
+        for e in events(run / "trace.jsonl"):
+            if e["kind"] == "decision":
+                proposals[shape][0] += 1
+                proposals[shape][1] += bool(e["accepted"])
+                made[e["iteration"]] += 1
+                per_step[e["iteration"]] += bool(e["accepted"])
+        steps_of_four += [per_step[i] for i, k in made.items() if k == 4]
+    print("| shape | accepted / proposals | rate |\n|---|---|---|")
+    for shape, (n, accepted) in sorted(proposals.items()):
+        print(f"| {shape} | {accepted}/{n} | {accepted / n:.2f} |")
+    batched = [s for s in proposals if s != "1x1"]
+    rate = sum(proposals[s][1] for s in batched) / sum(proposals[s][0] for s in batched)
+    singles = proposals["1x1"][1] / proposals["1x1"][0]
+    se = np.sqrt(
+        singles * (1 - singles) / proposals["1x1"][0]
+        + rate * (1 - rate) / sum(proposals[s][0] for s in batched)
+    )
+    print(
+        f"\nSingles {singles:.3f} against batched {rate:.3f}: {(singles - rate) / se:.1f} binomial "
+        "standard errors apart (proposals pooled, differences between runs ignored)."
+    )
+    none = sum(k == 0 for k in steps_of_four)
+    print(
+        f"\nSteps of four proposals (2x2, 4x1): {none} of {len(steps_of_four)} accepted none; "
+        f"independent proposals at the batched runs' rate {rate:.2f} give "
+        f"{(1 - rate) ** 4 * len(steps_of_four):.1f}.\n"
+    )
+
+
+def stages_of_4x4(here: Path, runs: list[Path]) -> None:
+    point = Scenario.load(here / "calibrated-point.toml")
+    print("| run | stage | measured | simulated (mean of 20) |\n|---|---|---|---|")
+    for run in (r for r in runs if r.name.startswith("4x4")):
+        trace = events(run / "trace.jsonl")
+        start = trace[0]
+        scenario = point.replace(
+            workers=start["workers"], reflection_concurrency=start["reflection_concurrency"]
+        )
+        simulated: dict[str, list[float]] = defaultdict(list)
+        with tempfile.TemporaryDirectory() as tmp:
+            for r in range(REPLICATES):
+                writer = TraceWriter(Path(tmp) / f"{r}.jsonl")
+                simulate_once(scenario, Shape(4, 4), r, writer)
+                writer.close()
+                for name, s in stage_seconds(events(Path(tmp) / f"{r}.jsonl")).items():
+                    simulated[name].append(s)
+        for name, s in stage_seconds(trace).items():
+            print(f"| {run.name} | {name} | {s:.1f} s | {np.mean(simulated[name]):.1f} s |")
+        reflections = [e for e in trace if e["kind"] == "reflection"]
+        per_reflection = SERVERS * stage_seconds(trace)["reflection"] / len(reflections)
+        print(
+            f"| {run.name} | reflection throughput | {per_reflection:.2f}"
+            f" server-s per reflection ({len(reflections)} reflections) | "
+            f"{point.reflection.mean():.2f} s alone (the singles' mean) |"
+        )
+
+
+def main(here: Path) -> None:
+    runs = sorted(p for p in (here / "runs").iterdir() if (p / "trace.jsonl").exists())
+    print("## Acceptance by shape\n")
+    acceptance_by_shape(runs)
+    print("## Where a 4x4 run's time goes\n")
+    stages_of_4x4(here, runs)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
