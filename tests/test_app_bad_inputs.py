@@ -87,6 +87,35 @@ def test_calibrate_refuses_two_runs_in_one_file(runs: list[Path], tmp_path: Path
     assert not out.exists()
 
 
+SUMMARIES = Path(__file__).resolve().parents[1] / "experiments" / "paper" / "hover.summaries.toml"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        # With --summaries this one was a ValueError traceback from the process pool.
+        (["--summaries", SUMMARIES, "--jobs", "0"], "--jobs must be a whole number >= 1: got 0"),
+        (["--draws", "1000000000"], "--draws must be at most 10000"),
+        (["--name", " "], "--name must not be empty"),
+    ],
+    ids=["jobs", "draws", "name"],
+)
+def test_calibrate_refuses_a_bad_flag_before_any_work(
+    flags: list, message: str, runs: list[Path], tmp_path: Path
+) -> None:
+    traces = [] if "--summaries" in flags else runs
+    out = tmp_path / "s.toml"
+    assert_user_error(run_pxn("calibrate", *traces, "-o", out, *flags), message)
+    assert not out.exists()
+
+
+def test_a_timeline_up_to_a_negative_iteration_is_refused(runs: list[Path], tmp_path) -> None:
+    assert_user_error(
+        run_pxn("plot", "timeline", runs[0], "-o", tmp_path / "t.png", "--iterations", "-1"),
+        "--iterations must be a whole number >= 0: got -1",
+    )
+
+
 # -- predict's inputs that are this engineer's: durations, shapes, scenario files --------
 
 

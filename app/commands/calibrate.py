@@ -11,6 +11,7 @@ from pxn.app.console import print_set_aside, progress_bar, say, stderr
 from pxn.app.options import DEFAULT_JOBS, Format, Jobs, Out, Wide
 from pxn.app.output import Output, ensure_writable_outputs
 from pxn.errors import PxnError
+from pxn.fields import whole
 from pxn.trace import TRACE_NAME
 
 commands = typer.Typer()
@@ -23,6 +24,10 @@ TracesArg = Annotated[
 ScenarioOpt = Annotated[
     str, typer.Option("--scenario", help="The calibrated scenario TOML (or a preset name).")
 ]
+# Beyond this a scenario loads slowly (every draw is validated, ~2 ms each) and no
+# prediction runs enough replicates to use its draws.
+MAX_DRAWS = 10_000
+
 ValidateReps = Annotated[int, typer.Option("--reps", help="Simulated replicates per run's setup.")]
 
 
@@ -93,6 +98,12 @@ def calibrate(
 
     ensure_writable_outputs(files={"output": output}, directories={"plots": plots})
     refuse_overwriting_an_input(output, [*(traces or []), *([summaries] if summaries else [])])
+    whole(jobs, "jobs")
+    if not name.strip():
+        raise PxnError("must not be empty: it names the scenario in every report", subject="name")
+    if draws is not None and draws > MAX_DRAWS:
+        raise PxnError(f"must be at most {MAX_DRAWS} (each draw is checked whenever the "
+                       f"scenario loads): got {draws}", subject="draws")  # fmt: skip
     if summaries is not None:
         if traces:
             raise PxnError("give trace files or --summaries, not both")
@@ -235,6 +246,8 @@ def plot_timeline_command(
     from pxn.trace import read_one
 
     ensure_writable_outputs(files={"output": output})
+    if iterations is not None:
+        whole(iterations, "iterations", least=0)
     the_trace = read_one(trace)
     print_set_aside([], [f"{the_trace.path} {line}" for line in the_trace.skipped])
     say(f"wrote {plot_timeline(the_trace, output, iterations)}")
