@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,33 @@ from pxn.uncertainty import Uncertainty
 
 # The older spelling of a local LM pool shared by both models: [load] replaces it.
 LEGACY_POOL_KEYS = ("lm_servers", "load_slowdown")
+
+
+@dataclass(frozen=True)
+class CalibratedOn:
+    """How much run a calibrated scenario saw: its longest run's metric calls and proposals.
+
+    A prediction for a longer run extrapolates what those runs showed; the
+    prediction report says by how much.
+    """
+
+    runs: int
+    metric_calls: int
+    proposals: int
+
+    def validate(self) -> None:
+        whole(self.runs, "calibrated_on runs")
+        whole(self.metric_calls, "calibrated_on metric_calls")
+        whole(self.proposals, "calibrated_on proposals", least=0)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> CalibratedOn:
+        fields = table(data, "[calibrated_on]")
+        known_keys(fields, set(cls.__dataclass_fields__), "[calibrated_on]")
+        missing = sorted(set(cls.__dataclass_fields__) - set(fields))
+        if missing:
+            raise PxnError(f"is missing field(s) {', '.join(missing)}", subject="[calibrated_on]")
+        return cls(**fields)
 
 
 @dataclass(frozen=True)
@@ -69,6 +96,7 @@ class Scenario:
     prices: Prices | None = None
     rate_limits: RateLimits = field(default_factory=RateLimits)
     uncertainty: Uncertainty | None = None
+    calibrated_on: CalibratedOn | None = None  # written by pxn calibrate
 
     def rollout_latency(self, phase: str) -> Distribution:
         return self.rollout_phases.get(phase, self.rollout)
@@ -130,6 +158,8 @@ class Scenario:
                 )
             self.prices.validate()
         self.rate_limits.validate(has_tokens=self.tokens is not None)
+        if self.calibrated_on is not None:
+            self.calibrated_on.validate()
         return self
 
     def validate_draws(self) -> None:
@@ -227,6 +257,7 @@ class Scenario:
             "prices": None if self.prices is None else self.prices.to_dict(),
             "rate_limits": None if self.rate_limits == RateLimits() else self.rate_limits.to_dict(),
             "uncertainty": None if self.uncertainty is None else self.uncertainty.to_dict(),
+            "calibrated_on": None if self.calibrated_on is None else asdict(self.calibrated_on),
         }
         return top | {k: v for k, v in optional.items() if v}
 
@@ -270,6 +301,8 @@ class Scenario:
             parsed["rate_limits"] = RateLimits.from_dict(data.pop("rate_limits"))
         if "uncertainty" in data:
             parsed["uncertainty"] = Uncertainty.from_dict(data.pop("uncertainty"))
+        if "calibrated_on" in data:
+            parsed["calibrated_on"] = CalibratedOn.from_dict(data.pop("calibrated_on"))
         scenario = cls(**parsed, **data).validate()
         scenario.validate_draws()
         return scenario
