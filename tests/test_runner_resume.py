@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 from pathlib import Path
@@ -13,8 +14,10 @@ from pathlib import Path
 import pytest
 from conftest import PXN
 from fault_server import FaultServer
+from gepa.core.state import GEPAState
 
-from pxn.trace import Resume, Rollout, RunEnd, RunStart, read_trace
+from pxn.runner.checks import trace_totals
+from pxn.trace import Decision, Iteration, Reflection, Resume, Rollout, RunEnd, RunStart, read_trace
 
 TESTS = str(Path(__file__).parent)
 
@@ -85,8 +88,7 @@ def test_kill_9_then_resume_continues_the_same_trace(tmp_path):
     # Times keep counting on across the resume.
     resume_at = trace.of(Resume)[0].start
     assert resume_at >= max(e.end for e in killed.events)
-    result = json.loads((out / "result.json").read_text())
-    assert result["trace_check"] == "ok"
+    assert_whole_run_totals(out)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
@@ -100,5 +102,82 @@ def test_an_interrupt_ends_the_trace_with_interrupted(tmp_path, sig):
     assert proc.returncode != 0
     trace = read_trace(out / "trace.jsonl")
     assert trace.skipped == []
-    assert isinstance(trace.events[-1], RunEnd)
-    assert trace.events[-1].status == "interrupted"
+    end = trace.events[-1]
+    assert isinstance(end, RunEnd) and end.status == "interrupted"
+    # The true count of metric calls made, not gepa's lagging one (once 0 after 8 calls).
+    assert end.metric_calls == len(trace.live(Rollout)) > 0
+
+
+def assert_whole_run_totals(out: Path) -> None:
+    """result.json and run_end count the whole run, as the trace and gepa's saved state do."""
+    trace = read_trace(out / "trace.jsonl")
+    assert trace.skipped == []
+    result = json.loads((out / "result.json").read_text())
+    end = trace.events[-1]
+    assert isinstance(end, RunEnd) and end.status == "completed"
+    state = GEPAState.load(str(out / "gepa"))
+    totals = trace_totals(trace)
+    assert result["trace_check"] == "ok"
+    assert result["metric_calls"] == end.metric_calls == state.total_num_evals
+    assert result["metric_calls"] == totals.metric_calls
+    assert result["iterations"] == end.iterations == state.i + 1 == len(trace.live(Iteration))
+    assert result["accepted"] == len(state.program_candidates) - 1 == totals.accepted
+    assert result["full_val_evals"] == state.num_full_ds_evals == totals.full_val_evals
+    assert result["proposals"] == len(trace.live(Decision))
+    assert result["reflection_calls"] == len(trace.of(Reflection))
+
+
+def kill_at(proc: subprocess.Popen[str], server: FaultServer, out: Path, point: str) -> bool:
+    """SIGKILL the run at `point`: "calls:K" once K more LM calls were served (inside a
+    stage), "between" when the trace's last line is a stage or iteration end. False when
+    the run finished first."""
+    kind, _, arg = point.partition(":")
+    trace = out / "trace.jsonl"
+    served = server.served
+    while proc.poll() is None:
+        if kind == "calls" and server.wait_served(served + int(arg), timeout=0.05):
+            break
+        if kind == "between" and trace.exists():
+            lines = trace.read_text().splitlines()
+            last = lines[-1] if lines else ""
+            if '"kind": "stage"' in last or '"kind": "iteration"' in last:
+                break
+            server.wait_served(server.served + 1, timeout=0.02)  # wait for the run to move
+    else:
+        return False
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return True
+
+
+def test_sigkill_at_random_points_then_resume_keeps_whole_run_totals(tmp_path):
+    """Killed five times (inside stages and between them), resumed each time, the run's
+    final totals agree with its trace and with gepa's own state."""
+    rng = random.Random(12)
+    points = [f"calls:{rng.randint(5, 30)}" for _ in range(3)] + ["between", "between"]
+    rng.shuffle(points)
+    out = tmp_path / "run"
+    killed = 0
+    with FaultServer(delay=0.02) as server:
+        args = fault_args(out, server.api_base, budget=160)
+        proc = pxn_run(args)
+        for point in points:
+            killed += kill_at(proc, server, out, point)
+            assert read_trace(out / "trace.jsonl").run_end is None
+            proc = pxn_run(["--resume", str(out)])
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr
+        served = server.served
+        # Resuming the finished run says so, pays for nothing and changes nothing.
+        files = {p: p.read_bytes() for p in (out / "trace.jsonl", out / "result.json")}
+        again = pxn_run(["--resume", str(out)])
+        stdout, stderr = again.communicate(timeout=120)
+        assert again.returncode == 0, stderr
+        assert "finished already" in stdout and len(stdout.strip().splitlines()) == 1
+        assert server.served == served
+    assert killed == len(points)
+    assert {p: p.read_bytes() for p in files} == files
+    trace = read_trace(out / "trace.jsonl")
+    assert len(trace.of(Resume)) == killed
+    assert sum(isinstance(e, RunEnd) for e in trace.events) == 1
+    assert_whole_run_totals(out)

@@ -51,6 +51,9 @@ def run_command(
     resume: Annotated[
         Path | None, typer.Option("--resume", help="Continue the interrupted run in this dir.")
     ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace the run already in --out.")
+    ] = False,
     progress: Annotated[bool, typer.Option(help="Show the live progress line.")] = True,
     eval_backend: Annotated[
         str,
@@ -99,11 +102,17 @@ def run_command(
     )
     ensure_writable_outputs(directories={"run directory": Path(config.out)})
     if resume is None:  # bad flags fail now, before litellm's slow import
-        check_out(config, resume=False)
+        if not overwrite:
+            check_out(config, resume=False)
         plan(config)
     from pxn.runner.run import run_gepa
 
-    result = run_gepa(config, resume=resume is not None, probe_timeout=probe_timeout)
+    result = run_gepa(
+        config, resume=resume is not None, overwrite=overwrite, probe_timeout=probe_timeout
+    )
+    if result.status == "finished":  # resuming a finished run: nothing was changed
+        say(f"pxn: {result.message}")
+        return
     for warning in result.warnings:
         say(f"pxn: warning: {warning}", stderr)
     if result.status != "completed":
