@@ -109,6 +109,15 @@ CASES = [
     ),
     # One process: the simulation in the main process itself stops.
     pytest.param(["simulate", "hover", "--jobs", "1"], 0, signal.SIGTERM, False, id="simulate"),
+    # Real gepa runs on threads (seconds to import and start: slow).
+    pytest.param(
+        ["conformance", "--runs", "50"],
+        0,
+        signal.SIGINT,
+        True,
+        id="conformance-ctrl-c",
+        marks=pytest.mark.slow,
+    ),
 ]
 
 
@@ -117,9 +126,11 @@ def test_a_signal_stops_the_work_at_once_and_leaves_nothing(
     tmp_path: Path, args: list[str], workers: int, sig: signal.Signals, whole_group: bool
 ) -> None:
     out = tmp_path / "out"
-    command = [*args, *LONG] + (["--out", str(out)] if args[0] != "simulate" else [])
+    simulated = args[0] != "conformance"
+    command = [*args, *(LONG if simulated else [])]
+    command += ["--out", str(out)] if args[0] in ("sweep", "advise") else []
     proc = start(command, tmp_path)
-    before = read_until(proc, "replicates")  # the progress line: the work is under way
+    before = read_until(proc, ": ")  # the progress line: the work is under way
     wait_for_workers(proc, workers)
     seconds, after = stop(proc, sig, whole_group)
 
