@@ -476,11 +476,12 @@ def load_traces(paths: Sequence[str | Path], *, need_rollouts: bool = True) -> L
 
 
 def refuse_a_second_copy(trace: Trace, earlier: list[Trace]) -> None:
-    """Refuse a run given twice: the same file, or a copy with the same run_start.
+    """Refuse a run given twice: the same file, or a copy holding the same events.
 
-    A real run's run_start holds the time it started and a simulated one's its
-    replicate, so two runs never share one; counted twice, a run would weigh
-    double in every fit.
+    Counted twice, a run would weigh double in every fit. Two runs never hold
+    the same events (a real run's run_start has the time it started, and its
+    latencies differ; a simulated one's has its replicate); a copy edited
+    since (a test set scored later, say) is another run.
     """
     for other in earlier:
         if other.path.resolve() == trace.path.resolve():
@@ -490,10 +491,10 @@ def refuse_a_second_copy(trace: Trace, earlier: list[Trace]) -> None:
                 else f"{other.path} and {trace.path} are the same file"
             )
             raise PxnError(f"{which}: give each run once")
-        if other.run_start == trace.run_start:
+        if other.events == trace.events:
             raise PxnError(
-                f"{other.path} and {trace.path} hold the same run (their run_start lines are "
-                "the same): give each run once"
+                f"{other.path} and {trace.path} hold the same run (the same events, one for "
+                "one): give each run once"
             )
 
 

@@ -312,8 +312,8 @@ def test_a_run_given_twice_is_refused_naming_both_paths(tmp_path: Path) -> None:
         f"{trace} and {detour / 'trace.jsonl'} are the same file: give each run once"
     )
     assert load_error([run, copy]) == (
-        f"{trace} and {copy / 'trace.jsonl'} hold the same run (their run_start lines are the "
-        "same): give each run once"
+        f"{trace} and {copy / 'trace.jsonl'} hold the same run (the same events, one for one): "
+        "give each run once"
     )
 
 
@@ -327,4 +327,7 @@ def test_two_runs_of_one_setup_are_two_runs(tmp_path: Path) -> None:
     later = replace(header(), started_at="2026-01-01T10:00:00+00:00")
     one = a_run_directory(tmp_path, "one", tiny_run())
     two = a_run_directory(tmp_path, "two", [later, *tiny_run()[1:]])
-    assert len(load_traces([one, two]).traces) == 2
+    # The same start, but it ended otherwise (a copy edited since is another run).
+    *events, end = tiny_run()
+    three = a_run_directory(tmp_path, "three", [*events, replace(end, start=20.0, end=20.0)])
+    assert len(load_traces([one, two, three]).traces) == 3
