@@ -346,13 +346,12 @@ def _non_finite(value: Any, where: list[str | int]) -> tuple[list[str | int], fl
     """The first NaN or infinity in `value` (tables and lists, however deep) and its path."""
     if isinstance(value, float) and not math.isfinite(value):
         return where, value
-    items = (
-        value.items()
-        if isinstance(value, dict)
-        else enumerate(value)
-        if isinstance(value, list)
-        else ()
-    )
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
     for key, item in items:
         found = _non_finite(item, [*where, key])
         if found is not None:
