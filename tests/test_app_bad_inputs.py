@@ -53,7 +53,20 @@ def test_calibrate_will_not_write_over_a_trace_it_reads(runs: list[Path]) -> Non
     before = trace.read_bytes()
     assert_user_error(
         run_pxn("calibrate", *runs, "--output", trace),
-        f"--output {trace} is one of the inputs; write the scenario elsewhere",
+        f"--output {trace} is one of the inputs; write elsewhere",
+    )
+    assert trace.read_bytes() == before
+
+
+def test_an_export_will_not_write_over_the_trace_it_reads(runs: list[Path]) -> None:
+    trace = runs[1] / "trace.jsonl"
+    before = trace.read_bytes()
+    assert_user_error(
+        run_pxn("trace", "export", runs[1], "--chrome", trace),
+        f"--chrome {trace} is one of the inputs; write elsewhere",
+    )
+    assert_user_error(
+        run_pxn("plot", "timeline", trace, "-o", trace), f"output {trace} is one of the inputs"
     )
     assert trace.read_bytes() == before
 

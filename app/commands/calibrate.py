@@ -141,12 +141,11 @@ def calibrate(
             say(f"wrote {figure}")
 
 
-def refuse_overwriting_an_input(output: Path, inputs: list[Path]) -> None:
-    """The scenario written must not replace a trace or summaries file it is made from."""
+def refuse_overwriting_an_input(output: Path, inputs: list[Path], subject: str = "output") -> None:
+    """What a command writes must not replace a trace (or summaries file) it reads."""
     for given in inputs:
         if output.resolve() in (given.resolve(), (given / TRACE_NAME).resolve()):
-            raise PxnError(f"{output} is one of the inputs; write the scenario elsewhere",
-                           subject="output")  # fmt: skip
+            raise PxnError(f"{output} is one of the inputs; write elsewhere", subject=subject)
 
 
 def trace_only_flags(plots, latency, lm_servers, task_model, reflection_model, draws) -> list[str]:
@@ -229,6 +228,7 @@ def plot_sweep_vs_measured_command(
     from pxn.app.plots import plot_sweep_vs_measured
 
     ensure_writable_outputs(files={"output": output})
+    refuse_overwriting_an_input(output, runs)
     validation = run_validation(scenario, runs, reps, jobs)
     say(f"wrote {plot_sweep_vs_measured(validation, output)}")
 
@@ -246,6 +246,7 @@ def plot_timeline_command(
     from pxn.trace import read_one
 
     ensure_writable_outputs(files={"output": output})
+    refuse_overwriting_an_input(output, [trace])
     if iterations is not None:
         whole(iterations, "iterations", least=0)
     the_trace = read_one(trace)
@@ -266,6 +267,7 @@ def trace_export(
     from pxn.trace import read_one
 
     ensure_writable_outputs(files={"chrome": chrome})
+    refuse_overwriting_an_input(chrome, [trace], "chrome")
     the_trace = read_one(trace)
     print_set_aside([], [f"{the_trace.path} {line}" for line in the_trace.skipped])
     write_text_atomically(chrome, chrome_trace_json(the_trace))
