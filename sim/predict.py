@@ -34,6 +34,11 @@ from pxn.trace import STAGES, RunSummary
 
 CHUNK = 25  # replicates per unit of work handed to a process
 SINGLE = Shape(1, 1)  # every speedup's baseline
+# Single's replicates when it is only the speed-ups' baseline (not asked for): its
+# mean to a fraction of a percent, and every parameter draw once. Single runs the
+# most iterations, so simulating it as often as the shape asked cost the CLI over
+# half its time for a column of ratios.
+BASELINE_REPLICATES = 200
 PERCENTILES = (5, 95)  # the interval every prediction prints
 COVERAGE = (PERCENTILES[1] - PERCENTILES[0]) / 100  # share of runs it should hold
 
@@ -212,16 +217,17 @@ def simulate_shapes(
 ) -> dict[Shape, list[RunSummary]]:
     """Replicates 0 .. replicates-1 of every shape and of single, each shape's in order.
 
-    Single (1x1) is simulated too when it is not asked for: every speedup is
-    measured against it. The work runs on `backend` (opened and closed by the
-    caller), else on `jobs` local processes; the runs are the same to the bit.
+    Single (1x1) is simulated too when it is not asked for, every speedup's
+    baseline: then as many replicates as replicates_of gives it. The work runs on
+    `backend` (opened and closed by the caller), else on `jobs` local processes;
+    the runs are the same to the bit.
     """
     check_sweep(shapes, replicates, jobs)
-    todo = list(dict.fromkeys([*shapes, SINGLE]))
+    todo = replicates_of(scenario, shapes, replicates)
     units = [
-        (scenario, shape, range(i, min(i + CHUNK, replicates)))
-        for shape in todo
-        for i in range(0, replicates, CHUNK)
+        (scenario, shape, range(i, min(i + CHUNK, count)))
+        for shape, count in todo.items()
+        for i in range(0, count, CHUNK)
     ]
 
     def told(_: int, runs: list[RunSummary]) -> None:
@@ -256,12 +262,21 @@ def sweep(
     return predictions_of(scenario, shapes, runs)
 
 
-def total_replicates(shapes: Sequence[Shape], replicates: int) -> int:
-    """How many replicates `sweep` will run (single is added when absent)."""
-    return replicates * len(set(shapes) | {SINGLE})
+def replicates_of(scenario: Scenario, shapes: Sequence[Shape], replicates: int) -> dict[Shape, int]:
+    """How many replicates `sweep` runs of each shape: as asked, and single as the baseline."""
+    counts = dict.fromkeys(shapes, replicates)
+    if SINGLE not in counts:
+        draws = 0 if scenario.uncertainty is None else len(scenario.uncertainty)
+        counts[SINGLE] = min(replicates, max(BASELINE_REPLICATES, draws))
+    return counts
+
+
+def total_replicates(scenario: Scenario, shapes: Sequence[Shape], replicates: int) -> int:
+    """How many replicates `sweep` will run in all."""
+    return sum(replicates_of(scenario, shapes, replicates).values())
 
 
 def sweep_work(scenario: Scenario, shapes: Sequence[Shape], replicates: int) -> Work:
     """What `sweep` will cost (workload.py), single included, timed on a few short replicates."""
-    todo = dict.fromkeys([*shapes, SINGLE])
-    return estimate([(scenario, shape, replicates) for shape in todo], Cost.measured(scenario))
+    todo = replicates_of(scenario, shapes, replicates)
+    return estimate(list((scenario, *item) for item in todo.items()), Cost.measured(scenario))

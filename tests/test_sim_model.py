@@ -26,7 +26,13 @@ from pxn.scenario import Scenario
 from pxn.shape import Shape, parse_shapes
 from pxn.sim.gepa import EpochSampler, GepaChoices
 from pxn.sim.model import simulate_once
-from pxn.sim.predict import sweep
+from pxn.sim.predict import (
+    BASELINE_REPLICATES,
+    predictions_of,
+    replicates_of,
+    simulate_shapes,
+    sweep,
+)
 from pxn.sim.presets import load_scenario
 from pxn.sim.schedule import list_schedule, loaded_makespan, makespan, rate_limited_schedule
 from pxn.trace import (
@@ -41,6 +47,7 @@ from pxn.trace import (
     read_trace,
     summarize,
 )
+from pxn.uncertainty import Uncertainty
 
 
 def traced(scenario: Scenario, shape: Shape, tmp_path: Path, replicate: int = 0):
@@ -600,3 +607,22 @@ def test_committed_paper_prediction_reproduces_from_its_seed(preset: str) -> Non
     scenario = load_scenario(preset).replace(seed=0)
     predictions = sweep(scenario, parse_shapes(PAPER_SHAPES), 200, jobs=2)
     assert predictions_csv(scenario, predictions).encode() == committed.read_bytes()
+
+
+def test_single_as_a_baseline_runs_only_what_its_mean_needs() -> None:
+    """Not asked for, single runs BASELINE_REPLICATES (or one per parameter draw); asked for,
+    as many as every shape; the speed-up is against that baseline's mean either way."""
+    scenario = make_scenario(budget=120)
+    runs = simulate_shapes(scenario, [Shape(2, 2)], BASELINE_REPLICATES + 30)
+    assert len(runs[Shape(2, 2)]) == BASELINE_REPLICATES + 30
+    assert len(runs[Shape(1, 1)]) == BASELINE_REPLICATES
+    asked = simulate_shapes(scenario, [Shape(1, 1), Shape(2, 2)], BASELINE_REPLICATES + 30)
+    assert len(asked[Shape(1, 1)]) == BASELINE_REPLICATES + 30
+    assert asked[Shape(1, 1)][:BASELINE_REPLICATES] == runs[Shape(1, 1)]  # the same replicates
+    [prediction] = predictions_of(scenario, [Shape(2, 2)], runs)
+    single = np.mean([r.wall_clock for r in runs[Shape(1, 1)]])
+    assert prediction.speedup == pytest.approx(single / prediction.wall_clock.mean)
+    draws = tuple({"acceptance.a0": 0.3} for _ in range(250))
+    drawn = replace(scenario, uncertainty=Uncertainty("test", draws))
+    assert replicates_of(drawn, [Shape(2, 2)], 400)[Shape(1, 1)] == 250  # every draw once
+    assert replicates_of(drawn, [Shape(2, 2)], 100)[Shape(1, 1)] == 100  # never more than asked

@@ -73,7 +73,7 @@ def run_sweep(scenario, shapes, reps: int, jobs: int, backend: str, address: str
     from pxn.sim.predict import check_sweep, sweep, sweep_work, total_replicates
 
     check_sweep(shapes, reps, jobs)  # before the progress bar draws anything
-    progress = WorkProgress("simulating", "replicates", total_replicates(shapes, reps))
+    progress = WorkProgress("simulating", "replicates", total_replicates(scenario, shapes, reps))
     with stopped_by_signals(progress):
         work = sweep_work(scenario, shapes, reps)
         progress.estimate = checked_work(work, "this sweep", backend, address, jobs, SMALLER_SWEEP)
