@@ -227,3 +227,28 @@ def test_a_recorded_trace_calibrates_unchanged(tmp_path):
 
     scenario = Scenario.load(tmp_path / "cal.toml")
     assert scenario.workers == 3 and scenario.valset_size == len(VAL)
+
+
+@pytest.mark.lm
+def test_a_model_string_reflection_lm_is_metered_call_by_call(tmp_path, lm_pool):
+    """A model string runs as gepa's own litellm LM (here against the local pool): every
+    reflection call is one event with the tokens the server reported, and their sum is the
+    LM's own total."""
+    from pxn.runner.lm_pool import LOCAL_KEY
+
+    out = tmp_path / "run"
+    server = lm_pool.servers[0]
+    lm_kwargs = {"api_base": server.api_base, "api_key": LOCAL_KEY, "max_tokens": 16}
+    with recording(out) as rec:
+        kwargs = rec.wrap(
+            **arguments(
+                SerialAdapter(), lm_pool.model, reflection_lm_kwargs=lm_kwargs, max_metric_calls=40
+            )
+        )
+        metered = kwargs["reflection_lm"]
+        gepa.optimize(**kwargs)
+    reflections = read_trace(out / "trace.jsonl").of(Reflection)
+    assert reflections and all(r.error is None and r.tokens_in for r in reflections)
+    assert sum(r.tokens_in for r in reflections) == metered.total_tokens_in
+    assert sum(r.tokens_out for r in reflections) == metered.total_tokens_out
+    assert rec.result.mismatches == ()
