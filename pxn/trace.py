@@ -413,10 +413,10 @@ def _check_header(path: Path, number: int, data: Any) -> None:
 # ---- finding and reading the traces a person points at ----
 #
 # A run directory is `runs/NAME/` holding `trace.jsonl`. Unusable traces (not a
-# pxn trace, another schema version, no run_start, no rollouts) are set aside
-# with a one-line reason when others remain; reading nothing usable is a
-# PxnError. Lines `read_trace` skipped are kept, with their line numbers, for
-# the report.
+# pxn trace, another schema version, no run_start, two runs in one file, no
+# rollouts) are set aside with a one-line reason when others remain; reading
+# nothing usable, or a run given twice, is a PxnError. Lines `read_trace`
+# skipped are kept, with their line numbers, for the report.
 
 TRACE_NAME = "trace.jsonl"
 
