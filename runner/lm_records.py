@@ -147,26 +147,13 @@ def live_records() -> tuple[list[PoolRecord], list[str]]:
     return live, notes
 
 
-def select(records: list[PoolRecord], which: str | None, every: bool) -> list[PoolRecord]:
-    """The pools `pxn lm stop` is asked to stop: all, those with this id, server port or
-    starter pid, or the only one."""
-    if every:
-        return records
-    if which is not None:
-        chosen = [r for r in records if which in {str(r.owner), *(str(s.port) for s in r.servers)}]
-        if not chosen:
-            known = ", ".join(r.id for r in records) or "none"
-            raise PxnError(
-                f"{which!r} is no running pool's id, port or starter pid (pools: {known})"
-            )
-        return chosen
-    if len(records) > 1:
-        ids = ", ".join(r.id for r in records)
-        raise PxnError(
-            f"{len(records)} pools are running ({ids}; see `pxn lm list`); "
-            "give one's id or port, or --all"
-        )
-    return records
+def select(records: list[PoolRecord], which: str) -> list[PoolRecord]:
+    """The pools with this id, server port or starter pid."""
+    chosen = [r for r in records if which in {str(r.owner), *(str(s.port) for s in r.servers)}]
+    if not chosen:
+        known = ", ".join(r.id for r in records) or "none"
+        raise PxnError(f"{which!r} is no running pool's id, port or starter pid (pools: {known})")
+    return chosen
 
 
 def stop(record: PoolRecord) -> list[int]:

@@ -178,6 +178,7 @@ def test_stop_asks_which_of_several_then_stops_one_or_all(state: Path) -> None:
         ambiguous = run_pxn("lm", "stop")
         assert_user_error(ambiguous, "2 pools are running (40011, 40012;", "--all")
         assert_user_error(run_pxn("lm", "stop", "40013"), "'40013' is no running pool's id")
+        assert_user_error(run_pxn("lm", "stop", "40011", "--all"), "id or --all, not both")
 
         by_pid = run_pxn("lm", "stop", str(starters[0].pid))  # a starter's pid names it too
         assert by_pid.returncode == 0, by_pid.stderr

@@ -90,11 +90,19 @@ def lm_stop(
     from pxn.errors import PxnError
     from pxn.runner.lm_records import live_records, records_dir, select, stop
 
+    if pool is not None and every:
+        raise PxnError("give a pool's id or --all, not both")
     records, notes = live_records()
     for note in notes:
         say(note, stderr)
     if not records:
         raise PxnError(f"no running LM pool is recorded in {records_dir()}; nothing to stop")
-    for record in select(records, pool, every):
+    if pool is None and not every and len(records) > 1:
+        ids = ", ".join(r.id for r in records)
+        raise PxnError(
+            f"{len(records)} pools are running ({ids}; see `pxn lm list`); "
+            "give one's id or port, or --all"
+        )
+    for record in records if pool is None else select(records, pool):
         stopped = stop(record)
         say(f"stopped {len(stopped)} server(s) of pool {record.id} ({record.started_by})")
