@@ -98,6 +98,11 @@ def test_calibrate_refuses_two_runs_in_one_file(runs: list[Path], tmp_path: Path
         f"(head -n {line - 1} and tail -n +{line})",
     )
     assert not out.exists()
+    # Beside a usable trace it is set aside, named, as any unusable trace is: never read as one.
+    done = run_pxn("calibrate", both, runs[0], "-o", out, "--draws", "0")
+    assert done.returncode == 0, done.stderr
+    assert f"set aside: {both} line {line}: a second run_start" in done.stdout
+    assert "calibrated from 1 trace(s)" in done.stdout
 
 
 SUMMARIES = Path(__file__).resolve().parents[1] / "experiments" / "paper" / "hover.summaries.toml"
