@@ -157,10 +157,13 @@ def select(records: list[PoolRecord], which: str) -> list[PoolRecord]:
 
 
 def stop(record: PoolRecord) -> list[int]:
-    """End a pool: its starter first (it stops its own servers on SIGTERM), then any server
-    left; the record goes. Returns the pids of the servers that were up and are now gone."""
+    """End a pool: a pxn command that started it first (on SIGTERM it stops its own servers,
+    a run closing its trace as on Ctrl-C), then any server left; the record goes. Any other
+    starter (a script, a test session) is left running. Returns the pids of the servers that
+    were up and are now gone."""
     up = record.live_servers()
-    if record.owner_alive() and record.owner != os.getpid():
+    ours = record.started_by.startswith("pxn ") and record.owner != os.getpid()
+    if ours and record.owner_alive():
         terminate(record.owner)
     for server in record.live_servers():
         terminate(server.pid)
