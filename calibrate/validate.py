@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,8 +34,14 @@ from pxn.calibrate.overhead import loop_end
 from pxn.load import Loads
 from pxn.scenario import Scenario
 from pxn.shape import Shape
-from pxn.sim.predict import COVERAGE, Prediction, predictions_of, simulate_shapes
-from pxn.trace import Resume, RunSummary, Trace, load_traces, summarize
+from pxn.sim.predict import (
+    COVERAGE,
+    Prediction,
+    predictions_of,
+    simulate_shapes,
+    total_replicates,
+)
+from pxn.trace import Loaded, Resume, RunSummary, Trace, load_traces, summarize
 
 SIGNIFICANCE = 0.05  # of the tests that call intervals too narrow, too wide or biased
 SETUP = ("budget", "workers", "valset_size", "trainset_size", "minibatch", "reflection_concurrency")
@@ -200,20 +206,55 @@ def at_setup(scenario: Scenario, setup: dict[str, int]) -> Scenario:
     return scenario.replace(**setup)
 
 
+@dataclass(frozen=True)
+class ValidationPlan:
+    """The runs read and grouped by setup, and the replicates predicting them will take."""
+
+    scenario: Scenario
+    loaded: Loaded
+    groups: list[tuple[Scenario, list[Shape], list[Trace]]]  # the scenario at the setup
+    replicates: int  # per shape
+
+    @property
+    def total_replicates(self) -> int:
+        return sum(total_replicates(s, shapes, self.replicates) for s, shapes, _ in self.groups)
+
+
+def plan_validation(
+    scenario: Scenario, paths: Sequence[str | Path], replicates: int = 200
+) -> ValidationPlan:
+    """Read the runs; runs sharing a setup share one sweep over their shapes."""
+    loaded = load_traces(paths)
+    by_setup: dict[tuple[int, ...], list[Trace]] = defaultdict(list)
+    for trace in loaded.traces:
+        by_setup[tuple(setup_of(trace).values())].append(trace)
+    groups = [
+        (
+            at_setup(scenario, setup_of(traces[0])),
+            list(dict.fromkeys(Shape.parse(t.run_start.shape) for t in traces)),
+            traces,
+        )
+        for traces in by_setup.values()
+    ]
+    return ValidationPlan(scenario, loaded, groups, replicates)
+
+
 def validate_runs(
     scenario: Scenario, paths: Sequence[str | Path], replicates: int = 200, jobs: int = 1
 ) -> Validation:
     """Predict every run's own setup and set the prediction beside the measurement."""
-    loaded = load_traces(paths)
-    # Runs sharing a setup share one sweep over their shapes.
-    groups: dict[tuple[int, ...], list[Trace]] = defaultdict(list)
-    for trace in loaded.traces:
-        groups[tuple(setup_of(trace).values())].append(trace)
+    return validate_planned(plan_validation(scenario, paths, replicates), jobs)
+
+
+def validate_planned(
+    plan: ValidationPlan, jobs: int = 1, on_progress: Callable[[int], None] | None = None
+) -> Validation:
+    """The plan's predictions, each beside its measured run (`on_progress(n)` is told as
+    each n replicates finish)."""
+    loaded, replicates = plan.loaded, plan.replicates
     checks: list[Check] = []
-    for traces in groups.values():
-        the_scenario = at_setup(scenario, setup_of(traces[0]))
-        shapes = list(dict.fromkeys(Shape.parse(t.run_start.shape) for t in traces))
-        runs = simulate_shapes(the_scenario, shapes, replicates, jobs)
+    for the_scenario, shapes, traces in plan.groups:
+        runs = simulate_shapes(the_scenario, shapes, replicates, jobs, on_progress)
         predictions = dict(zip(shapes, predictions_of(the_scenario, shapes, runs), strict=True))
         for trace in traces:
             shape = Shape.parse(trace.run_start.shape)
@@ -234,4 +275,4 @@ def validate_runs(
             )
     order = {str(t.path): i for i, t in enumerate(loaded.traces)}
     checks.sort(key=lambda c: order[c.run])
-    return Validation(scenario, checks, loaded.rejected, loaded.skipped_lines, replicates)
+    return Validation(plan.scenario, checks, loaded.rejected, loaded.skipped_lines, replicates)

@@ -22,6 +22,10 @@ from conftest import PXN
 STOP_WITHIN = 2.0  # seconds from the signal to the exit: the requirement itself
 STARTUP = 120.0  # seconds the command may take to get going on a loaded machine
 LONG = ["--reps", "5000"]  # work of minutes: it cannot end before the signal
+STUDY = Path(__file__).resolve().parents[1] / "experiments" / "local_validation"
+# Real runs to validate, and the scenario calibrated from them (committed).
+VALIDATE = ["validate", "--scenario", str(STUDY / "calibrated.toml"),
+            *(str(p) for p in sorted((STUDY / "runs").glob("2x2-*")))]  # fmt: skip
 
 
 def started_like_a_terminal_child() -> None:
@@ -107,6 +111,8 @@ CASES = [
         True,
         id="advise-ctrl-c",
     ),
+    pytest.param([*VALIDATE, "--jobs", "2"], 2, signal.SIGINT, True, id="validate-ctrl-c"),
+    pytest.param([*VALIDATE, "--jobs", "2"], 2, signal.SIGTERM, False, id="validate-sigterm"),
     # One process: the simulation in the main process itself stops.
     pytest.param(["simulate", "hover", "--jobs", "1"], 0, signal.SIGTERM, False, id="simulate"),
     # Real gepa runs on threads (seconds to import and start: slow).
@@ -128,7 +134,7 @@ def test_a_signal_stops_the_work_at_once_and_leaves_nothing(
     out = tmp_path / "out"
     simulated = args[0] != "conformance"
     command = [*args, *(LONG if simulated else [])]
-    command += ["--out", str(out)] if args[0] in ("sweep", "advise") else []
+    command += ["--out", str(out)] if args[0] in ("sweep", "advise", "validate") else []
     proc = start(command, tmp_path)
     before = read_until(proc, ": ")  # the progress line: the work is under way
     wait_for_workers(proc, workers)

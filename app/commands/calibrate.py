@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from pxn.app.console import print_set_aside, progress_bar, say, stderr
+from pxn.app.console import WorkProgress, print_set_aside, progress_bar, say, stderr
+from pxn.app.interrupts import stopped_by_signals
 from pxn.app.options import DEFAULT_JOBS, Format, Jobs, Out, Wide
 from pxn.app.output import Output, ensure_writable_outputs
 from pxn.errors import PxnError
@@ -181,10 +182,14 @@ def calibrate_from_summaries(summaries: Path, output: Path, name: str, jobs: int
 
 
 def run_validation(scenario: str, runs: list[Path], reps: int, jobs: int):
-    from pxn.calibrate.validate import validate_runs
+    """Validate with a progress bar; Ctrl-C or SIGTERM stops it with one line."""
+    from pxn.calibrate.validate import plan_validation, validate_planned
     from pxn.sim.presets import load_scenario
 
-    validation = validate_runs(load_scenario(scenario), runs, reps, jobs)
+    plan = plan_validation(load_scenario(scenario), runs, reps)
+    progress = WorkProgress("simulating", "replicates", plan.total_replicates)
+    with stopped_by_signals(progress), progress:
+        validation = validate_planned(plan, jobs, progress.advance)
     print_set_aside(validation.rejected, validation.skipped_lines)
     return validation
 
