@@ -87,6 +87,13 @@ def calibration_lines(cal: Calibration) -> list[str]:
         f"b={s.minibatch}, W={s.workers}, reflection slots={s.reflection_concurrency}, "
         f"selection={s.selection}"
     )
+    seen = s.calibrated_on
+    if seen is not None:
+        lines.append(
+            f"calibrated on: the longest of {seen.runs} run(s) made {seen.metric_calls} metric "
+            f"calls and {seen.proposals} proposals ([calibrated_on]); a prediction for a longer "
+            "run extrapolates, and its report says by how much"
+        )
     lines.extend(latency_lines(cal.rollout))
     lines.extend(phase_lines(cal))
     lines.extend(latency_lines(cal.reflection))
@@ -161,6 +168,8 @@ def acceptance_lines(cal: Calibration) -> list[str]:
     a = cal.acceptance
     c = a.correlation
     decay = f"decaying fit a0={a.decay_a0:.3f} tau={a.decay_tau:.4g} proposals"
+    if math.isfinite(a.tau_floor):
+        decay += f" (tau searched from {a.tau_floor:.4g})"
     if a.chosen.tau is not None:
         decay += f", held from {a.decay_until:g} proposals on (decay_until: the most the fit saw)"
     return [

@@ -4,6 +4,12 @@ The closed form's speedup shown and written is the ratio of its own
 wall-clocks, T(1)/T(k), so it reads against the analytic column beside it; the
 paper's ratio formula (which drops the seed validation and the iterations'
 dependence on k) is kept in the CSV and JSON as `paper_ratio`.
+
+A scenario calibrated from runs (its [calibrated_on]) predicts a run
+EXTRAPOLATION times longer or more only by extrapolating what those runs
+showed; the report warns, with how much the parameter draws widen the
+interval beyond run-to-run noise: the part of the spread that better
+calibration could remove.
 """
 
 from __future__ import annotations
@@ -14,11 +20,13 @@ from typing import Any
 
 from pxn.app.output import Note, Report, csv_text, json_text
 from pxn.app.tables import Column, Grid
-from pxn.durations import format_duration
+from pxn.durations import format_duration, format_span
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.analytic import analytic
 from pxn.sim.predict import Prediction, Split
+
+EXTRAPOLATION = 2.0  # a prediction this many times the calibrated run's length is warned of
 
 
 def dollars_text(p: Prediction) -> str:
@@ -42,21 +50,12 @@ def times_text(ratio: float | None) -> str:
 
 
 def noise_text(split: Split | None) -> str:
-    return "-" if split is None else span_text(split.noise.low, split.noise.high)
+    return "-" if split is None else format_span(split.noise.low, split.noise.high)
 
 
 def parameter_share_text(split: Split | None) -> str:
     """The parameters' share of a spread; "-" without draws (or with one replicate each)."""
     return "-" if split is None else percent(split.parameter_share)
-
-
-def span_text(low: float, high: float) -> str:
-    """Two durations as one span, the unit said once when they share it: "39.6-58.4 min"."""
-    low_text, high_text = format_duration(low), format_duration(high)
-    low_number, low_unit = low_text.split()
-    if high_text.endswith(f" {low_unit}"):
-        return f"{low_number}-{high_text}"
-    return f"{low_text} - {high_text}"
 
 
 def analytic_speedup(scenario: Scenario, p: Prediction) -> float:
@@ -213,7 +212,7 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid
         grid.add_row(
             p.shape.label,
             format_duration(p.wall_clock.mean),
-            span_text(p.wall_clock.low, p.wall_clock.high),
+            format_span(p.wall_clock.low, p.wall_clock.high),
             *([parameter_share_text(p.wall_clock_split)] if draws else []),
             *([noise_text(p.wall_clock_split)] if draws else []),
             times_text(p.speedup),
@@ -246,6 +245,55 @@ def stage_table(prediction: Prediction) -> Grid:
     return grid
 
 
+def widening(p: Prediction) -> float | None:
+    """How many times wider the wall-clock's 5-95% is than run-to-run noise's alone."""
+    split = p.wall_clock_split
+    if split is None or split.noise.high <= split.noise.low:
+        return None
+    return (p.wall_clock.high - p.wall_clock.low) / (split.noise.high - split.noise.low)
+
+
+def extrapolation_warning(scenario: Scenario, predictions: list[Prediction]) -> Note | None:
+    """Say so when the prediction runs well past what the scenario was calibrated on."""
+    seen = scenario.calibrated_on
+    if seen is None:
+        return None
+    proposals = max(p.proposals.mean for p in predictions)
+    calls_ratio = scenario.budget / seen.metric_calls
+    proposals_ratio = proposals / seen.proposals if seen.proposals else math.inf
+    if max(calls_ratio, proposals_ratio) < EXTRAPOLATION:
+        return None
+    text = (
+        f"calibrated on runs of up to {seen.metric_calls} metric calls and {seen.proposals} "
+        f"proposals ({seen.runs} run(s)); predicting {scenario.budget} metric calls "
+        f"({calls_ratio:.3g}x) and up to {proposals:.0f} proposals: acceptance beyond proposal "
+        f"{seen.proposals} is extrapolated"
+    )
+    if scenario.acceptance.tau is not None and scenario.acceptance.decay_until is not None:
+        text += (
+            f" (the fitted decay held at its rate at proposal {scenario.acceptance.decay_until:g})"
+        )
+    widths = {p.shape.label: w for p in predictions if (w := widening(p)) is not None}
+    if widths:
+        widest = max(widths, key=widths.__getitem__)
+        text += (
+            f"; the parameter draws widen the wall-clock's 5-95% interval by up to "
+            f"{max(widths[widest] - 1, 0):.0%} ({widest}) over run-to-run noise alone, and a "
+            "longer run can drift further than the draws know"
+        )
+    elif any(p.draws for p in predictions):
+        text += (
+            "; the interval spans the parameter draws, but with one replicate per draw how much "
+            "they widen it is unknown (give --reps at least twice the draws)"
+        )
+    else:
+        text += (
+            "; the scenario has no parameter draws, so the interval holds run-to-run noise "
+            "alone: how far off the prediction could be is unknown (pxn calibrate --draws N)"
+        )
+    return Note(text, label="warning")
+
+
 def predictions_report(
     scenario: Scenario, predictions: list[Prediction], stages: bool = False
 ) -> Report:
@@ -255,6 +303,9 @@ def predictions_report(
         shown += [stage_table(p) for p in predictions]
     # The same for every shape (they ran the same replicates): said once.
     shown += [Note(note) for note in dict.fromkeys(n for p in predictions for n in p.notes)]
+    warning = extrapolation_warning(scenario, predictions)
+    if warning is not None:
+        shown.append(warning)
     return Report(
         name="sweep",
         shown=shown,

@@ -14,6 +14,10 @@ the first of them would look alone. So the load is the most calls in flight
 over the call's first DISPATCH_WINDOW seconds: the count the simulator
 assigns, where such calls start at the same instant. (Never more: a call
 that takes a freed slot meets the others still running, as at its start.)
+
+The effect is declared (a note in the report) when the Spearman correlation
+of latency with load is positive beyond MIN_RHO at p < ALPHA, from at least
+MIN_CALLS calls: below that it is reported, never declared.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pxn.trace import Reflection, Rollout, Trace
 ALPHA = 0.01
 DISPATCH_WINDOW = 0.1  # seconds; measured dispatch spread of one stage is under 0.02 s
 MIN_RHO = 0.2  # weaker than this is not worth a warning, however significant
+MIN_CALLS = 20
 
 
 @dataclass(frozen=True)
@@ -43,7 +48,7 @@ class LoadEffect:
 
     @property
     def significant(self) -> bool:
-        return self.pvalue < ALPHA and self.spearman > MIN_RHO
+        return self.n >= MIN_CALLS and self.pvalue < ALPHA and self.spearman > MIN_RHO
 
 
 def call_loads(calls: list[Rollout | Reflection]) -> np.ndarray:

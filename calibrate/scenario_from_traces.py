@@ -12,7 +12,9 @@ when the phases differ, acceptance with its decay and within-step correlation
 When the calls report token counts, the [tokens] table is fitted (tokens.py);
 with a model name given, the [prices] table is priced from litellm's table
 (costs.py). With `draws`, the [uncertainty] table holds parameter draws from a
-bootstrap of the same fits (draws.py).
+bootstrap of the same fits (draws.py). [calibrated_on] records the longest
+run's metric calls and proposals, so a prediction for a longer run can say
+how far it extrapolates.
 """
 
 from __future__ import annotations
@@ -45,8 +47,16 @@ from pxn.calibrate.units import Calls, Units, cut_into_units, selection_of, skip
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.load import Load, Loads
-from pxn.scenario import Scenario
-from pxn.trace import ROLLOUT_PHASES, Loaded, Reflection, Rollout, Trace, load_traces
+from pxn.scenario import CalibratedOn, Scenario
+from pxn.trace import (
+    ROLLOUT_PHASES,
+    Loaded,
+    Reflection,
+    Rollout,
+    Trace,
+    load_traces,
+    summarize,
+)
 
 SETUP_FIELDS = (
     "budget",
@@ -232,6 +242,7 @@ def calibrate_traces(
         loads=Loads(*(Load(lm_servers, betas.get(role, 0.0)) for role in ("task", "reflection"))),
         tokens=None if token_counts is None else token_counts.chosen,
         prices=prices,
+        calibrated_on=_calibrated_on(traces),
     )
     try:
         scenario.validate()
@@ -265,6 +276,16 @@ def calibrate_traces(
         calibration.scenario = scenario.replace(uncertainty=calibration.draws.uncertainty)
         calibration.scenario.validate_draws()
     return calibration
+
+
+def _calibrated_on(traces: list[Trace]) -> CalibratedOn:
+    """The longest run's metric calls and proposals: how far the traces reach."""
+    runs = [summarize(t) for t in traces]
+    return CalibratedOn(
+        runs=len(runs),
+        metric_calls=max(r.metric_calls for r in runs),
+        proposals=max(r.proposals for r in runs),
+    )
 
 
 def _fit_kind(served: Calls, units: Units, kind: str, choice: str) -> LatencyFit:

@@ -3,8 +3,8 @@
 Statistical tests are seeded. A rate "at most nominal" is checked with a
 one-sided binomial test of the claims against 5% at significance 0.01, so a
 rate that is truly 5% fails it about 1% of the time (never, with the seeds
-fixed); a rate of 8.5% (what the chi-square test gave at 4 proposals)
-would fail it.
+fixed). The decay test's rates at small n, per shape, are in
+test_calibrate_small_samples.py.
 """
 
 from __future__ import annotations
@@ -47,28 +47,29 @@ def not_above_nominal(claims: int, trials: int) -> bool:
 
 
 def test_the_four_proposal_run_that_fooled_the_chi_square_test() -> None:
-    """First accepted, then three rejections: a steep decay fits it perfectly (p = 0.034
-    by chi-square), but four proposals are far too few to claim one."""
+    """First accepted, then three rejections: a decay with tau = 0.08 proposals fitted it
+    perfectly (p = 0.034 by chi-square). Now tau stops at one proposal, and four proposals
+    are far too few to test a decay at all."""
     fit = fit_acceptance(single_steps(np.array([1.0, 0.0, 0.0, 0.0])))
-    assert fit.lr_statistic == pytest.approx(4.5, abs=0.01)  # the statistic itself is as before
-    assert scipy.stats.chi2.sf(fit.lr_statistic, df=1) == pytest.approx(0.034, abs=0.001)
-    assert fit.chosen.tau is None
-    assert "too few to claim a decay" in fit.reason
+    assert fit.decay_tau >= fit.tau_floor == 1
+    assert fit.lr_statistic < 4.5  # no perfect fit below the floor
+    assert fit.chosen.tau is None and np.isnan(fit.lr_pvalue)
+    assert "decay not testable: 4 proposals" in fit.reason
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("proposals", [4, 8, 16, 24, 40])
-def test_decay_is_claimed_at_most_nominally_under_constant_acceptance(proposals: int) -> None:
-    """The false-positive rate of the decay claim at small n, measured: 200 runs each."""
+@pytest.mark.parametrize("proposals", [20, 24])
+def test_decay_is_claimed_at_most_nominally_just_above_the_minimum(proposals: int) -> None:
+    """Single runs of 20 and 24 proposals, 400 each: a bootstrap from the fitted constant
+    claimed decay 7% of the time at 20 (measured); the permutation test over steps does not."""
+    assert proposals >= DECAY_MIN_PROPOSALS
     rng = np.random.default_rng(proposals)
-    trials = 200
+    trials = 400
     claims = sum(
         fit_acceptance(single_steps((rng.random(proposals) < 0.3).astype(float))).chosen.tau
         is not None
         for _ in range(trials)
     )
-    if proposals < DECAY_MIN_PROPOSALS:
-        assert claims == 0
     assert not_above_nominal(claims, trials), f"{claims}/{trials} claimed decay"
 
 

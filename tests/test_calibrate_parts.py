@@ -9,7 +9,7 @@ import pytest
 import scipy.stats
 from calibrate_helpers import TRUE, write_traces
 
-from pxn.calibrate.acceptance import DECAY_BOOTSTRAP, Steps, fit_acceptance
+from pxn.calibrate.acceptance import DECAY_PERMUTATIONS, Steps, fit_acceptance
 from pxn.calibrate.load_effect import fit_load_effects
 from pxn.calibrate.overhead import fit_concurrency, fit_overhead, in_flight
 from pxn.calibrate.tokens import fit_tokens
@@ -44,8 +44,8 @@ def test_decay_is_found_and_fitted() -> None:
     i = np.arange(800)
     outcomes = bernoulli(0.6 * np.exp(-i / 200), seed=2)
     fit = fit_acceptance(one_by_one(outcomes))
-    # No simulated constant data set reaches the statistic: the bootstrap's smallest p.
-    assert fit.chosen.tau is not None and fit.lr_pvalue == 1 / (DECAY_BOOTSTRAP + 1)
+    # No rearrangement of the steps reaches the statistic: the smallest p.
+    assert fit.chosen.tau is not None and fit.lr_pvalue == 1 / (DECAY_PERMUTATIONS + 1)
     assert fit.chosen.decay_until == 799  # the last step was made after 799 proposals
     assert fit.chosen.a0 == pytest.approx(0.6, abs=0.1)
     assert 130 < fit.chosen.tau < 300

@@ -15,7 +15,7 @@ import pytest
 from calibrate_helpers import ROLLOUT, TRUE, relative, write_traces
 
 from pxn.acceptance import Acceptance
-from pxn.calibrate.acceptance import DECAY_BOOTSTRAP
+from pxn.calibrate.acceptance import DECAY_PERMUTATIONS
 from pxn.calibrate.scenario_from_traces import Calibration, calibrate_traces
 from pxn.scenario import Scenario
 from pxn.shape import Shape
@@ -93,7 +93,7 @@ def test_decay_is_recovered_when_present(tmp_path: Path) -> None:
     runs = write_traces(tmp_path, decaying, Shape(1, 1), range(4))
     fit = calibrate_traces(runs).acceptance
     assert fit.chosen.tau is not None, fit.reason
-    assert fit.lr_pvalue == 1 / (DECAY_BOOTSTRAP + 1)  # no constant data set reaches it
+    assert fit.lr_pvalue == 1 / (DECAY_PERMUTATIONS + 1)  # no rearrangement of the steps reaches it
     assert abs(fit.chosen.a0 - 0.5) < 0.12
     assert 60 < fit.chosen.tau < 240
 
