@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from pxn.app.output import Note, Report, csv_text, json_text
-from pxn.app.prediction_report import span_text
 from pxn.app.tables import Column, Grid
-from pxn.durations import format_duration
+from pxn.durations import format_duration, format_span
 from pxn.sim.advise import Advice, Assessment
 
 CAVEAT = (
@@ -42,7 +41,7 @@ def describe(x: Assessment) -> str:
     """One allocation in one line."""
     p = x.prediction
     w = p.wall_clock
-    parts = [f"{format_duration(w.mean)} [{span_text(w.low, w.high)}]"]
+    parts = [f"{format_duration(w.mean)} [{format_span(w.low, w.high)}]"]
     if p.dollars is not None:
         parts.append(f"{money(p.dollars.mean)} [{money(p.dollars.low)}-{money(p.dollars.high)}]")
     parts += [
@@ -115,7 +114,7 @@ def advice_table(advice: Advice) -> Grid:
             mark,
             x.allocation.label,
             format_duration(p.wall_clock.mean),
-            span_text(p.wall_clock.low, p.wall_clock.high),
+            format_span(p.wall_clock.low, p.wall_clock.high),
             *([money(p.dollars.mean)] if priced else []),
             f"{p.iterations.mean:.1f}",
             f"{p.proposals.mean:.0f}",

@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from pxn.app.output import Report, csv_text, json_text
-from pxn.app.prediction_report import span_text
 from pxn.app.tables import Column, Grid
 from pxn.calibrate.validate import Check, Validation
-from pxn.durations import format_duration
+from pxn.durations import format_duration, format_span
 from pxn.trace import TRACE_NAME
 
 
@@ -127,7 +126,7 @@ def validation_table(v: Validation) -> Grid:
     for c in v.checks:
         p, m = c.predicted, c.measured
         status = "" if c.complete else f" ({c.status})"
-        simulated = span_text(p.wall_clock.low, p.wall_clock.high)
+        simulated = format_span(p.wall_clock.low, p.wall_clock.high)
         grid.add_row(
             run_label(c.run) + status + (" (resumed)" if c.resumed else ""),
             c.shape.label,

@@ -14,6 +14,7 @@ from pxn.calibrate.from_summaries import (
     TOKEN_LOG_SD,
     Inference,
 )
+from pxn.calibrate.summaries import Fact
 
 WIDTH = 100  # columns
 
@@ -90,12 +91,22 @@ def inference_lines(inference: Inference) -> list[str]:
         )
         ranged = f"; {check.share_inside:.0%} of runs in the range" if fact.ranged else ""
         lines += [
-            f"  {fact.label:<{width}}  reported {fact.reported:<7} predicted "
+            f"  {fact.label:<{width}}  reported {reported(fact):<7} predicted "
             f"{fact.shown(check.median)} [{fact.shown(check.low)}, {fact.shown(check.high)}]  "
             + ("inside" if check.inside else "OUTSIDE"),
             f"  {'':<{width}}  one run's noise {noise}{ranged}",
         ]
     return lines
+
+
+def reported(fact: Fact) -> str:
+    """The reported figure as the file wrote it, but a share as the prediction beside it is
+    shown: 17%, not 0.17."""
+    if fact.quantity != "full_val_share":
+        return fact.reported
+    if fact.ranged:
+        return f"{fact.shown(fact.low)}-{fact.shown(fact.high)}"
+    return fact.shown(fact.low)
 
 
 def assumptions(inference: Inference) -> list[str]:

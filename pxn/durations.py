@@ -34,3 +34,12 @@ def format_duration(seconds: float) -> str:
     if seconds >= 60:
         return f"{seconds / 60:.1f} min"
     return f"{seconds:.1f} s"
+
+
+def format_span(low: float, high: float) -> str:
+    """Two durations as one span, the unit said once when they share it: "39.6-58.4 min"."""
+    low_text, high_text = format_duration(low), format_duration(high)
+    low_number, low_unit = low_text.split()
+    if high_text.endswith(f" {low_unit}"):
+        return f"{low_number}-{high_text}"
+    return f"{low_text} - {high_text}"

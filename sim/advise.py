@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pxn.durations import format_duration
+from pxn.durations import format_duration, format_span
 from pxn.errors import PxnError
 from pxn.scenario import Scenario
 from pxn.shape import Shape
@@ -444,7 +444,7 @@ def infeasibility_reasons(ask: Ask, assessments: list[Assessment]) -> list[str]:
         reasons.append(
             f"no allocation meets the {format_duration(ask.deadline)} deadline in 95% of "
             f"simulated runs: the closest, {closest.allocation.label}, takes "
-            f"{format_duration(w.mean)} [{format_duration(w.low)}-{format_duration(w.high)}]"
+            f"{format_duration(w.mean)} [{format_span(w.low, w.high)}]"
         )
     if ask.max_dollars is not None:
         closest = min(assessments, key=lambda x: x.prediction.dollars.high)

@@ -25,7 +25,8 @@ from pxn.calibrate.from_summaries import (
     simulate_points,
 )
 from pxn.calibrate.priors import Prior, Priors
-from pxn.calibrate.summaries import Setup, read_summaries
+from pxn.calibrate.summaries import Fact, Setup, read_summaries
+from pxn.calibrate.summaries_report import reported
 from pxn.errors import PxnError
 from pxn.scenario import Scenario
 from pxn.shape import Shape
@@ -402,3 +403,10 @@ iterations = 40
     summaries = read_summaries(path)
     with pytest.raises(PxnError, match=r"prior of 'acceptance\.correlation'"):
         priors_for(summaries, base_scenario(summaries.setup, "x"))
+
+
+def test_a_reported_share_is_shown_as_its_prediction_is() -> None:
+    share = Fact("single full val share", "full_val_share", 0.17, 0.17, (0,), "0.17")
+    assert reported(share) == "17%" and share.shown(0.19) == "19%"
+    hours = Fact("single wall clock", "wall_clock", 27720.0, 27720.0, (0,), "7.7 h", "h", 3600.0)
+    assert reported(hours) == "7.7 h"  # as the file wrote it

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pxn.durations import parse_duration
+from pxn.durations import format_span, parse_duration
 from pxn.errors import PxnError
 from pxn.prices import Prices, model_prices
 from pxn.selection import Selection
@@ -113,3 +113,8 @@ def test_model_prices_come_from_litellms_table_without_importing_it():
     done = subprocess.run([sys.executable, "-c", check, scenario], env=env, capture_output=True,
                           text=True)  # fmt: skip
     assert done.returncode == 0, done.stderr
+
+
+def test_a_span_of_durations_names_a_shared_unit_once() -> None:
+    assert format_span(8500, 11800) == "2.36-3.28 h"
+    assert format_span(50, 70) == "50.0 s - 1.2 min"
