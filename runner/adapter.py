@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
@@ -307,12 +308,14 @@ class InstrumentedAdapter:
         records = [traj["record"] for traj in (eval_batch.trajectories or [])]
         return {name: records for name in components_to_update}
 
-    def score(self, candidate: dict[str, str], examples: Sequence[Item]) -> float:
-        """Mean score on held-out examples (the test split), outside gepa and the trace:
-        a failed rollout scores 0, and nothing of it is written."""
-        jobs = [Job(candidate, item.payload, "test", 0) for item in examples]
-        scores = [o.score for _, _, o in self.pool.run(jobs, self.recording.clock, _ignore)]
-        return sum(scores) / len(scores) if scores else float("nan")
+
+def score_split(pool: RolloutPool, candidate: dict[str, str], examples: Sequence[Item]) -> float:
+    """Mean score on held-out examples (the test split) on the pool's slots, outside gepa and
+    the trace: a failed rollout scores 0, and nothing of it is written (so its times, on
+    any clock, are dropped)."""
+    jobs = [Job(candidate, item.payload, "test", 0) for item in examples]
+    scores = [o.score for _, _, o in pool.run(jobs, time.perf_counter, _ignore)]
+    return sum(scores) / len(scores) if scores else float("nan")
 
 
 def _report(outcome: Outcome, slot: int) -> RolloutReport:

@@ -14,8 +14,9 @@ working: your callbacks still get every event, your stoppers still stop).
 The trace (runs/my-run/trace.jsonl, the schema of pxn.trace) is written event
 by event, so a crash leaves a valid prefix; leaving the `with` block, by
 return, exception or Ctrl-C, writes `run_end` with gepa's own totals checked
-against the trace (`rec.result` then holds them). `pxn run` records its
-built-in tasks through this same code.
+against the trace (`rec.result` then holds them; `completed_run(out, state)`
+reads a completed run's back later, for work after gepa's loop). `pxn run`
+records its built-in tasks through this same code.
 
 What is recorded, and how well:
 - every adapter call gepa makes, as one rollout per example with its phase,
@@ -78,7 +79,16 @@ from pxn.runner.wrappers import (
     wrap_adapter,
     wrap_reflection_lm,
 )
-from pxn.trace import Reflection, Resume, Rollout, RunEnd, RunStart, TraceWriter, read_trace
+from pxn.trace import (
+    Reflection,
+    Resume,
+    Rollout,
+    RunEnd,
+    RunStart,
+    Trace,
+    TraceWriter,
+    read_trace,
+)
 
 __all__ = [
     "RecordedRun",
@@ -86,6 +96,7 @@ __all__ = [
     "ReflectionReport",
     "RolloutNote",
     "RolloutReport",
+    "completed_run",
     "recording",
 ]
 
@@ -398,7 +409,9 @@ class Recording:
         else:
             status, message = "failed", describe_error(exc)  # type: ignore[arg-type]
         end = self.clock()
-        self.result = self._totals(status, message, rec.state)
+        self.result = _totals(
+            read_trace(self.trace_path), status, message, rec.state, self._workers
+        )
         rec.write(
             RunEnd(
                 start=end,
@@ -413,42 +426,57 @@ class Recording:
         rec.close()
         return False
 
-    def _totals(self, status: str, message: str, state: Any) -> RecordedRun:
-        trace = read_trace(self.trace_path)
-        totals = trace_totals(trace)
-        every_reflection = trace.of(Reflection)
-        paid = [*trace.of(Rollout), *every_reflection]
-        costs = [e.cost for e in paid if e.cost is not None]
-        problems: list[str] = []
-        if status == "completed" and state is not None:
-            gepa_counts = {
-                "metric_calls": state.total_num_evals,
-                "full_val_evals": state.num_full_ds_evals,
-                "accepted": len(state.program_candidates) - 1,
-                "iterations": state.i + 1,
-            }
-            problems = mismatches(totals, workers=self._workers, **gepa_counts)
-        else:  # gepa's counts lag the calls made: the trace holds the true ones
-            gepa_counts = {
-                "metric_calls": totals.metric_calls,
-                "full_val_evals": totals.full_val_evals,
-                "accepted": totals.accepted,
-                "iterations": totals.iterations,
-            }
-        return RecordedRun(
-            status=status,
-            message=message,
-            proposals=totals.proposals,
-            reflection_calls=len(every_reflection),
-            tokens_in=sum(e.tokens_in or 0 for e in paid),
-            tokens_out=sum(e.tokens_out or 0 for e in paid),
-            cost=sum(costs) if costs else None,
-            wall_clock_s=round(max(e.end for e in trace.events), 3),
-            workers_seen=totals.max_concurrent,
-            unfenced_replies=sum(r.fenced is False for r in every_reflection),
-            mismatches=tuple(problems),
-            **gepa_counts,
-        )
+
+def completed_run(out: str | Path, state: GEPAState) -> RecordedRun:
+    """The totals of the run in `out` whose gepa loop completed, as its run_end's session
+    found them: re-read from its trace and gepa's final `state` (saved in its run_dir), for
+    work after gepa's loop that a resume finishes."""
+    trace = read_trace(Path(out) / "trace.jsonl")
+    end = trace.run_end
+    if end is None or end.status != "completed":
+        raise PxnError(f"{out} holds no run whose gepa loop completed", subject="run directory")
+    return _totals(trace, end.status, end.message, state, trace.run_start.workers or None)
+
+
+def _totals(
+    trace: Trace, status: str, message: str, state: Any, workers: int | None
+) -> RecordedRun:
+    """The whole run's totals: the trace's, checked against gepa's `state` when completed;
+    `workers` is the declared W (None: not declared)."""
+    totals = trace_totals(trace)
+    every_reflection = trace.of(Reflection)
+    paid = [*trace.of(Rollout), *every_reflection]
+    costs = [e.cost for e in paid if e.cost is not None]
+    problems: list[str] = []
+    if status == "completed" and state is not None:
+        gepa_counts = {
+            "metric_calls": state.total_num_evals,
+            "full_val_evals": state.num_full_ds_evals,
+            "accepted": len(state.program_candidates) - 1,
+            "iterations": state.i + 1,
+        }
+        problems = mismatches(totals, workers=workers, **gepa_counts)
+    else:  # gepa's counts lag the calls made: the trace holds the true ones
+        gepa_counts = {
+            "metric_calls": totals.metric_calls,
+            "full_val_evals": totals.full_val_evals,
+            "accepted": totals.accepted,
+            "iterations": totals.iterations,
+        }
+    return RecordedRun(
+        status=status,
+        message=message,
+        proposals=totals.proposals,
+        reflection_calls=len(every_reflection),
+        tokens_in=sum(e.tokens_in or 0 for e in paid),
+        tokens_out=sum(e.tokens_out or 0 for e in paid),
+        cost=sum(costs) if costs else None,
+        wall_clock_s=round(max(e.end for e in trace.events), 3),
+        workers_seen=totals.max_concurrent,
+        unfenced_replies=sum(r.fenced is False for r in every_reflection),
+        mismatches=tuple(problems),
+        **gepa_counts,
+    )
 
 
 def _drop_torn_line(path: Path) -> float:

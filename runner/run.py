@@ -15,6 +15,10 @@ ones of synthetic.py (`pxn conformance`).
 gepa's own state lives in runs/NAME/gepa (its run_dir), so `resume=True`
 continues an interrupted run into the same trace; a finished run is left as it
 is (status "finished"), and `overwrite=True` starts afresh in a used directory.
+The test split's scoring is the last step a resume finishes: interrupted after
+gepa's loop completed (run_end written, result.json not), a resume scores the
+best candidate of gepa's saved state on the test split and writes result.json,
+leaving the trace and gepa's state as they are.
 """
 
 from __future__ import annotations
@@ -34,19 +38,36 @@ from typing import Any
 
 import gepa  # imported before any timing starts, as litellm is below
 import litellm
+from gepa.core.result import GEPAResult
+from gepa.core.state import GEPAState
 from gepa.strategies.proposal_sampling import PxNSampling
 
 from pxn.errors import PxnError
-from pxn.runner.adapter import InstrumentedAdapter, RolloutPool, ThreadRollouts, wrap_split
+from pxn.files import write_text_atomically
+from pxn.runner.adapter import (
+    InstrumentedAdapter,
+    RolloutPool,
+    ThreadRollouts,
+    score_split,
+    wrap_split,
+)
 from pxn.runner.config import Plan, RunConfig, check_out, make_selection, plan
 from pxn.runner.lm import ChatModel, LMClient
 from pxn.runner.lm_pool import LMPool, PoolInfo, running_pool
 from pxn.runner.progress import LiveProgress
-from pxn.runner.record import RecordedRun, Recording, RunFinished, check_resumable, recording
+from pxn.runner.record import (
+    RecordedRun,
+    Recording,
+    RunFinished,
+    check_resumable,
+    completed_run,
+    recording,
+)
 from pxn.runner.redact import redact
 from pxn.runner.reflection import InstrumentedReflectionLM
 from pxn.runner.retry import RetryPolicy
 from pxn.runner.waits import PROBE_TIMEOUT, on_stderr, quiet
+from pxn.trace import read_trace
 
 # Imported for its side effect: litellm's import takes seconds, and done lazily inside
 # the first call it would be timed as that call's latency.
@@ -96,7 +117,9 @@ def run_gepa(
         try:  # before any LM pool starts or model is probed: nothing changes
             check_resumable(out)
         except RunFinished as finished:
-            return RunResult(out=out, status="finished", message=finished.problem)
+            if (out / "result.json").exists():
+                return RunResult(out=out, status="finished", message=finished.problem)
+            _check_saved_state(out)  # only the test split's scoring is left
     if not overwrite:
         check_out(config, resume)
     pl = plan(config)
@@ -179,6 +202,20 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _loop_completed(out: Path) -> bool:
+    end = read_trace(out / "trace.jsonl").run_end
+    return end is not None and end.status == "completed"
+
+
+def _check_saved_state(out: Path) -> None:
+    if not (out / "gepa" / "gepa_state.bin").exists():
+        raise PxnError(
+            f"{out} finished gepa's loop, but gepa's saved state (gepa/gepa_state.bin), which "
+            "holds the candidate to score on the test split, is gone",
+            subject="run directory",
+        )
+
+
 def _load_config(out: Path, progress: bool) -> RunConfig:
     path = out / "config.json"
     if not (out / "trace.jsonl").exists() or not path.exists():
@@ -215,6 +252,11 @@ def run_engine(
     test = wrap_split("test", task.test)
     versions = _versions(task_client, refl_client)
     pool = rollouts if rollouts is not None else ThreadRollouts(task, task_client, config.workers)
+    if resume and _loop_completed(out):
+        try:
+            return _score_completed_loop(config, pl, pool, test, versions)
+        finally:
+            pool.close()
     rec = recording(
         out,
         workers=config.workers,
@@ -294,27 +336,47 @@ def _record(
         raise error if error is not None else RuntimeError("the run did not start")
     if gepa_result is None or run.status != "completed":
         return RunResult(out=out, status=run.status, message=run.message)
-    result, warnings = _finish(config, pl, out, gepa_result, adapter, run, test, versions)
-    return RunResult(out=out, status=run.status, result=result, warnings=warnings)
+    return _finish(config, pl, gepa_result, adapter.pool, run, test, versions)
+
+
+def _score_completed_loop(
+    config: RunConfig, pl: Plan, pool: RolloutPool, test: list[Any], versions: dict[str, str]
+) -> RunResult:
+    """Resuming a run interrupted after gepa's loop completed: gepa's result and the whole
+    run's totals as that session had them (its saved state, its trace), the test split
+    scored now."""
+    state = GEPAState.load(str(Path(config.out) / "gepa"))
+    run = completed_run(config.out, state)
+    done = "gepa's loop had completed: the best candidate was scored on the test split now"
+    return _finish(config, pl, GEPAResult.from_state(state), pool, run, test, versions, done)
 
 
 def _finish(
     config: RunConfig,
     pl: Plan,
-    out: Path,
     gr: Any,
-    adapter: InstrumentedAdapter,
+    pool: RolloutPool,
     run: RecordedRun,
     test: list[Any],
     versions: dict[str, str],
-) -> tuple[dict[str, Any], list[str]]:
+    message: str = "",
+) -> RunResult:
     """result.json: the whole run's totals (the trace's, checked against gepa's), the best
     candidate, and its score on the test split."""
+    out = Path(config.out)
     best = gr.best_candidate
     # The test split is scored after gepa's loop, outside the trace (it is no metric
     # call of gepa's); its time is reported apart so no one takes it for overhead.
     test_start = time.perf_counter()
-    test_score = adapter.score(best, test) if test else None
+    try:
+        test_score = score_split(pool, best, test) if test else None
+    except KeyboardInterrupt:  # the trace is complete; result.json waits for a resume
+        return RunResult(
+            out=out,
+            status="interrupted",
+            message="while the test split was scored, after gepa's loop completed: resuming "
+            "the run scores it and writes result.json",
+        )
     test_eval_s = time.perf_counter() - test_start
     warnings = [f"trace mismatch: {m}" for m in run.mismatches]
     if run.unfenced_replies:
@@ -348,8 +410,9 @@ def _finish(
         "versions": versions,
     }
     text = redact(json.dumps(result, indent=2))
-    (out / "result.json").write_text(text + "\n", encoding="utf-8")
-    return result, warnings
+    # Whole or not at all: a resume takes a result.json as the sign the run is finished.
+    write_text_atomically(out / "result.json", text + "\n")
+    return RunResult(out=out, status=run.status, message=message, result=result, warnings=warnings)
 
 
 class GepaLog:

@@ -1,14 +1,17 @@
 """Kill -9 mid-run leaves a valid-prefix trace and --resume continues it; Ctrl-C ends the
-trace with run_end "interrupted". The `pxn` command runs as a real subprocess against the
-fault server (answering slowly enough to be caught mid-run)."""
+trace with run_end "interrupted", and Ctrl-C during the test split's scoring (after gepa's
+loop) leaves the scoring to the resume. The `pxn` command runs as a real subprocess against
+the fault server (answering slowly enough to be caught mid-run) or the local LM pool."""
 
 from __future__ import annotations
 
 import json
 import os
 import random
+import select
 import signal
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,9 @@ from fault_server import FaultServer
 from gepa.core.state import GEPAState
 
 from pxn.runner.checks import trace_totals
+from pxn.runner.tasks import LMCall, Task
+from pxn.runner.topic_task import TopicExample, make_topic_task
+from pxn.runner.topic_task import program as topic_program
 from pxn.trace import Decision, Iteration, Reflection, Resume, Rollout, RunEnd, RunStart, read_trace
 
 TESTS = str(Path(__file__).parent)
@@ -35,8 +41,8 @@ def ctrl_c_as_a_terminal_gives_it() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
-def pxn_run(args: list[str]) -> subprocess.Popen[str]:
-    env = {**os.environ, "OPENAI_API_KEY": "sk-test-dummy-key", "PYTHONPATH": TESTS}
+def pxn_run(args: list[str], **env_extra: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test-dummy-key", "PYTHONPATH": TESTS, **env_extra}
     return subprocess.Popen(
         [str(PXN), "run", "--no-progress", *args],
         env=env,
@@ -181,3 +187,96 @@ def test_sigkill_at_random_points_then_resume_keeps_whole_run_totals(tmp_path):
     assert len(trace.of(Resume)) == killed
     assert sum(isinstance(e, RunEnd) for e in trace.events) == 1
     assert_whole_run_totals(out)
+
+
+# ---- Ctrl-C while the test split is scored, on the local LM pool ----
+
+
+def make_logged_task() -> Task:
+    """The topics task, its program writing each example's id to $PXN_CALL_LOG before its
+    LM call. With $PXN_TEST_READY and $PXN_TEST_GO naming FIFOs, the first test example
+    writes a line to the first and waits until the second is closed: the test split's
+    scoring is then surely under way, and unfinished, when the test interrupts it."""
+    task = make_topic_task()
+    log = Path(os.environ["PXN_CALL_LOG"])
+    first_test = task.test[0].id
+
+    def program(candidate: dict[str, str], example: TopicExample, lm: LMCall) -> str:
+        with log.open("a", encoding="utf-8") as f:
+            f.write(example.id + "\n")
+        if example.id == first_test and "PXN_TEST_READY" in os.environ:
+            with open(os.environ["PXN_TEST_READY"], "w", encoding="utf-8") as ready:
+                ready.write("scoring the test split\n")
+            with open(os.environ["PXN_TEST_GO"], encoding="utf-8") as go:
+                go.read()  # until the test closes its end
+        return topic_program(candidate, example, lm)
+
+    return replace(task, name="topics-logged", program=program)
+
+
+def read_line_while_running(fifo: int, proc: subprocess.Popen[str]) -> str:
+    """The first line written to `fifo` (opened non-blocking), or "" if `proc` ends first."""
+    while proc.poll() is None:
+        readable, _, _ = select.select([fifo], [], [], 1.0)
+        if readable:
+            return os.read(fifo, 100).decode()
+    return ""
+
+
+@pytest.mark.lm
+def test_ctrl_c_while_the_test_split_is_scored_leaves_it_to_the_resume(
+    tmp_path, lm_pool, monkeypatch
+):
+    from pxn.runner.lm_records import PoolRecord
+
+    # The `pxn run` children find the session's LM pool by its record, as a `pxn lm serve`.
+    state = tmp_path / "state"
+    monkeypatch.setenv("PXN_STATE_DIR", str(state))
+    PoolRecord.for_this_process(
+        started_by="the test session", shared=True, model=lm_pool.model, servers=lm_pool.servers
+    ).save()
+    out, log = tmp_path / "run", tmp_path / "calls.log"
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    os.mkfifo(ready)
+    os.mkfifo(go)
+    env = {"PXN_STATE_DIR": str(state), "PXN_CALL_LOG": str(log)}
+    args = ["--out", str(out), "--task", "test_runner_resume:make_logged_task",
+            "--shape", "2x2", "--budget", "20", "--workers", "2"]  # fmt: skip
+    reader = os.open(ready, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        proc = pxn_run(args, PXN_TEST_READY=str(ready), PXN_TEST_GO=str(go), **env)
+        line = read_line_while_running(reader, proc)
+        assert line == "scoring the test split\n", proc.communicate()[1]
+        with open(go, "w"):  # the paused rollout waits on it until it is closed
+            # gepa's loop is over and recorded: the trace already ends with its run_end.
+            assert read_trace(out / "trace.jsonl").run_end.status == "completed"
+            proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        os.close(reader)
+    assert proc.returncode == 130, stderr
+    assert "while the test split was scored" in stderr and "resuming the run" in stderr
+    assert not (out / "result.json").exists()
+    before = {p: p.read_bytes() for p in (out / "trace.jsonl", out / "gepa" / "gepa_state.bin")}
+    loop_calls = log.read_text().splitlines()
+    test_ids = [e.id for e in make_topic_task().test]
+    assert test_ids[0] in loop_calls
+
+    resumed = pxn_run(["--resume", str(out)], **env)
+    stdout, stderr = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, stderr
+    assert "gepa's loop had completed" in stdout and "test split" in stdout
+    # Only the test split was run again, each example once; gepa's work stays as it was.
+    assert sorted(log.read_text().splitlines()[len(loop_calls) :]) == sorted(test_ids)
+    assert {p: p.read_bytes() for p in before} == before
+    assert_whole_run_totals(out)
+    result = json.loads((out / "result.json").read_text())
+    assert result["test_score"] is not None and 0.0 <= result["test_score"] <= 1.0
+
+    # A second resume says it finished in one line and changes nothing.
+    files = {p: p.read_bytes() for p in (*before, out / "result.json", log)}
+    again = pxn_run(["--resume", str(out)], **env)
+    stdout, stderr = again.communicate(timeout=120)
+    assert again.returncode == 0, stderr
+    assert "finished already" in stdout and len(stdout.strip().splitlines()) == 1
+    assert {p: p.read_bytes() for p in files} == files

@@ -117,7 +117,9 @@ def run_command(
         say(f"pxn: warning: {warning}", stderr)
     if result.status != "completed":
         print(f"pxn: run {result.status}: {result.message}", file=sys.stderr)
-        raise typer.Exit(1)
+        raise typer.Exit(130 if result.status == "interrupted" else 1)  # 130: as Ctrl-C's
+    if result.message:  # a resume that had only the test split to score says so
+        say(f"pxn: {result.message}")
     r = result.result
     say(
         f"{r['shape']} on {r['task']}: {r['iterations']} iterations, {r['accepted']}/"
