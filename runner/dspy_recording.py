@@ -143,7 +143,7 @@ class RecordedGEPA:
             def recorded_optimize(**kwargs: Any) -> Any:
                 adapter = DspyRollouts(kwargs["adapter"], rec, workers)
                 wrapped = rec.wrap(**{**kwargs, "adapter": adapter})
-                adapter.recorder = wrapped["callbacks"][0]
+                adapter.recorder = next(c for c in wrapped["callbacks"] if isinstance(c, Recorder))
                 return original(**wrapped)
 
             with gepa_optimize_replaced(recorded_optimize):

@@ -17,6 +17,7 @@ import dspy
 import gepa
 import pytest
 from conftest import run_pxn
+from gepa.strategies.proposal_sampling import PxNSampling
 
 from pxn.errors import PxnError
 from pxn.runner.checks import max_concurrency, trace_totals
@@ -113,12 +114,20 @@ def test_a_directory_holding_a_trace_is_refused_and_gepa_left_as_it_was(tmp_path
 
 @pytest.mark.lm
 @pytest.mark.slow
-def test_a_compile_is_recorded_as_gepa_ran_it_and_calibrates(tmp_path: Path, lm_pool):
+@pytest.mark.parametrize(
+    ("shape", "gepa_kwargs", "budget"),
+    [("1x1", {}, 30), ("2x2", {"sampling_strategy": PxNSampling(2, 2)}, 40)],
+)
+def test_a_compile_is_recorded_as_gepa_ran_it_and_calibrates(
+    tmp_path: Path, lm_pool, shape, gepa_kwargs, budget
+):
     out = tmp_path / "run"
     task_server, reflection_server = (s.api_base for s in lm_pool.servers[:2])
     original = gepa.optimize
     opt = recorded(
-        optimizer(local_lm(reflection_server, 150)),
+        optimizer(
+            local_lm(reflection_server, 150), max_metric_calls=budget, gepa_kwargs=gepa_kwargs
+        ),
         out,
         # SmolLM2 rarely writes the JSON DSPy's proposer asks for: let the run spend its
         # budget however many reflections fail in a row.
@@ -145,6 +154,7 @@ def test_a_compile_is_recorded_as_gepa_ran_it_and_calibrates(tmp_path: Path, lm_
 
     # W is DSPy's num_threads: declared, and never exceeded.
     start = trace.run_start
+    assert start.shape == shape and start.budget == budget
     assert start.workers == 2 and start.valset_size == 4 and start.trainset_size == 6
     assert start.meta["dspy"] == "3.4.1" and start.meta["dspy_cache"] is False
     assert max_concurrency(rollouts) <= 2 and {r.worker for r in rollouts} <= {0, 1}
