@@ -163,7 +163,7 @@ def calibrate_traces(
         )
     rollout = _fit_kind(served, units, "rollout", latency)
     by_phase = _fit_phases(served, rollout, latency)
-    phase_pvalue = _phase_test(by_phase)
+    phase_pvalue = phase_test([f.samples for f in by_phase.values()])
     rollout_phases = _own_phases(by_phase, phase_pvalue, notes)
     # Without token counts the report says so (calibration_lines); not a warning.
     token_counts = None
@@ -409,8 +409,11 @@ def _setup_notes(traces: list[Trace]) -> list[str]:
     return notes
 
 
-def _phase_test(by_phase: dict[str, LatencyFit]) -> float:
-    groups = [f.samples for f in by_phase.values() if f.n >= PHASE_TEST_MIN]
+def phase_test(samples: Sequence[Sequence[float]]) -> float:
+    """Kruskal-Wallis p-value of the phases' latencies differing, over the phases with at
+    least PHASE_TEST_MIN of them (its false-positive rate there is measured in the tests);
+    nan when fewer than two phases have as many."""
+    groups = [g for g in samples if len(g) >= PHASE_TEST_MIN]
     if len(groups) < 2:
         return math.nan
     try:
