@@ -20,11 +20,15 @@ How, and what it assumes (DSPy 3.4.1, gepa 0.1.4):
   total evaluation concurrency shared by the candidates: W), each timed
   where it runs. DSPy splits the threads among a stage's candidates itself;
   recorded, a free thread takes the next rollout of any candidate. Tokens are
-  the program's own LM usage (DSPy's `track_usage`), unknown when it raised.
+  what the rollout's LM calls reported (DSPy's usage tracker), none for calls
+  DSPy's cache answered.
 - Reflections: DspyAdapter proposes the texts itself (its instruction
   proposer on the reflection LM), and gepa calls it one proposal at a time,
   so C = 1 and each call is one reflection event, however many LM calls it
-  made (one per component updated).
+  made (one per component updated). When one raises, gepa asks again for
+  every proposal of the step, one by one; the recorder numbers a step's jobs
+  in the order it sees them, so after such a retry the events' proposal ids
+  can be shifted within the step (their times and errors are right).
 - gepa's merge has no stage in the trace: `use_merge=False` is required.
 - DSPy's cache answers repeated calls in no time; with it on the trace
   measures the cache, so a warning says so and run_start's meta records it.
