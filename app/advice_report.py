@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pxn.app.output import Note, Report, csv_text, json_text
+from pxn.app.prediction_report import extrapolation_warning
 from pxn.app.tables import Column, Grid
 from pxn.durations import format_duration, format_span
 from pxn.sim.advise import Advice, Assessment
@@ -197,6 +198,10 @@ def advice_report(advice: Advice) -> Report:
     if advice.assessments:
         shown.append(advice_table(advice))
     shown += [Note(note) for note in advice.notes]
+    if advice.assessments:
+        at_budget = advice.scenario.replace(budget=advice.ask.budget)
+        warning = extrapolation_warning(at_budget, [x.prediction for x in advice.assessments])
+        shown += [] if warning is None else [warning]
     return Report(
         name="advise",
         shown=shown,

@@ -20,6 +20,7 @@ import scipy.stats
 from calibrate_helpers import TRUE, write_traces
 
 from pxn.acceptance import Acceptance
+from pxn.app.advice_report import advice_report
 from pxn.app.output import Note
 from pxn.app.prediction_report import EXTRAPOLATION, extrapolation_warning, predictions_report
 from pxn.calibrate import load_effect, slowdown, tails
@@ -44,6 +45,7 @@ from pxn.calibrate.scenario_from_traces import (
 from pxn.calibrate.slowdown import fit_slowdown
 from pxn.scenario import CalibratedOn, Scenario
 from pxn.shape import Shape
+from pxn.sim.advise import Ask, advise
 from pxn.sim.predict import sweep
 from pxn.trace import Rollout, RunStart, Trace, read_one, summarize
 from pxn.uncertainty import Uncertainty
@@ -347,3 +349,11 @@ def test_no_warning_within_the_calibrated_length_and_an_honest_one_without_draws
     warning = extrapolation_warning(beyond, sweep(beyond, [Shape(1, 1)], replicates=4))
     assert warning is not None and "(5x)" in warning.text
     assert "no parameter draws" in warning.text and "unknown" in warning.text
+
+
+def test_advice_far_past_its_calibration_says_so_too() -> None:
+    """The README demo's advise step asks 10x the budget its scenario was calibrated on."""
+    scenario = small(60, CalibratedOn(runs=1, metric_calls=60, proposals=8), draws=True)
+    advice = advise(scenario, Ask(600, (1, 2), (1, 2), (3,), (4,), replicates=20))
+    [warning] = [n for n in advice_report(advice).shown if getattr(n, "label", "") == "warning"]
+    assert "predicting 600 metric calls (10x)" in warning.text
