@@ -200,13 +200,17 @@ class DspyRollouts:
         self, items: list[tuple[dict[str, str], list[Any]]], *, capture_traces: bool = True
     ) -> list[EvaluationBatch]:
         jobs = [(candidate, example) for candidate, batch in items for example in batch]
-        with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="rollout") as pool:
+        pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="rollout")
+        try:
             # Each rollout runs in a copy of this context: DSPy keeps its settings there.
             futures = [
                 pool.submit(copy_context().run, self._rollout, i, cand, example, capture_traces)
                 for i, (cand, example) in enumerate(jobs)
             ]
             singles = [f.result() for f in futures]
+        finally:
+            # On Ctrl-C the stage's rollouts not yet started never start.
+            pool.shutdown(wait=False, cancel_futures=True)
         out, position = [], 0
         for _, batch in items:
             out.append(_joined(singles[position : position + len(batch)]))
