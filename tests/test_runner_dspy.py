@@ -3,7 +3,8 @@
 
 The recorded trace is checked against gepa's own totals and against the run's shape (W =
 DSPy's num_threads, one reflection at a time, reflections never during rollouts), and
-`pxn calibrate` turns it into a scenario. SmolLM2-135M rarely writes the field format DSPy
+`pxn calibrate` turns it into a scenario. A user's script (dspy_program.py) stopped by
+Ctrl-C leaves a trace the same script resumes. SmolLM2-135M rarely writes the field format DSPy
 asks for, so most rollouts score 0 and most reflections fail: the plumbing and the
 latencies are real, the optimization is not the point. No timing is asserted.
 """
@@ -11,69 +12,27 @@ latencies are real, the optimization is not the point. No timing is asserted.
 from __future__ import annotations
 
 import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import dspy
 import gepa
 import pytest
 from conftest import run_pxn
+from dspy_program import Topic, examples, local_lm, metric, optimizer
 from gepa.strategies.proposal_sampling import PxNSampling
 
 from pxn.errors import PxnError
 from pxn.runner.checks import max_concurrency, trace_totals
 from pxn.runner.dspy_recording import recorded
-from pxn.runner.lm_pool import LOCAL_KEY
-from pxn.runner.topic_data import ROWS, SPLITS
 from pxn.scenario import Scenario
-from pxn.trace import Reflection, Rollout, RunEnd, Stage, read_trace
+from pxn.trace import Reflection, Resume, Rollout, RunEnd, Stage, read_trace
 
-
-class Topic(dspy.Signature):
-    """Label the sentence's topic."""
-
-    sentence: str = dspy.InputField()
-    topic: str = dspy.OutputField(desc="one of sports, food, weather, music")
-
-
-def examples(split: str, count: int) -> list[dspy.Example]:
-    lo, _ = SPLITS[split]
-    return [
-        dspy.Example(sentence=sentence, topic=topic).with_inputs("sentence")
-        for sentence, topic, _ in ROWS[lo : lo + count]
-    ]
-
-
-def metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
-    said = str(pred.get("topic") or "").strip().lower()
-    right = gold.topic in said
-    feedback = "Correct." if right else f"The topic is {gold.topic}, not {said!r}."
-    return dspy.Prediction(score=float(right), feedback=feedback)
-
-
-def local_lm(api_base: str, max_tokens: int) -> dspy.LM:
-    # llama.cpp's server reads `max_tokens` only, and DSPy sends OpenAI's
-    # `max_completion_tokens`: without the extra body the replies run unbounded.
-    return dspy.LM(
-        "openai/smollm2",
-        api_base=api_base,
-        api_key=LOCAL_KEY,
-        cache=False,
-        temperature=1.0,
-        max_tokens=max_tokens,
-        extra_body={"max_tokens": max_tokens},
-    )
-
-
-def optimizer(reflection_lm: dspy.LM, **kw) -> dspy.GEPA:
-    base = dict(
-        metric=metric,
-        max_metric_calls=30,
-        reflection_lm=reflection_lm,
-        num_threads=2,
-        use_merge=False,
-        track_stats=True,
-    )
-    return dspy.GEPA(**{**base, **kw})
+PROGRAM = Path(__file__).parent / "dspy_program.py"
 
 
 def overlap(a, b) -> bool:
@@ -185,3 +144,41 @@ def test_a_compile_is_recorded_as_gepa_ran_it_and_calibrates(
     scenario = Scenario.load(tmp_path / "calibrated.toml")
     assert scenario.workers == 2 and scenario.valset_size == 4 and scenario.trainset_size == 6
     assert scenario.reflection_concurrency == 1
+
+
+def ctrl_c_as_a_terminal_gives_it() -> None:
+    """In the child before exec: SIGINT at its default and unblocked (an ignored SIGINT
+    survives exec, and Python installs its Ctrl-C handler only where it is not ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def user_script(out: Path, lm_pool, *flags: str) -> subprocess.CompletedProcess[str]:
+    task_server, reflection_server = (s.api_base for s in lm_pool.servers[:2])
+    return subprocess.run(
+        [sys.executable, str(PROGRAM), str(out), task_server, reflection_server, *flags],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        preexec_fn=ctrl_c_as_a_terminal_gives_it,
+    )
+
+
+@pytest.mark.lm
+@pytest.mark.slow
+def test_ctrl_c_leaves_a_trace_the_same_script_resumes(tmp_path: Path, lm_pool):
+    out = tmp_path / "run"
+    first = user_script(out, lm_pool, "--ctrl-c-after", "9")
+    assert first.returncode == -signal.SIGINT, first.stderr[-2000:]
+    end = read_trace(out / "trace.jsonl").run_end
+    assert end is not None and end.status == "interrupted"
+
+    second = user_script(out, lm_pool, "--resume")
+    assert second.returncode == 0, second.stderr[-2000:]
+    run = json.loads(second.stdout.splitlines()[-1])
+    assert run["status"] == "completed" and run["mismatches"] == []
+    trace = read_trace(out / "trace.jsonl")
+    assert len(trace.of(Resume)) == 1 and trace.run_end.status == "completed"
+    # Whole-run totals: the work the interrupt threw away is not counted twice.
+    assert run["metric_calls"] == len(trace.live(Rollout)) >= 30
