@@ -65,7 +65,9 @@ def ask(**changes) -> Ask:
 def test_ranges_and_durations_parse_as_a_user_writes_them() -> None:
     assert parse_values("1..4,8", "p") == (1, 2, 3, 4, 8)
     assert parse_values("64, 128,512", "workers") == (64, 128, 512)
-    seconds = {text: parse_duration(text, "--deadline") for text in ("3h", "1h30m", "45min", "600s")}
+    seconds = {
+        text: parse_duration(text, "--deadline") for text in ("3h", "1h30m", "45min", "600s")
+    }
     assert seconds == {"3h": 10800, "1h30m": 5400, "45min": 2700, "600s": 600}
     for bad in ("0..3", "4..2", "a", "1-4"):
         with pytest.raises(PxnError, match=r"^p "):
