@@ -358,14 +358,16 @@ def _stages(builder: _Builder, run: int, trace: Trace) -> None:
 
 def _tasks(builder: _Builder, run: int, trace: Trace) -> None:
     """Tasks of completed iterations, and those that reached a reflection (gepa skips the
-    task of a parent that scored perfectly on its minibatch)."""
+    task of a parent that scored perfectly on its minibatch). A task is counted once
+    however often its reflection ran: gepa asks again for every task of a step after a
+    failed reflection, and the retry carries the task's proposal id again."""
     k = Shape.parse(trace.run_start.shape).k
     done = {i.iteration for i in trace.of(Iteration)}
     for iteration in done:
         builder.add("tasks", run, iteration, k)
-    for reflection in trace.live(Reflection):
-        if reflection.iteration in done:
-            builder.add("reflected", run, reflection.iteration, 1)
+    reached = {(r.iteration, r.proposal) for r in trace.live(Reflection) if r.iteration in done}
+    for iteration, _ in reached:
+        builder.add("reflected", run, iteration, 1)
 
 
 SKIP_MAX = 0.95  # a scenario whose every task is skipped never proposes anything

@@ -26,11 +26,19 @@ What is recorded, and how well:
   the example's position in the call, times from `rec.clock()`), or times it
   where it runs (`with rec.rollout(i) as note: note.score = ...`); otherwise
   each example spans the adapter call that ran it (gepa gives no finer view).
+  When a call of an adapter that times its rollouts with `rec.rollout` raises
+  (Ctrl-C, an error), its rollouts still running are written up to the raise
+  and those never started are not written; `reports_rollouts=True` declares
+  the same of an adapter that has reported every rollout it started by the
+  time a call of it raises.
 - every reflection LM call: a model string runs as gepa's own LM, each call
   timed with its tokens and cost; a plain callable or an object with
   `batch_complete` is timed per call it receives (the prompts of one
   `batch_complete` span it, unless the LM reports each with
-  `rec.report_reflection`).
+  `rec.report_reflection`). An adapter with its own `propose_new_texts` (gepa
+  then asks it, one proposal at a time, instead of the LM) has each call
+  timed as one reflection; it may report its tokens with
+  `rec.report_reflection(0, ReflectionReport(...))` from inside the call.
 - iterations, stages, validations, budget updates, accept/reject decisions.
 - W: `workers=` says how many rollouts your adapter runs at once; without it
   the trace records the most it saw in flight (run_end.workers), which is
@@ -158,6 +166,7 @@ def recording(
     overwrite: bool = False,
     meta: dict[str, Any] | None = None,
     max_reflection_failures: int | None = None,
+    reports_rollouts: bool = False,
 ) -> Recording:
     """A recording into directory `out` (created); use it as a context manager around
     `gepa.optimize(**rec.wrap(...))`.
@@ -167,6 +176,8 @@ def recording(
       does with your LM). resume / overwrite: what to do when `out` already holds a trace.
     meta: extra facts for run_start (no secrets). max_reflection_failures: reflections in
       a row that produce no proposal before the run is stopped (default max(5, 2 P N)).
+    reports_rollouts: when a call of your adapter raises, it has reported every rollout
+      it started (`rec.report_rollout`), so a rollout it did not report never ran.
     """
     return Recording(
         Path(out),
@@ -176,6 +187,7 @@ def recording(
         overwrite=overwrite,
         meta=meta or {},
         max_reflection_failures=max_reflection_failures,
+        reports_rollouts=reports_rollouts,
     )
 
 
@@ -190,6 +202,7 @@ class Recording:
         overwrite: bool,
         meta: dict[str, Any],
         max_reflection_failures: int | None,
+        reports_rollouts: bool,
     ):
         if resume and overwrite:
             raise PxnError("resume and overwrite exclude each other", subject="recording")
@@ -203,6 +216,7 @@ class Recording:
         self._overwrite = overwrite
         self._meta = meta
         self._max_failures = max_reflection_failures
+        self._reports_rollouts = reports_rollouts
         self._recorder: Recorder | None = None
         self._offset = 0.0
         self._t0 = 0.0
@@ -319,6 +333,7 @@ class Recording:
             self.clock,
             ExampleLabels(kwargs["trainset"], kwargs.get("valset")),
             max_failures=self._max_failures or max(5, 2 * p * n),
+            reports_rollouts=self._reports_rollouts,
         )
         reflection_lm = wrap_reflection_lm(
             kwargs.get("reflection_lm"), rec, kwargs.get("reflection_lm_kwargs")
@@ -379,7 +394,8 @@ class Recording:
             budget=int(kwargs.get("max_metric_calls") or 0),
             # 0: not declared; run_end then holds the most rollouts seen in flight.
             workers=self._workers or 0,
-            reflection_concurrency=self._reflection_concurrency or _reflection_slots(lm, shape),
+            reflection_concurrency=self._reflection_concurrency
+            or _reflection_slots(kwargs["adapter"], lm, shape),
             valset_size=len(valset),
             trainset_size=len(trainset),
             minibatch=int(kwargs.get("reflection_minibatch_size") or 3),
@@ -502,10 +518,11 @@ def _shape(sampling: Any) -> str:
     return "1x1"
 
 
-def _reflection_slots(lm: Any, shape: str) -> int:
-    """Reflections gepa runs at once with this LM: one without `batch_complete`, gepa's LM's
-    thread cap for a model string, else every prompt of a step."""
-    if lm is None or not hasattr(lm, "batch_complete"):
+def _reflection_slots(adapter: Any, lm: Any, shape: str) -> int:
+    """Reflections gepa runs at once: one when the adapter proposes the texts or the LM has no
+    `batch_complete`, gepa's LM's thread cap for a model string, else every prompt of a step."""
+    proposes = getattr(adapter, "propose_new_texts", None) is not None
+    if proposes or lm is None or not hasattr(lm, "batch_complete"):
         return 1
     p, n = (int(x) for x in shape.split("x"))
     if type(lm.inner).__name__ == "MeteredLM":

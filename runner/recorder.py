@@ -14,8 +14,18 @@ well defined; what runs inside a call, on any thread, may run concurrently.
 A rollout or reflection the wrapped part reports (`report_rollout`,
 `report_reflection`) is written with its own times; one it does not report is
 written when its call returns, spanning the whole call, so an adapter that
-times nothing itself is recorded at the granularity gepa gives. A reflection
-job makes one LM call (one component per proposal, gepa's round-robin).
+times nothing itself is recorded at the granularity gepa gives. When a call
+of an adapter that times its rollouts with `rollout()` (or declares that it
+reports each rollout it starts) raises (an error, Ctrl-C), a rollout still
+running is written up to the raise, and one it never reported never started:
+it is not written, so it counts neither as a metric call nor as in flight.
+
+A reflection job makes one LM call (one component per proposal, gepa's
+round-robin). gepa 0.1.4 reflects a step's jobs in one pass (one batched call,
+or one call per job in job order); when any call of that pass raises, it
+throws the pass away and asks again for every job, one call per job in job
+order, a failure there failing only its job. The recorder numbers the jobs
+accordingly: a retried job's events carry the same proposal id.
 
 The recorder also counts reflections gepa swallowed (gepa 0.1.4 logs a failed
 reflection and goes on, even with raise_on_exception=True): a proposal that
@@ -165,7 +175,8 @@ class IterationBook:
     task_parents: list[int] = field(default_factory=list)  # on_candidate_selected, in task order
     task_cursor: int = 0  # tasks seen in stage 3a (skipped or started)
     started: list[int] = field(default_factory=list)  # task indices whose reflection started
-    issued: int = 0  # reflection jobs handed to the LM so far (gepa's job order)
+    issued: int = 0  # reflection jobs handed to the LM so far in this pass (gepa's job order)
+    retrying: bool = False  # the first pass failed: gepa asks again for every job, one by one
     outcome: dict[int, bool] = field(default_factory=dict)  # task index -> reply usable
     ended: int = 0  # on_proposal_end count
     reflection_start: float | None = None
@@ -188,6 +199,7 @@ class RolloutCall:
     start: float
     tags: list[tuple[str, str]]  # (candidate label, example label) per rollout
     reported: set[int] = field(default_factory=set)
+    running: dict[int, tuple[float, int]] = field(default_factory=dict)  # index -> start, slot
 
 
 @dataclass
@@ -231,6 +243,7 @@ class Recorder:
         labels: ExampleLabels,
         *,
         max_failures: int,
+        reports_rollouts: bool = False,
     ):
         self._writer = writer
         self.clock = clock
@@ -243,6 +256,10 @@ class Recorder:
         self._phase = "seed_val"  # of the next adapter call
         self._stage: OpenStage | None = None
         self._rollouts: RolloutCall | None = None
+        self._calls_lock = threading.Lock()  # the rollout call in flight, against late reports
+        # A call that raised has reported every rollout it started, or has them running in
+        # `rollout()`: declared, or seen once the adapter times a rollout with `rollout()`.
+        self._timed = reports_rollouts
         self._reflections: ReflectionCall | None = None
         self._rollout_slots = Slots()
         self._in_flight = InFlight()
@@ -294,11 +311,20 @@ class Recorder:
         self._rollouts = RolloutCall(phase, self._book.number, start, tags)
 
     def report_rollout(self, index: int, report: RolloutReport) -> None:
-        call = self._rollouts
-        if call is None or not 0 <= index < len(call.tags):
-            return  # a late report after its call ended (an interrupt): nothing to attach to
-        call.reported.add(index)
+        with self._calls_lock:
+            call = self._rollouts
+            if call is None or not 0 <= index < len(call.tags) or index in call.reported:
+                return  # a late report after its call ended (an interrupt): nothing to attach to
+            call.reported.add(index)
+            call.running.pop(index, None)
         self._write_rollout(call, index, report)
+
+    def _started(self, index: int, start: float, slot: int) -> None:
+        with self._calls_lock:
+            call = self._rollouts
+            if call is not None and 0 <= index < len(call.tags):
+                call.running[index] = (start, slot)
+                self._timed = True
 
     @contextmanager
     def rollout(self, index: int) -> Iterator[RolloutNote]:
@@ -307,6 +333,7 @@ class Recorder:
         note = RolloutNote()
         with self._in_flight.slot() as slot:
             start = self.clock()
+            self._started(index, start, slot)
             error: str | None = None
             try:
                 yield note
@@ -329,16 +356,19 @@ class Recorder:
 
     def end_rollouts(self, scores: Sequence[float] | None, error: str | None) -> None:
         """The adapter call returned (`scores`, in gepa's order) or raised (`error`)."""
-        call = self._rollouts
+        with self._calls_lock:
+            call, self._rollouts = self._rollouts, None
         if call is None:
             return
-        self._rollouts = None
         end = self.clock()
         for index in range(len(call.tags)):
             if index in call.reported:
                 continue
+            start, slot = call.running.get(index, (call.start, None))
+            if error is not None and self._timed and index not in call.running:
+                continue  # never started: it ran no work and held no slot
             score = scores[index] if scores is not None and index < len(scores) else None
-            report = RolloutReport(start=call.start, end=end, score=score, error=error)
+            report = RolloutReport(start=start, end=end, score=score, slot=slot, error=error)
             self._write_rollout(call, index, report)
         if self._stage is not None:
             self._stage.end = end
@@ -395,7 +425,7 @@ class Recorder:
 
     def end_reflections(self, replies: Sequence[str] | None, error: str | None) -> None:
         """The LM returned `replies` or raised `error`; a raise fails every job of the call, and
-        gepa then retries the jobs one prompt at a time (those calls relabel the same jobs)."""
+        in the step's first pass sends gepa back to its first job (see the module's docstring)."""
         call = self._reflections
         if call is None:
             return
@@ -408,8 +438,10 @@ class Recorder:
                 self._write_reflection(call, index, report)
             self._book.outcome[task] = error is None
         if error is not None:
-            self._book.issued -= len(call.jobs)
             self._last_reflection_error = error
+            if not self._book.retrying:  # gepa starts over from the step's first job
+                self._book.issued = 0
+                self._book.retrying = True
 
     def _write_reflection(self, call: ReflectionCall, index: int, r: ReflectionReport) -> None:
         slot = r.slot if r.slot is not None else self._reflection_slots.take(r.start, r.end)

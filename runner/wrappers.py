@@ -1,7 +1,9 @@
 """Thin wrappers around the user's adapter, reflection LM and selection strategy.
 
 Each forwards to the user's object on the caller's thread and tells the
-recorder when a call begins and ends; none adds or removes concurrency. gepa
+recorder when a call begins and ends; none adds or removes concurrency. An
+adapter's own `propose_new_texts` is a reflection: gepa calls it instead of
+the reflection LM, one proposal at a time. gepa
 chooses its code path by what an object has (`batch_evaluate` on the
 adapter: one call per stage, else `evaluate` pair after pair; `batch_complete`
 on the reflection LM: one call for all of a step's prompts, else one prompt at
@@ -15,14 +17,17 @@ recorded run makes the same calls the unrecorded one would.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from gepa.core.adapter import EvaluationBatch
 from gepa.lm import LM, TrackingLM
 
 from pxn.runner.recorder import Recorder, ReflectionReport
 from pxn.runner.redact import describe_error
+
+T = TypeVar("T")
 
 
 class RecordingAdapter:
@@ -34,8 +39,10 @@ class RecordingAdapter:
         # On resume gepa evaluates the seed again and then throws the result away for the
         # saved state: answering without running anything keeps the trace and the bill honest.
         self._skip_seed_val = skip_seed_val
-        # gepa asks for this first: None means gepa's reflection proposes the texts.
-        self.propose_new_texts = getattr(inner, "propose_new_texts", None)
+        # gepa asks for this first: None means gepa's reflection LM proposes the texts.
+        self.propose_new_texts = None
+        if getattr(inner, "propose_new_texts", None) is not None:
+            self.propose_new_texts = self._proposed
         for name in ("get_adapter_state", "set_adapter_state"):
             if hasattr(inner, name):
                 setattr(self, name, getattr(inner, name))
@@ -52,6 +59,19 @@ class RecordingAdapter:
 
     def make_reflective_dataset(self, candidate: Any, eval_batch: Any, components_to_update: Any):
         return self.inner.make_reflective_dataset(candidate, eval_batch, components_to_update)
+
+    def _proposed(
+        self, candidate: dict[str, str], reflective_dataset: Any, components_to_update: list[str]
+    ) -> dict[str, str]:
+        """The adapter's own proposal, one reflection; no reply text (the adapter parses it)."""
+        return reflections(
+            self.recorder,
+            1,
+            lambda: self.inner.propose_new_texts(
+                candidate, reflective_dataset, components_to_update
+            ),
+            replies=lambda _: None,
+        )
 
     def _recorded(self, items: list[tuple[dict[str, str], list[Any]]], call: Any) -> list[Any]:
         rec = self.recorder
@@ -174,16 +194,8 @@ class RecordingLM:
         rec.report_reflection(index, report)
         return text
 
-    def _recorded(self, count: int, call: Any) -> list[str]:
-        rec = self.recorder
-        rec.begin_reflections(count)
-        try:
-            replies = call()
-        except BaseException as exc:
-            rec.end_reflections(None, describe_error(exc))
-            raise
-        rec.end_reflections(replies, None)
-        return replies
+    def _recorded(self, count: int, call: Callable[[], list[str]]) -> list[str]:
+        return reflections(self.recorder, count, call, replies=lambda texts: texts)
 
 
 class BatchRecordingLM(RecordingLM):
@@ -223,6 +235,25 @@ def wrap_reflection_lm(
         inner = lm
     cls = BatchRecordingLM if hasattr(inner, "batch_complete") else RecordingLM
     return cls(inner, recorder)
+
+
+def reflections(
+    rec: Recorder,
+    count: int,
+    call: Callable[[], T],
+    *,
+    replies: Callable[[T], Sequence[str] | None],
+) -> T:
+    """`call()`, one reflection call of `count` jobs told to the recorder; `replies` reads the
+    reply texts from its result."""
+    rec.begin_reflections(count)
+    try:
+        result = call()
+    except BaseException as exc:
+        rec.end_reflections(None, describe_error(exc))
+        raise
+    rec.end_reflections(replies(result), None)
+    return result
 
 
 class RecordingSelection:

@@ -97,12 +97,82 @@ class ThreadedAdapter(SerialAdapter):
         return out
 
 
+def with_next_word(words: list[str]) -> str:
+    """The words plus the first vocabulary word they lack."""
+    return " ".join([*words, next(w for w in VOCAB if w not in words)])
+
+
 def next_words(prompt: str) -> str:
     """The reflection: the current words plus the first vocabulary word they lack."""
     current = re.search(r"```\n?(.*?)\n?```", prompt, re.S)
     words = current.group(1).split() if current else []
-    new = next(w for w in VOCAB if w not in words)
-    return "```\n" + " ".join([*words, new]) + "\n```"
+    return "```\n" + with_next_word(words) + "\n```"
+
+
+class FailOnce:
+    """Raises on the `call`th call it counts (then never again), as a flaky reflection does."""
+
+    def __init__(self, call: int):
+        self.call = call
+        self.calls = 0
+
+    def count(self) -> None:
+        self.calls += 1
+        if self.calls == self.call:
+            raise ConnectionError("the reflection model dropped the connection")
+
+
+class ProposingAdapter(SerialAdapter):
+    """Proposes the new texts itself (gepa then asks it, one proposal at a time, and never the
+    reflection LM); `fail` raises on one of its calls."""
+
+    def __init__(self, fail: FailOnce | None = None):
+        super().__init__()
+        self.fail = fail
+        self.proposals = 0
+
+    def propose_new_texts(self, candidate, reflective_dataset, components_to_update):
+        self.proposals += 1
+        if self.fail is not None:
+            self.fail.count()
+        return {name: with_next_word(candidate[name].split()) for name in components_to_update}
+
+
+class StoppedAdapter(SerialAdapter):
+    """batch_evaluate on `workers` threads, each rollout timed where it runs, that gets Ctrl-C
+    in its first call: every rollout but the first waits for `release`; once `workers` of
+    them wait (the first done), the rollouts not started are cancelled and KeyboardInterrupt
+    raised while those wait, as DSPy's evaluation does at Ctrl-C."""
+
+    def __init__(self, workers: int, recording: Any):
+        super().__init__()
+        self.recording = recording
+        self.pool = ThreadPoolExecutor(max_workers=workers)
+        self.workers = workers
+        self.release = threading.Event()
+        self.waiting = threading.Semaphore(0)
+        self.started: list[int] = []
+
+    def _one(self, index: int, candidate: dict[str, str], example: str) -> float:
+        with self.recording.rollout(index) as note:
+            self.started.append(index)
+            if index > 0:
+                self.waiting.release()
+                self.release.wait(timeout=60)
+            note.score = score(candidate, example)
+        return note.score
+
+    def batch_evaluate(self, items, **kwargs):
+        jobs = [(c, ex) for c, batch in items for ex in batch]
+        futures = [self.pool.submit(self._one, i, c, ex) for i, (c, ex) in enumerate(jobs)]
+        futures[0].result()
+        for _ in range(self.workers):
+            self.waiting.acquire(timeout=60)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        raise KeyboardInterrupt
+
+    def evaluate(self, batch, candidate, capture_traces=False):
+        return self.batch_evaluate([(candidate, batch)])[0]
 
 
 def _text(prompt: Any) -> str:
@@ -110,16 +180,19 @@ def _text(prompt: Any) -> str:
 
 
 class CallableLM:
-    """A plain callable reflection LM (gepa calls it one prompt at a time)."""
+    """A plain callable reflection LM (gepa calls it one prompt at a time); `fail`: always
+    raises, or raises once (a FailOnce)."""
 
-    def __init__(self, fail: bool = False):
+    def __init__(self, fail: bool | FailOnce = False):
         self.fail = fail
         self.calls = 0
 
     def __call__(self, prompt: Any) -> str:
         self.calls += 1
-        if self.fail:
+        if self.fail is True:
             raise ConnectionError("the reflection model is down")
+        if isinstance(self.fail, FailOnce):
+            self.fail.count()
         return next_words(_text(prompt))
 
 
@@ -147,9 +220,13 @@ class Counting:
     def __init__(self) -> None:
         self.iterations = 0
         self.budget_updates = 0
+        self.skipped = 0  # tasks gepa skipped before their reflection
 
     def on_iteration_end(self, event):
         self.iterations += 1
 
     def on_budget_updated(self, event):
         self.budget_updates += 1
+
+    def on_evaluation_skipped(self, event):
+        self.skipped += 1

@@ -7,6 +7,10 @@ DSPy's num_threads, one reflection at a time, reflections never during rollouts)
 Ctrl-C leaves a trace the same script resumes. SmolLM2-135M rarely writes the field format DSPy
 asks for, so most rollouts score 0 and most reflections fail: the plumbing and the
 latencies are real, the optimization is not the point. No timing is asserted.
+
+That recording leaves DSPy's scheduling as it was is checked without the pool, on DSPy's own
+DummyLM, with rollouts that wait for each other so that the threads DSPy gives each
+candidate are all busy at once.
 """
 
 from __future__ import annotations
@@ -17,12 +21,18 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import dspy
 import gepa
 import pytest
 from conftest import run_pxn
+from dspy.utils import DummyLM
 from dspy_program import Topic, examples, local_lm, metric, optimizer
 from gepa.strategies.proposal_sampling import PxNSampling
 
@@ -30,7 +40,7 @@ from pxn.errors import PxnError
 from pxn.runner.checks import max_concurrency, trace_totals
 from pxn.runner.dspy_recording import recorded
 from pxn.scenario import Scenario
-from pxn.trace import Reflection, Resume, Rollout, RunEnd, Stage, read_trace
+from pxn.trace import Reflection, Resume, Rollout, RunEnd, Stage, Trace, read_trace
 
 PROGRAM = Path(__file__).parent / "dspy_program.py"
 
@@ -69,6 +79,117 @@ def test_a_directory_holding_a_trace_is_refused_and_gepa_left_as_it_was(tmp_path
     assert (out / "trace.jsonl").read_text() == "earlier run\n"
     # Everything but compile is the optimizer's own.
     assert opt.max_metric_calls == 30 and opt.num_threads == 2
+
+
+class Gate:
+    """Counts each candidate's rollouts in flight (a candidate known by its instruction), and
+    holds the first `threads` rollouts of children until all of them are in flight."""
+
+    def __init__(self, threads: int):
+        self.barrier = threading.Barrier(threads)
+        self.threads = threads
+        self.lock = threading.Lock()
+        self.held = 0
+        self.now: Counter[str] = Counter()
+        self.most: Counter[str] = Counter()
+
+    @contextmanager
+    def rollout(self, instruction: str) -> Iterator[None]:
+        with self.lock:
+            self.now[instruction] += 1
+            self.most[instruction] = max(self.most[instruction], self.now[instruction])
+            hold = instruction != Topic.instructions and self.held < self.threads
+            self.held += hold
+        try:
+            if hold:
+                self.barrier.wait(timeout=60)  # only a broken run waits that long
+            yield
+        finally:
+            with self.lock:
+                self.now[instruction] -= 1
+
+    def children(self) -> list[int]:
+        """The most rollouts each child had in flight, in increasing order."""
+        return sorted(n for text, n in self.most.items() if text != Topic.instructions)
+
+
+class Gated(dspy.Module):
+    """The topic labeller, each call passing through the gate (a class attribute: DSPy copies
+    the program per candidate, and the gate must stay one)."""
+
+    gate: Gate
+
+    def __init__(self):
+        super().__init__()
+        self.predict = dspy.Predict(Topic)
+
+    def forward(self, sentence: str) -> dspy.Prediction:
+        with self.gate.rollout(self.predict.signature.instructions):
+            return self.predict(sentence=sentence)
+
+
+THREADS = 4
+
+
+def compile_gated(out: Path | None, monkeypatch) -> tuple[Gate, Any, Any]:
+    """One 1x3 step at num_threads 4 on DummyLMs, recorded into `out` (None: not recorded):
+    the seed's validation, the parent's minibatch and three children's."""
+    gate = Gate(THREADS)
+    monkeypatch.setattr(Gated, "gate", gate, raising=False)
+    task = DummyLM({"": {"topic": "none"}})  # never right: no parent is skipped as perfect
+    proposals = DummyLM(
+        [{"new_instruction": f"Name the topic (try {i})."} for i in range(20)],
+        adapter=dspy.JSONAdapter(),  # the form DSPy's instruction proposer reads
+    )
+    for lm in (task, proposals):
+        lm.cache = False  # DummyLM answers every call itself; it only says it caches
+    opt = optimizer(
+        proposals,
+        num_threads=THREADS,
+        max_metric_calls=16,
+        gepa_kwargs={"sampling_strategy": PxNSampling(1, 3)},
+    )
+    if out is not None:
+        opt = recorded(opt, out)
+    with dspy.context(lm=task):
+        program = opt.compile(Gated(), trainset=examples("train", 6), valset=examples("val", 4))
+    return gate, opt, program
+
+
+def most_in_flight_per_child(trace: Trace) -> list[int]:
+    children = [r for r in trace.of(Rollout) if r.phase == "child_minibatch"]
+    by_child = {
+        c: [r for r in children if r.candidate == c] for c in {r.candidate for r in children}
+    }
+    return sorted(max_concurrency(rollouts) for rollouts in by_child.values())
+
+
+def test_a_stage_is_scheduled_as_dspy_splits_its_threads(tmp_path: Path, monkeypatch):
+    """Three children at num_threads 4: DSPy runs each child's evaluation with its share of
+    the threads (2, 1 and 1). Recorded, each child has as many rollouts in flight as it
+    has unrecorded, and the trace shows that; its totals are gepa's."""
+    unrecorded, _, _ = compile_gated(None, monkeypatch)
+    split = unrecorded.children()
+    assert split == [1, 1, 2]  # DSPy's divmod(4, 3), every thread busy at the gate
+
+    gate, opt, program = compile_gated(tmp_path / "run", monkeypatch)
+    assert gate.children() == split
+    trace = read_trace(tmp_path / "run" / "trace.jsonl")
+    assert most_in_flight_per_child(trace) == split
+    rollouts = trace.of(Rollout)
+    assert max_concurrency([r for r in rollouts if r.phase == "child_minibatch"]) == THREADS
+    assert {r.worker for r in rollouts} <= set(range(THREADS))
+
+    run = opt.result
+    assert run.status == "completed" and run.mismatches == (), run
+    assert len(rollouts) == program.detailed_results.total_metric_calls == run.metric_calls
+    assert trace.run_start.workers == THREADS and trace.run_start.shape == "1x3"
+    assert all(r.error is None and r.example.startswith(("train/", "val/")) for r in rollouts)
+    # One reflection per child, one at a time, each with its own proposal id.
+    reflections = trace.of(Reflection)
+    assert [r.proposal for r in reflections] == ["1-0", "1-1", "1-2"]
+    assert all(a.end <= b.start for a, b in itertools.pairwise(reflections))
+    assert trace.run_start.reflection_concurrency == 1
 
 
 @pytest.mark.lm
@@ -171,8 +292,11 @@ def test_ctrl_c_leaves_a_trace_the_same_script_resumes(tmp_path: Path, lm_pool):
     out = tmp_path / "run"
     first = user_script(out, lm_pool, "--ctrl-c-after", "9")
     assert first.returncode == -signal.SIGINT, first.stderr[-2000:]
-    end = read_trace(out / "trace.jsonl").run_end
+    interrupted = read_trace(out / "trace.jsonl")
+    end = interrupted.run_end
     assert end is not None and end.status == "interrupted"
+    # Only rollouts that ran are in flight: W stays num_threads.
+    assert end.workers == max_concurrency(interrupted.of(Rollout)) <= 2
 
     second = user_script(out, lm_pool, "--resume")
     assert second.returncode == 0, second.stderr[-2000:]

@@ -3,6 +3,10 @@ reflection LMs (record_helpers.py), the trace checked against gepa's own counts.
 
 from __future__ import annotations
 
+import ast
+from itertools import groupby, pairwise
+from pathlib import Path
+
 import gepa
 import pytest
 from conftest import run_pxn
@@ -14,14 +18,20 @@ from record_helpers import (
     BatchLM,
     CallableLM,
     Counting,
+    FailOnce,
+    ProposingAdapter,
     SerialAdapter,
+    StoppedAdapter,
     ThreadedAdapter,
 )
 
+from pxn.calibrate.units import cut_into_units
 from pxn.errors import PxnError
 from pxn.runner.checks import max_concurrency, trace_totals
 from pxn.runner.record import RunFinished, recording
-from pxn.trace import Decision, Reflection, Resume, Rollout, RunEnd, read_trace
+from pxn.trace import Decision, Iteration, Reflection, Resume, Rollout, RunEnd, read_trace
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def arguments(adapter, lm, **kw):
@@ -125,6 +135,110 @@ def test_a_failing_reflection_lm_is_recorded_and_stops_the_run(tmp_path):
     reflections = read_trace(out / "trace.jsonl").of(Reflection)
     assert len(reflections) == lm.calls > 0
     assert all("the reflection model is down" in r.error for r in reflections)
+
+
+def test_an_interrupt_mid_stage_writes_no_rollout_that_never_started(tmp_path):
+    """Ctrl-C in the seed's validation with W = 2: one rollout done, two in flight, three
+    never started. The two are written up to the interrupt; the three are not, so W reads 2."""
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt), recording(out) as rec:
+        adapter = StoppedAdapter(2, recording=rec)
+        gepa.optimize(**rec.wrap(**arguments(adapter, CallableLM())))
+    adapter.release.set()  # the two in flight finish after the trace closed: dropped
+    trace = read_trace(out / "trace.jsonl")
+    end = trace.run_end
+    assert end.status == "interrupted"
+    rollouts = trace.of(Rollout)
+    assert sorted(r.example for r in rollouts) == sorted(f"val/{i}" for i in adapter.started)
+    assert len(rollouts) == 3 < len(VAL)
+    done = [r for r in rollouts if r.error is None]
+    assert [r.example for r in done] == ["val/0"] and done[0].score is not None
+    cut = [r for r in rollouts if r.error]
+    assert len(cut) == 2 and all("KeyboardInterrupt" in r.error for r in cut)
+    assert all(r.end <= end.start for r in rollouts)
+    assert end.workers == max_concurrency(rollouts) == 2
+    assert end.metric_calls == rec.result.metric_calls == 3
+
+
+def passes(events: list[Reflection]) -> list[str]:
+    """The proposal ids of one step's reflections, one call per job, as gepa makes them: one
+    pass in job order and, if a call of that pass raised, the pass up to it and then every
+    job again."""
+    jobs = list(dict.fromkeys(e.proposal for e in events))
+    first_failure = next((i for i, e in enumerate(events) if e.error), None)
+    if first_failure is None:
+        return jobs
+    return jobs[: first_failure + 1] + jobs
+
+
+@pytest.mark.parametrize("proposer", ["adapter", "callable LM"])
+def test_a_reflection_that_fails_once_keeps_the_proposal_ids(tmp_path, proposer):
+    """gepa throws a step's first pass away when one of its reflections raises, and asks
+    again for every job: the retried jobs' events carry the same ids, and calibration counts
+    each task that reached a reflection once."""
+    fail = FailOnce(call=2)
+    if proposer == "adapter":
+        adapter, lm = ProposingAdapter(fail), CallableLM()
+    else:
+        adapter, lm = SerialAdapter(), CallableLM(fail)
+    mine = Counting()
+    rec, _ = record(tmp_path / "run", adapter, lm, callbacks=[mine])
+    assert rec.result.status == "completed" and rec.result.mismatches == ()
+    trace = read_trace(tmp_path / "run" / "trace.jsonl")
+    reflections = trace.of(Reflection)
+    assert len(reflections) == fail.calls  # every proposal or LM call, the failed one too
+    if proposer == "adapter":
+        assert adapter.proposals == fail.calls and lm.calls == 0
+    # The reflection that failed is in the trace with its error; nothing is unlabelled.
+    assert next(r for r in reflections if r.error).iteration == 1
+    assert all("?" not in r.proposal and "?" not in r.parent for r in reflections)
+    by_step = groupby(reflections, key=lambda r: r.iteration)
+    steps = {iteration: list(events) for iteration, events in by_step}
+    assert len(steps[1]) > len(set(r.proposal for r in steps[1]))  # the step was retried
+    for events in steps.values():
+        assert [e.proposal for e in events] == passes(events)
+    # Every proposal gepa judged comes from its task's last reflection, which succeeded.
+    for decision in trace.of(Decision):
+        last = [r for r in steps[decision.iteration] if r.proposal == decision.proposal][-1]
+        assert last.error is None and last.parent == decision.parent
+    # Calibration: each task reached a reflection once, or gepa skipped it.
+    units = cut_into_units([trace])
+    completed = len(trace.of(Iteration))
+    assert units.tasks.sum() == 4 * completed
+    assert units.reflected.sum() == len({(r.iteration, r.proposal) for r in reflections})
+    assert units.reflected.sum() == units.tasks.sum() - mine.skipped < len(reflections)
+
+
+def test_an_adapter_that_proposes_is_recorded_through_the_public_interface(tmp_path):
+    """gepa asks the adapter, not the LM, for each proposal, one at a time: each is one
+    reflection and C is 1."""
+    adapter, lm = ProposingAdapter(), BatchLM()
+    rec, _ = record(tmp_path / "run", adapter, lm)
+    assert rec.result.mismatches == () and not lm.batches
+    trace = read_trace(tmp_path / "run" / "trace.jsonl")
+    reflections = trace.of(Reflection)
+    assert len(reflections) == adapter.proposals == rec.result.reflection_calls > 0
+    assert trace.run_start.reflection_concurrency == 1
+    assert all(a.end <= b.start for a, b in pairwise(reflections))
+    assert all(r.fenced is None and r.error is None for r in reflections)
+
+
+def test_only_the_recording_reaches_into_the_recorder():
+    """The recorder is the recording's own: every other module uses pxn.runner.record."""
+    inside = {"runner/record.py", "runner/recorder.py", "runner/wrappers.py"}
+    reaching = []
+    folders = ("pxn", "sim", "runner", "calibrate", "app", "tests")
+    for path in sorted(p for folder in folders for p in (ROOT / folder).glob("**/*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(), relative)):
+            names = []
+            if isinstance(node, ast.ImportFrom):
+                names = [(node.module or "").split(".")[-1], *(a.name for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [alias.name.split(".")[-1] for alias in node.names]
+            if "recorder" in names and relative not in inside:
+                reaching.append(relative)
+    assert reaching == []
 
 
 class InterruptAt:
