@@ -36,11 +36,12 @@ from dspy.utils import DummyLM
 from dspy_program import Topic, examples, local_lm, metric, optimizer
 from gepa.strategies.proposal_sampling import PxNSampling
 
+from pxn.calibrate.units import cut_into_units
 from pxn.errors import PxnError
 from pxn.runner.checks import max_concurrency, trace_totals
 from pxn.runner.dspy_recording import recorded
 from pxn.scenario import Scenario
-from pxn.trace import Reflection, Resume, Rollout, RunEnd, Stage, Trace, read_trace
+from pxn.trace import Decision, Reflection, Resume, Rollout, RunEnd, Stage, Trace, read_trace
 
 PROGRAM = Path(__file__).parent / "dspy_program.py"
 
@@ -131,16 +132,20 @@ class Gated(dspy.Module):
 THREADS = 4
 
 
-def compile_gated(out: Path | None, monkeypatch) -> tuple[Gate, Any, Any]:
+PROPOSALS = [{"new_instruction": f"Name the topic (try {i})."} for i in range(20)]
+
+
+def compile_gated(
+    out: Path | None, monkeypatch, replies: list[dict[str, str]] = PROPOSALS
+) -> tuple[Gate, Any, Any]:
     """One 1x3 step at num_threads 4 on DummyLMs, recorded into `out` (None: not recorded):
-    the seed's validation, the parent's minibatch and three children's."""
+    the seed's validation, the parent's minibatch and three children's. `replies`: the
+    reflection LM's, in order."""
     gate = Gate(THREADS)
     monkeypatch.setattr(Gated, "gate", gate, raising=False)
     task = DummyLM({"": {"topic": "none"}})  # never right: no parent is skipped as perfect
-    proposals = DummyLM(
-        [{"new_instruction": f"Name the topic (try {i})."} for i in range(20)],
-        adapter=dspy.JSONAdapter(),  # the form DSPy's instruction proposer reads
-    )
+    # JSON: the form DSPy's instruction proposer reads.
+    proposals = DummyLM(replies, adapter=dspy.JSONAdapter())
     for lm in (task, proposals):
         lm.cache = False  # DummyLM answers every call itself; it only says it caches
     opt = optimizer(
@@ -190,6 +195,22 @@ def test_a_stage_is_scheduled_as_dspy_splits_its_threads(tmp_path: Path, monkeyp
     assert [r.proposal for r in reflections] == ["1-0", "1-1", "1-2"]
     assert all(a.end <= b.start for a, b in itertools.pairwise(reflections))
     assert trace.run_start.reflection_concurrency == 1
+
+
+def test_a_proposal_dspy_could_not_parse_keeps_the_proposal_ids(tmp_path: Path, monkeypatch):
+    """The reflection LM's second reply lacks the field DSPy's proposer reads: gepa drops the
+    step's first pass and asks DSPy again for all three proposals. Each event carries its
+    proposal's id, and calibration counts three tasks that reached a reflection."""
+    unreadable = {"reasoning": "no instruction here"}
+    _, opt, _ = compile_gated(tmp_path / "run", monkeypatch, [PROPOSALS[0], unreadable, *PROPOSALS])
+    assert opt.result.status == "completed" and opt.result.mismatches == ()
+    trace = read_trace(tmp_path / "run" / "trace.jsonl")
+    reflections = trace.of(Reflection)
+    assert [r.proposal for r in reflections] == ["1-0", "1-1", "1-0", "1-1", "1-2"]
+    assert [r.error is not None for r in reflections] == [False, True, False, False, False]
+    assert sorted(d.proposal for d in trace.of(Decision)) == ["1-0", "1-1", "1-2"]
+    units = cut_into_units([trace])
+    assert units.reflected.sum() == 3 == units.tasks.sum()
 
 
 @pytest.mark.lm
