@@ -124,6 +124,12 @@ def terminate(pool: ProcessPoolExecutor) -> None:
         process.terminate()
     for process in processes:
         process.join()
+    # The executor's manager thread closes its wake-up pipe as it ends; left running, it
+    # raced the interpreter's exit, which writes to that pipe ("Exception ignored ...
+    # Bad file descriptor" on stderr). It ends as soon as it sees its processes gone.
+    manager = pool._executor_manager_thread
+    if manager is not None:
+        manager.join(timeout=1.0)
 
 
 @dataclass
