@@ -7,7 +7,7 @@ Run as a script it is a user's script with the one line added: it compiles the p
 recorded into OUT, and prints the run's totals as JSON.
 
     python dspy_program.py OUT TASK_API_BASE REFLECTION_API_BASE [--resume]
-        [--ctrl-c-after N]
+        [--ctrl-c-after N] [--budget B] [--train N] [--shape PxN]
 
 --ctrl-c-after N: the metric's Nth call sends this process SIGINT, as Ctrl-C in its
 terminal would, at a known point of the run.
@@ -23,10 +23,12 @@ import os
 import signal
 
 import dspy
+from gepa.strategies.proposal_sampling import PxNSampling
 
 from pxn.runner.dspy_recording import recorded
 from pxn.runner.lm_pool import LOCAL_KEY
 from pxn.runner.topic_data import ROWS, SPLITS
+from pxn.shape import Shape
 
 
 class Topic(dspy.Signature):
@@ -84,6 +86,9 @@ def main() -> None:
     parser.add_argument("reflection_api_base")
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--ctrl-c-after", type=int)
+    parser.add_argument("--budget", type=int, default=30, help="max_metric_calls")
+    parser.add_argument("--train", type=int, default=6, help="training examples")
+    parser.add_argument("--shape", default="single", help="P x N proposals a step, e.g. 2x2")
     args = parser.parse_args()
     calls = itertools.count(1)
 
@@ -93,13 +98,22 @@ def main() -> None:
         return metric(gold, pred, trace, pred_name, pred_trace)
 
     dspy.configure(lm=local_lm(args.task_api_base, 16))
+    shape = Shape.parse(args.shape)
+    batched = {} if shape.k == 1 else {"sampling_strategy": PxNSampling(shape.p, shape.n)}
     opt = recorded(
-        optimizer(local_lm(args.reflection_api_base, 150), metric=metric_then_ctrl_c),
+        optimizer(
+            local_lm(args.reflection_api_base, 150),
+            metric=metric_then_ctrl_c,
+            max_metric_calls=args.budget,
+            gepa_kwargs=batched,
+        ),
         args.out,
         resume=args.resume,
         max_reflection_failures=100,
     )
-    opt.compile(dspy.Predict(Topic), trainset=examples("train", 6), valset=examples("val", 4))
+    opt.compile(
+        dspy.Predict(Topic), trainset=examples("train", args.train), valset=examples("val", 4)
+    )
     print(json.dumps(dataclasses.asdict(opt.result)))
 
 
