@@ -63,6 +63,7 @@ from pxn.runner.record import (
     ReflectionReport,
     RolloutReport,
     recording,
+    require_release,
 )
 from pxn.runner.redact import describe_error
 
@@ -425,11 +426,4 @@ def lm_usage() -> Iterator[SharedUsage]:
 
 
 def check_dspy() -> None:
-    """The installed dspy must be the release whose GEPA this module reads."""
-    version = importlib.metadata.version("dspy")
-    if version != SUPPORTED_DSPY:
-        raise PxnError(
-            f"is {version}; pxn records dspy.GEPA of dspy {SUPPORTED_DSPY} only "
-            f"(pip install 'gepa-pxn[dspy]')",
-            subject="dspy version",
-        )
+    require_release("dspy", SUPPORTED_DSPY, "dspy.GEPA of dspy", "'gepa-pxn[dspy]'")

@@ -136,15 +136,20 @@ class RunFinished(PxnError):
     """Resuming a run whose trace already ends with a completed run_end."""
 
 
-def check_gepa() -> str:
-    version = importlib.metadata.version("gepa")
-    if version != SUPPORTED_GEPA:
+def require_release(dist: str, supported: str, what: str, install: str) -> str:
+    """The installed `dist` must be the release whose code pxn reads to record `what`
+    ("gepa", "dspy.GEPA of dspy")."""
+    version = importlib.metadata.version(dist)
+    if version != supported:
         raise PxnError(
-            f"is {version}; pxn records gepa {SUPPORTED_GEPA} only "
-            f"(pip install gepa=={SUPPORTED_GEPA})",
-            subject="gepa version",
+            f"is {version}; pxn records {what} {supported} only (pip install {install})",
+            subject=f"{dist} version",
         )
     return version
+
+
+def check_gepa() -> str:
+    return require_release("gepa", SUPPORTED_GEPA, "gepa", f"gepa=={SUPPORTED_GEPA}")
 
 
 def check_resumable(out: Path) -> None:
