@@ -95,10 +95,11 @@ def stages_of_4x4(here: Path, runs: list[Path]) -> None:
                 writer.close()
                 for name, s in stage_seconds(events(Path(tmp) / f"{r}.jsonl")).items():
                     simulated[name].append(s)
-        for name, s in stage_seconds(trace).items():
+        measured = stage_seconds(trace)
+        for name, s in measured.items():
             print(f"| {run.name} | {name} | {s:.1f} s | {np.mean(simulated[name]):.1f} s |")
         reflections = [e for e in trace if e["kind"] == "reflection"]
-        per_reflection = SERVERS * stage_seconds(trace)["reflection"] / len(reflections)
+        per_reflection = SERVERS * measured["reflection"] / len(reflections)
         print(
             f"| {run.name} | reflection throughput | {per_reflection:.2f}"
             f" server-s per reflection ({len(reflections)} reflections) | "
