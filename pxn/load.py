@@ -9,6 +9,17 @@ or the reflection cap C) and `slowdown` beta: a call that starts while m calls
 of its model are in flight (itself included) takes 1 + beta (m - 1) times its
 drawn latency. Rollouts and reflections never overlap in gepa (a barrier
 separates their stages), so one model's load never meets the other's.
+
+A server that keeps the prompt it served last (llama.cpp and
+llama-cpp-python reuse its cached prefix) serves a reflection faster when
+it has just served a sibling: a reflection of the same parent in the same
+step, whose prompt begins with the same gepa template and parent text.
+`prefix_seconds` (reflections only, servers required) is what such a
+reflection saves: the processing of the shared prefix. Its draw is
+shortened by it (floored at 0) before the load factor applies. Singles
+never send two reflections of one step, so a prediction for them is
+unchanged; `pxn calibrate` estimates it from the prefix tokens the runner
+records and the reflection's seconds per input token.
 """
 
 from __future__ import annotations
@@ -16,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pxn.errors import PxnError
 from pxn.fields import at_least, known_keys, table, whole
 from pxn.prices import ROLES
 
@@ -24,6 +36,7 @@ from pxn.prices import ROLES
 class Load:
     servers: int | None = None
     slowdown: float = 0.0
+    prefix_seconds: float = 0.0  # saved by a reflection whose server just served a sibling
 
     def slots(self, cap: int) -> int:
         """Calls served at once under a cap of its own (W, or C)."""
@@ -37,16 +50,32 @@ class Load:
         if self.servers is not None:
             whole(self.servers, f"load.{role}.servers")
         at_least(self.slowdown, f"load.{role}.slowdown")
+        at_least(self.prefix_seconds, f"load.{role}.prefix_seconds")
+        if self.prefix_seconds and role != "reflection":
+            raise PxnError(
+                "a prompt-prefix cache is modelled for reflections only (a rollout's measured "
+                "latency already includes it); remove the key",
+                subject=f"load.{role}.prefix_seconds",
+            )
+        if self.prefix_seconds and self.servers is None:
+            raise PxnError(
+                f"needs load.{role}.servers: the cache is a server's, reused by the next "
+                "call that server serves; set servers",
+                subject=f"load.{role}.prefix_seconds",
+            )
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {} if self.servers is None else {"servers": self.servers}
-        return data | ({"slowdown": self.slowdown} if self.slowdown else {})
+        data |= {"slowdown": self.slowdown} if self.slowdown else {}
+        return data | ({"prefix_seconds": self.prefix_seconds} if self.prefix_seconds else {})
 
     @classmethod
     def from_dict(cls, data: Any, role: str) -> Load:
         fields = table(data, f"[load.{role}]")
-        known_keys(fields, {"servers", "slowdown"}, f"[load.{role}]")
-        return cls(fields.get("servers"), fields.get("slowdown", 0.0))
+        known_keys(fields, {"servers", "slowdown", "prefix_seconds"}, f"[load.{role}]")
+        return cls(
+            fields.get("servers"), fields.get("slowdown", 0.0), fields.get("prefix_seconds", 0.0)
+        )
 
 
 @dataclass(frozen=True)

@@ -158,6 +158,12 @@ class Scenario:
                 )
             self.prices.validate()
         self.rate_limits.validate(has_tokens=self.tokens is not None)
+        if self.loads.reflection.prefix_seconds and self.rate_limits.reflection.to_dict():
+            raise PxnError(
+                "a prefix cache and provider rate limits on reflections are not modelled "
+                "together (a local server's cache, a hosted API's limits); drop one",
+                subject="load.reflection.prefix_seconds",
+            )
         if self.calibrated_on is not None:
             self.calibrated_on.validate()
         return self
