@@ -92,6 +92,38 @@ def loaded_makespan(draws: list[float], slots: int, slowdown: float) -> tuple[li
     return durations, max(free_at)
 
 
+def cached_makespan(
+    draws: list[float], owners: Sequence[str], slots: int, slowdown: float, saving: float
+) -> tuple[list[float], float]:
+    """loaded_makespan on servers that keep the prompt they served last.
+
+    Each slot is a server. A call that a server takes right after a call of
+    the same owner (a reflection's parent: the two prompts share its text)
+    is its draw less `saving`, floored at 0, before the load factor. A
+    server's first call of the stage follows other work (rollouts) and saves
+    nothing. Calls take the server that frees first, ties to the lower
+    server, as list_schedule assigns them, so a trace's slots are the
+    servers used here. The load factor is min(n, slots) for every call: the
+    drain's equal-ends case of loaded_makespan is not distinguished.
+    """
+    n = len(draws)
+    factor = 1 + slowdown * (min(n, slots) - 1)
+    if n <= slots:
+        durations = [d * factor for d in draws]
+        return durations, max(durations) if durations else 0.0
+    durations = []
+    last_owner: list[str | None] = [None] * slots
+    free_at = [(0.0, slot) for slot in range(slots)]  # sorted, hence already a heap
+    for draw, owner in zip(draws, owners, strict=True):
+        now, slot = free_at[0]
+        if last_owner[slot] == owner:
+            draw = max(0.0, draw - saving)
+        last_owner[slot] = owner
+        durations.append(draw * factor)
+        heapq.heapreplace(free_at, (now + durations[-1], slot))
+    return durations, max(end for end, _ in free_at)
+
+
 def together(draws: np.ndarray, slowdown: float) -> tuple[np.ndarray, float]:
     """loaded_makespan of calls that all start at once (no more than the slots), in numpy.
 

@@ -16,6 +16,10 @@ slot, then runs, slowed by the calls in flight at its real start
 (rate_limited_schedule); but a stage that fits its slots and whose whole ask
 its buckets hold at its start is paid at once (Accountant.pay_at_start) and
 scheduled as without limits, since none of its calls waits.
+
+Reflections on servers that keep their last prompt (Load.prefix_seconds)
+are scheduled by cached_makespan: a server that serves two reflections of
+one parent in a row saves the second the shared prefix's processing.
 """
 
 from __future__ import annotations
@@ -27,7 +31,13 @@ import simpy
 
 from pxn.sim.accounting import Accountant
 from pxn.sim.latency import CallLatency
-from pxn.sim.schedule import list_schedule, loaded_makespan, rate_limited_schedule, together
+from pxn.sim.schedule import (
+    cached_makespan,
+    list_schedule,
+    loaded_makespan,
+    rate_limited_schedule,
+    together,
+)
 from pxn.sim.tracing import Items, NoTrace
 
 
@@ -67,6 +77,7 @@ class CallStage:
         self.accountant = accountant
         self.limited = accountant.limited(role)
         self.slowdown = latency.load.slowdown
+        self.prefix_seconds = latency.load.prefix_seconds
         # Each call's tokens are needed by a tokens-per-minute limit, or to trace them.
         self.per_call_tokens = accountant.per_call(role) or trace.enabled
         self.trace = trace
@@ -96,6 +107,11 @@ class CallStage:
             length = max(map(add, starts, durations), default=start) - start
         elif MANY <= n <= slots:  # many calls, all starting with the stage
             durations, length = together(draws, self.slowdown)
+        elif self.prefix_seconds and n > slots:  # siblings may follow each other on a server
+            owners = [owner for _, owner in items]
+            durations, length = cached_makespan(
+                draws.tolist(), owners, slots, self.slowdown, self.prefix_seconds
+            )
         else:  # every call starts with the stage, or when a slot frees
             durations, length = loaded_makespan(draws.tolist(), slots, self.slowdown)
         if self.limited and not waits:  # timed from the calls' ends, as when they may wait

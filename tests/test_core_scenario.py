@@ -193,6 +193,30 @@ def test_the_older_pool_keys_read_as_one_pool_for_both_models() -> None:
     }
 
 
+def test_a_prefix_cache_round_trips_and_is_refused_where_it_means_nothing(
+    tmp_path: Path,
+) -> None:
+    cached = make_scenario(loads=Loads(Load(), Load(servers=2, prefix_seconds=0.8)))
+    path = tmp_path / "cached.toml"
+    cached.save(path)
+    assert Scenario.load(path) == cached
+    assert cached.to_dict()["load"] == {"reflection": {"servers": 2, "prefix_seconds": 0.8}}
+    base = make_scenario().to_dict()
+    cases = {
+        "needs load.reflection.servers": {"reflection": {"prefix_seconds": 0.8}},
+        "for reflections only": {"task": {"servers": 2, "prefix_seconds": 0.8}},
+        "must be a number >= 0": {"reflection": {"servers": 2, "prefix_seconds": -1}},
+    }
+    for problem, load in cases.items():
+        message = load_error(tmp_path, base | {"load": load})
+        assert problem in message and "prefix_seconds" in message, message
+    limited = base | {
+        "load": {"reflection": {"servers": 2, "prefix_seconds": 0.8}},
+        "rate_limits": {"reflection": {"rpm": 60}},
+    }
+    assert "not modelled together" in load_error(tmp_path, limited)
+
+
 TOKENS = Tokens(
     rollout_input=Distribution("empirical", samples=(80.0, 120.0)),
     rollout_output=Distribution("gamma", {"a": 2.0, "scale": 10.0}),

@@ -34,7 +34,13 @@ from pxn.sim.predict import (
     sweep,
 )
 from pxn.sim.presets import load_scenario
-from pxn.sim.schedule import list_schedule, loaded_makespan, makespan, rate_limited_schedule
+from pxn.sim.schedule import (
+    cached_makespan,
+    list_schedule,
+    loaded_makespan,
+    makespan,
+    rate_limited_schedule,
+)
 from pxn.trace import (
     ROLLOUT_PHASES,
     Decision,
@@ -317,6 +323,44 @@ def test_lm_servers_and_slowdown_give_exact_stage_times(
     assert trace.run_start.meta["lm_servers"] == servers
 
 
+@pytest.mark.parametrize("shape", [Shape(1, 4), Shape(2, 2)], ids=["1x4", "2x2"])
+def test_a_prefix_cache_saves_its_seconds_on_siblings_served_back_to_back(
+    shape: Shape, tmp_path: Path
+) -> None:
+    """4 reflections of one parent (nothing is accepted: every parent is the seed) on 2 servers.
+
+    The first two start the stage, one per server, and save nothing; each server's second
+    follows a sibling and is shorter by prefix_seconds; every call runs beside another.
+    """
+    tr, saving, beta = 7.0, 3.0, 0.5
+    scenario = make_scenario(
+        reflection=fixed(tr),
+        reflection_concurrency=4,
+        acceptance=Acceptance(0.0),
+        loads=Loads(Load(), Load(servers=2, slowdown=beta, prefix_seconds=saving)),
+    )
+    _, trace = traced(scenario, shape, tmp_path)
+    stages = [s for s in trace.of(Stage) if s.name == "reflection"]
+    assert stages
+    for stage in stages:
+        assert stage.duration == pytest.approx((tr + tr - saving) * (1 + beta)), stage
+    durations = sorted(round(r.end - r.start, 9) for r in trace.of(Reflection))
+    assert set(durations) == {round(tr * (1 + beta), 9), round((tr - saving) * (1 + beta), 9)}
+
+
+def test_a_prefix_cache_changes_nothing_where_no_server_serves_two_siblings() -> None:
+    """Singles send one reflection a step, 1x2 and 2x1 two, one per server: no server serves
+    two in a step, so the run is the same, to the bit; 4x4's is shorter."""
+    scenario = make_scenario(loads=Loads(Load(), Load(servers=2, slowdown=0.3)))
+    cached = scenario.replace(loads=Loads(Load(), Load(servers=2, slowdown=0.3, prefix_seconds=1)))
+    for shape in (Shape(1, 1), Shape(2, 1), Shape(1, 2)):
+        assert simulate_once(scenario, shape, 5) == simulate_once(cached, shape, 5)
+    assert (
+        simulate_once(cached, Shape(4, 4), 5).wall_clock
+        < simulate_once(scenario, Shape(4, 4), 5).wall_clock
+    )
+
+
 def test_unset_lm_fields_leave_runs_identical() -> None:
     """lm_servers >= W and C with no slowdown is the same run, to the bit."""
     scenario = make_scenario()
@@ -464,6 +508,31 @@ def test_loaded_makespan_slows_each_call_by_the_calls_in_flight(seed: int) -> No
     assert length == pytest.approx(max(ends, default=0.0))
     _, _, limited, _ = rate_limited_schedule(draws, slots, 0.0, [], beta)
     assert limited == pytest.approx(durations, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_cached_makespan_saves_on_a_server_that_just_served_the_same_owner(seed: int) -> None:
+    """Each call's length is its draw, less the saving when the call its server (list-scheduled
+    slot) served just before it had the same owner, floored at 0, times the load factor."""
+    rng = np.random.default_rng(seed)
+    n, slots = int(rng.integers(0, 30)), int(rng.integers(1, 6))
+    beta, saving = float(rng.uniform(0, 1)), float(rng.uniform(0, 2))
+    draws = rng.exponential(2.0, size=n).tolist()
+    owners = [str(o) for o in rng.integers(0, 3, size=n)]
+    durations, length = cached_makespan(draws, owners, slots, beta, saving)
+    starts, used = list_schedule(durations, slots)
+    factor = 1 + beta * (min(n, slots) - 1)
+    for i in range(n):
+        before = [j for j in range(i) if used[j] == used[i]]
+        same = bool(before) and owners[before[-1]] == owners[i]
+        want = (max(0.0, draws[i] - saving) if same else draws[i]) * factor
+        assert durations[i] == pytest.approx(want, rel=1e-12), i
+    ends = [s + d for s, d in zip(starts, durations, strict=True)]
+    assert length == pytest.approx(max(ends, default=0.0))
+    if n > slots:  # without a saving it is the loaded list schedule (no equal ends here)
+        plain, plain_length = cached_makespan(draws, owners, slots, beta, 0.0)
+        loaded, loaded_length = loaded_makespan(draws, slots, beta)
+        assert plain == pytest.approx(loaded) and plain_length == pytest.approx(loaded_length)
 
 
 # -- the trace is the run ---------------------------------------------------------
