@@ -8,15 +8,24 @@ included), so agreement between the two is evidence.
 
 Calls. Every rollout and reflection is its own SimPy process. A call takes
 one of its model's worker slots (a Resource of W, or of C for reflections,
-FIFO), then one of the model's LM servers (a Resource of `servers` places,
-unlimited without them), then waits at its model's provider limits (a
-`Limiter`: a FIFO gate in front of token buckets; a client backing off on its
-429s checks whether every bucket can pay, sleeps for the missing allowance,
-checks again) still holding both, then runs. Its latency is its draw times
-1 + slowdown (m - 1), m being the calls of its model being served at its
-start, itself and every call that starts in the same instant included: the
-call waits for the end of the instant (an event of the lowest priority) and
-then reads the count. Stages end at a barrier (`env.all_of`).
+FIFO), then one particular LM server of its model (a FIFO Store of server
+ids, in id order at the start: the longest-waiting call gets the server
+free the longest; no wait without `servers`), then waits at its model's
+provider limits (a `Limiter`: a FIFO gate in front of token buckets; a
+client backing off on its 429s checks whether every bucket can pay, sleeps
+for the missing allowance, checks again) still holding both, then runs. Its
+latency is its draw times 1 + slowdown (m - 1), m being the calls of its
+model being served at its start, itself and every call that starts in the
+same instant included: the call waits for the end of the instant (an event
+of the lowest priority) and then reads the count. Stages end at a barrier
+(`env.all_of`).
+
+The prefix cache. Each server remembers the parent of the reflection it
+served last in the current reflection stage (rollouts run between two such
+stages, so the memory is cleared at each one's start). A reflection that
+gets a server whose last reflection had the same parent (the same candidate,
+so its prompt starts with the same template and parent text) has its draw
+shortened by prefix_seconds, floored at 0, before the load factor applies.
 
 gepa's bookkeeping, kept here on its own terms:
 - the trainset ids are shuffled each epoch and padded to a multiple of b
@@ -130,7 +139,11 @@ class Model:
         limit = s.rate_limits.task if role == "task" else s.rate_limits.reflection
         self.role = role
         self.slots = simpy.Resource(run.env, capacity=slots)
-        self.servers = simpy.Resource(run.env, capacity=load.servers or 10**9)
+        self.servers = None if load.servers is None else simpy.Store(run.env)
+        if self.servers is not None:
+            self.servers.items.extend(range(load.servers))
+        self.last_parent: dict[int, int] = {}  # server -> parent it served last in this stage
+        self.prefix_seconds = load.prefix_seconds
         self.slowdown = load.slowdown
         self.serving = 0  # calls of this model running right now
         self.asks_requests = limit.rpm is not None
@@ -169,34 +182,44 @@ class OracleRun:
     # -- calls and stages -------------------------------------------------------
 
     def call(
-        self, model: Model, seconds: float, tokens: float
+        self, model: Model, seconds: float, tokens: float, parent: int | None
     ) -> Generator[simpy.Event, None, None]:
-        """One rollout or reflection: a worker slot, an LM server, the allowance, the run."""
+        """A rollout, or a reflection of `parent`: a slot, a server, the allowance, the run."""
         with model.slots.request() as slot:
             yield slot
-            with model.servers.request() as server:
-                yield server
-                if model.limiter is not None:
-                    amounts = [1.0] if model.asks_requests else []
-                    if model.asks_tokens:
-                        amounts.append(tokens)
-                    granted = self.env.now
-                    yield from model.limiter.acquire(amounts)
-                    if self.env.now > granted:
-                        self.throttled_calls += 1
-                model.serving += 1
-                if model.slowdown:
-                    yield EndOfInstant(self.env)  # every call starting now is counted
-                    seconds *= 1 + model.slowdown * (model.serving - 1)
-                yield self.env.timeout(seconds)
-                model.serving -= 1
+            server = None if model.servers is None else (yield model.servers.get())
+            if server is not None and parent is not None:
+                if model.last_parent.get(server) == parent:  # its prompt's prefix is cached
+                    seconds = max(0.0, seconds - model.prefix_seconds)
+                model.last_parent[server] = parent
+            if model.limiter is not None:
+                amounts = [1.0] if model.asks_requests else []
+                if model.asks_tokens:
+                    amounts.append(tokens)
+                granted = self.env.now
+                yield from model.limiter.acquire(amounts)
+                if self.env.now > granted:
+                    self.throttled_calls += 1
+            model.serving += 1
+            if model.slowdown:
+                yield EndOfInstant(self.env)  # every call starting now is counted
+                seconds *= 1 + model.slowdown * (model.serving - 1)
+            yield self.env.timeout(seconds)
+            model.serving -= 1
+            if server is not None:
+                model.servers.put(server)  # to the next waiting call, as a release would
 
     def stage(
-        self, model: Model, latency: Distribution, calls: int
+        self, model: Model, latency: Distribution, parents: list[int | None]
     ) -> Generator[simpy.Event, None, None]:
-        """gepa's own work, then `calls` concurrent calls, then the barrier."""
+        """gepa's own work, then one concurrent call per parent given, then the barrier.
+
+        A rollout's parent is None: only reflections are served from a cached prefix.
+        """
         s = self.scenario
+        calls = len(parents)
         yield self.env.timeout(s.stage_overhead)
+        model.last_parent.clear()  # the servers have run other calls since
         seconds = latency.sample(self.rng, calls)
         if model.role == "reflection" and s.tokens is not None:
             seconds = np.maximum(0.0, seconds + s.tokens.reflection_latency_shift(s.minibatch))
@@ -217,19 +240,21 @@ class OracleRun:
                 )
                 self.dollars += float((used_in * price_in + used_out * price_out).sum()) / 1e6
         processes = [
-            self.env.process(self.call(model, float(seconds[i]), float(used_in[i] + used_out[i])))
+            self.env.process(
+                self.call(model, float(seconds[i]), float(used_in[i] + used_out[i]), parents[i])
+            )
             for i in range(calls)
         ]
         yield self.env.all_of(processes)
 
     def evaluate(self, phase: str, rollouts: int) -> Generator[simpy.Event, None, None]:
         latency = self.scenario.rollout_latency(phase)
-        yield from self.stage(self.task, latency, rollouts)
+        yield from self.stage(self.task, latency, [None] * rollouts)
         self.metric_calls += rollouts  # every rollout is one metric call
 
-    def reflect(self, calls: int) -> Generator[simpy.Event, None, None]:
-        # Not metric calls.
-        yield from self.stage(self.reflection, self.scenario.reflection, calls)
+    def reflect(self, parents: list[int]) -> Generator[simpy.Event, None, None]:
+        """One reflection per task, given the tasks' parents in gepa's order (not metric calls)."""
+        yield from self.stage(self.reflection, self.scenario.reflection, list(parents))
 
     # -- gepa's bookkeeping -------------------------------------------------------
 
@@ -290,7 +315,7 @@ class OracleRun:
             tasks = [task for task in tasks if task not in perfect]
             if not tasks:
                 continue
-            yield from self.reflect(len(tasks))
+            yield from self.reflect([parent for parent, _ in tasks])
             yield from self.evaluate("child_minibatch", len(tasks) * s.minibatch)
             new = self.verdicts(len(tasks))
             if new:
