@@ -180,6 +180,21 @@ def test_fields_from_a_newer_writer_are_ignored(tmp_path: Path) -> None:
     assert trace.skipped == [] and trace.events[1] == tiny_run()[1]
 
 
+def test_a_reflection_without_prefix_tokens_reads_as_unknown(tmp_path: Path) -> None:
+    """prefix_tokens is optional in schema 1: an older writer's reflection lacks it."""
+    lines = lines_of(tiny_run())
+    older = json.loads(lines[6])
+    assert older["kind"] == "reflection"
+    del older["prefix_tokens"]
+    counted = json.loads(lines[6]) | {"tokens_in": 900, "prefix_tokens": 300}
+    fractional = json.loads(lines[6]) | {"prefix_tokens": 2.5}
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join([*lines[:6], *map(json.dumps, (older, counted, fractional))]))
+    trace = read_trace(path)
+    assert trace.skipped == ["line 9: reflection field prefix_tokens has a bad value 2.5"]
+    assert [r.prefix_tokens for r in trace.of(Reflection)] == [None, 300]
+
+
 def test_wrong_schema_version_raises(tmp_path: Path) -> None:
     lines = lines_of(tiny_run())
     first = json.loads(lines[0]) | {"schema": SCHEMA_VERSION + 1}
