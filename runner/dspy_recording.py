@@ -28,7 +28,8 @@ How, and what it assumes (DSPy 3.4.1, gepa 0.1.4):
   proposer on the reflection LM), and gepa calls it one proposal at a time,
   so C = 1 and each call is one reflection event (the recording's), however
   many LM calls it made (one per component updated); this module adds its
-  tokens. When one raises, gepa asks again for every proposal of the step,
+  tokens and its prompt (the prompts of its LM calls, as a DSPy callback sees
+  them, joined in call order). When one raises, gepa asks again for every proposal of the step,
   one by one, and the retried proposals' events carry their ids again.
 - Ctrl-C: as DSPy does unrecorded, a stage evaluated in DSPy's threads runs
   to its end first; an evaluation on the main thread stops at once, its
@@ -57,6 +58,7 @@ from dspy.utils.usage_tracker import UsageTracker
 from gepa.core.adapter import EvaluationBatch
 
 from pxn.errors import PxnError
+from pxn.runner.prompt_prefix import prompt_text
 from pxn.runner.record import (
     RecordedRun,
     Recording,
@@ -245,10 +247,11 @@ class DspyRollouts:
         reflective_dataset: Any,
         components_to_update: list[str],
     ) -> dict[str, str]:
-        """DSPy's proposal, which the recording times as one reflection; this adds its tokens."""
+        """DSPy's proposal, which the recording times as one reflection; this adds its tokens
+        and prompt."""
         start = self.rec.clock()
         error: str | None = None
-        with lm_usage() as usage:
+        with lm_usage() as usage, lm_prompts() as prompts:
             try:
                 return self.inner.propose_new_texts(
                     candidate, reflective_dataset, components_to_update
@@ -263,6 +266,7 @@ class DspyRollouts:
                     start=start,
                     end=self.rec.clock(),
                     error=error,
+                    prompt=prompts.text(),
                     tokens_in=tokens_in,
                     tokens_out=tokens_out,
                 )
@@ -423,6 +427,33 @@ def lm_usage() -> Iterator[SharedUsage]:
     usage = SharedUsage()
     with dspy.context(usage_tracker=usage):
         yield usage
+
+
+class PromptsSeen(BaseCallback):
+    """DSPy callbacks noting the prompt of each LM call made while they are in force."""
+
+    def __init__(self) -> None:
+        self._prompts: list[str] = []
+        self._lock = threading.Lock()
+
+    def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+        messages = inputs.get("messages") or inputs.get("prompt")
+        if messages is not None:
+            with self._lock:
+                self._prompts.append(prompt_text(messages))
+
+    def text(self) -> str | None:
+        """The prompts joined in call order; None when no LM call was seen."""
+        with self._lock:
+            return "\n".join(self._prompts) if self._prompts else None
+
+
+@contextmanager
+def lm_prompts() -> Iterator[PromptsSeen]:
+    """The prompts of the DSPy LM calls made in the block."""
+    seen = PromptsSeen()
+    with dspy.context(callbacks=[*dspy.settings.get("callbacks", []), seen]):
+        yield seen
 
 
 def check_dspy() -> None:

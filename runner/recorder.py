@@ -27,6 +27,12 @@ throws the pass away and asks again for every job, one call per job in job
 order, a failure there failing only its job. The recorder numbers the jobs
 accordingly: a retried job's events carry the same proposal id.
 
+A reflection reported with its prompt is written with `prefix_tokens`, the
+tokens its prompt shares with the previous prompt recorded for the same
+parent in job order (prompt_prefix.py); the prompt itself is never written.
+A reflection that returns before an earlier job of its parent in the same
+call is written once that job has been (at the latest when the call ends).
+
 The recorder also counts reflections gepa swallowed (gepa 0.1.4 logs a failed
 reflection and goes on, even with raise_on_exception=True): a proposal that
 started but never ended failed silently; after `max_failures` in a row the
@@ -41,6 +47,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from pxn.runner.prompt_prefix import SharedPrefixes
 from pxn.runner.redact import describe_error, redact
 from pxn.trace import (
     Attempt,
@@ -92,6 +99,9 @@ class ReflectionReport:
     end: float
     text: str | None = None  # the reply (None when the call failed)
     slot: int | None = None
+    # The prompt as one text (prompt_text); None when unseen. Never written: prompts may
+    # hold user data, so only the prefix it shares with its parent's last prompt is counted.
+    prompt: str | None = None
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost: float | None = None
@@ -210,6 +220,8 @@ class ReflectionCall:
     start: float
     jobs: list[tuple[int, str, str]]  # (task index, proposal id, parent) per prompt
     reported: set[int] = field(default_factory=set)
+    held: dict[int, ReflectionReport | None] = field(default_factory=dict)  # awaiting a sibling
+    counted: set[int] = field(default_factory=set)  # jobs whose prompt prefix was counted
 
 
 class ExampleLabels:
@@ -261,6 +273,8 @@ class Recorder:
         # `rollout()`: declared, or seen once the adapter times a rollout with `rollout()`.
         self._timed = reports_rollouts
         self._reflections: ReflectionCall | None = None
+        self._prefixes = SharedPrefixes()
+        self._prefix_lock = threading.Lock()  # reflections report from the LM's threads
         self._rollout_slots = Slots()
         self._in_flight = InFlight()
         self._reflection_slots = Slots()
@@ -419,9 +433,7 @@ class Recorder:
         call = self._reflections
         if call is None or not 0 <= index < len(call.jobs):
             return
-        call.reported.add(index)
-        if report is not None:
-            self._write_reflection(call, index, report)
+        self._take_reflection(call, index, report)
 
     def end_reflections(self, replies: Sequence[str] | None, error: str | None) -> None:
         """The LM returned `replies` or raised `error`; a raise fails every job of the call, and
@@ -435,7 +447,7 @@ class Recorder:
             text = replies[index] if replies is not None and index < len(replies) else None
             if index not in call.reported:
                 report = ReflectionReport(start=call.start, end=end, text=text, error=error)
-                self._write_reflection(call, index, report)
+                self._take_reflection(call, index, report)
             self._book.outcome[task] = error is None
         if error is not None:
             self._last_reflection_error = error
@@ -443,7 +455,31 @@ class Recorder:
                 self._book.issued = 0
                 self._book.retrying = True
 
-    def _write_reflection(self, call: ReflectionCall, index: int, r: ReflectionReport) -> None:
+    def _take_reflection(
+        self, call: ReflectionCall, index: int, report: ReflectionReport | None
+    ) -> None:
+        """Count the prompt prefixes of the call's jobs in job order, parent by parent: a job
+        waits for every earlier job of its parent; then write the reflections counted."""
+        ready = []
+        with self._prefix_lock:
+            call.reported.add(index)
+            call.held[index] = report
+            for i in sorted(call.held):
+                parent = call.jobs[i][2]
+                earlier = (j for j in range(i) if call.jobs[j][2] == parent)
+                if any(j not in call.counted for j in earlier):
+                    continue
+                r = call.held.pop(i)
+                call.counted.add(i)
+                if r is not None:
+                    known = parent if parent.isdigit() else None
+                    ready.append((i, r, self._prefixes.tokens(known, r.prompt, r.tokens_in)))
+        for i, r, prefix_tokens in ready:
+            self._write_reflection(call, i, r, prefix_tokens)
+
+    def _write_reflection(
+        self, call: ReflectionCall, index: int, r: ReflectionReport, prefix_tokens: int | None
+    ) -> None:
         slot = r.slot if r.slot is not None else self._reflection_slots.take(r.start, r.end)
         _, proposal, parent = call.jobs[index]
         self.write(
@@ -460,6 +496,7 @@ class Recorder:
                 error=None if r.error is None else redact(r.error),
                 attempts=r.attempts,
                 fenced=None if r.text is None or r.error else has_fence_pair(r.text),
+                prefix_tokens=prefix_tokens,
             )
         )
 

@@ -21,18 +21,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pxn.runner.lm import CallSite, ChatModel, LMReply
+from pxn.runner.prompt_prefix import prompt_text
 from pxn.runner.record import Recording, ReflectionReport
 from pxn.runner.retry import CallFailed, FailedAttempt
 
 
 class ReflectionFailed(RuntimeError):
     pass
-
-
-def _content(messages: Any) -> str:
-    if isinstance(messages, str):
-        return messages
-    return "\n".join(str(m.get("content", "")) for m in messages)
 
 
 class InstrumentedReflectionLM:
@@ -86,7 +81,7 @@ class InstrumentedReflectionLM:
     def __call__(self, prompt: str | list[dict[str, Any]]) -> str:
         self._fresh_iteration()
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
-        stored = self._answers.get(_content(messages))
+        stored = self._answers.get(prompt_text(messages))
         if stored:
             self.recording.report_reflection(0, None)  # answered from the batch: no call
             answer = stored.pop(0)
@@ -95,7 +90,7 @@ class InstrumentedReflectionLM:
             if isinstance(answer, CallFailed):
                 # gepa retries a failed reflection once through this same method: keep the
                 # failure so that retry re-raises instead of making (and tracing) a new call.
-                self._answers.setdefault(_content(messages), []).append(answer)
+                self._answers.setdefault(prompt_text(messages), []).append(answer)
         if isinstance(answer, CallFailed):
             raise ReflectionFailed(answer.error)
         return answer
@@ -111,7 +106,7 @@ class InstrumentedReflectionLM:
         if not failed:
             return answers  # type: ignore[return-value]
         for messages, answer in zip(messages_list, answers, strict=True):
-            self._answers.setdefault(_content(messages), []).append(answer)
+            self._answers.setdefault(prompt_text(messages), []).append(answer)
         raise ReflectionFailed(f"{len(failed)} of {len(answers)} reflections failed")
 
     def _call(self, index: int, messages: list[dict[str, Any]]) -> str | CallFailed:
@@ -149,6 +144,7 @@ class InstrumentedReflectionLM:
                 end=rec.clock(),
                 text=reply.text if reply else None,
                 slot=slot,
+                prompt=prompt_text(messages),
                 tokens_in=reply.tokens_in if reply else None,
                 tokens_out=reply.tokens_out if reply else None,
                 cost=reply.cost if reply else None,

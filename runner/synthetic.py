@@ -55,6 +55,7 @@ from pxn.load import Load
 from pxn.rate_limits import RateLimits
 from pxn.runner.config import Plan, RunConfig, check_out
 from pxn.runner.lm import CallSite, LMReply
+from pxn.runner.prompt_prefix import prompt_text
 from pxn.runner.retry import FailedAttempt
 from pxn.runner.run import RunResult, run_engine, sigterm_as_interrupt
 from pxn.runner.tasks import Feedback, LMCall, Task
@@ -240,7 +241,7 @@ class SyntheticReflectionModel(SleepingModel):
         return self.scenario.reflection
 
     def reply(self, messages: list[dict[str, Any]], site: CallSite) -> str:
-        parent = level_of("\n".join(str(m.get("content", "")) for m in messages))
+        parent = level_of(prompt_text(messages))
         with self._lock:
             if site.iteration != self._step:
                 # The step's first reflection: the ones asked for so far are the

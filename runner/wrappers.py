@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from gepa.core.adapter import EvaluationBatch
 from gepa.lm import LM, TrackingLM
 
+from pxn.runner.prompt_prefix import prompt_text
 from pxn.runner.recorder import Recorder, ReflectionReport
 from pxn.runner.redact import describe_error
 
@@ -178,15 +179,17 @@ class RecordingLM:
         try:
             text = self.inner(prompt)
         except Exception as exc:
-            rec.report_reflection(
-                index, ReflectionReport(start=start, end=rec.clock(), error=describe_error(exc))
+            report = ReflectionReport(
+                start=start, end=rec.clock(), prompt=prompt_text(prompt), error=describe_error(exc)
             )
+            rec.report_reflection(index, report)
             raise
         tokens_in, tokens_out, cost = self.inner.usage()
         report = ReflectionReport(
             start=start,
             end=rec.clock(),
             text=text,
+            prompt=prompt_text(prompt),
             tokens_in=tokens_in,
             tokens_out=tokens_out,
             cost=cost,

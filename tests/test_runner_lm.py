@@ -13,6 +13,7 @@ import json
 from collections import defaultdict
 
 import pytest
+from record_helpers import check_prefixes
 
 from pxn.runner.checks import trace_totals
 from pxn.runner.run import RunConfig, run_gepa
@@ -92,3 +93,5 @@ def test_2x2_run(tmp_path, lm_pool):
     ]
     assert pairs, "no iteration reflected more than once"
     assert any(overlap(a, b) and a.slot != b.slot for a, b in pairs)
+    # Siblings share their parent's prompt prefix: all but each parent's first count it.
+    assert check_prefixes(reflections) > 0

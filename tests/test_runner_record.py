@@ -23,12 +23,15 @@ from record_helpers import (
     SerialAdapter,
     StoppedAdapter,
     ThreadedAdapter,
+    check_prefixes,
+    next_words,
 )
 
 from pxn.calibrate.units import cut_into_units
 from pxn.errors import PxnError
 from pxn.runner.checks import max_concurrency, trace_totals
-from pxn.runner.record import RunFinished, recording
+from pxn.runner.prompt_prefix import prompt_text, shared_prefix_chars
+from pxn.runner.record import ReflectionReport, RunFinished, recording
 from pxn.trace import Decision, Iteration, Reflection, Resume, Rollout, RunEnd, read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -223,6 +226,70 @@ def test_an_adapter_that_proposes_is_recorded_through_the_public_interface(tmp_p
     assert all(r.fenced is None and r.error is None for r in reflections)
 
 
+class ReportingLM(BatchLM):
+    """Reports each reply with its prompt, a batch's last job first (as a pool whose last
+    prompt finished first would): tokens_in is the prompt's length in characters, tokens_out
+    its position in `prompts`, every prompt in gepa's job order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.recording = None
+        self.prompts: list[str] = []
+
+    def __call__(self, prompt):
+        return self._reported([prompt])[0]
+
+    def batch_complete(self, messages_list):
+        self.batches.append(len(messages_list))
+        return self._reported(messages_list)
+
+    def _reported(self, prompts):
+        first = len(self.prompts)
+        texts = [prompt_text(p) for p in prompts]
+        self.prompts.extend(texts)
+        replies = [next_words(text) for text in texts]
+        for i in reversed(range(len(texts))):
+            now = self.recording.clock()
+            report = ReflectionReport(
+                start=now,
+                end=now,
+                text=replies[i],
+                prompt=texts[i],
+                tokens_in=len(texts[i]),
+                tokens_out=first + i,
+            )
+            self.recording.report_reflection(i, report)
+        return replies
+
+
+def test_a_reflections_prefix_is_counted_against_its_parents_previous_prompt_in_job_order(
+    tmp_path,
+):
+    """Each reflection's prefix_tokens is the prefix its prompt shares with the previous prompt
+    of its parent in job order, though a batch reports its last job first; a parent's first
+    has none; no prompt reaches the trace."""
+    lm = ReportingLM()
+    with recording(tmp_path / "run") as rec:
+        lm.recording = rec
+        gepa.optimize(**rec.wrap(**arguments(SerialAdapter(), lm)))
+    assert rec.result.mismatches == () and max(lm.batches) == 4
+    reflections = sorted(
+        read_trace(tmp_path / "run" / "trace.jsonl").of(Reflection), key=lambda r: r.tokens_out
+    )
+    assert [r.tokens_out for r in reflections] == list(range(len(lm.prompts)))
+    last: dict[str, str] = {}
+    for event, prompt in zip(reflections, lm.prompts, strict=True):
+        previous = last.get(event.parent)
+        expected = None if previous is None else shared_prefix_chars(prompt, previous)
+        assert event.prefix_tokens == expected, event
+        last[event.parent] = prompt
+    counted = [r for r in reflections if r.prefix_tokens is not None]
+    assert len(counted) >= len(reflections) - len(last) > 0
+    assert all(0 < r.prefix_tokens < r.tokens_in for r in counted)
+    text = (tmp_path / "run" / "trace.jsonl").read_text()
+    assert not any(prompt in text for prompt in lm.prompts)
+
+
 def test_only_the_recording_reaches_into_the_recorder():
     """The recorder is the recording's own: every other module uses pxn.runner.record."""
     inside = {"runner/record.py", "runner/recorder.py", "runner/wrappers.py"}
@@ -347,7 +414,7 @@ def test_a_recorded_trace_calibrates_unchanged(tmp_path):
 def test_a_model_string_reflection_lm_is_metered_call_by_call(tmp_path, lm_pool):
     """A model string runs as gepa's own litellm LM (here against the local pool): every
     reflection call is one event with the tokens the server reported, and their sum is the
-    LM's own total."""
+    LM's own total; each after its parent's first counts the prompt prefix they share."""
     from pxn.runner.lm_pool import LOCAL_KEY
 
     out = tmp_path / "run"
@@ -366,3 +433,4 @@ def test_a_model_string_reflection_lm_is_metered_call_by_call(tmp_path, lm_pool)
     assert sum(r.tokens_in for r in reflections) == metered.total_tokens_in
     assert sum(r.tokens_out for r in reflections) == metered.total_tokens_out
     assert rec.result.mismatches == ()
+    assert check_prefixes(reflections) > 0
