@@ -314,7 +314,26 @@ def slowdown_lines(cal: Calibration) -> list[str]:
             f"  fitted only on calls that started with at most {servers} in flight: a later "
             "one may have waited for a server, and that wait is not a slowdown"
         )
+    lines.append(prefix_cache_line(cal))
     return lines
+
+
+def prefix_cache_line(cal: Calibration) -> str:
+    fit = cal.prefix_cache
+    tokens = (
+        ""
+        if fit.prefix_tokens is None
+        else f"sibling reflections share {fit.prefix_tokens:.4g} prompt tokens on average "
+        f"(n={fit.recorded}); "
+    )
+    interval = ""
+    if fit.interval is not None:
+        interval = f" [95% {fit.interval[0]:.3g}, {fit.interval[1]:.3g}]"
+    return (
+        f"reflection prefix cache: servers {'cache' if fit.caches else 'do not cache'} "
+        f"prompts: {fit.why}; {tokens}{fit.reason} "
+        f"-> load.reflection.prefix_seconds={fit.seconds:.4g}{interval}"
+    )
 
 
 def calibration_header(cal: Calibration) -> str:

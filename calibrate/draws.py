@@ -37,6 +37,7 @@ from pxn.acceptance import Acceptance
 from pxn.calibrate.acceptance import fit_decay, fit_rho
 from pxn.calibrate.bookkeeping import share_mle
 from pxn.calibrate.fit import censored_params
+from pxn.calibrate.prefix_cache import refit_prefix_seconds
 from pxn.calibrate.served import latency_sample, served_alone
 from pxn.calibrate.slowdown import refit_beta
 from pxn.calibrate.tails import TailFit, censor
@@ -121,7 +122,21 @@ def one_draw(cal: Calibration, units: Units) -> dict[str, float]:
         draw["duplicate_children"] = min(float(units.dropped.sum() / units.later.sum()), 0.99)
     if cal.token_counts is not None:
         draw |= _token_counts(cal, units.calls)
+    if scenario.loads.reflection.prefix_seconds > 0:
+        draw |= _prefix_seconds(cal, units.calls, betas)
     return draw
+
+
+def _prefix_seconds(cal: Calibration, calls: Calls, betas: dict[str, float]) -> dict[str, float]:
+    """The prefix cache's saving refitted to the resampled reflections, in the units of the
+    point fit (served alone, before any shift for b); the point value when a draw cannot
+    see the slope."""
+    served, _ = served_alone(calls, betas, cal.servers, None)
+    rows = served.of("reflection") & ~served.censored
+    pairs = list(zip(served.event[rows], served.latency[rows].tolist(), strict=True))
+    refitted = refit_prefix_seconds(pairs)
+    point = cal.scenario.loads.reflection.prefix_seconds
+    return {"load.reflection.prefix_seconds": point if refitted is None else refitted}
 
 
 def _latency(

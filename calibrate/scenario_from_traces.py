@@ -34,6 +34,7 @@ from pxn.calibrate.draws import DrawsFit, parameter_draws
 from pxn.calibrate.fit import LatencyFit, fit_latency
 from pxn.calibrate.load_effect import LoadEffect, fit_load_effects
 from pxn.calibrate.overhead import ConcurrencyFit, OverheadFit, fit_concurrency, fit_overhead
+from pxn.calibrate.prefix_cache import PrefixCacheFit, fit_prefix_cache
 from pxn.calibrate.served import latency_sample, served_alone
 from pxn.calibrate.slowdown import ModelSlowdown, fit_model_slowdowns
 from pxn.calibrate.tokens import (
@@ -99,6 +100,7 @@ class Calibration:
     concurrency: ConcurrencyFit
     load_effects: list[LoadEffect]
     slowdowns: dict[str, ModelSlowdown]  # per model: "task", "reflection"
+    prefix_cache: PrefixCacheFit
     lm_servers_source: str  # where lm_servers came from ("" when unknown)
     front: FrontFit
     duplicates: DuplicateFit
@@ -123,12 +125,15 @@ def calibrate_traces(
     task_model: str | None = None,
     reflection_model: str | None = None,
     draws: int = 0,
+    prefix_cache: bool | None = None,
 ) -> Calibration:
     """Read the traces and fit everything the Scenario needs.
 
     `lm_servers`: the LM pool's size when the traces do not say (it overrides them).
     `task_model`, `reflection_model`: model names litellm prices, for [prices].
     `draws`: parameter draws for the [uncertainty] table (0: none).
+    `prefix_cache`: whether the reflections' servers keep their last prompt (None: known for
+    pxn's own pool, else no).
     """
     prices = lookup_prices(task_model, reflection_model)  # an unknown name fails before the fits
     if draws < 0:
@@ -174,6 +179,9 @@ def calibrate_traces(
         _token_notes(token_counts, first_b=traces[0].run_start.minibatch, notes=notes)
         served, _ = served_alone(units.calls, betas, lm_servers, token_counts.chosen)
     reflection = _fit_kind(served, units, "reflection", latency)
+    prefix = fit_prefix_cache(
+        traces, None if token_counts is None else token_counts.latency, lm_servers, prefix_cache
+    )
     tokens = [
         fit
         for what, events in (("rollout", rollouts), ("reflection", reflections))
@@ -239,7 +247,10 @@ def calibrate_traces(
         selection=selection_of(traces[0]),
         front_share=front.chosen,
         duplicate_children=duplicates.chosen,
-        loads=Loads(*(Load(lm_servers, betas.get(role, 0.0)) for role in ("task", "reflection"))),
+        loads=Loads(
+            Load(lm_servers, betas.get("task", 0.0)),
+            Load(lm_servers, betas.get("reflection", 0.0), prefix.seconds),
+        ),
         tokens=None if token_counts is None else token_counts.chosen,
         prices=prices,
         calibrated_on=_calibrated_on(traces),
@@ -266,6 +277,7 @@ def calibrate_traces(
         concurrency=concurrency,
         load_effects=load_effects,
         slowdowns=slowdowns,
+        prefix_cache=prefix,
         lm_servers_source=lm_source,
         front=front,
         duplicates=duplicates,

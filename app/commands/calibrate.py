@@ -91,6 +91,15 @@ def calibrate(
             show_default=False,
         ),
     ] = None,
+    prefix_cache: Annotated[
+        str,
+        typer.Option(
+            "--prefix-cache",
+            help="Whether the reflections' LM servers keep the prompt they served last "
+            "(llama.cpp does), so a sibling reflection served next is faster: yes, no, or auto "
+            "(yes for pxn's own local pool).",
+        ),
+    ] = "auto",
 ) -> None:
     """Fit latencies, acceptance, overhead and tokens from traces (or infer them from run
     summaries); write a Scenario TOML."""
@@ -108,7 +117,9 @@ def calibrate(
     if summaries is not None:
         if traces:
             raise PxnError("give trace files or --summaries, not both")
-        given = trace_only_flags(plots, latency, lm_servers, task_model, reflection_model, draws)
+        given = trace_only_flags(
+            plots, latency, lm_servers, task_model, reflection_model, draws, prefix_cache
+        )
         if given:
             raise PxnError(
                 f"{given[0]} applies to traces; with --summaries the summaries file's [setup] "
@@ -118,6 +129,8 @@ def calibrate(
         return
     if not traces:
         raise PxnError("give trace files (or run directories), or --summaries FILE")
+    if prefix_cache not in PREFIX_CACHE:
+        raise PxnError(f"must be auto, yes or no: got {prefix_cache!r}", subject="--prefix-cache")
     calibration = calibrate_traces(
         traces,
         name=name,
@@ -126,6 +139,7 @@ def calibrate(
         task_model=task_model,
         reflection_model=reflection_model,
         draws=100 if draws is None else draws,
+        prefix_cache=PREFIX_CACHE[prefix_cache],
     )
     # Written before the report is printed: a reader that stops early (`| head`) loses no work.
     calibration.scenario.save(output, calibration_header(calibration))
@@ -149,7 +163,12 @@ def refuse_overwriting_an_input(output: Path, inputs: list[Path], subject: str =
             raise PxnError(f"{output} is one of the inputs; write elsewhere", subject=subject)
 
 
-def trace_only_flags(plots, latency, lm_servers, task_model, reflection_model, draws) -> list[str]:
+PREFIX_CACHE = {"auto": None, "yes": True, "no": False}
+
+
+def trace_only_flags(
+    plots, latency, lm_servers, task_model, reflection_model, draws, prefix_cache
+) -> list[str]:
     """The flags given that only a calibration from traces reads."""
     given = {
         "--plots": plots is not None,
@@ -158,6 +177,7 @@ def trace_only_flags(plots, latency, lm_servers, task_model, reflection_model, d
         "--task-model": task_model is not None,
         "--reflection-model": reflection_model is not None,
         "--draws": draws is not None,
+        "--prefix-cache": prefix_cache != "auto",
     }
     return [flag for flag, is_given in given.items() if is_given]
 

@@ -1,0 +1,98 @@
+"""The reflection prefix cache: what a reflection saves when its server just served a sibling.
+
+A server that keeps the prompt it served last (llama.cpp, llama-cpp-python)
+processes only the part of the next prompt that differs from it. Sibling
+reflections (one parent, one step) share gepa's template head, the parent's
+text and the template middle; the runner records those tokens for every
+reflection as `prefix_tokens` (against the parent's previous prompt, so
+single runs, which never send two reflections a step, record them too).
+Their processing is what a sibling saves: the reflection's seconds per input
+token (the latency-against-tokens fit, tokens.py) times the mean prefix
+tokens. Its interval is the slope's 95% interval times that mean.
+
+Whether a server caches cannot be read from runs without siblings: it is
+known for pxn's own pool (its traces name llama-cpp-python) and declared for
+any other (`pxn calibrate --prefix-cache yes`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pxn.calibrate.tokens import LatencyOnTokens, fit_latency_on_tokens
+from pxn.trace import Reflection, Trace
+
+# The server pxn's own pool runs; it reuses the longest prefix of its last prompt.
+CACHING_SERVER = "llama-cpp-python"
+
+
+@dataclass(frozen=True)
+class PrefixCacheFit:
+    caches: bool  # whether the servers are taken to keep their last prompt
+    why: str  # ... and on what grounds
+    prefix_tokens: float | None  # mean over the reflections that record it
+    recorded: int  # reflections with a prefix_tokens
+    seconds: float  # the chosen load.reflection.prefix_seconds
+    interval: tuple[float, float] | None
+    reason: str  # what was chosen, and why
+
+
+def server_caches(traces: Sequence[Trace], declared: bool | None) -> tuple[bool, str]:
+    """Whether the reflections' servers keep their last prompt: declared, or known."""
+    if declared is not None:
+        return declared, "declared (--prefix-cache)"
+    if traces and all(CACHING_SERVER in t.run_start.meta for t in traces):
+        return True, f"pxn's local pool ({CACHING_SERVER} reuses its last prompt's prefix)"
+    return False, "not known to cache (declare it with --prefix-cache yes)"
+
+
+def mean_prefix_tokens(reflections: Sequence[Reflection]) -> tuple[float | None, int]:
+    recorded = [r.prefix_tokens for r in reflections if r.prefix_tokens is not None]
+    return (float(np.mean(recorded)) if recorded else None), len(recorded)
+
+
+def fit_prefix_cache(
+    traces: Sequence[Trace],
+    latency: LatencyOnTokens | None,
+    servers: int | None,
+    declared: bool | None,
+) -> PrefixCacheFit:
+    caches, why = server_caches(traces, declared)
+    reflections = [r for t in traces for r in t.of(Reflection)]
+    prefix, recorded = mean_prefix_tokens(reflections)
+
+    def none(reason: str) -> PrefixCacheFit:
+        return PrefixCacheFit(caches, why, prefix, recorded, 0.0, None, reason)
+
+    if not caches:
+        return none("the servers are not taken to cache prompts")
+    if servers is None:
+        return none("no lm_servers: a cache is a server's (pass --lm-servers K)")
+    if prefix is None:
+        return none("no reflection records prefix_tokens (traces from before pxn recorded it)")
+    if latency is None or not latency.input_effect:
+        return none("the reflection latency does not grow with its input tokens")
+    seconds = latency.per_input * prefix
+    low, high = (bound * prefix for bound in latency.per_input_ci)
+    return PrefixCacheFit(
+        caches,
+        why,
+        prefix,
+        recorded,
+        seconds,
+        (max(0.0, low), high),
+        "seconds per input token x mean prefix tokens",
+    )
+
+
+def refit_prefix_seconds(pairs: Sequence[tuple[Reflection, float]]) -> float | None:
+    """A parameter draw's prefix_seconds: the slope and the mean refitted to resampled calls
+    ((reflection, seconds served alone) pairs); None when the draw cannot see the slope."""
+    latency, _ = fit_latency_on_tokens("reflection", pairs)
+    prefix, _ = mean_prefix_tokens([e for e, _ in pairs])
+    if latency is None or prefix is None or not latency.input_effect:
+        return None
+    return latency.per_input * prefix
