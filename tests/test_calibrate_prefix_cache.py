@@ -106,6 +106,9 @@ def test_the_cli_reports_the_saving_and_writes_it(
     line = next(x for x in result.stdout.splitlines() if x.startswith("reflection prefix cache"))
     saving = Scenario.load(out).loads.reflection.prefix_seconds
     assert saving > 0 and f"prefix_seconds={saving:.4g}" in line
+    simulated = run_pxn("simulate", str(out), "--shape", "4x4", "--reps", "4")
+    assert simulated.returncode == 0, simulated.stderr
+    assert f"saves {saving:.3g} s (prefix cache)" in " ".join(simulated.stdout.split())
     assert_user_error(
         run_pxn("calibrate", *map(str, singles[0]), "-o", str(out), "--prefix-cache", "maybe"),
         "--prefix-cache must be auto, yes or no",
