@@ -133,10 +133,11 @@ class Reflection(Event):
     # as the new text, chatter included; None when unknown (a simulation, a failed call).
     fenced: bool | None = None
     # The tokens of the prompt before its first character that differs from the previous
-    # prompt recorded for the same parent (an earlier step's, or an earlier sibling's in job
-    # order): prefix characters x tokens_in / prompt characters. A server that just served
-    # that prompt may reuse this prefix. None for the parent's first prompt, or when the
-    # prompt or tokens_in is unknown (a simulation, an LM the recorder cannot see).
+    # prompt recorded for the same parent by another job (an earlier step's, or an earlier
+    # sibling's in job order; a job gepa asks again is not compared with itself): prefix
+    # characters x tokens_in / prompt characters. A server that just served that prompt may
+    # reuse this prefix. None for the parent's first job, or when the prompt or tokens_in is
+    # unknown (a simulation, an LM the recorder cannot see).
     prefix_tokens: int | None = None
 
 

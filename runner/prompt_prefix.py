@@ -9,17 +9,21 @@ prompt it served last and reuses the prefix a new prompt shares with it
 (llama-cpp-python's cache) then skips that prefix when it serves siblings
 back to back; this counts the prefix for every reflection, whichever server
 served the one before, so calibration can price what a shared server saves.
+A job gepa asks again (its step's first pass failed) sends the same prompt:
+it is compared with the parent's job before it, as a sibling, not with itself.
 
 Assumptions: the prompt is the messages' contents joined by newlines (what
 the server reads, up to its chat template); tokens spread evenly over the
 prompt's characters, since the LM reports only the prompt's token count
 (tokens_in): the prefix's tokens are prefix characters x tokens_in / prompt
-characters. Only the last prompt of each parent is kept.
+characters. Two prompts of each parent are kept: its last job's, and the
+one before (for a repeated job).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -36,23 +40,43 @@ def shared_prefix_chars(a: str, b: str) -> int:
     return next((i for i, (x, y) in pairs if x != y), min(len(a), len(b)))
 
 
+@dataclass
+class LastJob:
+    """A parent's last reflection job and its prompt, and the prompt of its job before."""
+
+    job: str
+    prompt: str
+    before: str | None
+
+
 class SharedPrefixes:
-    """The last prompt recorded for each parent, and the prefix the next one shares with it.
+    """The last prompts recorded for each parent, and the prefix the next one shares with them.
 
     Not thread-safe: the caller counts one parent's prompts in their order, one at a time.
     """
 
     def __init__(self) -> None:
-        self._last: dict[str, str] = {}
+        self._last: dict[str, LastJob] = {}
 
-    def tokens(self, parent: str | None, prompt: str | None, tokens_in: int | None) -> int | None:
-        """The tokens of `prompt` before its first character that differs from the previous
-        prompt of `parent`; None when there was none (the parent's first), when the prompt, its
-        parent or its tokens_in is unknown. `prompt` becomes the parent's last."""
+    def tokens(
+        self, parent: str | None, job: str, prompt: str | None, tokens_in: int | None
+    ) -> int | None:
+        """The tokens of `prompt` (reflection job `job`, e.g. gepa's proposal id) before its first
+        character that differs from the previous prompt of `parent` by another job; None when
+        there was none (the parent's first job), when the prompt, its parent or its tokens_in
+        is unknown. `prompt` becomes the parent's last."""
         if parent is None or prompt is None:
             return None
-        previous = self._last.get(parent)
-        self._last[parent] = prompt
+        last = self._last.get(parent)
+        if last is None:
+            previous = None
+            self._last[parent] = LastJob(job, prompt, None)
+        elif last.job == job:  # asked again: compare with the job before, as its first try was
+            previous = last.before
+            last.prompt = prompt
+        else:
+            previous = last.prompt
+            self._last[parent] = LastJob(job, prompt, last.prompt)
         if previous is None or tokens_in is None or not prompt:
             return None
         return round(shared_prefix_chars(prompt, previous) * tokens_in / len(prompt))

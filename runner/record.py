@@ -40,7 +40,7 @@ What is recorded, and how well:
   timed as one reflection; it may report its tokens with
   `rec.report_reflection(0, ReflectionReport(...))` from inside the call.
   A reflection reported with its `prompt` (and tokens_in) gets
-  `prefix_tokens`, what its prompt shares with its parent's previous one
+  `prefix_tokens`, what its prompt shares with its parent's previous one (by another job)
   (pxn.runner.prompt_prefix); the prompt itself is never written.
 - iterations, stages, validations, budget updates, accept/reject decisions.
 - W: `workers=` says how many rollouts your adapter runs at once; without it

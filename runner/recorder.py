@@ -29,7 +29,8 @@ accordingly: a retried job's events carry the same proposal id.
 
 A reflection reported with its prompt is written with `prefix_tokens`, the
 tokens its prompt shares with the previous prompt recorded for the same
-parent in job order (prompt_prefix.py); the prompt itself is never written.
+parent by another job, in job order (prompt_prefix.py); the prompt itself is
+never written.
 A reflection that returns before an earlier job of its parent in the same
 call is written once that job has been (at the latest when the call ends).
 
@@ -473,7 +474,9 @@ class Recorder:
                 call.counted.add(i)
                 if r is not None:
                     known = parent if parent.isdigit() else None
-                    ready.append((i, r, self._prefixes.tokens(known, r.prompt, r.tokens_in)))
+                    job = call.jobs[i][1]
+                    prefix = self._prefixes.tokens(known, job, r.prompt, r.tokens_in)
+                    ready.append((i, r, prefix))
         for i, r, prefix_tokens in ready:
             self._write_reflection(call, i, r, prefix_tokens)
 

@@ -233,16 +233,17 @@ class Counting:
 
 
 def check_prefixes(reflections: list[Any]) -> int:
-    """A recorded run's reflection events: of each parent's reflections with tokens_in, at most
-    one (its first) lacks prefix_tokens, and every other shares part of its prompt, not all
-    (0 < prefix_tokens < tokens_in). Returns how many have prefix_tokens."""
+    """A recorded run's reflection events: of each parent's reflections with tokens_in, only
+    its first job's (asked again after a failure or not) lack prefix_tokens, and every other
+    shares part of its prompt, not all (0 < prefix_tokens < tokens_in). Returns how many have
+    prefix_tokens."""
     by_parent: dict[str, list[Any]] = {}
     for r in reflections:
         if r.tokens_in is not None:
             by_parent.setdefault(r.parent, []).append(r)
     counted = 0
     for events in by_parent.values():
-        assert sum(r.prefix_tokens is None for r in events) <= 1, events
+        assert len({r.proposal for r in events if r.prefix_tokens is None}) <= 1, events
         for r in events:
             if r.prefix_tokens is not None:
                 assert 0 < r.prefix_tokens < r.tokens_in, r

@@ -277,15 +277,16 @@ def test_a_reflections_prefix_is_counted_against_its_parents_previous_prompt_in_
         read_trace(tmp_path / "run" / "trace.jsonl").of(Reflection), key=lambda r: r.tokens_out
     )
     assert [r.tokens_out for r in reflections] == list(range(len(lm.prompts)))
-    last: dict[str, str] = {}
-    for event, prompt in zip(reflections, lm.prompts, strict=True):
-        previous = last.get(event.parent)
-        expected = None if previous is None else shared_prefix_chars(prompt, previous)
+    for k, (event, prompt) in enumerate(zip(reflections, lm.prompts, strict=True)):
+        # The last prompt before it, in job order, of its parent by another job.
+        earlier = [
+            lm.prompts[j]
+            for j in range(k)
+            if reflections[j].parent == event.parent and reflections[j].proposal != event.proposal
+        ]
+        expected = shared_prefix_chars(prompt, earlier[-1]) if earlier else None
         assert event.prefix_tokens == expected, event
-        last[event.parent] = prompt
-    counted = [r for r in reflections if r.prefix_tokens is not None]
-    assert len(counted) >= len(reflections) - len(last) > 0
-    assert all(0 < r.prefix_tokens < r.tokens_in for r in counted)
+    assert check_prefixes(reflections) >= len(reflections) - len({r.parent for r in reflections})
     text = (tmp_path / "run" / "trace.jsonl").read_text()
     assert not any(prompt in text for prompt in lm.prompts)
 
