@@ -14,7 +14,10 @@ PXN=.venv/bin/pxn
 HERE=${STUDY_DIR:-experiments/local_validation}
 BUDGET=${BUDGET:-200}
 SERVERS=2   # llama.cpp servers, one thread each: this machine has 2 cores
-read -r -a SEEDS <<< "${SEEDS:-0 1}"
+# Seeds of the batched runs at W = 2, and of the singles: singles 2 and 3 were
+# added later, with the runner that records each reflection's prefix tokens.
+read -r -a SEEDS <<< "${SEEDS:-0 1 2}"
+read -r -a SINGLE_SEEDS <<< "${SINGLE_SEEDS:-0 1 2 3}"
 # shape:workers. The singles (W = 1 and 2) are the calibration set: with calls
 # one or two at a time the slowdown under load is identifiable from them.
 SINGLES=(1x1:1 1x1:2)
@@ -34,8 +37,13 @@ real_run() {  # shape workers seed
 }
 
 measure() {
+  for seed in "${SINGLE_SEEDS[@]}"; do
+    for spec in "${SINGLES[@]}"; do
+      real_run "${spec%%:*}" "${spec##*:}" "$seed"
+    done
+  done
   for seed in "${SEEDS[@]}"; do
-    for spec in "${SINGLES[@]}" "${BATCHED[@]}"; do
+    for spec in "${BATCHED[@]}"; do
       real_run "${spec%%:*}" "${spec##*:}" "$seed"
     done
   done
