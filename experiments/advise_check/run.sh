@@ -24,12 +24,13 @@ real_run() {  # shape b budget seed dir
 }
 
 calibrate() {
-  # The local study's singles (b = 3) and two more at b = 1, so that b's effect
-  # on the reflection is measured (two b) rather than approximated from one.
+  # The local study's first four singles (b = 3; seeds 0 and 1, as when this
+  # check was run) and two more at b = 1, so that b's effect on the reflection
+  # is measured (two b) rather than approximated from one.
   for seed in "${SEEDS[@]}"; do
     real_run 1x1 1 "$BUDGET" "$seed" "$HERE/runs/cal-1x1-b1-s$seed"
   done
-  "$PXN" calibrate "$STUDY"/runs/1x1-* "$HERE"/runs/cal-* -o "$HERE/calibrated.toml" \
+  "$PXN" calibrate "$STUDY"/runs/1x1-w*-s[01] "$HERE"/runs/cal-* -o "$HERE/calibrated.toml" \
     | tee "$HERE/calibrate.txt"
   # The runner runs a step's k reflections at once (C = P x N, up to the 2
   # servers); the singles it was calibrated from had C = 1.
