@@ -60,11 +60,16 @@ analyse() {
   "$PXN" calibrate "$HERE"/runs/1x1-* -o "$HERE/calibrated.toml" --plots "$HERE/fits" \
     | tee "$HERE/calibrate.txt"
   "$PXN" calibrate "$HERE"/runs/1x1-* -o "$HERE/calibrated-point.toml" --draws 0 > /dev/null
+  # The same with the servers' prompt-prefix cache left out: what modelling it changes.
+  "$PXN" calibrate "$HERE"/runs/1x1-* -o "$HERE/calibrated-nocache.toml" --prefix-cache no \
+    > /dev/null
   # 400 replicates: every one of the 100 draws twice (the split of the spread needs two).
   "$PXN" validate --scenario "$HERE/calibrated.toml" "$HERE"/runs/* --reps 400 \
     --out "$HERE/validation" | tee "$HERE/validation.txt"
   "$PXN" validate --scenario "$HERE/calibrated-point.toml" "$HERE"/runs/* --reps 400 \
     --out "$HERE/validation-point" | tee "$HERE/validation-point.txt"
+  "$PXN" validate --scenario "$HERE/calibrated-nocache.toml" "$HERE"/runs/* --reps 400 \
+    --out "$HERE/validation-nocache" | tee "$HERE/validation-nocache.txt"
   # Error and coverage by group (calibration singles, held-out at W = 2, cross-W).
   .venv/bin/python "$HERE/summarise.py" "$HERE" | tee "$HERE/summary.md"
   # Why the misses miss: acceptance by shape, a 4x4 run's stages against simulated.

@@ -4,7 +4,8 @@ the scenario's parameter uncertainty: a markdown table on stdout.
     .venv/bin/python experiments/local_validation/summarise.py experiments/local_validation
 
 Reads DIR/validation/validation.csv (the scenario with its bootstrap draws) and
-DIR/validation-point/validation.csv (the same point estimate without them), as
+DIR/validation-point/validation.csv (the same point estimate without them) and
+DIR/validation-nocache/validation.csv (with draws, the prefix cache left out), as
 `run.sh analyse` writes them. Groups: the single runs the scenario was calibrated
 from (in-sample), the batched runs at the singles' W = 2, and the batched runs at a W
 the singles never ran (cross-W). Only completed runs count.
@@ -19,7 +20,11 @@ from pathlib import Path
 from statistics import mean
 
 RUN = re.compile(r"(?P<shape>\d+x\d+)-w(?P<workers>\d+)-s\d+")
-VERSIONS = {"validation": "with parameter draws", "validation-point": "point estimate"}
+VERSIONS = {
+    "validation": "with parameter draws",
+    "validation-point": "point estimate",
+    "validation-nocache": "with draws, no prefix cache",
+}
 
 
 def group_of(run: str) -> str:
