@@ -187,8 +187,11 @@ def run_gepa(
 
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """Turn SIGTERM into KeyboardInterrupt while the run lasts (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
+    """Turn SIGTERM into KeyboardInterrupt while the run lasts (main thread only), unless
+    the caller handles SIGTERM already (a pxn command that runs gepa, as conformance does,
+    turns it into its own interrupt and must still know it was SIGTERM)."""
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    if not in_main_thread or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         yield
         return
 

@@ -124,6 +124,15 @@ CASES = [
         id="conformance-ctrl-c",
         marks=pytest.mark.slow,
     ),
+    # gepa catches the interrupt and raises its own: the exit code still says SIGTERM.
+    pytest.param(
+        ["conformance", "--runs", "50"],
+        0,
+        signal.SIGTERM,
+        False,
+        id="conformance-sigterm",
+        marks=pytest.mark.slow,
+    ),
 ]
 
 
