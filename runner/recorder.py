@@ -583,6 +583,11 @@ class Recorder:
     def on_evaluation_skipped(self, event: dict[str, Any]) -> None:
         self._book.task_cursor += 1
 
+    def reflective_dataset_failed(self) -> None:
+        """The adapter could not build a task's reflective dataset: gepa skips the task with no
+        callback (it logs the exception), so the next proposal to start is the next task's."""
+        self._book.task_cursor += 1
+
     def on_proposal_start(self, event: dict[str, Any]) -> None:
         self._book.started.append(self._book.task_cursor)
         self._book.task_cursor += 1

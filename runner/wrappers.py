@@ -59,7 +59,11 @@ class RecordingAdapter:
         )[0]
 
     def make_reflective_dataset(self, candidate: Any, eval_batch: Any, components_to_update: Any):
-        return self.inner.make_reflective_dataset(candidate, eval_batch, components_to_update)
+        try:
+            return self.inner.make_reflective_dataset(candidate, eval_batch, components_to_update)
+        except Exception:
+            self.recorder.reflective_dataset_failed()
+            raise
 
     def _proposed(
         self, candidate: dict[str, str], reflective_dataset: Any, components_to_update: list[str]

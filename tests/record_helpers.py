@@ -232,11 +232,18 @@ class Counting:
         self.skipped += 1
 
 
-def check_prefixes(reflections: list[Any]) -> int:
+def check_prefixes(reflections: list[Any], chunks: int | None = None) -> int:
     """A recorded run's reflection events: of each parent's reflections with tokens_in, only
     its first job's (asked again after a failure or not) lack prefix_tokens, and every other
-    shares part of its prompt, not all (0 < prefix_tokens < tokens_in). Returns how many have
-    prefix_tokens."""
+    shares part of its prompt with the parent's job before it (0 < prefix_tokens), all of it
+    only where the two jobs share their minibatch too, and so their prompt: gepa gives task j
+    of iteration i chunk (i - 1 + j) mod `chunks` of the padded trainset (None: more chunks
+    than a step's tasks, so no two jobs share one). Returns how many have prefix_tokens."""
+
+    def chunk(r: Any) -> int | None:
+        task = int(r.proposal.partition("-")[2])
+        return None if chunks is None else (r.iteration - 1 + task) % chunks
+
     by_parent: dict[str, list[Any]] = {}
     for r in reflections:
         if r.tokens_in is not None:
@@ -244,8 +251,12 @@ def check_prefixes(reflections: list[Any]) -> int:
     counted = 0
     for events in by_parent.values():
         assert len({r.proposal for r in events if r.prefix_tokens is None}) <= 1, events
-        for r in events:
-            if r.prefix_tokens is not None:
-                assert 0 < r.prefix_tokens < r.tokens_in, r
-                counted += 1
+        for k, r in enumerate(events):
+            if r.prefix_tokens is None:
+                continue
+            before = next(e for e in reversed(events[:k]) if e.proposal != r.proposal)
+            assert 0 < r.prefix_tokens <= r.tokens_in, r
+            if r.prefix_tokens == r.tokens_in:
+                assert chunk(r) is not None and chunk(r) == chunk(before), (before, r)
+            counted += 1
     return counted

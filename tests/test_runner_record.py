@@ -25,6 +25,7 @@ from record_helpers import (
     ThreadedAdapter,
     check_prefixes,
     next_words,
+    score,
 )
 
 from pxn.calibrate.units import cut_into_units
@@ -210,6 +211,51 @@ def test_a_reflection_that_fails_once_keeps_the_proposal_ids(tmp_path, proposer)
     assert units.tasks.sum() == 4 * completed
     assert units.reflected.sum() == len({(r.iteration, r.proposal) for r in reflections})
     assert units.reflected.sum() == units.tasks.sum() - mine.skipped < len(reflections)
+
+
+class NoDatasetFor(SerialAdapter):
+    """Cannot build the reflective dataset of its `call`th task (as DSPy's adapter raises when
+    no prediction of a minibatch parsed): gepa logs it and skips the task, with no callback."""
+
+    def __init__(self, call: int):
+        super().__init__()
+        self.call = call
+        self.datasets = 0
+
+    def make_reflective_dataset(self, candidate, eval_batch, components_to_update):
+        self.datasets += 1
+        if self.datasets == self.call:
+            raise ValueError("no valid predictions in this minibatch")
+        return super().make_reflective_dataset(candidate, eval_batch, components_to_update)
+
+
+class Minibatches(Counting):
+    """The minibatch gepa sampled for each task, per iteration, in task order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sampled: dict[int, list[list[int]]] = {}
+
+    def on_minibatch_sampled(self, event):
+        self.sampled.setdefault(event["iteration"], []).append(list(event["minibatch_ids"]))
+
+
+def test_a_task_whose_reflective_dataset_failed_leaves_the_others_their_ids(tmp_path):
+    """The first step's second task has no dataset, so the step reflects on tasks 0, 2 and 3:
+    each event carries its own task's id (the decision's parent score is the seed's on that
+    task's minibatch, as gepa sampled it), and task 1 has none."""
+    adapter, mine = NoDatasetFor(call=2), Minibatches()
+    rec, _ = record(tmp_path / "run", adapter, CallableLM(), callbacks=[mine])
+    assert rec.result.status == "completed" and rec.result.mismatches == ()
+    trace = read_trace(tmp_path / "run" / "trace.jsonl")
+    assert [r.proposal for r in trace.of(Reflection) if r.iteration == 1] == ["1-0", "1-2", "1-3"]
+    first = [d for d in trace.of(Decision) if d.iteration == 1]
+    assert [d.proposal for d in first] == ["1-0", "1-2", "1-3"]
+    for decision in first:
+        ids = mine.sampled[1][int(decision.proposal.partition("-")[2])]
+        assert decision.score_before == sum(score(SEED, TRAIN[i]) for i in ids), decision
+    # The seed scores on one minibatch only, so a label one task off would show.
+    assert len({d.score_before for d in first}) == 2
 
 
 def test_an_adapter_that_proposes_is_recorded_through_the_public_interface(tmp_path):
