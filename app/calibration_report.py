@@ -185,8 +185,9 @@ def bookkeeping_lines(cal: Calibration) -> list[str]:
     front = f"front_share: {f.reason}"
     if f.identified:
         front = (
-            f"front_share (parents drawn from the front; {f.steps} steps with two parents or "
-            f"more): MLE {f.share:.3g} [95% {f.interval[0]:.3g}, {f.interval[1]:.3g}]; {f.reason}"
+            f"front_share (parents drawn from one front; {f.steps} steps whose parents meet an "
+            f"earlier draw from theirs): MLE {f.share:.3g} "
+            f"[95% {f.interval[0]:.3g}, {f.interval[1]:.3g}]; {f.reason}"
         )
     if f.chosen < 1:
         front += f" -> front_share={f.chosen:.3g}"

@@ -3,16 +3,21 @@
 front_share. gepa draws each step's P parents from its Pareto front, which
 collapses tied and dominated programs; the Scenario models that as P uniform
 draws (with replacement) from a front of F = max(1, ceil(front_share x
-candidates)) candidates. The evidence is how often a step's parents coincide:
-d distinct among g draws has likelihood F (F - 1) ... (F - d + 1) / F^g (which
-candidates form the front does not matter). It is maximised over a grid of
+candidates)) candidates. The evidence is how often parents drawn from one
+front coincide: d distinct among g draws has likelihood F (F - 1) ... (F - d +
+1) / F^g (which candidates form the front does not matter). The front changes
+only when a child joins the pool, so one front serves a step's P draws and
+those of the steps after it up to the next acceptance: a single run's
+consecutive rejected steps draw from one front too, and say as much as a
+step of several parents. Each step adds its draws' share of its front's
+likelihood (the group's likelihood after it over the group's before it), so
+steps stay the unit the bootstrap resamples. It is maximised over a grid of
 shares; the likelihood is a step function of the share, so the estimate is
-the middle of the grid's plateau of maxima. Only steps with two or more
-parents observed say anything (a single run draws one parent a step). The
-default share 1 is kept unless a likelihood-ratio test rejects it; 1 is the
-edge of the range, so the statistic is referred to the 50:50 chi-bar-square.
-A parent is observed through a reflection of its group; a group whose every
-task gepa skipped is not.
+the middle of the grid's plateau of maxima. The default share 1 is kept
+unless a likelihood-ratio test rejects it; 1 is the edge of the range, so the
+statistic is referred to the 50:50 chi-bar-square. A parent is observed
+through a reflection of its group; a group whose every task gepa skipped is
+not.
 
 duplicate_children. gepa validates a selected child once when its text repeats
 an earlier selected sibling's. The trace does not hold the texts, but a
@@ -47,19 +52,27 @@ def dropped_after_passing(decision: Decision) -> bool:
 
 @dataclass(frozen=True)
 class Parents:
-    """Per step: the pool's size at its start, parents observed, and how many distinct."""
+    """Per step: the pool's size at its start, and the parents observed from its front (this
+    step's and those of the steps before it since the last acceptance): how many drawn and
+    distinct up to this step, and before it."""
 
     candidates: np.ndarray
     drawn: np.ndarray
     distinct: np.ndarray
+    drawn_before: np.ndarray
+    distinct_before: np.ndarray
 
     def take(self, rows: np.ndarray) -> Parents:
-        return Parents(self.candidates[rows], self.drawn[rows], self.distinct[rows])
+        return Parents(*(getattr(self, f)[rows] for f in self.__dataclass_fields__))
+
+    def informative(self) -> Parents:
+        """The steps whose parents meet an earlier draw from the same front."""
+        return self.take(self.drawn >= 2)
 
 
 @dataclass(frozen=True)
 class FrontFit:
-    steps: int  # steps with two or more parents observed
+    steps: int  # steps whose parents meet an earlier draw from their front
     identified: bool
     share: float  # MLE (1 when not identified)
     interval: tuple[float, float]  # profile-likelihood 95%
@@ -69,16 +82,23 @@ class FrontFit:
     reason: str
 
 
+def _draws_log_likelihood(front: np.ndarray, drawn: np.ndarray, distinct: np.ndarray):
+    """log of F (F - 1) ... (F - d + 1) / F^g: g uniform draws from F giving d distinct."""
+    possible = front >= distinct
+    falling = scipy.special.gammaln(front + 1) - scipy.special.gammaln(
+        np.where(possible, front - distinct + 1, 1)
+    )
+    return np.where(possible, falling - drawn * np.log(front), -np.inf)
+
+
 def front_log_likelihood(parents: Parents, shares: np.ndarray) -> np.ndarray:
     """Log-likelihood of the parents' coincidences at each share (shares x steps, summed)."""
     front = np.maximum(1, np.ceil(np.outer(shares, parents.candidates) - 1e-9))
-    d, g = parents.distinct, parents.drawn
-    # log of F (F - 1) ... (F - d + 1) = log Gamma(F + 1) - log Gamma(F - d + 1)
-    possible = front >= d
-    falling = scipy.special.gammaln(front + 1) - scipy.special.gammaln(
-        np.where(possible, front - d + 1, 1)
-    )
-    ll = np.where(possible, falling - g * np.log(front), -np.inf)
+    after = _draws_log_likelihood(front, parents.drawn, parents.distinct)
+    before = _draws_log_likelihood(front, parents.drawn_before, parents.distinct_before)
+    # A front too small for the draws before is too small for these too (-inf, not nan).
+    ll = np.full_like(after, -np.inf)
+    np.subtract(after, before, out=ll, where=np.isfinite(before))
     return ll.sum(axis=1)
 
 
@@ -96,9 +116,8 @@ def share_mle(parents: Parents) -> tuple[float, np.ndarray]:
 
 
 def fit_front_share(parents: Parents) -> FrontFit:
-    several = parents.drawn >= 2
-    informative = parents.take(several)
-    n = int(several.sum())
+    informative = parents.informative()
+    n = len(informative.drawn)
     if n == 0:
         return FrontFit(
             0,
@@ -108,7 +127,8 @@ def fit_front_share(parents: Parents) -> FrontFit:
             0.0,
             1.0,
             1.0,
-            "not identifiable: no step drew two parents or more (P = 1); kept 1",
+            "not identifiable: no front was drawn from twice (one parent a step, and an "
+            "acceptance after every step); kept 1",
         )
     share, ll = share_mle(informative)
     statistic = max(0.0, float(2 * (ll.max() - ll[-1])))

@@ -115,7 +115,7 @@ def one_draw(cal: Calibration, units: Units) -> dict[str, float]:
         draw["stage_overhead"] = float(units.gap.sum() / units.stages.sum())
     draw["skip_perfect"] = skip_share(units.tasks.sum(), units.reflected.sum())
     if scenario.front_share < 1:
-        informative = units.parents.take(units.parents.drawn >= 2)
+        informative = units.parents.informative()
         if len(informative.drawn):
             draw["front_share"] = share_mle(informative)[0]
     if scenario.duplicate_children > 0 and units.later.sum() > 0:

@@ -211,9 +211,7 @@ def cut_into_units(traces: list[Trace]) -> Units:
         ),
         call_unit=np.array(builder.call_unit, dtype=int),
         steps=Steps.of(steps["made"], steps["judged"], steps["passed"]),
-        parents=Parents(
-            *(np.array(steps[f], dtype=float) for f in ("candidates", "drawn", "distinct"))
-        ),
+        parents=Parents(*(np.array(steps[f], dtype=float) for f in Parents.__dataclass_fields__)),
         later=np.array(steps["later"], dtype=float),
         dropped=np.array(steps["dropped"], dtype=float),
         step_unit=np.array(builder.step_unit, dtype=int),
@@ -302,7 +300,8 @@ def _scored(trace: Trace) -> bool:
 
 
 def _steps(builder: _Builder, run: int, trace: Trace) -> None:
-    """Per judged iteration: the proposals made before it, judged, passed, and its parents.
+    """Per judged iteration: the proposals made before it, judged, passed, and its parents
+    (with those drawn before it from the same front: since the last acceptance).
 
     A child passed its judge when it was accepted, or when its scores show it beat
     its parent though gepa did not keep it: dropped by the selection's limit or as
@@ -314,6 +313,7 @@ def _steps(builder: _Builder, run: int, trace: Trace) -> None:
     parents = _parents(trace)
     unlimited = selection_of(trace).limit is None
     made = accepted_before = 0
+    front: list[str] = []  # parents drawn from the current front, since the last acceptance
     for iteration in sorted(by_iteration):
         decisions = by_iteration[iteration]
         accepted = sum(d.accepted for d in decisions)
@@ -326,11 +326,16 @@ def _steps(builder: _Builder, run: int, trace: Trace) -> None:
         rows["later"].append(max(accepted + dropped - 1, 0) if unlimited else 0)
         rows["dropped"].append(dropped if unlimited else 0)
         rows["candidates"].append(1 + accepted_before)
-        rows["drawn"].append(len(drawn))
-        rows["distinct"].append(len(set(drawn)))
+        rows["drawn_before"].append(len(front))
+        rows["distinct_before"].append(len(set(front)))
+        front += drawn
+        rows["drawn"].append(len(front))
+        rows["distinct"].append(len(set(front)))
         builder.step_unit.append(builder.unit(run, iteration))
         made += len(decisions)
         accepted_before += accepted
+        if accepted:  # a child joined the pool: the next step draws from a new front
+            front = []
 
 
 def _parents(trace: Trace) -> dict[int, list[str]]:

@@ -23,15 +23,22 @@ from pxn.calibrate.units import cut_into_units
 from pxn.trace import Decision, Reflection, RunStart, Trace
 
 
-def drawn_parents(share: float, steps: int, p: int, seed: int) -> Parents:
-    """Each step draws p parents from its front; the pool grows by one every other step."""
+def drawn_parents(share: float, steps: int, p: int, seed: int, accept: float = 1.0) -> Parents:
+    """Each step draws p parents from its front and accepts a child with chance `accept`
+    (a new candidate, so a new front); the counts as units.py builds them."""
     rng = np.random.default_rng(seed)
-    candidates = 1 + np.arange(steps) // 2
-    distinct = []
-    for c in candidates:
-        front = max(1, math.ceil(share * c))
-        distinct.append(len(set(rng.integers(0, front, size=p).tolist())))
-    return Parents(candidates.astype(float), np.full(steps, float(p)), np.array(distinct, float))
+    rows: dict[str, list[float]] = {f: [] for f in Parents.__dataclass_fields__}
+    candidates, front = 1, []
+    for _ in range(steps):
+        rows["candidates"].append(candidates)
+        rows["drawn_before"].append(len(front))
+        rows["distinct_before"].append(len(set(front)))
+        front += rng.integers(0, max(1, math.ceil(share * candidates)), size=p).tolist()
+        rows["drawn"].append(len(front))
+        rows["distinct"].append(len(set(front)))
+        if rng.random() < accept:
+            candidates, front = candidates + 1, []
+    return Parents(*(np.array(rows[f], dtype=float) for f in Parents.__dataclass_fields__))
 
 
 def test_recurring_parents_give_the_front_share() -> None:
@@ -47,10 +54,25 @@ def test_a_whole_pool_front_keeps_the_default() -> None:
     assert fit.interval[1] == 1.0
 
 
-def test_one_parent_a_step_says_nothing_about_the_front() -> None:
+def test_one_parent_a_step_and_an_acceptance_after_each_say_nothing_about_the_front() -> None:
     fit = fit_front_share(drawn_parents(0.3, 100, 1, seed=3))
     assert not fit.identified and fit.chosen == 1.0
     assert "not identifiable" in fit.reason
+
+
+@pytest.mark.parametrize(("share", "seed"), [(0.3, 4), (0.6, 5)])
+def test_single_runs_rejected_steps_draw_from_one_front_and_give_the_share(share, seed) -> None:
+    """One parent a step, a child accepted in 20% of them: the parents of consecutive steps
+    with no acceptance between them are draws from one front."""
+    fit = fit_front_share(drawn_parents(share, 400, 1, seed=seed, accept=0.2))
+    assert fit.identified and fit.pvalue < 0.01
+    assert fit.interval[0] <= share <= fit.interval[1]
+    assert fit.chosen == pytest.approx(share, abs=0.15)
+
+
+def test_a_whole_pool_front_in_single_runs_keeps_the_default() -> None:
+    fit = fit_front_share(drawn_parents(1.0, 400, 1, seed=6, accept=0.4))
+    assert fit.identified and fit.chosen == 1.0 and fit.pvalue > 0.05
 
 
 def run_start(selection: str = "all") -> RunStart:

@@ -4,7 +4,8 @@ correlated acceptance and recurring parents; calibrate; recover them; predict al
 Three 2x2 runs of B = 2000 give about 2,900 full-validation rollouts (a gamma's
 mean to ~2%), 137 steps of up to 4 judged proposals (rho = 0.3 to about
 +-0.07) and 136 steps with two parents drawn (front_share to about +-0.05).
-Tolerances are about twice those.
+Tolerances are about twice those. Single runs recover front_share from their
+rejected steps alone.
 """
 
 from __future__ import annotations
@@ -54,6 +55,20 @@ def test_recurring_parents_give_the_front_share(calibration: Calibration) -> Non
     assert calibration.front.pvalue < 1e-4
     assert calibration.scenario.front_share == pytest.approx(0.4, abs=0.1)
     low, high = calibration.draws.spread["front_share"]
+    assert low <= 0.4 <= high
+
+
+def test_single_runs_give_the_front_share_from_their_rejected_steps(tmp_path) -> None:
+    """One parent a step: the parents of consecutive steps with no acceptance between them
+    are draws from one front, so single runs alone identify the share (about 380 such
+    steps in three runs)."""
+    runs = write_traces(
+        tmp_path, PHYSICS.replace(acceptance=Acceptance(0.3)), Shape(1, 1), range(3)
+    )
+    calibration = calibrate_traces(runs)
+    assert calibration.front.steps > 300 and calibration.front.pvalue < 1e-4
+    assert calibration.scenario.front_share == pytest.approx(0.4, abs=0.1)
+    low, high = calibration.front.interval
     assert low <= 0.4 <= high
 
 
