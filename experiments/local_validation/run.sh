@@ -15,8 +15,10 @@ HERE=${STUDY_DIR:-experiments/local_validation}
 BUDGET=${BUDGET:-200}
 SERVERS=2   # llama.cpp servers, one thread each: this machine has 2 cores
 # Seeds of the batched runs at W = 2, and of the singles: singles 2 and 3 were
-# added later, with the runner that records each reflection's prefix tokens.
-read -r -a SEEDS <<< "${SEEDS:-0 1 2}"
+# added later, with the runner that records each reflection's prefix tokens;
+# batched seeds 3 and 4 and cross-W seed 1 in a third sitting, decided before
+# any of its runs, to measure coverage on more held-out runs.
+read -r -a SEEDS <<< "${SEEDS:-0 1 2 3 4}"
 read -r -a SINGLE_SEEDS <<< "${SINGLE_SEEDS:-0 1 2 3}"
 # shape:workers. The singles (W = 1 and 2) are the calibration set: with calls
 # one or two at a time the slowdown under load is identifiable from them.
@@ -25,7 +27,7 @@ SINGLES=(1x1:1 1x1:2)
 BATCHED=(2x1:2 1x2:2 2x2:2 4x1:2 4x4:2)
 # ... and, with fewer seeds, at a W the singles never ran (cross-W).
 CROSS_W=(2x2:1 4x1:1 2x2:4 4x1:4)
-read -r -a CROSS_SEEDS <<< "${CROSS_SEEDS:-0}"
+read -r -a CROSS_SEEDS <<< "${CROSS_SEEDS:-0 1}"
 
 real_run() {  # shape workers seed
   local run="$HERE/runs/$1-w$2-s$3"
