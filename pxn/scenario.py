@@ -32,6 +32,9 @@ from pxn.tokens import Tokens
 from pxn.trace import ROLLOUT_PHASES
 from pxn.uncertainty import Uncertainty
 
+# How a stage's W workers serve its candidates (Scenario.worker_split).
+WORKER_SPLITS = ("pooled", "per_candidate")
+
 # The older spelling of a local LM pool shared by both models: [load] replaces it.
 LEGACY_POOL_KEYS = ("lm_servers", "load_slowdown")
 
@@ -88,6 +91,9 @@ class Scenario:
     # Chance a selected child's text repeats an earlier selected sibling's: gepa
     # validates and keeps it once.
     duplicate_children: float = 0.0
+    # How a stage's W workers serve its candidates: "pooled", any rollout takes any
+    # free worker; "per_candidate", W split among them as DSPy's batch_evaluate does.
+    worker_split: str = "pooled"
     # A phase's own rollout latency, where it differs from `rollout`.
     rollout_phases: dict[str, Distribution] = field(default_factory=dict)
     loads: Loads = field(default_factory=Loads)  # [load] in TOML
@@ -138,6 +144,18 @@ class Scenario:
         share(self.duplicate_children, "duplicate_children", top_open=True)
         if not (0 < self.front_share <= 1):
             raise PxnError(f"must be in (0, 1]: got {self.front_share!r}", subject="front_share")
+        if self.worker_split not in WORKER_SPLITS:
+            raise PxnError(
+                f"must be one of {', '.join(map(repr, WORKER_SPLITS))}: got {self.worker_split!r} "
+                "(per_candidate: W split among a stage's candidates, as dspy.GEPA does)",
+                subject="worker_split",
+            )
+        if self.worker_split == "per_candidate" and self.rate_limits.task.to_dict():
+            raise PxnError(
+                "per-candidate workers and provider rate limits on the task model are not "
+                'modelled together; drop [rate_limits.task] or use worker_split = "pooled"',
+                subject="worker_split",
+            )
         self.rollout.validate("rollout latency")
         for phase, latency in self.rollout_phases.items():
             if phase not in ROLLOUT_PHASES:
@@ -255,6 +273,8 @@ class Scenario:
             top["front_share"] = self.front_share
         if self.duplicate_children:
             top["duplicate_children"] = self.duplicate_children
+        if self.worker_split != "pooled":
+            top["worker_split"] = self.worker_split
         top |= {"rollout": rollout, "reflection": self.reflection.to_dict()}
         top["acceptance"] = self.acceptance.to_dict()
         optional = {

@@ -66,7 +66,10 @@ class SimulatedRun:
             else scenario.tokens.reflection_latency_shift(scenario.minibatch),
         )
         overhead = scenario.stage_overhead
-        self.rollouts = CallStage(env, "task", rollout_latency, overhead, self.accountant, trace)
+        split = scenario.workers if scenario.worker_split == "per_candidate" else None
+        self.rollouts = CallStage(
+            env, "task", rollout_latency, overhead, self.accountant, trace, split_workers=split
+        )
         self.reflections = CallStage(
             env, "reflection", reflection_latency, overhead, self.accountant, trace
         )

@@ -124,6 +124,96 @@ def cached_makespan(
     return durations, max(end for end, _ in free_at)
 
 
+def thread_shares(items: int, workers: int) -> tuple[int, list[int]]:
+    """DSPy's split of W workers among a stage's candidates (dspy.GEPA's batch_evaluate):
+    min(items, W) candidates run at once, each on W // that many threads, the first
+    W mod that many one more; a candidate waits for one of those places to free."""
+    at_once = max(1, min(items, workers))
+    each, extra = divmod(workers, at_once)
+    return at_once, [each + (i < extra) for i in range(items)]
+
+
+def split_schedule(
+    draws: Sequence[float],
+    per_item: int,
+    workers: int,
+    servers: int | None,
+    slowdown: float,
+) -> tuple[list[float], list[int], list[float], float]:
+    """A stage whose W workers are split among its candidates: starts, threads, lengths, length.
+
+    The calls are `per_item` consecutive ones per candidate (its examples, in
+    order). thread_shares gives the candidates running at once and each one's
+    threads; a candidate's calls take its own threads in order, and it gives
+    its place to the next candidate when its last call ends. With `servers`,
+    a call holding a thread also needs one of the model's servers (FIFO, in
+    the order the calls became ready). A call takes 1 + slowdown (m - 1)
+    times its draw, m the calls in flight at its start, itself and every
+    other call starting at that instant included. A thread of a candidate
+    whose calls are all under way idles, as DSPy's does: the difference from
+    a pooled stage, where any free worker takes the next call.
+    """
+    n = len(draws)
+    items = n // per_item
+    at_once, threads = thread_shares(items, workers)
+    capacity = math.inf if servers is None else servers
+    starts = [0.0] * n
+    slot_of = [0] * n
+    durations = list(draws)
+    # Thread ids: place k's candidate uses ids from the k-th offset; a place keeps its ids.
+    offsets = [sum(threads[:k]) for k in range(at_once)]
+    place_of = [0] * items
+    next_call = [i * per_item for i in range(items)]  # each candidate's next call to start
+    idle: dict[int, list[int]] = {}  # candidate -> its threads not serving a call
+    ready: list[tuple[int, int]] = []  # (call, thread) holding a thread, waiting for a server
+    ends: list[tuple[float, int]] = []  # (end, call) of the calls in flight, a heap
+    left = [per_item] * items  # calls of each candidate not yet ended
+    waiting = list(range(at_once, items))[::-1]  # candidates for a place, next one last
+    serving = 0
+    now = 0.0
+
+    def admit(item: int, place: int) -> None:
+        place_of[item] = place
+        idle[item] = list(range(offsets[place], offsets[place] + threads[item]))[::-1]
+
+    def take_threads() -> None:
+        for item in sorted(idle):
+            free = idle[item]
+            while free and next_call[item] < (item + 1) * per_item:
+                ready.append((next_call[item], free.pop()))
+                next_call[item] += 1
+
+    for place in range(at_once):
+        admit(place, place)
+    while True:
+        take_threads()
+        starting = []
+        while ready and serving + len(starting) < capacity:
+            starting.append(ready.pop(0))
+        in_flight = serving + len(starting)
+        factor = 1 + slowdown * (in_flight - 1)
+        for call, thread in starting:
+            starts[call], slot_of[call] = now, thread
+            durations[call] = draws[call] * factor
+            heapq.heappush(ends, (now + durations[call], call))
+        serving = in_flight
+        if not ends:
+            break
+        now = ends[0][0]
+        while ends and ends[0][0] == now:  # every call ending at this instant
+            _, call = heapq.heappop(ends)
+            serving -= 1
+            item = call // per_item
+            idle[item].append(slot_of[call])
+            left[item] -= 1
+            if left[item] == 0:  # the candidate is done: its place goes to the next one
+                del idle[item]
+                if waiting:
+                    admit(waiting.pop(), place_of[item])
+    length = max((s + d for s, d in zip(starts, durations, strict=True)), default=0.0)
+    return starts, slot_of, durations, length
+
+
 def together(draws: np.ndarray, slowdown: float) -> tuple[np.ndarray, float]:
     """loaded_makespan of calls that all start at once (no more than the slots), in numpy.
 

@@ -20,6 +20,11 @@ scheduled as without limits, since none of its calls waits.
 Reflections on servers that keep their last prompt (Load.prefix_seconds)
 are scheduled by cached_makespan: a server that serves two reflections of
 one parent in a row saves the second the shared prefix's processing.
+
+Rollouts on workers split among a stage's candidates (worker_split =
+"per_candidate", as dspy.GEPA's batch_evaluate runs the minibatch and
+validation stages) are scheduled by split_schedule; gepa evaluates the
+seed's validation through the adapter's own evaluate, on all W.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from pxn.sim.schedule import (
     list_schedule,
     loaded_makespan,
     rate_limited_schedule,
+    split_schedule,
     together,
 )
 from pxn.sim.tracing import Items, NoTrace
@@ -68,7 +74,9 @@ class CallStage:
         overhead: float,
         accountant: Accountant,
         trace: NoTrace,
+        split_workers: int | None = None,
     ):
+        """`split_workers`: W, when a stage's workers are split among its candidates."""
         self.env = env
         self.role = role
         self.latency = latency
@@ -78,6 +86,7 @@ class CallStage:
         self.limited = accountant.limited(role)
         self.slowdown = latency.load.slowdown
         self.prefix_seconds = latency.load.prefix_seconds
+        self.split_workers = split_workers
         # Each call's tokens are needed by a tokens-per-minute limit, or to trace them.
         self.per_call_tokens = accountant.per_call(role) or trace.enabled
         self.trace = trace
@@ -98,6 +107,7 @@ class CallStage:
         waits = self.limited and not (
             n <= slots and self.accountant.pay_at_start(role, n, tokens, start)
         )
+        split = self.split_workers is not None and name != "seed_val"
         if waits:  # a call may wait for its buckets: each pays as it starts
             charges = self.accountant.charges(role, tokens)
             starts, slot_of, durations, throttled = rate_limited_schedule(
@@ -105,6 +115,12 @@ class CallStage:
             )
             self.accountant.throttled_calls += throttled
             length = max(map(add, starts, durations), default=start) - start
+        elif split:  # each candidate on its share of the workers
+            offsets, slot_of, durations, length = split_schedule(
+                draws.tolist(), per_item, self.split_workers, self.latency.load.servers,
+                self.slowdown,
+            )  # fmt: skip
+            starts = [start + offset for offset in offsets]
         elif MANY <= n <= slots:  # many calls, all starting with the stage
             durations, length = together(draws, self.slowdown)
         elif self.prefix_seconds and n > slots:  # siblings may follow each other on a server
@@ -122,7 +138,7 @@ class CallStage:
         if self.trace.enabled:
             if isinstance(durations, np.ndarray):  # the trace writes Python floats
                 durations = durations.tolist()
-            if not waits:
+            if not (waits or split):
                 offsets, slot_of = list_schedule(durations, slots)
                 starts = [start + offset for offset in offsets]
             self.trace.calls(

@@ -20,6 +20,15 @@ same instant included: the call waits for the end of the instant (an event
 of the lowest priority) and then reads the count. Stages end at a barrier
 (`env.all_of`).
 
+Split workers (worker_split = "per_candidate", dspy.GEPA's batch_evaluate).
+In the parent, child and validation stages each candidate evaluated (a
+parent on its minibatch, a child on its, a new candidate on the valset) is
+one DSPy evaluation: min(candidates, W) of them run at once (a Resource of
+that many places, FIFO in gepa's order) and each has its own threads, W
+divided evenly among the places, the first W mod places candidates one
+more (a Resource of its own, instead of the W slots); its calls then take
+a server and run as any call does. The seed's validation uses all W.
+
 The prefix cache. Each server remembers the parent of the reflection it
 served last in the current reflection stage (rollouts run between two such
 stages, so the memory is cleared at each one's start). A reflection that
@@ -182,10 +191,16 @@ class OracleRun:
     # -- calls and stages -------------------------------------------------------
 
     def call(
-        self, model: Model, seconds: float, tokens: float, parent: int | None
+        self,
+        model: Model,
+        seconds: float,
+        tokens: float,
+        parent: int | None,
+        slots: simpy.Resource | None = None,
     ) -> Generator[simpy.Event, None, None]:
-        """A rollout, or a reflection of `parent`: a slot, a server, the allowance, the run."""
-        with model.slots.request() as slot:
+        """A rollout, or a reflection of `parent`: a slot (of `slots`, else of the model's
+        W or C), a server, the allowance, the run."""
+        with (model.slots if slots is None else slots).request() as slot:
             yield slot
             server = None if model.servers is None else (yield model.servers.get())
             if server is not None and parent is not None:
@@ -210,11 +225,17 @@ class OracleRun:
                 model.servers.put(server)  # to the next waiting call, as a release would
 
     def stage(
-        self, model: Model, latency: Distribution, parents: list[int | None]
+        self,
+        model: Model,
+        latency: Distribution,
+        parents: list[int | None],
+        per_candidate: int | None = None,
     ) -> Generator[simpy.Event, None, None]:
         """gepa's own work, then one concurrent call per parent given, then the barrier.
 
         A rollout's parent is None: only reflections are served from a cached prefix.
+        `per_candidate`: the calls are that many per candidate, each candidate on its own
+        threads (split workers).
         """
         s = self.scenario
         calls = len(parents)
@@ -239,17 +260,37 @@ class OracleRun:
                     else (s.prices.reflection_input, s.prices.reflection_output)
                 )
                 self.dollars += float((used_in * price_in + used_out * price_out).sum()) / 1e6
-        processes = [
-            self.env.process(
-                self.call(model, float(seconds[i]), float(used_in[i] + used_out[i]), parents[i])
-            )
-            for i in range(calls)
-        ]
-        yield self.env.all_of(processes)
 
-    def evaluate(self, phase: str, rollouts: int) -> Generator[simpy.Event, None, None]:
+        def run(i: int, slots: simpy.Resource | None = None) -> simpy.Process:
+            work = float(used_in[i] + used_out[i])
+            return self.env.process(self.call(model, float(seconds[i]), work, parents[i], slots))
+
+        if per_candidate is None:
+            yield self.env.all_of([run(i) for i in range(calls)])
+            return
+        candidates = calls // per_candidate
+        at_once = min(candidates, s.workers)
+        places = simpy.Resource(self.env, capacity=at_once)
+        threads = [s.workers // at_once + (c < s.workers % at_once) for c in range(candidates)]
+
+        def candidate(c: int) -> Generator[simpy.Event, None, None]:
+            with places.request() as place:
+                yield place
+                own = simpy.Resource(self.env, capacity=threads[c])
+                first = c * per_candidate
+                yield self.env.all_of([run(i, own) for i in range(first, first + per_candidate)])
+
+        yield self.env.all_of([self.env.process(candidate(c)) for c in range(candidates)])
+
+    def evaluate(
+        self, phase: str, candidates: int, per_candidate: int
+    ) -> Generator[simpy.Event, None, None]:
+        """`candidates` evaluated on `per_candidate` examples each."""
         latency = self.scenario.rollout_latency(phase)
-        yield from self.stage(self.task, latency, [None] * rollouts)
+        rollouts = candidates * per_candidate
+        split = self.scenario.worker_split == "per_candidate" and phase != "seed_val"
+        own = per_candidate if split else None
+        yield from self.stage(self.task, latency, [None] * rollouts, own)
         self.metric_calls += rollouts  # every rollout is one metric call
 
     def reflect(self, parents: list[int]) -> Generator[simpy.Event, None, None]:
@@ -301,7 +342,7 @@ class OracleRun:
 
     def run(self) -> Generator[simpy.Event, None, None]:
         s, shape = self.scenario, self.shape
-        yield from self.evaluate("seed_val", s.valset_size)  # before iteration 0
+        yield from self.evaluate("seed_val", 1, s.valset_size)  # before iteration 0
         while self.metric_calls < s.budget:  # checked only at the top of an iteration
             step = self.iterations  # gepa's state.i during this iteration
             self.iterations += 1
@@ -310,16 +351,16 @@ class OracleRun:
                 for _ in range(shape.n):
                     tasks.append((parent, self.minibatch(step, len(tasks))))
             distinct = list(dict.fromkeys(tasks))
-            yield from self.evaluate("parent_minibatch", len(distinct) * s.minibatch)
+            yield from self.evaluate("parent_minibatch", len(distinct), s.minibatch)
             perfect = {pair for pair in distinct if self.rng.random() < s.skip_perfect}
             tasks = [task for task in tasks if task not in perfect]
             if not tasks:
                 continue
             yield from self.reflect([parent for parent, _ in tasks])
-            yield from self.evaluate("child_minibatch", len(tasks) * s.minibatch)
+            yield from self.evaluate("child_minibatch", len(tasks), s.minibatch)
             new = self.verdicts(len(tasks))
             if new:
-                yield from self.evaluate("full_val", new * s.valset_size)
+                yield from self.evaluate("full_val", new, s.valset_size)
                 self.full_val_iterations += 1
                 self.accepted += new
                 self.pool += range(len(self.pool), len(self.pool) + new)

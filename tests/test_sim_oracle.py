@@ -4,8 +4,8 @@ Both are seeded, so each comparison is deterministic; the significance level
 only says how far apart the two samples may be. 300 replicates each, as the
 issue asks; the last tests show that the same check does reject a model that
 differs by one worker slot, by the slowdown, by the parents' front, by the
-acceptance's correlation or by the reflections' prefix cache, so passing
-means something.
+acceptance's correlation, by the reflections' prefix cache or by how the
+workers serve candidates, so passing means something.
 """
 
 from __future__ import annotations
@@ -149,6 +149,19 @@ SCENARIOS: dict[str, tuple[Scenario, Shape]] = {
         ),
         Shape(2, 4),
     ),
+    # Workers split among a stage's candidates (dspy.GEPA): 4 parents on 5 workers get
+    # 2, 1, 1 and 1 threads; a few accepted children share them unevenly.
+    "split workers": (
+        make_scenario(workers=5, worker_split="per_candidate", acceptance=Acceptance(0.5)),
+        Shape(4, 1),
+    ),
+    # More candidates than workers: one thread each, queued for a place, on 2 slowing servers.
+    "split workers, queued, servers": (
+        make_scenario(
+            workers=3, worker_split="per_candidate", lm_servers=2, load_slowdown=0.3, budget=500
+        ),
+        Shape(4, 2),
+    ),
     # Every effect at once, provider limits on a local pool included.
     "everything": (EVERYTHING, Shape(2, 2)),
 }
@@ -205,7 +218,8 @@ def test_oracle_agrees_on_a_deterministic_run() -> None:
     prefix_cache = scenario.replace(
         front_share=0.01, loads=Loads(Load(2, 0.5), Load(2, 0.5, prefix_seconds=1.5))
     )
-    for variant in (scenario, scenario.with_local_pool(2, 0.5), prefix_cache):
+    split = scenario.replace(worker_split="per_candidate")
+    for variant in (scenario, scenario.with_local_pool(2, 0.5), prefix_cache, split):
         [fast] = fast_replicates(variant, shape, 1)
         [oracle] = oracle_replicates(variant, shape, 1)
         assert fast.wall_clock == pytest.approx(oracle.wall_clock, rel=1e-12)
@@ -272,6 +286,16 @@ def test_the_comparison_sees_parents_from_the_whole_pool() -> None:
     scenario, shape = SCENARIOS["front, wrapping minibatches, skips"]
     fast = fast_replicates(scenario.replace(front_share=1.0), shape)
     oracle = oracle_replicates(scenario, shape, REPLICATES)
+    result = ks_2samp([r.wall_clock for r in fast], [r.wall_clock for r in oracle])
+    assert result.pvalue < ALPHA
+
+
+@pytest.mark.slow
+def test_the_comparison_sees_pooled_workers() -> None:
+    """An oracle whose workers take any candidate's next rollout is told apart."""
+    scenario, shape = SCENARIOS["split workers"]
+    fast = fast_replicates(scenario, shape)
+    oracle = oracle_replicates(scenario.replace(worker_split="pooled"), shape, REPLICATES)
     result = ks_2samp([r.wall_clock for r in fast], [r.wall_clock for r in oracle])
     assert result.pvalue < ALPHA
 
