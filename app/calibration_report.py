@@ -128,6 +128,11 @@ def calibration_lines(cal: Calibration) -> list[str]:
         f"{c.busy_share:.0%} of usable slot-time in rollout stages; reflections peak "
         f"{c.reflection_peak} of {c.reflection_slots} slots"
     )
+    if cal.scenario.worker_split == "per_candidate":
+        lines.append(
+            "workers: recorded from dspy.GEPA, whose adapter splits its num_threads among a "
+            "stage's candidates -> worker_split=per_candidate"
+        )
     for effect in cal.load_effects:
         if math.isnan(effect.spearman):
             continue

@@ -237,6 +237,7 @@ def calibrate_traces(
         trainset_size=first.trainset_size,
         minibatch=first.minibatch,
         workers=first.workers,
+        worker_split=_worker_split(traces, notes),
         reflection_concurrency=first.reflection_concurrency,
         rollout=rollout.chosen,
         rollout_phases=rollout_phases,
@@ -405,6 +406,19 @@ def _lm_servers(traces: list[Trace], given: int | None, notes: list[str]) -> tup
     if len(declared) > 1:
         notes.append(f"traces differ in lm_servers ({declared}); the scenario takes the smallest")
     return declared[0], "from the traces' run_start"
+
+
+def _worker_split(traces: list[Trace], notes: list[str]) -> str:
+    """How the runs' workers served a stage's candidates: dspy.GEPA's adapter splits its
+    num_threads among them (its recording says dspy in run_start meta); others pool them."""
+    splits = ["per_candidate" if "dspy" in t.run_start.meta else "pooled" for t in traces]
+    kinds = sorted(set(splits))
+    if len(kinds) > 1:
+        notes.append(
+            f"traces differ in how their workers served candidates ({', '.join(kinds)}); "
+            f"the scenario takes {splits[0]} from {traces[0].path}"
+        )
+    return splits[0]
 
 
 def _setup_notes(traces: list[Trace]) -> list[str]:

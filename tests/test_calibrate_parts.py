@@ -150,3 +150,27 @@ def test_decisions_a_resume_threw_away_are_not_counted() -> None:
     steps = cut_into_units([trace]).steps
     assert steps.passed.tolist() == [1.0, 0.0, 0.0, 0.0]
     assert steps.made.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_a_dspy_recorded_run_calibrates_to_split_workers(tmp_path: Path) -> None:
+    """A trace whose run_start says it was recorded from dspy.GEPA gets worker_split =
+    per_candidate (DSPy splits num_threads among a stage's candidates); others stay pooled;
+    a mix takes the first trace's and says so."""
+    import json
+
+    from pxn.app.calibration_report import calibration_header
+    from pxn.calibrate.scenario_from_traces import calibrate_traces
+
+    runs = write_traces(tmp_path, TRUE.replace(budget=300), Shape(2, 2), range(2))
+    assert calibrate_traces(runs).scenario.worker_split == "pooled"
+    trace = runs[0] / "trace.jsonl"
+    lines = trace.read_text().splitlines()
+    start = json.loads(lines[0])
+    start["meta"]["dspy"] = "3.4.1"
+    trace.write_text("\n".join([json.dumps(start), *lines[1:]]) + "\n")
+    mixed = calibrate_traces(runs)
+    assert mixed.scenario.worker_split == "per_candidate"
+    assert any("differ in how their workers served candidates" in n for n in mixed.notes)
+    dspy_only = calibrate_traces(runs[:1])
+    assert dspy_only.scenario.worker_split == "per_candidate"
+    assert "worker_split=per_candidate" in calibration_header(dspy_only)

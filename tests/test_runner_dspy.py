@@ -6,7 +6,9 @@ DSPy's num_threads, one reflection at a time, reflections never during rollouts)
 `pxn calibrate` turns it into a scenario. A user's script (dspy_program.py) stopped by
 Ctrl-C leaves a trace the same script resumes. SmolLM2-135M rarely writes the field format DSPy
 asks for, so most rollouts score 0 and most reflections fail: the plumbing and the
-latencies are real, the optimization is not the point. No timing is asserted.
+latencies are real, the optimization is not the point. No timing is asserted, but for
+the one lower bound sleeps set: a stage lasts at least the rounds of rollouts DSPy's
+split of the threads forces (and less than one round more).
 
 That recording leaves DSPy's scheduling as it was is checked without the pool, on DSPy's own
 DummyLM, with rollouts that wait for each other so that the threads DSPy gives each
@@ -22,6 +24,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,11 +41,25 @@ from gepa.strategies.proposal_sampling import PxNSampling
 from record_helpers import check_prefixes
 
 from pxn.calibrate.units import cut_into_units
+from pxn.distribution import Distribution
 from pxn.errors import PxnError
+from pxn.load import Loads
 from pxn.runner.checks import max_concurrency, trace_totals
 from pxn.runner.dspy_recording import recorded
 from pxn.scenario import Scenario
-from pxn.trace import Decision, Reflection, Resume, Rollout, RunEnd, Stage, Trace, read_trace
+from pxn.shape import Shape
+from pxn.sim.model import simulate_once
+from pxn.trace import (
+    Decision,
+    Reflection,
+    Resume,
+    Rollout,
+    RunEnd,
+    Stage,
+    Trace,
+    TraceWriter,
+    read_trace,
+)
 
 PROGRAM = Path(__file__).parent / "dspy_program.py"
 
@@ -331,3 +348,63 @@ def test_ctrl_c_leaves_a_trace_the_same_script_resumes(tmp_path: Path, lm_pool):
     assert len(trace.of(Resume)) == 1 and trace.run_end.status == "completed"
     # Whole-run totals: the work the interrupt threw away is not counted twice.
     assert run["metric_calls"] == len(trace.live(Rollout)) >= 30
+
+
+class Sleeping(dspy.Module):
+    """The topic labeller taking a known time per rollout (a sleep: the work's latency)."""
+
+    seconds = 0.3
+
+    def __init__(self):
+        super().__init__()
+        self.predict = dspy.Predict(Topic)
+
+    def forward(self, sentence: str) -> dspy.Prediction:
+        time.sleep(self.seconds)
+        return self.predict(sentence=sentence)
+
+
+def test_dspys_split_of_the_threads_is_what_the_simulator_models(tmp_path: Path):
+    """One 4x1 step at num_threads 6 on DummyLMs: the parent stage's 4 (seed, minibatch)
+    pairs of 3 examples get 2, 2, 1 and 1 threads, so it lasts 3 rollouts, where 6 pooled
+    workers would need 2. The recorded run calibrates to split workers, and the simulator
+    with them gives the 3 rounds DSPy ran."""
+    task = DummyLM({"": {"topic": "none"}})  # never right: nothing accepted, no full val
+    proposals = DummyLM(PROPOSALS, adapter=dspy.JSONAdapter())
+    for lm in (task, proposals):
+        lm.cache = False
+    opt = recorded(
+        optimizer(
+            proposals,
+            num_threads=6,
+            max_metric_calls=16,
+            gepa_kwargs={"sampling_strategy": PxNSampling(4, 1)},
+        ),
+        tmp_path / "run",
+    )
+    with dspy.context(lm=task):
+        opt.compile(Sleeping(), trainset=examples("train", 12), valset=examples("val", 4))
+    assert opt.result.status == "completed" and opt.result.mismatches == ()
+    [stage] = [s for s in read_trace(tmp_path / "run" / "trace.jsonl").of(Stage)
+               if s.name == "parent_minibatch"]  # fmt: skip
+    rounds = stage.duration / Sleeping.seconds
+    assert 3 <= rounds < 3.5, rounds
+
+    ran = run_pxn("calibrate", tmp_path / "run", "-o", tmp_path / "cal.toml", "--jobs", "1")
+    assert ran.returncode == 0, ran.stderr
+    calibrated = Scenario.load(tmp_path / "cal.toml")
+    assert calibrated.worker_split == "per_candidate" and calibrated.workers == 6
+    one_latency = calibrated.replace(
+        rollout=Distribution("empirical", samples=(Sleeping.seconds,)),
+        rollout_phases={},
+        stage_overhead=0.0,
+        uncertainty=None,
+        loads=Loads(),
+    )
+    for split, expected in (("per_candidate", 3), ("pooled", 2)):
+        path = tmp_path / f"{split}.jsonl"
+        with TraceWriter(path) as writer:
+            simulate_once(one_latency.replace(worker_split=split), Shape(4, 1), 0, writer)
+        [first] = [s for s in read_trace(path).of(Stage)
+                   if s.name == "parent_minibatch" and s.iteration == 1]  # fmt: skip
+        assert first.duration == pytest.approx(expected * Sleeping.seconds), split
