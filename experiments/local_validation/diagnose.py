@@ -6,7 +6,10 @@ measured against simulated. Markdown on stdout.
 Reads DIR/runs/*/trace.jsonl and DIR/calibrated-point.toml (as `run.sh analyse`
 writes it). Part 1: per-proposal acceptance by shape, and how often a step of
 four proposals accepted none (against what independent proposals at the shape's
-own rate give). Part 2: each 4x4 run's stage time, summed by stage, against the
+own rate give); then singles against batched runs by the parent's own score on
+its minibatch (gepa accepts a child that beats it there) and by whether the
+parent is the seed, to see whether the gap is one of which parents are drawn or
+of the proposals themselves. Part 2: each 4x4 run's stage time, summed by stage, against the
 mean of 20 simulated replicates of the point estimate at the run's own W and C;
 and the reflection stage's throughput (server-seconds per reflection).
 """
@@ -78,6 +81,38 @@ def acceptance_by_shape(runs: list[Path]) -> None:
     )
 
 
+def score_band(score: float) -> str:
+    return "0" if score == 0 else ("in (0, 1)" if score < 1 else "1 or more")
+
+
+def acceptance_by_parent(runs: list[Path]) -> None:
+    counts: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
+    proposals: dict[str, int] = defaultdict(int)
+    for run in runs:
+        group = "singles" if run.name.startswith("1x1") else "batched"
+        for e in (e for e in events(run / "trace.jsonl") if e["kind"] == "decision"):
+            proposals[group] += 1
+            for by, value in (
+                ("minibatch score", score_band(e["score_before"])),
+                ("parent", "the seed" if e["parent"] == "0" else "a child"),
+            ):
+                counts[(by, value, group)][0] += 1
+                counts[(by, value, group)][1] += bool(e["accepted"])
+    print(
+        "| parent's | value | singles: accepted / proposals (share of proposals) "
+        "| batched: accepted / proposals (share) |\n|---|---|---|---|"
+    )
+    rows = [("minibatch score", band) for band in ("0", "in (0, 1)", "1 or more")]
+    rows += [("parent", "the seed"), ("parent", "a child")]
+    for by, value in rows:
+        cells = []
+        for group in ("singles", "batched"):
+            n, accepted = counts[(by, value, group)]
+            cells.append(f"{accepted}/{n} = {accepted / n:.2f} ({n / proposals[group]:.0%})")
+        print(f"| {by} | {value} | {cells[0]} | {cells[1]} |")
+    print()
+
+
 def stages_of_4x4(here: Path, runs: list[Path]) -> None:
     point = Scenario.load(here / "calibrated-point.toml")
     print("| run | stage | measured | simulated (mean of 20) |\n|---|---|---|---|")
@@ -111,6 +146,8 @@ def main(here: Path) -> None:
     runs = sorted(p for p in (here / "runs").iterdir() if (p / "trace.jsonl").exists())
     print("## Acceptance by shape\n")
     acceptance_by_shape(runs)
+    print("## Acceptance by parent, singles against batched\n")
+    acceptance_by_parent(runs)
     print("## Where a 4x4 run's time goes\n")
     stages_of_4x4(here, runs)
 

@@ -72,6 +72,11 @@ analyse() {
     --out "$HERE/validation-point" | tee "$HERE/validation-point.txt"
   "$PXN" validate --scenario "$HERE/calibrated-nocache.toml" "$HERE"/runs/* --reps 400 \
     --out "$HERE/validation-nocache" | tee "$HERE/validation-nocache.txt"
+  # Not a prediction: the point estimate with the held-out batched runs' own
+  # acceptance rate, to measure how much of the error the acceptance gap explains.
+  .venv/bin/python "$HERE/counterfactual.py" "$HERE"
+  "$PXN" validate --scenario "$HERE/calibrated-batched-rate.toml" "$HERE"/runs/* --reps 400 \
+    --out "$HERE/validation-batched-rate" | tee "$HERE/validation-batched-rate.txt"
   # Error and coverage by group (calibration singles, held-out at W = 2, cross-W).
   .venv/bin/python "$HERE/summarise.py" "$HERE" | tee "$HERE/summary.md"
   # Why the misses miss: acceptance by shape, a 4x4 run's stages against simulated.

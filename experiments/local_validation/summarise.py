@@ -5,8 +5,10 @@ the scenario's parameter uncertainty: a markdown table on stdout.
 
 Reads DIR/validation/validation.csv (the scenario with its bootstrap draws) and
 DIR/validation-point/validation.csv (the same point estimate without them) and
-DIR/validation-nocache/validation.csv (with draws, the prefix cache left out), as
-`run.sh analyse` writes them. Groups: the single runs the scenario was calibrated
+DIR/validation-nocache/validation.csv (with draws, the prefix cache left out) and
+DIR/validation-batched-rate/validation.csv (the point estimate with the held-out
+batched runs' own acceptance rate: a diagnostic, not a prediction), as `run.sh
+analyse` writes them. Groups: the single runs the scenario was calibrated
 from (in-sample), the batched runs at the singles' W = 2, and the batched runs at a W
 the singles never ran (cross-W). Only completed runs count.
 """
@@ -24,6 +26,7 @@ VERSIONS = {
     "validation": "with parameter draws",
     "validation-point": "point estimate",
     "validation-nocache": "with draws, no prefix cache",
+    "validation-batched-rate": "point, batched runs' acceptance (diagnostic)",
 }
 
 
