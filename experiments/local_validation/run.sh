@@ -75,6 +75,9 @@ analyse() {
   # Not a prediction: the point estimate with the held-out batched runs' own
   # acceptance rate, to measure how much of the error the acceptance gap explains.
   .venv/bin/python "$HERE/counterfactual.py" "$HERE"
+  # The batched runs at W = 2 calibrated alone, for what they say of acceptance.
+  "$PXN" calibrate "$HERE"/runs/{1x2,2x1,2x2,4x1,4x4}-w2-* -o "$HERE/calibrated-batched.toml" \
+    --draws 0 | tee "$HERE/calibrate-batched.txt"
   "$PXN" validate --scenario "$HERE/calibrated-batched-rate.toml" "$HERE"/runs/* --reps 400 \
     --out "$HERE/validation-batched-rate" | tee "$HERE/validation-batched-rate.txt"
   # Error and coverage by group (calibration singles, held-out at W = 2, cross-W).
