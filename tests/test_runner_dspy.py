@@ -388,7 +388,7 @@ def test_dspys_split_of_the_threads_is_what_the_simulator_models(tmp_path: Path)
     [stage] = [s for s in read_trace(tmp_path / "run" / "trace.jsonl").of(Stage)
                if s.name == "parent_minibatch"]  # fmt: skip
     rounds = stage.duration / Sleeping.seconds
-    assert 3 <= rounds < 3.5, rounds
+    assert 3 <= rounds < 3.9, rounds  # pooled: 2; the slack is DSPy's own work on a busy machine
 
     ran = run_pxn("calibrate", tmp_path / "run", "-o", tmp_path / "cal.toml", "--jobs", "1")
     assert ran.returncode == 0, ran.stderr
