@@ -150,12 +150,6 @@ class Scenario:
                 "(per_candidate: W split among a stage's candidates, as dspy.GEPA does)",
                 subject="worker_split",
             )
-        if self.worker_split == "per_candidate" and self.rate_limits.task.to_dict():
-            raise PxnError(
-                "per-candidate workers and provider rate limits on the task model are not "
-                'modelled together; drop [rate_limits.task] or use worker_split = "pooled"',
-                subject="worker_split",
-            )
         self.rollout.validate("rollout latency")
         for phase, latency in self.rollout_phases.items():
             if phase not in ROLLOUT_PHASES:

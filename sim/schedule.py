@@ -20,7 +20,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterable, Sequence
-from itertools import repeat
+from itertools import islice, repeat
 
 import numpy as np
 
@@ -139,25 +139,34 @@ def split_schedule(
     workers: int,
     servers: int | None,
     slowdown: float,
-) -> tuple[list[float], list[int], list[float], float]:
-    """A stage whose W workers are split among its candidates: starts, threads, lengths, length.
+    start: float = 0.0,
+    charges: Sequence[tuple[Bucket, Sequence[float] | float]] = (),
+) -> tuple[list[float], list[int], list[float], int]:
+    """A stage whose W workers are split among its candidates: starts, threads, lengths,
+    throttled calls.
 
     The calls are `per_item` consecutive ones per candidate (its examples, in
-    order). thread_shares gives the candidates running at once and each one's
-    threads; a candidate's calls take its own threads in order, and it gives
-    its place to the next candidate when its last call ends. With `servers`,
-    a call holding a thread also needs one of the model's servers (FIFO, in
-    the order the calls became ready). A call takes 1 + slowdown (m - 1)
-    times its draw, m the calls in flight at its start, itself and every
-    other call starting at that instant included. A thread of a candidate
-    whose calls are all under way idles, as DSPy's does: the difference from
-    a pooled stage, where any free worker takes the next call.
+    order) and the stage starts at `start`. thread_shares gives the
+    candidates running at once and each one's threads; a candidate's calls
+    take its own threads in order, and it gives its place to the next
+    candidate when its last call ends. With `servers`, a call holding a
+    thread also needs one of the model's servers (FIFO, in the order the
+    calls became ready). With provider limits (`charges`, as for
+    rate_limited_schedule) a call holding its thread and server then waits
+    in line until every bucket can pay it, and pays as it starts; it is
+    throttled if that is later than it got them. A call takes
+    1 + slowdown (m - 1) times its draw, m the calls in flight at its
+    start, itself and every other call starting at that instant included. A
+    thread of a candidate whose calls are all under way idles, as DSPy's
+    does: the difference from a pooled stage, where any free worker takes
+    the next call.
     """
     n = len(draws)
     items = n // per_item
     at_once, threads = thread_shares(items, workers)
     capacity = math.inf if servers is None else servers
-    starts = [0.0] * n
+    amounts = [list(islice(_per_call(amount, n), n)) for _, amount in charges]
+    starts = [start] * n
     slot_of = [0] * n
     durations = list(draws)
     # Thread ids: place k's candidate uses ids from the k-th offset; a place keeps its ids.
@@ -166,11 +175,14 @@ def split_schedule(
     next_call = [i * per_item for i in range(items)]  # each candidate's next call to start
     idle: dict[int, list[int]] = {}  # candidate -> its threads not serving a call
     ready: list[tuple[int, int]] = []  # (call, thread) holding a thread, waiting for a server
+    line: list[tuple[int, int, float]] = []  # (call, thread, since) holding both, to be paid
+    head_at = math.inf  # when the buckets can pay the first call in line
     ends: list[tuple[float, int]] = []  # (end, call) of the calls in flight, a heap
     left = [per_item] * items  # calls of each candidate not yet ended
     waiting = list(range(at_once, items))[::-1]  # candidates for a place, next one last
     serving = 0
-    now = 0.0
+    throttled = 0
+    now = start
 
     def admit(item: int, place: int) -> None:
         place_of[item] = place
@@ -183,13 +195,27 @@ def split_schedule(
                 ready.append((next_call[item], free.pop()))
                 next_call[item] += 1
 
+    def payable_at(call: int) -> float:
+        asks = zip(charges, amounts, strict=True)
+        return max((bucket.payable_at(paid[call], now) for (bucket, _), paid in asks), default=now)
+
     for place in range(at_once):
         admit(place, place)
     while True:
         take_threads()
+        while ready and serving + len(line) < capacity:  # a server each, in turn
+            call, thread = ready.pop(0)
+            line.append((call, thread, now))
+            if len(line) == 1:
+                head_at = payable_at(call)
         starting = []
-        while ready and serving + len(starting) < capacity:
-            starting.append(ready.pop(0))
+        while line and head_at <= now:  # the buckets pay the line's head, then the next
+            call, thread, since = line.pop(0)
+            for (bucket, _), paid in zip(charges, amounts, strict=True):
+                bucket.pay(paid[call], now)
+            throttled += int(now > since)
+            starting.append((call, thread))
+            head_at = payable_at(line[0][0]) if line else math.inf
         in_flight = serving + len(starting)
         factor = 1 + slowdown * (in_flight - 1)
         for call, thread in starting:
@@ -197,9 +223,9 @@ def split_schedule(
             durations[call] = draws[call] * factor
             heapq.heappush(ends, (now + durations[call], call))
         serving = in_flight
-        if not ends:
+        if not ends and not line:
             break
-        now = ends[0][0]
+        now = ends[0][0] if ends and ends[0][0] < head_at else head_at
         while ends and ends[0][0] == now:  # every call ending at this instant
             _, call = heapq.heappop(ends)
             serving -= 1
@@ -210,8 +236,7 @@ def split_schedule(
                 del idle[item]
                 if waiting:
                     admit(waiting.pop(), place_of[item])
-    length = max((s + d for s, d in zip(starts, durations, strict=True)), default=0.0)
-    return starts, slot_of, durations, length
+    return starts, slot_of, durations, throttled
 
 
 def together(draws: np.ndarray, slowdown: float) -> tuple[np.ndarray, float]:
@@ -232,9 +257,10 @@ class Bucket:
     more than the capacity waits for a full bucket and takes it below zero, so
     an oversized call is slow but never stuck. Times are seconds since the run
     started; the state lives for the whole run, across stages.
-    rate_limited_schedule does the arithmetic: at a time t the bucket holds
-    min(capacity, level + rate * (t - time)), and paying an amount at t leaves
-    that less the amount as its level, with t as its time.
+    At a time t the bucket holds min(capacity, level + rate * (t - time)), and
+    paying an amount at t leaves that less the amount as its level, with t as
+    its time (its methods; rate_limited_schedule, the hot path, spells the same
+    arithmetic out on local variables).
     """
 
     __slots__ = ("capacity", "level", "rate", "time")
@@ -244,6 +270,21 @@ class Bucket:
         self.capacity = per_minute * burst_seconds / 60.0
         self.level = self.capacity  # as of `time`
         self.time = 0.0
+
+    def held(self, at: float) -> float:
+        """What the bucket holds at `at`, no earlier than its last payment."""
+        held = self.level + self.rate * (at - self.time)
+        return self.capacity if self.capacity < held else held
+
+    def payable_at(self, amount: float, after: float) -> float:
+        """The earliest time at or after `after` (and its last payment) it can pay
+        `amount`: when it holds min(amount, capacity)."""
+        now = self.time if self.time > after else after
+        held, need = self.held(now), min(amount, self.capacity)
+        return now if held >= need else now + (need - held) / self.rate
+
+    def pay(self, amount: float, at: float) -> None:
+        self.level, self.time = self.held(at) - amount, at
 
 
 def rate_limited_schedule(

@@ -23,8 +23,9 @@ one parent in a row saves the second the shared prefix's processing.
 
 Rollouts on workers split among a stage's candidates (worker_split =
 "per_candidate", as dspy.GEPA's batch_evaluate runs the minibatch and
-validation stages) are scheduled by split_schedule; gepa evaluates the
-seed's validation through the adapter's own evaluate, on all W.
+validation stages) are scheduled by split_schedule, provider limits
+included; gepa evaluates the seed's validation through the adapter's own
+evaluate, on all W.
 """
 
 from __future__ import annotations
@@ -108,19 +109,21 @@ class CallStage:
             n <= slots and self.accountant.pay_at_start(role, n, tokens, start)
         )
         split = self.split_workers is not None and name != "seed_val"
-        if waits:  # a call may wait for its buckets: each pays as it starts
+        if split:  # each candidate on its share of the workers; calls pay as they start
+            charges = self.accountant.charges(role, tokens) if waits else []
+            starts, slot_of, durations, throttled = split_schedule(
+                draws.tolist(), per_item, self.split_workers, self.latency.load.servers,
+                self.slowdown, start, charges,
+            )  # fmt: skip
+            self.accountant.throttled_calls += throttled
+            length = max(map(add, starts, durations), default=start) - start
+        elif waits:  # a call may wait for its buckets: each pays as it starts
             charges = self.accountant.charges(role, tokens)
             starts, slot_of, durations, throttled = rate_limited_schedule(
                 draws.tolist(), slots, start, charges, self.slowdown
             )
             self.accountant.throttled_calls += throttled
             length = max(map(add, starts, durations), default=start) - start
-        elif split:  # each candidate on its share of the workers
-            offsets, slot_of, durations, length = split_schedule(
-                draws.tolist(), per_item, self.split_workers, self.latency.load.servers,
-                self.slowdown,
-            )  # fmt: skip
-            starts = [start + offset for offset in offsets]
         elif MANY <= n <= slots:  # many calls, all starting with the stage
             durations, length = together(draws, self.slowdown)
         elif self.prefix_seconds and n > slots:  # siblings may follow each other on a server
@@ -130,8 +133,8 @@ class CallStage:
             )
         else:  # every call starts with the stage, or when a slot frees
             durations, length = loaded_makespan(draws.tolist(), slots, self.slowdown)
-        if self.limited and not waits:  # timed from the calls' ends, as when they may wait
-            length = (start + length) - start
+        if self.limited and not (waits or split):  # timed from the calls' ends, as when
+            length = (start + length) - start  # they may wait
         delay = self.overhead + length
         self.busy += total(durations)
         self.time[name] = self.time.get(name, 0.0) + length

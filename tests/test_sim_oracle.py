@@ -164,6 +164,8 @@ SCENARIOS: dict[str, tuple[Scenario, Shape]] = {
     ),
     # Every effect at once, provider limits on a local pool included.
     "everything": (EVERYTHING, Shape(2, 2)),
+    # The same with the workers split: each candidate's calls wait in line for the buckets.
+    "everything, split workers": (EVERYTHING.replace(worker_split="per_candidate"), Shape(2, 2)),
 }
 
 

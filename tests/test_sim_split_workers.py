@@ -14,12 +14,15 @@ from sim_helpers import fixed, make_scenario, max_concurrency
 
 from pxn.acceptance import Acceptance
 from pxn.errors import PxnError
-from pxn.rate_limits import RateLimit, RateLimits
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once
-from pxn.sim.schedule import split_schedule, thread_shares
+from pxn.sim.schedule import Bucket, split_schedule, thread_shares
 from pxn.trace import Rollout, Stage, TraceWriter, read_trace
+
+
+def last_end(starts: list[float], durations: list[float]) -> float:
+    return max(s + d for s, d in zip(starts, durations, strict=True))
 
 
 class ThreadsAsked:
@@ -49,8 +52,8 @@ def test_the_shares_are_what_dspys_batch_evaluate_gives(workers: int, candidates
 
 def test_fixed_latencies_give_each_candidate_its_rounds() -> None:
     """3 candidates of 4 calls on 5 workers: 2, 2 and 1 threads, so 2, 2 and 4 rounds."""
-    starts, threads, durations, length = split_schedule([1.0] * 12, 4, 5, None, 0.0)
-    assert length == 4.0 and durations == [1.0] * 12
+    starts, threads, durations, throttled = split_schedule([1.0] * 12, 4, 5, None, 0.0)
+    assert last_end(starts, durations) == 4.0 and durations == [1.0] * 12 and throttled == 0
     assert starts == [0, 0, 1, 1] * 2 + [0, 1, 2, 3]
     assert threads[8:] == [4] * 4 and set(threads[:4]) == {0, 1} and set(threads[4:8]) == {2, 3}
 
@@ -58,11 +61,26 @@ def test_fixed_latencies_give_each_candidate_its_rounds() -> None:
 def test_more_candidates_than_workers_queue_for_a_place() -> None:
     """5 candidates of 2 calls on 2 workers: one thread each, two candidates at a time."""
     draws = [1.0, 1.0, 3.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
-    starts, threads, _, length = split_schedule(draws, 2, 2, None, 0.0)
+    starts, threads, durations, _ = split_schedule(draws, 2, 2, None, 0.0)
     # candidate 0 ends at 2, 1 at 6; 2 takes 0's place (2-4), 3 follows (4-6), 4 takes 1's.
     assert starts == [0, 1, 0, 3, 2, 3, 4, 5, 6, 7]
     assert threads == [0, 0, 1, 1, 0, 0, 0, 0, 1, 1]
-    assert length == 8.0
+    assert last_end(starts, durations) == 8.0
+
+
+def test_calls_holding_threads_are_paid_in_line_as_the_buckets_refill() -> None:
+    """2 candidates of 3 calls on 4 workers (2 threads each), 1 request a second with 2 in
+    the bucket: calls 0, 1, 3 and 4 take threads at 0 and queue in that order; the bucket
+    pays 0 and 1 at once, then one a second. Call 2 takes its thread back at 1, so it
+    queues behind 4 (pooled workers would have run the calls in order: 0, 0, 1, 2, 3, 4)."""
+    bucket = Bucket(per_minute=60, burst_seconds=2)
+    starts, threads, durations, throttled = split_schedule(
+        [1.0] * 6, 3, 4, None, 0.0, start=0.0, charges=[(bucket, 1.0)]
+    )
+    assert starts == [0, 0, 3, 1, 2, 4] and durations == [1.0] * 6
+    assert set(threads[:3]) == {0, 1} and threads[3:] == [2, 3, 2]  # its own threads
+    assert throttled == 4  # each call that waited past getting its thread
+    assert (bucket.level, bucket.time) == (0.0, 4.0)
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -77,11 +95,10 @@ def test_each_call_follows_the_rules_of_a_split_stage(seed: int) -> None:
     servers = None if rng.random() < 0.5 else int(rng.integers(1, 6))
     beta = float(rng.choice([0.0, rng.uniform(0, 1)]))
     draws = rng.choice([1.0, 2.0, rng.exponential(1.5)], size=per_item * items).tolist()
-    starts, threads, durations, length = split_schedule(draws, per_item, workers, servers, beta)
+    starts, threads, durations, _ = split_schedule(draws, per_item, workers, servers, beta)
     at_once, shares = thread_shares(items, workers)
     ends = [s + d for s, d in zip(starts, durations, strict=True)]
     spans = list(zip(starts, ends, strict=True))
-    assert length == pytest.approx(max(ends))
     of = [range(i * per_item, (i + 1) * per_item) for i in range(items)]
     for i, calls in enumerate(of):
         assert max_concurrency([spans[c] for c in calls]) <= shares[i]
@@ -147,10 +164,7 @@ def test_a_pooled_scenario_is_unchanged_and_the_key_round_trips(tmp_path: Path) 
     assert 'worker_split = "per_candidate"' in path.read_text()
 
 
-def test_an_unknown_split_or_one_with_task_rate_limits_is_refused() -> None:
+def test_an_unknown_split_is_refused() -> None:
     refusal = "worker_split must be one of 'pooled', 'per_candidate': got 'dspy'"
     with pytest.raises(PxnError, match=refusal):
         make_scenario(worker_split="dspy")
-    limits = RateLimits(task=RateLimit(rpm=600))
-    with pytest.raises(PxnError, match="not modelled together"):
-        make_scenario(worker_split="per_candidate", rate_limits=limits)
