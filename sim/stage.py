@@ -93,6 +93,7 @@ class CallStage:
         self.trace = trace
         self.busy = 0.0  # seconds spent in these calls, summed over calls
         self.time: dict[str, float] = {}  # seconds per stage name, barrier to barrier
+        self.overhead_time = 0.0  # gepa's own work before the stages
 
     def run(self, iteration: int, name: str, items: Items, per_item: int = 1) -> simpy.Timeout:
         """One stage of `per_item` calls per item (a candidate on its examples, a reflection).
@@ -138,6 +139,7 @@ class CallStage:
         delay = self.overhead + length
         self.busy += total(durations)
         self.time[name] = self.time.get(name, 0.0) + length
+        self.overhead_time += self.overhead
         if self.trace.enabled:
             if isinstance(durations, np.ndarray):  # the trace writes Python floats
                 durations = durations.tolist()
