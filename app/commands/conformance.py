@@ -11,7 +11,7 @@ import typer
 from pxn.app.console import WorkProgress, say, stderr
 from pxn.app.interrupts import stopped_by_signals
 from pxn.app.options import DEFAULT_JOBS, Format, Jobs, Out, Reps, Wide
-from pxn.app.output import Output, Report
+from pxn.app.output import Note, Output, Report
 from pxn.app.tables import Column, Grid
 from pxn.errors import PxnError
 
@@ -148,12 +148,15 @@ def conformance_report(result: Conformance, time_scale: float, sleeps: dict[str,
             "OFF" if g.flagged else "",
         )
     notes = [
-        result.verdict,
-        f"acceptance: {result.acceptance_measured:.1%} of proposals accepted, the simulator "
-        f"{result.acceptance_simulated:.1%}; calls slept {sleeps['rollouts']:+.2%} (rollouts) "
-        f"and {sleeps['reflections']:+.2%} (reflections) beyond their draws",
+        Note(result.verdict, label="verdict"),
+        Note(
+            f"{result.acceptance_measured:.1%} of proposals accepted, the simulator "
+            f"{result.acceptance_simulated:.1%}; calls slept {sleeps['rollouts']:+.2%} "
+            f"(rollouts) and {sleeps['reflections']:+.2%} (reflections) beyond their draws",
+            label="acceptance",
+        ),
     ]
-    notes += [f"set aside: {reason}" for reason in result.rejected]
+    notes += [Note(reason, label="set aside") for reason in result.rejected]
     rows = [
         {
             **check_row(r.check),
