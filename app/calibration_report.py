@@ -269,7 +269,7 @@ def price_lines(cal: Calibration) -> list[str]:
     b = cal.scenario.minibatch
     rollout = cal.scenario.mean_call_dollars("task")
     reflection = cal.scenario.mean_call_dollars("reflection")
-    reflection_model = prices.reflection_model or prices.task_model
+    reflection_model = prices.reflection_model or "(by hand)"
     lines = [
         f"prices ($ per million tokens in / out, litellm's offline table): task "
         f"{prices.task_model} {prices.task_input:g} / {prices.task_output:g}, reflection "

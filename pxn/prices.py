@@ -64,7 +64,9 @@ class Prices:
         fields = table(data, "[prices]")
         known_keys(fields, set(cls.__dataclass_fields__), "[prices]")
         task_model = str(fields.get("task_model", ""))
-        reflection_model = str(fields.get("reflection_model", task_model))
+        # The reflection is the task model's unless priced wholly by hand: then it has no name.
+        by_hand = {"reflection_input", "reflection_output"} <= set(fields)
+        reflection_model = str(fields.get("reflection_model", "" if by_hand else task_model))
 
         def side(role: str, model: str) -> tuple[float, float]:
             given = tuple(

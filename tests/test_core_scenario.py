@@ -260,6 +260,14 @@ def test_prices_come_from_litellms_offline_table() -> None:
     assert prices.reflection_model == "gpt-4.1-mini"
 
 
+def test_reflection_prices_given_by_hand_are_not_named_after_the_task_model() -> None:
+    given = {"task_model": "gpt-4.1-mini", "reflection_input": 3.0, "reflection_output": 12.0}
+    prices = Prices.from_dict(given)
+    assert (prices.reflection_input, prices.reflection_output) == (3.0, 12.0)
+    assert prices.reflection_model == "" and "reflection_model" not in prices.to_dict()
+    assert Prices.from_dict(prices.to_dict()) == prices
+
+
 def test_unknown_model_is_one_line_with_suggestions() -> None:
     with pytest.raises(PxnError, match=r"not in litellm.s price table; did you mean.*4\.1-mini"):
         Prices.from_dict({"task_model": "gpt-4.1-minii"})
