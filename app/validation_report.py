@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pxn.app.output import Report, csv_text, json_text
+from pxn.app.output import Note, Report, csv_text, json_text
 from pxn.app.tables import Column, Grid
 from pxn.calibrate.validate import Check, Validation
 from pxn.durations import format_duration, format_span
@@ -46,6 +46,10 @@ def check_row(c: Check) -> dict[str, Any]:
         # A share is already a fraction: its error is the difference, in points.
         "sim_full_val_share_diff": p.full_val_share.mean - m.full_val_share,
         "analytic_full_val_share_diff": p.analytic.q_k - m.full_val_share,
+        "measured_proposals": m.proposals,
+        "measured_accepted": m.accepted,
+        "sim_proposals_mean": p.proposals.mean,
+        "sim_accepted_mean": p.accepted.mean,
         "replicates": p.replicates,
     }
 
@@ -64,6 +68,7 @@ def summary_record(v: Validation) -> dict[str, Any]:
         "sim_interval_coverage": inside / counted if counted else math.nan,
         "inside": inside,
         "honesty": asdict(v.honesty),
+        "acceptance": None if v.acceptance is None else asdict(v.acceptance),
     }
 
 
@@ -146,7 +151,8 @@ def validation_table(v: Validation) -> Grid:
 def validation_report(v: Validation) -> Report:
     return Report(
         name="validation",
-        shown=[validation_table(v)],
+        shown=[validation_table(v)]
+        + ([] if v.acceptance is None else [Note(v.acceptance.verdict, label="acceptance")]),
         rows=[check_row(c) for c in v.checks],
         document=validation_document(v),
     )

@@ -116,6 +116,57 @@ class Validation:
     def honesty(self) -> Honesty:
         return Honesty.of([c.percentile for c in self.counted], self.coverage[0])
 
+    @property
+    def acceptance(self) -> AcceptanceCheck | None:
+        """The completed runs' accepted proposals against their predictions' rate."""
+        return AcceptanceCheck.of(self.counted)
+
+
+@dataclass(frozen=True)
+class AcceptanceCheck:
+    """Accepted proposals measured against the predictions' own rate, run by run.
+
+    A run accepting fewer proposals than its scenario does validates less and
+    reflects more: its wall-clock follows, whatever the latencies. `expected`
+    applies each run's simulated accepted-per-proposal to the proposals it made;
+    `z` is the difference in binomial standard errors (proposals taken as
+    independent, so siblings accepted together make it larger than it is).
+    """
+
+    proposals: int
+    accepted: int
+    expected: float
+    z: float
+    p_value: float
+    verdict: str
+
+    @classmethod
+    def of(cls, checks: Sequence[Check]) -> AcceptanceCheck | None:
+        judged = [c for c in checks if c.measured.proposals and c.predicted.proposals.mean]
+        if not judged:
+            return None
+        rates = [c.predicted.accepted.mean / c.predicted.proposals.mean for c in judged]
+        made = [c.measured.proposals for c in judged]
+        proposals, accepted = sum(made), sum(c.measured.accepted for c in judged)
+        expected = sum(n * a for n, a in zip(made, rates, strict=True))
+        spread = math.sqrt(sum(n * a * (1 - a) for n, a in zip(made, rates, strict=True)))
+        z = (accepted - expected) / spread if spread else 0.0
+        p_value = float(2 * norm.sf(abs(z)))
+        told = (
+            f"the runs accepted {accepted} of {proposals} proposals ({accepted / proposals:.1%}), "
+            f"their predictions expected {expected / proposals:.1%}"
+        )
+        if p_value < SIGNIFICANCE:
+            verdict = (
+                f"{told}: {abs(z):.1f} binomial standard errors {'fewer' if z < 0 else 'more'}. "
+                "The predictions assume the scenario's acceptance: their iterations and full "
+                "validations, and so their wall-clock, are off with it (calibrate from runs "
+                "of the shapes you predict, or check one)"
+            )
+        else:
+            verdict = f"{told}, consistent (p = {p_value:.2g})"
+        return cls(proposals, accepted, expected, z, p_value, verdict)
+
 
 @dataclass(frozen=True)
 class Honesty:

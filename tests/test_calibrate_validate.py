@@ -169,6 +169,25 @@ def test_a_model_too_fast_is_judged_biased_and_too_narrow(tmp_path: Path) -> Non
     assert honesty.verdict.startswith("intervals not honest: too narrow and runs slower")
 
 
+def test_the_true_acceptance_is_consistent_with_the_runs(validation: Validation) -> None:
+    check = validation.acceptance
+    runs = [read_one(Path(c.run)) for c in validation.counted]
+    assert check.proposals == sum(summarize(t).proposals for t in runs)
+    assert check.accepted == sum(summarize(t).accepted for t in runs)
+    assert check.p_value >= 0.05 and check.verdict.endswith(f"consistent (p = {check.p_value:.2g})")
+
+
+def test_runs_accepting_less_than_the_scenario_are_told_apart(tmp_path: Path) -> None:
+    """Runs accepting 10% of proposals against a scenario's 25%: their iterations, full
+    validations and wall-clock follow, and the report says why."""
+    measured = SMALL.replace(seed=999, acceptance=dataclasses.replace(SMALL.acceptance, a0=0.1))
+    runs = [p for shape in SHAPES for p in write_traces(tmp_path, measured, shape, range(2))]
+    check = validate_runs(SMALL, runs, replicates=40).acceptance
+    assert check.z < -3 and check.p_value < 1e-3
+    assert check.accepted < 0.6 * check.expected
+    assert "binomial standard errors fewer" in check.verdict
+
+
 def test_predictions_use_the_scenarios_draws(runs: list[Path]) -> None:
     scale = SMALL.rollout.params["scale"]
     draws = tuple({"rollout.scale": scale * f} for f in (0.5, 1.0, 2.0))
