@@ -9,7 +9,8 @@ four proposals accepted none (against what independent proposals at the shape's
 own rate give); then singles against batched runs by the parent's own score on
 its minibatch (gepa accepts a child that beats it there) and by whether the
 parent is the seed, to see whether the gap is one of which parents are drawn or
-of the proposals themselves. Part 2: each 4x4 run's stage time, summed by stage, against the
+of the proposals themselves; then the singles' rollout latency by the candidate it ran.
+Part 2: each 4x4 run's stage time, summed by stage, against the
 mean of 20 simulated replicates of the point estimate at the run's own W and C;
 and the reflection stage's throughput (server-seconds per reflection).
 """
@@ -142,12 +143,53 @@ def stages_of_4x4(here: Path, runs: list[Path]) -> None:
         )
 
 
+def rollouts_by_candidate(runs: list[Path]) -> None:
+    """The singles' rollouts by the candidate they ran: log latency less its (W, phase)
+    mean, the seed against its children, and the spread between candidates (one-way
+    random effects, method of moments, with the F ratio of between to within)."""
+    rows = []  # (run, candidate, W, phase, log latency)
+    for run in (r for r in runs if r.name.startswith("1x1")):
+        trace = events(run / "trace.jsonl")
+        decisions = [e for e in trace if e["kind"] == "decision"]
+        joined = {e["proposal"]: e["candidate"] for e in decisions if e["candidate"]}
+        workers = trace[0]["workers"]
+        for e in (e for e in trace if e["kind"] == "rollout"):
+            candidate = joined.get(e["candidate"], e["candidate"])
+            rows.append((run.name, candidate, workers, e["phase"], np.log(e["end"] - e["start"])))
+    by_setting: dict[tuple, list[float]] = defaultdict(list)
+    for _, _, workers, phase, value in rows:
+        by_setting[(workers, phase)].append(value)
+    centre = {key: float(np.mean(values)) for key, values in by_setting.items()}
+    by_candidate: dict[tuple, list[float]] = defaultdict(list)
+    for run, candidate, workers, phase, value in rows:
+        by_candidate[(run, candidate)].append(value - centre[(workers, phase)])
+    seed = [x for (_, c), xs in by_candidate.items() if c == "0" for x in xs]
+    children = [x for (_, c), xs in by_candidate.items() if c != "0" for x in xs]
+    groups = [np.array(xs) for xs in by_candidate.values()]
+    sizes = np.array([len(g) for g in groups], dtype=float)
+    means = np.array([g.mean() for g in groups])
+    n, k = sizes.sum(), len(groups)
+    within = sum(float(((g - g.mean()) ** 2).sum()) for g in groups) / (n - k)
+    between = float((sizes * (means - np.sum(sizes * means) / n) ** 2).sum()) / (k - 1)
+    per_group = (n - float((sizes**2).sum()) / n) / (k - 1)
+    spread = np.sqrt(max(0.0, (between - within) / per_group))
+    print(
+        f"Singles' rollouts, log latency less its (W, phase) mean: the seed's {len(seed)} "
+        f"{np.mean(seed):+.3f}, its children's {len(children)} {np.mean(children):+.3f} "
+        f"(the seed {1 - np.exp(np.mean(seed) - np.mean(children)):.1%} faster). Between "
+        f"{k} candidates (of their runs) the log-sd is {spread:.3f}, within one "
+        f"{np.sqrt(within):.3f} (F = {between / within:.2f}).\n"
+    )
+
+
 def main(here: Path) -> None:
     runs = sorted(p for p in (here / "runs").iterdir() if (p / "trace.jsonl").exists())
     print("## Acceptance by shape\n")
     acceptance_by_shape(runs)
     print("## Acceptance by parent, singles against batched\n")
     acceptance_by_parent(runs)
+    print("## Rollout latency by candidate\n")
+    rollouts_by_candidate(runs)
     print("## Where a 4x4 run's time goes\n")
     stages_of_4x4(here, runs)
 
