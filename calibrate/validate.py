@@ -150,15 +150,23 @@ class AcceptanceCheck:
         proposals, accepted = sum(made), sum(c.measured.accepted for c in judged)
         expected = sum(n * a for n, a in zip(made, rates, strict=True))
         spread = math.sqrt(sum(n * a * (1 - a) for n, a in zip(made, rates, strict=True)))
-        z = (accepted - expected) / spread if spread else 0.0
+        if spread:
+            z = (accepted - expected) / spread
+        else:  # every rate 0 or 1: any other count is impossible at them
+            z = (
+                0.0
+                if math.isclose(accepted, expected)
+                else math.copysign(math.inf, accepted - expected)
+            )
         p_value = float(2 * norm.sf(abs(z)))
         told = (
             f"the runs accepted {accepted} of {proposals} proposals ({accepted / proposals:.1%}), "
             f"their predictions expected {expected / proposals:.1%}"
         )
         if p_value < SIGNIFICANCE:
+            apart = "impossibly" if math.isinf(z) else f"{abs(z):.1f} binomial standard errors"
             verdict = (
-                f"{told}: {abs(z):.1f} binomial standard errors {'fewer' if z < 0 else 'more'}. "
+                f"{told}: {apart} {'fewer' if z < 0 else 'more'}. "
                 "The predictions assume the scenario's acceptance: their iterations and full "
                 "validations, and so their wall-clock, are off with it (calibrate from runs "
                 "of the shapes you predict, or check one)"

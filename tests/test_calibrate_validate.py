@@ -188,6 +188,13 @@ def test_runs_accepting_less_than_the_scenario_are_told_apart(tmp_path: Path) ->
     assert "binomial standard errors fewer" in check.verdict
 
 
+def test_runs_accepting_what_the_scenario_never_does_are_told_apart(runs: list[Path]) -> None:
+    never = SMALL.replace(acceptance=dataclasses.replace(SMALL.acceptance, a0=0.0))
+    check = validate_runs(never, runs, replicates=20).acceptance
+    assert check.expected == 0 and check.accepted > 0
+    assert check.p_value == 0 and "impossibly more" in check.verdict
+
+
 def test_predictions_use_the_scenarios_draws(runs: list[Path]) -> None:
     scale = SMALL.rollout.params["scale"]
     draws = tuple({"rollout.scale": scale * f} for f in (0.5, 1.0, 2.0))
