@@ -308,7 +308,11 @@ def infer_from_summaries(
             )
         ),
     )
-    scenario = bases[0].with_parameters(priors.values(point)).replace(uncertainty=uncertainty)
+    scenario = (
+        bases[0]
+        .with_parameters(priors.values(point))
+        .replace(uncertainty=uncertainty, calibrated_on=summaries.calibrated_on())
+    )
     scenario.validate_draws()
     return Inference(summaries, priors, outcome, parameters, checks, scenario)
 

@@ -60,6 +60,7 @@ from typing import Any
 from pxn.calibrate.priors import Prior
 from pxn.errors import PxnError
 from pxn.fields import is_number, known_keys, table
+from pxn.scenario import CalibratedOn
 from pxn.shape import Shape
 from pxn.trace import RunSummary
 
@@ -210,6 +211,25 @@ class Summaries:
     @property
     def has_dollars(self) -> bool:
         return any("dollars" in f.quantity for f in self.facts)
+
+    def calibrated_on(self) -> CalibratedOn | None:
+        """How much run the facts saw, as [calibrated_on] records it: the runs, the most
+        metric calls one reported (else its budget) and the most proposals, a reported
+        count of iterations times its shape's k. None when no run reports iterations."""
+
+        def reported(quantity: str, run: int) -> float | None:
+            own = [f.high for f in self.facts if f.quantity == quantity and f.runs == (run,)]
+            return max(own, default=None)
+
+        proposals = [
+            iterations * r.shape.k
+            for i, r in enumerate(self.runs)
+            if (iterations := reported("iterations", i)) is not None
+        ]
+        if not proposals:
+            return None
+        calls = [reported("metric_calls", i) or r.setup.budget for i, r in enumerate(self.runs)]
+        return CalibratedOn(len(self.runs), math.floor(max(calls)), math.floor(max(proposals)))
 
 
 def read_summaries(path: str | Path) -> Summaries:

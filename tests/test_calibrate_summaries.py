@@ -28,7 +28,7 @@ from pxn.calibrate.priors import Prior, Priors
 from pxn.calibrate.summaries import Fact, Setup, read_summaries
 from pxn.calibrate.summaries_report import reported
 from pxn.errors import PxnError
-from pxn.scenario import Scenario
+from pxn.scenario import CalibratedOn, Scenario
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once
 from pxn.trace import RunSummary
@@ -80,6 +80,27 @@ fastest_speedup = [3, 4]
     # Reported precision, half a unit in the last digit written: 1.5 h is 1.45-1.55 h.
     assert clock.precision == pytest.approx(180.0)
     assert by_label["single iterations"].precision == 0.5
+    # Four runs; none reports its metric calls (the budget, 400, stands for them); the
+    # most proposals, single's 24 iterations at its top.
+    assert summaries.calibrated_on() == CalibratedOn(runs=4, metric_calls=400, proposals=24)
+
+
+def test_calibrated_on_takes_the_most_of_what_the_runs_report(tmp_path: Path) -> None:
+    path = write(tmp_path, "s.toml", SETUP + """
+[[runs]]
+shape = "single"
+iterations = 30
+metric_calls = 412
+
+[[runs]]
+shape = "4x1"
+iterations = [9, 10]
+""")  # fmt: skip
+    assert read_summaries(path).calibrated_on() == CalibratedOn(2, 412, 40)
+    wall_only = write(
+        tmp_path, "w.toml", SETUP + '[[runs]]\nshape = "single"\nwall_clock_hours = 2\n'
+    )
+    assert read_summaries(wall_only).calibrated_on() is None
 
 
 def test_csv_with_a_range_cell(tmp_path: Path) -> None:
@@ -342,9 +363,10 @@ def test_summaries_of_simulated_runs_give_a_sharp_posterior_holding_the_truth(
     """
     summaries_setup = Setup(budget=400, valset_size=20, workers=64, trainset_size=60)
     truth = base_scenario(summaries_setup, "truth").with_parameters(TRUTH).replace(seed=11)
-    runs = []
+    runs, proposals = [], []
     for replicate, shape in enumerate(["single", "single", "2x2", "2x2"]):
         run = simulate_once(truth, Shape.parse(shape), replicate)
+        proposals.append(run.iterations * Shape.parse(shape).k)
         runs.append(
             f'[[runs]]\nshape = "{shape}"\nwall_clock = {run.wall_clock}\n'
             f"iterations = {run.iterations}\nfull_val_share = {run.full_val_share}\n"
@@ -373,6 +395,8 @@ draws = 50
         assert low <= TRUTH[path_] <= high, (path_, low, high)
     assert scenario.acceptance.correlation == 0.0
     assert "acceptance.correlation" not in scenario.uncertainty.parameters
+    # How much run the facts saw: the most proposals, a run's iterations times its k.
+    assert scenario.calibrated_on == CalibratedOn(4, metric_calls=400, proposals=max(proposals))
 
     model = run_model(read_summaries(path), "x")
     facts = model.facts
