@@ -12,7 +12,8 @@ parent is the seed, to see whether the gap is one of which parents are drawn or
 of the proposals themselves; then the singles' rollout latency by the candidate it ran.
 Part 2: each 4x4 run's stage time, summed by stage, against the
 mean of 20 simulated replicates of the point estimate at the run's own W and C;
-and the reflection stage's throughput (server-seconds per reflection).
+and the reflection stage's throughput (server-seconds per reflection). Draws
+DIR/acceptance.png: each run's acceptance by shape against the singles' rate.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from matplotlib.figure import Figure
+from scipy.stats import binomtest
 
 from pxn.scenario import Scenario
 from pxn.shape import Shape
@@ -182,10 +185,45 @@ def rollouts_by_candidate(runs: list[Path]) -> None:
     )
 
 
+def acceptance_figure(runs: list[Path], out: Path) -> None:
+    """Each run's accepted share of its proposals by shape, each shape's pooled rate with
+    its Wilson 95% interval, and the singles' rate the calibrated scenario assumes."""
+    by_shape: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for run in runs:
+        decisions = [e for e in events(run / "trace.jsonl") if e["kind"] == "decision"]
+        shape = run.name.split("-")[0]
+        by_shape[shape].append((sum(bool(e["accepted"]) for e in decisions), len(decisions)))
+    shapes = sorted(by_shape, key=lambda s: (s != "1x1", s))
+    figure = Figure(figsize=(7, 4))
+    axes = figure.add_subplot()
+    for x, shape in enumerate(shapes):
+        counts = by_shape[shape]
+        accepted, judged = sum(a for a, _ in counts), sum(n for _, n in counts)
+        low, high = binomtest(accepted, judged).proportion_ci(method="wilson")
+        rate = accepted / judged
+        axes.errorbar(x, rate, yerr=[[rate - low], [high - rate]], fmt="s", color="tab:blue",
+                      capsize=4, label="pooled rate, Wilson 95%" if x == 0 else None)  # fmt: skip
+        axes.scatter([x + 0.15] * len(counts), [a / n for a, n in counts], color="black", s=12,
+                     label="one run" if x == 0 else None)  # fmt: skip
+    singles = sum(a for a, _ in by_shape["1x1"]) / sum(n for _, n in by_shape["1x1"])
+    assumed = f"the singles' rate, {singles:.2f}: what the calibration assumes"
+    axes.axhline(singles, color="tab:orange", linestyle="--", label=assumed)
+    axes.set_xticks(range(len(shapes)), shapes)
+    axes.set_xlabel("shape (P parents x N mutations per step), every W")
+    axes.set_ylabel("accepted share of proposals")
+    axes.set_ylim(0, 0.8)
+    axes.set_title("Acceptance by shape in the local study")
+    axes.legend(loc="upper right", fontsize=8)
+    figure.tight_layout()
+    figure.savefig(out, dpi=120)
+
+
 def main(here: Path) -> None:
     runs = sorted(p for p in (here / "runs").iterdir() if (p / "trace.jsonl").exists())
     print("## Acceptance by shape\n")
     acceptance_by_shape(runs)
+    acceptance_figure(runs, here / "acceptance.png")
+    print("![acceptance by shape](acceptance.png)\n")
     print("## Acceptance by parent, singles against batched\n")
     acceptance_by_parent(runs)
     print("## Rollout latency by candidate\n")
