@@ -259,8 +259,9 @@ class Bucket:
     started; the state lives for the whole run, across stages.
     At a time t the bucket holds min(capacity, level + rate * (t - time)), and
     paying an amount at t leaves that less the amount as its level, with t as
-    its time (its methods; rate_limited_schedule, the hot path, spells the same
-    arithmetic out on local variables).
+    its time (its methods, which split_schedule calls; rate_limited_schedule
+    and pay_at_once, on every rate-limited stage, spell the same arithmetic
+    out inline: calling the methods there cost 5% of a rate-limited replicate).
     """
 
     __slots__ = ("capacity", "level", "rate", "time")

@@ -110,19 +110,18 @@ class CallStage:
             n <= slots and self.accountant.pay_at_start(role, n, tokens, start)
         )
         split = self.split_workers is not None and name != "seed_val"
-        if split:  # each candidate on its share of the workers; calls pay as they start
+        timed = waits or split  # scheduled call by call: timed from the calls' ends
+        if timed:  # calls pay their buckets as they start; split: each on its candidate's threads
             charges = self.accountant.charges(role, tokens) if waits else []
-            starts, slot_of, durations, throttled = split_schedule(
-                draws.tolist(), per_item, self.split_workers, self.latency.load.servers,
-                self.slowdown, start, charges,
-            )  # fmt: skip
-            self.accountant.throttled_calls += throttled
-            length = max(map(add, starts, durations), default=start) - start
-        elif waits:  # a call may wait for its buckets: each pays as it starts
-            charges = self.accountant.charges(role, tokens)
-            starts, slot_of, durations, throttled = rate_limited_schedule(
-                draws.tolist(), slots, start, charges, self.slowdown
-            )
+            if split:  # each candidate on its share of the workers
+                starts, slot_of, durations, throttled = split_schedule(
+                    draws.tolist(), per_item, self.split_workers, self.latency.load.servers,
+                    self.slowdown, start, charges,
+                )  # fmt: skip
+            else:
+                starts, slot_of, durations, throttled = rate_limited_schedule(
+                    draws.tolist(), slots, start, charges, self.slowdown
+                )
             self.accountant.throttled_calls += throttled
             length = max(map(add, starts, durations), default=start) - start
         elif MANY <= n <= slots:  # many calls, all starting with the stage
@@ -134,8 +133,8 @@ class CallStage:
             )
         else:  # every call starts with the stage, or when a slot frees
             durations, length = loaded_makespan(draws.tolist(), slots, self.slowdown)
-        if self.limited and not (waits or split):  # timed from the calls' ends, as when
-            length = (start + length) - start  # they may wait
+        if self.limited and not timed:  # timed from the calls' ends, as when they may wait
+            length = (start + length) - start
         delay = self.overhead + length
         self.busy += total(durations)
         self.time[name] = self.time.get(name, 0.0) + length
@@ -143,7 +142,7 @@ class CallStage:
         if self.trace.enabled:
             if isinstance(durations, np.ndarray):  # the trace writes Python floats
                 durations = durations.tolist()
-            if not (waits or split):
+            if not timed:
                 offsets, slot_of = list_schedule(durations, slots)
                 starts = [start + offset for offset in offsets]
             self.trace.calls(
