@@ -12,25 +12,19 @@ with acceptance a0 at those runs' pooled per-proposal rate.
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 from pathlib import Path
+
+from diagnose import accepted_and_judged  # beside this script
 
 from pxn.scenario import Scenario
 
 
-def batched_rate(runs: Path) -> tuple[int, int]:
+def batched_rate(runs_dir: Path) -> tuple[int, int]:
     """Accepted and judged proposals of the batched runs, pooled."""
-    accepted = judged = 0
-    for trace in sorted(runs.glob("*/trace.jsonl")):
-        if trace.parent.name.startswith("1x1"):
-            continue
-        for line in trace.open(encoding="utf-8"):
-            event = json.loads(line)
-            if event["kind"] == "decision":
-                judged += 1
-                accepted += bool(event["accepted"])
-    return accepted, judged
+    runs = [trace.parent for trace in sorted(runs_dir.glob("*/trace.jsonl"))]
+    counts = [accepted_and_judged(run) for run in runs if not run.name.startswith("1x1")]
+    return sum(a for a, _ in counts), sum(n for _, n in counts)
 
 
 def main(study: Path) -> None:

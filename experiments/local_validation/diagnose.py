@@ -49,6 +49,12 @@ def stage_seconds(trace: list[dict]) -> dict[str, float]:
     return seconds
 
 
+def accepted_and_judged(run: Path) -> tuple[int, int]:
+    """A run's accepted proposals and all it judged."""
+    decisions = [e for e in events(run / "trace.jsonl") if e["kind"] == "decision"]
+    return sum(bool(e["accepted"]) for e in decisions), len(decisions)
+
+
 def acceptance_by_shape(runs: list[Path]) -> None:
     proposals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     steps_of_four: list[int] = []
@@ -190,9 +196,7 @@ def acceptance_figure(runs: list[Path], out: Path) -> None:
     its Wilson 95% interval, and the singles' rate the calibrated scenario assumes."""
     by_shape: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for run in runs:
-        decisions = [e for e in events(run / "trace.jsonl") if e["kind"] == "decision"]
-        shape = run.name.split("-")[0]
-        by_shape[shape].append((sum(bool(e["accepted"]) for e in decisions), len(decisions)))
+        by_shape[run.name.split("-")[0]].append(accepted_and_judged(run))
     shapes = sorted(by_shape, key=lambda s: (s != "1x1", s))
     figure = Figure(figsize=(7, 4))
     axes = figure.add_subplot()
