@@ -12,9 +12,12 @@ Each model has its own beta (Scenario.loads), fitted from its own calls, each
 rollout phase with its own c: then beta is what load adds within a phase, not
 a difference between phases that happen to run at different loads. Where that
 leaves beta unidentified (every phase at one load), the phases are pooled and
-the report says the two are confounded there. A model whose calls all ran at
-one load borrows the fit of both models together when they share a known local
-pool (the same servers and CPU), and keeps 0 otherwise.
+the report says the two are confounded there. A model whose own calls do not
+support a slowdown (all at one load, or too few away from it to tell one)
+borrows the fit of both models together when they share a known local pool
+(the same servers and CPU) and that fit supports one, and keeps 0 otherwise:
+the pool's calls are the same servers on the same cores, and a few
+reflections at two loads lack the power to stand for them.
 
 Constant latency (beta = 0) is kept unless the data support the slowdown, as
 acceptance keeps a constant rate unless decay is supported. The test is the
@@ -207,12 +210,14 @@ def fit_model_slowdowns(
             candidates.append(("phases pooled", mine, kind))
         if servers is not None:
             candidates.append(("pool", np.ones(len(kind), bool), kind))
-        chosen = None
+        identified = unidentified = None
         for basis, rows, groups in candidates:
             fit = fit_slowdown(groups[rows], loads[rows], latencies[rows], servers)
-            if fit.identified:
-                chosen = ModelSlowdown(role, fit, basis)
+            if fit.identified and fit.chosen > 0:
+                identified = ModelSlowdown(role, fit, basis)
                 break
-            chosen = chosen or ModelSlowdown(role, fit, "")
-        fits[role] = chosen
+            if fit.identified:
+                identified = identified or ModelSlowdown(role, fit, basis)
+            unidentified = unidentified or ModelSlowdown(role, fit, "")
+        fits[role] = identified or unidentified
     return fits

@@ -19,7 +19,7 @@ from conftest import assert_user_error, run_pxn
 
 from pxn.calibrate.load_effect import call_loads
 from pxn.calibrate.scenario_from_traces import Calibration, calibrate_traces
-from pxn.calibrate.slowdown import fit_slowdown, refit_beta
+from pxn.calibrate.slowdown import fit_model_slowdowns, fit_slowdown, refit_beta
 from pxn.load import Load, Loads
 from pxn.shape import Shape
 from pxn.sim.predict import sweep
@@ -200,3 +200,34 @@ def test_the_bootstrap_keeps_the_calibration_design(tmp_path: Path) -> None:
         upper = cal.slowdowns[role].fit.interval[1]
         values = [d[f"load.{role}.slowdown"] for d in cal.scenario.uncertainty.draws]
         assert max(values) < 3 * upper, role
+
+
+def pool_calls(reflections_at_two: int, reflection_beta: float, seed: int = 9):
+    """Rollouts at loads 1 and 2 slowed by 0.5; 200 reflections alone and some at load 2."""
+    rng = np.random.default_rng(seed)
+    rollout_loads = np.repeat([1, 2], 400)
+    reflection_loads = np.repeat([1, 2], [200, reflections_at_two])
+    slowed = 1 + reflection_beta * (reflection_loads - 1)
+    latencies = np.concatenate([
+        rng.lognormal(0.0, 0.3, 800) * (1 + 0.5 * (rollout_loads - 1)),
+        rng.lognormal(1.0, 0.3, len(reflection_loads)) * slowed,
+    ])  # fmt: skip
+    kind = np.array(["rollout"] * 800 + ["reflection"] * len(reflection_loads))
+    return kind, kind.copy(), np.concatenate([rollout_loads, reflection_loads]), latencies
+
+
+def test_a_few_reflections_at_two_loads_borrow_the_pools_slowdown() -> None:
+    """Four reflections at load 2 cannot test a slowdown of their own: on a shared pool the
+    fit of both models' calls stands in, as when every reflection ran alone."""
+    fits = fit_model_slowdowns(*pool_calls(4, 0.5), servers=2)
+    reflection = fits["reflection"]
+    assert reflection.basis == "pool"
+    assert reflection.chosen == pytest.approx(0.5, abs=0.1)
+    alone = fit_model_slowdowns(*pool_calls(4, 0.5), servers=None)["reflection"]
+    assert alone.basis == "own" and alone.chosen == 0.0  # no known pool: nothing to borrow
+
+
+def test_reflections_that_show_their_own_slowdown_keep_it() -> None:
+    fits = fit_model_slowdowns(*pool_calls(200, 1.2), servers=2)
+    assert fits["reflection"].basis == "own"
+    assert fits["reflection"].chosen == pytest.approx(1.2, abs=0.15)
