@@ -6,6 +6,7 @@ import hashlib
 import math
 from pathlib import Path
 
+from pxn.calibrate.acceptance import BatchedFit
 from pxn.calibrate.fit import LatencyFit
 from pxn.calibrate.scenario_from_traces import Calibration
 from pxn.distribution import Distribution
@@ -182,7 +183,19 @@ def acceptance_lines(cal: Calibration) -> list[str]:
         f"[Wilson 95% {a.wilson[0]:.3f}, {a.wilson[1]:.3f}]; {decay}; {a.reason}",
         f"  within-step correlation (beta-binomial): rho={c.rho:.3g}; {c.reason}"
         + (f" -> correlation={c.chosen:.3g}" if c.chosen else ""),
+        batched_line(a.batched),
     ]
+
+
+def batched_line(b: BatchedFit) -> str:
+    if not b.identified:
+        return f"  batched steps: {b.reason}"
+    (sa, sn), (ba, bn) = b.single, b.batched
+    return (
+        f"  batched steps: {ba}/{bn} = {ba / bn:.3f} against single steps' {sa}/{sn} = "
+        f"{sa / sn:.3f}; ratio {b.ratio:.3g} [95% {b.interval[0]:.3g}, {b.interval[1]:.3g}]: "
+        f"{b.reason} -> batched={b.ratio:.3g}"
+    )
 
 
 def bookkeeping_lines(cal: Calibration) -> list[str]:
@@ -297,7 +310,7 @@ def slowdown_lines(cal: Calibration) -> list[str]:
         "own": "its own calls, each phase with its own latency",
         "phases pooled": "its own calls, phases pooled: every phase ran at one load, so a "
         "phase's own latency and the load's effect cannot be told apart",
-        "pool": "the calls of both models on the shared pool (its own ran at one load)",
+        "pool": "the calls of both models on the shared pool (its own do not show one alone)",
     }
     for role, model in cal.slowdowns.items():
         fit = model.fit

@@ -40,10 +40,21 @@ the 50:50 mixture of chi-square(0) and chi-square(1) (conservative at small
 samples: 0.3-4.7% at 8-100 proposals in steps of 2, 4 and 16, measured).
 Steps that judged one proposal say nothing about it, and fewer than
 CORRELATION_MIN_STEPS steps of two proposals or more are not tested.
+
+Batched steps. When the traces hold runs of one proposal per step and runs of
+several, a0 is the single steps' and `batched` the batched steps' a0 over it,
+each fitted by maximum likelihood with the mean's decay rate held (for a
+constant: the two shares passed). It is fitted whenever both kinds judged
+RATIO_MIN_PROPOSALS proposals or more, supported or not: a batched step is a
+different draw from gepa's judge, not a trend to extrapolate, and the parameter
+draws carry how well a few batched steps pin it. Whether the data tell it from
+1 is a likelihood-ratio test against one a0 for both (chi-square(1); with a
+kept correlation, on the beta-binomial).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -63,6 +74,8 @@ DECAY_PERMUTATIONS = 199  # rearrangements of the steps for the decay's p-value
 TAU_SPAN = 10  # tau is at least the proposals seen / TAU_SPAN
 CORRELATION_ALPHA = 0.05
 CORRELATION_MIN_STEPS = 5  # steps of two proposals or more the correlation test needs
+RATIO_MIN_PROPOSALS = 10  # judged by single steps, and by batched ones, to fit `batched`
+RATIO_ALPHA = 0.05
 SEED = 20260731  # fixed, so the same traces give the same p-value
 SLOWEST_RATE = 0.02  # decay rates searched start at this / (the proposals seen): nearly constant
 RATE_POINTS = 47
@@ -79,13 +92,17 @@ class Steps:
     made: np.ndarray  # proposals judged in the run before this step
     judged: np.ndarray
     passed: np.ndarray
+    batched: np.ndarray  # bool: the step's run proposes more than one at a time
 
     @classmethod
-    def of(cls, made, judged, passed) -> Steps:
-        return cls(*(np.asarray(v, dtype=float) for v in (made, judged, passed)))
+    def of(cls, made, judged, passed, batched=None) -> Steps:
+        columns = (np.asarray(v, dtype=float) for v in (made, judged, passed))
+        made, judged, passed = columns
+        flags = np.zeros(len(made), dtype=bool) if batched is None else np.asarray(batched, bool)
+        return cls(made, judged, passed, flags)
 
     def take(self, rows: np.ndarray) -> Steps:
-        return Steps(self.made[rows], self.judged[rows], self.passed[rows])
+        return Steps(self.made[rows], self.judged[rows], self.passed[rows], self.batched[rows])
 
     @property
     def proposals(self) -> int:
@@ -123,6 +140,18 @@ class CorrelationFit:
 
 
 @dataclass(frozen=True)
+class BatchedFit:
+    identified: bool  # both single and batched steps judged enough proposals
+    single: tuple[int, int]  # accepted, judged: single steps
+    batched: tuple[int, int]  # accepted, judged: batched steps
+    ratio: float  # the batched steps' a0 over the single steps' (1 when not identified)
+    interval: tuple[float, float]  # 95%, Katz's log interval on the counts
+    lr_statistic: float
+    pvalue: float  # against one a0 for both; nan when not identified
+    reason: str
+
+
+@dataclass(frozen=True)
 class AcceptanceFit:
     steps: int
     proposals: int
@@ -137,6 +166,7 @@ class AcceptanceFit:
     decay_until: float  # the most proposals any step was made after
     tau_floor: float  # the smallest tau searched (inf with one moment only)
     correlation: CorrelationFit
+    batched: BatchedFit
     chosen: Acceptance
     reason: str
 
@@ -320,6 +350,89 @@ def _decay_reason(steps: Steps, statistic: float, pvalue: float, tau: float) -> 
     return reason
 
 
+def step_means(steps: Steps, acceptance: Acceptance) -> np.ndarray:
+    """Each step's mean acceptance under `acceptance`, a batched step's by its ratio."""
+    mean = np.broadcast_to(acceptance.probability(steps.made), steps.made.shape)
+    scale = np.where(steps.batched, acceptance.batched, 1.0)
+    return np.minimum(np.asarray(mean, dtype=float) * scale, 1.0)
+
+
+def split_a0(steps: Steps, rate: float) -> tuple[float, float]:
+    """a0's maximum-likelihood estimate on the single steps and on the batched ones,
+    at this decay rate per proposal (0: constant, and a0 is the share passed)."""
+    a0 = []
+    for rows in (~steps.batched, steps.batched):
+        part = steps.take(rows)
+        a0.append(float(_profile(part, part.passed, np.array([rate]))[0][0]))
+    return a0[0], a0[1]
+
+
+def batched_unidentified(steps: Steps) -> str:
+    """Why the steps cannot fit a batched ratio ("" when they can)."""
+    single = int(steps.judged[~steps.batched].sum())
+    batched = int(steps.judged[steps.batched].sum())
+    if batched == 0 or single == 0:
+        return f"only {'single' if batched == 0 else 'batched'} steps"
+    if min(single, batched) < RATIO_MIN_PROPOSALS:
+        return (
+            f"{single} single and {batched} batched proposals (needs {RATIO_MIN_PROPOSALS} of each)"
+        )
+    if steps.passed[~steps.batched].sum() == 0:
+        return "no single step's proposal passed"
+    return ""
+
+
+def fit_batched(steps: Steps, mean: Acceptance) -> tuple[BatchedFit, Acceptance]:
+    """The batched steps' ratio, and the mean acceptance with it (a0 the single steps')."""
+    counts = [
+        (int(steps.passed[rows].sum()), int(steps.judged[rows].sum()))
+        for rows in (~steps.batched, steps.batched)
+    ]
+    why_not = batched_unidentified(steps)
+    if why_not:
+        reason = f"not identifiable: {why_not}; kept 1 (every step the same acceptance)"
+        return BatchedFit(False, *counts, 1.0, (1.0, 1.0), 0.0, math.nan, reason), mean
+    rate = 0.0 if mean.tau is None else 1 / mean.tau
+    single, batched = split_a0(steps, rate)
+    ratio = batched / single
+    fit = BatchedFit(True, *counts, ratio, katz_interval(ratio, *counts), 0.0, math.nan, "")
+    return fit, dataclasses.replace(mean, a0=single, batched=ratio)
+
+
+def katz_interval(ratio: float, single: tuple[int, int], batched: tuple[int, int]):
+    """The ratio's 95% interval on the log scale (Katz et al. 1978), half a proposal added
+    to a count of nought so that the interval stays finite."""
+    variance = sum(1 / max(passed, 0.5) - 1 / judged for passed, judged in (single, batched))
+    half = float(scipy.stats.norm.ppf(0.975)) * math.sqrt(max(variance, 0.0))
+    centre = max(ratio, 0.5 / batched[1] / (single[0] / single[1]))
+    return (centre * math.exp(-half), centre * math.exp(half))
+
+
+def with_ratio_test(
+    steps: Steps, fit: BatchedFit, pooled: Acceptance, chosen: Acceptance
+) -> BatchedFit:
+    """The likelihood-ratio test of the fitted ratio against one a0 for every step."""
+    if not fit.identified:
+        return fit
+    rho = chosen.correlation
+    statistic = max(
+        0.0,
+        2
+        * (
+            _betabinomial(steps, step_means(steps, chosen), rho)
+            - _betabinomial(steps, step_means(steps, pooled), rho)
+        ),
+    )
+    pvalue = float(scipy.stats.chi2.sf(statistic, df=1))
+    words = f"LR={statistic:.2f}, p={pvalue:.2g}"
+    verdict = (
+        f"the batched steps differ ({words})"
+        if pvalue < RATIO_ALPHA
+        else f"the data do not tell it from 1 ({words}); the draws carry its uncertainty"
+    )
+    return dataclasses.replace(fit, lr_statistic=statistic, pvalue=pvalue, reason=verdict)
+
+
 def fit_acceptance(steps: Steps) -> AcceptanceFit:
     """Fit the mean (constant or decaying) and the within-step correlation."""
     n, k = steps.proposals, steps.accepted
@@ -342,13 +455,15 @@ def fit_acceptance(steps: Steps) -> AcceptanceFit:
         pvalue = decay_pvalue(steps, float(_decay_statistic(steps, steps.passed)))
         reason = _decay_reason(steps, statistic, pvalue, tau)
     if pvalue < DECAY_ALPHA and math.isfinite(tau):
-        chosen = Acceptance(a0, tau, decay_until=steps.until)
+        pooled = Acceptance(a0, tau, decay_until=steps.until)
     else:
-        chosen = Acceptance(rate0)
-    mean = np.broadcast_to(chosen.probability(steps.made), steps.made.shape)
-    correlation = fit_correlation(steps, np.asarray(mean, dtype=float))
+        pooled = Acceptance(rate0)
+    batched, chosen = fit_batched(steps, pooled)
+    correlation = fit_correlation(steps, step_means(steps, chosen))
     if correlation.chosen:
-        chosen = Acceptance(chosen.a0, chosen.tau, chosen.decay_until, correlation.chosen)
+        chosen = dataclasses.replace(chosen, correlation=correlation.chosen)
+        pooled = dataclasses.replace(pooled, correlation=correlation.chosen)
+    batched = with_ratio_test(steps, batched, pooled, chosen)
     return AcceptanceFit(
         steps=len(steps.made),
         proposals=n,
@@ -363,6 +478,7 @@ def fit_acceptance(steps: Steps) -> AcceptanceFit:
         decay_until=steps.until,
         tau_floor=steps.tau_floor,
         correlation=correlation,
+        batched=batched,
         chosen=chosen,
         reason=reason,
     )

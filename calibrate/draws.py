@@ -17,7 +17,8 @@ little: erring on the side of honesty.)
 Each draw refits every parameter the scenario holds, with the model the point
 estimate chose: the same latency family (an empirical sample's draw is its
 `scale`, the resampled mean over the sample's), the cap where it was found,
-decay or constant acceptance and the correlation if kept, each model's
+decay or constant acceptance, the batched steps' ratio if fitted, and the
+correlation if kept, each model's
 slowdown if kept (on the same calls and groups), front_share and
 duplicate_children if fitted, the stage overhead, the skip share, and the
 token-count families. Model choices are not redone per draw (a draw is a
@@ -28,13 +29,19 @@ reflection input line and its latency shift, the prices.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pxn.acceptance import Acceptance
-from pxn.calibrate.acceptance import fit_decay, fit_rho
+from pxn.calibrate.acceptance import (
+    batched_unidentified,
+    fit_decay,
+    fit_rho,
+    split_a0,
+    step_means,
+)
 from pxn.calibrate.bookkeeping import share_mle
 from pxn.calibrate.fit import censored_params
 from pxn.calibrate.prefix_cache import refit_prefix_seconds
@@ -188,17 +195,26 @@ def _acceptance(cal: Calibration, units: Units) -> dict[str, float]:
     steps, chosen = units.steps, cal.scenario.acceptance
     if steps.proposals == 0:
         return {}
+    rate = 0.0
     if chosen.tau is None:
         refitted = Acceptance(steps.accepted / steps.proposals)
     else:
         a0, rate, _ = fit_decay(steps)
         refitted = Acceptance(a0, 1 / rate if rate > 0 else NO_DECAY_TAU, chosen.decay_until)
+    if chosen.batched != 1:
+        if batched_unidentified(steps):  # this resample lost one kind: the point's ratio
+            ratio = min(chosen.batched, 1 / refitted.a0)
+            refitted = replace(refitted, batched=ratio)
+        else:
+            single, batched = split_a0(steps, rate)
+            refitted = replace(refitted, a0=single, batched=batched / single)
     draw = {"acceptance.a0": refitted.a0}
     if refitted.tau is not None:
         draw["acceptance.tau"] = refitted.tau
+    if refitted.batched != 1:
+        draw["acceptance.batched"] = refitted.batched
     if chosen.correlation > 0:
-        mean = np.broadcast_to(refitted.probability(steps.made), steps.made.shape)
-        draw["acceptance.correlation"] = fit_rho(steps, np.asarray(mean, dtype=float))
+        draw["acceptance.correlation"] = fit_rho(steps, step_means(steps, refitted))
     return draw
 
 

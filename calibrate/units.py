@@ -210,7 +210,7 @@ def cut_into_units(traces: list[Trace]) -> Units:
             tokens_out=_counts(calls["event"], "tokens_out"),
         ),
         call_unit=np.array(builder.call_unit, dtype=int),
-        steps=Steps.of(steps["made"], steps["judged"], steps["passed"]),
+        steps=Steps.of(steps["made"], steps["judged"], steps["passed"], steps["batched"]),
         parents=Parents(*(np.array(steps[f], dtype=float) for f in Parents.__dataclass_fields__)),
         later=np.array(steps["later"], dtype=float),
         dropped=np.array(steps["dropped"], dtype=float),
@@ -312,6 +312,7 @@ def _steps(builder: _Builder, run: int, trace: Trace) -> None:
         by_iteration[decision.iteration].append(decision)
     parents = _parents(trace)
     unlimited = selection_of(trace).limit is None
+    batched = Shape.parse(trace.run_start.shape).k > 1
     made = accepted_before = 0
     front: list[str] = []  # parents drawn from the current front, since the last acceptance
     for iteration in sorted(by_iteration):
@@ -323,6 +324,7 @@ def _steps(builder: _Builder, run: int, trace: Trace) -> None:
         rows["made"].append(made)
         rows["judged"].append(len(decisions))
         rows["passed"].append(accepted + dropped)
+        rows["batched"].append(batched)
         rows["later"].append(max(accepted + dropped - 1, 0) if unlimited else 0)
         rows["dropped"].append(dropped if unlimited else 0)
         rows["candidates"].append(1 + accepted_before)

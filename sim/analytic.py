@@ -18,7 +18,8 @@ weighted by the metric calls each phase is expected to make. Each stage also
 pays the scenario's fixed engine overhead.
 
 Acceptance. A step's proposals share the acceptance a(i) of the i = n k
-proposals made before step n (decaying, held from `decay_until` on). With a
+proposals made before step n (decaying, held from `decay_until` on; a
+batched shape's scaled by the scenario's `batched` ratio). With a
 correlation rho the step's rate p is Beta(a (1/rho - 1), (1 - a)(1/rho - 1))
 and its accepted count beta-binomial, so q_k = 1 - E[(1 - p)^k]
 = 1 - B(alpha, beta + k) / B(alpha, beta), and the children sent to full
@@ -214,7 +215,7 @@ def analytic(scenario: Scenario, shape: Shape) -> AnalyticPrediction:
     if tokens is not None:  # a reflection's input, hence its latency, grows with b
         t_r = max(0.0, t_r + tokens.reflection_latency_shift(b))
     overhead, limit = scenario.stage_overhead, scenario.selection.limit
-    acceptance = scenario.acceptance
+    acceptance = scenario.acceptance.for_width(k)
 
     counts = run_counts(
         scenario.budget - v,  # the seed validation comes first

@@ -84,7 +84,7 @@ class GepaChoices:
         # The scenario's parts each iteration reads, read once per run.
         self.front_share = scenario.front_share
         self.skip_chance = scenario.skip_perfect
-        self.acceptance = scenario.acceptance
+        self.acceptance = scenario.acceptance.for_width(shape.k)
         self.limit = scenario.selection.limit
         self.repeats = scenario.duplicate_children
         self.candidates = 1  # the seed

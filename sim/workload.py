@@ -79,7 +79,7 @@ class Replicate:
     def of(cls, scenario: Scenario, shape: Shape) -> Replicate:
         k, b, v = shape.k, scenario.minibatch, scenario.valset_size
         limit = scenario.selection.limit
-        validated = min(k * scenario.acceptance.a0, limit if limit is not None else k)
+        validated = min(k * scenario.acceptance.for_width(k).a0, limit if limit is not None else k)
         per_iteration = 2 * k * b + validated * v
         iterations = max(1.0, math.ceil(max(scenario.budget - v, 0) / per_iteration))
         calls = v + iterations * (per_iteration + k)

@@ -46,7 +46,8 @@ gepa's bookkeeping, kept here on its own terms:
 - the parent stage evaluates each distinct (parent, minibatch ids) once, and
   a pair is perfect (all its tasks skipped) with chance skip_perfect;
 - the step's proposals share the acceptance a0 exp(-min(i, decay_until)/tau)
-  of the i proposals judged before the step; with correlation rho the step's
+  of the i proposals judged before the step, times `batched` (at most 1) when
+  the shape proposes more than one at a time; with correlation rho the step's
   rate is drawn from Beta(a (1/rho - 1), (1 - a)(1/rho - 1));
 - the first `limit` accepted are selected; each selected after the first is a
   copy of an earlier one with chance duplicate_children and is dropped; the
@@ -330,6 +331,8 @@ class OracleRun:
             if acceptance.decay_until is not None:
                 made = min(made, acceptance.decay_until)
             a = acceptance.a0 * math.exp(-made / acceptance.tau)
+        if self.shape.k > 1:  # a batched step: its own acceptance, capped at certainty
+            a = min(1.0, a * acceptance.batched)
         rho = acceptance.correlation
         if rho > 0 and 0 < a < 1:
             a = self.rng.beta(a * (1 / rho - 1), (1 - a) * (1 / rho - 1))

@@ -42,6 +42,14 @@ SCENARIOS: dict[str, tuple[Scenario, Shape]] = {
         make_scenario(acceptance=Acceptance(0.9, tau=12.0), budget=600),
         Shape(4, 1),
     ),
+    # A batched step accepts at 0.6 of a single's rate, decaying and correlated.
+    "batched acceptance": (
+        make_scenario(
+            acceptance=Acceptance(0.7, tau=40.0, decay_until=30.0, correlation=0.2, batched=0.6),
+            budget=800,
+        ),
+        Shape(2, 2),
+    ),
     # A share of parents is perfect on its minibatch and is skipped.
     "skip perfect": (make_scenario(skip_perfect=0.35, workers=6), Shape(2, 2)),
     # Only the best accepted child is validated; gamma latencies, no overhead.
@@ -311,3 +319,13 @@ def test_the_comparison_sees_independent_siblings() -> None:
     oracle = oracle_replicates(scenario, shape, REPLICATES)
     ours, theirs = [r.full_val_iterations for r in fast], [r.full_val_iterations for r in oracle]
     assert not close_means(ours, theirs)
+
+
+@pytest.mark.slow
+def test_the_comparison_sees_the_batched_rate() -> None:
+    """A fast model that gives a batched step the single rate accepts too many: detected."""
+    scenario, shape = SCENARIOS["batched acceptance"]
+    single_rate = replace(scenario.acceptance, batched=1.0)
+    fast = fast_replicates(scenario.replace(acceptance=single_rate), shape)
+    oracle = oracle_replicates(scenario, shape, REPLICATES)
+    assert not close_means([r.accepted for r in fast], [r.accepted for r in oracle])
