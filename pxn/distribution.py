@@ -41,6 +41,24 @@ def _frozen(dist: str, params: tuple[tuple[str, float], ...]) -> Any:
     return getattr(scipy.stats, dist)(**dict(params))
 
 
+def _lognorm(rng: np.random.Generator, size: int, s: float, loc=0.0, scale=1.0) -> np.ndarray:
+    return np.exp(s * rng.standard_normal(size)) * scale + loc
+
+
+def _gamma(rng: np.random.Generator, size: int, a: float, loc=0.0, scale=1.0) -> np.ndarray:
+    return rng.standard_gamma(a, size) * scale + loc
+
+
+def _expon(rng: np.random.Generator, size: int, loc=0.0, scale=1.0) -> np.ndarray:
+    return rng.standard_exponential(size) * scale + loc
+
+
+# The commonest families drawn straight from numpy, as scipy's rvs draws them (the
+# same calls on the generator, the same arithmetic: equal to the bit, tested), without
+# its ~65 us of argument handling a call: a replicate draws a block per stream.
+DIRECT_SAMPLERS = {"lognorm": _lognorm, "gamma": _gamma, "expon": _expon}
+
+
 @dataclass(frozen=True)
 class Distribution:
     """`dist` is a scipy.stats continuous distribution name with `params` its shape
@@ -84,6 +102,9 @@ class Distribution:
             draws = rng.choice(np.asarray(self.samples), size=size)
             scale = self.params.get("scale", 1.0)
             return draws * scale if scale != 1.0 else draws
+        direct = DIRECT_SAMPLERS.get(self.dist)
+        if direct is not None:
+            return direct(rng, size, **self.params)
         return self._family().rvs(size=size, random_state=rng, **self.params)
 
     def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
