@@ -8,9 +8,9 @@ wall-clock: the machine may be shared, and CPU time is what the command
 itself cost. On two scenarios: the `livebench-math` preset as it stands, and
 "every effect", that preset with every optional part of a scenario set
 (tokens, prices, rate limits, load slowdown, a capped tail with a retry, a
-phase's own latency, decaying and correlated acceptance, front share,
-duplicate children, skipped parents, stage overhead) on top of its
-parameter draws; and every effect but the provider limits. To measure
+phase's own latency, decaying and correlated acceptance with a batched
+step's own rate, front share, duplicate children, skipped parents, stage
+overhead) on top of its parameter draws; and every effect but the provider limits. To measure
 another checkout, run this with PYTHONPATH pointing at it (see ab.py).
 
 1. Start-up: `pxn --help` (interpreter, typer, rich); the imports a
@@ -78,7 +78,7 @@ def every_effect(path: Path) -> Path:
     api = load_scenario(str(API_EXAMPLE))
     # What the preset already sets, it keeps; the rest comes from the API example or is made up.
     correlation = preset.acceptance.correlation or 0.2
-    decaying = Acceptance(preset.acceptance.a0, 2000.0, 1500.0, correlation)
+    decaying = Acceptance(preset.acceptance.a0, 2000.0, 1500.0, correlation, batched=0.8)
     scenario = preset.replace(
         name="livebench-math-every-effect",
         tokens=preset.tokens or api.tokens,
