@@ -7,9 +7,10 @@ Reads DIR/runs/*/trace.jsonl and DIR/calibrated-point.toml (as `run.sh analyse`
 writes it). Part 1: per-proposal acceptance by shape, and how often a step of
 four proposals accepted none (against what independent proposals at the shape's
 own rate give); then singles against batched runs by the parent's own score on
-its minibatch (gepa accepts a child that beats it there) and by whether the
-parent is the seed, to see whether the gap is one of which parents are drawn or
-of the proposals themselves; then the singles' rollout latency by the candidate it ran.
+its minibatch (gepa accepts a child that beats it there), by whether the
+parent is the seed, and by whether the run had proposed from the same parent on
+the same minibatch before, to see whether the gap is one of which parents are
+drawn or of the proposals themselves; then the singles' rollout latency by the candidate it ran.
 Part 2: each 4x4 run's stage time, summed by stage, against the
 mean of 20 simulated replicates of the point estimate at the run's own W and C;
 and the reflection stage's throughput (server-seconds per reflection). Draws
@@ -95,30 +96,47 @@ def score_band(score: float) -> str:
     return "0" if score == 0 else ("in (0, 1)" if score < 1 else "1 or more")
 
 
+def minibatches(trace: list[dict]) -> dict[str, frozenset[str]]:
+    """Each proposal's minibatch: the examples its child was evaluated on."""
+    examples: dict[str, set[str]] = defaultdict(set)
+    for e in trace:
+        if e["kind"] == "rollout" and e["phase"] == "child_minibatch":
+            examples[e["candidate"]].add(e["example"])
+    return {proposal: frozenset(names) for proposal, names in examples.items()}
+
+
 def acceptance_by_parent(runs: list[Path]) -> None:
     counts: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
     proposals: dict[str, int] = defaultdict(int)
     for run in runs:
         group = "singles" if run.name.startswith("1x1") else "batched"
-        for e in (e for e in events(run / "trace.jsonl") if e["kind"] == "decision"):
+        trace = events(run / "trace.jsonl")
+        minibatch_of = minibatches(trace)
+        pairs: set[tuple[str, frozenset[str]]] = set()
+        for e in (e for e in trace if e["kind"] == "decision"):
             proposals[group] += 1
+            pair = (e["parent"], minibatch_of.get(e["proposal"], frozenset()))
             for by, value in (
                 ("minibatch score", score_band(e["score_before"])),
                 ("parent", "the seed" if e["parent"] == "0" else "a child"),
+                ("(parent, minibatch)", "proposed from before" if pair in pairs else "first"),
             ):
                 counts[(by, value, group)][0] += 1
                 counts[(by, value, group)][1] += bool(e["accepted"])
+            pairs.add(pair)
     print(
         "| parent's | value | singles: accepted / proposals (share of proposals) "
         "| batched: accepted / proposals (share) |\n|---|---|---|---|"
     )
     rows = [("minibatch score", band) for band in ("0", "in (0, 1)", "1 or more")]
     rows += [("parent", "the seed"), ("parent", "a child")]
+    rows += [("(parent, minibatch)", "first"), ("(parent, minibatch)", "proposed from before")]
     for by, value in rows:
         cells = []
         for group in ("singles", "batched"):
             n, accepted = counts[(by, value, group)]
-            cells.append(f"{accepted}/{n} = {accepted / n:.2f} ({n / proposals[group]:.0%})")
+            share = f"{accepted / n:.2f}" if n else "-"
+            cells.append(f"{accepted}/{n} = {share} ({n / proposals[group]:.0%})")
         print(f"| {by} | {value} | {cells[0]} | {cells[1]} |")
     print()
 

@@ -7,10 +7,12 @@ Reads DIR/validation/validation.csv (the scenario with its bootstrap draws) and
 DIR/validation-point/validation.csv (the same point estimate without them) and
 DIR/validation-nocache/validation.csv (with draws, the prefix cache left out) and
 DIR/validation-batched-rate/validation.csv (the point estimate with the held-out
-batched runs' own acceptance rate: a diagnostic, not a prediction), as `run.sh
-analyse` writes them. Groups: the single runs the scenario was calibrated
-from (in-sample), the batched runs at the singles' W = 2, and the batched runs at a W
-the singles never ran (cross-W). Only completed runs count.
+batched runs' own acceptance rate: a diagnostic, not a prediction) and
+DIR/validation-one-batched/validation.csv (calibrated from the singles and one
+batched run, 2x1-w2-s0), as `run.sh analyse` writes them. Groups: the runs the
+scenario was calibrated from (in-sample), the batched runs at the singles' W = 2,
+and the batched runs at a W the singles never ran (cross-W). Only completed runs
+count.
 """
 
 from __future__ import annotations
@@ -27,15 +29,19 @@ VERSIONS = {
     "validation-point": "point estimate",
     "validation-nocache": "with draws, no prefix cache",
     "validation-batched-rate": "point, batched runs' acceptance (diagnostic)",
+    "validation-one-batched": "singles and 2x1-w2-s0, with draws",
 }
+ONE_BATCHED = "2x1-w2-s0"  # calibrated from in validation-one-batched
 
 
-def group_of(run: str) -> str:
+def group_of(run: str, folder: str) -> str:
     found = RUN.search(run)
     if found is None:
         raise SystemExit(f"summarise.py: {run} is not named SHAPE-wW-sSEED")
     if found["shape"] == "1x1":
         return "singles (calibration set, in-sample)"
+    if folder == "validation-one-batched" and found[0] == ONE_BATCHED:
+        return f"{ONE_BATCHED} (calibration set, in-sample)"
     if found["workers"] == "2":
         return "batched at W = 2 (held out)"
     return "batched at W = 1 and 4 (held out, cross-W)"
@@ -65,10 +71,10 @@ def main(study: Path) -> None:
             completed = [r for r in csv.DictReader(file) if r["status"] == "completed"]
         groups: dict[str, list[dict[str, str]]] = {}
         for r in completed:
-            groups.setdefault(group_of(r["run"]), []).append(r)
-        for name in sorted(groups, key=lambda g: not g.startswith("singles")):
+            groups.setdefault(group_of(r["run"], folder), []).append(r)
+        for name in sorted(groups, key=lambda g: "in-sample" not in g):
             print(row(name, version, groups[name]))
-        held_out = [r for r in completed if not group_of(r["run"]).startswith("singles")]
+        held_out = [r for r in completed if "in-sample" not in group_of(r["run"], folder)]
         print(row("**all held-out runs**", version, held_out))
 
 
