@@ -49,7 +49,10 @@ RATIO_MIN_PROPOSALS proposals or more, supported or not: a batched step is a
 different draw from gepa's judge, not a trend to extrapolate, and the parameter
 draws carry how well a few batched steps pin it. Whether the data tell it from
 1 is a likelihood-ratio test against one a0 for both (chi-square(1); with a
-kept correlation, on the beta-binomial).
+kept correlation, on the beta-binomial). Where the traces cannot fit it (one
+kind of step only), the point estimate keeps 1 and the parameter draws take
+it from a prior (BATCHED_PRIOR_LOG_SD), so predictions of the kind never run
+carry not knowing it.
 """
 
 from __future__ import annotations
@@ -76,6 +79,12 @@ CORRELATION_ALPHA = 0.05
 CORRELATION_MIN_STEPS = 5  # steps of two proposals or more the correlation test needs
 RATIO_MIN_PROPOSALS = 10  # judged by single steps, and by batched ones, to fit `batched`
 RATIO_ALPHA = 0.05
+# Where the traces cannot pin `batched`, parameter draws take it from a lognormal
+# prior with median 1: the paper's figures imply one rate for single and 2x2 steps, the
+# local study's task 0.69; the prior's 90% range, 0.66 to 1.51, holds both and is
+# symmetric about 1 on the log scale, so it says "unknown", not "lower".
+BATCHED_PRIOR_LOG_SD = 0.25
+BATCHED_PRIOR_SEED = 20261204
 SEED = 20260731  # fixed, so the same traces give the same p-value
 SLOWEST_RATE = 0.02  # decay rates searched start at this / (the proposals seen): nearly constant
 RATE_POINTS = 47
@@ -367,6 +376,16 @@ def split_a0(steps: Steps, rate: float) -> tuple[float, float]:
     return a0[0], a0[1]
 
 
+def batched_prior(rng: np.random.Generator, size: int) -> np.ndarray:
+    """Ratios from the prior for a `batched` the traces cannot pin."""
+    return np.exp(BATCHED_PRIOR_LOG_SD * rng.standard_normal(size))
+
+
+def batched_prior_words() -> str:
+    low, high = np.exp(BATCHED_PRIOR_LOG_SD * np.array([-1, 1]) * scipy.stats.norm.ppf(0.95))
+    return f"lognormal, median 1, 90% in [{low:.2f}, {high:.2f}]"
+
+
 def batched_unidentified(steps: Steps) -> str:
     """Why the steps cannot fit a batched ratio ("" when they can)."""
     single = int(steps.judged[~steps.batched].sum())
@@ -390,7 +409,10 @@ def fit_batched(steps: Steps, mean: Acceptance) -> tuple[BatchedFit, Acceptance]
     ]
     why_not = batched_unidentified(steps)
     if why_not:
-        reason = f"not identifiable: {why_not}; kept 1 (every step the same acceptance)"
+        reason = (
+            f"not identifiable: {why_not}; kept 1 (every step the same acceptance), and "
+            f"parameter draws take it from its prior ({batched_prior_words()})"
+        )
         return BatchedFit(False, *counts, 1.0, (1.0, 1.0), 0.0, math.nan, reason), mean
     rate = 0.0 if mean.tau is None else 1 / mean.tau
     single, batched = split_a0(steps, rate)

@@ -36,6 +36,9 @@ import numpy as np
 
 from pxn.acceptance import Acceptance
 from pxn.calibrate.acceptance import (
+    BATCHED_PRIOR_SEED,
+    BatchedFit,
+    batched_prior,
     batched_unidentified,
     fit_decay,
     fit_rho,
@@ -77,7 +80,11 @@ def parameter_draws(cal: Calibration, count: int) -> DrawsFit:
     rng = np.random.default_rng(SEED)
     units = cal.units
     draws = tuple(one_draw(cal, units.resample(rng)) for _ in range(count))
+    if not cal.acceptance.batched.identified:
+        draws = with_batched_prior(draws, cal.acceptance.batched)
     point = one_draw(cal, units)
+    if not cal.acceptance.batched.identified and draws and "acceptance.batched" in draws[0]:
+        point["acceptance.batched"] = cal.scenario.acceptance.batched
     source = (
         f"bootstrap of {units.runs} run(s) and their {len(units.run)} iterations (runs "
         "resampled within their design, then iterations within each), every parameter "
@@ -94,6 +101,33 @@ def parameter_draws(cal: Calibration, count: int) -> DrawsFit:
         for path in sorted({p for d in draws for p in d})
     }
     return DrawsFit(Uncertainty(source, draws), units.runs, len(units.run), point, spread)
+
+
+def with_batched_prior(draws: tuple[dict[str, float], ...], fit: BatchedFit):
+    """Each draw's batched ratio from its prior, where the traces cannot pin it.
+
+    Traces of one kind of step say nothing of the other kind's acceptance, and a
+    scenario that kept the ratio at 1 would predict the other kind as if it were
+    known. With single steps only, a draw's ratio scales a0 for batched shapes;
+    with batched steps only, a0 is the batched rate and a single step's is a0
+    over the ratio (a draw's product stays the batched rate it refitted). Drawn
+    from its own generator, so the other parameters' draws do not move.
+    """
+    rng = np.random.default_rng(BATCHED_PRIOR_SEED)
+    ratios = batched_prior(rng, len(draws))
+    only_batched = fit.single[1] == 0 and fit.batched[1] > 0
+    changed = []
+    for draw, ratio in zip(draws, ratios, strict=True):
+        a0 = draw.get("acceptance.a0")
+        if a0 is None or a0 <= 0:
+            changed.append(draw)
+            continue
+        if only_batched:
+            single = min(1.0, a0 / ratio)
+            changed.append(draw | {"acceptance.a0": single, "acceptance.batched": a0 / single})
+        else:
+            changed.append(draw | {"acceptance.batched": min(float(ratio), 1 / a0)})
+    return tuple(changed)
 
 
 def one_draw(cal: Calibration, units: Units) -> dict[str, float]:

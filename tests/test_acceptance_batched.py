@@ -7,6 +7,7 @@ of step, with a Katz interval and a likelihood-ratio test against one a0.
 
 from __future__ import annotations
 
+import math
 import tomllib
 from pathlib import Path
 
@@ -16,7 +17,8 @@ from calibrate_helpers import TRUE, write_traces
 from conftest import assert_user_error, run_pxn
 
 from pxn.acceptance import Acceptance
-from pxn.calibrate.acceptance import RATIO_MIN_PROPOSALS, Steps, fit_acceptance
+from pxn.calibrate.acceptance import RATIO_MIN_PROPOSALS, BatchedFit, Steps, fit_acceptance
+from pxn.calibrate.draws import with_batched_prior
 from pxn.calibrate.scenario_from_traces import calibrate_traces
 from pxn.calibrate.units import cut_into_units
 from pxn.errors import PxnError
@@ -178,3 +180,43 @@ def test_the_report_and_the_file_carry_the_ratio(tmp_path: Path) -> None:
     ratio = tomllib.loads(out.read_text())["acceptance"]["batched"]
     assert f"-> batched={ratio:.3g}" in line and "[95% " in line
     assert f"#   batched steps: {line.removeprefix('  batched steps: ')}" in out.read_text()
+
+
+def unidentified(single: tuple[int, int], batched: tuple[int, int]) -> BatchedFit:
+    return BatchedFit(False, single, batched, 1.0, (1.0, 1.0), 0.0, math.nan, "")
+
+
+def test_draws_from_singles_alone_take_the_ratio_from_its_prior() -> None:
+    draws = tuple({"acceptance.a0": a0, "stage_overhead": 0.1} for a0 in [0.3, 0.9] * 200)
+    drawn = with_batched_prior(draws, unidentified((80, 200), (0, 0)))
+    assert [d["acceptance.a0"] for d in drawn] == [d["acceptance.a0"] for d in draws]
+    ratios = np.array([d["acceptance.batched"] for d in drawn])
+    assert all(d["acceptance.a0"] * d["acceptance.batched"] <= 1 for d in drawn)
+    free = ratios[::2]  # at a0 = 0.3 the cap (1 / a0) never binds
+    assert np.median(free) == pytest.approx(1.0, abs=0.05)
+    assert np.percentile(free, [5, 95]) == pytest.approx([0.66, 1.51], rel=0.1)
+    assert drawn == with_batched_prior(draws, unidentified((80, 200), (0, 0)))  # seeded
+
+
+def test_draws_from_batched_runs_alone_keep_the_batched_rate() -> None:
+    """a0 is then the batched steps' rate: a draw's single rate moves, its product does not."""
+    draws = tuple({"acceptance.a0": 0.25} for _ in range(200))
+    drawn = with_batched_prior(draws, unidentified((0, 0), (30, 120)))
+    for d in drawn:
+        assert d["acceptance.a0"] * d["acceptance.batched"] == pytest.approx(0.25, rel=1e-12)
+        assert Acceptance(d["acceptance.a0"], batched=d["acceptance.batched"]).validate() is None
+    assert np.std([d["acceptance.a0"] for d in drawn]) > 0.03
+
+
+@pytest.mark.slow
+def test_a_calibration_from_singles_says_the_prior_and_widens_batched_predictions(
+    tmp_path: Path,
+) -> None:
+    runs = write_traces(tmp_path, TRUE, Shape(1, 1), range(2))
+    cal = calibrate_traces(runs, draws=60)
+    assert "parameter draws take it from its prior (lognormal, median 1" in (
+        cal.acceptance.batched.reason
+    )
+    assert cal.scenario.acceptance.batched == 1
+    ratios = [d["acceptance.batched"] for d in cal.scenario.uncertainty.draws]
+    assert min(ratios) < 0.8 < 1.25 < max(ratios)

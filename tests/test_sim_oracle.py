@@ -311,21 +311,21 @@ def test_the_comparison_sees_pooled_workers() -> None:
 
 
 @pytest.mark.slow
-def test_the_comparison_sees_independent_siblings() -> None:
-    """Without the step's shared Beta rate, far more steps validate: detected."""
-    scenario, shape = SCENARIOS["correlated, decaying, held"]
-    independent = replace(scenario.acceptance, correlation=0.0)
-    fast = fast_replicates(scenario.replace(acceptance=independent), shape)
+@pytest.mark.parametrize(
+    ("name", "without", "field"),
+    [
+        # Independent siblings: far more steps validate.
+        ("correlated, decaying, held", {"correlation": 0.0}, "full_val_iterations"),
+        # A batched step at the single rate: too many children accepted.
+        ("batched acceptance", {"batched": 1.0}, "accepted"),
+    ],
+)
+def test_the_comparison_sees_each_acceptance_effect(name: str, without: dict, field: str) -> None:
+    """A fast model without the effect is told apart from the oracle with it."""
+    scenario, shape = SCENARIOS[name]
+    fast = fast_replicates(
+        scenario.replace(acceptance=replace(scenario.acceptance, **without)), shape
+    )
     oracle = oracle_replicates(scenario, shape, REPLICATES)
-    ours, theirs = [r.full_val_iterations for r in fast], [r.full_val_iterations for r in oracle]
+    ours, theirs = [getattr(r, field) for r in fast], [getattr(r, field) for r in oracle]
     assert not close_means(ours, theirs)
-
-
-@pytest.mark.slow
-def test_the_comparison_sees_the_batched_rate() -> None:
-    """A fast model that gives a batched step the single rate accepts too many: detected."""
-    scenario, shape = SCENARIOS["batched acceptance"]
-    single_rate = replace(scenario.acceptance, batched=1.0)
-    fast = fast_replicates(scenario.replace(acceptance=single_rate), shape)
-    oracle = oracle_replicates(scenario, shape, REPLICATES)
-    assert not close_means([r.accepted for r in fast], [r.accepted for r in oracle])
