@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pxn.calibrate.acceptance import BatchedFit
 from pxn.calibrate.fit import LatencyFit
+from pxn.calibrate.run_spread import RunSpreadFit
 from pxn.calibrate.scenario_from_traces import Calibration
 from pxn.distribution import Distribution
 
@@ -328,6 +329,7 @@ def slowdown_lines(cal: Calibration) -> list[str]:
             )
         else:
             lines.append(f"  load slowdown: {fit.reason} -> load.{role}.slowdown=0")
+        lines.append(run_spread_line(cal.run_spreads[role]))
     if servers is not None:
         lines.append(
             f"  fitted only on calls that started with at most {servers} in flight: a later "
@@ -335,6 +337,19 @@ def slowdown_lines(cal: Calibration) -> list[str]:
         )
     lines.append(prefix_cache_line(cal))
     return lines
+
+
+def run_spread_line(fit: RunSpreadFit) -> str:
+    """How much whole runs of one setup differ in this model's speed, and what is kept."""
+    chosen = f"-> load.{fit.role}.run_spread={fit.chosen:.4g}"
+    if not fit.identified:
+        return f"  run spread: {fit.reason} {chosen}"
+    low, high = fit.interval
+    return (
+        f"  run spread: runs' mean log latency differs by sd {fit.spread:.3g} [95% {low:.3g}, "
+        f"{high:.3g}] beyond the calls' own spread ({fit.runs} runs of {fit.setups} setup(s) "
+        f"run twice or more, {fit.calls} calls); {fit.reason} {chosen}"
+    )
 
 
 def prefix_cache_line(cal: Calibration) -> str:

@@ -131,8 +131,8 @@ def predictions_json(scenario: Scenario, predictions: list[Prediction]) -> str:
 
 
 def loads_text(scenario: Scenario) -> str:
-    """The LM servers, load slowdown and prefix cache, once when both models share them, else
-    per model."""
+    """The LM servers, load slowdown, prefix cache and run spread, once when both models share
+    them, else per model."""
     loads = scenario.loads
     sides = (
         [("", loads.task)]
@@ -147,6 +147,8 @@ def loads_text(scenario: Scenario) -> str:
             text += f", {role}load slowdown {load.slowdown:.3g}"
         if load.prefix_seconds:
             text += f", a sibling reflection saves {load.prefix_seconds:.3g} s (prefix cache)"
+        if load.run_spread:
+            text += f", {role}run spread {load.run_spread:.3g}"
     return text
 
 

@@ -3,15 +3,18 @@
 What makes a new run differ from the runs it was calibrated on? Two things.
 Sampling error: the fits saw finitely many calls, steps and stages. And the
 run's own conditions: the provider's load that day, the machine, how hard the
-task is from this seed; they shift a whole run at once. So the bootstrap has
-two stages: the runs are resampled with replacement within their design
-(shape, W, C, b, servers: every draw keeps the loads and shapes the
-calibration saw), which carries their differences into the draws, then the
-iterations within each drawn run (the unit: an iteration's calls, its step,
-its stages, units.py). Only several runs of one design show differences
-between runs: with ONE run per design the draws hold sampling error alone and
-understate how another run may differ; the source says so.
-(The two stages together slightly overstate the spread when runs differ
+task is from this seed; they shift a whole run at once. The draws carry how
+well the calibration pins the parameters: the runs are resampled with
+replacement within their design (shape, W, C, b, servers: every draw keeps
+the loads and shapes the calibration saw), which carries their differences
+into the draws, then the iterations within each drawn run (the unit: an
+iteration's calls, its step, its stages, units.py). That says how well the
+runs pin a mean, not how far a new run strays from it: that is a parameter
+of its own, each model's run_spread (run_spread.py), which the simulator
+draws per run. Only several runs of one design show differences between
+runs: with ONE run per design the draws hold sampling error alone and
+run_spread is 0, so a new run's own conditions are left out; the source says
+so. (The two stages together slightly overstate the spread when runs differ
 little: erring on the side of honesty.)
 
 Each draw refits every parameter the scenario holds, with the model the point
@@ -19,7 +22,10 @@ estimate chose: the same latency family (an empirical sample's draw is its
 `scale`, the resampled mean over the sample's), the cap where it was found,
 decay or constant acceptance, the batched steps' ratio if fitted, and the
 correlation if kept, each model's
-slowdown if kept (on the same calls and groups), front_share and
+slowdown if kept (on the same calls and groups) and run_spread if kept (each
+drawn copy of a run a run of its own: copies of one run agree, so the draws
+of a spread sit a little below its point estimate, as a bootstrap of a
+variance does), front_share and
 duplicate_children if fitted, the stage overhead, the skip share, and the
 token-count families. Model choices are not redone per draw (a draw is a
 scenario of the chosen model), and no draw is bootstrapped again. What is
@@ -48,8 +54,9 @@ from pxn.calibrate.acceptance import (
 from pxn.calibrate.bookkeeping import share_mle
 from pxn.calibrate.fit import censored_params
 from pxn.calibrate.prefix_cache import refit_prefix_seconds
+from pxn.calibrate.run_spread import refit_run_spread
 from pxn.calibrate.served import latency_sample, served_alone
-from pxn.calibrate.slowdown import refit_beta
+from pxn.calibrate.slowdown import ROLE_KIND, refit_beta
 from pxn.calibrate.tails import TailFit, censor
 from pxn.calibrate.units import Calls, Units, skip_share
 from pxn.distribution import Distribution
@@ -151,6 +158,9 @@ def one_draw(cal: Calibration, units: Units) -> dict[str, float]:
             f"rollout.phases.{phase}", latency, served, cal.rollout.tail, "rollout", phase
         )
     draw |= _latency("reflection", scenario.reflection, served, cal.reflection.tail, "reflection")
+    for role in ROLE_KIND:
+        if scenario.loads.of(role).run_spread > 0:
+            draw[f"load.{role}.run_spread"] = refit_run_spread(served, units.design, role)
     draw |= _acceptance(cal, units)
     if units.stages.sum() > 0:
         draw["stage_overhead"] = float(units.gap.sum() / units.stages.sum())

@@ -11,8 +11,10 @@ when the phases differ, acceptance with its decay and within-step correlation
 (bookkeeping.py), the skipping of perfect parents and the engine overhead.
 When the calls report token counts, the [tokens] table is fitted (tokens.py);
 with a model name given, the [prices] table is priced from litellm's table
-(costs.py). With `draws`, the [uncertainty] table holds parameter draws from a
-bootstrap of the same fits (draws.py). [calibrated_on] records the longest
+(costs.py). How much whole runs differ in speed, each model's run_spread,
+comes from runs of one setup (run_spread.py). With `draws`, the
+[uncertainty] table holds parameter draws from a bootstrap of the same fits
+(draws.py). [calibrated_on] records the longest
 run's metric calls and proposals, so a prediction for a longer run can say
 how far it extrapolates.
 """
@@ -35,8 +37,9 @@ from pxn.calibrate.fit import LatencyFit, fit_latency
 from pxn.calibrate.load_effect import LoadEffect, fit_load_effects
 from pxn.calibrate.overhead import ConcurrencyFit, OverheadFit, fit_concurrency, fit_overhead
 from pxn.calibrate.prefix_cache import PrefixCacheFit, fit_prefix_cache
+from pxn.calibrate.run_spread import RunSpreadFit, fit_run_spread
 from pxn.calibrate.served import latency_sample, served_alone
-from pxn.calibrate.slowdown import ModelSlowdown, fit_model_slowdowns
+from pxn.calibrate.slowdown import ROLE_KIND, ModelSlowdown, fit_model_slowdowns
 from pxn.calibrate.tokens import (
     TokenCounts,
     TokenFit,
@@ -100,6 +103,7 @@ class Calibration:
     concurrency: ConcurrencyFit
     load_effects: list[LoadEffect]
     slowdowns: dict[str, ModelSlowdown]  # per model: "task", "reflection"
+    run_spreads: dict[str, RunSpreadFit]  # per model: how much whole runs differ in speed
     prefix_cache: PrefixCacheFit
     lm_servers_source: str  # where lm_servers came from ("" when unknown)
     front: FrontFit
@@ -179,6 +183,7 @@ def calibrate_traces(
         _token_notes(token_counts, first_b=traces[0].run_start.minibatch, notes=notes)
         served, _ = served_alone(units.calls, betas, lm_servers, token_counts.chosen)
     reflection = _fit_kind(served, units, "reflection", latency)
+    run_spreads = {role: fit_run_spread(served, units.design, role) for role in ROLE_KIND}
     prefix = fit_prefix_cache(
         traces, None if token_counts is None else token_counts.latency, lm_servers, prefix_cache
     )
@@ -249,8 +254,13 @@ def calibrate_traces(
         front_share=front.chosen,
         duplicate_children=duplicates.chosen,
         loads=Loads(
-            Load(lm_servers, betas.get("task", 0.0)),
-            Load(lm_servers, betas.get("reflection", 0.0), prefix.seconds),
+            Load(lm_servers, betas.get("task", 0.0), run_spread=run_spreads["task"].chosen),
+            Load(
+                lm_servers,
+                betas.get("reflection", 0.0),
+                prefix.seconds,
+                run_spreads["reflection"].chosen,
+            ),
         ),
         tokens=None if token_counts is None else token_counts.chosen,
         prices=prices,
@@ -278,6 +288,7 @@ def calibrate_traces(
         concurrency=concurrency,
         load_effects=load_effects,
         slowdowns=slowdowns,
+        run_spreads=run_spreads,
         prefix_cache=prefix,
         lm_servers_source=lm_source,
         front=front,

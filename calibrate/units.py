@@ -18,6 +18,7 @@ nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ class Calls:
     event: np.ndarray  # the Rollout or Reflection event
     tokens_in: np.ndarray  # nan where the call reports none
     tokens_out: np.ndarray
+    run: np.ndarray  # the run it is from (in a resample: the drawn copy of a run)
 
     def of(self, kind: str, phase: str | None = None) -> np.ndarray:
         """Rows of this kind (and phase)."""
@@ -61,7 +63,7 @@ class Calls:
 
 @dataclass(frozen=True)
 class Units:
-    run: np.ndarray  # per unit: which run (trace) it is from
+    run: np.ndarray  # per unit: which run (trace) it is from; in a resample, which drawn copy
     design: tuple[str, ...]  # per run: its setup (shape, W, C, b, servers), see run_design
     calls: Calls
     call_unit: np.ndarray
@@ -92,7 +94,9 @@ class Units:
         W it saw. Resampling across designs could draw, say, only the W = 2 runs,
         where every rollout ran at load 2 and every reflection at load 1, and a
         slowdown fitted there is noise. A design with one run only varies its
-        units.
+        units. Each drawn copy of a run is a run of its own in the resample
+        (numbered in the order drawn), as a new run in the same conditions
+        would be.
         """
         by_run = [np.flatnonzero(self.run == r) for r in range(self.runs)]
         drawn_runs = []
@@ -100,7 +104,14 @@ class Units:
             runs = [r for r in range(self.runs) if self.design[r] == design]
             drawn_runs.extend(rng.choice(runs, size=len(runs)) if len(runs) > 1 else runs)
         chosen = np.concatenate([rng.choice(by_run[r], size=len(by_run[r])) for r in drawn_runs])
-        return self.take(chosen)
+        drawn = self.take(chosen)
+        copy = np.repeat(np.arange(len(drawn_runs)), [len(by_run[r]) for r in drawn_runs])
+        return dataclasses.replace(
+            drawn,
+            run=copy,
+            design=tuple(self.design[r] for r in drawn_runs),
+            calls=dataclasses.replace(drawn.calls, run=copy[drawn.call_unit]),
+        )
 
     def take(self, chosen: np.ndarray) -> Units:
         call_rows = _rows(self.call_unit, chosen, len(self.run))
@@ -162,7 +173,7 @@ class _Builder:
         return self.unit_of[key]
 
     def call(self, run: int, iteration: int, **row) -> None:
-        for name, value in row.items():
+        for name, value in (row | {"run": run}).items():
             self.calls[name].append(value)
         self.call_unit.append(self.unit(run, iteration))
 
@@ -208,6 +219,7 @@ def cut_into_units(traces: list[Trace]) -> Units:
             event=_objects(calls["event"]),
             tokens_in=_counts(calls["event"], "tokens_in"),
             tokens_out=_counts(calls["event"], "tokens_out"),
+            run=np.array(calls["run"], dtype=int),
         ),
         call_unit=np.array(builder.call_unit, dtype=int),
         steps=Steps.of(steps["made"], steps["judged"], steps["passed"], steps["batched"]),

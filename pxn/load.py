@@ -20,10 +20,22 @@ shortened by it (floored at 0) before the load factor applies. Singles
 never send two reflections of one step, so a prediction for them is
 unchanged; `pxn calibrate` estimates it from the prefix tokens the runner
 records and the reflection's seconds per input token.
+
+A run has conditions of its own: the provider's load that hour, what else
+the machine runs, the prompts this seed's search happens to grow. They make
+every call of a run a little faster or slower together. `run_spread` is
+their log-sd per model: each run draws one standard normal z, and every call
+of the model takes exp(run_spread z - run_spread^2 / 2) times its draw
+(lognormal with mean 1, so a mean is unchanged and the closed form with it).
+Both models take the same z: a run's conditions (a busy machine, a slow
+hour) reach both, and where they do not, one z overstates how runs differ
+rather than understating it. The factor applies before the prefix cache and
+the load.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,12 +43,15 @@ from pxn.errors import PxnError
 from pxn.fields import at_least, known_keys, table, whole
 from pxn.prices import ROLES
 
+RUN_SPREAD_MAX = 1.0
+
 
 @dataclass(frozen=True)
 class Load:
     servers: int | None = None
     slowdown: float = 0.0
     prefix_seconds: float = 0.0  # saved by a reflection whose server just served a sibling
+    run_spread: float = 0.0  # log-sd of a run's own speed factor (mean 1)
 
     def slots(self, cap: int) -> int:
         """Calls served at once under a cap of its own (W, or C)."""
@@ -46,11 +61,22 @@ class Load:
         """What a call's drawn latency is multiplied by with `in_flight` calls served."""
         return 1 + self.slowdown * (in_flight - 1)
 
+    def run_factor(self, z: float) -> float:
+        """What every call of a run whose conditions drew z takes times its draw."""
+        return math.exp(self.run_spread * z - self.run_spread**2 / 2)
+
     def validate(self, role: str) -> None:
         if self.servers is not None:
             whole(self.servers, f"load.{role}.servers")
         at_least(self.slowdown, f"load.{role}.slowdown")
         at_least(self.prefix_seconds, f"load.{role}.prefix_seconds")
+        if not (at_least(self.run_spread, f"load.{role}.run_spread") <= RUN_SPREAD_MAX):
+            factor = math.exp(RUN_SPREAD_MAX)
+            raise PxnError(
+                f"must be at most {RUN_SPREAD_MAX:g} (a log-sd: runs {factor:.1f} times slower "
+                f"or faster at one sd): got {self.run_spread!r}",
+                subject=f"load.{role}.run_spread",
+            )
         if self.prefix_seconds and role != "reflection":
             raise PxnError(
                 "a prompt-prefix cache is modelled for reflections only (a rollout's measured "
@@ -67,14 +93,20 @@ class Load:
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {} if self.servers is None else {"servers": self.servers}
         data |= {"slowdown": self.slowdown} if self.slowdown else {}
-        return data | ({"prefix_seconds": self.prefix_seconds} if self.prefix_seconds else {})
+        data |= {"prefix_seconds": self.prefix_seconds} if self.prefix_seconds else {}
+        return data | ({"run_spread": self.run_spread} if self.run_spread else {})
 
     @classmethod
     def from_dict(cls, data: Any, role: str) -> Load:
         fields = table(data, f"[load.{role}]")
-        known_keys(fields, {"servers", "slowdown", "prefix_seconds"}, f"[load.{role}]")
+        known_keys(
+            fields, {"servers", "slowdown", "prefix_seconds", "run_spread"}, f"[load.{role}]"
+        )
         return cls(
-            fields.get("servers"), fields.get("slowdown", 0.0), fields.get("prefix_seconds", 0.0)
+            fields.get("servers"),
+            fields.get("slowdown", 0.0),
+            fields.get("prefix_seconds", 0.0),
+            fields.get("run_spread", 0.0),
         )
 
 
@@ -92,6 +124,11 @@ class Loads:
 
     def to_dict(self) -> dict[str, Any]:
         return {role: d for role in ROLES if (d := self.of(role).to_dict())}
+
+    @property
+    def varies_by_run(self) -> bool:
+        """Whether a run's own conditions spread its calls' latencies (either model)."""
+        return bool(self.task.run_spread or self.reflection.run_spread)
 
     @classmethod
     def from_dict(cls, data: Any) -> Loads:

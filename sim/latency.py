@@ -10,6 +10,9 @@ load factor apply on top, so a slowed or shifted call can outlast the cap
 Each rollout phase draws from its own distribution where the scenario gives
 one (Scenario.rollout_latency); phases without one share the rollout's draws.
 
+A run's own conditions (Load.run_factor) scale every draw of its model by one
+factor, drawn once per run, before the load.
+
 A model serving m calls at once (itself included) takes Load.factor(m)
 times a call's draw, m counted at the call's start by the stage's schedule
 (schedule.py). The approximation: the factor is fixed at the start, so the
@@ -88,6 +91,7 @@ class CallLatency:
         load: Load,
         slots: int,
         shift: float = 0.0,
+        run_factor: float = 1.0,
     ):
         # Phases with the same distribution (object) share one stream of draws.
         streams: dict[int, Draws] = {}
@@ -96,12 +100,15 @@ class CallLatency:
                 streams[id(latency)] = Draws(latency, rng)
         self.draws = {phase: streams[id(latency)] for phase, latency in phases.items()}
         self.shift = shift  # seconds added to every draw, floored at 0
+        self.run_factor = run_factor  # this run's conditions: a factor on every draw
         self.load = load
         self.slots = slots
 
     def draw(self, phase: str, n: int) -> np.ndarray:
-        """n calls' latencies as drawn, shifted, before any load."""
+        """n calls' latencies as drawn, shifted, in this run's conditions, before any load."""
         durations = self.draws[phase].take(n)
         if self.shift:
             durations = np.maximum(0.0, durations + self.shift)
+        if self.run_factor != 1.0:
+            durations = durations * self.run_factor
         return durations

@@ -6,7 +6,8 @@ one stage after another with a barrier between each, and gepa's choices
 pipeline for rollouts and reflections alike (stage.py: draw -> load ->
 schedule -> account -> trace), so a replicate costs a few SimPy events per
 stage instead of one process per rollout. Latencies (per phase, the
-reflection's shift with b, the load of each model) are in latency.py;
+reflection's shift with b, the run's own conditions, the load of each model)
+are in latency.py;
 tokens, dollars and provider limits in accounting.py; the trace, when one is
 asked for, in tracing.py.
 
@@ -49,11 +50,15 @@ class SimulatedRun:
         self.choices = GepaChoices(scenario, shape, rng)
         self.accountant = Accountant(scenario, rng)
         loads = scenario.loads
+        # This run's conditions: one draw for both models (drawn only when they vary by run,
+        # so a scenario without the effect keeps its streams).
+        conditions = float(rng.standard_normal()) if loads.varies_by_run else 0.0
         rollout_latency = CallLatency(
             {phase: scenario.rollout_latency(phase) for phase in ROLLOUT_PHASES},
             rng,
             loads.task,
             loads.task.slots(scenario.workers),
+            run_factor=loads.task.run_factor(conditions),
         )
         reflection_latency = CallLatency(
             {"reflection": scenario.reflection},
@@ -64,6 +69,7 @@ class SimulatedRun:
             shift=0.0
             if scenario.tokens is None
             else scenario.tokens.reflection_latency_shift(scenario.minibatch),
+            run_factor=loads.reflection.run_factor(conditions),
         )
         overhead = scenario.stage_overhead
         split = scenario.workers if scenario.worker_split == "per_candidate" else None

@@ -53,6 +53,10 @@ gepa's bookkeeping, kept here on its own terms:
   copy of an earlier one with chance duplicate_children and is dropped; the
   rest are validated on the whole valset and join the pool.
 
+A run's conditions. Before its first call a run draws one standard normal z;
+every call of a model with run_spread s takes exp(s z - s^2 / 2) times its
+draw (after the reflection's shift, before the prefix cache and the load).
+
 It is slow on purpose; the tests compare the two in distribution.
 """
 
@@ -155,6 +159,7 @@ class Model:
         self.last_parent: dict[int, int] = {}  # server -> parent it served last in this stage
         self.prefix_seconds = load.prefix_seconds
         self.slowdown = load.slowdown
+        self.conditions = math.exp(load.run_spread * run.z - load.run_spread**2 / 2)
         self.serving = 0  # calls of this model running right now
         self.asks_requests = limit.rpm is not None
         self.asks_tokens = limit.tpm is not None
@@ -170,6 +175,8 @@ class OracleRun:
         self.shape = shape
         self.rng = rng
         self.env = simpy.Environment()
+        spread = scenario.loads.task.run_spread or scenario.loads.reflection.run_spread
+        self.z = rng.standard_normal() if spread else 0.0  # this run's conditions
         self.task = Model(self, "task", scenario.workers)
         self.reflection = Model(self, "reflection", scenario.reflection_concurrency)
         tokens, limits = scenario.tokens, scenario.rate_limits
@@ -245,6 +252,7 @@ class OracleRun:
         seconds = latency.sample(self.rng, calls)
         if model.role == "reflection" and s.tokens is not None:
             seconds = np.maximum(0.0, seconds + s.tokens.reflection_latency_shift(s.minibatch))
+        seconds = seconds * model.conditions
         used_in, used_out = np.zeros(calls), np.zeros(calls)
         if self.counts_tokens:
             tokens = s.tokens

@@ -67,7 +67,9 @@ EVERYTHING = make_scenario(
     workers=8,
     reflection_concurrency=3,
     trainset_size=8,
-    loads=Loads(Load(servers=5, slowdown=0.2), Load(servers=2, slowdown=0.4)),
+    loads=Loads(
+        Load(servers=5, slowdown=0.2, run_spread=0.2), Load(servers=2, slowdown=0.4, run_spread=0.3)
+    ),
     rollout=replace(lognormal(2.0, 1.0), cap=6.0, cap_retries=1),
     rollout_phases={"full_val": replace(lognormal(3.0, 0.5), cap=5.0)},
     acceptance=Acceptance(0.6, tau=20.0, decay_until=30.0, correlation=0.3),

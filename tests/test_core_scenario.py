@@ -217,6 +217,31 @@ def test_a_prefix_cache_round_trips_and_is_refused_where_it_means_nothing(
     assert "not modelled together" in load_error(tmp_path, limited)
 
 
+def test_a_run_spread_round_trips_and_is_refused_out_of_range(tmp_path: Path) -> None:
+    spread = make_scenario(loads=Loads(Load(run_spread=0.3), Load(servers=2, run_spread=0.1)))
+    path = tmp_path / "spread.toml"
+    spread.save(path)
+    assert Scenario.load(path) == spread
+    assert spread.to_dict()["load"] == {
+        "task": {"run_spread": 0.3},
+        "reflection": {"servers": 2, "run_spread": 0.1},
+    }
+    assert spread.loads.varies_by_run and not make_scenario().loads.varies_by_run
+    base = make_scenario().to_dict()
+    for value, problem in ((-0.1, "must be a number >= 0"), (1.5, "must be at most 1")):
+        message = load_error(tmp_path, base | {"load": {"task": {"run_spread": value}}})
+        assert problem in message and "load.task.run_spread" in message, message
+
+
+def test_a_run_factor_has_mean_one_and_the_spread_as_its_log_sd() -> None:
+    load = Load(run_spread=0.4)
+    z = np.random.default_rng(7).standard_normal(200_000)
+    factors = np.array([load.run_factor(x) for x in z])
+    assert factors.mean() == pytest.approx(1.0, abs=0.005)
+    assert np.log(factors).std() == pytest.approx(0.4, rel=0.01)
+    assert Load().run_factor(2.5) == 1.0
+
+
 TOKENS = Tokens(
     rollout_input=Distribution("empirical", samples=(80.0, 120.0)),
     rollout_output=Distribution("gamma", {"a": 2.0, "scale": 10.0}),

@@ -713,3 +713,54 @@ def test_single_as_a_baseline_runs_only_what_its_mean_needs() -> None:
     drawn = replace(scenario, uncertainty=Uncertainty("test", draws))
     assert replicates_of(drawn, [Shape(2, 2)], 400)[Shape(1, 1)] == 250  # every draw once
     assert replicates_of(drawn, [Shape(2, 2)], 100)[Shape(1, 1)] == 100  # never more than asked
+
+
+# -- a run's own conditions ---------------------------------------------------------
+
+
+def run_factors(trace: Trace) -> tuple[set[float], set[float]]:
+    """The distinct factors a run's rollouts (drawn 1.5 s) and reflections (4 s) took."""
+    return (
+        {round(r.duration / 1.5, 9) for r in trace.of(Rollout)},
+        {round(r.duration / 4.0, 9) for r in trace.of(Reflection)},
+    )
+
+
+def test_a_runs_conditions_scale_every_call_of_a_model_by_one_shared_draw(
+    tmp_path: Path,
+) -> None:
+    """Constant draws: each run's rollouts all last 1.5 s times one factor, its reflections
+    4 s times another, both from the same z; over runs the factors have mean 1 and the
+    spread as their log-sd."""
+    s_task, s_reflection = 0.3, 0.2
+    scenario = make_scenario(
+        rollout=fixed(1.5),
+        reflection=fixed(4.0),
+        loads=Loads(Load(run_spread=s_task), Load(run_spread=s_reflection)),
+        budget=60,
+    )
+    factors = []
+    for replicate in range(300):
+        _, trace = traced(scenario, Shape(2, 2), tmp_path, replicate)
+        rollouts, reflections = run_factors(trace)
+        assert len(rollouts) == len(reflections) == 1, (rollouts, reflections)
+        [task], [reflection] = rollouts, reflections
+        z = (math.log(task) + s_task**2 / 2) / s_task
+        assert (math.log(reflection) + s_reflection**2 / 2) / s_reflection == pytest.approx(
+            z, abs=1e-6
+        )
+        factors.append(task)
+    factors = np.array(factors)
+    # Within 4 standard errors: the mean of the factors, and their log-sd (se ~ s / sqrt(2n)).
+    assert abs(factors.mean() - 1) < 4 * factors.std() / math.sqrt(len(factors))
+    assert abs(np.log(factors).std() - s_task) < 4 * s_task / math.sqrt(2 * len(factors))
+
+
+def test_without_a_run_spread_the_streams_are_unchanged() -> None:
+    """The conditions are drawn only when a model varies by run: every other scenario's
+    replicates (and the committed predictions) stay as they were."""
+    scenario = make_scenario(workers=4)
+    zero = scenario.replace(loads=Loads(Load(run_spread=0.0), Load(run_spread=0.0)))
+    assert [simulate_once(zero, Shape(2, 2), r) for r in range(3)] == [
+        simulate_once(scenario, Shape(2, 2), r) for r in range(3)
+    ]

@@ -4,8 +4,9 @@ Both are seeded, so each comparison is deterministic; the significance level
 only says how far apart the two samples may be. 300 replicates each, as the
 issue asks; the last tests show that the same check does reject a model that
 differs by one worker slot, by the slowdown, by the parents' front, by the
-acceptance's correlation, by the reflections' prefix cache or by how the
-workers serve candidates, so passing means something.
+acceptance's correlation, by the reflections' prefix cache, by how the
+workers serve candidates or by the runs' own conditions, so passing means
+something.
 """
 
 from __future__ import annotations
@@ -170,6 +171,14 @@ SCENARIOS: dict[str, tuple[Scenario, Shape]] = {
         ),
         Shape(4, 2),
     ),
+    # Each run's conditions scale its calls: both models by one draw, each its own spread.
+    "run conditions": (
+        make_scenario(
+            workers=4,
+            loads=Loads(Load(servers=3, slowdown=0.2, run_spread=0.4), Load(run_spread=0.25)),
+        ),
+        Shape(2, 2),
+    ),
     # Every effect at once, provider limits on a local pool included.
     "everything": (EVERYTHING, Shape(2, 2)),
     # The same with the workers split: each candidate's calls wait in line for the buckets.
@@ -329,3 +338,14 @@ def test_the_comparison_sees_each_acceptance_effect(name: str, without: dict, fi
     oracle = oracle_replicates(scenario, shape, REPLICATES)
     ours, theirs = [getattr(r, field) for r in fast], [getattr(r, field) for r in oracle]
     assert not close_means(ours, theirs)
+
+
+@pytest.mark.slow
+def test_the_comparison_sees_the_runs_conditions() -> None:
+    """Runs alike but for their calls' draws are told apart from runs of their own speed."""
+    scenario, shape = SCENARIOS["run conditions"]
+    alike = Loads(replace(scenario.loads.task, run_spread=0.0), Load())
+    fast = fast_replicates(scenario.replace(loads=alike), shape)
+    oracle = oracle_replicates(scenario, shape, REPLICATES)
+    result = ks_2samp([r.wall_clock for r in fast], [r.wall_clock for r in oracle])
+    assert result.pvalue < ALPHA

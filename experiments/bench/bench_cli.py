@@ -7,11 +7,12 @@ time it spent (user + system, getrusage of the children) beside its
 wall-clock: the machine may be shared, and CPU time is what the command
 itself cost. On two scenarios: the `livebench-math` preset as it stands, and
 "every effect", that preset with every optional part of a scenario set
-(tokens, prices, rate limits, load slowdown, a capped tail with a retry, a
-phase's own latency, decaying and correlated acceptance with a batched
-step's own rate, front share, duplicate children, skipped parents, stage
-overhead) on top of its parameter draws; and every effect but the provider limits. To measure
-another checkout, run this with PYTHONPATH pointing at it (see ab.py).
+(tokens, prices, rate limits, load slowdown and run spread, a capped tail
+with a retry, a phase's own latency, decaying and correlated acceptance with
+a batched step's own rate, front share, duplicate children, skipped parents,
+stage overhead) on top of its parameter draws; and every effect but the
+provider limits. To measure another checkout, run this with PYTHONPATH
+pointing at it (see ab.py).
 
 1. Start-up: `pxn --help` (interpreter, typer, rich); the imports a
    prediction needs (pxn.sim.predict: numpy, scipy.stats, simpy); those plus
@@ -84,7 +85,7 @@ def every_effect(path: Path) -> Path:
         tokens=preset.tokens or api.tokens,
         prices=preset.prices or api.prices,
         rate_limits=api.rate_limits,
-        loads=Loads(Load(None, 0.0005), Load(None, 0.01)),
+        loads=Loads(Load(None, 0.0005, run_spread=0.1), Load(None, 0.01, run_spread=0.1)),
         rollout=dataclasses.replace(preset.rollout, cap=600.0, cap_retries=1),
         rollout_phases={"full_val": preset.rollout},
         acceptance=decaying,

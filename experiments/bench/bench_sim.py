@@ -114,7 +114,10 @@ def every_effect() -> Scenario:
     rollout = dataclasses.replace(api.rollout, cap=120.0, cap_retries=1)
     full_val = dataclasses.replace(rollout, params={"s": 1.0, "scale": 9.0})
     return api.replace(
-        loads=Loads(Load(servers=256, slowdown=0.002), Load(servers=8, slowdown=0.05)),
+        loads=Loads(
+            Load(servers=256, slowdown=0.002, run_spread=0.1),
+            Load(servers=8, slowdown=0.05, run_spread=0.1),
+        ),
         rollout=rollout,
         rollout_phases={"full_val": full_val},
         acceptance=Acceptance(0.3, tau=300.0, decay_until=600.0, correlation=0.2),

@@ -1,0 +1,177 @@
+"""How much runs differ in speed beyond their calls' own spread: load.*.run_spread.
+
+A run has conditions of its own (the provider's load that hour, the machine,
+the prompts its search grows) that make all its calls a little faster or
+slower together. In logs, a call's latency as the simulator draws it (served
+alone, served.py) is its group's mean (its run's setup and its phase), plus
+its run's shift, plus the call's own noise; the shifts have sd run_spread.
+
+Only runs of one setup (shape, W, C, b, servers: units.run_design) show it,
+so the analysis of variance is nested in the setups: the runs' mean square
+(the residual sum of squares the runs' shifts remove, over runs - setups
+degrees of freedom) against the calls' (what is left, over the calls less
+every mean fitted). The F test of no shift decides whether the data support
+one; the estimate is the moment one, (MS_runs - MS_calls) / n0, with n0 the
+calls per run (Searle's, for runs of unequal length); the interval is the
+F distribution's for sigma_runs^2 / sigma_calls^2 (exact for equal runs),
+times MS_calls.
+
+What it takes in: a candidate's own latency (its prompt's length, the answers
+it asks for) varies from candidate to candidate, and a run's candidates are
+its own, so their spread is in the runs' shifts too. The simulator gives
+every candidate one latency, so the run's shift carrying it is what makes
+simulated runs differ as real ones do.
+
+Why it matters: the parameter bootstrap (draws.py) resamples runs, which
+says how well the runs pin the mean latency (sd sigma_runs / sqrt(runs)); a
+new run differs from that mean by its own shift besides (sd sigma_runs),
+and without run_spread a prediction's interval leaves that out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.stats
+
+from pxn.calibrate.slowdown import ROLE_KIND
+from pxn.calibrate.units import Calls
+
+ALPHA = 0.05  # leaving a real spread out narrows every interval: keep it when plausible
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class RunSpreadFit:
+    role: str  # "task" (rollouts) or "reflection"
+    calls: int
+    runs: int  # runs that share their setup with another run
+    setups: int  # setups run more than once
+    identified: bool
+    spread: float  # the moment estimate's square root (nan when not identified)
+    interval: tuple[float, float]  # 95%, from the F distribution
+    f_statistic: float
+    freedom: tuple[int, int]  # the F test's degrees of freedom (runs, calls)
+    pvalue: float
+    chosen: float  # load.<role>.run_spread
+    reason: str
+
+
+@dataclass(frozen=True)
+class _Anova:
+    """The nested analysis of one kind's calls: its mean squares and the test."""
+
+    calls: int
+    runs: int
+    setups: int
+    ms_runs: float
+    ms_calls: float
+    n0: float  # calls per run, in Searle's sense
+    freedom: tuple[int, int]
+
+    @property
+    def f_statistic(self) -> float:
+        return self.ms_runs / self.ms_calls if self.ms_calls > 0 else math.inf
+
+    @property
+    def spread(self) -> float:
+        return math.sqrt(max(0.0, (self.ms_runs - self.ms_calls) / self.n0))
+
+    def pvalue(self) -> float:
+        return float(scipy.stats.f.sf(self.f_statistic, *self.freedom))
+
+    def interval(self) -> tuple[float, float]:
+        """sigma_runs' 95% interval: sigma_runs^2 / sigma_calls^2 from F's quantiles."""
+        f, (d_runs, d_calls) = self.f_statistic, self.freedom
+        tail = (1 - CONFIDENCE) / 2
+        ratios = [
+            max(0.0, (f / scipy.stats.f.ppf(q, d_runs, d_calls) - 1) / self.n0)
+            for q in (1 - tail, tail)
+        ]
+        return math.sqrt(ratios[0] * self.ms_calls), math.sqrt(ratios[1] * self.ms_calls)
+
+
+def _anova(calls: Calls, kind: str, design: tuple[str, ...]) -> _Anova | None:
+    """The nested analysis of this kind's calls; None when no setup ran twice."""
+    rows = calls.of(kind) & ~calls.censored & (calls.latency > 0)
+    run, phase = calls.run[rows], calls.phase[rows]
+    log_latency = np.log(calls.latency[rows])
+    setup = np.asarray(design, dtype=object)[run] if len(run) else np.empty(0, dtype=object)
+    runs_of = {}
+    for r, s in zip(run.tolist(), setup.tolist(), strict=True):
+        runs_of.setdefault(s, set()).add(r)
+    repeated = {s for s, runs in runs_of.items() if len(runs) > 1}
+    if not repeated:
+        return None
+    keep = np.isin(setup, list(repeated))
+    run, phase, setup, log_latency = run[keep], phase[keep], setup[keep], log_latency[keep]
+    # Each (setup, phase) its own mean; then each run its own shift.
+    _, group = np.unique(np.char.add(setup.astype(str), "\0" + phase.astype(str)),
+                         return_inverse=True)  # fmt: skip
+    _, run_code = np.unique(run, return_inverse=True)
+    groups, runs = group.max() + 1, run_code.max() + 1
+    means = np.bincount(group, log_latency) / np.bincount(group)
+    rss_groups = float(np.sum((log_latency - means[group]) ** 2))
+    design_matrix = np.zeros((len(log_latency), groups + runs))
+    design_matrix[np.arange(len(group)), group] = 1
+    design_matrix[np.arange(len(run_code)), groups + run_code] = 1
+    coefficients, _, rank, _ = np.linalg.lstsq(design_matrix, log_latency, rcond=None)
+    rss_runs = float(np.sum((log_latency - design_matrix @ coefficients) ** 2))
+    d_runs = int(rank) - groups
+    d_calls = len(log_latency) - int(rank)
+    if d_runs < 1 or d_calls < 1:
+        return None
+    sizes = np.bincount(run_code)
+    setup_of_run = [setup[run_code == r][0] for r in range(runs)]
+    n0 = 0.0
+    for s in repeated:
+        n = sizes[[i for i in range(runs) if setup_of_run[i] == s]]
+        n0 += n.sum() - (n**2).sum() / n.sum()
+    return _Anova(
+        calls=len(log_latency),
+        runs=int(runs),
+        setups=len(repeated),
+        ms_runs=max(0.0, rss_groups - rss_runs) / d_runs,
+        ms_calls=rss_runs / d_calls,
+        n0=float(n0 / d_runs),
+        freedom=(int(d_runs), int(d_calls)),
+    )
+
+
+def fit_run_spread(calls: Calls, design: tuple[str, ...], role: str) -> RunSpreadFit:
+    """One model's run_spread from its calls (served alone) and the runs' setups."""
+    anova = _anova(calls, ROLE_KIND[role], design)
+    if anova is None:
+        return RunSpreadFit(
+            role, int(np.sum(calls.of(ROLE_KIND[role]))), 0, 0, False, math.nan,
+            (math.nan, math.nan), math.nan, (0, 0), math.nan, 0.0,
+            "not identifiable: no setup was run twice; kept 0 (a new run's own conditions "
+            "are left out of the intervals: calibrate from two runs of one setup)",
+        )  # fmt: skip
+    pvalue = anova.pvalue()
+    supported = pvalue < ALPHA and anova.spread > 0
+    d_runs, d_calls = anova.freedom
+    test = f"F={anova.f_statistic:.2f} on {d_runs} and {d_calls} df, p={pvalue:.2g}"
+    reason = f"supported ({test})" if supported else f"kept 0: not supported ({test})"
+    return RunSpreadFit(
+        role=role,
+        calls=anova.calls,
+        runs=anova.runs,
+        setups=anova.setups,
+        identified=True,
+        spread=anova.spread,
+        interval=anova.interval(),
+        f_statistic=float(anova.f_statistic),
+        freedom=anova.freedom,
+        pvalue=pvalue,
+        chosen=anova.spread if supported else 0.0,
+        reason=reason,
+    )
+
+
+def refit_run_spread(calls: Calls, design: tuple[str, ...], role: str) -> float:
+    """A parameter draw's run_spread: the moment estimate on resampled runs (0 if none)."""
+    anova = _anova(calls, ROLE_KIND[role], design)
+    return 0.0 if anova is None else anova.spread
