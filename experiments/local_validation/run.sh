@@ -17,8 +17,10 @@ SERVERS=2   # llama.cpp servers, one thread each: this machine has 2 cores
 # Seeds of the batched runs at W = 2, and of the singles: singles 2 and 3 were
 # added later, with the runner that records each reflection's prefix tokens;
 # batched seeds 3 and 4 and cross-W seed 1 in a third sitting, decided before
-# any of its runs, to measure coverage on more held-out runs.
-read -r -a SEEDS <<< "${SEEDS:-0 1 2 3 4}"
+# any of its runs, to measure coverage on more held-out runs; batched seeds 5
+# and 6 and cross-W seed 2 in a fourth, decided before its runs, after the
+# run spread (load.*.run_spread) was added: runs no analysis had seen.
+read -r -a SEEDS <<< "${SEEDS:-0 1 2 3 4 5 6}"
 read -r -a SINGLE_SEEDS <<< "${SINGLE_SEEDS:-0 1 2 3}"
 # shape:workers. The singles (W = 1 and 2) are the calibration set: with calls
 # one or two at a time the slowdown under load is identifiable from them.
@@ -27,7 +29,7 @@ SINGLES=(1x1:1 1x1:2)
 BATCHED=(2x1:2 1x2:2 2x2:2 4x1:2 4x4:2)
 # ... and, with fewer seeds, at a W the singles never ran (cross-W).
 CROSS_W=(2x2:1 4x1:1 2x2:4 4x1:4)
-read -r -a CROSS_SEEDS <<< "${CROSS_SEEDS:-0 1}"
+read -r -a CROSS_SEEDS <<< "${CROSS_SEEDS:-0 1 2}"
 
 real_run() {  # shape workers seed
   local run="$HERE/runs/$1-w$2-s$3"
@@ -72,6 +74,11 @@ analyse() {
     --out "$HERE/validation-point" | tee "$HERE/validation-point.txt"
   "$PXN" validate --scenario "$HERE/calibrated-nocache.toml" "$HERE"/runs/* --reps 400 \
     --out "$HERE/validation-nocache" | tee "$HERE/validation-nocache.txt"
+  # The same draws with each model's run_spread left out: what a new run's own
+  # conditions add to the intervals.
+  .venv/bin/python "$HERE/without_run_spread.py" "$HERE"
+  "$PXN" validate --scenario "$HERE/calibrated-nospread.toml" "$HERE"/runs/* --reps 400 \
+    --out "$HERE/validation-nospread" | tee "$HERE/validation-nospread.txt"
   # Not a prediction: the point estimate with the held-out batched runs' own
   # acceptance rate, to measure how much of the error the acceptance gap explains.
   .venv/bin/python "$HERE/counterfactual.py" "$HERE"

@@ -6,6 +6,7 @@ the scenario's parameter uncertainty: a markdown table on stdout.
 Reads DIR/validation/validation.csv (the scenario with its bootstrap draws) and
 DIR/validation-point/validation.csv (the same point estimate without them) and
 DIR/validation-nocache/validation.csv (with draws, the prefix cache left out) and
+DIR/validation-nospread/validation.csv (with draws, each model's run_spread left out) and
 DIR/validation-batched-rate/validation.csv (the point estimate with the held-out
 batched runs' own acceptance rate: a diagnostic, not a prediction) and
 DIR/validation-one-batched/validation.csv (calibrated from the singles and one
@@ -28,6 +29,7 @@ VERSIONS = {
     "validation": "with parameter draws",
     "validation-point": "point estimate",
     "validation-nocache": "with draws, no prefix cache",
+    "validation-nospread": "with draws, no run spread",
     "validation-batched-rate": "point, batched runs' acceptance (diagnostic)",
     "validation-one-batched": "singles and 2x1-w2-s0, with draws",
 }
