@@ -22,6 +22,12 @@ SERVERS=2   # llama.cpp servers, one thread each: this machine has 2 cores
 # run spread (load.*.run_spread) was added: runs no analysis had seen.
 read -r -a SEEDS <<< "${SEEDS:-0 1 2 3 4 5 6}"
 read -r -a SINGLE_SEEDS <<< "${SINGLE_SEEDS:-0 1 2 3}"
+# The fourth sitting's first runs came in 25% faster than the same shapes a
+# day before (median rollout 0.42 s against 0.52-0.65 s): another day's
+# machine. So, decided then and before any analysis, it adds singles of its
+# own day (seeds 4 to 6) to calibrate from its own conditions; the calibration
+# set of the main analysis stays the eight singles (seeds 0 to 3).
+read -r -a DAY_SINGLE_SEEDS <<< "${DAY_SINGLE_SEEDS:-4 5 6}"
 # shape:workers. The singles (W = 1 and 2) are the calibration set: with calls
 # one or two at a time the slowdown under load is identifiable from them.
 SINGLES=(1x1:1 1x1:2)
@@ -53,6 +59,11 @@ measure() {
   done
   for seed in "${CROSS_SEEDS[@]}"; do
     for spec in "${CROSS_W[@]}"; do
+      real_run "${spec%%:*}" "${spec##*:}" "$seed"
+    done
+  done
+  for seed in "${DAY_SINGLE_SEEDS[@]}"; do
+    for spec in "${SINGLES[@]}"; do
       real_run "${spec%%:*}" "${spec##*:}" "$seed"
     done
   done
