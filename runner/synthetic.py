@@ -20,6 +20,8 @@ What the synthetic work realises of a scenario, in the scenario's seconds:
   over the call's first DISPATCH_WINDOW: the calls a stage releases together
   reach the model one thread at a time, microseconds apart, yet count each
   other (as the simulator has them start at one instant);
+- a run's own conditions (`run_spread`): each run draws one z, and every
+  call of a model sleeps Load.run_factor(z) times its draw besides;
 - acceptance: a candidate's text carries a level L, and the metric scores
   every example of a level-L candidate L / (L + 1): strictly increasing in L
   and below 1, so gepa never skips a parent as perfect. A reflection on a
@@ -31,7 +33,9 @@ What the synthetic work realises of a scenario, in the scenario's seconds:
   within a step) and it decays with the proposals made before the step;
 - every child's text carries its own tag, so siblings are never one text
   (gepa would keep only one of identical children).
-Refused, as not realised: provider rate limits, skip_perfect, duplicate_children.
+Refused, as not realised: provider rate limits, skip_perfect, duplicate_children,
+a reflection prefix cache (the servers here are places, not machines keeping a
+prompt).
 Not used: tokens and prices (nothing is paid), stage_overhead (gepa's own
 work is what it is; conformance measures it) and parameter uncertainty (the
 scenario's own values are the truth).
@@ -92,6 +96,12 @@ def check_realisable(scenario: Scenario) -> None:
             "provider rate limits are not realised by synthetic work; drop them to check the rest",
             subject="[rate_limits]",
         )
+    if scenario.loads.reflection.prefix_seconds:
+        raise PxnError(
+            "a prompt-prefix cache is not realised by synthetic work (its servers keep no "
+            "prompt); set it to 0 to check the rest",
+            subject="load.reflection.prefix_seconds",
+        )
     for key in ("skip_perfect", "duplicate_children"):
         if getattr(scenario, key):
             raise PxnError(
@@ -133,9 +143,11 @@ class SleepingModel:
     Thread-safe: the W rollout threads (or C reflection threads) call it at once.
     """
 
-    def __init__(self, name: str, load: Load, rng: np.random.Generator):
+    def __init__(self, name: str, load: Load, rng: np.random.Generator, conditions: float):
+        """`conditions`: the run's standard normal z, for the model's run_spread."""
         self.model = name
         self.load = load
+        self.run_factor = load.run_factor(conditions)
         self.rng = rng
         self._lock = threading.Lock()
         self._servers = threading.BoundedSemaphore(load.servers) if load.servers else None
@@ -194,7 +206,7 @@ class SleepingModel:
         if self.load.slowdown:  # the call's load is known once its first moments are over
             time.sleep(min(DISPATCH_WINDOW, draw))
         with self._lock:
-            seconds = draw * self.load.factor(me.peak)
+            seconds = draw * self.run_factor * self.load.factor(me.peak)
         woken = time.perf_counter()
         rest = max(0.0, seconds - (woken - start) - lateness)
         time.sleep(rest)
@@ -210,8 +222,8 @@ class SleepingModel:
 class SyntheticTaskModel(SleepingModel):
     """The task LM: a rollout's call sleeps its phase's latency and answers "ok"."""
 
-    def __init__(self, scenario: Scenario, rng: np.random.Generator):
-        super().__init__("synthetic-task", scenario.loads.task, rng)
+    def __init__(self, scenario: Scenario, rng: np.random.Generator, conditions: float = 0.0):
+        super().__init__("synthetic-task", scenario.loads.task, rng, conditions)
         self.scenario = scenario
 
     def latency(self, site: CallSite) -> Distribution:
@@ -225,8 +237,8 @@ class SyntheticReflectionModel(SleepingModel):
     """The reflection LM: sleeps a reflection's latency and writes the child a level up
     with the step's acceptance rate, else at its parent's level."""
 
-    def __init__(self, scenario: Scenario, rng: np.random.Generator):
-        super().__init__("synthetic-reflection", scenario.loads.reflection, rng)
+    def __init__(self, scenario: Scenario, rng: np.random.Generator, conditions: float = 0.0):
+        super().__init__("synthetic-reflection", scenario.loads.reflection, rng, conditions)
         self.scenario = scenario
         # Verdicts on a stream of their own: the C threads' latency draws then never
         # interleave with them, so a replicate's verdicts are the same on every rerun.
@@ -335,9 +347,11 @@ def run_synthetic(scenario: Scenario, shape: Shape, out: Path, replicate: int) -
     # The reflections never fail here: a run stopped for failed reflections would be a bug.
     plan = Plan(shape.p, shape.n, synthetic_task(scenario), scenario.reflection_concurrency, 1)
     key = (shape.p, shape.n, scenario.workers, replicate)
-    streams = np.random.SeedSequence(scenario.seed, spawn_key=key).spawn(2)
-    task_lm = SyntheticTaskModel(scenario, np.random.default_rng(streams[0]))
-    reflection_lm = SyntheticReflectionModel(scenario, np.random.default_rng(streams[1]))
+    streams = np.random.SeedSequence(scenario.seed, spawn_key=key).spawn(3)
+    # The run's conditions, one z for both models, on a stream of their own.
+    z = np.random.default_rng(streams[2]).standard_normal() if scenario.loads.varies_by_run else 0
+    task_lm = SyntheticTaskModel(scenario, np.random.default_rng(streams[0]), float(z))
+    reflection_lm = SyntheticReflectionModel(scenario, np.random.default_rng(streams[1]), float(z))
     meta = {"synthetic": {"scenario": scenario.to_dict(), "replicate": replicate}}
     with sigterm_as_interrupt():
         result = run_engine(config, plan, task_lm, reflection_lm, meta=meta)

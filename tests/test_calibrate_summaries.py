@@ -429,6 +429,23 @@ iterations = 40
         priors_for(summaries, base_scenario(summaries.setup, "x"))
 
 
+def test_a_run_spread_can_be_given_a_prior(tmp_path: Path) -> None:
+    """Not in the default model, but a parameter like any other: the docs' example holds."""
+    path = write(tmp_path, "s.toml", SETUP + """
+[[runs]]
+shape = "single"
+iterations = 40
+[priors]
+"load.task.run_spread" = { uniform = [0.0, 0.3] }
+"load.reflection.run_spread" = { uniform = [0.0, 0.3] }
+""")  # fmt: skip
+    summaries = read_summaries(path)
+    priors = priors_for(summaries, base_scenario(summaries.setup, "x"))
+    assert {"load.task.run_spread", "load.reflection.run_spread"} <= set(priors.paths)
+    drawn = base_scenario(summaries.setup, "x").with_parameters({"load.task.run_spread": 0.2})
+    assert drawn.loads.task.run_spread == 0.2 and drawn.loads.varies_by_run
+
+
 def test_a_reported_share_is_shown_as_its_prediction_is() -> None:
     share = Fact("single full val share", "full_val_share", 0.17, 0.17, (0,), "0.17")
     assert reported(share) == "17%" and share.shown(0.19) == "19%"

@@ -9,6 +9,7 @@ The slow test runs the real gepa 0.1.4 on synthetic work end to end.
 
 from __future__ import annotations
 
+import math
 import threading
 from pathlib import Path
 
@@ -113,6 +114,10 @@ def test_at_time_scale_keeps_the_workload_and_drops_what_is_not_realised() -> No
         ({"rate_limits": RateLimits(task=RateLimit(rpm=60))}, "[rate_limits]"),
         ({"skip_perfect": 0.2}, "skip_perfect"),
         ({"duplicate_children": 0.1}, "duplicate_children"),
+        (
+            {"loads": Loads(Load(), Load(servers=2, prefix_seconds=0.5))},
+            "load.reflection.prefix_seconds",
+        ),
     ],
 )
 def test_what_synthetic_work_cannot_realise_is_refused(changes, subject) -> None:
@@ -194,6 +199,18 @@ def test_a_models_servers_bound_the_calls_it_serves_at_once() -> None:
         thread.join()
     assert model.calls == 4
     assert 4 * draw <= model.drawn <= 4 * 2 * draw + 1e-12
+
+
+def test_a_runs_conditions_scale_every_call_of_a_model() -> None:
+    """z = 1 with run_spread 0.5: each call takes exp(0.5 - 0.125) times its draw."""
+    scenario = small(
+        rollout=Distribution("empirical", samples=(0.002,)),
+        loads=Loads(task=Load(run_spread=0.5)),
+    )
+    model = SyntheticTaskModel(scenario, np.random.default_rng(0), conditions=1.0)
+    for _ in range(3):
+        model.complete([], clock=lambda: 0.0, on_failure=print, site=CallSite("full_val", 1))
+    assert model.drawn == pytest.approx(3 * 0.002 * math.exp(0.5 - 0.125))
 
 
 def test_a_phase_draws_its_own_latency() -> None:
