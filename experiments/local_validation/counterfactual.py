@@ -5,8 +5,9 @@ held-out runs' decisions); `run.sh analyse` validates it beside the others.
     .venv/bin/python experiments/local_validation/counterfactual.py experiments/local_validation
 
 Reads DIR/calibrated-point.toml and the decisions in DIR/runs/*/trace.jsonl of every
-run that is not a single; writes DIR/calibrated-batched-rate.toml, the same scenario
-with acceptance a0 at those runs' pooled per-proposal rate.
+batched run of the first three sittings (sittings.py); writes
+DIR/calibrated-batched-rate.toml, the same scenario with acceptance a0 at those
+runs' pooled per-proposal rate.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 
 from diagnose import accepted_and_judged  # beside this script
+from sittings import fourth_sitting
 
 from pxn.scenario import Scenario
 
@@ -23,7 +25,11 @@ from pxn.scenario import Scenario
 def batched_rate(runs_dir: Path) -> tuple[int, int]:
     """Accepted and judged proposals of the batched runs, pooled."""
     runs = [trace.parent for trace in sorted(runs_dir.glob("*/trace.jsonl"))]
-    counts = [accepted_and_judged(run) for run in runs if not run.name.startswith("1x1")]
+    counts = [
+        accepted_and_judged(run)
+        for run in runs
+        if not run.name.startswith("1x1") and not fourth_sitting(run.name)
+    ]
     return sum(a for a, _ in counts), sum(n for _, n in counts)
 
 

@@ -3,18 +3,19 @@ measured against simulated. Markdown on stdout.
 
     .venv/bin/python experiments/local_validation/diagnose.py experiments/local_validation
 
-Reads DIR/runs/*/trace.jsonl and DIR/calibrated-point.toml (as `run.sh analyse`
-writes it). Part 1: per-proposal acceptance by shape, and how often a step of
-four proposals accepted none (against what independent proposals at the shape's
-own rate give); then singles against batched runs by the parent's own score on
-its minibatch (gepa accepts a child that beats it there), by whether the
-parent is the seed, and by whether the run had proposed from the same parent on
-the same minibatch before, to see whether the gap is one of which parents are
-drawn or of the proposals themselves; then the singles' rollout latency by the candidate it ran.
-Part 2: each 4x4 run's stage time, summed by stage, against the
-mean of 20 simulated replicates of the point estimate at the run's own W and C;
-and the reflection stage's throughput (server-seconds per reflection). Draws
-DIR/acceptance.png: each run's acceptance by shape against the singles' rate.
+Reads DIR/runs/*/trace.jsonl of the first three sittings (sittings.py) and
+DIR/calibrated-point.toml (as `run.sh analyse` writes it). Part 1: per-proposal
+acceptance by shape, and how often a step of four proposals accepted none
+(against what independent proposals at the shape's own rate give); then singles
+against batched runs by the parent's own score on its minibatch (gepa accepts a
+child that beats it there), by whether the parent is the seed, and by whether
+the run had proposed from the same parent on the same minibatch before, to see
+whether the gap is one of which parents are drawn or of the proposals
+themselves; then the singles' rollout latency by the candidate it ran. Part 2:
+each 4x4 run's stage time, summed by stage, against the mean of 20 simulated
+replicates of the point estimate at the run's own W and C; and the reflection
+stage's throughput (server-seconds per reflection). Draws DIR/acceptance.png:
+each run's acceptance by shape against the singles' rate.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 from scipy.stats import binomtest
+from sittings import fourth_sitting  # beside this script
 
 from pxn.scenario import Scenario
 from pxn.shape import Shape
@@ -241,7 +243,11 @@ def acceptance_figure(runs: list[Path], out: Path) -> None:
 
 
 def main(here: Path) -> None:
-    runs = sorted(p for p in (here / "runs").iterdir() if (p / "trace.jsonl").exists())
+    runs = sorted(
+        p
+        for p in (here / "runs").iterdir()
+        if (p / "trace.jsonl").exists() and not fourth_sitting(p.name)
+    )
     print("## Acceptance by shape\n")
     acceptance_by_shape(runs)
     acceptance_figure(runs, here / "acceptance.png")

@@ -6,7 +6,8 @@ A user who calibrates from singles alone gets the singles' acceptance for
 batched steps; on this task batched steps accept less (diagnosis.md). Adding one
 small batched run to the calibration set lets `pxn calibrate` fit the batched
 steps' ratio (`acceptance.batched`). Which run a user adds is luck, so each of
-the 25 batched runs at the singles' W = 2 is tried in turn: calibrate from the
+the 25 batched runs at the singles' W = 2 of the first three sittings (the
+fourth ran on another day's machine: sittings.py) is tried in turn: calibrate from the
 eight singles and it (100 parameter draws, as `pxn calibrate`), then validate
 the other 32 held-out runs (400 replicates each, as `pxn validate`). Markdown on
 stdout; DIR/one-batched.csv (one row per choice and held-out run) and
@@ -23,6 +24,7 @@ from statistics import mean, median
 
 from diagnose import accepted_and_judged  # beside this script
 from matplotlib.figure import Figure
+from sittings import calibration_single, fourth_sitting, parts
 
 from pxn.calibrate.scenario_from_traces import calibrate_traces
 from pxn.calibrate.validate import validate_runs
@@ -34,8 +36,8 @@ TARGET = 0.8  # the project's coverage aim for its 5-95% intervals
 
 def main(here: Path) -> None:
     runs = sorted(p for p in (here / "runs").iterdir() if (p / "trace.jsonl").exists())
-    singles = [r for r in runs if r.name.startswith("1x1-")]
-    batched = [r for r in runs if not r.name.startswith("1x1-")]
+    singles = [r for r in runs if calibration_single(r.name)]
+    batched = [r for r in runs if parts(r.name)[0] != "1x1" and not fourth_sitting(r.name)]
     choices = [r for r in batched if "-w2-" in r.name]
     rows, per_choice = [], []
     for number, choice in enumerate(choices, start=1):

@@ -72,11 +72,12 @@ measure() {
 analyse() {
   # The scenario with its parameter uncertainty (100 bootstrap draws), and the
   # same point estimate without it, to show what the uncertainty adds.
-  "$PXN" calibrate "$HERE"/runs/1x1-* -o "$HERE/calibrated.toml" --plots "$HERE/fits" \
+  local singles=("$HERE"/runs/1x1-w[12]-s[0-3])  # the calibration set: the eight singles
+  "$PXN" calibrate "${singles[@]}" -o "$HERE/calibrated.toml" --plots "$HERE/fits" \
     | tee "$HERE/calibrate.txt"
-  "$PXN" calibrate "$HERE"/runs/1x1-* -o "$HERE/calibrated-point.toml" --draws 0 > /dev/null
+  "$PXN" calibrate "${singles[@]}" -o "$HERE/calibrated-point.toml" --draws 0 > /dev/null
   # The same with the servers' prompt-prefix cache left out: what modelling it changes.
-  "$PXN" calibrate "$HERE"/runs/1x1-* -o "$HERE/calibrated-nocache.toml" --prefix-cache no \
+  "$PXN" calibrate "${singles[@]}" -o "$HERE/calibrated-nocache.toml" --prefix-cache no \
     > /dev/null
   # 400 replicates: every one of the 100 draws twice (the split of the spread needs two).
   "$PXN" validate --scenario "$HERE/calibrated.toml" "$HERE"/runs/* --reps 400 \
@@ -94,20 +95,29 @@ analyse() {
   # acceptance rate, to measure how much of the error the acceptance gap explains.
   .venv/bin/python "$HERE/counterfactual.py" "$HERE"
   # The batched runs at W = 2 calibrated alone, for what they say of acceptance.
-  "$PXN" calibrate "$HERE"/runs/{1x2,2x1,2x2,4x1,4x4}-w2-* -o "$HERE/calibrated-batched.toml" \
+  "$PXN" calibrate "$HERE"/runs/{1x2,2x1,2x2,4x1,4x4}-w2-s[0-4] -o "$HERE/calibrated-batched.toml" \
     --draws 0 | tee "$HERE/calibrate-batched.txt"
   "$PXN" validate --scenario "$HERE/calibrated-batched-rate.toml" "$HERE"/runs/* --reps 400 \
     --out "$HERE/validation-batched-rate" | tee "$HERE/validation-batched-rate.txt"
   # The singles and ONE batched run, the first the study measured (2x1 at W = 2,
   # seed 0): a user who adds a small batched run to the calibration set, so that
   # calibrate fits the batched steps' own acceptance (acceptance.batched).
-  "$PXN" calibrate "$HERE"/runs/1x1-* "$HERE/runs/2x1-w2-s0" -o "$HERE/calibrated-one-batched.toml" \
+  "$PXN" calibrate "${singles[@]}" "$HERE/runs/2x1-w2-s0" -o "$HERE/calibrated-one-batched.toml" \
     | tee "$HERE/calibrate-one-batched.txt"
   "$PXN" validate --scenario "$HERE/calibrated-one-batched.toml" "$HERE"/runs/* --reps 400 \
     --out "$HERE/validation-one-batched" | tee "$HERE/validation-one-batched.txt"
-  # ... and every other choice of that one run (25 calibrations; about 6 minutes).
+  # ... and every other choice of that one run among the first three sittings' (25
+  # calibrations; about 6 minutes).
   .venv/bin/python "$HERE/one_batched.py" "$HERE" | tee "$HERE/one-batched.md"
-  # Error and coverage by group (calibration singles, held-out at W = 2, cross-W).
+  # The fourth sitting ran on a faster machine than the first three: calibrated from
+  # its own day's singles, its batched runs predicted (the same day's conditions).
+  "$PXN" calibrate "$HERE"/runs/1x1-w[12]-s[4-6] -o "$HERE/calibrated-day.toml" \
+    | tee "$HERE/calibrate-day.txt"
+  "$PXN" validate --scenario "$HERE/calibrated-day.toml" "$HERE"/runs/1x1-w[12]-s[4-6] \
+    "$HERE"/runs/{1x2,2x1,2x2,4x1,4x4}-w2-s[56] "$HERE"/runs/{2x2,4x1}-w[14]-s2 --reps 400 \
+    --out "$HERE/validation-day" | tee "$HERE/validation-day.txt"
+  # Error and coverage by group (calibration singles, held-out at W = 2, cross-W, the
+  # fourth sitting).
   .venv/bin/python "$HERE/summarise.py" "$HERE" | tee "$HERE/summary.md"
   # Why the misses miss: acceptance by shape, a 4x4 run's stages against simulated.
   .venv/bin/python "$HERE/diagnose.py" "$HERE" | tee "$HERE/diagnosis.md"

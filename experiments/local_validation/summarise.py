@@ -10,21 +10,25 @@ DIR/validation-nospread/validation.csv (with draws, each model's run_spread left
 DIR/validation-batched-rate/validation.csv (the point estimate with the held-out
 batched runs' own acceptance rate: a diagnostic, not a prediction) and
 DIR/validation-one-batched/validation.csv (calibrated from the singles and one
-batched run, 2x1-w2-s0), as `run.sh analyse` writes them. Groups: the runs the
-scenario was calibrated from (in-sample), the batched runs at the singles' W = 2,
-and the batched runs at a W the singles never ran (cross-W). Only completed runs
-count.
+batched run, 2x1-w2-s0) and DIR/validation-day/validation.csv (calibrated from
+the fourth sitting's own singles, its runs only), as `run.sh analyse` writes
+them. Groups (sittings.py): the runs the scenario was calibrated from
+(in-sample), the batched runs at the singles' W = 2 and those at a W the singles
+never ran (cross-W) of the first three sittings, and all held-out runs of those;
+then the fourth sitting's runs (measured after run_spread was added, on another
+day's machine) on their own: its singles and its batched runs. Only completed
+runs count.
 """
 
 from __future__ import annotations
 
 import csv
-import re
 import sys
 from pathlib import Path
 from statistics import mean
 
-RUN = re.compile(r"(?P<shape>\d+x\d+)-w(?P<workers>\d+)-s\d+")
+from sittings import fourth_sitting, parts  # beside this script
+
 VERSIONS = {
     "validation": "with parameter draws",
     "validation-point": "point estimate",
@@ -32,19 +36,23 @@ VERSIONS = {
     "validation-nospread": "with draws, no run spread",
     "validation-batched-rate": "point, batched runs' acceptance (diagnostic)",
     "validation-one-batched": "singles and 2x1-w2-s0, with draws",
+    "validation-day": "the fourth sitting's own singles, with draws",
 }
 ONE_BATCHED = "2x1-w2-s0"  # calibrated from in validation-one-batched
 
 
 def group_of(run: str, folder: str) -> str:
-    found = RUN.search(run)
-    if found is None:
-        raise SystemExit(f"summarise.py: {run} is not named SHAPE-wW-sSEED")
-    if found["shape"] == "1x1":
-        return "singles (calibration set, in-sample)"
-    if folder == "validation-one-batched" and found[0] == ONE_BATCHED:
+    shape, workers, _ = parts(run)
+    day = folder == "validation-day"  # calibrated from the fourth sitting's own singles
+    if shape == "1x1":
+        if fourth_sitting(run) == day:
+            return "singles (calibration set, in-sample)"
+        return "singles of the fourth sitting's day (held out)"
+    if folder == "validation-one-batched" and parts(run) == parts(ONE_BATCHED):
         return f"{ONE_BATCHED} (calibration set, in-sample)"
-    if found["workers"] == "2":
+    if fourth_sitting(run):
+        return "fourth sitting: batched, W = 2 and cross-W (held out)"
+    if workers == 2:
         return "batched at W = 2 (held out)"
     return "batched at W = 1 and 4 (held out, cross-W)"
 
@@ -76,8 +84,13 @@ def main(study: Path) -> None:
             groups.setdefault(group_of(r["run"], folder), []).append(r)
         for name in sorted(groups, key=lambda g: "in-sample" not in g):
             print(row(name, version, groups[name]))
-        held_out = [r for r in completed if "in-sample" not in group_of(r["run"], folder)]
-        print(row("**all held-out runs**", version, held_out))
+        earlier = [
+            r
+            for r in completed
+            if "in-sample" not in group_of(r["run"], folder) and not fourth_sitting(r["run"])
+        ]
+        if earlier:
+            print(row("**all held-out runs of the first three sittings**", version, earlier))
 
 
 if __name__ == "__main__":
