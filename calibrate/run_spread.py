@@ -96,20 +96,17 @@ class _Anova:
 def _anova(calls: Calls, kind: str, design: tuple[str, ...]) -> _Anova | None:
     """The nested analysis of this kind's calls; None when no setup ran twice."""
     rows = calls.of(kind) & ~calls.censored & (calls.latency > 0)
-    run, phase = calls.run[rows], calls.phase[rows]
-    log_latency = np.log(calls.latency[rows])
-    setup = np.asarray(design, dtype=object)[run] if len(run) else np.empty(0, dtype=object)
-    runs_of = {}
-    for r, s in zip(run.tolist(), setup.tolist(), strict=True):
-        runs_of.setdefault(s, set()).add(r)
-    repeated = {s for s, runs in runs_of.items() if len(runs) > 1}
+    runs_of: dict[str, list[int]] = {}  # each setup's runs with calls of this kind
+    for r in np.unique(calls.run[rows]).tolist():
+        runs_of.setdefault(design[r], []).append(r)
+    repeated = {s: runs for s, runs in runs_of.items() if len(runs) > 1}
     if not repeated:
         return None
-    keep = np.isin(setup, list(repeated))
-    run, phase, setup, log_latency = run[keep], phase[keep], setup[keep], log_latency[keep]
+    rows &= np.isin(calls.run, [r for runs in repeated.values() for r in runs])
+    run, phase, log_latency = calls.run[rows], calls.phase[rows], np.log(calls.latency[rows])
+    setup = np.asarray(design)[run]
     # Each (setup, phase) its own mean; then each run its own shift.
-    _, group = np.unique(np.char.add(setup.astype(str), "\0" + phase.astype(str)),
-                         return_inverse=True)  # fmt: skip
+    _, group = np.unique(np.char.add(setup, "\0" + phase.astype(str)), return_inverse=True)
     _, run_code = np.unique(run, return_inverse=True)
     groups, runs = group.max() + 1, run_code.max() + 1
     means = np.bincount(group, log_latency) / np.bincount(group)
@@ -123,11 +120,10 @@ def _anova(calls: Calls, kind: str, design: tuple[str, ...]) -> _Anova | None:
     d_calls = len(log_latency) - int(rank)
     if d_runs < 1 or d_calls < 1:
         return None
-    sizes = np.bincount(run_code)
-    setup_of_run = [setup[run_code == r][0] for r in range(runs)]
+    calls_of_run = np.bincount(run)
     n0 = 0.0
-    for s in repeated:
-        n = sizes[[i for i in range(runs) if setup_of_run[i] == s]]
+    for setup_runs in repeated.values():
+        n = calls_of_run[setup_runs]
         n0 += n.sum() - (n**2).sum() / n.sum()
     return _Anova(
         calls=len(log_latency),

@@ -259,7 +259,7 @@ def calibrate_traces(
                 lm_servers,
                 betas.get("reflection", 0.0),
                 prefix.seconds,
-                run_spreads["reflection"].chosen,
+                run_spread=run_spreads["reflection"].chosen,
             ),
         ),
         tokens=None if token_counts is None else token_counts.chosen,

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from diagnose import accepted_and_judged  # beside this script
-from sittings import fourth_sitting
+from sittings import earlier_batched
 
 from pxn.scenario import Scenario
 
@@ -25,11 +25,7 @@ from pxn.scenario import Scenario
 def batched_rate(runs_dir: Path) -> tuple[int, int]:
     """Accepted and judged proposals of the batched runs, pooled."""
     runs = [trace.parent for trace in sorted(runs_dir.glob("*/trace.jsonl"))]
-    counts = [
-        accepted_and_judged(run)
-        for run in runs
-        if not run.name.startswith("1x1") and not fourth_sitting(run.name)
-    ]
+    counts = [accepted_and_judged(run) for run in runs if earlier_batched(run.name)]
     return sum(a for a, _ in counts), sum(n for _, n in counts)
 
 

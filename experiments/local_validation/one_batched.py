@@ -24,7 +24,7 @@ from statistics import mean, median
 
 from diagnose import accepted_and_judged  # beside this script
 from matplotlib.figure import Figure
-from sittings import calibration_single, fourth_sitting, parts
+from sittings import calibration_single, earlier_batched
 
 from pxn.calibrate.scenario_from_traces import calibrate_traces
 from pxn.calibrate.validate import validate_runs
@@ -37,7 +37,7 @@ TARGET = 0.8  # the project's coverage aim for its 5-95% intervals
 def main(here: Path) -> None:
     runs = sorted(p for p in (here / "runs").iterdir() if (p / "trace.jsonl").exists())
     singles = [r for r in runs if calibration_single(r.name)]
-    batched = [r for r in runs if parts(r.name)[0] != "1x1" and not fourth_sitting(r.name)]
+    batched = [r for r in runs if earlier_batched(r.name)]
     choices = [r for r in batched if "-w2-" in r.name]
     rows, per_choice = [], []
     for number, choice in enumerate(choices, start=1):

@@ -33,3 +33,8 @@ def fourth_sitting(name: str) -> bool:
 def calibration_single(name: str) -> bool:
     """One of the eight singles the main analysis calibrates from."""
     return parts(name)[0] == "1x1" and not fourth_sitting(name)
+
+
+def earlier_batched(name: str) -> bool:
+    """A batched run of the first three sittings."""
+    return parts(name)[0] != "1x1" and not fourth_sitting(name)
