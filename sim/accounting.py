@@ -12,12 +12,12 @@ Each model's provider limits are token buckets kept for the whole run (one
 for requests, one for tokens; see schedule.Bucket). A stage whose whole ask
 they hold at its start is paid here at once (pay_at_start); otherwise the
 schedule pays them call by call, and the calls that had to wait are counted.
+A model's tokens and buckets are its ModelAccount, which its stages hold.
 """
 
 from __future__ import annotations
 
 from operator import add
-from typing import Any
 
 import numpy as np
 
@@ -29,98 +29,111 @@ from pxn.sim.schedule import Bucket, pay_at_once, stage_ask
 TokenCounts = tuple[list[float] | float, list[float]]  # (in: per call or one for all, out)
 
 
-class Accountant:
-    def __init__(self, scenario: Scenario, rng: np.random.Generator):
-        self.prices = scenario.prices
-        self.counts_tokens = scenario.counts_tokens
-        if self.counts_tokens:
-            tokens = scenario.tokens
-            assert tokens is not None
-            token_rng = np.random.default_rng(rng.bit_generator.seed_seq.spawn(1)[0])
-            self.rollout_in = Draws(tokens.rollout_input, token_rng)
-            self.rollout_out = Draws(tokens.rollout_output, token_rng)
-            self.reflection_out = Draws(tokens.reflection_output, token_rng)
-            self.reflection_in = tokens.reflection_input(scenario.minibatch)
-        limits = scenario.rate_limits
-        self.buckets = {
-            "task": self._buckets(limits.task, limits.burst_seconds),
-            "reflection": self._buckets(limits.reflection, limits.burst_seconds),
-        }
+class ModelAccount:
+    """One model's side of a run: its calls' tokens (when counted) and its provider's buckets.
+
+    `tokens_in` is a stream of per-call draws (rollouts) or one number for every
+    call (a reflection's prompt at the scenario's b); None when tokens are not counted.
+    """
+
+    def __init__(
+        self,
+        limit: RateLimit,
+        burst_seconds: float,
+        tokens_in: Draws | float | None = None,
+        tokens_out: Draws | None = None,
+    ):
+        self.requests = None if limit.rpm is None else Bucket(limit.rpm, burst_seconds)
+        self.token_bucket = None if limit.tpm is None else Bucket(limit.tpm, burst_seconds)
+        self.limited = self.requests is not None or self.token_bucket is not None
+        self.tokens_in = tokens_in
+        self.tokens_out = tokens_out
+        self.counts_tokens = tokens_out is not None
+        # Each call's tokens are needed by a tokens-per-minute bucket.
+        self.per_call = self.counts_tokens and self.token_bucket is not None
+        self.calls = 0  # made, when tokens are counted
         self.throttled_calls = 0  # calls that waited for rate-limit capacity
-        self.reflections = 0  # made, when counted: their input is a constant per call
 
-    @staticmethod
-    def _buckets(limit: RateLimit, burst: float) -> tuple[Bucket | None, Bucket | None]:
-        """(requests bucket, tokens bucket) for one model; None where it has no limit."""
-        return (
-            None if limit.rpm is None else Bucket(limit.rpm, burst),
-            None if limit.tpm is None else Bucket(limit.tpm, burst),
-        )
-
-    def limited(self, role: str) -> bool:
-        return self.buckets[role] != (None, None)
-
-    def per_call(self, role: str) -> bool:
-        """Whether the role's limits need each call's tokens (a tokens-per-minute bucket)."""
-        return self.counts_tokens and self.buckets[role][1] is not None
-
-    def draw(self, role: str, n: int, per_call: bool) -> TokenCounts | None:
+    def draw(self, n: int, per_call: bool) -> TokenCounts | None:
         """n calls' tokens, counted in the run's totals; each call's only when `per_call`."""
-        if not self.counts_tokens:
+        tokens_out = self.tokens_out
+        if tokens_out is None:
             return None
-        if role == "task":
-            if not per_call:
-                self.rollout_in.skip(n)
-                self.rollout_out.skip(n)
-                return None
-            return self.rollout_in.take(n).tolist(), self.rollout_out.take(n).tolist()
-        self.reflections += n
+        self.calls += n
+        tokens_in = self.tokens_in
         if not per_call:
-            self.reflection_out.skip(n)
+            if isinstance(tokens_in, Draws):
+                tokens_in.skip(n)
+            tokens_out.skip(n)
             return None
-        return self.reflection_in, self.reflection_out.take(n).tolist()
+        if isinstance(tokens_in, Draws):
+            return tokens_in.take(n).tolist(), tokens_out.take(n).tolist()
+        assert tokens_in is not None
+        return tokens_in, tokens_out.take(n).tolist()
 
-    def charges(
-        self, role: str, tokens: TokenCounts | None
-    ) -> list[tuple[Bucket, list[float] | float]]:
-        """What each call pays the role's buckets: one request, its tokens in plus out."""
-        requests, token_bucket = self.buckets[role]
+    def charges(self, tokens: TokenCounts | None) -> list[tuple[Bucket, list[float] | float]]:
+        """What each call pays the buckets: one request, its tokens in plus out."""
         charges: list[tuple[Bucket, list[float] | float]] = []
-        if requests is not None:
-            charges.append((requests, 1.0))
-        if token_bucket is not None:
-            charges.append((token_bucket, self._call_tokens(tokens)))
+        if self.requests is not None:
+            charges.append((self.requests, 1.0))
+        if self.token_bucket is not None:
+            charges.append((self.token_bucket, call_tokens(tokens)))
         return charges
 
-    def pay_at_start(self, role: str, calls: int, tokens: TokenCounts | None, start: float) -> bool:
-        """Pay the role's buckets for a whole stage at `start` if they hold all it asks.
+    def pay_at_start(self, calls: int, tokens: TokenCounts | None, start: float) -> bool:
+        """Pay the buckets for a whole stage at `start` if they hold all it asks.
 
         Then none of its calls waits (for a stage that fits its slots). The
         same asks, to the bit, as rate_limited_schedule makes of `charges`.
         """
-        requests, token_bucket = self.buckets[role]
         asks = []
-        if requests is not None:
-            asks.append((requests, stage_ask(1.0, calls)))
-        if token_bucket is not None:
-            asks.append((token_bucket, stage_ask(self._call_tokens(tokens), calls)))
+        if self.requests is not None:
+            asks.append((self.requests, stage_ask(1.0, calls)))
+        if self.token_bucket is not None:
+            asks.append((self.token_bucket, stage_ask(call_tokens(tokens), calls)))
         return pay_at_once(asks, start)
 
-    @staticmethod
-    def _call_tokens(tokens: TokenCounts | None) -> list[float]:
-        """Each call's tokens, in plus out (what a tokens-per-minute bucket counts)."""
-        assert tokens is not None
-        tokens_in, tokens_out = tokens
-        if isinstance(tokens_in, list):
-            return list(map(add, tokens_in, tokens_out))
-        return [tokens_in + o for o in tokens_out]
+    def totals(self) -> tuple[float, float]:
+        """(tokens in, tokens out) over the run's calls, summed in the order they were made."""
+        assert self.tokens_out is not None
+        tokens_in = self.tokens_in
+        total_in = tokens_in.total() if isinstance(tokens_in, Draws) else tokens_in * self.calls
+        return total_in, self.tokens_out.total()
 
-    def spent(self, role: str, tokens_in: float, tokens_out: float) -> dict[str, Any]:
-        """A call's trace fields for what it used: whole tokens, and dollars when priced."""
-        spent: dict[str, Any] = {"tokens_in": round(tokens_in), "tokens_out": round(tokens_out)}
-        if self.prices is not None:
-            spent["cost"] = self.prices.dollars(role, tokens_in, tokens_out)
-        return spent
+
+def call_tokens(tokens: TokenCounts | None) -> list[float]:
+    """Each call's tokens, in plus out (what a tokens-per-minute bucket counts)."""
+    assert tokens is not None
+    tokens_in, tokens_out = tokens
+    if isinstance(tokens_in, list):
+        return list(map(add, tokens_in, tokens_out))
+    return [tokens_in + o for o in tokens_out]
+
+
+class Accountant:
+    """A run's two model accounts, and what its calls cost."""
+
+    def __init__(self, scenario: Scenario, rng: np.random.Generator):
+        self.prices = scenario.prices
+        limits = scenario.rate_limits
+        burst = limits.burst_seconds
+        if scenario.counts_tokens:
+            tokens = scenario.tokens
+            assert tokens is not None
+            token_rng = np.random.default_rng(rng.bit_generator.seed_seq.spawn(1)[0])
+            rollout_in = Draws(tokens.rollout_input, token_rng)
+            rollout_out = Draws(tokens.rollout_output, token_rng)
+            reflection_out = Draws(tokens.reflection_output, token_rng)
+            reflection_in = tokens.reflection_input(scenario.minibatch)
+            self.task = ModelAccount(limits.task, burst, rollout_in, rollout_out)
+            self.reflection = ModelAccount(limits.reflection, burst, reflection_in, reflection_out)
+        else:
+            self.task = ModelAccount(limits.task, burst)
+            self.reflection = ModelAccount(limits.reflection, burst)
+
+    @property
+    def throttled_calls(self) -> int:
+        return self.task.throttled_calls + self.reflection.throttled_calls
 
     def dollars(self) -> float | None:
         """What the run's calls cost (None without prices)."""
@@ -128,6 +141,5 @@ class Accountant:
         if prices is None:
             return None
         # Prices need [tokens], so with prices every call's tokens were drawn.
-        task = prices.dollars("task", self.rollout_in.total(), self.rollout_out.total())
-        reflection_in = self.reflection_in * self.reflections
-        return task + prices.dollars("reflection", reflection_in, self.reflection_out.total())
+        task = prices.dollars("task", *self.task.totals())
+        return task + prices.dollars("reflection", *self.reflection.totals())

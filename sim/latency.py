@@ -21,6 +21,8 @@ last calls of a draining stage keep it while fewer run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from pxn.distribution import Distribution
@@ -35,14 +37,22 @@ class Draws:
     over its calls (most of a block is never looked at one by one, and
     converting all of it cost more than drawing it). A block's values that
     do not fit the stage asking are dropped. `skip` hands out values unseen
-    (only their total counts), as `take` would.
+    (only their total counts), as `take` would. `adjust`, if given, is applied
+    to each value as its block is drawn (elementwise, so a block adjusted at
+    once holds the numbers each stage's share adjusted apart would).
     """
 
     BLOCK = 4096
 
-    def __init__(self, distribution: Distribution, rng: np.random.Generator):
+    def __init__(
+        self,
+        distribution: Distribution,
+        rng: np.random.Generator,
+        adjust: Callable[[np.ndarray], np.ndarray] | None = None,
+    ):
         self.distribution = distribution
         self.rng = rng
+        self.adjust = adjust
         self.block = np.empty(0)
         self.used = 0
         self.earlier: list[np.ndarray] = []  # the values handed out from earlier blocks
@@ -50,6 +60,8 @@ class Draws:
     def _refill(self, n: int) -> None:
         self.earlier.append(self.block[: self.used])
         self.block = self.distribution.sample(self.rng, max(n, self.BLOCK))
+        if self.adjust is not None:
+            self.block = self.adjust(self.block)
         self.used = 0
 
     def take(self, n: int) -> np.ndarray:
@@ -93,22 +105,26 @@ class CallLatency:
         shift: float = 0.0,
         run_factor: float = 1.0,
     ):
+        self.shift = shift  # seconds added to every draw, floored at 0
+        self.run_factor = run_factor  # this run's conditions: a factor on every draw
+        adjust = self._in_conditions if shift or run_factor != 1.0 else None
         # Phases with the same distribution (object) share one stream of draws.
         streams: dict[int, Draws] = {}
         for latency in phases.values():
             if id(latency) not in streams:
-                streams[id(latency)] = Draws(latency, rng)
+                streams[id(latency)] = Draws(latency, rng, adjust)
         self.draws = {phase: streams[id(latency)] for phase, latency in phases.items()}
-        self.shift = shift  # seconds added to every draw, floored at 0
-        self.run_factor = run_factor  # this run's conditions: a factor on every draw
         self.load = load
         self.slots = slots
 
+    def _in_conditions(self, drawn: np.ndarray) -> np.ndarray:
+        """Latencies as drawn, shifted (floored at 0), then scaled by this run's factor."""
+        if self.shift:
+            drawn = np.maximum(0.0, drawn + self.shift)
+        if self.run_factor != 1.0:
+            drawn = drawn * self.run_factor
+        return drawn
+
     def draw(self, phase: str, n: int) -> np.ndarray:
         """n calls' latencies as drawn, shifted, in this run's conditions, before any load."""
-        durations = self.draws[phase].take(n)
-        if self.shift:
-            durations = np.maximum(0.0, durations + self.shift)
-        if self.run_factor != 1.0:
-            durations = durations * self.run_factor
-        return durations
+        return self.draws[phase].take(n)

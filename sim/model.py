@@ -74,10 +74,10 @@ class SimulatedRun:
         overhead = scenario.stage_overhead
         split = scenario.workers if scenario.worker_split == "per_candidate" else None
         self.rollouts = CallStage(
-            env, "task", rollout_latency, overhead, self.accountant, trace, split_workers=split
+            env, "task", rollout_latency, overhead, self.accountant.task, trace, split_workers=split
         )
         self.reflections = CallStage(
-            env, "reflection", reflection_latency, overhead, self.accountant, trace
+            env, "reflection", reflection_latency, overhead, self.accountant.reflection, trace
         )
         self.metric_calls = 0
         self.iterations = 0

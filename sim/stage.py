@@ -14,7 +14,7 @@ and the stage lasts the list schedule's makespan. With one, each call takes
 a slot (of min(W or C, servers)), then waits for its buckets holding the
 slot, then runs, slowed by the calls in flight at its real start
 (rate_limited_schedule); but a stage that fits its slots and whose whole ask
-its buckets hold at its start is paid at once (Accountant.pay_at_start) and
+its buckets hold at its start is paid at once (ModelAccount.pay_at_start) and
 scheduled as without limits, since none of its calls waits.
 
 Reflections on servers that keep their last prompt (Load.prefix_seconds)
@@ -35,7 +35,7 @@ from operator import add
 import numpy as np
 import simpy
 
-from pxn.sim.accounting import Accountant
+from pxn.sim.accounting import ModelAccount
 from pxn.sim.latency import CallLatency
 from pxn.sim.schedule import (
     cached_makespan,
@@ -53,9 +53,35 @@ def total(seconds: list[float] | np.ndarray) -> float:
 
     numpy sums 8 or more values pairwise, fewer in one running sum as Python
     does; matching it keeps results identical to those first computed with
-    numpy arrays (the committed predictions reproduce from their seeds).
+    numpy arrays (the committed predictions reproduce from their seeds). A
+    list of up to 128 is summed here as numpy would (numpy's conversion of a
+    short list costs more than the sum).
     """
-    return sum(seconds) if len(seconds) < 8 else float(np.add.reduce(seconds))
+    n = len(seconds)
+    if n < 8:
+        return sum(seconds)
+    if n > PAIRWISE_BLOCK or isinstance(seconds, np.ndarray):
+        return float(np.add.reduce(seconds))
+    # numpy's pairwise_sum for 8 <= n <= 128: eight running sums over the whole
+    # blocks of eight, added as a tree, then the rest one by one.
+    r0, r1, r2, r3, r4, r5, r6, r7 = seconds[:8]
+    whole = n - n % 8
+    for i in range(8, whole, 8):
+        r0 += seconds[i]
+        r1 += seconds[i + 1]
+        r2 += seconds[i + 2]
+        r3 += seconds[i + 3]
+        r4 += seconds[i + 4]
+        r5 += seconds[i + 5]
+        r6 += seconds[i + 6]
+        r7 += seconds[i + 7]
+    result = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for value in seconds[whole:]:
+        result += value
+    return result
+
+
+PAIRWISE_BLOCK = 128  # numpy sums up to this many in one pass of eight running sums
 
 
 # From this many calls starting together, a stage's lengths are computed with numpy
@@ -73,7 +99,7 @@ class CallStage:
         role: str,
         latency: CallLatency,
         overhead: float,
-        accountant: Accountant,
+        account: ModelAccount,
         trace: NoTrace,
         split_workers: int | None = None,
     ):
@@ -83,13 +109,13 @@ class CallStage:
         self.latency = latency
         self.slots = latency.slots
         self.overhead = overhead
-        self.accountant = accountant
-        self.limited = accountant.limited(role)
+        self.account = account
+        self.limited = account.limited
         self.slowdown = latency.load.slowdown
         self.prefix_seconds = latency.load.prefix_seconds
         self.split_workers = split_workers
         # Each call's tokens are needed by a tokens-per-minute limit, or to trace them.
-        self.per_call_tokens = accountant.per_call(role) or trace.enabled
+        self.per_call_tokens = account.per_call or trace.enabled
         self.trace = trace
         self.busy = 0.0  # seconds spent in these calls, summed over calls
         self.time: dict[str, float] = {}  # seconds per stage name, barrier to barrier
@@ -103,16 +129,15 @@ class CallStage:
         """
         n = len(items) * per_item
         draws = self.latency.draw(name, n)
-        tokens = self.accountant.draw(self.role, n, self.per_call_tokens)
+        account = self.account
+        tokens = account.draw(n, self.per_call_tokens)
         start = self.env.now + self.overhead
-        role, slots = self.role, self.slots
-        waits = self.limited and not (
-            n <= slots and self.accountant.pay_at_start(role, n, tokens, start)
-        )
+        slots = self.slots
+        waits = self.limited and not (n <= slots and account.pay_at_start(n, tokens, start))
         split = self.split_workers is not None and name != "seed_val"
         timed = waits or split  # scheduled call by call: timed from the calls' ends
         if timed:  # calls pay their buckets as they start; split: each on its candidate's threads
-            charges = self.accountant.charges(role, tokens) if waits else []
+            charges = account.charges(tokens) if waits else []
             if split:  # each candidate on its share of the workers
                 starts, slot_of, durations, throttled = split_schedule(
                     draws.tolist(), per_item, self.split_workers, self.latency.load.servers,
@@ -122,7 +147,7 @@ class CallStage:
                 starts, slot_of, durations, throttled = rate_limited_schedule(
                     draws.tolist(), slots, start, charges, self.slowdown
                 )
-            self.accountant.throttled_calls += throttled
+            account.throttled_calls += throttled
             length = max(map(add, starts, durations), default=start) - start
         elif MANY <= n <= slots:  # many calls, all starting with the stage
             durations, length = together(draws, self.slowdown)
@@ -145,9 +170,7 @@ class CallStage:
             if not timed:
                 offsets, slot_of = list_schedule(durations, slots)
                 starts = [start + offset for offset in offsets]
-            self.trace.calls(
-                role, iteration, name, starts, durations, slot_of, items, tokens, self.accountant
-            )
+            self.trace.calls(self.role, iteration, name, starts, durations, slot_of, items, tokens)
             # The barrier: the time SimPy gives the timeout's end (now + delay).
             self.trace.stage(iteration, name, start, self.env.now + delay)
         return self.env.timeout(delay)

@@ -12,10 +12,11 @@ gepa ran: one per example of each distinct (parent, minibatch) pair.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pxn.scenario import Scenario
 from pxn.shape import Shape
-from pxn.sim.accounting import Accountant, TokenCounts
+from pxn.sim.accounting import TokenCounts
 from pxn.sim.gepa import EpochSampler, Task
 from pxn.trace import Decision, Iteration, Reflection, Rollout, RunEnd, RunStart, Stage, TraceWriter
 
@@ -56,6 +57,7 @@ class SimTrace(NoTrace):
 
     def __init__(self, writer: TraceWriter, scenario: Scenario):
         self.writer = writer
+        self.prices = scenario.prices
         self.sampler = EpochSampler(scenario.trainset_size, scenario.minibatch)
         self.valset = [f"val:{i}" for i in range(scenario.valset_size)]
 
@@ -105,7 +107,6 @@ class SimTrace(NoTrace):
         slots: list[int],
         items: Items,
         tokens: TokenCounts | None,
-        accountant: Accountant,
     ) -> None:
         """Each call of a stage: its start, duration and slot; its item names it (a rollout's
         candidate and examples, a reflection's proposal and parent); its tokens and dollars
@@ -121,7 +122,7 @@ class SimTrace(NoTrace):
             if tokens is not None:
                 tokens_in, tokens_out = tokens
                 used_in = tokens_in[i] if isinstance(tokens_in, list) else tokens_in
-                spent = accountant.spent(role, used_in, tokens_out[i])
+                spent = self.spent(role, used_in, tokens_out[i])
             common = {"start": start, "end": start + duration, "iteration": iteration}
             if role == "task":
                 event = Rollout(
@@ -130,6 +131,13 @@ class SimTrace(NoTrace):
             else:
                 event = Reflection(**common, slot=slot, proposal=name, parent=other, **spent)
             self.writer.write(event)
+
+    def spent(self, role: str, tokens_in: float, tokens_out: float) -> dict[str, Any]:
+        """A call's fields for what it used: whole tokens, and dollars when priced."""
+        spent: dict[str, Any] = {"tokens_in": round(tokens_in), "tokens_out": round(tokens_out)}
+        if self.prices is not None:
+            spent["cost"] = self.prices.dollars(role, tokens_in, tokens_out)
+        return spent
 
     def stage(self, iteration: int, name: str, start: float, end: float) -> None:
         self.writer.write(Stage(start=start, end=end, iteration=iteration, name=name))

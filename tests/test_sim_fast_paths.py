@@ -21,11 +21,11 @@ from sim_helpers import EVERYTHING, lognormal, make_scenario
 from pxn.distribution import DIRECT_SAMPLERS, Distribution
 from pxn.rate_limits import RateLimit, RateLimits
 from pxn.shape import Shape
-from pxn.sim.accounting import Accountant
+from pxn.sim.accounting import Accountant, ModelAccount
 from pxn.sim.latency import Draws
 from pxn.sim.model import simulate_once
 from pxn.sim.presets import load_scenario
-from pxn.sim.schedule import loaded_makespan, rate_limited_schedule, together
+from pxn.sim.schedule import Bucket, loaded_makespan, rate_limited_schedule, together
 from pxn.sim.stage import total
 from pxn.uncertainty import Uncertainty
 
@@ -79,27 +79,27 @@ LIMITED = make_scenario(
 
 @pytest.mark.parametrize("seed", range(30))
 def test_a_stage_paid_at_once_leaves_the_buckets_as_the_schedule_does(seed: int) -> None:
-    """Accountant.pay_at_start asks what rate_limited_schedule's charges ask: on twin
-    accountants, each stage is paid at once by both or by neither, and the buckets
+    """ModelAccount.pay_at_start asks what rate_limited_schedule's charges ask: on twin
+    accounts, each stage is paid at once by both or by neither, and the buckets
     end equal to the bit; a stage paid at once starts every call at its start."""
     rng = np.random.default_rng(seed)
-    ours, theirs = (Accountant(LIMITED, np.random.default_rng(seed)) for _ in range(2))
+    ours, theirs = (Accountant(LIMITED, np.random.default_rng(seed)).task for _ in range(2))
     start = 0.0
     for _ in range(40):
         n = int(rng.integers(1, LIMITED.workers + 1))  # a stage that fits its slots
-        tokens = ours.draw("task", n, per_call=True)
-        assert tokens == theirs.draw("task", n, per_call=True)
+        tokens = ours.draw(n, per_call=True)
+        assert tokens == theirs.draw(n, per_call=True)
         draws = rng.lognormal(0, 1, n).tolist()
-        paid = ours.pay_at_start("task", n, tokens, start)
+        paid = ours.pay_at_start(n, tokens, start)
         starts, _, _, throttled = rate_limited_schedule(
-            draws, LIMITED.workers, start, theirs.charges("task", tokens)
+            draws, LIMITED.workers, start, theirs.charges(tokens)
         )
         if paid:
             assert (starts, throttled) == ([start] * n, 0)
         else:  # the schedule paid call by call; bring ours to the same state
-            for mine, its in zip(ours.buckets["task"], theirs.buckets["task"], strict=True):
+            for mine, its in buckets(ours, theirs):
                 mine.level, mine.time = its.level, its.time
-        for mine, its in zip(ours.buckets["task"], theirs.buckets["task"], strict=True):
+        for mine, its in buckets(ours, theirs):
             assert (mine.level, mine.time) == (its.level, its.time)
         start = max(starts) + float(rng.exponential(2.0))
 
@@ -140,6 +140,12 @@ def test_the_preset_runs_its_draws_as_scenarios_of_their_own() -> None:
             assert simulate_once(preset, shape, r) == simulate_once(alone, shape, r)
 
 
+def buckets(ours: ModelAccount, theirs: ModelAccount) -> list[tuple[Bucket, Bucket]]:
+    """Each bucket of one account beside its twin's."""
+    pairs = [(ours.requests, theirs.requests), (ours.token_bucket, theirs.token_bucket)]
+    return [(mine, its) for mine, its in pairs if mine is not None and its is not None]
+
+
 @pytest.mark.parametrize(
     ("dist", "params"),
     [
@@ -162,3 +168,14 @@ def test_families_drawn_straight_from_numpy_are_scipys_draws(dist: str, params: 
         assert np.array_equal(drawn, expected)
         assert ours.random() == theirs.random()
     assert dist in DIRECT_SAMPLERS
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_stages_busy_time_is_numpys_sum_to_the_bit(seed: int) -> None:
+    """total() of a list of any length (summed pairwise in Python up to 128) equals
+    numpy's sum of the same values, to the bit."""
+    rng = np.random.default_rng(seed)
+    for n in [*range(1, 140), 255, 600]:
+        values = rng.lognormal(rng.uniform(-2, 6), rng.uniform(0.1, 2.5), n)
+        assert total(values.tolist()) == float(np.add.reduce(values))
+        assert total(values) == float(np.add.reduce(values))
