@@ -17,8 +17,6 @@ A model's tokens and buckets are its ModelAccount, which its stages hold.
 
 from __future__ import annotations
 
-from operator import add
-
 import numpy as np
 
 from pxn.rate_limits import RateLimit
@@ -26,7 +24,8 @@ from pxn.scenario import Scenario
 from pxn.sim.latency import Draws
 from pxn.sim.schedule import Bucket, pay_at_once, stage_ask
 
-TokenCounts = tuple[list[float] | float, list[float]]  # (in: per call or one for all, out)
+# A stage's tokens: (in: per call or one number for all, out per call), views of the draws.
+TokenCounts = tuple[np.ndarray | float, np.ndarray]
 
 
 class ModelAccount:
@@ -67,9 +66,9 @@ class ModelAccount:
             tokens_out.skip(n)
             return None
         if isinstance(tokens_in, Draws):
-            return tokens_in.take(n).tolist(), tokens_out.take(n).tolist()
+            return tokens_in.take(n), tokens_out.take(n)
         assert tokens_in is not None
-        return tokens_in, tokens_out.take(n).tolist()
+        return tokens_in, tokens_out.take(n)
 
     def charges(self, tokens: TokenCounts | None) -> list[tuple[Bucket, list[float] | float]]:
         """What each call pays the buckets: one request, its tokens in plus out."""
@@ -90,7 +89,7 @@ class ModelAccount:
         if self.requests is not None:
             asks.append((self.requests, stage_ask(1.0, calls)))
         if self.token_bucket is not None:
-            asks.append((self.token_bucket, stage_ask(call_tokens(tokens), calls)))
+            asks.append((self.token_bucket, stage_tokens(tokens)))
         return pay_at_once(asks, start)
 
     def totals(self) -> tuple[float, float]:
@@ -103,11 +102,28 @@ class ModelAccount:
 
 def call_tokens(tokens: TokenCounts | None) -> list[float]:
     """Each call's tokens, in plus out (what a tokens-per-minute bucket counts)."""
+    return _in_plus_out(tokens).tolist()
+
+
+def stage_tokens(tokens: TokenCounts | None) -> float:
+    """A stage's tokens: call_tokens added up in order, as stage_ask adds them.
+
+    Python's sum over a few calls; over many, numpy's accumulate (which adds in
+    order too, so the same float) costs less than making the list.
+    """
+    per_call = _in_plus_out(tokens)
+    if len(per_call) < ACCUMULATE_FROM:
+        return sum(per_call.tolist())
+    return float(np.add.accumulate(per_call)[-1])
+
+
+ACCUMULATE_FROM = 16  # calls
+
+
+def _in_plus_out(tokens: TokenCounts | None) -> np.ndarray:
     assert tokens is not None
     tokens_in, tokens_out = tokens
-    if isinstance(tokens_in, list):
-        return list(map(add, tokens_in, tokens_out))
-    return [tokens_in + o for o in tokens_out]
+    return tokens_in + tokens_out
 
 
 class Accountant:

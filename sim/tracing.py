@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.accounting import TokenCounts
@@ -115,14 +117,16 @@ class SimTrace(NoTrace):
             names = [(c, example) for c, key in items for example in self.examples(key)]
         else:
             names = list(items)
+        if tokens is not None:  # as Python floats, which the trace writes
+            tokens_in, tokens_out = tokens
+            ins = tokens_in.tolist() if isinstance(tokens_in, np.ndarray) else None
+            outs = tokens_out.tolist()
         for i, ((name, other), start, duration, slot) in enumerate(
             zip(names, starts, durations, slots, strict=True)
         ):
             spent = {}
             if tokens is not None:
-                tokens_in, tokens_out = tokens
-                used_in = tokens_in[i] if isinstance(tokens_in, list) else tokens_in
-                spent = self.spent(role, used_in, tokens_out[i])
+                spent = self.spent(role, tokens_in if ins is None else ins[i], outs[i])
             common = {"start": start, "end": start + duration, "iteration": iteration}
             if role == "task":
                 event = Rollout(
