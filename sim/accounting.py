@@ -22,7 +22,7 @@ import numpy as np
 from pxn.rate_limits import RateLimit
 from pxn.scenario import Scenario
 from pxn.sim.latency import Draws
-from pxn.sim.schedule import Bucket, pay_at_once, stage_ask
+from pxn.sim.schedule import Bucket, pay_at_once
 
 # A stage's tokens: (in: per call or one number for all, out per call), views of the draws.
 TokenCounts = tuple[np.ndarray | float, np.ndarray]
@@ -85,12 +85,13 @@ class ModelAccount:
         Then none of its calls waits (for a stage that fits its slots). The
         same asks, to the bit, as rate_limited_schedule makes of `charges`.
         """
-        asks = []
-        if self.requests is not None:
-            asks.append((self.requests, stage_ask(1.0, calls)))
-        if self.token_bucket is not None:
-            asks.append((self.token_bucket, stage_tokens(tokens)))
-        return pay_at_once(asks, start)
+        requests, token_bucket = self.requests, self.token_bucket
+        if token_bucket is None:  # (stage_ask of one request a call)
+            return pay_at_once(((requests, 1.0 * calls),), start)
+        tokens_ask = (token_bucket, stage_tokens(tokens))
+        if requests is None:
+            return pay_at_once((tokens_ask,), start)
+        return pay_at_once(((requests, 1.0 * calls), tokens_ask), start)
 
     def totals(self) -> tuple[float, float]:
         """(tokens in, tokens out) over the run's calls, summed in the order they were made."""

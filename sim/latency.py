@@ -54,6 +54,7 @@ class Draws:
         self.rng = rng
         self.adjust = adjust
         self.block = np.empty(0)
+        self.size = 0  # of the block
         self.used = 0
         self.earlier: list[np.ndarray] = []  # the values handed out from earlier blocks
 
@@ -62,18 +63,20 @@ class Draws:
         self.block = self.distribution.sample(self.rng, max(n, self.BLOCK))
         if self.adjust is not None:
             self.block = self.adjust(self.block)
+        self.size = len(self.block)
         self.used = 0
 
     def take(self, n: int) -> np.ndarray:
         """The next n values (a view of the block)."""
-        if self.used + n > len(self.block):
+        used = self.used
+        if used + n > self.size:
             self._refill(n)
-        draws = self.block[self.used : self.used + n]
-        self.used += n
-        return draws
+            used = 0
+        self.used = used + n
+        return self.block[used : used + n]
 
     def skip(self, n: int) -> None:
-        if self.used + n > len(self.block):
+        if self.used + n > self.size:
             self._refill(n)
         self.used += n
 
