@@ -53,7 +53,7 @@ class Task:
 
 # Up to this many parents are drawn one by one: integers(0, m, size=p) costs ~6 us of
 # argument handling, a scalar draw ~1.5 us, and p scalar draws give the same numbers
-# (the generator keeps the unused half of a 64-bit draw for the next one).
+# and leave the same stream as one draw of p (tests/test_sim_fast_paths.py).
 SCALAR_DRAWS = 3
 
 
