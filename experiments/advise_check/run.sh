@@ -63,6 +63,8 @@ measure() {
 
 compare() {
   "$PY" "$HERE/compare.py" "$HERE" | tee "$HERE/comparison.md"
+  # Each run's latencies beside the calibration's: were the conditions the same?
+  "$PY" "$HERE/conditions.py" "$HERE" | tee "$HERE/conditions.md"
 }
 
 case "${1:-all}" in
