@@ -121,6 +121,8 @@ analyse() {
   .venv/bin/python "$HERE/summarise.py" "$HERE" | tee "$HERE/summary.md"
   # Why the misses miss: acceptance by shape, a 4x4 run's stages against simulated.
   .venv/bin/python "$HERE/diagnose.py" "$HERE" | tee "$HERE/diagnosis.md"
+  # Whether the singles' acceptance differs from run to run more than the model's.
+  .venv/bin/python "$HERE/acceptance_spread.py" "$HERE" | tee "$HERE/acceptance-spread.md"
   "$PXN" plot timeline "$HERE/runs/2x2-w2-s0" -o "$HERE/timeline_2x2.png"
   "$PXN" plot timeline "$HERE/runs/1x1-w2-s0" -o "$HERE/timeline_single.png"
 }
