@@ -47,9 +47,8 @@ class ModelAccount:
         self.limited = self.requests is not None or self.token_bucket is not None
         self.tokens_in = tokens_in
         self.tokens_out = tokens_out
-        self.counts_tokens = tokens_out is not None
-        # Each call's tokens are needed by a tokens-per-minute bucket.
-        self.per_call = self.counts_tokens and self.token_bucket is not None
+        # Each call's tokens are needed by a tokens-per-minute bucket (when tokens are counted).
+        self.per_call = tokens_out is not None and self.token_bucket is not None
         self.calls = 0  # made, when tokens are counted
         self.throttled_calls = 0  # calls that waited for rate-limit capacity
 
@@ -85,6 +84,8 @@ class ModelAccount:
         Then none of its calls waits (for a stage that fits its slots). The
         same asks, to the bit, as rate_limited_schedule makes of `charges`.
         """
+        # One call of pay_at_once per set of buckets, with no list built: 1.5% of an
+        # every-effect replicate against building the asks (ab.py instructions).
         requests, token_bucket = self.requests, self.token_bucket
         if token_bucket is None:  # (stage_ask of one request a call)
             return pay_at_once(((requests, 1.0 * calls),), start)

@@ -41,7 +41,7 @@ def main() -> None:
         rows.append(
             (
                 start.started_at or "",
-                "calibration" if run.name.startswith(("cal-", "1x1-w")) else "check",
+                "calibration" if run.parent == STUDY or run.name.startswith("cal-") else "check",
                 f"{run.parent.parent.name}/{run.name}",
                 start.minibatch,
                 start.workers,
