@@ -255,8 +255,11 @@ def decay_pvalue(steps: Steps, statistic: float) -> float:
     """The share of rearranged steps whose decay statistic reaches the data's.
 
     Sequential (Besag and Clifford): rearranging stops once enough of them reach
-    the statistic that the p-value cannot fall below DECAY_ALPHA.
+    the statistic that the p-value cannot fall below DECAY_ALPHA. The steps are
+    put in one order first, so the p-value depends on which steps there are,
+    not on the order the traces were read in.
     """
+    steps = steps.take(np.lexsort((steps.batched, steps.passed, steps.judged, steps.made)))
     rng = np.random.default_rng(SEED)
     reached = done = 0
     while done < DECAY_PERMUTATIONS:
