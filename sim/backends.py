@@ -119,7 +119,16 @@ def terminate(pool: ProcessPoolExecutor) -> None:
     # The executor has no public way to end running work (shutdown waits for it,
     # or leaves it running): its processes are terminated directly.
     processes = list((pool._processes or {}).values())
+    call_queue = pool._call_queue  # (shutdown lets go of both)
     pool.shutdown(wait=False, cancel_futures=True)
+    # A unit bigger than the pipe (a scenario with its draws) can leave the call queue's
+    # feeder thread blocked writing to the processes; once they are gone, the executor's
+    # manager thread waits for that thread forever, and so does the exit (CPython
+    # gh-94777: fixed in later 3.11 releases, not in Debian 12's 3.11.2). With this
+    # process's reading end closed too, the write fails and both threads end. Closed
+    # before the processes end, so the manager thread (which closes it there itself,
+    # where fixed) cannot be closing it at the same moment.
+    call_queue._reader.close()
     for process in processes:
         process.terminate()
     for process in processes:
