@@ -2,8 +2,8 @@
 #   make demo   set everything up, then run the main job
 #   make test   set everything up, then run lint and the whole test suite
 # The interpreter: the distribution's python3.11 where it has venv, else python3.11 on
-# the PATH. Debian's and Ubuntu's are built with profile-guided and link-time
-# optimisation, pyenv's by default are not; the simulator runs about 20% faster on
+# the PATH. Debian's (as here) is built with profile-guided and link-time
+# optimisation, pyenv's by default is not; the simulator runs about 20% faster on
 # the first, results the same to the bit (experiments/bench/README.md). To choose:
 # make PYTHON=/path/to/python3.11 (after make clean, for a venv made already).
 SYSTEM_PYTHON := /usr/bin/python3.11

@@ -121,7 +121,7 @@ def terminate(pool: ProcessPoolExecutor) -> None:
     processes = list((pool._processes or {}).values())
     call_queue = pool._call_queue  # (shutdown lets go of both)
     pool.shutdown(wait=False, cancel_futures=True)
-    # A unit bigger than the pipe (a scenario with its draws) can leave the call queue's
+    # Units that fill the pipe (one scenario with its draws can) leave the call queue's
     # feeder thread blocked writing to the processes; once they are gone, the executor's
     # manager thread waits for that thread forever, and so does the exit (CPython
     # gh-94777: fixed in later 3.11 releases, not in Debian 12's 3.11.2). With this
