@@ -335,11 +335,12 @@ class Recording:
         saved = self._saved_state(run_dir)
         shape = _shape(kwargs.get("sampling_strategy"))
         p, n = (int(x) for x in shape.split("x"))
+        labels = ExampleLabels(kwargs["trainset"], kwargs.get("valset"))
         self._start_trace()
         self._recorder = rec = Recorder(
             TraceWriter(self.trace_path, append=self._resume),
             self.clock,
-            ExampleLabels(kwargs["trainset"], kwargs.get("valset")),
+            labels,
             max_failures=self._max_failures or max(5, 2 * p * n),
             reports_rollouts=self._reports_rollouts,
         )
@@ -423,9 +424,18 @@ class Recording:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any):
         rec = self._recorder
+        if rec is not None:
+            rec.settle()
+        if self._nothing_written():
+            # Stopped between opening the trace and writing run_start (Ctrl-C, an error
+            # while wrapping): no run to total, and an empty file is no trace. What
+            # stopped it goes on.
+            if rec is not None:
+                rec.close()
+            self.trace_path.unlink()
+            return False
         if rec is None:
             return False
-        rec.settle()
         if kind is None:
             status, message = ("failed", rec.stop_reason) if rec.stop_reason else ("completed", "")
         elif issubclass(kind, KeyboardInterrupt):
@@ -449,6 +459,11 @@ class Recording:
         )
         rec.close()
         return False
+
+    def _nothing_written(self) -> bool:
+        """This session opened a new trace and wrote nothing to it."""
+        path = self.trace_path
+        return not self._resume and path.exists() and path.stat().st_size == 0
 
 
 def completed_run(out: str | Path, state: GEPAState) -> RecordedRun:

@@ -388,6 +388,24 @@ def test_an_interrupt_ends_the_trace_with_the_true_counts_and_resume_completes_i
     assert run.iterations == trace_totals(trace).iterations > 2
 
 
+class LabelInterrupts(CallableLM):
+    """A reflection LM whose label, read as run_start is made, meets Ctrl-C: the moment
+    after the trace file is opened and before its first event."""
+
+    @property
+    def label(self) -> str:
+        raise KeyboardInterrupt
+
+
+def test_an_interrupt_before_the_first_event_leaves_no_trace_and_stays_an_interrupt(tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        record(out, SerialAdapter(), LabelInterrupts())
+    assert not (out / "trace.jsonl").exists()  # not an empty file that no reader accepts
+    rec, result = record(out, SerialAdapter(), CallableLM())  # the directory is free again
+    assert rec.result.metric_calls == result.total_metric_calls
+
+
 def test_a_used_directory_is_refused_unless_resumed_or_overwritten(tmp_path):
     out = tmp_path / "run"
     record(out, SerialAdapter(), CallableLM())
