@@ -115,9 +115,14 @@ def run(command: list[str]) -> tuple[float, float]:
     return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, wall
 
 
+def cpu_times(command: list[str], repeats: int) -> list[float]:
+    """The CPU seconds of each of `repeats` runs of `command`."""
+    return [run(command)[0] for _ in range(repeats)]
+
+
 def least_cpu(command: list[str], repeats: int) -> float:
     """The least CPU time over repeats: what the command needs, with the least interference."""
-    return min(run(command)[0] for _ in range(repeats))
+    return min(cpu_times(command, repeats))
 
 
 def simulate_command(scenario: str, reps: int) -> list[str]:
@@ -136,10 +141,7 @@ def start_up(scenario: str, repeats: int) -> None:
 
 
 def through_cli(scenario: str, low: int, high: int, repeats: int) -> None:
-    runs = {
-        reps: [run(simulate_command(scenario, reps))[0] for _ in range(repeats)]
-        for reps in (low, high)
-    }
+    runs = {reps: cpu_times(simulate_command(scenario, reps), repeats) for reps in (low, high)}
     # The least CPU of each: the command's cost with the least interference. A VM's CPU
     # time itself moves by tens of percent from run to run; the median shows how much.
     cpu = {reps: min(times) for reps, times in runs.items()}
@@ -148,10 +150,10 @@ def through_cli(scenario: str, low: int, high: int, repeats: int) -> None:
     print(f"  pxn simulate --reps {low}: {cpu[low]:.2f} s CPU; --reps {high}: {cpu[high]:.2f} s")
     print(f"  sustained: {sustained:6.1f} replicates of 2x2 per CPU second")
     if repeats > 1:
-        spread = (high - low) / (middle[high] - middle[low])
+        from_medians = (high - low) / (middle[high] - middle[low])
         print(
             f"  of {repeats} runs each, medians {middle[low]:.2f} and {middle[high]:.2f} s CPU: "
-            f"{spread:.1f} replicates per CPU second"
+            f"{from_medians:.1f} replicates per CPU second"
         )
     for reps in (low, high):
         print(f"  end to end at --reps {reps}: {reps / cpu[reps]:6.1f} replicates per CPU second")
