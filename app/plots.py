@@ -83,7 +83,9 @@ def draw_speedup(
     """Speedup against single on a second axis; returns the legend entries it adds."""
     x = range(len(predictions))
     speed = ax.twinx()
-    simulated = [math.nan if p is None or p.speedup is None else p.speedup for p in predictions]
+    simulated = [
+        math.nan if p is None or p.speedup is None else p.speedup.mean for p in predictions
+    ]
     speed.plot(x, simulated, "^:", color="tab:green", alpha=0.9)
     handles = [
         Line2D([], [], marker="^", linestyle=":", color="tab:green", label="simulated speedup")

@@ -26,6 +26,7 @@ from pxn.fields import at_least, known_keys, share, table, whole
 from pxn.files import write_text_atomically
 from pxn.load import Loads
 from pxn.prices import Prices
+from pxn.quality import Quality
 from pxn.rate_limits import RateLimits
 from pxn.selection import Selection
 from pxn.tokens import Tokens
@@ -77,7 +78,9 @@ class Scenario:
     workers: int  # W rollout slots
     rollout: Distribution  # one metric call
     reflection: Distribution  # one reflection LM call
-    acceptance: Acceptance
+    # How proposals fare: acceptance rates, or the search's quality model (one of the two).
+    acceptance: Acceptance | None = None
+    quality: Quality | None = None
     minibatch: int = 3  # b
     reflection_concurrency: int = 10  # C; gepa's own LM batches reflections 10 at a time
     stage_overhead: float = 0.0  # seconds of gepa's own work before each stage
@@ -125,6 +128,23 @@ class Scenario:
 
     # -- validation ------------------------------------------------------------
 
+    def _search_model(self) -> Acceptance | Quality:
+        """The one model of how proposals fare: [acceptance] rates or the [quality] model."""
+        if self.acceptance is None and self.quality is None:
+            raise PxnError(
+                "needs [acceptance] (how often a proposal beats its parent, a0) or [quality] "
+                "(the search model: the seed's score and what a mutation does to it); see "
+                "docs/scenario.md",
+                subject="scenario",
+            )
+        if self.acceptance is not None and self.quality is not None:
+            raise PxnError(
+                "give [acceptance] or [quality], not both: the quality model decides "
+                "acceptance itself",
+                subject="scenario",
+            )
+        return self.acceptance if self.quality is None else self.quality
+
     def validate(self) -> Scenario:
         for name in ("budget", "valset_size", "trainset_size", "workers", "minibatch",
                      "reflection_concurrency"):  # fmt: skip
@@ -157,7 +177,7 @@ class Scenario:
                                subject="rollout.phases")  # fmt: skip
             latency.validate(f"rollout latency in {phase}")
         self.reflection.validate("reflection latency")
-        self.acceptance.validate()
+        self._search_model().validate()
         self.loads.validate()
         if self.tokens is not None:
             self.tokens.validate()
@@ -270,7 +290,10 @@ class Scenario:
         if self.worker_split != "pooled":
             top["worker_split"] = self.worker_split
         top |= {"rollout": rollout, "reflection": self.reflection.to_dict()}
-        top["acceptance"] = self.acceptance.to_dict()
+        if self.acceptance is not None:
+            top["acceptance"] = self.acceptance.to_dict()
+        if self.quality is not None:
+            top["quality"] = self.quality.to_dict()
         optional = {
             "load": self.loads.to_dict(),
             "tokens": None if self.tokens is None else self.tokens.to_dict(),
@@ -291,8 +314,7 @@ class Scenario:
         data = dict(data)
         toml_keys = set(cls.__dataclass_fields__) - {"rollout_phases", "loads"}
         known_keys(data, toml_keys | {"load", *LEGACY_POOL_KEYS}, source)
-        required = ("budget", "valset_size", "trainset_size", "workers", "rollout", "reflection",
-                    "acceptance")  # fmt: skip
+        required = ("budget", "valset_size", "trainset_size", "workers", "rollout", "reflection")
         missing = [name for name in required if name not in data]
         if missing:
             raise PxnError(f"is missing field(s) {', '.join(missing)}", subject=source)
@@ -308,9 +330,12 @@ class Scenario:
                 for phase, latency in phases.items()
             },
             "reflection": Distribution.from_dict(data.pop("reflection"), "reflection latency"),
-            "acceptance": Acceptance.from_dict(data.pop("acceptance")),
             "loads": _loads(data),
         }
+        if "acceptance" in data:
+            parsed["acceptance"] = Acceptance.from_dict(data.pop("acceptance"))
+        if "quality" in data:
+            parsed["quality"] = Quality.from_dict(data.pop("quality"))
         if "selection" in data:
             parsed["selection"] = Selection.parse(str(data.pop("selection")))
         if "tokens" in data:

@@ -519,6 +519,12 @@ class RunSummary:
     utilisation: float  # busy worker-seconds / (W * wall-clock)
     dollars: float | None = None  # what the calls cost; None when nothing priced them
     throttled_calls: int = 0  # calls that waited for rate-limit capacity (simulated)
+    # The search's outcome, where scores are known (a recorded run; the quality model):
+    # the best mean validation score, the chosen candidate's expected score on fresh
+    # examples (simulated only), and (seconds, best validation score) each time it rose.
+    best_score: float | None = None
+    test_score: float | None = None
+    progress: tuple[tuple[float, float], ...] = ()
 
     @property
     def full_val_share(self) -> float:
@@ -540,6 +546,7 @@ def summarize(trace: Trace) -> RunSummary:
     costs = [c.cost for c in (*rollouts, *trace.live(Reflection)) if c.cost is not None]
     workers = trace.run_start.workers
     phases_per_iteration = Counter(s.iteration for s in stages if s.name == "full_val")
+    progress = best_score_progress(trace.live(Validation))
     return RunSummary(
         wall_clock=wall_clock,
         iterations=len(trace.live(Iteration)),
@@ -550,4 +557,15 @@ def summarize(trace: Trace) -> RunSummary:
         stage_time=stage_time,
         utilisation=busy / (workers * wall_clock) if wall_clock > 0 else 0.0,
         dollars=sum(costs) if costs else None,
+        best_score=progress[-1][1] if progress else None,
+        progress=progress,
     )
+
+
+def best_score_progress(validations: Sequence[Validation]) -> tuple[tuple[float, float], ...]:
+    """(time, best mean validation score so far) at each validation that raised it."""
+    progress: list[tuple[float, float]] = []
+    for event in sorted(validations, key=lambda e: e.end):
+        if not progress or event.score > progress[-1][1]:
+            progress.append((event.end, event.score))
+    return tuple(progress)
