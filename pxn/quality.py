@@ -40,7 +40,9 @@ those of the residual (sd 1); the report translates them into scores.
 
 from __future__ import annotations
 
+import bisect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import Any
@@ -91,6 +93,15 @@ class Quality:
             return (latent >= 0).astype(float)
         return np.searchsorted(self.thresholds, latent, side="right") / self.levels
 
+    def scorer(self) -> Callable[[float], float]:
+        """score() of one latent, in Python floats (a minibatch's few are cheaper so)."""
+        if self.metric == "continuous":
+            return lambda latent: 0.5 * math.erfc(-latent / math.sqrt(2))
+        if self.metric == "binary":
+            return lambda latent: 1.0 if latent >= 0 else 0.0
+        thresholds, levels = self.thresholds.tolist(), self.levels
+        return lambda latent: bisect.bisect_right(thresholds, latent) / levels
+
     def expected_score(self, theta: float) -> float:
         """s(theta): the expected score on a fresh example (the test score)."""
         if self.metric == "continuous":
@@ -113,12 +124,12 @@ class Quality:
         """theta*: infinite when the ceiling is a perfect score."""
         return math.inf if self.ceiling >= 1 else self.quality_of(self.ceiling)
 
-    def headroom(self, theta: np.ndarray) -> np.ndarray:
-        """h(theta): the share of a mutation's reach left to parents of quality theta."""
+    def reach(self, theta: float) -> float:
+        """h(theta): the share of a mutation's reach left to a parent of quality theta."""
         top = self.ceiling_quality
-        if math.isinf(top):
-            return np.ones_like(theta)
-        return np.maximum(0.0, (top - theta) / (top - self.seed_quality))
+        if top == math.inf:
+            return 1.0
+        return max(0.0, (top - theta) / (top - self.seed_quality))
 
     @property
     def fresh_share(self) -> float:

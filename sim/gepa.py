@@ -65,7 +65,7 @@ class EpochSampler:
         self.minibatch = minibatch
         self.chunks = math.ceil(trainset_size / minibatch)
         self.rng = rng
-        self.orders: dict[int, np.ndarray] = {}  # epoch -> its shuffle of the trainset
+        self.tables: dict[int, list[list[int]]] = {}  # epoch -> each chunk's example ids
 
     def chunk(self, iteration: int, task: int) -> int:
         return (iteration - 1 + task) % self.chunks
@@ -73,21 +73,21 @@ class EpochSampler:
     def epoch(self, iteration: int) -> int:
         return (iteration - 1) * self.minibatch // (self.chunks * self.minibatch)
 
-    def ids(self, iteration: int, chunks: list[int]) -> np.ndarray:
+    def ids(self, iteration: int, chunks: list[int]) -> list[list[int]]:
         """The example ids of each chunk in this iteration's epoch, a row each (padded
         positions repeat ids from the start of the shuffle)."""
-        positions = np.asarray(chunks)[:, None] * self.minibatch + np.arange(self.minibatch)
-        positions %= self.trainset_size
-        if self.rng is None:
-            return positions
-        epoch = self.epoch(iteration)
-        if epoch not in self.orders:
-            self.orders[epoch] = self.rng.permutation(self.trainset_size)
-        return self.orders[epoch][positions]
+        epoch = 0 if self.rng is None else self.epoch(iteration)
+        table = self.tables.get(epoch)
+        if table is None:
+            size, b = self.trainset_size, self.minibatch
+            order = list(range(size)) if self.rng is None else self.rng.permutation(size).tolist()
+            table = [[order[p % size] for p in range(c * b, c * b + b)] for c in range(self.chunks)]
+            self.tables[epoch] = table
+        return [table[chunk] for chunk in chunks]
 
     def examples(self, iteration: int, chunk: int) -> list[str]:
         """The chunk's example names, as the trace gives them."""
-        return [f"train:{i}" for i in self.ids(iteration, [chunk])[0].tolist()]
+        return [f"train:{i}" for i in self.ids(iteration, [chunk])[0]]
 
 
 class GepaChoices:
@@ -154,9 +154,9 @@ class GepaChoices:
             return None
         examples = self.sampler.ids(iteration, [chunk for _, chunk in pairs])
         scores = self.search.evaluate([int(parent) for parent, _ in pairs], examples)
-        self.sums = dict(zip(pairs, scores.sum(axis=1).tolist(), strict=True))
-        self.perfect = {pair for pair, row in zip(pairs, scores, strict=True) if row.min() >= 1}
-        return scores.ravel().tolist()
+        self.sums = {pair: sum(row) for pair, row in zip(pairs, scores, strict=True)}
+        self.perfect = {pair for pair, row in zip(pairs, scores, strict=True) if min(row) >= 1}
+        return [score for row in scores for score in row]
 
     def skip_perfect_parents(
         self, tasks: list[ProposalTask], pairs: list[tuple[str, int]]
@@ -176,12 +176,11 @@ class GepaChoices:
         the quality model)."""
         if not self.scored:
             return None
-        self.children = self.search.propose([int(task.parent) for task in tasks])
         examples = self.sampler.ids(iteration, [task.chunk for task in tasks])
-        scores = self.search.evaluate_children(self.children, examples)
-        for task, after in zip(tasks, scores.sum(axis=1).tolist(), strict=True):
-            task.before, task.after = self.sums[task.parent, task.chunk], after
-        return scores.ravel().tolist()
+        self.children, scores = self.search.propose([int(task.parent) for task in tasks], examples)
+        for task, row in zip(tasks, scores, strict=True):
+            task.before, task.after = self.sums[task.parent, task.chunk], sum(row)
+        return [score for row in scores for score in row]
 
     def judge(self, tasks: list[ProposalTask]) -> list[ProposalTask]:
         """The children that join the pool: passing, selected, not repeats, in order."""

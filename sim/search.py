@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, chain
 
 import numpy as np
 
@@ -58,6 +59,7 @@ class ParetoFront:
         self.best: np.ndarray | None = None  # the best score on each example
         self.masks: list[int] = []  # per candidate: the examples whose front it is on
         self.means: list[float] = []  # per candidate: its mean validation score
+        self.ranked: list[tuple[float, int]] = []  # (mean, candidate), lowest first
         self.ids: list[int] = []  # the parents to draw from, and their cumulative weights
         self.cumulative: list[int] = []
 
@@ -67,20 +69,21 @@ class ParetoFront:
             self.best = scores.copy()
             self.masks.append(bit_mask(np.ones(len(scores), dtype=bool)))
         else:
-            higher = scores > self.best
-            if higher.any():
-                taken = ~bit_mask(higher)
-                self.masks = [mask & taken for mask in self.masks]
+            higher = bit_mask(scores > self.best)
+            if higher:  # those examples' fronts are the new candidate's alone
+                kept = ~higher
+                self.masks = [mask & kept for mask in self.masks]
                 self.best = np.maximum(self.best, scores)
             self.masks.append(bit_mask(scores == self.best))
-        self.means.append(float(scores.mean()))
+        self.means.append(float(scores.sum()) / len(scores))  # numpy's mean, to the bit
+        bisect.insort(self.ranked, (self.means[-1], len(self.means) - 1))
         self.ids = []  # the draw is rebuilt when next asked for
 
     def weights(self) -> tuple[list[int], list[int]]:
         """The candidates gepa draws parents from and their cumulative weights."""
         if not self.ids:
-            on = sorted((m, c) for c, m in enumerate(self.means) if self.masks[c])
-            order = [c for _, c in on]
+            masks = self.masks
+            order = [c for _, c in self.ranked if masks[c]]
             after = [0] * (len(order) + 1)  # after[i]: the fronts of order[i:]
             for i in range(len(order) - 1, -1, -1):
                 after[i] = after[i + 1] | self.masks[order[i]]
@@ -112,28 +115,48 @@ class ParetoFront:
         return self.means.index(max(self.means))
 
 
+NORMALS_BLOCK = 1024  # standard normals a numpy call draws for the one-at-a-time draws
+
+
+def normals(rng: np.random.Generator) -> Callable[[], float]:
+    """One standard normal draw per call, from blocks of one numpy call each (a chained
+    iterator: numpy's per-call cost, and a Python method's, would be most of a draw's)."""
+    blocks = iter(lambda: rng.standard_normal(NORMALS_BLOCK).tolist(), None)
+    return chain.from_iterable(blocks).__next__
+
+
 @dataclass(slots=True)
 class Children:
-    """The proposals of one iteration before they are judged: their qualities and residuals."""
+    """The proposals of one iteration before they are judged: their qualities, and their
+    residuals on the examples of their minibatches."""
 
-    parents: np.ndarray  # pool index of each one's parent
-    quality: np.ndarray  # theta
-    residuals: np.ndarray  # on every train example, one row each
+    parents: list[int]  # pool index of each one's parent
+    quality: list[float]  # theta
+    residuals: list[dict[int, float]]  # example -> residual, on each one's minibatch
 
 
 class QualitySearch:
-    """One run's candidates: their qualities and residuals, the examples, gepa's front."""
+    """One run's candidates: their qualities and residuals, the examples, gepa's front.
+
+    A minibatch is a few examples, so its scores are worked out in Python floats
+    (numpy's cost per call is more than their arithmetic); the validation set
+    and a new candidate's residuals on the whole trainset in numpy.
+    """
 
     def __init__(
         self, quality: Quality, trainset_size: int, valset_size: int, rng: np.random.Generator
     ):
         self.model = quality
         self.rng = rng
+        self.normal = normals(rng)
         self.noise = quality.eval_noise
-        self.train_difficulty = rng.normal(0.0, quality.difficulty_sd, trainset_size)
+        self.score = quality.scorer()
+        self.train_difficulty = rng.normal(0.0, quality.difficulty_sd, trainset_size).tolist()
         self.val_difficulty = rng.normal(0.0, quality.difficulty_sd, valset_size)
         self.quality = [quality.seed_quality]  # theta per candidate
-        self.train_residuals = [rng.standard_normal(trainset_size)]  # per candidate
+        residuals = rng.standard_normal(trainset_size)
+        self.train_residuals = [residuals]  # per candidate, numpy
+        self.train_residual_list = [residuals.tolist()]  # the same, for the Python path
         self.val_residuals = [rng.standard_normal(valset_size)]
         self.front = ParetoFront()
 
@@ -145,55 +168,74 @@ class QualitySearch:
 
     def val_scores(self, candidate: int) -> np.ndarray:
         latent = self.quality[candidate] - self.val_difficulty + self.val_residuals[candidate]
-        return self.model.score(self.noisy(latent))
-
-    def noisy(self, latent: np.ndarray) -> np.ndarray:
-        """One evaluation's latent: fresh noise on each call, when the metric is noisy."""
         if self.noise:
-            latent = latent + self.noise * self.rng.standard_normal(latent.shape)
-        return latent
+            latent += self.noise * self.rng.standard_normal(len(latent))
+        return self.model.score(latent)
 
     def parents(self, count: int) -> list[int]:
         return self.front.draw(self.rng, count)
 
-    def evaluate(self, candidates: list[int], examples: np.ndarray) -> np.ndarray:
+    def evaluate(self, candidates: list[int], examples: list[list[int]]) -> list[list[float]]:
         """Each candidate's scores on its row of train examples (one evaluation each)."""
-        theta = np.array([self.quality[c] for c in candidates])
-        rows = zip(candidates, examples, strict=True)
-        residuals = np.stack([self.train_residuals[c][row] for c, row in rows])
-        latent = theta[:, None] - self.train_difficulty[examples] + residuals
-        return self.model.score(self.noisy(latent))
-
-    def propose(self, parents: list[int]) -> Children:
-        """One child of each parent: its quality moved by a step, its residuals inherited."""
-        model, rng = self.model, self.rng
-        theta = np.array([self.quality[p] for p in parents])
-        reach = model.headroom(theta)
-        theta = theta + reach * rng.normal(model.step_mean, model.step_sd, len(theta))
-        inherited = np.stack([self.train_residuals[p] for p in parents])
-        fresh = rng.standard_normal(inherited.shape)
-        residuals = model.inherit * inherited + model.fresh_share * fresh
-        return Children(np.asarray(parents), theta, residuals)
-
-    def evaluate_children(self, children: Children, examples: np.ndarray) -> np.ndarray:
-        """Each child's scores on its row of train examples."""
-        rows = np.arange(len(examples))[:, None]
-        latent = (
-            children.quality[:, None]
-            - self.train_difficulty[examples]
-            + children.residuals[rows, examples]
+        difficulty, score, normal, noise = (
+            self.train_difficulty,
+            self.score,
+            self.normal,
+            self.noise,
         )
-        return self.model.score(self.noisy(latent))
+        rows = []
+        for candidate, row in zip(candidates, examples, strict=True):
+            theta, residual = self.quality[candidate], self.train_residual_list[candidate]
+            if noise:
+                rows.append([score(theta - difficulty[e] + residual[e] + noise * normal())
+                             for e in row])  # fmt: skip
+            else:
+                rows.append([score(theta - difficulty[e] + residual[e]) for e in row])
+        return rows
+
+    def propose(
+        self, parents: list[int], examples: list[list[int]]
+    ) -> tuple[Children, list[list[float]]]:
+        """One child of each parent, its quality moved by a step and its residuals inherited,
+        scored on its row of train examples."""
+        model, normal, noise, score = self.model, self.normal, self.noise, self.score
+        inherit, fresh = model.inherit, model.fresh_share
+        difficulty = self.train_difficulty
+        children = Children([], [], [])
+        rows = []
+        for parent, row in zip(parents, examples, strict=True):
+            theta = self.quality[parent]
+            theta += model.reach(theta) * (model.step_mean + model.step_sd * normal())
+            inherited = self.train_residual_list[parent]
+            residuals: dict[int, float] = {}
+            scores = []
+            for e in row:
+                if e not in residuals:  # a padded minibatch may hold an example twice
+                    residuals[e] = inherit * inherited[e] + fresh * normal()
+                latent = theta - difficulty[e] + residuals[e]
+                scores.append(score(latent + noise * normal() if noise else latent))
+            children.parents.append(parent)
+            children.quality.append(theta)
+            children.residuals.append(residuals)
+            rows.append(scores)
+        return children, rows
 
     def add(self, children: Children, which: list[int]) -> list[np.ndarray]:
-        """Children `which` join the pool, in order: each validated, the front updated."""
+        """Children `which` join the pool, in order: each given its residuals on every
+        example (those of its minibatch kept), validated, and the front updated."""
         model, rng = self.model, self.rng
         scores = []
         for i in which:
-            parent = int(children.parents[i])
+            parent = children.parents[i]
+            residuals = model.inherit * self.train_residuals[
+                parent
+            ] + model.fresh_share * rng.standard_normal(len(self.train_difficulty))
+            for e, value in children.residuals[i].items():
+                residuals[e] = value
             fresh = rng.standard_normal(len(self.val_difficulty))
-            self.quality.append(float(children.quality[i]))
-            self.train_residuals.append(children.residuals[i])
+            self.quality.append(children.quality[i])
+            self.train_residuals.append(residuals)
+            self.train_residual_list.append(residuals.tolist())
             self.val_residuals.append(
                 model.inherit * self.val_residuals[parent] + model.fresh_share * fresh
             )

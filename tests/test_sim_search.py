@@ -88,10 +88,10 @@ def test_the_expected_score_is_a_fresh_examples_mean_score(model: Quality) -> No
 
 def test_the_headroom_runs_out_at_the_ceiling() -> None:
     model = Quality(0.4, step_mean=0.2, ceiling=0.8)
-    theta = np.array([model.seed_quality, model.ceiling_quality, model.ceiling_quality + 1])
-    assert model.headroom(theta).tolist() == pytest.approx([1.0, 0.0, 0.0])
-    assert model.expected_score(model.ceiling_quality) == pytest.approx(0.8)
-    assert Quality(0.4).headroom(np.array([5.0])).tolist() == [1.0]  # no ceiling
+    top = model.ceiling_quality
+    assert [model.reach(t) for t in (model.seed_quality, top, top + 1)] == pytest.approx([1, 0, 0])
+    assert model.expected_score(top) == pytest.approx(0.8)
+    assert Quality(0.4).reach(5.0) == 1.0  # no ceiling
 
 
 # -- what comes out of it -----------------------------------------------------------------
