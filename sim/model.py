@@ -21,6 +21,7 @@ overshoots it.
 from __future__ import annotations
 
 from collections.abc import Generator
+from typing import Any
 
 import numpy as np
 import simpy
@@ -100,6 +101,7 @@ class SimulatedRun:
         self.iterations = 0
         self.full_val_iterations = 0
         self.accepted = 0
+        self.skipped = 0
         self.progress: list[tuple[float, float]] = []  # (time, best validation score) as it rose
 
     def record_best(self) -> None:
@@ -125,10 +127,20 @@ class SimulatedRun:
             utilisation=self.rollouts.busy / (workers * wall_clock) if wall_clock > 0 else 0.0,
             dollars=self.accountant.dollars(),
             throttled_calls=self.accountant.throttled_calls,
-            best_score=self.progress[-1][1] if self.progress else None,
-            test_score=self.choices.search.test_score if self.progress else None,
-            progress=tuple(self.progress),
+            skipped=self.skipped,
+            **(self.search_outcome() if self.progress else {}),
         )
+
+    def search_outcome(self) -> dict[str, Any]:
+        """The summary's fields of the search, under the quality model."""
+        search = self.choices.search
+        return {
+            "seed_score": search.seed_score,
+            "best_score": self.progress[-1][1],
+            "test_score": search.test_score,
+            "progress": tuple(self.progress),
+            "figures": search.figures(),
+        }
 
 
 def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
@@ -150,7 +162,9 @@ def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
         scores = choices.evaluate_parents(iteration, pairs)
         yield run.rollouts.run(iteration, "parent_minibatch", pairs, b, scores)
         run.metric_calls += len(pairs) * b
-        tasks = choices.skip_perfect_parents(tasks, pairs)
+        proposing = choices.skip_perfect_parents(tasks, pairs)
+        run.skipped += len(tasks) - len(proposing)
+        tasks = proposing
         if tasks:
             reflections = [(task.proposal, task.parent) for task in tasks]
             yield run.reflections.run(iteration, "reflection", reflections)

@@ -35,6 +35,7 @@ import numpy as np
 
 from pxn.acceptance import Acceptance
 from pxn.quality import Quality
+from pxn.trace import Repeats, SearchFigures, example_spread
 
 # Up to this many draws are made one by one: numpy's `size=` argument handling
 # costs more than a few scalar draws, which give the same numbers and leave the
@@ -159,11 +160,15 @@ class QualitySearch:
         self.train_residual_list = [residuals.tolist()]  # the same, for the Python path
         self.val_residuals = [rng.standard_normal(valset_size)]
         self.front = ParetoFront()
+        self.parent = [-1]  # per candidate
+        self.validated: list[np.ndarray] = []  # each candidate's validation scores
+        self.repeats = Repeats()
 
     def seed_validation(self) -> np.ndarray:
         """The seed's validation scores; the front starts from them."""
         scores = self.val_scores(0)
         self.front.add(scores)
+        self.validated.append(scores)
         return scores
 
     def val_scores(self, candidate: int) -> np.ndarray:
@@ -184,6 +189,7 @@ class QualitySearch:
             self.noise,
         )
         rows = []
+        repeat = self.repeats.add
         for candidate, row in zip(candidates, examples, strict=True):
             theta, residual = self.quality[candidate], self.train_residual_list[candidate]
             if noise:
@@ -191,6 +197,8 @@ class QualitySearch:
                              for e in row])  # fmt: skip
             else:
                 rows.append([score(theta - difficulty[e] + residual[e]) for e in row])
+            for e, value in zip(row, rows[-1], strict=True):
+                repeat(candidate, e, value)
         return rows
 
     def propose(
@@ -241,7 +249,23 @@ class QualitySearch:
             )
             scores.append(self.val_scores(len(self.quality) - 1))
             self.front.add(scores[-1])
+            self.parent.append(parent)
+            self.validated.append(scores[-1])
         return scores
+
+    @property
+    def seed_score(self) -> float:
+        return self.front.means[0]
+
+    def figures(self) -> SearchFigures:
+        """The run's SearchFigures, as summarize() reads them off a recorded run."""
+        means = self.front.means
+        gains = [means[c] - means[p] for c, p in enumerate(self.parent) if p >= 0]
+        return SearchFigures(
+            val_gain=sum(gains) / len(gains) if gains else math.nan,
+            example_spread=example_spread(self.validated),
+            repeat_agreement=self.repeats.agreement,
+        )
 
     @property
     def best_score(self) -> float:

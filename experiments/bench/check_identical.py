@@ -140,26 +140,20 @@ def record(replicates: int) -> dict[str, Any]:
 def fields_of(value: Any) -> dict[str, Any]:
     """A dataclass object's attributes as they are (one unpickled from an older version
     lacks the fields added since)."""
+    present = vars(value) if hasattr(value, "__dict__") else {}  # not the class's defaults
     names = (f.name for f in dataclasses.fields(value))
-    return {name: getattr(value, name) for name in names if hasattr(value, name)}
-
-
-ADDED_EMPTY = (None, (), 0.0)  # what a field added since is when it changes nothing
+    return {name: getattr(value, name) for name in names if name in present or not present}
 
 
 def same(old: Any, new: Any) -> bool:
-    """Equal to the bit; a field the newer version added must hold nothing (None, (), 0)
-    or, for the closed form's baseline, what the old version computed elsewhere."""
+    """Equal to the bit in every field the older version had."""
     if dataclasses.is_dataclass(old) and not isinstance(old, type):
         if type(old) is not type(new):
             return False
         a, b = fields_of(old), fields_of(new)
-        added = set(b) - set(a)
         if isinstance(a.get("speedup"), float) and type(b.get("speedup")).__name__ == "Interval":
             b["speedup"] = b["speedup"].mean  # a number then, an interval now: its mean
-        return all(same(a[k], b[k]) for k in a) and all(
-            k == "analytic_single" or b[k] is None or b[k] in ((), 0.0) for k in added
-        )
+        return all(same(a[k], b[k]) for k in a)  # a field added since is new information
     if isinstance(old, list | tuple) and isinstance(new, list | tuple):
         return len(old) == len(new) and all(same(x, y) for x, y in zip(old, new, strict=True))
     if isinstance(old, dict) and isinstance(new, dict):
