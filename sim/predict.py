@@ -41,6 +41,7 @@ SINGLE = Shape(1, 1)  # every speedup's baseline
 # half its time for a column of ratios.
 BASELINE_REPLICATES = 200
 PERCENTILES = (5, 95)  # the interval every prediction prints
+PROGRESS_POINTS = 60  # times at which a prediction's best score over time is summarised
 COVERAGE = (PERCENTILES[1] - PERCENTILES[0]) / 100  # share of runs it should hold
 
 
@@ -57,6 +58,29 @@ class Interval:
         array = np.asarray(values, dtype=float)
         low, high = np.percentile(array, PERCENTILES)
         return cls(float(array.mean()), float(low), float(high))
+
+
+@dataclass(frozen=True)
+class Band:
+    """A figure over time across replicates: its mean and 5-95% at each of `times`."""
+
+    times: tuple[float, ...]  # seconds since the run started
+    mean: tuple[float, ...]
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+
+    @classmethod
+    def of_progress(cls, runs: Sequence[RunSummary], points: int = PROGRESS_POINTS) -> Band:
+        """The best validation score so far, from when every run has validated its seed
+        to the latest run's end: a run holds its last value once it has ended."""
+        start = max(r.progress[0][0] for r in runs)
+        times = np.linspace(start, max(start, max(r.wall_clock for r in runs)), points)
+        values = np.empty((len(runs), points))
+        for i, run in enumerate(runs):
+            at, best = zip(*run.progress, strict=True)
+            values[i] = np.asarray(best)[np.searchsorted(at, times, side="right") - 1]
+        low, high = np.percentile(values, PERCENTILES, axis=0)
+        return cls(*(tuple(a.tolist()) for a in (times, values.mean(axis=0), low, high)))
 
 
 @dataclass(frozen=True)
@@ -110,6 +134,7 @@ class Prediction:
     # fresh examples (what a held-out test set measures, without the selection's optimism).
     best_score: Interval | None = None
     test_score: Interval | None = None
+    progress: Band | None = None  # the best validation score over time
 
 
 def simulate_replicates(scenario: Scenario, shape: Shape, replicates: range) -> list[RunSummary]:
@@ -210,6 +235,7 @@ def summarize_replicates(
         notes=draw_notes(defined, len(runs)),
         best_score=Interval.of([r.best_score for r in runs]) if scored else None,
         test_score=Interval.of([r.test_score for r in runs]) if scored else None,
+        progress=Band.of_progress(runs) if scored else None,
     )
 
 

@@ -9,6 +9,7 @@ come out of the quality model by themselves, each with a stated significance.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from scipy import stats
 from sim_helpers import searched
 from test_sim_model import rollouts_by, traced
 
+from pxn.acceptance import Acceptance
 from pxn.quality import Quality
 from pxn.shape import Shape
 from pxn.sim.search import ParetoFront
@@ -178,3 +180,65 @@ def test_siblings_of_one_parent_succeed_together(tmp_path: Path) -> None:
     p = counts.mean() / 4
     dispersion = np.sum((counts - 4 * p) ** 2) / (4 * p * (1 - p))  # chi-square, n - 1 df
     assert stats.chi2.sf(dispersion, len(counts) - 1) < 0.001
+
+
+# -- predictions with scores, and advice on them ------------------------------------------
+
+
+def test_the_progress_band_holds_each_runs_best_so_far() -> None:
+    """Hand-made runs: at each time the band's mean is the mean of the step functions."""
+    from pxn.sim.predict import Band
+    from pxn.trace import RunSummary
+
+    def run(progress, end):
+        return RunSummary(end, 1, 0, 0, 0, 0, {}, 0.0, progress=progress)
+
+    runs = [run(((1.0, 0.2), (5.0, 0.6)), 10.0), run(((2.0, 0.4),), 8.0)]
+    band = Band.of_progress(runs, points=5)  # times 2, 4, 6, 8, 10
+    assert band.times == (2.0, 4.0, 6.0, 8.0, 10.0)
+    assert band.mean == pytest.approx((0.3, 0.3, 0.5, 0.5, 0.5))
+    assert band.low[-1] == pytest.approx(0.41) and band.high[-1] == pytest.approx(0.59)
+
+
+def test_advice_on_score_recommends_the_best_expected_score(tmp_path: Path) -> None:
+    """The recommendation has the highest mean test score of the feasible allocations, the
+    runners-up are those whose paired difference is within noise, and a deadline that the
+    best misses moves the recommendation; without [quality] the objective is refused."""
+    from pxn.errors import PxnError
+    from pxn.sim.advise import NOISE, Ask, advise
+
+    scenario = searched({"seed_score": 0.4, "eval_noise": 0.4}, budget=900)
+    ask = Ask(budget=900, p=(1, 2, 4), n=(1, 2), b=(1, 3), workers=(8,), objective="score",
+              replicates=40)  # fmt: skip
+    advice = advise(scenario, ask)
+    best = max(advice.assessments, key=lambda x: x.prediction.test_score.mean)
+    assert advice.recommended is best
+    for x in advice.assessments[1:]:
+        difference, se = x.versus(best, "score")
+        assert (x in advice.runners_up) == (abs(difference) <= NOISE * se)
+    faster = replace_deadline(ask, best.prediction.wall_clock.high * 0.99)
+    moved = advise(scenario, faster)
+    assert moved.recommended is None or moved.recommended.allocation != best.allocation
+    with pytest.raises(PxnError, match="no \\[quality\\] model"):
+        advise(searched().replace(quality=None, acceptance=Acceptance(0.3)), ask)
+
+
+def replace_deadline(ask, seconds: float):
+    from dataclasses import replace
+
+    return replace(ask, deadline=seconds)
+
+
+def test_sweep_writes_the_progress_figure(tmp_path: Path) -> None:
+    from conftest import run_pxn
+
+    path = tmp_path / "q.toml"
+    searched(budget=300).save(path)
+    ran = run_pxn("sweep", path, "--shapes", "single,2x2", "--reps", "20", "--out", tmp_path / "o")
+    assert ran.returncode == 0, ran.stderr
+    assert (tmp_path / "o" / "progress.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    document = json.loads((tmp_path / "o" / "sweep.json").read_text())
+    two = document["predictions"][1]
+    assert set(two["best_score"]) == {"mean", "low", "high"}
+    assert set(two["speedup"]) == {"mean", "low", "high"}
+    assert two["speedup"]["low"] <= two["speedup"]["mean"] <= two["speedup"]["high"]

@@ -168,9 +168,14 @@ def sweep_command(
         if out is not None:
             from pxn.app.plots import plot_sweep  # matplotlib: only when a figure is asked for
 
-            output.write(
-                report, {"sweep.png": lambda path: plot_sweep(the_scenario, predictions, path)}
-            )
+            figures = {"sweep.png": lambda path: plot_sweep(the_scenario, predictions, path)}
+            if the_scenario.quality is not None:
+                from pxn.app.plots import plot_progress
+
+                figures["progress.png"] = lambda path: plot_progress(
+                    the_scenario, predictions, path
+                )
+            output.write(report, figures)
 
 
 @commands.command(name="advise")
@@ -192,7 +197,9 @@ def advise_command(
         str | None,
         typer.Option("--b", help="Reflection minibatch sizes (default: the scenario's)."),
     ] = None,
-    objective: Annotated[str, typer.Option("--objective", help="time or cost.")] = "time",
+    objective: Annotated[
+        str, typer.Option("--objective", help="time, cost or score (needs [quality]).")
+    ] = "time",
     reps: Annotated[
         int, typer.Option("--reps", help="Replicates per allocation (a race gives 20 first).")
     ] = 100,
