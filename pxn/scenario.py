@@ -84,7 +84,7 @@ class Scenario:
     budget: int  # B, metric calls
     valset_size: int  # V
     trainset_size: int
-    workers: int  # W rollout slots
+    workers: int  # W, rollouts at once
     rollout: Distribution  # one metric call
     reflection: Distribution  # one reflection LM call
     acceptance: Acceptance
