@@ -62,7 +62,7 @@ def test_a_bad_ratio_in_a_scenario_file_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "s.toml"
     path.write_text(HALVED.to_toml().replace("batched = 0.5", "batched = 4.0"))
     result = run_pxn("simulate", str(path), "--reps", "2")
-    assert_user_error(result, "acceptance batched 4 x a0 0.4 = 1.6 is a batched step's")
+    assert_user_error(result, "acceptance batched 4 x a0 0.4 = 1.6 is a batched iteration's")
 
 
 def test_the_simulator_spares_singles_and_halves_batched_acceptance() -> None:
