@@ -176,10 +176,11 @@ def test_the_report_and_the_file_carry_the_ratio(tmp_path: Path) -> None:
     out = tmp_path / "calibrated.toml"
     result = run_pxn("calibrate", *runs, "-o", out, "--draws", "5")
     assert result.returncode == 0, result.stderr
-    [line] = [x for x in result.stdout.splitlines() if x.startswith("  batched steps: ")]
+    [line] = [x for x in result.stdout.splitlines() if x.startswith("  batched iterations: ")]
     ratio = tomllib.loads(out.read_text())["acceptance"]["batched"]
     assert f"-> batched={ratio:.3g}" in line and "[95% " in line
-    assert f"#   batched steps: {line.removeprefix('  batched steps: ')}" in out.read_text()
+    shown = line.removeprefix("  batched iterations: ")
+    assert f"#   batched iterations: {shown}" in out.read_text()
 
 
 def unidentified(single: tuple[int, int], batched: tuple[int, int]) -> BatchedFit:
