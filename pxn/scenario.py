@@ -35,6 +35,16 @@ from pxn.uncertainty import Uncertainty
 # How a stage's W workers serve its candidates (Scenario.worker_split).
 WORKER_SPLITS = ("pooled", "per_candidate")
 
+# What a scenario cannot do without, each as a line to add: the smallest scenario.
+REQUIRED = {
+    "budget": "budget = 3000 (B, gepa's max_metric_calls)",
+    "valset_size": "valset_size = 100 (V, the validation set's size)",
+    "workers": "workers = 16 (W, rollouts at once)",
+    "rollout": '[rollout] median = "4s", p90 = "9s" (a metric call\'s latency)',
+    "reflection": '[reflection] median = "30s", p90 = "1 min" (a reflection\'s latency)',
+    "acceptance": "[acceptance] a0 = 0.25 (the chance a child beats its parent)",
+}
+
 # The older spelling of a local LM pool shared by both models: [load] replaces it.
 LEGACY_POOL_KEYS = ("lm_servers", "load_slowdown")
 
@@ -74,7 +84,7 @@ class Scenario:
     budget: int  # B, metric calls
     valset_size: int  # V
     trainset_size: int
-    workers: int  # W rollout slots
+    workers: int  # W, rollouts at once
     rollout: Distribution  # one metric call
     reflection: Distribution  # one reflection LM call
     acceptance: Acceptance
@@ -291,11 +301,14 @@ class Scenario:
         data = dict(data)
         toml_keys = set(cls.__dataclass_fields__) - {"rollout_phases", "loads"}
         known_keys(data, toml_keys | {"load", *LEGACY_POOL_KEYS}, source)
-        required = ("budget", "valset_size", "trainset_size", "workers", "rollout", "reflection",
-                    "acceptance")  # fmt: skip
-        missing = [name for name in required if name not in data]
+        missing = [name for name in REQUIRED if name not in data]
         if missing:
-            raise PxnError(f"is missing field(s) {', '.join(missing)}", subject=source)
+            raise PxnError(
+                f"is missing {', '.join(missing)}: add {'; '.join(map(REQUIRED.get, missing))}",
+                subject=source,
+            )
+        # gepa validates on the trainset when given no valset: then the two are one set.
+        data.setdefault("trainset_size", data["valset_size"])
         rollout, phases = data.pop("rollout"), {}
         if isinstance(rollout, dict):  # [rollout.phases.NAME]: a phase's own latency
             rollout = dict(rollout)
