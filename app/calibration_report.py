@@ -86,7 +86,7 @@ def calibration_lines(cal: Calibration) -> list[str]:
             lines.append(f"  ... and {len(skipped) - 10} more")
     lines.append(
         f"setup: B={s.budget}, V={s.valset_size}, train={s.trainset_size}, "
-        f"b={s.minibatch}, W={s.workers}, reflection slots={s.reflection_concurrency}, "
+        f"b={s.minibatch}, W={s.workers}, C={s.reflection_concurrency}, "
         f"selection={s.selection}"
     )
     seen = s.calibrated_on
@@ -126,9 +126,9 @@ def calibration_lines(cal: Calibration) -> list[str]:
         )
     c = cal.concurrency
     lines.append(
-        f"concurrency: peak {c.peak} rollouts in flight of W={c.workers}; busy "
-        f"{c.busy_share:.0%} of usable slot-time in rollout stages; reflections peak "
-        f"{c.reflection_peak} of {c.reflection_slots} slots"
+        f"concurrency: peak {c.peak} rollouts in flight of W={c.workers}; the workers busy "
+        f"{c.busy_share:.0%} of their usable time in rollout stages; reflections peak "
+        f"{c.reflection_peak} of C={c.reflection_slots}"
     )
     if cal.scenario.worker_split == "per_candidate":
         lines.append(
@@ -180,9 +180,9 @@ def acceptance_lines(cal: Calibration) -> list[str]:
     if a.chosen.tau is not None:
         decay += f", held from {a.decay_until:g} proposals on (decay_until: the most the fit saw)"
     return [
-        f"acceptance: {a.accepted}/{a.proposals} = {a.rate:.3f} over {a.steps} steps "
+        f"acceptance: {a.accepted}/{a.proposals} = {a.rate:.3f} over {a.steps} iterations "
         f"[Wilson 95% {a.wilson[0]:.3f}, {a.wilson[1]:.3f}]; {decay}; {a.reason}",
-        f"  within-step correlation (beta-binomial): rho={c.rho:.3g}; {c.reason}"
+        f"  within-iteration correlation (beta-binomial): rho={c.rho:.3g}; {c.reason}"
         + (f" -> correlation={c.chosen:.3g}" if c.chosen else ""),
         batched_line(a.batched),
     ]
@@ -190,10 +190,10 @@ def acceptance_lines(cal: Calibration) -> list[str]:
 
 def batched_line(b: BatchedFit) -> str:
     if not b.identified:
-        return f"  batched steps: {b.reason}"
+        return f"  batched iterations: {b.reason}"
     (sa, sn), (ba, bn) = b.single, b.batched
     return (
-        f"  batched steps: {ba}/{bn} = {ba / bn:.3f} against single steps' {sa}/{sn} = "
+        f"  batched iterations: {ba}/{bn} = {ba / bn:.3f} against single iterations' {sa}/{sn} = "
         f"{sa / sn:.3f}; ratio {b.ratio:.3g} [95% {b.interval[0]:.3g}, {b.interval[1]:.3g}]: "
         f"{b.reason} -> batched={b.ratio:.3g}"
     )
@@ -204,8 +204,8 @@ def bookkeeping_lines(cal: Calibration) -> list[str]:
     front = f"front_share: {f.reason}"
     if f.identified:
         front = (
-            f"front_share (parents drawn from one front; {f.steps} steps whose parents meet an "
-            f"earlier draw from theirs): MLE {f.share:.3g} "
+            f"front_share (parents drawn from one front; {f.steps} iterations whose parents "
+            f"meet parents drawn earlier from it): MLE {f.share:.3g} "
             f"[95% {f.interval[0]:.3g}, {f.interval[1]:.3g}]; {f.reason}"
         )
     if f.chosen < 1:
@@ -223,7 +223,8 @@ def draws_lines(cal: Calibration) -> list[str]:
     draws = cal.draws
     if draws is None:
         return ["parameter uncertainty: none drawn (--draws N writes an [uncertainty] table)"]
-    lines = [f"parameter uncertainty: {len(draws.uncertainty)} draws, {draws.uncertainty.source}"]
+    count, source = len(draws.uncertainty), draws.uncertainty.source
+    lines = [f"parameter uncertainty: {count} parameter draws, {source}"]
     for path, (low, high) in draws.spread.items():
         point = draws.point.get(path, math.nan)
         lines.append(f"  {path}: {point:.4g}, 90% of draws in [{low:.4g}, {high:.4g}]")

@@ -1,8 +1,8 @@
 """A trace in Chrome's trace event format, to look at in Perfetto or chrome://tracing.
 
 Each rollout and reflection is a complete ("X") event, timed in microseconds,
-on its own thread row: process 1 holds the rollout worker slots, process 2
-the reflection slots, and process 0 the engine (the stages and iterations).
+on its own thread row: process 1 holds the W workers' rows, process 2 the C
+reflections' rows, and process 0 the engine (the stages and iterations).
 Decisions are instant ("i") events on the engine. Metadata ("M") events name
 the processes and rows so the viewer shows "worker 3", not "tid 3".
 """
@@ -55,11 +55,12 @@ def chrome_trace(trace: Trace) -> dict[str, Any]:
         _name(ENGINE, STAGE_ROW, "stages"),
         _name(ENGINE, ITERATION_ROW, "iterations"),
         _name(WORKERS, None, f"rollout workers (W={start.workers})"),
-        _name(REFLECTIONS, None, f"reflections ({start.reflection_concurrency} slots)"),
+        _name(REFLECTIONS, None, f"reflections (C={start.reflection_concurrency})"),
     ]
     rollouts, reflections = trace.of(Rollout), trace.of(Reflection)
     events += [_name(WORKERS, w, f"worker {w}") for w in sorted({r.worker for r in rollouts})]
-    events += [_name(REFLECTIONS, s, f"slot {s}") for s in sorted({r.slot for r in reflections})]
+    slots = sorted({r.slot for r in reflections})
+    events += [_name(REFLECTIONS, s, f"reflection {s}") for s in slots]
     for it in trace.of(Iteration):
         events.append(
             _complete(f"iteration {it.iteration}", "iteration", it, ENGINE, ITERATION_ROW, {})

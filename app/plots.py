@@ -73,7 +73,7 @@ def draw_predictions(
     if labels is None:
         labels = ["" if p is None else p.shape.label for p in predictions]
     ax.set_xticks(x, labels)
-    ax.set_xlabel("shape (P parents x N mutations per step)")
+    ax.set_xlabel("shape (P parents x N proposals from each, per iteration)")
     ax.set_ylim(bottom=0)
     ax.grid(axis="y", alpha=0.3)
 
@@ -449,7 +449,7 @@ def plot_latency_fit(fit: LatencyFit, path: str | Path) -> Path:
 
 
 def plot_timeline(trace: Trace, path: str | Path, until_iteration: int | None = None) -> Path:
-    """A Gantt chart of one run: worker slots, then reflection slots, coloured by phase.
+    """A Gantt chart of one run: its W workers, then its C reflections, coloured by phase.
 
     Dotted vertical lines are iteration boundaries: the barriers. A gap on a
     row inside an iteration is a worker left idle by them.

@@ -1,26 +1,24 @@
-"""Acceptance: the chance that a proposal beats its parent on its minibatch.
+"""Acceptance: the chance that a child beats its parent on their minibatch.
 
 A constant a0, or a decay a(i) = a0 exp(-min(i, decay_until) / tau) over the
-i proposals made before the step: the search finds fewer improvements as it
-goes. A decay fitted on a short run says nothing about proposals it never
+i proposals made before the iteration: the search finds fewer improvements as
+it goes. A decay fitted on a short run says nothing about proposals it never
 saw, so it stops at `decay_until` (calibrate sets it to the span it was
 fitted on) and holds there rather than run on to zero.
 
-Siblings of one step share their parent, their minibatches and their moment
-in the run, so they tend to succeed or fail together. With `correlation` rho
-> 0 a step's acceptance rate is drawn from a Beta distribution with mean a
-and intra-step correlation rho (the beta-binomial model): the step's k
-proposals are then accepted independently at that drawn rate. rho = 0 is
-independence.
+Siblings, the children of one iteration, share their parents, their
+minibatches and their moment in the run, so they tend to succeed or fail
+together. With `correlation` rho > 0 an iteration's acceptance rate is drawn
+from a Beta distribution with mean a and within-iteration correlation rho
+(the beta-binomial model): its k proposals are then accepted independently
+at that drawn rate. rho = 0 is independence.
 
-A batched step (P x N > 1 proposals at once) may not accept as often as a
-single one: on the local study's task, batched runs accepted 0.28 of their
-proposals against the singles' 0.41, at every shape from 1x2 to 4x4. Its
-proposals come from the same parents more often, on minibatches that recur
-across iterations, so gepa meets the same (parent, minibatch) pairs again,
-and a pair proposed from before passed less often there: a part of the gap.
-`batched` is the ratio of a batched step's acceptance to a single step's
-(1: the same); calibrate fits it when its traces hold both.
+A batched iteration (k = P x N > 1 proposals at once) may not accept as
+often as a single one: its proposals come from the same parents more often,
+on minibatches that recur across iterations, so gepa meets the same (parent,
+minibatch) pairs again. `batched` is the ratio of a batched iteration's
+acceptance to a single one's (1: the same); calibrate fits it when its
+traces hold both. docs/scenario.md gives the local study's rates.
 """
 
 from __future__ import annotations
@@ -40,20 +38,20 @@ class Acceptance:
     a0: float
     tau: float | None = None  # proposals; None: constant
     decay_until: float | None = None  # proposals; None: the decay runs on
-    correlation: float = 0.0  # rho, within a step
-    batched: float = 1.0  # a batched step's acceptance over a single step's
+    correlation: float = 0.0  # rho, within an iteration
+    batched: float = 1.0  # a batched iteration's acceptance over a single one's
 
     def for_width(self, k: int) -> Acceptance:
-        """The acceptance of a run whose steps propose k at once (its a0 scaled when k > 1)."""
+        """The acceptance of a run whose iterations propose k at once (a0 scaled when k > 1)."""
         if k == 1 or self.batched == 1:
             return self
         return replace(self, a0=min(1.0, self.a0 * self.batched), batched=1.0)
 
     def probability(self, proposals_made: float | np.ndarray) -> float | np.ndarray:
-        """The mean acceptance of a step that starts after this many proposals."""
+        """The mean acceptance of an iteration that starts after this many proposals."""
         if self.tau is None:
             return self.a0
-        if not isinstance(proposals_made, np.ndarray):  # a step's: math costs a fifth of numpy
+        if not isinstance(proposals_made, np.ndarray):  # one iteration: math beats numpy
             made = float(proposals_made)
             if self.decay_until is not None:
                 made = min(made, self.decay_until)
@@ -64,7 +62,7 @@ class Acceptance:
         return self.a0 * np.exp(-made / self.tau)
 
     def step_rate(self, rng: np.random.Generator, proposals_made: float) -> float:
-        """This step's acceptance rate: its mean, or a Beta draw around it when correlated."""
+        """This iteration's acceptance rate: its mean, or a Beta draw around it when correlated."""
         a = self.probability(proposals_made)
         if self.correlation == 0 or a in (0.0, 1.0):
             return a
@@ -96,7 +94,7 @@ class Acceptance:
         if self.a0 * self.batched > 1:
             raise PxnError(
                 f"{self.batched:g} x a0 {self.a0:g} = {self.a0 * self.batched:g} is a "
-                "batched step's acceptance, which must be at most 1",
+                "batched iteration's acceptance, which must be at most 1",
                 subject="acceptance batched",
             )
 

@@ -1,9 +1,12 @@
 """Distribution: a non-negative random quantity, a call's latency or its tokens.
 
 Any scipy.stats continuous distribution, or an empirical sample to resample
-from, optionally with a bounded tail: a `cap` no draw exceeds (a max_tokens
-that ends a reply, or a client timeout), and `cap_retries` for a timeout that
-abandons the call at the cap and tries again with a fresh draw.
+from, optionally with a bounded tail: a `cap` no sampled value exceeds (a
+max_tokens that ends a reply, or a client timeout), and `cap_retries` for a
+timeout that abandons the call at the cap and tries again with a fresh
+sample. In TOML a latency may also be a typical value and a spread (median
+and p90, median and log-sd, or mean and sd), read as the lognormal that
+matches them (`lognormal_from`).
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ import numpy as np
 import scipy.integrate
 import scipy.stats
 
+from pxn.durations import parse_duration
 from pxn.errors import PxnError
-from pxn.fields import at_least, is_number, whole
+from pxn.fields import at_least, is_number, known_keys, whole
 
 EMPIRICAL = "empirical"
 
@@ -55,7 +59,8 @@ def _expon(rng: np.random.Generator, size: int, loc=0.0, scale=1.0) -> np.ndarra
 
 # The commonest families drawn straight from numpy, as scipy's rvs draws them (the
 # same calls on the generator, the same arithmetic: equal to the bit, tested), without
-# its ~65 us of argument handling a call: a replicate draws a block per stream.
+# its argument handling, which costs more than the draw: a replicate draws a block per
+# stream.
 DIRECT_SAMPLERS = {"lognorm": _lognorm, "gamma": _gamma, "expon": _expon}
 
 
@@ -92,8 +97,8 @@ class Distribution:
 
         What this module computes goes through it rather than frozen(): the
         numbers are the same, but freezing builds a new scipy object (its
-        docstrings included, ~0.3 ms), and every parameter draw of an
-        uncertain scenario would freeze its own.
+        docstrings included), and every parameter draw of an uncertain
+        scenario would freeze its own.
         """
         return getattr(scipy.stats, self.dist)
 
@@ -138,8 +143,8 @@ class Distribution:
 
     @cached_property
     def _mean(self) -> float:
-        """mean(), worked out once per distribution: with a cap it is an integral (~25 ms),
-        and the closed form asks for it per phase and per shape."""
+        """mean(), worked out once per distribution: with a cap it is an integral, and the
+        closed form asks for it per phase and per shape."""
         if self.cap is None:
             return self.uncapped_mean()
         if self.empirical:
@@ -226,12 +231,24 @@ class Distribution:
         return data
 
     @classmethod
-    def from_dict(cls, data: Any, what: str) -> Distribution:
+    def from_dict(cls, data: Any, what: str, unit: str = "seconds") -> Distribution:
+        """A table of `dist` and its parameters, or of a typical value and spread
+        (`lognormal_from`); `unit` is what its values count, seconds or tokens."""
+        if isinstance(data, dict) and "dist" not in data and set(data) & set(SUMMARY_KEYS):
+            return lognormal_from(data, what, unit)
         if not isinstance(data, dict) or "dist" not in data:
-            raise PxnError("is a table with 'dist' and its parameters", subject=what)
+            raise PxnError(f"is a table: {_example(unit)}, or dist and its parameters",
+                           subject=what)  # fmt: skip
         data = dict(data)
+        summary = [key for key in SUMMARY_KEYS if key in data]
+        if summary:
+            raise PxnError(
+                f"gives dist and {summary[0]}: {', '.join(SUMMARY_KEYS)} describe a lognormal "
+                "without dist; give those, or dist and its own parameters",
+                subject=what,
+            )
         dist = data.pop("dist")
-        bounds = {"cap": data.pop("cap", None), "cap_retries": data.pop("cap_retries", 0)}
+        bounds = _bounds(data, what, unit)
         if dist == EMPIRICAL:
             samples = data.pop("samples", ())
             if not isinstance(samples, list) or not all(is_number(x) for x in samples):
@@ -242,3 +259,86 @@ class Distribution:
         if bad:
             raise PxnError(f"parameter(s) {', '.join(bad)} must be numbers", subject=what)
         return cls(dist, params={k: float(v) for k, v in data.items()}, **bounds)
+
+
+# A latency as people know it: a typical value and how far calls spread, no family named.
+SUMMARY_KEYS = ("median", "p90", "spread", "mean", "sd")
+SUMMARY_FORMS = (("median", "p90"), ("median", "spread"), ("mean", "sd"))
+Z90 = float(scipy.stats.norm.ppf(0.9))  # a normal's 90th percentile, in sds above its mean
+EXAMPLES = {"seconds": ('"4s"', '"9s"'), "tokens": ("800", "1500")}  # a median, a p90
+
+
+def lognormal_from(data: dict[str, Any], what: str, unit: str = "seconds") -> Distribution:
+    """The lognormal whose median and p90, median and spread (its log-sd s), or mean and
+    sd are those given: scale = median and s = ln(p90 / median) / z_0.9, or
+    s^2 = ln(1 + (sd / mean)^2) and scale = mean exp(-s^2 / 2). A `cap` and
+    `cap_retries` may come with them, as with any latency.
+    """
+    data = dict(data)
+    bounds = _bounds(data, what, unit)
+    known_keys(data, set(SUMMARY_KEYS), what)
+    form = next((f for f in SUMMARY_FORMS if set(f) == set(data)), None)
+    if form is None:
+        raise PxnError(_form_problem([key for key in SUMMARY_KEYS if key in data], unit),
+                       subject=what)  # fmt: skip
+    first, second = (
+        _amount(data[key], f"{what} {key}", "the log-sd" if key == "spread" else unit)
+        for key in form
+    )
+    if form == ("median", "p90"):
+        if second <= first:
+            raise PxnError(
+                f"{_text(second, unit)} is not above the median {_text(first, unit)}: 9 calls "
+                "in 10 end within p90, half within the median",
+                subject=f"{what} p90",
+            )
+        s, scale = math.log(second / first) / Z90, first
+    elif form == ("median", "spread"):
+        s, scale = second, first
+    else:
+        s = math.sqrt(math.log1p((second / first) ** 2))
+        scale = first * math.exp(-(s**2) / 2)
+    return Distribution("lognorm", {"s": s, "scale": scale}, **bounds)
+
+
+def _form_problem(given: list[str], unit: str) -> str:
+    """What is wrong with the summary keys given, and the fix."""
+    median, p90 = EXAMPLES[unit]
+    if given == ["median"]:
+        return (
+            "gives a median but not how far calls spread: add p90 (9 calls in 10 end within it, "
+            f"e.g. p90 = {p90}) or spread (the log-sd, e.g. spread = 0.5)"
+        )
+    if given == ["mean"]:
+        return "gives a mean but not how far calls spread: add sd (the standard deviation)"
+    return (
+        f"gives {' and '.join(given)}: give median with p90, median with spread (the log-sd), "
+        f"or mean with sd, e.g. median = {median}, p90 = {p90}"
+    )
+
+
+def _bounds(data: dict[str, Any], what: str, unit: str) -> dict[str, Any]:
+    """Take `cap` (a duration for a latency, like any of its values) and `cap_retries` out."""
+    cap = data.pop("cap", None)
+    if isinstance(cap, str):
+        cap = _amount(cap, f"{what} cap", unit)
+    return {"cap": cap, "cap_retries": data.pop("cap_retries", 0)}
+
+
+def _amount(value: Any, what: str, unit: str) -> float:
+    """A value > 0 in `unit`; a latency's may be a duration with its unit ("4s", "2.5 min")."""
+    if unit == "seconds" and isinstance(value, str):
+        return parse_duration(value, what)
+    if not (is_number(value) and value > 0):
+        kind = 'seconds, or a duration with its unit like "4s"' if unit == "seconds" else unit
+        raise PxnError(f"must be a number > 0 ({kind}): got {value!r}", subject=what)
+    return float(value)
+
+
+def _text(value: float, unit: str) -> str:
+    return f"{value:g} s" if unit == "seconds" else f"{value:g} {unit}"
+
+
+def _example(unit: str) -> str:
+    median, p90 = EXAMPLES[unit]
+    return f"a median with p90 or spread (median = {median}, p90 = {p90})"

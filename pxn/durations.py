@@ -1,7 +1,9 @@
-"""Durations as people write them (3h, 90m) and read them (2.50 h, 4.2 min).
+"""Durations as people write them (3h, 90m, 450ms) and read them (2.50 h, 4.2 min).
 
-A duration always carries its unit: a bare 90 could mean seconds, minutes or
-hours, and a deadline read in the wrong one is off by a factor of 60.
+A duration written as text always carries its unit: a bare 90 could mean
+seconds, minutes or hours, and a deadline read in the wrong one is off by a
+factor of 60. (A scenario's latency may be a TOML number, which is seconds:
+there a number and a text are told apart.)
 """
 
 from __future__ import annotations
@@ -10,16 +12,17 @@ import re
 
 from pxn.errors import PxnError
 
-DURATION_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+DURATION_UNITS = {"ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 
 
 def parse_duration(text: str, what: str) -> float:
-    """'3h', '90m', '1h30m', '45min' or '600s', longer than zero; `what` names the flag."""
+    """'3h', '90m', '1h30m', '45min', '600s' or '450ms', longer than zero; `what` names the
+    flag or field."""
     clean = text.strip().lower().replace(" ", "")
     if re.fullmatch(r"\d+(\.\d+)?", clean):
         raise PxnError(f"{text.strip()} has no unit; give a unit: {clean}s, {clean}m or {clean}h",
                        subject=what)  # fmt: skip
-    parts = re.findall(r"(\d+(?:\.\d+)?)(min|sec|s|m|h|d)", clean)
+    parts = re.findall(r"(\d+(?:\.\d+)?)(min|sec|ms|s|m|h|d)", clean)
     if not parts or "".join(n + u for n, u in parts) != clean:
         raise PxnError(f"is a duration like 3h, 90m, 1h30m or 600s: got {text!r}", subject=what)
     seconds = sum(float(n) * DURATION_UNITS[u] for n, u in parts)

@@ -4,20 +4,21 @@ A local LM pool of K single-request servers serves K calls at once (the rest
 wait for a server) and, sharing a CPU, each call is slower the more are
 served; a hosted API serves any number but slows under concurrency too; a
 retrieval tool shares the machine's cores. Each model (task: the rollouts;
-reflection) has its own: `servers` (None: no limit beyond the worker pool W
-or the reflection cap C) and `slowdown` beta: a call that starts while m calls
-of its model are in flight (itself included) takes 1 + beta (m - 1) times its
-drawn latency. Rollouts and reflections never overlap in gepa (a barrier
-separates their stages), so one model's load never meets the other's.
+reflection) has its own: `servers` (None: no limit beyond the workers W or
+the reflection concurrency C) and `slowdown` beta: a call that starts while m
+calls of its model are in flight (itself included) takes 1 + beta (m - 1)
+times its sampled latency. Rollouts and reflections never overlap in gepa
+(a barrier separates their stages), so one model's load never meets the
+other's.
 
 A server that keeps the prompt it served last (llama.cpp and
 llama-cpp-python reuse its cached prefix) serves a reflection faster when
 it has just served a sibling: a reflection of the same parent in the same
-step, whose prompt begins with the same gepa template and parent text.
+iteration, whose prompt begins with the same gepa template and parent text.
 `prefix_seconds` (reflections only, servers required) is what such a
-reflection saves: the processing of the shared prefix. Its draw is
-shortened by it (floored at 0) before the load factor applies. Singles
-never send two reflections of one step, so a prediction for them is
+reflection saves: the processing of the shared prefix. Its sampled latency
+is shortened by it (floored at 0) before the load factor applies. Singles
+never send two reflections of one iteration, so a prediction for them is
 unchanged; `pxn calibrate` estimates it from the prefix tokens the runner
 records and the reflection's seconds per input token.
 
@@ -25,8 +26,9 @@ A run has conditions of its own: the provider's load that hour, what else
 the machine runs, the prompts this seed's search happens to grow. They make
 every call of a run a little faster or slower together. `run_spread` is
 their log-sd per model: each run draws one standard normal z, and every call
-of the model takes exp(run_spread z - run_spread^2 / 2) times its draw
-(lognormal with mean 1, so a mean is unchanged and the closed form with it).
+of the model takes exp(run_spread z - run_spread^2 / 2) times its sampled
+latency (lognormal with mean 1, so a mean is unchanged and the closed form
+with it).
 Both models take the same z: a run's conditions (a busy machine, a slow
 hour) reach both, and where they do not, one z overstates how runs differ
 rather than understating it. The factor applies before the prefix cache and
@@ -58,11 +60,11 @@ class Load:
         return cap if self.servers is None else min(cap, self.servers)
 
     def factor(self, in_flight: int) -> float:
-        """What a call's drawn latency is multiplied by with `in_flight` calls served."""
+        """What a call's sampled latency is multiplied by with `in_flight` calls served."""
         return 1 + self.slowdown * (in_flight - 1)
 
     def run_factor(self, z: float) -> float:
-        """What every call of a run whose conditions drew z takes times its draw."""
+        """What every call's sampled latency is multiplied by in a run whose conditions drew z."""
         return math.exp(self.run_spread * z - self.run_spread**2 / 2)
 
     def validate(self, role: str) -> None:

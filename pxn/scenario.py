@@ -36,6 +36,20 @@ from pxn.uncertainty import Uncertainty
 # How a stage's W workers serve its candidates (Scenario.worker_split).
 WORKER_SPLITS = ("pooled", "per_candidate")
 
+# What a scenario cannot do without, each as a line to add: the smallest scenario.
+REQUIRED = {
+    "budget": "budget = 3000 (B, gepa's max_metric_calls)",
+    "valset_size": "valset_size = 100 (V, the validation set's size)",
+    "workers": "workers = 16 (W, rollouts at once)",
+    "rollout": '[rollout] median = "4s", p90 = "9s" (a metric call\'s latency)',
+    "reflection": '[reflection] median = "30s", p90 = "1 min" (a reflection\'s latency)',
+}
+# How proposals fare: one of these (Scenario._search_model).
+SEARCH_MODELS = (
+    "[acceptance] a0 = 0.25 (the chance a child beats its parent), or a [quality] table "
+    "(the search model: the seed's score and what a mutation does to it; docs/scenario.md)"
+)
+
 # The older spelling of a local LM pool shared by both models: [load] replaces it.
 LEGACY_POOL_KEYS = ("lm_servers", "load_slowdown")
 
@@ -75,7 +89,7 @@ class Scenario:
     budget: int  # B, metric calls
     valset_size: int  # V
     trainset_size: int
-    workers: int  # W rollout slots
+    workers: int  # W, rollouts at once
     rollout: Distribution  # one metric call
     reflection: Distribution  # one reflection LM call
     # How proposals fare: acceptance rates, or the search's quality model (one of the two).
@@ -131,12 +145,7 @@ class Scenario:
     def _search_model(self) -> Acceptance | Quality:
         """The one model of how proposals fare: [acceptance] rates or the [quality] model."""
         if self.acceptance is None and self.quality is None:
-            raise PxnError(
-                "needs [acceptance] (how often a proposal beats its parent, a0) or [quality] "
-                "(the search model: the seed's score and what a mutation does to it); see "
-                "docs/scenario.md",
-                subject="scenario",
-            )
+            raise PxnError(f"is missing acceptance: add {SEARCH_MODELS}", subject="scenario")
         if self.acceptance is not None and self.quality is not None:
             raise PxnError(
                 "give [acceptance] or [quality], not both: the quality model decides "
@@ -314,10 +323,16 @@ class Scenario:
         data = dict(data)
         toml_keys = set(cls.__dataclass_fields__) - {"rollout_phases", "loads"}
         known_keys(data, toml_keys | {"load", *LEGACY_POOL_KEYS}, source)
-        required = ("budget", "valset_size", "trainset_size", "workers", "rollout", "reflection")
-        missing = [name for name in required if name not in data]
+        missing = [name for name in REQUIRED if name not in data]
+        if "acceptance" not in data and "quality" not in data:
+            missing.append("acceptance")
         if missing:
-            raise PxnError(f"is missing field(s) {', '.join(missing)}", subject=source)
+            fixes = [REQUIRED.get(name, SEARCH_MODELS) for name in missing]
+            raise PxnError(
+                f"is missing {', '.join(missing)}: add {'; '.join(fixes)}", subject=source
+            )
+        # gepa validates on the trainset when given no valset: then the two are one set.
+        data.setdefault("trainset_size", data["valset_size"])
         rollout, phases = data.pop("rollout"), {}
         if isinstance(rollout, dict):  # [rollout.phases.NAME]: a phase's own latency
             rollout = dict(rollout)

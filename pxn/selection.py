@@ -1,4 +1,4 @@
-"""gepa's selection strategy: which accepted children of a step go to full validation.
+"""gepa's selection strategy: which accepted children of an iteration go to full validation.
 
 `all` (gepa's AllImprovements, its default), `best` (BestImprovement: the one
 child that improved most) or `topk:K` (TopKImprovements(K)).
@@ -19,7 +19,7 @@ class Selection:
 
     @property
     def limit(self) -> int | None:
-        """How many accepted children of a step go to full validation (None: all)."""
+        """How many accepted children of an iteration go to full validation (None: all)."""
         return {"all": None, "best": 1}.get(self.kind, self.k)
 
     def __str__(self) -> str:

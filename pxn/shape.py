@@ -1,4 +1,4 @@
-"""The shape of a batched step, P x N, as every command spells it."""
+"""The shape of an iteration, P x N, as every command spells it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pxn.errors import PxnError
 
 @dataclass(frozen=True, order=True)
 class Shape:
-    """P parents per step, N mutations per parent: k = P * N proposals per iteration."""
+    """P parents per iteration, N proposals from each: k = P * N proposals per iteration."""
 
     p: int
     n: int

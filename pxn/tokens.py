@@ -70,7 +70,10 @@ class Tokens:
         if missing:
             raise PxnError(f"is missing field(s) {', '.join(missing)}", subject="[tokens]")
         return cls(
-            **{name: Distribution.from_dict(fields[name], f"tokens.{name}") for name in DRAWN},
+            **{
+                name: Distribution.from_dict(fields[name], f"tokens.{name}", unit="tokens")
+                for name in DRAWN
+            },
             reflection_input_base=fields["reflection_input_base"],
             reflection_input_per_example=fields["reflection_input_per_example"],
             measured_minibatch=fields.get("measured_minibatch", minibatch),

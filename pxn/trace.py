@@ -57,7 +57,7 @@ class RunStart(Event):
     source: str  # "sim" or "runner"
     shape: str  # "PxN", e.g. "2x2"; "1x1" for single
     budget: int  # metric calls
-    workers: int  # rollout slots W
+    workers: int  # W, rollouts at once
     reflection_concurrency: int
     valset_size: int
     trainset_size: int
@@ -98,7 +98,7 @@ class Stage(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class Rollout(Event):
-    """One metric call: one candidate run on one example, on one worker slot."""
+    """One metric call: one candidate run on one example, by one of the W workers."""
 
     kind: ClassVar[str] = "rollout"
     iteration: int
@@ -113,7 +113,7 @@ class Rollout(Event):
     error: str | None = None
     attempts: int = 1
     # Where it ran when Ray ran it (`pxn run --eval-backend ray`): the Ray node id and
-    # task id. `worker` stays the in-flight slot 0..W-1 on every backend.
+    # task id. `worker` stays the worker 0..W-1 on every backend.
     node: str | None = None
     task_id: str | None = None
 
@@ -124,7 +124,7 @@ class Reflection(Event):
 
     kind: ClassVar[str] = "reflection"
     iteration: int
-    slot: int
+    slot: int  # which of the C reflections in flight, 0..C-1
     proposal: str  # gepa's proposal id "i-j"
     parent: str
     tokens_in: int | None = None
@@ -136,7 +136,7 @@ class Reflection(Event):
     # as the new text, chatter included; None when unknown (a simulation, a failed call).
     fenced: bool | None = None
     # The tokens of the prompt before its first character that differs from the previous
-    # prompt recorded for the same parent by another job (an earlier step's, or an earlier
+    # prompt recorded for the same parent by another job (an earlier iteration's, or an earlier
     # sibling's in job order; a job gepa asks again is not compared with itself): prefix
     # characters x tokens_in / prompt characters. A server that just served that prompt may
     # reuse this prefix. None for the parent's first job, or when the prompt or tokens_in is
@@ -156,7 +156,7 @@ class Attempt(Event):
     iteration: int
     call: str  # "rollout" or "reflection"
     phase: str  # the rollout phase, or "reflection"
-    worker: int  # rollout worker slot, or reflection slot
+    worker: int  # the rollout's worker (0..W-1), or the reflection's slot (0..C-1)
     attempt: int  # 1-based
     error: str  # redacted one-line message
 

@@ -63,6 +63,21 @@ def run_pxn_script(
     return Ran(done.returncode, done.stdout, done.stderr)
 
 
+def pxn_flags() -> set[str]:
+    """Every long option of every `pxn` command."""
+    import typer
+
+    from pxn.app.cli import app
+
+    flags, commands = set(), [typer.main.get_command(app)]
+    while commands:
+        command = commands.pop()
+        commands += getattr(command, "commands", {}).values()  # a group's subcommands
+        for param in command.params:
+            flags |= {opt for opt in param.opts + param.secondary_opts if opt.startswith("--")}
+    return flags
+
+
 def assert_user_error(result: Ran, *fragments: str) -> None:
     """Exit code 2, exactly one line on stderr holding every fragment, nothing on stdout."""
     assert result.returncode == 2, result.stderr

@@ -62,7 +62,7 @@ def test_a_bad_ratio_in_a_scenario_file_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "s.toml"
     path.write_text(HALVED.to_toml().replace("batched = 0.5", "batched = 4.0"))
     result = run_pxn("simulate", str(path), "--reps", "2")
-    assert_user_error(result, "acceptance batched 4 x a0 0.4 = 1.6 is a batched step's")
+    assert_user_error(result, "acceptance batched 4 x a0 0.4 = 1.6 is a batched iteration's")
 
 
 def test_the_simulator_spares_singles_and_halves_batched_acceptance() -> None:
@@ -176,10 +176,11 @@ def test_the_report_and_the_file_carry_the_ratio(tmp_path: Path) -> None:
     out = tmp_path / "calibrated.toml"
     result = run_pxn("calibrate", *runs, "-o", out, "--draws", "5")
     assert result.returncode == 0, result.stderr
-    [line] = [x for x in result.stdout.splitlines() if x.startswith("  batched steps: ")]
+    [line] = [x for x in result.stdout.splitlines() if x.startswith("  batched iterations: ")]
     ratio = tomllib.loads(out.read_text())["acceptance"]["batched"]
     assert f"-> batched={ratio:.3g}" in line and "[95% " in line
-    assert f"#   batched steps: {line.removeprefix('  batched steps: ')}" in out.read_text()
+    shown = line.removeprefix("  batched iterations: ")
+    assert f"#   batched iterations: {shown}" in out.read_text()
 
 
 def unidentified(single: tuple[int, int], batched: tuple[int, int]) -> BatchedFit:

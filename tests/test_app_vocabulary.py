@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import assert_user_error, run_pxn
+from conftest import assert_user_error, pxn_flags, run_pxn
 
 from pxn.app.options import flag_for, in_flag_terms
 from pxn.errors import PxnError
@@ -29,21 +29,6 @@ def error_texts(path: Path) -> list[tuple[int, str]]:
             ]
             found.append((node.lineno, "".join(parts)))
     return found
-
-
-def pxn_flags() -> set[str]:
-    """Every long option of every `pxn` command."""
-    import typer
-
-    from pxn.app.cli import app
-
-    flags, commands = set(), [typer.main.get_command(app)]
-    while commands:
-        command = commands.pop()
-        commands += getattr(command, "commands", {}).values()  # a group's subcommands
-        for param in command.params:
-            flags |= {opt for opt in param.opts + param.secondary_opts if opt.startswith("--")}
-    return flags
 
 
 def test_no_library_error_names_a_cli_flag() -> None:

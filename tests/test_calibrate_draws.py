@@ -120,7 +120,7 @@ def test_the_cli_writes_as_many_draws_as_asked(tmp_path: Path) -> None:
     out = tmp_path / "cal.toml"
     result = run_pxn("calibrate", *runs, "--draws", "20", "-o", out)
     assert result.returncode == 0, result.stderr
-    assert "parameter uncertainty: 20 draws" in result.stdout
+    assert "parameter uncertainty: 20 parameter draws" in result.stdout
     assert len(tomllib.loads(out.read_text())["uncertainty"]["draws"]) == 20
     result = run_pxn("calibrate", *runs, "--draws", "0", "-o", out)
     assert result.returncode == 0, result.stderr

@@ -95,7 +95,7 @@ def test_the_report_states_each_new_fit(calibration: Calibration) -> None:
     fragments = [
         "[rollout.phases] for", "full_val:", "correlated within a step", "correlation=",
         "parents recur", "front_share=", "tail: no cap", "duplicate_children: not fitted",
-        "parameter uncertainty: 50 draws",
+        "parameter uncertainty: 50 parameter draws",
     ]  # fmt: skip
     for fragment in fragments:
         assert fragment in header, fragment

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -98,15 +100,140 @@ def test_unknown_field_suggests_the_known_one(tmp_path: Path) -> None:
     assert "unknown field 'worker'" in message and "did you mean 'workers'" in message
 
 
-@pytest.mark.parametrize("field", ["budget", "valset_size", "rollout"])
-def test_missing_field_is_named(field: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "field", ["budget", "valset_size", "workers", "rollout", "reflection", "acceptance"]
+)
+def test_a_missing_field_is_named_with_a_line_that_adds_it(field: str, tmp_path: Path) -> None:
     message = load_error(tmp_path, toml_of(**{field: None}))
-    assert f"missing field(s) {field}" in message
+    assert message.startswith(f"{tmp_path / 'bad.toml'} is missing {field}: add ")
+    # The line offered, as TOML ('[table] key = v, key = v' a table of its own), loads.
+    offered = re.sub(r" \(.*\)$", "", message.split(": add ", 1)[1])
+    table = re.match(r"\[(\w+)\] (.*)", offered)
+    data = toml_of(**{field: None})
+    if table:
+        data[table[1]] = tomllib.loads(table[2].replace(", ", "\n"))
+    else:
+        data |= tomllib.loads(offered)
+    assert Scenario.from_dict(data).budget > 0
+
+
+def test_the_trainset_defaults_to_the_valset(tmp_path: Path) -> None:
+    # gepa validates on the trainset when given no valset: the two are then one set.
+    assert Scenario.from_dict(toml_of(trainset_size=None, valset_size=30)).trainset_size == 30
+    assert Scenario.from_dict(toml_of(trainset_size=70)).trainset_size == 70
+
+
+# -- the smallest scenario, and latencies as people know them ------------------------
+
+SMALLEST = """
+budget = 2000
+valset_size = 100
+workers = 16
+
+[rollout]
+median = "4s"
+p90 = "9s"
+
+[reflection]
+median = "30s"
+p90 = "1 min"
+
+[acceptance]
+a0 = 0.25
+"""
+
+
+def test_the_smallest_scenario_loads_with_gepas_defaults_and_round_trips(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "mine.toml"
+    path.write_text(SMALLEST, encoding="utf-8")
+    scenario = Scenario.load(path)
+    assert (scenario.name, scenario.trainset_size) == ("mine", 100)
+    assert (scenario.minibatch, scenario.reflection_concurrency) == (3, 10)
+    rollout, reflection = scenario.rollout.frozen(), scenario.reflection.frozen()
+    assert (rollout.median(), rollout.ppf(0.9)) == pytest.approx((4.0, 9.0))
+    assert (reflection.median(), reflection.ppf(0.9)) == pytest.approx((30.0, 60.0))
+    written = tmp_path / "written.toml"
+    scenario.save(written)
+    assert Scenario.load(written) == scenario
+
+
+@pytest.mark.parametrize(
+    ("latency", "median", "p90", "mean", "sd"),
+    [
+        ({"median": "4s", "p90": "9s"}, 4.0, 9.0, None, None),
+        ({"median": 4, "p90": 9.0}, 4.0, 9.0, None, None),  # plain numbers: seconds
+        ({"median": "450ms", "p90": "1.2s"}, 0.45, 1.2, None, None),
+        ({"median": "2.5 min", "p90": "4min"}, 150.0, 240.0, None, None),
+        ({"median": "1m30s", "spread": 0.5}, 90.0, 90 * math.exp(0.5 * 1.2815515655), None, None),
+        ({"mean": "2.5 min", "sd": 60}, None, None, 150.0, 60.0),
+        ({"mean": 8, "sd": "8s"}, None, None, 8.0, 8.0),
+    ],
+)
+def test_a_latency_given_by_its_median_or_mean_is_the_lognormal_that_matches(
+    latency: dict, median: float | None, p90: float | None, mean: float | None, sd: float | None
+) -> None:
+    parsed = Distribution.from_dict(latency, "rollout latency")
+    assert parsed.dist == "lognorm" and set(parsed.params) == {"s", "scale"}
+    frozen = parsed.frozen()
+    if median is not None:
+        assert frozen.median() == pytest.approx(median)
+        assert frozen.ppf(0.9) == pytest.approx(p90)
+    else:
+        assert (frozen.mean(), frozen.std()) == pytest.approx((mean, sd))
+
+
+def test_a_latency_by_its_median_keeps_its_cap_and_token_counts_take_numbers() -> None:
+    capped = Distribution.from_dict({"median": "4s", "p90": "9s", "cap": "2 min"}, "rollout")
+    assert (capped.cap, capped.params["scale"]) == (120.0, 4.0)
+    tokens = Distribution.from_dict({"median": 800, "spread": 0.4}, "tokens.x", unit="tokens")
+    assert tokens.params == {"s": 0.4, "scale": 800.0}
+
+
+@pytest.mark.parametrize(
+    ("latency", "message"),
+    [
+        (
+            {"median": "4s"},
+            "rollout latency gives a median but not how far calls spread: add p90 (9 calls in "
+            '10 end within it, e.g. p90 = "9s") or spread (the log-sd, e.g. spread = 0.5)',
+        ),
+        ({"mean": "4s"}, "rollout latency gives a mean but not how far calls spread: add sd"),
+        (
+            {"median": "4s", "p90": "3s"},
+            "rollout latency p90 3 s is not above the median 4 s: 9 calls in 10 end within p90, "
+            "half within the median",
+        ),
+        (
+            {"median": "4", "p90": "9s"},
+            "rollout latency median 4 has no unit; give a unit: 4s, 4m or 4h",
+        ),
+        ({"median": "4s", "p90": "soon"}, "rollout latency p90 is a duration like 3h"),
+        ({"median": -4, "p90": 9}, "rollout latency median must be a number > 0 (seconds"),
+        ({"median": "4s", "spread": "0.5"}, "rollout latency spread must be a number > 0 (the"),
+        ({"median": "4s", "spread": 0}, "rollout latency spread must be a number > 0 (the"),
+        ({"median": "4s", "p95": "9s"}, "unknown field 'p95' (did you mean 'p90'?)"),
+        ({"median": "4s", "sd": "2s"}, "gives median and sd: give median with p90, median"),
+        ({"median": "4s", "p90": "9s", "spread": 0.5}, "gives median and p90 and spread: give"),
+        ({"dist": "lognorm", "median": 4}, "rollout latency gives dist and median: median, p90"),
+        (3.5, 'rollout latency is a table: a median with p90 or spread (median = "4s", p90 ='),
+    ],
+)
+def test_each_latency_mistake_is_one_line(latency: object, message: str, tmp_path: Path) -> None:
+    assert message in load_error(tmp_path, toml_of(rollout=latency))
+
+
+def test_a_token_count_is_a_number_not_a_duration(tmp_path: Path) -> None:
+    tokens = TOKENS.to_dict() | {"rollout_input": {"median": "800", "p90": 1500}}
+    assert "tokens.rollout_input median must be a number > 0 (tokens): got '800'" in load_error(
+        tmp_path, toml_of(tokens=tokens)
+    )
 
 
 def test_a_scenario_needs_one_model_of_how_proposals_fare(tmp_path: Path) -> None:
     message = load_error(tmp_path, toml_of(acceptance=None))
-    assert message.startswith("scenario needs [acceptance]") and "or [quality]" in message
+    assert "is missing acceptance: add [acceptance]" in message and "or a [quality]" in message
     both = toml_of(quality={"seed_score": 0.5})
     assert "not both" in load_error(tmp_path, both)
 
@@ -165,7 +292,6 @@ def test_acceptance_outside_unit_interval(a0: float, tmp_path: Path) -> None:
         ({"rollout": {"dist": "norm", "loc": 1, "scale": 1}}, "no negative values"),
         ({"rollout": {"dist": "lognorm", "s": "wide"}}, "parameter(s) s must be numbers"),
         ({"rollout": {"dist": "lognorm"}}, "bad parameters for lognorm"),
-        ({"rollout": 3.5}, "rollout latency is a table with 'dist'"),
         ({"lm_servers": 0}, "lm_servers must be a whole number >= 1"),
         ({"lm_servers": 2.5}, "lm_servers must be a whole number >= 1"),
         ({"load_slowdown": -0.1}, "load_slowdown must be a number >= 0"),

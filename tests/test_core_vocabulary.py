@@ -46,7 +46,16 @@ def test_shape_lists_refuse_repeats_and_emptiness():
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("90s", 90), ("90m", 5400), ("1h30m", 5400), ("45min", 2700), ("1.5h", 5400), ("2d", 172800)],
+    [
+        ("90s", 90),
+        ("90m", 5400),
+        ("1h30m", 5400),
+        ("45min", 2700),
+        ("2.5 min", 150),
+        ("1.5h", 5400),
+        ("2d", 172800),
+        ("450ms", 0.45),
+    ],
 )
 def test_durations_parse_every_unit(text: str, seconds: float) -> None:
     assert parse_duration(text, "--deadline") == seconds
