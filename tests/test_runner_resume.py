@@ -19,7 +19,7 @@ from conftest import PXN
 from fault_server import FaultServer
 from gepa.core.state import GEPAState
 
-from pxn.runner.checks import trace_totals
+from pxn.runner.recording.totals import trace_totals
 from pxn.runner.tasks import LMCall, Task
 from pxn.runner.topic_task import TopicExample, make_topic_task
 from pxn.runner.topic_task import program as topic_program

@@ -25,7 +25,7 @@ from gepa.core.adapter import EvaluationBatch
 from gepa.lm import LM, TrackingLM
 
 from pxn.runner.prompt_prefix import prompt_text
-from pxn.runner.recorder import Recorder, ReflectionReport
+from pxn.runner.recording.recorder import Recorder, ReflectionReport
 from pxn.runner.redact import describe_error
 
 T = TypeVar("T")

@@ -1,0 +1,1 @@
+"""The recorder of real gepa and dspy.GEPA runs, by part (pxn.runner.record is its entry)."""
