@@ -74,18 +74,15 @@ from gepa.core.state import GEPAState
 from gepa.strategies.proposal_selection import AllImprovements
 
 from pxn.errors import PxnError
-from pxn.runner.recording.recorder import (
-    ExampleLabels,
-    Recorder,
-    ReflectionReport,
-    RolloutNote,
-    RolloutReport,
-)
+from pxn.runner.recording.callbacks import GepaCallbacks
+from pxn.runner.recording.labels import RolloutLabels
+from pxn.runner.recording.recorder import Recorder
+from pxn.runner.recording.reports import ReflectionReport, RolloutNote, RolloutReport
+from pxn.runner.recording.stopper import Stopper, default_limit
 from pxn.runner.recording.totals import mismatches, trace_totals
 from pxn.runner.recording.wrappers import (
     GEPA_LM_BATCH_WORKERS,
     RecordingSelection,
-    Stopper,
     wrap_adapter,
     wrap_reflection_lm,
 )
@@ -226,6 +223,7 @@ class Recording:
         self._max_failures = max_reflection_failures
         self._reports_rollouts = reports_rollouts
         self._recorder: Recorder | None = None
+        self._callbacks: GepaCallbacks | None = None
         self._offset = 0.0
         self._t0 = 0.0
         self.result: RecordedRun | None = None
@@ -277,14 +275,14 @@ class Recording:
 
     def progress(self) -> dict[str, Any]:
         """What the live progress line shows: iteration, accepted, metric calls, best val."""
-        rec = self._recorder
-        if rec is None:
+        rec, gepa_said = self._recorder, self._callbacks
+        if rec is None or gepa_said is None:
             return {"iteration": 0, "accepted": 0, "metric_calls": 0, "best_val": None}
         return {
             "iteration": rec.iteration,
-            "accepted": rec.accepted,
-            "metric_calls": max(rec.metric_calls, rec.rollouts),
-            "best_val": rec.best_val,
+            "accepted": rec.decisions.accepted,
+            "metric_calls": max(gepa_said.metric_calls, rec.rollouts.written),
+            "best_val": gepa_said.best_val,
         }
 
     @property
@@ -294,7 +292,7 @@ class Recording:
     @property
     def stop_reason(self) -> str | None:
         """Why the recorder stopped gepa (reflections kept failing), if it did."""
-        return self._recorder.stop_reason if self._recorder else None
+        return self._recorder.failures.stop_reason if self._recorder else None
 
     def _live(self) -> Recorder:
         if self._recorder is None:
@@ -335,15 +333,16 @@ class Recording:
         saved = self._saved_state(run_dir)
         shape = _shape(kwargs.get("sampling_strategy"))
         p, n = (int(x) for x in shape.split("x"))
-        labels = ExampleLabels(kwargs["trainset"], kwargs.get("valset"))
+        labels = RolloutLabels(kwargs["trainset"], kwargs.get("valset"))
         self._start_trace()
         self._recorder = rec = Recorder(
             TraceWriter(self.trace_path, append=self._resume),
             self.clock,
             labels,
-            max_failures=self._max_failures or max(5, 2 * p * n),
+            max_failures=self._max_failures or default_limit(p, n),
             reports_rollouts=self._reports_rollouts,
         )
+        self._callbacks = GepaCallbacks(rec)
         reflection_lm = wrap_reflection_lm(
             kwargs.get("reflection_lm"), rec, kwargs.get("reflection_lm_kwargs")
         )
@@ -351,9 +350,9 @@ class Recording:
             now = self.clock()
             completed = saved.i + 1 if saved is not None else -1
             used = saved.total_num_evals if saved is not None else 0
-            rec.write(Resume(start=now, end=now, iteration=completed, metric_calls=used))
+            rec.sink.write(Resume(start=now, end=now, iteration=completed, metric_calls=used))
         else:
-            rec.write(self._run_start(kwargs, shape, reflection_lm))
+            rec.sink.write(self._run_start(kwargs, shape, reflection_lm))
         stoppers = kwargs.get("stop_callbacks")
         if stoppers is None:
             stoppers = []
@@ -365,8 +364,8 @@ class Recording:
             "selection_strategy": RecordingSelection(
                 kwargs.get("selection_strategy") or AllImprovements(), rec
             ),
-            "callbacks": [rec, *(kwargs.get("callbacks") or [])],
-            "stop_callbacks": [*stoppers, Stopper(rec)],
+            "callbacks": [self._callbacks, *(kwargs.get("callbacks") or [])],
+            "stop_callbacks": [*stoppers, Stopper(rec.failures)],
             "run_dir": str(run_dir),
         }
         if reflection_lm is not None:
@@ -431,22 +430,23 @@ class Recording:
             # while wrapping): no run to total, and an empty file is no trace. What
             # stopped it goes on.
             if rec is not None:
-                rec.close()
+                rec.sink.close()
             self.trace_path.unlink()
             return False
         if rec is None:
             return False
         if kind is None:
-            status, message = ("failed", rec.stop_reason) if rec.stop_reason else ("completed", "")
+            stopped = rec.failures.stop_reason
+            status, message = ("failed", stopped) if stopped else ("completed", "")
         elif issubclass(kind, KeyboardInterrupt):
             status, message = "interrupted", "interrupted by the user (Ctrl-C)"
         else:
             status, message = "failed", describe_error(exc)  # type: ignore[arg-type]
         end = self.clock()
         self.result = _totals(
-            read_trace(self.trace_path), status, message, rec.state, self._workers
+            read_trace(self.trace_path), status, message, rec.position.state, self._workers
         )
-        rec.write(
+        rec.sink.write(
             RunEnd(
                 start=end,
                 end=end,
@@ -457,7 +457,7 @@ class Recording:
                 workers=self.result.workers_seen,
             )
         )
-        rec.close()
+        rec.sink.close()
         return False
 
     def _nothing_written(self) -> bool:

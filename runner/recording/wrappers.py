@@ -25,7 +25,8 @@ from gepa.core.adapter import EvaluationBatch
 from gepa.lm import LM, TrackingLM
 
 from pxn.runner.prompt_prefix import prompt_text
-from pxn.runner.recording.recorder import Recorder, ReflectionReport
+from pxn.runner.recording.recorder import Recorder
+from pxn.runner.recording.reports import ReflectionReport
 from pxn.runner.redact import describe_error
 
 T = TypeVar("T")
@@ -274,13 +275,3 @@ class RecordingSelection:
         chosen = self.inner.select(proposals, state, acceptance_criterion)
         self.recorder.selected(proposals, chosen)
         return chosen
-
-
-class Stopper:
-    """gepa's StopperProtocol over the recorder's verdict (a plain callable is enough)."""
-
-    def __init__(self, recorder: Recorder):
-        self.recorder = recorder
-
-    def __call__(self, state: Any) -> bool:
-        return self.recorder.should_stop(state)
