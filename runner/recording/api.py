@@ -1,72 +1,24 @@
-"""Record any `gepa.optimize` run into a pxn trace: the public API.
+"""The `with recording(...)` block around one `gepa.optimize` run (pxn.runner.record's API).
 
-    import gepa
-    from pxn.runner.record import recording
+Entering checks the gepa release and the run directory; `rec.wrap(...)`
+returns gepa.optimize's keyword arguments with the adapter, the reflection LM,
+the selection, the callbacks and the stoppers wrapped (the user's keep
+working), and writes run_start, or resuming, a resume event; leaving the
+block, however it is left, writes run_end with the run's totals checked
+against gepa's own (`rec.result`). One recording records one run.
 
-    with recording("runs/my-run") as rec:
-        result = gepa.optimize(**rec.wrap(seed_candidate=..., trainset=..., valset=...,
-                                          adapter=..., reflection_lm=..., max_metric_calls=...))
-
-`rec.wrap` takes exactly the keyword arguments you would pass to
-`gepa.optimize` and returns them with the adapter, the reflection LM, the
-selection strategy, the callbacks and the stoppers wrapped (yours keep
-working: your callbacks still get every event, your stoppers still stop).
-The trace (runs/my-run/trace.jsonl, the schema of pxn.trace) is written event
-by event, so a crash leaves a valid prefix; leaving the `with` block, by
-return, exception or Ctrl-C, writes `run_end` with gepa's own totals checked
-against the trace (`rec.result` then holds them; `completed_run(out, state)`
-reads a completed run's back later, for work after gepa's loop). `pxn run`
-records its built-in tasks through this same code.
-
-What is recorded, and how well:
-- every adapter call gepa makes, as one rollout per example with its phase,
-  candidate, example ("train/i", "val/i": found by identity in your own
-  trainset/valset lists), score and error. An adapter that times each
-  rollout itself reports it (`rec.report_rollout(i, RolloutReport(...))`, i
-  the example's position in the call, times from `rec.clock()`), or times it
-  where it runs (`with rec.rollout(i) as note: note.score = ...`); otherwise
-  each example spans the adapter call that ran it (gepa gives no finer view).
-  When a call of an adapter that times its rollouts with `rec.rollout` raises
-  (Ctrl-C, an error), its rollouts still running are written up to the raise
-  and those never started are not written; `reports_rollouts=True` declares
-  the same of an adapter that has reported every rollout it started by the
-  time a call of it raises.
-- every reflection LM call: a model string runs as gepa's own LM, each call
-  timed with its tokens and cost; a plain callable or an object with
-  `batch_complete` is timed per call it receives (the prompts of one
-  `batch_complete` span it, unless the LM reports each with
-  `rec.report_reflection`). An adapter with its own `propose_new_texts` (gepa
-  then asks it, one proposal at a time, instead of the LM) has each call
-  timed as one reflection; it may report its tokens with
-  `rec.report_reflection(0, ReflectionReport(...))` from inside the call.
-  A reflection reported with its `prompt` (and tokens_in) gets
-  `prefix_tokens`, what its prompt shares with its parent's previous one (by another job)
-  (pxn.runner.prompt_prefix); the prompt itself is never written.
-- iterations, stages, validations, budget updates, accept/reject decisions.
-- W: `workers=` says how many rollouts your adapter runs at once; without it
-  the trace records the most it saw in flight (run_end.workers), which is
-  what calibration then uses. Nothing of the run is made serial or parallel:
-  every wrapper calls your code on the caller's thread.
-
-Rules: gepa 0.1.4 only (another version is refused before anything runs);
-`use_merge=True` is refused (the schema has no merge stage); a directory
-that already holds a trace is refused unless `resume=True` (continue it:
-gepa's state lives in runs/NAME/gepa unless you pass your own `run_dir`) or
-`overwrite=True`. No argument's value is written to the trace except sizes,
-the shape, the budget, the seed and the names of the parts, so keys in
-`reflection_lm_kwargs` never reach it.
+The trace is written event by event, so a crash leaves a valid prefix, on
+the recording's clock: seconds since the run started, a resumed run's clock
+running on from its trace. The recorder's parts write the events between
+(recorder.py); what a user sees of it all is docs/recording.md.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import importlib.metadata
 import shutil
-import sys
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -78,88 +30,14 @@ from pxn.runner.recording.callbacks import GepaCallbacks
 from pxn.runner.recording.labels import RolloutLabels
 from pxn.runner.recording.recorder import Recorder
 from pxn.runner.recording.reports import ReflectionReport, RolloutNote, RolloutReport
+from pxn.runner.recording.resume import check_resumable, drop_torn_line, resume_event
+from pxn.runner.recording.run_start import gepa_shape, run_start
 from pxn.runner.recording.stopper import Stopper, default_limit
-from pxn.runner.recording.totals import mismatches, trace_totals
-from pxn.runner.recording.wrappers import (
-    GEPA_LM_BATCH_WORKERS,
-    RecordingSelection,
-    wrap_adapter,
-    wrap_reflection_lm,
-)
+from pxn.runner.recording.totals import RecordedRun, run_totals
+from pxn.runner.recording.versions import check_gepa
+from pxn.runner.recording.wrappers import RecordingSelection, wrap_adapter, wrap_reflection_lm
 from pxn.runner.redact import describe_error, redact
-from pxn.trace import (
-    Reflection,
-    Resume,
-    Rollout,
-    RunEnd,
-    RunStart,
-    Trace,
-    TraceWriter,
-    read_trace,
-)
-
-__all__ = [
-    "RecordedRun",
-    "Recording",
-    "ReflectionReport",
-    "RolloutNote",
-    "RolloutReport",
-    "completed_run",
-    "recording",
-]
-
-SUPPORTED_GEPA = "0.1.4"
-
-
-@dataclass(frozen=True)
-class RecordedRun:
-    """The whole run's totals as written in run_end (a resumed run: every session together)."""
-
-    status: str  # completed | interrupted | failed
-    message: str
-    metric_calls: int  # gepa's count when completed; else the rollouts the trace holds
-    iterations: int
-    proposals: int
-    accepted: int
-    full_val_evals: int
-    reflection_calls: int  # every call made, including work a resume redid
-    tokens_in: int
-    tokens_out: int
-    cost: float | None
-    wall_clock_s: float  # to the last traced event
-    workers_seen: int  # the most rollouts in flight at once
-    unfenced_replies: int  # reflection replies without a ``` pair (gepa took them whole)
-    mismatches: tuple[str, ...]  # the trace against gepa's own totals; empty when they agree
-
-
-class RunFinished(PxnError):
-    """Resuming a run whose trace already ends with a completed run_end."""
-
-
-def require_release(dist: str, supported: str, what: str, install: str) -> str:
-    """The installed `dist` must be the release whose code pxn reads to record `what`
-    ("gepa", "dspy.GEPA of dspy")."""
-    version = importlib.metadata.version(dist)
-    if version != supported:
-        raise PxnError(
-            f"is {version}; pxn records {what} {supported} only (pip install {install})",
-            subject=f"{dist} version",
-        )
-    return version
-
-
-def check_gepa() -> str:
-    return require_release("gepa", SUPPORTED_GEPA, "gepa", f"gepa=={SUPPORTED_GEPA}")
-
-
-def check_resumable(out: Path) -> None:
-    """RunFinished when the run in `out` completed: resuming it would change nothing."""
-    end = read_trace(out / "trace.jsonl").run_end
-    if end is not None and end.status == "completed":
-        raise RunFinished(
-            f"{out} finished already ({end.metric_calls} metric calls, {end.iterations} "
-            "iterations): nothing to resume"
-        )
+from pxn.trace import RunEnd, TraceWriter, read_trace
 
 
 def recording(
@@ -331,8 +209,7 @@ class Recording:
             )
         run_dir = Path(kwargs.get("run_dir") or self.out / "gepa")
         saved = self._saved_state(run_dir)
-        shape = _shape(kwargs.get("sampling_strategy"))
-        p, n = (int(x) for x in shape.split("x"))
+        p, n = (int(x) for x in gepa_shape(kwargs.get("sampling_strategy")).split("x"))
         labels = RolloutLabels(kwargs["trainset"], kwargs.get("valset"))
         self._start_trace()
         self._recorder = rec = Recorder(
@@ -347,12 +224,16 @@ class Recording:
             kwargs.get("reflection_lm"), rec, kwargs.get("reflection_lm_kwargs")
         )
         if self._resume:
-            now = self.clock()
-            completed = saved.i + 1 if saved is not None else -1
-            used = saved.total_num_evals if saved is not None else 0
-            rec.sink.write(Resume(start=now, end=now, iteration=completed, metric_calls=used))
+            rec.sink.write(resume_event(self.clock(), saved))
         else:
-            rec.sink.write(self._run_start(kwargs, shape, reflection_lm))
+            start = run_start(
+                kwargs,
+                reflection_lm,
+                workers=self._workers,
+                reflection_concurrency=self._reflection_concurrency,
+                meta=self._meta,
+            )
+            rec.sink.write(start)
         stoppers = kwargs.get("stop_callbacks")
         if stoppers is None:
             stoppers = []
@@ -384,40 +265,10 @@ class Recording:
         self.out.mkdir(parents=True, exist_ok=True)
         self._offset = 0.0
         if self._resume:
-            self._offset = _drop_torn_line(self.trace_path)
+            self._offset = drop_torn_line(self.trace_path)
         elif self.trace_path.exists():  # overwrite
             self.trace_path.unlink()
         self._t0 = time.perf_counter()
-
-    def _run_start(self, kwargs: dict[str, Any], shape: str, lm: Any) -> RunStart:
-        trainset = kwargs["trainset"]
-        valset = kwargs.get("valset")
-        valset = trainset if valset is None else valset
-        selection = kwargs.get("selection_strategy") or AllImprovements()
-        return RunStart(
-            start=0.0,
-            end=0.0,
-            source="runner",
-            shape=shape,
-            budget=int(kwargs.get("max_metric_calls") or 0),
-            # 0: not declared; run_end then holds the most rollouts seen in flight.
-            workers=self._workers or 0,
-            reflection_concurrency=self._reflection_concurrency
-            or _reflection_slots(kwargs["adapter"], lm, shape),
-            valset_size=len(valset),
-            trainset_size=len(trainset),
-            minibatch=int(kwargs.get("reflection_minibatch_size") or 3),
-            seed=int(kwargs.get("seed", 0)),
-            started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            meta={
-                "selection": _selection_name(selection),
-                "adapter": type(kwargs["adapter"]).__name__,
-                "reflection_lm": _lm_label(kwargs.get("reflection_lm")),
-                "gepa": importlib.metadata.version("gepa"),
-                "python": sys.version.split()[0],
-                **self._meta,
-            },
-        )
 
     # ---- the run's end ----
 
@@ -435,15 +286,9 @@ class Recording:
             return False
         if rec is None:
             return False
-        if kind is None:
-            stopped = rec.failures.stop_reason
-            status, message = ("failed", stopped) if stopped else ("completed", "")
-        elif issubclass(kind, KeyboardInterrupt):
-            status, message = "interrupted", "interrupted by the user (Ctrl-C)"
-        else:
-            status, message = "failed", describe_error(exc)  # type: ignore[arg-type]
+        status, message = _ending(kind, exc, rec.failures.stop_reason)
         end = self.clock()
-        self.result = _totals(
+        self.result = run_totals(
             read_trace(self.trace_path), status, message, rec.position.state, self._workers
         )
         rec.sink.write(
@@ -466,101 +311,12 @@ class Recording:
         return not self._resume and path.exists() and path.stat().st_size == 0
 
 
-def completed_run(out: str | Path, state: GEPAState) -> RecordedRun:
-    """The totals of the run in `out` whose gepa loop completed, as its run_end's session
-    found them: re-read from its trace and gepa's final `state` (saved in its run_dir), for
-    work after gepa's loop that a resume finishes."""
-    trace = read_trace(Path(out) / "trace.jsonl")
-    end = trace.run_end
-    if end is None or end.status != "completed":
-        raise PxnError(f"{out} holds no run whose gepa loop completed", subject="run directory")
-    return _totals(trace, end.status, end.message, state, trace.run_start.workers or None)
-
-
-def _totals(
-    trace: Trace, status: str, message: str, state: Any, workers: int | None
-) -> RecordedRun:
-    """The whole run's totals: the trace's, checked against gepa's `state` when completed;
-    `workers` is the declared W (None: not declared)."""
-    totals = trace_totals(trace)
-    every_reflection = trace.of(Reflection)
-    paid = [*trace.of(Rollout), *every_reflection]
-    costs = [e.cost for e in paid if e.cost is not None]
-    problems: list[str] = []
-    if status == "completed" and state is not None:
-        gepa_counts = {
-            "metric_calls": state.total_num_evals,
-            "full_val_evals": state.num_full_ds_evals,
-            "accepted": len(state.program_candidates) - 1,
-            "iterations": state.i + 1,
-        }
-        problems = mismatches(totals, workers=workers, **gepa_counts)
-    else:  # gepa's counts lag the calls made: the trace holds the true ones
-        gepa_counts = {
-            "metric_calls": totals.metric_calls,
-            "full_val_evals": totals.full_val_evals,
-            "accepted": totals.accepted,
-            "iterations": totals.iterations,
-        }
-    return RecordedRun(
-        status=status,
-        message=message,
-        proposals=totals.proposals,
-        reflection_calls=len(every_reflection),
-        tokens_in=sum(e.tokens_in or 0 for e in paid),
-        tokens_out=sum(e.tokens_out or 0 for e in paid),
-        cost=sum(costs) if costs else None,
-        wall_clock_s=round(max(e.end for e in trace.events), 3),
-        workers_seen=totals.max_concurrent,
-        unfenced_replies=sum(r.fenced is False for r in every_reflection),
-        mismatches=tuple(problems),
-        **gepa_counts,
-    )
-
-
-def _drop_torn_line(path: Path) -> float:
-    """For a resume: drop a torn last line (a kill mid-write) and return the last event's
-    end time, so the resumed run's clock continues from it."""
-    raw = path.read_bytes()
-    if raw and not raw.endswith(b"\n"):
-        with path.open("r+b") as f:
-            f.truncate(raw.rfind(b"\n") + 1)
-    return max(e.end for e in read_trace(path).events)
-
-
-def _shape(sampling: Any) -> str:
-    """PxN of gepa's sampling strategy (1x1 for gepa's default single mutation)."""
-    p, n = getattr(sampling, "p", None), getattr(sampling, "n", None)
-    name = type(sampling).__name__
-    if name == "SameParentSampling":
-        return f"1x{n}"
-    if name == "IndependentSampling":
-        return f"{n}x1"
-    if p is not None and n is not None:
-        return f"{p}x{n}"
-    return "1x1"
-
-
-def _reflection_slots(adapter: Any, lm: Any, shape: str) -> int:
-    """Reflections gepa runs at once: one when the adapter proposes the texts or the LM has no
-    `batch_complete`, gepa's LM's thread cap for a model string, else every prompt of a step."""
-    proposes = getattr(adapter, "propose_new_texts", None) is not None
-    if proposes or lm is None or not hasattr(lm, "batch_complete"):
-        return 1
-    p, n = (int(x) for x in shape.split("x"))
-    if type(lm.inner).__name__ == "MeteredLM":
-        return min(p * n, GEPA_LM_BATCH_WORKERS)
-    return p * n
-
-
-def _selection_name(selection: Any) -> str:
-    name = type(selection).__name__
-    if name == "TopKImprovements":
-        return f"topk:{selection.k}"
-    return {"AllImprovements": "all", "BestImprovement": "best"}.get(name, name)
-
-
-def _lm_label(lm: Any) -> str | None:
-    if lm is None:
-        return None
-    return lm if isinstance(lm, str) else getattr(lm, "label", None) or type(lm).__name__
+def _ending(
+    kind: type[BaseException] | None, exc: BaseException | None, stop_reason: str | None
+) -> tuple[str, str]:
+    """run_end's status and message, from how the `with` block was left."""
+    if kind is None:
+        return ("failed", stop_reason) if stop_reason else ("completed", "")
+    if issubclass(kind, KeyboardInterrupt):
+        return "interrupted", "interrupted by the user (Ctrl-C)"
+    return "failed", describe_error(exc)  # type: ignore[arg-type]

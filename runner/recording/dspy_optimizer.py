@@ -59,17 +59,11 @@ from gepa.core.adapter import EvaluationBatch
 
 from pxn.errors import PxnError
 from pxn.runner.prompt_prefix import prompt_text
-from pxn.runner.recording.api import (
-    RecordedRun,
-    Recording,
-    ReflectionReport,
-    RolloutReport,
-    recording,
-    require_release,
-)
+from pxn.runner.recording.api import Recording, recording
+from pxn.runner.recording.reports import ReflectionReport, RolloutReport
+from pxn.runner.recording.totals import RecordedRun
+from pxn.runner.recording.versions import check_dspy
 from pxn.runner.redact import describe_error
-
-SUPPORTED_DSPY = "3.4.1"
 
 
 def recorded(
@@ -454,7 +448,3 @@ def lm_prompts() -> Iterator[PromptsSeen]:
     seen = PromptsSeen()
     with dspy.context(callbacks=[*dspy.settings.get("callbacks", []), seen]):
         yield seen
-
-
-def check_dspy() -> None:
-    require_release("dspy", SUPPORTED_DSPY, "dspy.GEPA of dspy", "'gepa-pxn[dspy]'")

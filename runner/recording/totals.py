@@ -1,16 +1,24 @@
-"""The trace's totals against gepa's own: the runner's proof that it missed nothing.
+"""A recorded run's totals, and the trace's totals against gepa's own: the recorder's proof
+that it missed nothing.
 
 Checked at the end of every recorded run, over the whole run however often it
 was resumed (a mismatch is named in run_end's result and in a warning), and
-asserted by the integration tests.
+asserted by the integration tests. Only a completed run is checked: while a
+run is cut short gepa's counts lag the calls made, and the trace holds the
+true ones.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from pxn.trace import Decision, Iteration, Rollout, Trace
+from gepa.core.state import GEPAState
+
+from pxn.errors import PxnError
+from pxn.trace import Decision, Iteration, Reflection, Rollout, Trace, read_trace
 
 
 def max_concurrency(rollouts: Sequence[Rollout]) -> int:
@@ -82,3 +90,76 @@ def mismatches(
     if workers is not None and totals.max_concurrent > workers:
         problems.append(f"{totals.max_concurrent} rollouts ran at once with only {workers} workers")
     return problems
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """The whole run's totals as written in run_end (a resumed run: every session together)."""
+
+    status: str  # completed | interrupted | failed
+    message: str
+    metric_calls: int  # gepa's count when completed; else the rollouts the trace holds
+    iterations: int
+    proposals: int
+    accepted: int
+    full_val_evals: int
+    reflection_calls: int  # every call made, including work a resume redid
+    tokens_in: int
+    tokens_out: int
+    cost: float | None
+    wall_clock_s: float  # to the last traced event
+    workers_seen: int  # the most rollouts in flight at once
+    unfenced_replies: int  # reflection replies without a ``` pair (gepa took them whole)
+    mismatches: tuple[str, ...]  # the trace against gepa's own totals; empty when they agree
+
+
+def run_totals(
+    trace: Trace, status: str, message: str, state: Any, workers: int | None
+) -> RecordedRun:
+    """The whole run's totals: the trace's, checked against gepa's `state` (its GEPAState)
+    when completed; `workers` is the declared W (None: not declared)."""
+    totals = trace_totals(trace)
+    every_reflection = trace.of(Reflection)
+    paid = [*trace.of(Rollout), *every_reflection]
+    costs = [e.cost for e in paid if e.cost is not None]
+    problems: list[str] = []
+    if status == "completed" and state is not None:
+        gepa_counts = {
+            "metric_calls": state.total_num_evals,
+            "full_val_evals": state.num_full_ds_evals,
+            "accepted": len(state.program_candidates) - 1,
+            "iterations": state.i + 1,
+        }
+        problems = mismatches(totals, workers=workers, **gepa_counts)
+    else:  # gepa's counts lag the calls made: the trace holds the true ones
+        gepa_counts = {
+            "metric_calls": totals.metric_calls,
+            "full_val_evals": totals.full_val_evals,
+            "accepted": totals.accepted,
+            "iterations": totals.iterations,
+        }
+    return RecordedRun(
+        status=status,
+        message=message,
+        proposals=totals.proposals,
+        reflection_calls=len(every_reflection),
+        tokens_in=sum(e.tokens_in or 0 for e in paid),
+        tokens_out=sum(e.tokens_out or 0 for e in paid),
+        cost=sum(costs) if costs else None,
+        wall_clock_s=round(max(e.end for e in trace.events), 3),
+        workers_seen=totals.max_concurrent,
+        unfenced_replies=sum(r.fenced is False for r in every_reflection),
+        mismatches=tuple(problems),
+        **gepa_counts,
+    )
+
+
+def completed_run(out: str | Path, state: GEPAState) -> RecordedRun:
+    """The totals of the run in `out` whose gepa loop completed, as its run_end's session
+    found them: re-read from its trace and gepa's final `state` (saved in its run_dir), for
+    work after gepa's loop that a resume finishes."""
+    trace = read_trace(Path(out) / "trace.jsonl")
+    end = trace.run_end
+    if end is None or end.status != "completed":
+        raise PxnError(f"{out} holds no run whose gepa loop completed", subject="run directory")
+    return run_totals(trace, end.status, end.message, state, trace.run_start.workers or None)
