@@ -26,16 +26,18 @@ from gepa.core.state import GEPAState
 from gepa.strategies.proposal_selection import AllImprovements
 
 from pxn.errors import PxnError
+from pxn.runner.recording.adapter_wrapper import wrap_adapter
 from pxn.runner.recording.callbacks import GepaCallbacks
 from pxn.runner.recording.labels import RolloutLabels
+from pxn.runner.recording.lm_wrapper import wrap_reflection_lm
 from pxn.runner.recording.recorder import Recorder
 from pxn.runner.recording.reports import ReflectionReport, RolloutNote, RolloutReport
 from pxn.runner.recording.resume import check_resumable, drop_torn_line, resume_event
 from pxn.runner.recording.run_start import gepa_shape, run_start
+from pxn.runner.recording.selection_wrapper import RecordingSelection
 from pxn.runner.recording.stopper import Stopper, default_limit
 from pxn.runner.recording.totals import RecordedRun, run_totals
 from pxn.runner.recording.versions import check_gepa
-from pxn.runner.recording.wrappers import RecordingSelection, wrap_adapter, wrap_reflection_lm
 from pxn.runner.redact import describe_error, redact
 from pxn.trace import RunEnd, TraceWriter, read_trace
 
