@@ -1,40 +1,22 @@
-"""Record `dspy.GEPA(...).compile(...)` into a pxn trace with one line.
+"""Record `dspy.GEPA(...).compile(...)` with one line: `recorded(dspy.GEPA(...), out)`.
 
     optimizer = recorded(dspy.GEPA(metric=..., max_metric_calls=..., use_merge=False,
                                    reflection_lm=..., num_threads=4), "runs/my-run")
     program = optimizer.compile(student, trainset=trainset, valset=valset)
 
 Everything else in the script stays as it was; `optimizer.result` then holds
-the run's totals (pxn.runner.record.RecordedRun) and runs/my-run/trace.jsonl
-the trace. The recording itself is pxn.runner.record's, the one used for any
-`gepa.optimize` run and by `pxn run`; this module only reaches into DSPy.
+the run's totals (RecordedRun) and runs/my-run/trace.jsonl the trace. The
+recording itself is api.py's, the one used for any `gepa.optimize` run and by
+`pxn run`; the DSPy modules only reach into DSPy (DSPy 3.4.1, gepa 0.1.4):
+this one the optimizer, dspy_rollouts.py the rollouts and proposals,
+dspy_usage.py their tokens and prompts.
 
-How, and what it assumes (DSPy 3.4.1, gepa 0.1.4):
+Assumptions:
 - `dspy.GEPA.compile` builds its DspyAdapter inside and hands it straight to
   `gepa.optimize`, a name it imports when it runs: that is the only seam, so
   while a recorded compile runs, `gepa.optimize` is the recorded one. This is
   process-wide: one recorded compile at a time.
-- Rollouts: DSPy's adapter evaluates each stage as it does unrecorded
-  (`batch_evaluate` splits `num_threads`, W, among the stage's candidates and
-  runs each candidate's `evaluate` with its share), and DSPy's callbacks time
-  each rollout where DSPy runs it: the student program's call on one example,
-  from its start to its end on its thread. The metric DSPy calls next on the
-  same thread is not in it (a metric that calls an LM makes that time show
-  between rollouts). An example is known by its input values, which DSPy
-  passes to the program as the example holds them. Tokens are what the
-  program's LM calls reported (DSPy's usage tracker), none for calls DSPy's
-  cache answered.
-- Reflections: DspyAdapter proposes the texts itself (its instruction
-  proposer on the reflection LM), and gepa calls it one proposal at a time,
-  so C = 1 and each call is one reflection event (the recording's), however
-  many LM calls it made (one per component updated); this module adds its
-  tokens and its prompt (the prompts of its LM calls, as a DSPy callback sees
-  them, joined in call order). When one raises, gepa asks again for every proposal of the step,
-  one by one, and the retried proposals' events carry their ids again.
-- Ctrl-C: as DSPy does unrecorded, a stage evaluated in DSPy's threads runs
-  to its end first; an evaluation on the main thread stops at once, its
-  rollouts in flight written up to the interrupt and those never started not
-  written.
+- W is `num_threads` (else `dspy.settings.num_threads`), declared in run_start.
 - gepa's merge has no stage in the trace: `use_merge=False` is required.
 - DSPy's cache answers repeated calls in no time; with it on the trace
   measures the cache, so a warning says so and run_start's meta records it.
@@ -46,24 +28,18 @@ import importlib.metadata
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import dspy
 import gepa
-from dspy.utils.callback import ACTIVE_CALL_ID, BaseCallback
-from dspy.utils.usage_tracker import UsageTracker
-from gepa.core.adapter import EvaluationBatch
 
 from pxn.errors import PxnError
-from pxn.runner.prompt_prefix import prompt_text
-from pxn.runner.recording.api import Recording, recording
-from pxn.runner.recording.reports import ReflectionReport, RolloutReport
+from pxn.runner.recording.api import recording
+from pxn.runner.recording.dspy_rollouts import DspyRollouts
 from pxn.runner.recording.totals import RecordedRun
 from pxn.runner.recording.versions import check_dspy
-from pxn.runner.redact import describe_error
 
 
 def recorded(
@@ -183,268 +159,3 @@ def gepa_optimize_replaced(optimize: Callable[..., Any]) -> Iterator[None]:
     finally:
         gepa.optimize = original
         _REPLACED.release()
-
-
-class DspyRollouts:
-    """DSPy's adapter, run as DSPy runs it, each rollout timed where DSPy runs it.
-
-    Given to the recording as the user's adapter: its wrapper tells the recorder of
-    each stage and each proposal; this one reports each rollout's times and tokens
-    and each proposal's tokens.
-    """
-
-    def __init__(self, inner: Any, rec: Recording):
-        self.inner = inner
-        self.rec = rec
-
-    def evaluate(
-        self, batch: list[Any], candidate: dict[str, str], capture_traces: bool = False
-    ) -> EvaluationBatch:
-        own = list(batch)
-        return self._timed(
-            [(candidate, own)],
-            lambda: [self.inner.evaluate(own, candidate, capture_traces=capture_traces)],
-        )[0]
-
-    def batch_evaluate(
-        self, items: list[tuple[dict[str, str], list[Any]]], **kwargs: Any
-    ) -> list[EvaluationBatch]:
-        own = [(candidate, list(batch)) for candidate, batch in items]
-        return self._timed(own, lambda: self.inner.batch_evaluate(own, **kwargs))
-
-    def _timed(
-        self,
-        items: list[tuple[dict[str, str], list[Any]]],
-        call: Callable[[], list[EvaluationBatch]],
-    ) -> list[EvaluationBatch]:
-        """`call()` with DSPy's callbacks timing the rollouts of `items` (each batch a list of
-        this call's own, so DSPy's evaluation of it is known by identity)."""
-        clock = RolloutClock(self.rec, items)
-        callbacks = [*dspy.settings.get("callbacks", []), clock]
-        try:
-            with dspy.context(callbacks=callbacks):
-                results = call()
-        except BaseException as exc:
-            clock.report(None, describe_error(exc))
-            raise
-        clock.report([score for result in results for score in result.scores], None)
-        return results
-
-    def make_reflective_dataset(
-        self, candidate: dict[str, str], eval_batch: Any, components_to_update: list[str]
-    ) -> Any:
-        return self.inner.make_reflective_dataset(candidate, eval_batch, components_to_update)
-
-    def propose_new_texts(
-        self,
-        candidate: dict[str, str],
-        reflective_dataset: Any,
-        components_to_update: list[str],
-    ) -> dict[str, str]:
-        """DSPy's proposal, which the recording times as one reflection; this adds its tokens
-        and prompt."""
-        start = self.rec.clock()
-        error: str | None = None
-        with lm_usage() as usage, lm_prompts() as prompts:
-            try:
-                return self.inner.propose_new_texts(
-                    candidate, reflective_dataset, components_to_update
-                )
-            except BaseException as exc:
-                error = describe_error(exc)
-                raise
-            finally:
-                tokens_in, tokens_out = usage.tokens()
-                # No reply text: DSPy's proposer parses its own reply (gepa's fences don't apply).
-                report = ReflectionReport(
-                    start=start,
-                    end=self.rec.clock(),
-                    error=error,
-                    prompt=prompts.text(),
-                    tokens_in=tokens_in,
-                    tokens_out=tokens_out,
-                )
-                self.rec.report_reflection(0, report)
-
-    def get_adapter_state(self) -> dict[str, Any]:
-        return self.inner.get_adapter_state()
-
-    def set_adapter_state(self, state: dict[str, Any]) -> None:
-        self.inner.set_adapter_state(state)
-
-
-@dataclass
-class Evaluation:
-    """One DSPy `Evaluate` of a batch of the adapter call; `offset`: its first example's
-    position among the call's examples."""
-
-    offset: int
-    batch: list[Any]
-    claimed: set[int] = field(default_factory=set)
-
-    def claim(self, inputs: dict[str, Any]) -> int | None:
-        """The call's position of the unclaimed example DSPy runs the program on with these
-        inputs (the example's own values); None for a run of an example already claimed
-        (DSPy runs a straggler again, and keeps the first result)."""
-        for position, example in enumerate(self.batch):
-            if position not in self.claimed and _runs_with(example, inputs):
-                self.claimed.add(position)
-                return self.offset + position
-        return None
-
-
-def _runs_with(example: Any, inputs: dict[str, Any]) -> bool:
-    """Whether DSPy's `program(**example.inputs())` got these inputs."""
-    own = example.inputs()
-    keys = list(own.keys())
-    return sorted(keys) == sorted(inputs) and all(inputs[k] is own[k] for k in keys)
-
-
-@dataclass
-class Running:
-    index: int
-    start: float
-    usage: SharedUsage
-    scope: AbstractContextManager[Any]
-
-
-@dataclass(frozen=True)
-class Timed:
-    index: int
-    start: float
-    end: float
-    tokens: tuple[int | None, int | None]
-    error: str | None
-
-
-class RolloutClock(BaseCallback):
-    """DSPy callbacks timing the rollouts of one adapter call where DSPy runs them.
-
-    A rollout is the student program's call on one example, from its start to its
-    end, on the thread DSPy runs it on: a program call whose caller is an `Evaluate`
-    of one of the call's batches (DSPy's callback ids say who called whom). Its
-    tokens are those of the LM calls made inside it.
-    """
-
-    def __init__(self, rec: Recording, items: list[tuple[dict[str, str], list[Any]]]):
-        self._rec = rec
-        self._batches: dict[int, tuple[int, list[Any]]] = {}  # id(batch) -> offset, batch
-        offset = 0
-        for _, batch in items:
-            self._batches[id(batch)] = (offset, batch)
-            offset += len(batch)
-        self._lock = threading.Lock()
-        self._evaluations: dict[str, Evaluation] = {}  # Evaluate's call id -> its batch
-        self._running: dict[str, Running] = {}  # the program call's id -> its rollout
-        self._done: list[Timed] = []
-
-    def on_evaluate_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
-        batch = inputs.get("devset") or instance.devset
-        found = self._batches.get(id(batch))
-        if found is not None:
-            with self._lock:
-                self._evaluations[call_id] = Evaluation(*found)
-
-    def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
-        with self._lock:
-            evaluation = self._evaluations.get(ACTIVE_CALL_ID.get())
-            index = None if evaluation is None else evaluation.claim(inputs.get("kwargs", {}))
-        if index is None:
-            return  # a module inside the program, or nothing of this call
-        usage = SharedUsage()
-        scope = dspy.context(usage_tracker=usage)
-        start = self._rec.clock()
-        # Entered here and left in on_module_end: DSPy calls both on this thread, around
-        # the program's call, so the program's LM calls report to this rollout's tracker.
-        scope.__enter__()
-        with self._lock:
-            self._running[call_id] = Running(index, start, usage, scope)
-
-    def on_module_end(
-        self, call_id: str, outputs: Any | None, exception: Exception | None = None
-    ) -> None:
-        with self._lock:
-            running = self._running.pop(call_id, None)
-        if running is None:
-            return
-        end = self._rec.clock()
-        running.scope.__exit__(None, None, None)
-        error = None if exception is None else describe_error(exception)
-        timed = Timed(running.index, running.start, end, running.usage.tokens(), error)
-        with self._lock:
-            self._done.append(timed)
-
-    def report(self, scores: list[float] | None, error: str | None) -> None:
-        """Report every rollout that started, in start order, once the call returned (`scores`)
-        or raised (`error`: the rollouts still running are cut here)."""
-        now = self._rec.clock()
-        with self._lock:
-            cut = [
-                Timed(r.index, r.start, now, r.usage.tokens(), error)
-                for r in self._running.values()
-            ]
-            rollouts = [*self._done, *cut]
-        for r in sorted(rollouts, key=lambda r: r.start):
-            report = RolloutReport(
-                start=r.start,
-                end=r.end,
-                score=None if scores is None else scores[r.index],
-                tokens_in=r.tokens[0],
-                tokens_out=r.tokens[1],
-                error=r.error,
-            )
-            self._rec.report_rollout(r.index, report)
-
-
-class SharedUsage(UsageTracker):
-    """DSPy's usage tracker, shared with the threads DSPy starts (it gives each thread a copy
-    of the tracker in force, so a rollout's calls would be lost to the rollout)."""
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> SharedUsage:
-        return self
-
-    def tokens(self) -> tuple[int | None, int | None]:
-        """Prompt and completion tokens; None when no call was billed (none was made, or DSPy's
-        cache answered every one)."""
-        totals = self.get_total_tokens().values()
-        if not totals:
-            return None, None
-        return (
-            sum(t.get("prompt_tokens") or 0 for t in totals),
-            sum(t.get("completion_tokens") or 0 for t in totals),
-        )
-
-
-@contextmanager
-def lm_usage() -> Iterator[SharedUsage]:
-    """The LM usage of the DSPy code run in the block, on this thread and the threads it starts."""
-    usage = SharedUsage()
-    with dspy.context(usage_tracker=usage):
-        yield usage
-
-
-class PromptsSeen(BaseCallback):
-    """DSPy callbacks noting the prompt of each LM call made while they are in force."""
-
-    def __init__(self) -> None:
-        self._prompts: list[str] = []
-        self._lock = threading.Lock()
-
-    def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
-        messages = inputs.get("messages") or inputs.get("prompt")
-        if messages is not None:
-            with self._lock:
-                self._prompts.append(prompt_text(messages))
-
-    def text(self) -> str | None:
-        """The prompts joined in call order; None when no LM call was seen."""
-        with self._lock:
-            return "\n".join(self._prompts) if self._prompts else None
-
-
-@contextmanager
-def lm_prompts() -> Iterator[PromptsSeen]:
-    """The prompts of the DSPy LM calls made in the block."""
-    seen = PromptsSeen()
-    with dspy.context(callbacks=[*dspy.settings.get("callbacks", []), seen]):
-        yield seen
