@@ -27,7 +27,7 @@ from pxn.runner.recording.decisions import Decisions
 from pxn.runner.recording.labels import RolloutLabels
 from pxn.runner.recording.reflections import ReflectionCalls
 from pxn.runner.recording.reports import ReflectionReport, RolloutNote, RolloutReport
-from pxn.runner.recording.rollouts import RolloutCalls
+from pxn.runner.recording.rollouts import AdapterCalls
 from pxn.runner.recording.sink import TraceSink
 from pxn.runner.recording.stages import Stages
 from pxn.runner.recording.stopper import ReflectionFailures
@@ -50,7 +50,7 @@ class Recorder:
         self.position = Position()
         self.labels = labels
         self.stages = Stages(self.sink)
-        self.rollouts = RolloutCalls(self.sink, clock, reports_rollouts=reports_rollouts)
+        self.rollouts = AdapterCalls(self.sink, clock, reports_rollouts=reports_rollouts)
         self.reflections = ReflectionCalls(self.sink, clock)
         self.decisions = Decisions(self.sink)
         self.failures = ReflectionFailures(max_failures)

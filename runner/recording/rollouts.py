@@ -29,7 +29,7 @@ from pxn.trace import Rollout
 
 
 @dataclass
-class RolloutCall:
+class AdapterCall:
     """One adapter call gepa made: its examples, flattened in gepa's order."""
 
     phase: str
@@ -40,11 +40,11 @@ class RolloutCall:
     running: dict[int, tuple[float, int]] = field(default_factory=dict)  # index -> start, slot
 
 
-class RolloutCalls:
+class AdapterCalls:
     def __init__(self, sink: TraceSink, clock: Callable[[], float], *, reports_rollouts: bool):
         self._sink = sink
         self._clock = clock
-        self._call: RolloutCall | None = None
+        self._call: AdapterCall | None = None
         self._lock = threading.Lock()  # the call in flight, against late reports
         # A call that raised has reported every rollout it started, or has them running in
         # `rollout()`: declared, or seen once the adapter times a rollout with `rollout()`.
@@ -56,7 +56,7 @@ class RolloutCalls:
 
     def begin(self, phase: str, iteration: int, start: float, tags: list[tuple[str, str]]) -> None:
         self._slots.forget_before(start)
-        self._call = RolloutCall(phase, iteration, start, tags)
+        self._call = AdapterCall(phase, iteration, start, tags)
 
     def report(self, index: int, report: RolloutReport) -> None:
         with self._lock:
@@ -121,7 +121,7 @@ class RolloutCalls:
                 call.running[index] = (start, slot)
                 self._timed = True
 
-    def _write(self, call: RolloutCall, index: int, r: RolloutReport) -> None:
+    def _write(self, call: AdapterCall, index: int, r: RolloutReport) -> None:
         slot = r.slot if r.slot is not None else self._slots.take(r.start, r.end)
         candidate, example = call.tags[index]
         self._sink.write(
