@@ -7,13 +7,11 @@ CPUs. Each rollout is one actor task running `adapter.run_rollout`, the
 same function the thread pool runs; a slot gets its next rollout only when
 its last one is back, so at most W run at once, as with W threads.
 
-Why actors and not plain tasks: a worker process of plain 0-CPU tasks is
-killed after a second idle once more than the node's CPU count exist, and
-each new one pays the imports (litellm: 4-15 s on a 2-core machine) inside a
-stage. Measured with W = 4 on a 2-CPU Ray: half the rollouts waited for a
-busy worker, and the rest for a fresh one. Actors keep W warm processes for
-the whole run; they are created, imports done and the LM reached once,
-before the run's clock starts.
+Actors, not plain tasks: a worker process of plain 0-CPU tasks is killed
+after a second idle once more than the node's CPU count exist, and each new
+one pays its imports inside a stage (docs/ray.md has what that cost). Actors
+keep W warm processes for the whole run; they are created, imports done and
+the LM reached once, before the run's clock starts.
 
 Times: each rollout is timed inside its task with time.time() (the driver's
 run clock is not readable in another process), then put on the run's clock

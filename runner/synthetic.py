@@ -200,8 +200,8 @@ class SleepingModel:
             if site.phase not in self._draws:
                 self._draws[site.phase] = LatencyDraws(self.latency(site), self.rng)
             draw = self._draws[site.phase].next()
-            # A sleeping thread wakes late (0.1-1 ms on a busy machine): asking for the
-            # time less the mean lateness so far makes calls take their time on average.
+            # A sleeping thread wakes late (docs/validation.md): asking for the time
+            # less the mean lateness so far makes calls take their time on average.
             lateness = self._late / max(self.calls, 1)
         if self.load.slowdown:  # the call's load is known once its first moments are over
             time.sleep(min(DISPATCH_WINDOW, draw))
