@@ -1,16 +1,16 @@
-"""Which task of gepa's step each proposal, reflection and child belongs to.
+"""Which task of gepa's iteration each proposal, reflection and child belongs to.
 
 gepa's callbacks tell the tasks of an iteration in order: a parent selected
 per task, a task skipped, a proposal started (its reflection is next) or
 ended (its reflection gave texts). The reflection calls come after, in job
 order: a reflection job makes one LM call (one component per proposal,
-gepa's round-robin), and gepa 0.1.4 reflects a step's jobs in one pass (one
+gepa's round-robin), and gepa 0.1.4 reflects an iteration's jobs in one pass (one
 batched call, or one call per job in job order); when any call of that pass
 raises, it throws the pass away and asks again for every job, one call per
 job in job order, a failure there failing only its job. The jobs are
 numbered accordingly: a retried job carries the same proposal id.
 
-A task's proposal id is "i-j": iteration i, task j of the step (tasks gepa
+A task's proposal id is "i-j": iteration i, task j of the iteration (tasks gepa
 skipped keep their numbers, so the others keep theirs).
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class ReflectionJob:
-    task: int  # the task's position in the step; -1 when more jobs came than tasks started
+    task: int  # the task's position in the iteration; -1 when more jobs came than tasks started
     proposal: str  # "i-j"; "i-?" for a job of no known task
     parent: str  # the parent's pool index; "-1" when gepa selected none seen, "?" unknown
 
@@ -66,7 +66,7 @@ class IterationBook:
         return jobs
 
     def reflected(self, jobs: list[ReflectionJob], ok: bool) -> None:
-        """A reflection call of these jobs returned (`ok`) or raised; a raise in the step's
+        """A reflection call of these jobs returned (`ok`) or raised; a raise in the iteration's
         first pass sends gepa back to its first job."""
         for job in jobs:
             self.outcome[job.task] = ok

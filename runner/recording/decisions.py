@@ -1,6 +1,6 @@
 """gepa's verdict on every proposal, as a decision event.
 
-The selection wrapper tells the recorder each proposal of a step and which
+The selection wrapper tells the recorder each proposal of an iteration and which
 were chosen (full validation comes next). A chosen child that joins the pool
 (on_candidate_accepted) is an acceptance; every proposal still waiting when
 its iteration ends was rejected.
@@ -18,7 +18,7 @@ from pxn.trace import Decision
 
 @dataclass
 class Pending:
-    """A proposal judged by the selection step, waiting to learn its candidate index."""
+    """A proposal judged by gepa's selection, waiting to learn its candidate index."""
 
     proposal: str
     parent: str

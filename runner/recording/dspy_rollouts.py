@@ -17,7 +17,7 @@ Assumptions (DSPy 3.4.1, gepa 0.1.4):
   many LM calls it made (one per component updated); this module adds its
   tokens and its prompt (the prompts of its LM calls, as a DSPy callback sees
   them, joined in call order). When one raises, gepa asks again for every
-  proposal of the step, one by one, and the retried proposals' events carry
+  proposal of the iteration, one by one, and the retried proposals' events carry
   their ids again.
 - Ctrl-C: as DSPy does unrecorded, a stage evaluated in DSPy's threads runs
   to its end first; an evaluation on the main thread stops at once, its

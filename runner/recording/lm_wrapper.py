@@ -3,7 +3,7 @@
 The wrapper forwards to the user's LM on the caller's thread and tells the
 recorder when a call begins and ends; it adds or removes no concurrency.
 gepa chooses its code path by what the LM has (`batch_complete`: one call for
-all of a step's prompts, else one prompt at a time), so the wrapper has
+all of an iteration's prompts, else one prompt at a time), so the wrapper has
 exactly the methods its inner LM has.
 
 gepa wraps a reflection LM without `total_cost` in its `TrackingLM`, which
@@ -85,7 +85,7 @@ class RecordingLM:
 
 
 class BatchRecordingLM(RecordingLM):
-    """A reflection LM with `batch_complete`: gepa hands it all of a step's prompts at once."""
+    """A reflection LM with `batch_complete`: all of an iteration's prompts in one call."""
 
     def batch_complete(self, messages_list: list[Any], **kwargs: Any) -> list[str]:
         if isinstance(self.inner, MeteredLM) and not kwargs:

@@ -16,7 +16,7 @@ class RolloutReport:
     start: float
     end: float
     score: float | None = None
-    slot: int | None = None  # the part's own worker slot; None: the recorder assigns one
+    slot: int | None = None  # its own slot (the trace's worker); None: the recorder assigns one
     tokens_in: int | None = None
     tokens_out: int | None = None
     cost: float | None = None

@@ -4,7 +4,7 @@ of the parts; no argument's value beyond those (keys in `reflection_lm_kwargs` n
 C, when not given, is what gepa does with the reflection LM: one reflection
 at a time when the adapter proposes the texts or the LM has no
 `batch_complete`, gepa's LM's thread cap for a model string, else every
-prompt of a step at once.
+prompt of an iteration at once.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def run_start(
 
 
 def gepa_shape(sampling: Any) -> str:
-    """PxN of gepa's sampling strategy (1x1 for gepa's default single mutation)."""
+    """PxN of gepa's sampling strategy (1x1 for gepa's default single proposal)."""
     p, n = getattr(sampling, "p", None), getattr(sampling, "n", None)
     name = type(sampling).__name__
     if name == "SameParentSampling":

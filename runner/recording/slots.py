@@ -1,4 +1,4 @@
-"""Small worker-slot numbers for rollouts and reflections, from their times or as they run."""
+"""Small slot numbers (the trace's `worker` and `slot`) for rollouts and reflections."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from typing import Any
 
 
 def default_limit(p: int, n: int) -> int:
-    """Failed reflections in a row allowed at shape P x N: two steps' worth, at least 5."""
+    """Failed reflections in a row allowed at shape P x N: two iterations' worth, at least 5."""
     return max(5, 2 * p * n)
 
 
