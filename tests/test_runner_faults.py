@@ -13,7 +13,7 @@ import pytest
 from conftest import assert_user_error, run_pxn
 from fault_server import FaultServer
 
-from pxn.runner.checks import trace_totals
+from pxn.runner.recording.totals import trace_totals
 from pxn.runner.run import RunConfig, run_gepa
 from pxn.trace import Attempt, Reflection, Rollout, RunEnd, read_trace
 

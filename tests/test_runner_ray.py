@@ -34,8 +34,8 @@ from test_runner_faults import PLANTED, all_text
 from test_runner_resume import assert_whole_run_totals
 
 from pxn.errors import PxnError
-from pxn.runner.checks import max_concurrency, trace_totals
 from pxn.runner.config import RunConfig, plan
+from pxn.runner.recording.totals import max_concurrency, trace_totals
 from pxn.runner.tasks import Task
 from pxn.runner.topic_task import make_topic_task
 from pxn.trace import Attempt, Decision, Rollout, Stage, TraceWriter, read_trace

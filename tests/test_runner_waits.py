@@ -1,8 +1,8 @@
 """Network waits are bounded, told, and fail in one line; LM pool records are read and cleaned.
 
 The endpoints that never answer are real sockets (fault_server.SilentServer):
-a listener that accepts and stays silent, the case that used to hold `pxn
-run` for 4 x 120 s and `--backend ray` for minutes. The one timing bound
+a listener that accepts and stays silent, which a wait bounded only by the
+retries' own timeouts would hold `pxn run` on for minutes. The one timing bound
 asserted is the requirement itself (seconds, not minutes), set generously
 for a loaded 2-core machine. Pool records here point at real processes
 (short-lived Python children); the real llama.cpp pools are in
