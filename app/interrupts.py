@@ -19,7 +19,7 @@ from contextlib import contextmanager
 
 import typer
 
-from pxn.app.console import WorkProgress
+from pxn.api.console import WorkProgress
 
 
 class Terminated(KeyboardInterrupt):

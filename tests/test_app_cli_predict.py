@@ -148,7 +148,7 @@ def test_presets_lists_each_preset_with_its_description() -> None:
 def test_the_title_names_a_local_pool_only_when_there_is_one() -> None:
     from sim_helpers import make_scenario
 
-    from pxn.app.prediction_report import predictions_table
+    from pxn.api.prediction_report import predictions_table
     from pxn.shape import Shape
     from pxn.sim.predict import sweep
 

@@ -10,7 +10,7 @@ import pytest
 from calibrate_helpers import TRUE, write_traces
 from conftest import run_pxn
 
-from pxn.app.plots import (
+from pxn.api.plots import (
     latency_scale,
     plot_latency_fit,
     plot_sweep_vs_measured,

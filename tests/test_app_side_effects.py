@@ -32,7 +32,7 @@ def python(code: str, env: dict[str, str] | None = None) -> str:
 def test_drawing_a_figure_keeps_the_backend_and_never_loads_pyplot(tmp_path: Path) -> None:
     code = f"""
 import sys, matplotlib
-from pxn.app.plots import plot_sweep
+from pxn.api.plots import plot_sweep
 from pxn.shape import Shape
 from pxn.sim.predict import sweep
 from pxn.sim.presets import load_scenario

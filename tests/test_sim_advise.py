@@ -19,7 +19,7 @@ from conftest import run_pxn
 from sim_helpers import fixed, make_scenario
 
 from pxn.acceptance import Acceptance
-from pxn.app.plots import error_bar, pareto_front
+from pxn.api.plots import error_bar, pareto_front
 from pxn.durations import parse_duration
 from pxn.errors import PxnError
 from pxn.prices import Prices

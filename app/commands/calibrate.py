@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pxn.app.console import WorkProgress, print_set_aside, progress_bar, say, stderr
+from pxn.api.console import WorkProgress, print_set_aside, progress_bar, say, stderr
 from pxn.app.interrupts import stopped_by_signals
 from pxn.app.options import DEFAULT_JOBS, Format, Jobs, Out, Wide
 from pxn.app.output import Output, ensure_writable_outputs
@@ -103,7 +103,7 @@ def calibrate(
 ) -> None:
     """Fit latencies, acceptance, overhead and tokens from traces (or infer them from run
     summaries); write a Scenario TOML."""
-    from pxn.app.calibration_report import calibration_header, calibration_lines
+    from pxn.api.calibration_report import calibration_header, calibration_lines
     from pxn.calibrate.scenario_from_traces import calibrate_traces
 
     ensure_writable_outputs(files={"output": output}, directories={"plots": plots})
@@ -147,7 +147,7 @@ def calibrate(
         say(line)
     say(f"wrote {output}")
     if plots is not None:
-        from pxn.app.plots import plot_latency_fit
+        from pxn.api.plots import plot_latency_fit
 
         fits = [calibration.rollout, calibration.reflection]
         fits += [f for f in calibration.rollout_by_phase.values() if f.n >= 2]
@@ -233,7 +233,7 @@ def validate(
     report = validation_report(validation)
     output.show(report)
     if out is not None:
-        from pxn.app.plots import plot_sweep_vs_measured
+        from pxn.api.plots import plot_sweep_vs_measured
 
         drawn = {"sweep_vs_measured.png": lambda path: plot_sweep_vs_measured(validation, path)}
         output.write(report, drawn)
@@ -250,7 +250,7 @@ def plot_sweep_vs_measured_command(
     jobs: Jobs = DEFAULT_JOBS,
 ) -> None:
     """Measured runs against the simulated band and the closed form, shape by shape."""
-    from pxn.app.plots import plot_sweep_vs_measured
+    from pxn.api.plots import plot_sweep_vs_measured
 
     ensure_writable_outputs(files={"output": output})
     refuse_overwriting_an_input(output, runs)
@@ -267,7 +267,7 @@ def plot_timeline_command(
     ] = None,
 ) -> None:
     """One run as a Gantt chart of worker and reflection slots, coloured by phase."""
-    from pxn.app.plots import plot_timeline
+    from pxn.api.plots import plot_timeline
     from pxn.trace import read_one
 
     ensure_writable_outputs(files={"output": output})

@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pxn.app.console import WorkProgress, say, stderr
+from pxn.api.console import WorkProgress, say, stderr
+from pxn.api.report import Note, Report
+from pxn.api.tables import Column, Grid
 from pxn.app.interrupts import stopped_by_signals
 from pxn.app.options import DEFAULT_JOBS, Format, Jobs, Out, Reps, Wide
-from pxn.app.output import Note, Output, Report
-from pxn.app.tables import Column, Grid
+from pxn.app.output import Output
 from pxn.errors import PxnError
 
 if TYPE_CHECKING:  # imported when the command runs: the CLI starts without scipy or gepa

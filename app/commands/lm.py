@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from pxn.app.console import say, stderr
+from pxn.api.console import say, stderr
 
 commands = typer.Typer(help="The local LM pool (llama.cpp + SmolLM2-135M).", no_args_is_help=True)
 

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from pxn.app.console import say, stderr
+from pxn.api.console import say, stderr
 from pxn.app.output import ensure_writable_outputs
 from pxn.errors import PxnError
 from pxn.runner.waits import PROBE_TIMEOUT

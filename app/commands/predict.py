@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from pxn.app.console import WorkProgress, say, stderr, stdout
+from pxn.api.console import WorkProgress, say, stderr, stdout
 from pxn.app.interrupts import stopped_by_signals
 from pxn.app.options import (
     DEFAULT_JOBS,
@@ -107,7 +107,7 @@ def simulate(
     wide: Wide = False,
 ) -> None:
     """Predict one shape: wall-clock with interval, iterations, stages, closed form."""
-    from pxn.app.prediction_report import predictions_report
+    from pxn.api.prediction_report import predictions_report
     from pxn.shape import Shape
 
     output = Output(output_format, wide=wide)
@@ -155,7 +155,7 @@ def sweep_command(
     wide: Wide = False,
 ) -> None:
     """Predict many shapes; print them, and write sweep.csv, sweep.json and sweep.png to --out."""
-    from pxn.app.prediction_report import predictions_report
+    from pxn.api.prediction_report import predictions_report
     from pxn.shape import parse_shapes
 
     output = Output(output_format, out, wide)
@@ -166,7 +166,7 @@ def sweep_command(
     with stopped_by_signals():
         output.show(report)
         if out is not None:
-            from pxn.app.plots import plot_sweep  # matplotlib: only when a figure is asked for
+            from pxn.api.plots import plot_sweep  # matplotlib: only when a figure is asked for
 
             output.write(
                 report, {"sweep.png": lambda path: plot_sweep(the_scenario, predictions, path)}
@@ -215,7 +215,7 @@ def advise_command(
 
     Exit code 1 when no allocation meets the ask (the reasons are printed).
     """
-    from pxn.app.advice_report import advice_report
+    from pxn.api.advice_report import advice_report
     from pxn.durations import parse_duration
     from pxn.sim.advise import Ask, advise, advise_work, check_ask, parse_values
     from pxn.sim.backends import make_backend
@@ -248,7 +248,7 @@ def advise_command(
     with stopped_by_signals():
         output.show(report)
         if out is not None:
-            from pxn.app.plots import plot_advice  # matplotlib: only when a figure is asked for
+            from pxn.api.plots import plot_advice  # matplotlib: only when a figure is asked for
 
             drawn = {"pareto.png": lambda path: plot_advice(advice, path)}
             output.write(report, drawn if advice.assessments else {})
@@ -261,7 +261,7 @@ def advise_command(
 @commands.command()
 def presets() -> None:
     """List the built-in scenarios (the paper's setups)."""
-    from pxn.app.tables import Column, Grid, fit
+    from pxn.api.tables import Column, Grid, fit
     from pxn.durations import format_duration
     from pxn.sim.presets import load_scenario, preset_names
 

@@ -16,7 +16,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from pxn.app.tables import MAX_WIDTH
+from pxn.api.tables import MAX_WIDTH
 from pxn.durations import format_duration
 
 # A terminal's width, or COLUMNS when set; piped, the width tables are made to
