@@ -4,8 +4,8 @@ Errors of the user's making (`PxnError`) become one line on stderr and exit
 code 2, named by the flag that carried the bad input (options.in_flag_terms);
 nothing here computes anything itself. A reader that stops reading (`| head`)
 costs the rest of the output, never the command's work (app/streams.py). The
-commands live in app/commands/, one module per group; the options they share
-in app/options.py.
+commands live in app/commands/, `pxn X` in X.py (a group's subcommands in the
+group's module); the options they share in app/options.py.
 """
 
 from __future__ import annotations
@@ -14,7 +14,20 @@ import sys
 
 import typer
 
-from pxn.app.commands import calibrate, conformance, lm, measure, predict
+from pxn.app.commands import (
+    advise,
+    calibrate,
+    conformance,
+    lm,
+    plot,
+    presets,
+    run,
+    simulate,
+    sweep,
+    tasks,
+    trace,
+    validate,
+)
 from pxn.app.options import in_flag_terms
 from pxn.app.streams import readers_may_leave
 from pxn.errors import PxnError
@@ -25,11 +38,13 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.add_typer(predict.commands)
-app.add_typer(calibrate.commands)
-app.add_typer(calibrate.plot_commands, name="plot")
-app.add_typer(calibrate.trace_commands, name="trace")
-app.add_typer(measure.commands)
+# In this order in --help: predicting, then measured runs, then real runs.
+for command in (simulate, sweep, advise, presets, calibrate, validate):
+    app.add_typer(command.commands)
+app.add_typer(plot.commands, name="plot")
+app.add_typer(trace.commands, name="trace")
+app.add_typer(run.commands)
+app.add_typer(tasks.commands)
 app.add_typer(lm.commands, name="lm")
 app.add_typer(conformance.commands)
 

@@ -8,7 +8,6 @@ that flag. Most subjects are their flag's name (budget -> --budget, LM servers
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Annotated
@@ -17,12 +16,17 @@ import typer
 
 from pxn.errors import PxnError
 
-DEFAULT_JOBS = min(2, os.cpu_count() or 1)
-
 ScenarioArg = Annotated[
     str, typer.Argument(help="A scenario TOML file, or a preset: livebench-math, hover.")
 ]
 Reps = Annotated[int, typer.Option("--reps", help="Simulated replicates per shape.")]
+ValidateReps = Annotated[int, typer.Option("--reps", help="Simulated replicates per run's setup.")]
+TracesArg = Annotated[
+    list[Path], typer.Argument(help="Trace files (trace.jsonl) or run directories (runs/NAME/).")
+]
+ScenarioOpt = Annotated[
+    str, typer.Option("--scenario", help="The calibrated scenario TOML (or a preset name).")
+]
 Seed = Annotated[
     int | None,
     typer.Option("--seed", help="Base seed (default: the scenario's); same seed, same bits."),

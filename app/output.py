@@ -15,11 +15,16 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pxn.api.console import say, stderr, stdout
 from pxn.api.report import Report, csv_text, json_text, show
 from pxn.errors import PxnError
 from pxn.files import write_text_atomically
+from pxn.trace import TRACE_NAME
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 FORMATS = ("table", "csv", "json")
 
@@ -43,6 +48,13 @@ def ensure_writable_outputs(
     for subject, path in (directories or {}).items():
         if path is not None:
             check_directory(path, subject)
+
+
+def refuse_overwriting_an_input(output: Path, inputs: list[Path], subject: str = "output") -> None:
+    """What a command writes must not replace a trace (or summaries file) it reads."""
+    for given in inputs:
+        if output.resolve() in (given.resolve(), (given / TRACE_NAME).resolve()):
+            raise PxnError(f"{output} is one of the inputs; write elsewhere", subject=subject)
 
 
 def check_directory(path: Path, subject: str) -> None:
@@ -115,8 +127,9 @@ class Output:
         else:
             show(report, stdout, self.wide)
 
-    def write(self, report: Report, figures: dict[str, Callable[[Path], Path]]) -> None:
-        """Into --out (when given): the figures (`name`: draw to a path), the CSV, the JSON.
+    def write(self, report: Report, figures: dict[str, Callable[[], Figure]]) -> None:
+        """Into --out (when given): the figures (`name`: a function drawing it), the CSV, the
+        JSON.
 
         Ctrl-C and SIGTERM wait until all are written: the set is whole, never part of it.
         """
@@ -124,8 +137,10 @@ class Output:
 
         if self.out is None:
             return
+        if figures:  # matplotlib: only when a figure is written
+            from pxn.api.plots import save_figure
         with signals_held(STOPPING):
-            written = [draw(self.out / name) for name, draw in figures.items()]
+            written = [save_figure(draw(), self.out / name) for name, draw in figures.items()]
             if report.rows:
                 written.append(
                     write_text_atomically(self.out / f"{report.name}.csv", csv_text(report.rows))

@@ -21,7 +21,7 @@ from sim_helpers import EVERYTHING, fixed, lognormal, make_scenario, max_concurr
 
 from pxn.acceptance import Acceptance
 from pxn.api.prediction_report import predictions_csv
-from pxn.app.commands.predict import PAPER_SHAPES
+from pxn.api.predictions import PAPER_SHAPES
 from pxn.distribution import Distribution
 from pxn.load import Load, Loads
 from pxn.scenario import Scenario

@@ -10,9 +10,10 @@ import typer
 
 from pxn.api.console import WorkProgress, say, stderr
 from pxn.api.report import Note, Report
+from pxn.api.running import DEFAULT_JOBS
 from pxn.api.tables import Column, Grid
 from pxn.app.interrupts import stopped_by_signals
-from pxn.app.options import DEFAULT_JOBS, Format, Jobs, Out, Reps, Wide
+from pxn.app.options import Format, Jobs, Out, Reps, Wide
 from pxn.app.output import Output
 from pxn.errors import PxnError
 
@@ -88,7 +89,8 @@ def conformance_command(
     progress = WorkProgress("real gepa runs", "runs", grid.size)
     left = "nothing written" if out is None else f"the finished runs' traces are in {out / 'runs'}"
     with (
-        stopped_by_signals(progress, left),
+        stopped_by_signals(left),
+        progress.told_when_stopped(),
         tempfile.TemporaryDirectory(prefix="pxn-conformance-") as scratch,
     ):
         runs_dir = (out if out is not None else Path(scratch)) / "runs"

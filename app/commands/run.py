@@ -1,4 +1,4 @@
-"""Real runs: `pxn run` and `pxn tasks`."""
+"""`pxn run`: a real batched gepa run, traced."""
 
 from __future__ import annotations
 
@@ -129,14 +129,3 @@ def run_command(
         + (f", test {r['test_score']:.3f}" if r["test_score"] is not None else "")
     )
     say(f"wrote {result.out / 'trace.jsonl'} and {result.out / 'result.json'}")
-
-
-@commands.command("tasks")
-def tasks_command() -> None:
-    """List the built-in tasks and their split sizes."""
-    from pxn.runner.tasks import builtin_tasks
-
-    for name, make in builtin_tasks().items():
-        task = make()
-        sizes = ", ".join(f"{k} {v}" for k, v in task.splits().items())
-        say(f"{name}: {task.description} ({sizes}; minibatch {task.minibatch})")
