@@ -28,7 +28,7 @@ from pxn.app.commands import (
     trace,
     validate,
 )
-from pxn.app.options import in_flag_terms
+from pxn.app.options import in_current_spelling, in_flag_terms
 from pxn.app.streams import readers_may_leave
 from pxn.errors import PxnError
 
@@ -52,12 +52,15 @@ app.add_typer(conformance.commands)
 def main(argv: list[str] | None = None) -> None:
     """Run `pxn` on `argv` (the command line's arguments when None); always exits."""
     args = sys.argv[1:] if argv is None else argv
+    current, notices = in_current_spelling(args)
     # Typer (in standalone mode) reports bad flags itself with exit code 2;
     # our own input errors arrive here as PxnError.
     with readers_may_leave():
+        for notice in notices:
+            print(notice, file=sys.stderr)
         try:
-            app(args=args, prog_name="pxn")
-        except PxnError as exc:
+            app(args=current, prog_name="pxn")
+        except PxnError as exc:  # named by the flag as the user spelled it
             print(f"pxn: error: {in_flag_terms(exc, args)}", file=sys.stderr)
             sys.exit(2)
         except KeyboardInterrupt:

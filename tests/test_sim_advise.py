@@ -316,7 +316,7 @@ def test_cli_infeasible_ask_exits_1_with_the_reason(tmp_path: Path) -> None:
         (["--objective", "speed"], "--objective is time or cost"),
         (["--objective", "cost"], "no [prices]"),
         (["--p", "0..2"], "--p '0..2' is not a range"),
-        (["--b", "99"], "--b 99 is larger than the trainset"),
+        (["--minibatch", "99"], "--minibatch 99 is larger than the trainset"),
         (["--deadline", "soon"], "--deadline is a duration"),
     ],
 )

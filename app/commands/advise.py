@@ -30,9 +30,9 @@ def advise_command(
     ] = None,
     p: Annotated[str, typer.Option("--p", help="Parents per step P: 1..8 or 1,2,4.")] = "1..4",
     n: Annotated[str, typer.Option("--n", help="Mutations per parent N.")] = "1..4",
-    b: Annotated[
+    minibatch: Annotated[
         str | None,
-        typer.Option("--b", help="Reflection minibatch sizes (default: the scenario's)."),
+        typer.Option("--minibatch", help="Reflection minibatch sizes b (default: the scenario's)."),
     ] = None,
     objective: Annotated[str, typer.Option("--objective", help="time or cost.")] = "time",
     reps: Annotated[
@@ -69,7 +69,7 @@ def advise_command(
             workers=workers,
             p=p,
             n=n,
-            minibatch=b,
+            minibatch=minibatch,
             objective=objective,
             reps=reps,
             full_grid=full_grid,

@@ -38,7 +38,7 @@ def wait_for_stop() -> None:
 
 @commands.command("serve")
 def lm_serve(
-    servers: Annotated[int, typer.Option("--servers", help="How many servers (K).")] = 2,
+    lm_servers: Annotated[int, typer.Option("--lm-servers", help="How many servers (K).")] = 2,
 ) -> None:
     """Start K local llama.cpp servers and keep them up until Ctrl-C (or `pxn lm stop`)."""
     import os
@@ -49,7 +49,7 @@ def lm_serve(
 
     logs = state_dir() / "logs" / str(os.getpid())
     pool = LMPool(
-        servers,
+        lm_servers,
         log_dir=logs,
         started_by="pxn lm serve",
         shared=True,
