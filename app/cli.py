@@ -1,8 +1,10 @@
-"""The `pxn` command: parse, call a library function, print.
+"""The `pxn` command: parse, call the Python API (pxn.api) or a library, print.
 
-Errors of the user's making (`PxnError`) become one line on stderr and exit
-code 2, named by the flag that carried the bad input (options.in_flag_terms);
-nothing here computes anything itself. A reader that stops reading (`| head`)
+A flag's old spelling is made current first, with a line on stderr
+(options.in_current_spelling). Errors of the user's making (`PxnError`)
+become one line on stderr and exit code 2, named by the flag that carried
+the bad input as the user spelled it (options.in_flag_terms); nothing here
+computes anything itself. A reader that stops reading (`| head`)
 costs the rest of the output, never the command's work (app/streams.py). The
 commands live in app/commands/, `pxn X` in X.py (a group's subcommands in the
 group's module); the options they share in app/options.py.

@@ -1,4 +1,4 @@
-"""The local LM pool: `pxn lm serve` and `pxn lm stop`."""
+"""`pxn lm ...`: the local LM pool, served, listed and stopped."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ def wait_for_stop() -> None:
     try:
         while True:
             # Not signal.pause(): a signal flagged just before it is entered would never
-            # end it (the test hung so). A signal ends a sleep at once; one flagged just
-            # before a sleep is handled when that sleep ends, within a second.
+            # end it. A signal ends a sleep at once; one flagged just before a sleep is
+            # handled when that sleep ends, within a second.
             time.sleep(1.0)
     except (KeyboardInterrupt, Stopped):
         pass
