@@ -18,6 +18,7 @@ import dataclasses
 import html
 import types
 import typing
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,16 +27,16 @@ from pxn.api.report import Report, table_text
 PANDAS_MISSING = "to_frame needs pandas, which pxn does not install: pip install pandas"
 
 
-class Result:
+class Result(ABC):
     """The reading side every result shares; a result says its `report` and `records`."""
 
+    @abstractmethod
     def report(self) -> Report:
         """The result as the CLI prints it (table), writes it (CSV rows) and dumps it (JSON)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def records(self) -> Sequence[Any]:
         """The dataclasses `to_frame` makes its rows of."""
-        raise NotImplementedError
 
     def to_frame(self) -> Any:
         """The records as a pandas DataFrame, one row each (needs pandas)."""
