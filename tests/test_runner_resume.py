@@ -57,8 +57,8 @@ def fault_args(out: Path, api_base: str, budget: int = 100) -> list[str]:
     return [
         "--out", str(out),
         "--task", "plugin_task:make_task",
-        "--task-lm", "openai/fault",
-        "--reflection-lm", "openai/fault",
+        "--task-model", "openai/fault",
+        "--reflection-model", "openai/fault",
         "--api-base", api_base,
         "--shape", "2x2",
         "--budget", str(budget),
