@@ -1,6 +1,5 @@
-"""The app layer: the `pxn` command, and everything a person reads.
+"""The app layer: the `pxn` command.
 
-Tables, reports, figures and the Chrome export live here, above the core
-(pxn), the simulator (pxn.sim), the runner (pxn.runner) and calibration
-(pxn.calibrate); nothing below imports this package.
+It parses flags, calls the Python API (pxn.api) or a library, and prints or
+writes the result; nothing below imports this package.
 """

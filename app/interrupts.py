@@ -19,7 +19,7 @@ from contextlib import contextmanager
 
 import typer
 
-from pxn.app.console import WorkProgress
+from pxn.api.console import STOPPED_AFTER
 
 
 class Terminated(KeyboardInterrupt):
@@ -31,19 +31,18 @@ def raise_terminated(signum: int, frame: object) -> None:
 
 
 @contextmanager
-def stopped_by_signals(
-    progress: WorkProgress | None = None, left: str = "nothing written"
-) -> Iterator[None]:
+def stopped_by_signals(left: str = "nothing written") -> Iterator[None]:
     """Within: Ctrl-C or SIGTERM ends the command with one line on stderr, naming how far
-    `progress` got when the work was cut short and what that `left` behind."""
+    the work got when it was cut short (WorkProgress.told_when_stopped notes it on the
+    interrupt) and what that `left` behind."""
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, raise_terminated) if in_main_thread else None
     try:
         yield
     except KeyboardInterrupt as exc:
         how, code = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
-        cut_short = progress is not None and not progress.finished
-        told = f": stopped after {progress.so_far()}; {left}" if cut_short else ""
+        notes = getattr(exc, "__notes__", [])
+        told = next((f": {note}; {left}" for note in notes if note.startswith(STOPPED_AFTER)), "")
         print(f"pxn: {how}{told}", file=sys.stderr)
         # The heap of a stopped run (gepa, litellm: seconds to collect on a busy machine)
         # is left to the exit instead of being collected object by object on the way out.

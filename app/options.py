@@ -1,14 +1,16 @@
-"""The options several commands share, and the flag that carries each input a library names.
+"""The flags of `pxn`: one vocabulary, the options commands share, the flag of each input.
 
-A library error names its input in the domain's words (`PxnError.subject`:
-"replicates", "ray address"); the CLI says the flag instead when the user gave
-that flag. Most subjects are their flag's name (budget -> --budget, LM servers
--> --lm-servers); where a command spells it otherwise, the maps below say so.
+Every flag of every command is one of VOCABULARY's, one spelling per thing; a
+flag renamed keeps its old spelling (RENAMED), hidden from --help, with a line
+on stderr saying the new one. A library error names its input in the domain's
+words (`PxnError.subject`: "replicates", "ray address"); the CLI says the flag
+instead when the user gave that flag. Most subjects are their flag's name
+(budget -> --budget, LM servers -> --lm-servers); where a command spells it
+otherwise, the maps below say so.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Annotated
@@ -17,12 +19,17 @@ import typer
 
 from pxn.errors import PxnError
 
-DEFAULT_JOBS = min(2, os.cpu_count() or 1)
-
 ScenarioArg = Annotated[
     str, typer.Argument(help="A scenario TOML file, or a preset: livebench-math, hover.")
 ]
 Reps = Annotated[int, typer.Option("--reps", help="Simulated replicates per shape.")]
+ValidateReps = Annotated[int, typer.Option("--reps", help="Simulated replicates per run's setup.")]
+TracesArg = Annotated[
+    list[Path], typer.Argument(help="Trace files (trace.jsonl) or run directories (runs/NAME/).")
+]
+ScenarioOpt = Annotated[
+    str, typer.Option("--scenario", help="The calibrated scenario TOML (or a preset name).")
+]
 Seed = Annotated[
     int | None,
     typer.Option("--seed", help="Base seed (default: the scenario's); same seed, same bits."),
@@ -57,17 +64,101 @@ Wide = Annotated[
 ]
 
 
+# Every long flag of every command, and the one thing it names: one spelling per thing,
+# in the words of docs/glossary.md (tests/test_app_vocabulary.py holds the commands to it).
+VOCABULARY = {
+    "--budget": "B, the budget: metric calls",
+    "--workers": "W, rollout workers (in advise and conformance: the pools to try)",
+    "--minibatch": "b, the reflection minibatch (in advise: the sizes to try)",
+    "--reflection-concurrency": "C, reflections at once",
+    "--shape": "a shape P x N",
+    "--shapes": "shapes P x N, a list",
+    "--p": "P, parents per iteration: the values to try",
+    "--n": "N, children per parent: the values to try",
+    "--reps": "replicates: simulated runs per shape, allocation or measured run's setup",
+    "--draws": "parameter draws of a calibrated scenario",
+    "--seed": "the seed",
+    "--jobs": "local processes to spread the work over",
+    "--backend": "where the work runs: local or ray",
+    "--address": "a running Ray head, HOST:PORT",
+    "--lm-servers": "LM servers: the calls the local LM pool serves at once",
+    "--task-model": "the task model, as litellm names it",
+    "--reflection-model": "the reflection model, as litellm names it",
+    "--api-base": "the base URL of self-hosted models",
+    "--task": "the task a real run optimises",
+    "--selection": "which children are validated in full: all, best or topk:K",
+    "--scenario": "the scenario: a TOML file or a preset",
+    "--summaries": "a file of run summaries to infer a scenario from",
+    "--name": "the calibrated scenario's name",
+    "--latency": "how latencies are fitted: auto, empirical or a family",
+    "--prefix-cache": "whether the reflections' LM servers keep the last prompt",
+    "--deadline": "a wall-clock limit",
+    "--max-dollars": "a dollar cap",
+    "--objective": "what advise minimises: time or cost",
+    "--full-grid": "every allocation simulated in full, no race",
+    "--runs": "real runs per shape and W",
+    "--time-scale": "the synthetic calls' seconds per scenario second",
+    "--iterations": "the last iteration drawn",
+    "--probe-timeout": "seconds a model has to answer its first tiny call",
+    "--resume": "an interrupted run's directory, to continue",
+    "--overwrite": "replace the run already in the run directory",
+    "--progress": "show the live progress line",
+    "--no-progress": "hide the live progress line",
+    "--all": "every recorded LM pool",
+    "--format": "what to print: table, csv or json",
+    "--wide": "every column of a table",
+    "--out": "a directory to write into",
+    "--output": "a file to write",
+    "--plots": "a directory for fit figures",
+    "--trace": "a trace file to write",
+    "--chrome": "a Chrome trace file to write",
+}
+
+# Old spellings still understood, hidden from --help: by command (its first word), the old
+# spelling -> the current one. Each one used says so on stderr.
+RENAMED = {
+    "run": {
+        "--eval-backend": "--backend",
+        "--ray-address": "--address",
+        "--servers": "--lm-servers",
+        "--task-lm": "--task-model",
+        "--reflection-lm": "--reflection-model",
+    },
+    "lm": {"--servers": "--lm-servers"},
+    "advise": {"--b": "--minibatch"},
+}
+
 # Subjects spelled otherwise by every command's flags ...
-FLAGS = {"replicates": "--reps", "dollar cap": "--max-dollars"}
+FLAGS = {
+    "replicates": "--reps",
+    "dollar cap": "--max-dollars",
+    "ray address": "--address",
+    "eval backend": "--backend",
+    "b": "--minibatch",
+}
 # ... and by one command's (its first word on the command line).
 COMMAND_FLAGS = {
-    "simulate": {"ray address": "--address"},
-    "sweep": {"ray address": "--address", "shape": "--shapes"},
-    "advise": {"ray address": "--address"},
-    "run": {"LM servers": "--servers", "run directory": "--out"},
-    "lm": {"LM servers": "--servers"},
+    "sweep": {"shape": "--shapes"},
+    "run": {"run directory": "--out"},
     "conformance": {"shape": "--shapes"},
 }
+
+
+def in_current_spelling(argv: list[str]) -> tuple[list[str], list[str]]:
+    """The arguments with every old spelling of a flag (RENAMED) made current, and a notice
+    for each old spelling used: "pxn: --eval-backend is now --backend"."""
+    renamed = RENAMED.get(argv[0], {}) if argv else {}
+    current, notices = [], []
+    for i, arg in enumerate(argv):
+        if arg == "--":  # the rest are arguments, not flags
+            return current + argv[i:], notices
+        old, equals, value = arg.partition("=")
+        if old in renamed:
+            notice = f"pxn: {old} is now {renamed[old]}"
+            notices += [] if notice in notices else [notice]
+            arg = renamed[old] + equals + value
+        current.append(arg)
+    return current, notices
 
 
 def flag_for(subject: str, command: str) -> str:
@@ -77,9 +168,11 @@ def flag_for(subject: str, command: str) -> str:
 
 
 def in_flag_terms(error: PxnError, argv: list[str]) -> PxnError:
-    """The error named by the flag that carried its input, when the user gave that flag."""
+    """The error named by the flag that carried its input, as the user spelled it (an old
+    spelling too), when the user gave that flag."""
     if error.subject is None or not argv:
         return error
     flag = flag_for(error.subject, argv[0])
-    given = any(arg == flag or arg.startswith(flag + "=") for arg in argv)
-    return error.naming(flag) if given else error
+    spellings = [flag] + [old for old, new in RENAMED.get(argv[0], {}).items() if new == flag]
+    given = [s for s in spellings if any(arg == s or arg.startswith(s + "=") for arg in argv)]
+    return error.naming(given[0]) if given else error

@@ -1,78 +1,32 @@
 """One way for every command to show its result (--format) and write it (--out).
 
-A command builds a `Report` (lines and tables for a person, rows for CSV, a
-document for JSON) and hands it to its `Output`, which checks the asked format
-and the output paths before any work starts, prints one form on stdout, and
-writes the files whole (a figure first: if it cannot be drawn, nothing is
-written). JSON is strict: an undefined figure (NaN, infinity) is null.
+A command hands the `Report` of its result (pxn.api.report) to its `Output`,
+which checks the asked format and the output paths before any work starts,
+prints one form on stdout, and writes the files whole (a figure first: if it
+cannot be drawn, nothing is written).
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-import math
 import os
 import sys
 import tempfile
-import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from pxn.app.console import say, stderr, stdout
-from pxn.app.tables import Grid, fit
+from pxn.api.console import say, stderr, stdout
+from pxn.api.report import Report, csv_text, json_text, show
 from pxn.errors import PxnError
 from pxn.files import write_text_atomically
+from pxn.trace import TRACE_NAME
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 FORMATS = ("table", "csv", "json")
-
-
-@dataclass(frozen=True)
-class Note:
-    """A sentence of prose for a person: wrapped to the terminal, unlike a data line."""
-
-    text: str
-    label: str = "note"  # what the sentence is, printed before it
-
-
-@dataclass
-class Report:
-    """A result in every form: `name` is the stem of its files (sweep -> sweep.csv)."""
-
-    name: str
-    shown: list[str | Note | Grid]  # for a person, in order: lines, notes and tables
-    rows: list[dict[str, Any]]  # the CSV, one record per row
-    document: dict[str, Any]  # the JSON
-
-
-def csv_text(rows: list[dict[str, Any]]) -> str:
-    """Rows as CSV with a header (the first row's keys); nothing for no rows."""
-    if not rows:
-        return ""
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
-    return out.getvalue()
-
-
-def finite(value: Any) -> Any:
-    """The value with every NaN or infinity in it (however deep) made None."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: finite(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite(item) for item in value]
-    return value
-
-
-def json_text(document: dict[str, Any]) -> str:
-    return json.dumps(finite(document), indent=2, allow_nan=False)
 
 
 def ensure_writable_outputs(
@@ -94,6 +48,13 @@ def ensure_writable_outputs(
     for subject, path in (directories or {}).items():
         if path is not None:
             check_directory(path, subject)
+
+
+def refuse_overwriting_an_input(output: Path, inputs: list[Path], subject: str = "output") -> None:
+    """What a command writes must not replace a trace (or summaries file) it reads."""
+    for given in inputs:
+        if output.resolve() in (given.resolve(), (given / TRACE_NAME).resolve()):
+            raise PxnError(f"{output} is one of the inputs; write elsewhere", subject=subject)
 
 
 def check_directory(path: Path, subject: str) -> None:
@@ -164,20 +125,11 @@ class Output:
         elif self.format == "json":
             sys.stdout.write(json_text(report.document) + "\n")
         else:
-            for block in report.shown:
-                if isinstance(block, Grid):  # --wide may be wider than the terminal: not cropped
-                    stdout.print(fit(block, stdout, self.wide), crop=not self.wide)
-                elif isinstance(block, Note):
-                    say(
-                        textwrap.fill(
-                            f"{block.label}: {block.text}", stdout.width, subsequent_indent="    "
-                        )
-                    )
-                else:
-                    say(block)
+            show(report, stdout, self.wide)
 
-    def write(self, report: Report, figures: dict[str, Callable[[Path], Path]]) -> None:
-        """Into --out (when given): the figures (`name`: draw to a path), the CSV, the JSON.
+    def write(self, report: Report, figures: dict[str, Callable[[], Figure]]) -> None:
+        """Into --out (when given): the figures (`name`: a function drawing it), the CSV, the
+        JSON.
 
         Ctrl-C and SIGTERM wait until all are written: the set is whole, never part of it.
         """
@@ -185,8 +137,10 @@ class Output:
 
         if self.out is None:
             return
+        if figures:  # matplotlib: only when a figure is written
+            from pxn.api.plots import save_figure
         with signals_held(STOPPING):
-            written = [draw(self.out / name) for name, draw in figures.items()]
+            written = [save_figure(draw(), self.out / name) for name, draw in figures.items()]
             if report.rows:
                 written.append(
                     write_text_atomically(self.out / f"{report.name}.csv", csv_text(report.rows))

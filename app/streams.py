@@ -4,9 +4,7 @@ When the reader goes, what the command still prints is dropped (the stream
 is pointed at the null device, as Python's own note on SIGPIPE does it) and
 the command's work goes on to its end: every file it was asked to write is
 written, and its exit code is its own. Nothing is said of the closed pipe: no
-traceback, no "Exception ignored" at exit. Without this, the first print to a
-closed pipe ends the command (rich exits 1), before the files it has yet to
-write.
+traceback, no "Exception ignored" at exit.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pxn.app.output import Note, Report, csv_text, json_text
-from pxn.app.tables import Column, Grid
+from pxn.api.report import Note, Report, csv_text, json_text
+from pxn.api.tables import Column, Grid
 from pxn.calibrate.validate import Check, Validation
 from pxn.durations import format_duration, format_span
 from pxn.trace import TRACE_NAME

@@ -48,7 +48,7 @@ def wrap_split(split: str, examples: Sequence[Any]) -> list[Item]:
 
 
 @dataclass(frozen=True)
-class Job:
+class RolloutRequest:
     """One rollout to run: a candidate on one example (the task's own object), in a phase
     ("test" for the test split's scoring after the run) of an iteration."""
 
@@ -59,7 +59,7 @@ class Job:
 
 
 @dataclass
-class Outcome:
+class RolloutOutcome:
     """What one rollout did, on the clock it was given."""
 
     output: str
@@ -88,9 +88,9 @@ class RolloutPool(Protocol):
     workers: int
 
     def run(
-        self, jobs: Sequence[Job], clock: Callable[[], float], on_failure: OnFailure
-    ) -> Iterator[tuple[int, int, Outcome]]:
-        """Yield (job index, slot, outcome) as each job finishes, times on `clock`."""
+        self, requests: Sequence[RolloutRequest], clock: Callable[[], float], on_failure: OnFailure
+    ) -> Iterator[tuple[int, int, RolloutOutcome]]:
+        """Yield (request index, slot, outcome) as each request finishes, times on `clock`."""
         ...
 
     def meta(self) -> dict[str, Any]:
@@ -103,20 +103,20 @@ class RolloutPool(Protocol):
 def run_rollout(
     task: Task,
     lm: ChatModel,
-    job: Job,
+    request: RolloutRequest,
     clock: Callable[[], float],
     on_failure: Callable[[FailedAttempt], None] = lambda failed: None,
-) -> Outcome:
+) -> RolloutOutcome:
     """Run the task's program and metric on one example: the one piece of code that runs a
     rollout, in a thread of this process or in a Ray worker.
 
     LM calls go through `lm` (retried as retry.py says); each failed try is passed to
-    `on_failure` as it happens and kept in `Outcome.failed`. A call that still fails, or
+    `on_failure` as it happens and kept in `RolloutOutcome.failed`. A call that still fails, or
     a program or metric that raises, scores 0 with the error recorded.
     """
     failed_tries: list[FailedAttempt] = []
     usage = _Usage()
-    site = CallSite(job.phase, job.iteration)
+    site = CallSite(request.phase, request.iteration)
 
     def note_failure(failed: FailedAttempt) -> None:
         # A rollout may make several LM calls: its tries are numbered across them.
@@ -139,8 +139,8 @@ def run_rollout(
     start = clock()
     error: str | None = None
     try:
-        output = task.program(job.candidate, job.example, call_lm)
-        fb = task.metric(job.example, output)
+        output = task.program(request.candidate, request.example, call_lm)
+        fb = task.metric(request.example, output)
     except CallFailed as exc:
         output, error = "", exc.error
         fb = Feedback(0.0, f"The program failed: {exc.error}")
@@ -149,11 +149,11 @@ def run_rollout(
         fb = Feedback(0.0, f"The program failed: {error}")
     end = clock()
     record = (
-        task.record(job.example, output, fb)
+        task.record(request.example, output, fb)
         if task.record is not None
-        else {"Input": str(job.example), "Output": output, "Feedback": fb.feedback}
+        else {"Input": str(request.example), "Output": output, "Feedback": fb.feedback}
     )
-    return Outcome(
+    return RolloutOutcome(
         output=output,
         score=float(fb.score),
         feedback=fb.feedback,
@@ -207,17 +207,17 @@ class ThreadRollouts:
         self._local.slot = next(self._slots)
 
     def _execute(
-        self, job: Job, clock: Callable[[], float], on_failure: OnFailure
-    ) -> tuple[int, Outcome]:
+        self, request: RolloutRequest, clock: Callable[[], float], on_failure: OnFailure
+    ) -> tuple[int, RolloutOutcome]:
         slot = self._local.slot
-        return slot, run_rollout(self.task, self.lm, job, clock, lambda f: on_failure(slot, f))
+        return slot, run_rollout(self.task, self.lm, request, clock, lambda f: on_failure(slot, f))
 
     def run(
-        self, jobs: Sequence[Job], clock: Callable[[], float], on_failure: OnFailure
-    ) -> Iterator[tuple[int, int, Outcome]]:
+        self, requests: Sequence[RolloutRequest], clock: Callable[[], float], on_failure: OnFailure
+    ) -> Iterator[tuple[int, int, RolloutOutcome]]:
         futures = {
-            self._pool.submit(self._execute, job, clock, on_failure): index
-            for index, job in enumerate(jobs)
+            self._pool.submit(self._execute, request, clock, on_failure): index
+            for index, request in enumerate(requests)
         }
         for future in as_completed(futures):
             slot, outcome = future.result()
@@ -266,8 +266,8 @@ class InstrumentedAdapter:
     ) -> list[EvaluationBatch]:
         rec = self.recording
         phase, iteration = rec.phase, rec.iteration
-        jobs = [
-            Job(candidate, item.payload, phase, iteration)
+        requests = [
+            RolloutRequest(candidate, item.payload, phase, iteration)
             for candidate, batch in items
             for item in batch
         ]
@@ -282,8 +282,8 @@ class InstrumentedAdapter:
                 error=failed.error,
             )
 
-        results: list[Outcome | None] = [None] * len(jobs)
-        for index, slot, outcome in self.pool.run(jobs, rec.clock, on_failure):
+        results: list[RolloutOutcome | None] = [None] * len(requests)
+        for index, slot, outcome in self.pool.run(requests, rec.clock, on_failure):
             results[index] = outcome
             rec.report_rollout(index, _report(outcome, slot))
         out, pos = [], 0
@@ -313,12 +313,12 @@ def score_split(pool: RolloutPool, candidate: dict[str, str], examples: Sequence
     """Mean score on held-out examples (the test split) on the pool's slots, outside gepa and
     the trace: a failed rollout scores 0, and nothing of it is written (so its times, on
     any clock, are dropped)."""
-    jobs = [Job(candidate, item.payload, "test", 0) for item in examples]
-    scores = [o.score for _, _, o in pool.run(jobs, time.perf_counter, _ignore)]
+    requests = [RolloutRequest(candidate, item.payload, "test", 0) for item in examples]
+    scores = [o.score for _, _, o in pool.run(requests, time.perf_counter, _ignore)]
     return sum(scores) / len(scores) if scores else float("nan")
 
 
-def _report(outcome: Outcome, slot: int) -> RolloutReport:
+def _report(outcome: RolloutOutcome, slot: int) -> RolloutReport:
     return RolloutReport(
         start=outcome.start,
         end=outcome.end,

@@ -1,7 +1,7 @@
 """What a real run is asked to do, validated before anything heavy is imported.
 
 Kept apart from run.py so bad flags fail at once: importing litellm takes
-seconds (16 s on a loaded 2-core machine), and a typo should not wait for it.
+seconds (docs/runner.md), and a typo should not wait for it.
 """
 
 from __future__ import annotations

@@ -253,9 +253,8 @@ def _warm_up(server: Server, log: Path | None, deadline: float) -> None:
     """One short completion before any timed call.
 
     A fresh server pages its weights in and sets up its compute buffers on its
-    first request: measured, the seed validation's rollouts took a median 4.5 s
-    against 0.4 s for every later rollout. That start-up cost belongs to our
-    local pool, not to GEPA, so it is paid here, outside the trace.
+    first request (docs/runner.md has what that cost). That start-up cost
+    belongs to our local pool, not to GEPA, so it is paid here, outside the trace.
     """
     body = {
         "model": MODEL_ALIAS,

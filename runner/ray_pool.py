@@ -7,13 +7,11 @@ CPUs. Each rollout is one actor task running `adapter.run_rollout`, the
 same function the thread pool runs; a slot gets its next rollout only when
 its last one is back, so at most W run at once, as with W threads.
 
-Why actors and not plain tasks: a worker process of plain 0-CPU tasks is
-killed after a second idle once more than the node's CPU count exist, and
-each new one pays the imports (litellm: 4-15 s on a 2-core machine) inside a
-stage. Measured with W = 4 on a 2-CPU Ray: half the rollouts waited for a
-busy worker, and the rest for a fresh one. Actors keep W warm processes for
-the whole run; they are created, imports done and the LM reached once,
-before the run's clock starts.
+Actors, not plain tasks: a worker process of plain 0-CPU tasks is killed
+after a second idle once more than the node's CPU count exist, and each new
+one pays its imports inside a stage (docs/ray.md has what that cost). Actors
+keep W warm processes for the whole run; they are created, imports done and
+the LM reached once, before the run's clock starts.
 
 Times: each rollout is timed inside its task with time.time() (the driver's
 run clock is not readable in another process), then put on the run's clock
@@ -47,7 +45,7 @@ from typing import Any
 
 from pxn.errors import PxnError
 from pxn.ray_cluster import RayConnection
-from pxn.runner.adapter import Job, OnFailure, Outcome, run_rollout
+from pxn.runner.adapter import OnFailure, RolloutOutcome, RolloutRequest, run_rollout
 from pxn.runner.lm import LMClient
 from pxn.runner.lm_pool import PoolInfo
 from pxn.runner.redact import describe_error
@@ -121,10 +119,10 @@ class RolloutWorker:
             return node, f"{exc}; its key must be set in the environment of every Ray node"
         return node, None
 
-    def rollout(self, job: Job, server: int | None) -> Outcome:
+    def rollout(self, request: RolloutRequest, server: int | None) -> RolloutOutcome:
         import ray
 
-        outcome = run_rollout(self.task, self._client(server), job, time.time)
+        outcome = run_rollout(self.task, self._client(server), request, time.time)
         context = ray.get_runtime_context()
         outcome.node, outcome.task_id = context.get_node_id(), context.get_task_id()
         return outcome
@@ -210,13 +208,13 @@ class RayRollouts:
         return server
 
     def run(
-        self, jobs: Sequence[Job], clock: Callable[[], float], on_failure: OnFailure
-    ) -> Iterator[tuple[int, int, Outcome]]:
+        self, requests: Sequence[RolloutRequest], clock: Callable[[], float], on_failure: OnFailure
+    ) -> Iterator[tuple[int, int, RolloutOutcome]]:
         ray = self._ray
         # The anchor between this process's run clock and wall time, taken per stage
         # so the two clocks' rates cannot drift apart over a long run.
         wall0, run0 = time.time(), clock()
-        todo = iter(enumerate(jobs))
+        todo = iter(enumerate(requests))
         free = list(range(self.workers - 1, -1, -1))  # idle slots (slot 0 first)
         flying: dict[Any, tuple[int, int, int | None, float]] = {}  # ref -> index, slot, ...
 
@@ -225,10 +223,10 @@ class RayRollouts:
                 nxt = next(todo, None)
                 if nxt is None:
                     return
-                index, job = nxt
+                index, request = nxt
                 slot, server = free.pop(), self._server()
                 submitted = clock()  # before the call: the rollout cannot start earlier
-                flying[self._actors[slot].rollout.remote(job, server)] = (
+                flying[self._actors[slot].rollout.remote(request, server)] = (
                     index,
                     slot,
                     server,

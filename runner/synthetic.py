@@ -111,7 +111,7 @@ def check_realisable(scenario: Scenario) -> None:
             )
 
 
-class Draws:
+class LatencyDraws:
     """Latencies of one distribution, drawn in blocks (a scipy call per call would be timed)."""
 
     BLOCK = 1024
@@ -152,7 +152,7 @@ class SleepingModel:
         self._lock = threading.Lock()
         self._servers = threading.BoundedSemaphore(load.servers) if load.servers else None
         self._served: list[Served] = []  # calls being served now
-        self._draws: dict[str, Draws] = {}
+        self._draws: dict[str, LatencyDraws] = {}
         self.calls = 0
         self.drawn = 0.0  # seconds the calls were meant to take, load included
         self.slept = 0.0  # seconds they took
@@ -198,10 +198,10 @@ class SleepingModel:
                 if start - other.start <= DISPATCH_WINDOW:
                     other.peak = max(other.peak, len(self._served))
             if site.phase not in self._draws:
-                self._draws[site.phase] = Draws(self.latency(site), self.rng)
+                self._draws[site.phase] = LatencyDraws(self.latency(site), self.rng)
             draw = self._draws[site.phase].next()
-            # A sleeping thread wakes late (0.1-1 ms on a busy machine): asking for the
-            # time less the mean lateness so far makes calls take their time on average.
+            # A sleeping thread wakes late (docs/validation.md): asking for the time
+            # less the mean lateness so far makes calls take their time on average.
             lateness = self._late / max(self.calls, 1)
         if self.load.slowdown:  # the call's load is known once its first moments are over
             time.sleep(min(DISPATCH_WINDOW, draw))

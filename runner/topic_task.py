@@ -1,13 +1,13 @@
 """The built-in `topics` task, designed so a 135M model's real proposals can win.
 
-Measured before (local-lm.md): when SmolLM2-135M rewrote a WHOLE instruction,
-0 of 134 proposals were accepted. So here the prompt that pins the task and
-the answer format is fixed, and GEPA optimizes only a short `hint` line
-inside it: a bad hint costs little, a fitting one ("words like soup mean
-food") can help. The task LM samples at temperature 1.0, so scores vary from
-one evaluation to the next, and the metric gives partial credit, so a
-minibatch sum rarely ties. On this model the gains are mostly noise; the
-task exists to drive the machinery with real proposals and real latencies.
+The prompt that pins the task and the answer format is fixed, and GEPA
+optimizes only a short `hint` line inside it: a bad hint costs little, a
+fitting one ("words like soup mean food") can help. The task LM samples at
+temperature 1.0, so scores vary from one evaluation to the next, and the
+metric gives partial credit, so a minibatch sum rarely ties. On this model
+the gains are mostly noise; the task exists to drive the machinery with real
+proposals and real latencies. Why it is built so (what SmolLM2-135M did with
+other designs): docs/runner.md.
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ class TopicExample:
 
 
 # The hint comes first and the question last, so whatever the hint says, the last
-# thing the model reads pins the answer format (measured: a hint placed after the
-# question let the reflection model's chatter take over the answer).
+# thing the model reads pins the answer format.
 PROMPT = (
     "Hint: {hint}\n"
     "Sentence: {sentence}\n"
@@ -39,11 +38,8 @@ PROMPT = (
 
 SEED_HINT = "Think about what the sentence is mostly about."
 
-# Placeholders <curr_param> and <side_info> are required by gepa 0.1.4.
-# Placeholders <curr_param> and <side_info> are required by gepa 0.1.4. Measured on
-# SmolLM2-135M: a template ending in a concrete example of a hint gave short,
-# on-topic hints far more often than gepa's default or a longer brief did; the
-# model still rarely writes the ``` pair (recorded per reflection as `fenced`).
+# Placeholders <curr_param> and <side_info> are required by gepa 0.1.4. It ends in a
+# concrete example of a hint, so a small model writes a short, on-topic one.
 REFLECTION_TEMPLATE = (
     "Improve this hint for labeling sentences as sports, food, weather or music.\n\n"
     "Old hint: <curr_param>\n\n"

@@ -193,10 +193,10 @@ def test_an_infinite_overhead_is_refused_not_simulated(tmp_path: Path) -> None:
 def test_run_refuses_a_bad_count_before_starting(
     flag: str, value: str, message: str, tmp_path: Path
 ) -> None:
-    # --eval-backend is checked after these: were the count let through, that would be
+    # --backend is checked after these: were the count let through, that would be
     # the error (and without it, a full run would start).
     out = tmp_path / "run"
-    done = run_pxn("run", "--out", out, flag, value, "--eval-backend", "nowhere")
+    done = run_pxn("run", "--out", out, flag, value, "--backend", "nowhere")
     assert_user_error(done, message)
     assert not out.exists()
 

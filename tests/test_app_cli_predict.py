@@ -148,7 +148,7 @@ def test_presets_lists_each_preset_with_its_description() -> None:
 def test_the_title_names_a_local_pool_only_when_there_is_one() -> None:
     from sim_helpers import make_scenario
 
-    from pxn.app.prediction_report import predictions_table
+    from pxn.api.prediction_report import predictions_table
     from pxn.shape import Shape
     from pxn.sim.predict import sweep
 
@@ -162,10 +162,13 @@ def test_the_title_names_a_local_pool_only_when_there_is_one() -> None:
 @pytest.mark.parametrize(
     ("args", "fragments"),
     [
-        (["sweep", "--budget", "1000000000000"], ["this sweep would take ~", "lower --reps"]),
+        (["sweep", "--budget", "1000000000000"], ["this sweep would take ~", "fewer replicates"]),
         (["sweep", "--shapes", "100000x100000"], ["this sweep would need ~", "of memory"]),
         (["simulate", "--reps", "1000000000"], ["would need ~", "of memory"]),
-        (["advise", "--budget", "1000000000000"], ["this search would take ~", "narrow --p"]),
+        (
+            ["advise", "--budget", "1000000000000"],
+            ["this search would take ~", "narrow the P, N, b or W"],
+        ),
         (
             ["advise", "--budget", "3000", "--p", "1..1000", "--n", "1..1000"],
             ["holds 1,000,000 allocations", "narrow the ranges"],

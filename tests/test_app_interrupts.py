@@ -161,17 +161,18 @@ def test_a_signal_stops_the_work_at_once_and_leaves_nothing(
 
 def test_an_interrupt_while_results_are_written_leaves_the_whole_set(tmp_path: Path) -> None:
     """Writing holds Ctrl-C back until every file is in place: the set is never partial."""
-    from pxn.app.output import Output, Report
+    from matplotlib.figure import Figure
+
+    from pxn.api.report import Report
+    from pxn.app.output import Output
 
     out = tmp_path / "out"
     output = Output("csv", out)
     report = Report("sweep", [], [{"shape": "single"}], {"shape": "single"})
 
-    def draw_then_interrupted(path: Path) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(b"figure")
-        signal.raise_signal(signal.SIGINT)  # Ctrl-C while the first file is written
-        return path
+    def draw_then_interrupted() -> Figure:
+        signal.raise_signal(signal.SIGINT)  # Ctrl-C while the first figure is drawn
+        return Figure()
 
     # Ctrl-C's own handler, whatever an earlier test in this process left: the suite once
     # saw this signal discarded, as if ignored, and the test is about the writer.
@@ -187,7 +188,7 @@ def test_an_interrupt_while_results_are_written_leaves_the_whole_set(tmp_path: P
 def test_a_log_is_told_the_work_and_then_its_progress_with_the_time_left(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pxn.app import console
+    from pxn.api import console
 
     monkeypatch.setattr(console, "LOG_EVERY", 0.0)  # a line at every update
     with console.WorkProgress("simulating", "replicates", 200, "~1 min") as progress:

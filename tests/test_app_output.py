@@ -20,9 +20,9 @@ from conftest import PXN, assert_user_error, run_pxn, run_pxn_script
 from rich.console import Console
 from sim_helpers import make_scenario
 
-from pxn.app.output import json_text
-from pxn.app.prediction_report import predictions_report, predictions_table, stage_table
-from pxn.app.tables import Column, Grid, fit
+from pxn.api.prediction_report import predictions_report, predictions_table, stage_table
+from pxn.api.report import json_text
+from pxn.api.tables import Column, Grid, fit
 from pxn.errors import PxnError
 from pxn.files import write_text_atomically
 from pxn.scenario import Scenario

@@ -10,11 +10,12 @@ import pytest
 from calibrate_helpers import TRUE, write_traces
 from conftest import run_pxn
 
-from pxn.app.plots import (
+from pxn.api.plots import (
+    latency_fit_figure,
     latency_scale,
-    plot_latency_fit,
-    plot_sweep_vs_measured,
-    plot_timeline,
+    save_figure,
+    sweep_vs_measured_figure,
+    timeline_figure,
     validation_columns,
 )
 from pxn.calibrate.fit import fit_latency
@@ -40,9 +41,9 @@ def assert_png(path: Path, min_width: int = 600) -> None:
 
 def test_fit_diagnostics(runs: list[Path], tmp_path: Path) -> None:
     fit = fit_latency("rollout", [r.duration for r in read_one(runs[0]).of(Rollout)])
-    assert_png(plot_latency_fit(fit, tmp_path / "fit.png"))
+    assert_png(save_figure(latency_fit_figure(fit), tmp_path / "fit.png"))
     few = fit_latency("reflection", [1.0, 2.0, 3.5])  # no family: the Q-Q panel says so
-    assert_png(plot_latency_fit(few, tmp_path / "few.png"))
+    assert_png(save_figure(latency_fit_figure(few), tmp_path / "few.png"))
 
 
 def test_a_heavy_tail_gets_a_log_axis(tmp_path: Path) -> None:
@@ -50,18 +51,20 @@ def test_a_heavy_tail_gets_a_log_axis(tmp_path: Path) -> None:
     heavy = rng.lognormal(0.0, 1.6, size=300)  # max / median about 150
     assert latency_scale(heavy) == "log"
     assert latency_scale(rng.gamma(3.0, 0.7, size=300)) == "linear"
-    assert_png(plot_latency_fit(fit_latency("rollout", heavy), tmp_path / "heavy.png"))
+    assert_png(
+        save_figure(latency_fit_figure(fit_latency("rollout", heavy)), tmp_path / "heavy.png")
+    )
 
 
 def test_timeline_whole_and_zoomed(runs: list[Path], tmp_path: Path) -> None:
     trace = read_one(runs[2])
-    assert_png(plot_timeline(trace, tmp_path / "all.png"))
-    assert_png(plot_timeline(trace, tmp_path / "first.png", until_iteration=3))
+    assert_png(save_figure(timeline_figure(trace), tmp_path / "all.png"))
+    assert_png(save_figure(timeline_figure(trace, until_iteration=3), tmp_path / "first.png"))
 
 
 def test_sweep_vs_measured_and_its_cli(runs: list[Path], tmp_path: Path) -> None:
     validation = validate_runs(SMALL, runs, replicates=20)
-    assert_png(plot_sweep_vs_measured(validation, tmp_path / "svm.png"))
+    assert_png(save_figure(sweep_vs_measured_figure(validation), tmp_path / "svm.png"))
     scenario = tmp_path / "s.toml"
     SMALL.save(scenario)
     out = tmp_path / "cli.png"
@@ -96,4 +99,4 @@ def test_runs_on_different_pools_get_columns_of_their_own(runs: list[Path], tmp_
     for column in filter(None, columns):
         assert len({c.measured_setup["workers"] for c in column.checks}) == 1
         assert all(c.predicted is column.predicted for c in column.checks)
-    assert_png(plot_sweep_vs_measured(validation, tmp_path / "pools.png"))
+    assert_png(save_figure(sweep_vs_measured_figure(validation), tmp_path / "pools.png"))

@@ -32,12 +32,13 @@ def python(code: str, env: dict[str, str] | None = None) -> str:
 def test_drawing_a_figure_keeps_the_backend_and_never_loads_pyplot(tmp_path: Path) -> None:
     code = f"""
 import sys, matplotlib
-from pxn.app.plots import plot_sweep
+from pxn.api.plots import save_figure, sweep_figure
 from pxn.shape import Shape
 from pxn.sim.predict import sweep
 from pxn.sim.presets import load_scenario
 scenario = load_scenario("hover")
-plot_sweep(scenario, sweep(scenario, [Shape(1, 1), Shape(2, 2)], 2), {str(tmp_path)!r} + "/s.png")
+figure = sweep_figure(scenario, sweep(scenario, [Shape(1, 1), Shape(2, 2)], 2))
+save_figure(figure, {str(tmp_path)!r} + "/s.png")
 print(matplotlib.rcParams["backend"], "matplotlib.pyplot" in sys.modules)
 """
     assert python(code, env={"MPLBACKEND": "svg"}).split() == ["svg", "False"]

@@ -1,4 +1,6 @@
-"""One vocabulary: libraries name a bad input in domain words, the CLI by the flag given."""
+"""One vocabulary: every flag of every command is one of app/options.py's VOCABULARY, one
+spelling per thing; an old spelling still works, hidden, and says the new one; libraries
+name a bad input in domain words, the CLI by the flag as the user typed it."""
 
 from __future__ import annotations
 
@@ -7,13 +9,14 @@ import re
 from pathlib import Path
 
 import pytest
+import typer
 from conftest import assert_user_error, pxn_flags, run_pxn
 
-from pxn.app.options import flag_for, in_flag_terms
+from pxn.app.options import RENAMED, VOCABULARY, flag_for, in_current_spelling, in_flag_terms
 from pxn.errors import PxnError
 
 ROOT = Path(__file__).resolve().parents[1]
-LIBRARIES = ("pxn", "sim", "runner", "calibrate")
+LIBRARIES = ("pxn", "sim", "runner", "calibrate", "api")
 
 
 def error_texts(path: Path) -> list[tuple[int, str]]:
@@ -31,8 +34,89 @@ def error_texts(path: Path) -> list[tuple[int, str]]:
     return found
 
 
+def leaf_commands() -> dict[str, typer.core.TyperCommand]:
+    """Every `pxn` command that runs (a group's subcommands, not the group), by its words."""
+    from pxn.app.cli import app
+
+    found, todo = {}, [("", typer.main.get_command(app))]
+    while todo:
+        words, command = todo.pop()
+        subcommands = getattr(command, "commands", {})
+        todo += [(f"{words} {name}".strip(), sub) for name, sub in subcommands.items()]
+        if not subcommands:
+            found[words] = command
+    return found
+
+
+def long_flags(param) -> list[str]:
+    return [opt for opt in param.opts + param.secondary_opts if opt.startswith("--")]
+
+
+def test_every_flag_of_every_command_is_in_the_vocabulary() -> None:
+    used = {
+        (words, flag) for words, c in leaf_commands().items() for p in c.params
+        for flag in long_flags(p)
+    }  # fmt: skip
+    assert sorted(f"pxn {words} {flag}" for words, flag in used if flag not in VOCABULARY) == []
+    assert sorted(set(VOCABULARY) - pxn_flags()) == []  # nothing listed that no command has
+
+
+def test_no_two_commands_spell_one_thing_two_ways() -> None:
+    things = list(VOCABULARY.values())
+    assert sorted({t for t in things if things.count(t) > 1}) == []
+    # A thing is one parameter everywhere: the same flag always fills the same name, and a
+    # name is always filled by the same flag (--servers beside --lm-servers would show here).
+    flags_of: dict[str, set[str]] = {}
+    names_of: dict[str, set[str]] = {}
+    for command in leaf_commands().values():
+        for param in command.params:
+            for flag in long_flags(param)[:1]:  # --progress, not its --no-progress
+                flags_of.setdefault(param.name, set()).add(flag)
+                names_of.setdefault(flag, set()).add(param.name)
+    assert {name: flags for name, flags in flags_of.items() if len(flags) > 1} == {}
+    assert {flag: names for flag, names in names_of.items() if len(names) > 1} == {}
+
+
+# The least arguments each command with old spellings needs to parse a flag's value.
+BEFORE = {"run": ["run"], "lm": ["lm", "serve"], "advise": ["advise", "hover", "--budget", "9"]}
+OLD_SPELLINGS = [(first, old, new) for first, renamed in RENAMED.items()
+                 for old, new in renamed.items()]  # fmt: skip
+
+
+def test_old_spellings_are_hidden_and_lead_to_flags_of_their_command() -> None:
+    commands = leaf_commands()
+    for first, renamed in RENAMED.items():
+        flags = {
+            flag for words, c in commands.items() if words.split()[0] == first
+            for p in c.params for flag in long_flags(p)
+        }  # fmt: skip
+        assert set(renamed.values()) <= flags, first  # each leads to a flag of its command
+        assert not set(renamed) & pxn_flags(), first  # and is no option of any: not in --help
+        shown = run_pxn(*BEFORE[first], "--help").stdout
+        assert [new for new in renamed.values() if new not in shown] == [], first
+        assert [old for old in renamed if f"{old} " in shown] == [], first
+
+
+@pytest.mark.parametrize(("first", "old", "new"), OLD_SPELLINGS, ids=lambda v: str(v))
+def test_an_old_spelling_fills_the_new_flag_and_says_so(first: str, old: str, new: str) -> None:
+    from pxn.app.cli import app
+
+    for typed in ([old, "7"], [f"{old}=7"]):
+        current, notices = in_current_spelling([*BEFORE[first], *typed, "--", old])
+        assert notices == [f"pxn: {old} is now {new}"]
+        assert current[-2:] == ["--", old]  # after "--", an argument: left as it is
+        command = typer.main.get_command(app)
+        context = command.make_context("pxn", current[:-2])
+        while isinstance(command, typer.core.TyperGroup):
+            name, command, rest = command.resolve_command(context, context._protected_args
+                                                          + context.args)  # fmt: skip
+            context = command.make_context(name, rest, parent=context)
+        [param] = [p for p in command.params if new in long_flags(p)]
+        assert str(context.params[param.name]) == "7"
+
+
 def test_no_library_error_names_a_cli_flag() -> None:
-    flags = pxn_flags()
+    flags = pxn_flags() | {old for renamed in RENAMED.values() for old in renamed}
     assert {"--reps", "--address", "--ray-address", "--lm-servers"} <= flags
     errors = [
         (path, line, text)
@@ -55,15 +139,17 @@ def test_no_library_error_names_a_cli_flag() -> None:
     [
         ("ray address", "sweep", "--address"),
         ("ray address", "advise", "--address"),
-        ("ray address", "run", "--ray-address"),
-        ("LM servers", "run", "--servers"),
+        ("ray address", "run", "--address"),
+        ("LM servers", "run", "--lm-servers"),
+        ("LM servers", "lm", "--lm-servers"),
+        ("b", "advise", "--minibatch"),
         ("LM servers", "calibrate", "--lm-servers"),
         ("replicates", "validate", "--reps"),
         ("dollar cap", "advise", "--max-dollars"),
         ("shape", "sweep", "--shapes"),
         ("shape", "conformance", "--shapes"),
         ("shape", "simulate", "--shape"),
-        ("eval backend", "run", "--eval-backend"),
+        ("eval backend", "run", "--backend"),
     ],
 )
 def test_each_subject_has_its_commands_flag(subject: str, command: str, flag: str) -> None:
@@ -76,6 +162,12 @@ def test_the_flag_is_named_only_when_the_user_gave_it() -> None:
     assert str(in_flag_terms(error, ["sweep", "x.toml", "--workers=0"])).startswith("--workers")
     # Not given: the input was the scenario file's own field, named as such.
     assert str(in_flag_terms(error, ["sweep", "x.toml"])).startswith("workers must")
+
+
+def test_an_error_names_the_old_spelling_the_user_typed() -> None:
+    error = PxnError("is local or ray, got 'dask'", subject="eval backend")
+    assert str(in_flag_terms(error, ["run", "--eval-backend", "dask"])).startswith("--eval-b")
+    assert str(in_flag_terms(error, ["run", "--backend=dask"])).startswith("--backend is")
 
 
 @pytest.mark.parametrize(
@@ -94,7 +186,10 @@ def test_the_flag_is_named_only_when_the_user_gave_it() -> None:
         (["advise", "hover", "--budget", "3000", "--max-dollars", "-1"], "--max-dollars must be"),
         (["advise", "hover", "--budget", "3000", "--reps", "1"], "--reps must be >= 2"),
         (["advise", "hover", "--budget", "3000", "--p", "0..2"], "--p '0..2' is not a range"),
-        (["advise", "hover", "--budget", "3000", "--b", "999"], "--b 999 is larger than"),
+        (
+            ["advise", "hover", "--budget", "3000", "--minibatch", "999"],
+            "--minibatch 999 is larger",
+        ),
     ],
 )
 def test_prediction_commands_name_their_flags(args: list[str], message: str) -> None:
@@ -104,13 +199,10 @@ def test_prediction_commands_name_their_flags(args: list[str], message: str) -> 
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (
-            ["--eval-backend", "ray", "--ray-address", "127.0.0.1"],
-            "--ray-address is HOST:PORT of a Ray head",
-        ),
-        (["--ray-address", "127.0.0.1:6379"], "--ray-address is for the ray backend"),
-        (["--eval-backend", "dask"], "--eval-backend is local or ray, got 'dask'"),
-        (["--servers", "0"], "--servers must be at least 1, got 0"),
+        (["--backend", "ray", "--address", "127.0.0.1"], "--address is HOST:PORT of a Ray head"),
+        (["--address", "127.0.0.1:6379"], "--address is for the ray backend"),
+        (["--backend", "dask"], "--backend is local or ray, got 'dask'"),
+        (["--lm-servers", "0"], "--lm-servers must be at least 1, got 0"),
         (["--workers", "0"], "--workers must be at least 1, got 0"),
         (["--reflection-concurrency", "-1"], "--reflection-concurrency must be at least 1"),
         (["--budget", "3"], "--budget 3 is below one seed validation"),
@@ -129,3 +221,34 @@ def test_run_names_an_occupied_run_directory_by_its_flag(tmp_path: Path) -> None
         run_pxn("run", "--out", tmp_path, "--no-progress"),
         f"--out {tmp_path} already holds a run: resume it, or choose a new directory",
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "notices", "message"),
+    [
+        (["run", "--eval-backend", "dask"], ["--eval-backend is now --backend"],
+         "--eval-backend is local or ray, got 'dask'"),
+        (["run", "--eval-backend", "ray", "--ray-address", "127.0.0.1"],
+         ["--eval-backend is now --backend", "--ray-address is now --address"],
+         "--ray-address is HOST:PORT of a Ray head"),
+        (["run", "--servers", "0"], ["--servers is now --lm-servers"],
+         "--servers must be at least 1, got 0"),
+        (["run", "--task-lm", "openai/x", "--reflection-lm", "openai/y", "--budget", "3"],
+         ["--task-lm is now --task-model", "--reflection-lm is now --reflection-model"],
+         "--budget 3 is below one seed validation"),
+        (["lm", "serve", "--servers=0"], ["--servers is now --lm-servers"],
+         "--servers must be at least 1, got 0"),
+        (["advise", "hover", "--budget", "3000", "--b", "999"], ["--b is now --minibatch"],
+         "--b 999 is larger than the trainset"),
+    ],
+)  # fmt: skip
+def test_an_old_spelling_works_through_the_cli_and_says_so(
+    tmp_path: Path, args: list[str], notices: list[str], message: str
+) -> None:
+    out = ["--out", str(tmp_path / "never"), "--no-progress"] if args[0] == "run" else []
+    done = run_pxn(*args, *out)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    *told, error = done.stderr.splitlines()
+    assert told == [f"pxn: {notice}" for notice in notices]
+    assert error.startswith(f"pxn: error: {message}"), error
+    assert not (tmp_path / "never").exists()

@@ -1,10 +1,11 @@
 """The import rules of the design, by folder: imports point inward.
 
-    app -> {sim, runner, calibrate} -> pxn (the core)
+    app -> api -> {sim, runner, calibrate} -> pxn (the core)
 
-The core (pxn/) imports none of the four; sim imports neither runner nor
+The core (pxn/) imports none of the five; sim imports neither runner nor
 calibrate; runner imports neither sim nor calibrate; calibrate may import sim
-(to predict) but not runner; nothing imports app. Imports inside functions
+(to predict) but not runner; api (the Python API) imports all of those but
+not app; nothing but app imports api, and nothing imports app. Imports inside functions
 count: a lazy import is still a dependency. A folder added later is checked
 too: every folder that holds a package must appear in LAYERS.
 """
@@ -18,13 +19,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parent.parent
-APP, SIM, RUNNER, CALIBRATE = "pxn.app", "pxn.sim", "pxn.runner", "pxn.calibrate"
+APP, API = "pxn.app", "pxn.api"
+SIM, RUNNER, CALIBRATE = "pxn.sim", "pxn.runner", "pxn.calibrate"
 # folder -> the packages its modules must not import
 LAYERS = {
-    "pxn": {APP, SIM, RUNNER, CALIBRATE},
-    "sim": {APP, RUNNER, CALIBRATE},
-    "runner": {APP, SIM, CALIBRATE},
-    "calibrate": {APP, RUNNER},
+    "pxn": {APP, API, SIM, RUNNER, CALIBRATE},
+    "sim": {APP, API, RUNNER, CALIBRATE},
+    "runner": {APP, API, SIM, CALIBRATE},
+    "calibrate": {APP, API, RUNNER},
+    "api": {APP},
     "app": set(),
 }
 

@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ["pyproject.toml", "README.md", "LICENSE", "pxn", "sim", "runner", "calibrate", "app"]
+SOURCES = [
+    "pyproject.toml", "README.md", "LICENSE", "pxn", "sim", "runner", "calibrate", "api", "app"
+]  # fmt: skip
 
 
 def run(*args: str | Path, cwd: Path) -> str:
@@ -59,7 +61,8 @@ def test_wheel_installs_and_imports_from_a_fresh_venv(tmp_path: Path) -> None:
     check = textwrap.dedent(
         """
         import json
-        import pxn, pxn.sim, pxn.sim.model, pxn.sim.presets, pxn.runner, pxn.calibrate, pxn.app.cli
+        import pxn, pxn.sim, pxn.sim.model, pxn.sim.presets, pxn.runner, pxn.calibrate
+        import pxn.api, pxn.app.cli
         from pxn.shape import Shape
         from pxn.sim.model import simulate_once
         from pxn.sim.presets import load_scenario, preset_names

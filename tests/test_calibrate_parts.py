@@ -158,7 +158,7 @@ def test_a_dspy_recorded_run_calibrates_to_split_workers(tmp_path: Path) -> None
     a mix takes the first trace's and says so."""
     import json
 
-    from pxn.app.calibration_report import calibration_header
+    from pxn.api.calibration_report import calibration_header
     from pxn.calibrate.scenario_from_traces import calibrate_traces
 
     runs = write_traces(tmp_path, TRUE.replace(budget=300), Shape(2, 2), range(2))

@@ -89,7 +89,7 @@ def test_the_recovered_scenario_predicts_the_same_wall_clock(calibration: Calibr
 
 
 def test_the_report_states_each_new_fit(calibration: Calibration) -> None:
-    from pxn.app.calibration_report import calibration_header
+    from pxn.api.calibration_report import calibration_header
 
     header = calibration_header(calibration)
     fragments = [

@@ -99,7 +99,7 @@ def test_decay_is_recovered_when_present(tmp_path: Path) -> None:
 
 
 def test_calibrated_toml_loads_and_names_its_sources(calibration: Calibration) -> None:
-    from pxn.app.calibration_report import calibration_header
+    from pxn.api.calibration_report import calibration_header
 
     text = calibration.scenario.to_toml(calibration_header(calibration))
     assert all(line.startswith("#") for line in text.splitlines()[:5])

@@ -20,9 +20,9 @@ import scipy.stats
 from calibrate_helpers import TRUE, write_traces
 
 from pxn.acceptance import Acceptance
-from pxn.app.advice_report import advice_report
-from pxn.app.output import Note
-from pxn.app.prediction_report import EXTRAPOLATION, extrapolation_warning, predictions_report
+from pxn.api.advice_report import advice_report
+from pxn.api.prediction_report import EXTRAPOLATION, extrapolation_warning, predictions_report
+from pxn.api.report import Note
 from pxn.calibrate import load_effect, slowdown, tails
 from pxn.calibrate.acceptance import (
     CORRELATION_MIN_STEPS,

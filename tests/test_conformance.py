@@ -32,8 +32,8 @@ from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.load import Load, Loads
 from pxn.rate_limits import RateLimit, RateLimits
-from pxn.runner.checks import trace_totals
 from pxn.runner.lm import CallSite
+from pxn.runner.recording.totals import trace_totals
 from pxn.runner.synthetic import (
     RunGrid,
     SyntheticReflectionModel,

@@ -4,6 +4,7 @@ In README.md and docs/*.md: every `pxn` command line of a shell block parses wit
 command tree (the flags exist, the choices are valid), every scenario TOML loads as a
 Scenario, and the plug-in task example loads as a task whose metric works. Each example is
 its own test, named by its page and line, so a failure says where the docs went wrong.
+The Python API's page (docs/api.md) runs: its python blocks in order, as a notebook's cells.
 """
 
 from __future__ import annotations
@@ -185,3 +186,30 @@ def test_the_plug_in_example_is_a_task(block: Block, tmp_path: Path) -> None:
     right, wrong = task.metric(task.val[0], "13"), task.metric(task.val[0], "12")
     assert (right.score, wrong.score) == (1.0, 0.0)
     assert "8 + 5 is 13" in wrong.feedback
+
+
+API_PAGE = ROOT / "docs" / "api.md"
+API_CELLS = [b for b in BLOCKS if b.page == API_PAGE and b.language == "python"]
+HAS_PANDAS = importlib.util.find_spec("pandas") is not None
+
+
+def needs_pandas(block: Block) -> bool:
+    return "to_frame" in "\n".join(block.lines)
+
+
+def test_the_api_page_runs_as_a_notebook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its cells run in order in one namespace, from a folder that holds the repository's
+    experiments/ (the page's paths) and takes the files a cell may write. A cell that makes
+    a frame is skipped when pandas is not installed (pxn does not install it)."""
+    assert [b for b in API_CELLS if needs_pandas(b)] and [
+        b for b in API_CELLS if not needs_pandas(b)
+    ]
+    (tmp_path / "experiments").symlink_to(ROOT / "experiments")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    for cell in API_CELLS:
+        if needs_pandas(cell) and not HAS_PANDAS:
+            continue
+        exec(compile("\n".join(cell.lines), cell.place(), "exec"), namespace)
+    assert type(namespace["result"]).__name__ == "SweepResult"
+    assert namespace["calibrated"].scenario.name == "recording"

@@ -44,8 +44,8 @@ from pxn.calibrate.units import cut_into_units
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.load import Loads
-from pxn.runner.checks import max_concurrency, trace_totals
 from pxn.runner.dspy_recording import recorded
+from pxn.runner.recording.totals import max_concurrency, trace_totals
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once

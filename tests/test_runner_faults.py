@@ -13,7 +13,7 @@ import pytest
 from conftest import assert_user_error, run_pxn
 from fault_server import FaultServer
 
-from pxn.runner.checks import trace_totals
+from pxn.runner.recording.totals import trace_totals
 from pxn.runner.run import RunConfig, run_gepa
 from pxn.trace import Attempt, Reflection, Rollout, RunEnd, read_trace
 
@@ -165,9 +165,9 @@ def test_failing_reflections_stop_the_run_with_a_clear_message(tmp_path, monkeyp
         ["--task", "no-such-task"],
         # Unreachable: nothing listens on port 9.
         [
-            "--task-lm",
+            "--task-model",
             "openai/x",
-            "--reflection-lm",
+            "--reflection-model",
             "openai/x",
             "--api-base",
             "http://127.0.0.1:9/v1",

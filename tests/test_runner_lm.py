@@ -15,7 +15,7 @@ from collections import defaultdict
 import pytest
 from record_helpers import check_prefixes
 
-from pxn.runner.checks import trace_totals
+from pxn.runner.recording.totals import trace_totals
 from pxn.runner.run import RunConfig, run_gepa
 from pxn.trace import STAGES, Reflection, Rollout, RunEnd, Stage, read_trace
 

@@ -40,10 +40,10 @@ def pxn(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 @contextmanager
 def served(env: dict[str, str]) -> Iterator[tuple[str, list[str], subprocess.Popen[str]]]:
-    """A `pxn lm serve --servers 1`, once it says it is ready: (its pool id, its api_bases,
+    """A `pxn lm serve --lm-servers 1`, once it says it is ready: (its pool id, its api_bases,
     the process); terminated on the way out if a test left it up."""
     serve = subprocess.Popen(
-        [str(PXN), "lm", "serve", "--servers", "1"], env=env, stdout=subprocess.PIPE, text=True
+        [str(PXN), "lm", "serve", "--lm-servers", "1"], env=env, stdout=subprocess.PIPE, text=True
     )
     try:
         assert serve.stdout is not None
@@ -132,7 +132,7 @@ def test_the_servers_of_a_killed_run_are_stopped_by_lm_stop(
     env = {**os.environ}
     out = tmp_path / "run"
     run = subprocess.Popen(
-        [str(PXN), "run", "--out", str(out), "--budget", "200", "--servers", "2"],
+        [str(PXN), "run", "--out", str(out), "--budget", "200", "--lm-servers", "2"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

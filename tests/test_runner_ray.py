@@ -1,4 +1,4 @@
-"""`pxn run --eval-backend ray`: rollouts as Ray tasks on a real local Ray, W at most in flight.
+"""`pxn run --backend ray`: rollouts as Ray tasks on a real local Ray, W at most in flight.
 
 The real-LM test runs the same greedy run (temperature 0 everywhere, so
 llama.cpp answers the same prompt the same way) on W threads and on a private
@@ -34,8 +34,8 @@ from test_runner_faults import PLANTED, all_text
 from test_runner_resume import assert_whole_run_totals
 
 from pxn.errors import PxnError
-from pxn.runner.checks import max_concurrency, trace_totals
 from pxn.runner.config import RunConfig, plan
+from pxn.runner.recording.totals import max_concurrency, trace_totals
 from pxn.runner.tasks import Task
 from pxn.runner.topic_task import make_topic_task
 from pxn.trace import Attempt, Decision, Rollout, Stage, TraceWriter, read_trace
@@ -111,9 +111,7 @@ def assert_one_line_exit_2(result: subprocess.CompletedProcess, fragment: str) -
 
 def test_cli_bad_eval_backend_is_one_line_exit_2(tmp_path: Path) -> None:
     out = tmp_path / "never"
-    assert_one_line_exit_2(
-        pxn_run("--out", out, "--eval-backend", "spark"), "--eval-backend is local or ray"
-    )
+    assert_one_line_exit_2(pxn_run("--out", out, "--backend", "spark"), "--backend is local or ray")
     assert not out.exists()
 
 
@@ -122,7 +120,7 @@ def test_cli_unreachable_ray_head_is_one_line_exit_2(tmp_path: Path) -> None:
     from ray_heads import free_port
 
     out, port = tmp_path / "never", free_port()
-    result = pxn_run("--out", out, "--eval-backend", "ray", "--ray-address", f"127.0.0.1:{port}")
+    result = pxn_run("--out", out, "--backend", "ray", "--address", f"127.0.0.1:{port}")
     assert_one_line_exit_2(result, f"cannot reach a Ray head at 127.0.0.1:{port}")
     assert not out.exists()
 
@@ -193,7 +191,7 @@ def test_ray_run_equals_the_local_run(
     # Both runs at once, to save time: greedy answers do not depend on the load.
     child = subprocess.Popen(
         [str(PXN), "run", "--no-progress", "--out", str(tmp_path / "ray"), *flags,
-         "--eval-backend", "ray"],
+         "--backend", "ray"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=child_env(PXN_STATE_DIR=str(state)),
     )  # fmt: skip
@@ -250,9 +248,9 @@ def test_faults_in_ray_workers_are_retried_and_recorded_as_in_threads(
     out = tmp_path / "run"
     with FaultServer(error_rate=0.1, rate_limit_rate=0.1, drop_rate=0.05) as server:
         proc = pxn_run(
-            "--out", out, "--task", "plugin_task:make_failing_task", "--task-lm", "openai/fault",
-            "--reflection-lm", "openai/fault", "--api-base", server.api_base, "--shape", "2x2",
-            "--budget", "30", "--workers", "2", "--eval-backend", "ray", "--ray-address", address,
+            "--out", out, "--task", "plugin_task:make_failing_task", "--task-model", "openai/fault",
+            "--reflection-model", "openai/fault", "--api-base", server.api_base, "--shape", "2x2",
+            "--budget", "30", "--workers", "2", "--backend", "ray", "--address", address,
             env=child_env(**auth, OPENAI_API_KEY=PLANTED),  # the driver's own calls: reflections
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

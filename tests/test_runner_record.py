@@ -30,9 +30,9 @@ from record_helpers import (
 
 from pxn.calibrate.units import cut_into_units
 from pxn.errors import PxnError
-from pxn.runner.checks import max_concurrency, trace_totals
 from pxn.runner.prompt_prefix import prompt_text, shared_prefix_chars
 from pxn.runner.record import ReflectionReport, RunFinished, recording
+from pxn.runner.recording.totals import max_concurrency, trace_totals
 from pxn.trace import Decision, Iteration, Reflection, Resume, Rollout, RunEnd, read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -337,21 +337,37 @@ def test_a_reflections_prefix_is_counted_against_its_parents_previous_prompt_in_
     assert not any(prompt in text for prompt in lm.prompts)
 
 
-def test_only_the_recording_reaches_into_the_recorder():
-    """The recorder is the recording's own: every other module uses pxn.runner.record."""
-    inside = {"runner/record.py", "runner/recorder.py", "runner/wrappers.py"}
+def reaches_into_the_recording(node: ast.AST) -> bool:
+    """Whether an import names a part of pxn.runner.recording other than its totals."""
+    package = "pxn.runner.recording"
+    if isinstance(node, ast.Import):
+        modules = [alias.name for alias in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.module == "pxn.runner":
+        modules = [f"pxn.runner.{alias.name}" for alias in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.module == package:
+        modules = [f"{package}.{alias.name}" for alias in node.names]
+    elif isinstance(node, ast.ImportFrom):
+        modules = [node.module or ""]
+    else:
+        return False
+    return any(
+        (m == package or m.startswith(package + ".")) and m != f"{package}.totals" for m in modules
+    )
+
+
+def test_only_the_entry_points_reach_into_the_recording():
+    """The recorder's parts are the recording's own: every other module uses pxn.runner.record
+    or pxn.runner.dspy_recording (which re-export them), or the totals traces are checked with."""
+    entry_points = {"runner/record.py", "runner/dspy_recording.py"}
     reaching = []
-    folders = ("pxn", "sim", "runner", "calibrate", "app", "tests")
+    folders = ("pxn", "sim", "runner", "calibrate", "app", "tests", "experiments")
     for path in sorted(p for folder in folders for p in (ROOT / folder).glob("**/*.py")):
         relative = path.relative_to(ROOT).as_posix()
-        for node in ast.walk(ast.parse(path.read_text(), relative)):
-            names = []
-            if isinstance(node, ast.ImportFrom):
-                names = [(node.module or "").split(".")[-1], *(a.name for a in node.names)]
-            elif isinstance(node, ast.Import):
-                names = [alias.name.split(".")[-1] for alias in node.names]
-            if "recorder" in names and relative not in inside:
-                reaching.append(relative)
+        if relative.startswith("runner/recording/") or relative in entry_points:
+            continue
+        tree = ast.parse(path.read_text(), relative)
+        if any(reaches_into_the_recording(node) for node in ast.walk(tree)):
+            reaching.append(relative)
     assert reaching == []
 
 

@@ -19,7 +19,7 @@ from conftest import PXN
 from fault_server import FaultServer
 from gepa.core.state import GEPAState
 
-from pxn.runner.checks import trace_totals
+from pxn.runner.recording.totals import trace_totals
 from pxn.runner.tasks import LMCall, Task
 from pxn.runner.topic_task import TopicExample, make_topic_task
 from pxn.runner.topic_task import program as topic_program
@@ -57,8 +57,8 @@ def fault_args(out: Path, api_base: str, budget: int = 100) -> list[str]:
     return [
         "--out", str(out),
         "--task", "plugin_task:make_task",
-        "--task-lm", "openai/fault",
-        "--reflection-lm", "openai/fault",
+        "--task-model", "openai/fault",
+        "--reflection-model", "openai/fault",
         "--api-base", api_base,
         "--shape", "2x2",
         "--budget", str(budget),
@@ -110,7 +110,7 @@ def test_an_interrupt_ends_the_trace_with_interrupted(tmp_path, sig):
     assert trace.skipped == []
     end = trace.events[-1]
     assert isinstance(end, RunEnd) and end.status == "interrupted"
-    # The true count of metric calls made, not gepa's lagging one (once 0 after 8 calls).
+    # The true count of metric calls made, not gepa's lagging one.
     assert end.metric_calls == len(trace.live(Rollout)) > 0
 
 

@@ -8,8 +8,8 @@ import litellm
 import pytest
 
 from pxn.errors import PxnError
-from pxn.runner.checks import max_concurrency
 from pxn.runner.config import RunConfig, plan
+from pxn.runner.recording.totals import max_concurrency
 from pxn.runner.redact import describe_error, redact
 from pxn.runner.retry import CallFailed, RetryPolicy, call_with_retries, is_transient
 from pxn.runner.tasks import load_task

@@ -1,8 +1,8 @@
 """Network waits are bounded, told, and fail in one line; LM pool records are read and cleaned.
 
 The endpoints that never answer are real sockets (fault_server.SilentServer):
-a listener that accepts and stays silent, the case that used to hold `pxn
-run` for 4 x 120 s and `--backend ray` for minutes. The one timing bound
+a listener that accepts and stays silent, which a wait bounded only by the
+retries' own timeouts would hold `pxn run` on for minutes. The one timing bound
 asserted is the requirement itself (seconds, not minutes), set generously
 for a loaded 2-core machine. Pool records here point at real processes
 (short-lived Python children); the real llama.cpp pools are in
@@ -34,7 +34,7 @@ def test_a_model_that_never_answers_fails_its_probe_in_one_line(tmp_path: Path) 
     with SilentServer() as silent:
         url = f"http://127.0.0.1:{silent.port}/v1"
         run = subprocess.Popen(
-            [str(PXN), "run", "--out", str(out), "--task-lm", "openai/x", "--reflection-lm",
+            [str(PXN), "run", "--out", str(out), "--task-model", "openai/x", "--reflection-model",
              "openai/x", "--api-base", url, "--probe-timeout", "2"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "OPENAI_API_KEY": "sk-test-dummy"},
@@ -78,8 +78,8 @@ def sweep_on_ray(address: str):
 
 
 def run_on_ray(out: Path, address: str):
-    return run_pxn("run", "--out", out, "--no-progress", "--eval-backend", "ray",
-                   "--ray-address", address)  # fmt: skip
+    return run_pxn("run", "--out", out, "--no-progress", "--backend", "ray",
+                   "--address", address)  # fmt: skip
 
 
 @pytest.mark.parametrize("command", [sweep_on_ray, run_on_ray])

@@ -19,7 +19,7 @@ from conftest import run_pxn
 from sim_helpers import fixed, make_scenario
 
 from pxn.acceptance import Acceptance
-from pxn.app.plots import error_bar, pareto_front
+from pxn.api.plots import error_bar, pareto_front
 from pxn.durations import parse_duration
 from pxn.errors import PxnError
 from pxn.prices import Prices
@@ -316,7 +316,7 @@ def test_cli_infeasible_ask_exits_1_with_the_reason(tmp_path: Path) -> None:
         (["--objective", "speed"], "--objective is time, cost or score"),
         (["--objective", "cost"], "no [prices]"),
         (["--p", "0..2"], "--p '0..2' is not a range"),
-        (["--b", "99"], "--b 99 is larger than the trainset"),
+        (["--minibatch", "99"], "--minibatch 99 is larger than the trainset"),
         (["--deadline", "soon"], "--deadline is a duration"),
     ],
 )

@@ -27,7 +27,7 @@ from sim_helpers import fixed, lognormal, make_scenario
 from test_core_trace import header
 
 from pxn.acceptance import Acceptance
-from pxn.app.prediction_report import (
+from pxn.api.prediction_report import (
     dollars_text,
     predictions_csv,
     predictions_json,

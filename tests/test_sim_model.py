@@ -20,8 +20,8 @@ from scipy import stats
 from sim_helpers import EVERYTHING, fixed, lognormal, make_scenario, max_concurrency
 
 from pxn.acceptance import Acceptance
-from pxn.app.commands.predict import PAPER_SHAPES
-from pxn.app.prediction_report import predictions_csv
+from pxn.api.prediction_report import predictions_csv
+from pxn.api.predictions import PAPER_SHAPES
 from pxn.distribution import Distribution
 from pxn.load import Load, Loads
 from pxn.scenario import Scenario

@@ -114,8 +114,8 @@ def test_advise_on_the_head_equals_local_raced_or_not(tmp_path: Path, ray_head: 
     """
     scenario = tmp_path / "small.toml"
     make_scenario(budget=200).save(scenario)
-    args = ["advise", scenario, "--budget", "200", "--p", "1..3", "--n", "1..3", "--b", "1..2"]
-    args += ["--workers", "4,8,16,32", "--reps", "24", "--format", "json"]
+    args = ["advise", scenario, "--budget", "200", "--p", "1..3", "--n", "1..3"]
+    args += ["--minibatch", "1..2", "--workers", "4,8,16,32", "--reps", "24", "--format", "json"]
     local = run_pxn_script(*args, "--backend", "local", "--jobs", "1")
     on_ray = run_pxn_script(*args, "--backend", "ray", "--address", ray_head.address)
     assert local.returncode == 0, local.stderr

@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pxn.app.console import WorkProgress, say, stderr
+from pxn.api.console import WorkProgress, say, stderr
+from pxn.api.report import Note, Report
+from pxn.api.running import DEFAULT_JOBS
+from pxn.api.tables import Column, Grid
 from pxn.app.interrupts import stopped_by_signals
-from pxn.app.options import DEFAULT_JOBS, Format, Jobs, Out, Reps, Wide
-from pxn.app.output import Note, Output, Report
-from pxn.app.tables import Column, Grid
+from pxn.app.options import Format, Jobs, Out, Reps, Wide
+from pxn.app.output import Output
 from pxn.errors import PxnError
 
 if TYPE_CHECKING:  # imported when the command runs: the CLI starts without scipy or gepa
@@ -87,7 +89,8 @@ def conformance_command(
     progress = WorkProgress("real gepa runs", "runs", grid.size)
     left = "nothing written" if out is None else f"the finished runs' traces are in {out / 'runs'}"
     with (
-        stopped_by_signals(progress, left),
+        stopped_by_signals(left),
+        progress.told_when_stopped(),
         tempfile.TemporaryDirectory(prefix="pxn-conformance-") as scratch,
     ):
         runs_dir = (out if out is not None else Path(scratch)) / "runs"

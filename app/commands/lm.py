@@ -1,4 +1,4 @@
-"""The local LM pool: `pxn lm serve` and `pxn lm stop`."""
+"""`pxn lm ...`: the local LM pool, served, listed and stopped."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from pxn.app.console import say, stderr
+from pxn.api.console import say, stderr
 
 commands = typer.Typer(help="The local LM pool (llama.cpp + SmolLM2-135M).", no_args_is_help=True)
 
@@ -27,8 +27,8 @@ def wait_for_stop() -> None:
     try:
         while True:
             # Not signal.pause(): a signal flagged just before it is entered would never
-            # end it (the test hung so). A signal ends a sleep at once; one flagged just
-            # before a sleep is handled when that sleep ends, within a second.
+            # end it. A signal ends a sleep at once; one flagged just before a sleep is
+            # handled when that sleep ends, within a second.
             time.sleep(1.0)
     except (KeyboardInterrupt, Stopped):
         pass
@@ -38,7 +38,7 @@ def wait_for_stop() -> None:
 
 @commands.command("serve")
 def lm_serve(
-    servers: Annotated[int, typer.Option("--servers", help="How many servers (K).")] = 2,
+    lm_servers: Annotated[int, typer.Option("--lm-servers", help="How many servers (K).")] = 2,
 ) -> None:
     """Start K local llama.cpp servers and keep them up until Ctrl-C (or `pxn lm stop`)."""
     import os
@@ -49,7 +49,7 @@ def lm_serve(
 
     logs = state_dir() / "logs" / str(os.getpid())
     pool = LMPool(
-        servers,
+        lm_servers,
         log_dir=logs,
         started_by="pxn lm serve",
         shared=True,

@@ -20,7 +20,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from scipy.stats import spearmanr
 
-from pxn.app.plots import save_figure
+from pxn.api.plots import save_figure
 
 
 def main() -> None:

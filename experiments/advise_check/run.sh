@@ -19,7 +19,7 @@ real_run() {  # shape b budget seed dir
   [ -f "$5/result.json" ] && return
   rm -rf "$5"
   echo "$(date -u +%FT%TZ) $5 load: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$HERE/measure.log"
-  "$PXN" run --shape "$1" --minibatch "$2" --budget "$3" --workers 2 --servers 2 \
+  "$PXN" run --shape "$1" --minibatch "$2" --budget "$3" --workers 2 --lm-servers 2 \
     --seed "$4" --no-progress --out "$5"
 }
 
@@ -48,7 +48,7 @@ PY
 
 advise() {
   "$PXN" advise "$HERE/scenario.toml" --budget "$BUDGET" --workers 2 --p 1..4 --n 1..4 \
-    --b 1..4 --reps 400 --out "$HERE/advice" | tee "$HERE/advise.txt"
+    --minibatch 1..4 --reps 400 --out "$HERE/advice" | tee "$HERE/advise.txt"
 }
 
 measure() {

@@ -6,14 +6,14 @@ set -euo pipefail
 PXN=.venv/bin/pxn
 HERE=experiments/advise_example
 SCENARIO=$HERE/livebench-math-api.toml
-GRID=(--budget 5000 --workers 64,128,512 --p 1..4 --n 1..4 --b 1..5)
+GRID=(--budget 5000 --workers 64,128,512 --p 1..4 --n 1..4 --minibatch 1..5)
 
 # The ask: the fastest allocation that finishes within 4 hours and $8.
 "$PXN" advise "$SCENARIO" "${GRID[@]}" --deadline 4h --max-dollars 8 --wide \
   --out "$HERE/advice" \
   | tee "$HERE/advise.txt"
 # At k = 64 a stage outruns the task model's 500 requests a minute at W = 512.
-"$PXN" advise "$SCENARIO" --budget 5000 --p 8 --n 8 --b 5 --workers 128,512 --wide \
+"$PXN" advise "$SCENARIO" --budget 5000 --p 8 --n 8 --minibatch 5 --workers 128,512 --wide \
   > "$HERE/wide.txt"
 # Two asks it refuses (exit code 1): one from the strong-scaling bound alone,
 # before any simulation, and one after simulating every allocation.

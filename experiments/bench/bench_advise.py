@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from host import machine
 
-from pxn.app.advice_report import advice_csv
+from pxn.api.advice_report import advice_csv
 from pxn.sim.advise import Ask, advise, variants, work_units
 from pxn.sim.backends import Backend, LocalBackend, RayBackend, gather
 from pxn.sim.predict import simulate_replicates

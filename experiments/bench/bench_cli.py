@@ -130,7 +130,7 @@ def simulate_command(scenario: str, reps: int) -> list[str]:
 
 
 def start_up(scenario: str, repeats: int) -> None:
-    imports = "import pxn.app.cli, pxn.sim.predict, pxn.app.prediction_report"
+    imports = "import pxn.app.cli, pxn.sim.predict, pxn.api.prediction_report"
     loading = f"{imports}; from pxn.sim.presets import load_scenario; load_scenario({scenario!r})"
     for what, command in (
         ("pxn --help", [str(PXN), "--help"]),

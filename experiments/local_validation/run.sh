@@ -42,7 +42,7 @@ real_run() {  # shape workers seed
   [ -f "$run/result.json" ] && return
   rm -rf "$run"
   echo "$(date -u +%FT%TZ) $run load: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$HERE/measure.log"
-  "$PXN" run --shape "$1" --budget "$BUDGET" --workers "$2" --servers "$SERVERS" \
+  "$PXN" run --shape "$1" --budget "$BUDGET" --workers "$2" --lm-servers "$SERVERS" \
     --seed "$3" --no-progress --out "$run"
 }
 

@@ -1,4 +1,4 @@
-"""Figures, drawn on matplotlib Figure objects and saved to files.
+"""Figures, drawn on matplotlib Figure objects: shown by a notebook, saved by the CLI.
 
 No pyplot: importing this module neither picks a backend nor keeps figures in
 a global registry, so it changes nothing for a program that imports it.
@@ -110,7 +110,7 @@ def draw_speedup(
     return handles
 
 
-def plot_sweep(scenario: Scenario, predictions: list[Prediction], path: str | Path) -> Path:
+def sweep_figure(scenario: Scenario, predictions: Sequence[Prediction]) -> Figure:
     """Predicted wall-clock per shape with its interval, the closed form, and speedup."""
     unit, size = time_unit(max(p.wall_clock.high for p in predictions))
     fig = Figure(figsize=(8, 5.4), layout="constrained")
@@ -130,15 +130,14 @@ def plot_sweep(scenario: Scenario, predictions: list[Prediction], path: str | Pa
         f"{scenario.name}: B={scenario.budget}, V={scenario.valset_size}, "
         f"b={scenario.minibatch}, W={scenario.workers}"
     )
-    return save_figure(fig, path)
+    return fig
 
 
-def plot_progress(
+def progress_figure(
     scenario: Scenario,
-    predictions: list[Prediction],
-    path: str | Path,
+    predictions: Sequence[Prediction],
     measured: Sequence[tuple[str, RunSummary]] = (),
-) -> Path:
+) -> Figure:
     """The best validation score against wall-clock per shape: the mean and 5-95% band
     over replicates, with measured runs (label, summary) overlaid as steps."""
     unit, size = time_unit(max(p.progress.times[-1] for p in predictions if p.progress))
@@ -176,7 +175,7 @@ def plot_progress(
     )
     ax.grid(alpha=0.3)
     fig.legend(loc="outside right upper", fontsize="small")
-    return save_figure(fig, path)
+    return fig
 
 
 def error_bar(interval: Interval, size: float = 1.0) -> list[list[float]]:
@@ -201,7 +200,7 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, flo
     return front
 
 
-def plot_advice(advice: Advice, path: str | Path) -> Path:
+def advice_figure(advice: Advice) -> Figure:
     """Time against dollars (or iterations, without prices) of every allocation.
 
     Allocations simulated in full are coloured by W; those a race dropped
@@ -329,7 +328,7 @@ def plot_advice(advice: Advice, path: str | Path) -> Path:
         fontsize="medium",
     )
     fig.legend(loc="outside right upper", fontsize="small")
-    return save_figure(fig, path)
+    return fig
 
 
 def save_figure(fig: Figure, path: str | Path) -> Path:
@@ -377,7 +376,7 @@ def latency_scale(data: Sequence[float]) -> str:
     return "log" if median > 0 and values.max() / median > HEAVY_TAIL else "linear"
 
 
-def plot_latency_fit(fit: LatencyFit, path: str | Path) -> Path:
+def latency_fit_figure(fit: LatencyFit) -> Figure:
     """Fit diagnostics: histogram with every fitted density, and a Q-Q plot.
 
     A heavy-tailed sample gets log-scaled latency axes. Its histogram then
@@ -445,10 +444,10 @@ def plot_latency_fit(fit: LatencyFit, path: str | Path) -> Path:
         qq.set_ylabel(f"observed quantile (seconds{scale})")
         qq.set_title(f"Q-Q against {reference.family}")
         qq.legend(fontsize="small")
-    return save_figure(fig, path)
+    return fig
 
 
-def plot_timeline(trace: Trace, path: str | Path, until_iteration: int | None = None) -> Path:
+def timeline_figure(trace: Trace, until_iteration: int | None = None) -> Figure:
     """A Gantt chart of one run: its W workers, then its C reflections, coloured by phase.
 
     Dotted vertical lines are iteration boundaries: the barriers. A gap on a
@@ -522,7 +521,7 @@ def plot_timeline(trace: Trace, path: str | Path, until_iteration: int | None = 
     ]
     handles.append(Line2D([], [], color="black", linestyle=":", label="iteration boundary"))
     fig.legend(handles=handles, loc="outside lower center", ncols=6, fontsize="small")
-    return save_figure(fig, path)
+    return fig
 
 
 def measured_speedup_of(validation: Validation, checks: list) -> float:
@@ -545,7 +544,7 @@ def measured_speedup_of(validation: Validation, checks: list) -> float:
 
 
 @dataclass(frozen=True)
-class Column:
+class ShapeOnSetup:
     """One column of the predicted-vs-measured figure: a shape on one setup."""
 
     label: str
@@ -556,7 +555,7 @@ class Column:
         return self.checks[0].predicted  # the runs of one setup share their prediction
 
 
-def validation_columns(validation: Validation) -> list[Column | None]:
+def validation_columns(validation: Validation) -> list[ShapeOnSetup | None]:
     """Columns by setup (W, B), then shape; None between setups.
 
     Runs on different pools were predicted on their own setup each: one column
@@ -567,17 +566,17 @@ def validation_columns(validation: Validation) -> list[Column | None]:
         setup = (check.measured_setup["workers"], check.measured_setup["budget"])
         groups.setdefault(setup, {}).setdefault(check.shape, []).append(check)
     several = len(groups) > 1
-    columns: list[Column | None] = []
+    columns: list[ShapeOnSetup | None] = []
     for (workers, _), by_shape in sorted(groups.items()):
         if columns:
             columns.append(None)
         for shape in sorted(by_shape, key=lambda s: (s.k, s.p)):
             label = f"{shape.label}\nW={workers}" if several else shape.label
-            columns.append(Column(label, by_shape[shape]))
+            columns.append(ShapeOnSetup(label, by_shape[shape]))
     return columns
 
 
-def plot_sweep_vs_measured(validation: Validation, path: str | Path) -> Path:
+def sweep_vs_measured_figure(validation: Validation) -> Figure:
     """Measured runs against the simulated mean and 5-95% band and the closed form.
 
     One column per shape and setup; every measured run is a point. The second
@@ -630,4 +629,4 @@ def plot_sweep_vs_measured(validation: Validation, path: str | Path) -> Path:
         f"{inside}/{counted} runs inside the band",
         fontsize="medium",
     )
-    return save_figure(fig, path)
+    return fig

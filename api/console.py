@@ -1,10 +1,12 @@
-"""Where the CLI writes: stdout for results, stderr for progress and notes."""
+"""Where pxn writes: stdout for results, stderr for progress and notes."""
 
 from __future__ import annotations
 
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from rich.console import Console
 from rich.progress import (
@@ -16,7 +18,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from pxn.app.tables import MAX_WIDTH
+from pxn.api.tables import MAX_WIDTH
 from pxn.durations import format_duration
 
 # A terminal's width, or COLUMNS when set; piped, the width tables are made to
@@ -25,10 +27,11 @@ piped = not sys.stdout.isatty() and "COLUMNS" not in os.environ
 stdout = Console(width=MAX_WIDTH) if piped else Console()
 stderr = Console(stderr=True)
 LOG_EVERY = 10.0  # seconds between progress lines in a log (stderr not a terminal)
+STOPPED_AFTER = "stopped after"  # how an interrupted work's note begins
 
 
-def progress_bar() -> Progress:
-    """Work done out of all, on a terminal's stderr, gone when the work is."""
+def progress_bar(shown: bool = True) -> Progress:
+    """Work done out of all, on a terminal's stderr, gone when the work is (not `shown`: none)."""
     return Progress(
         "[progress.description]{task.description}",
         BarColumn(),
@@ -37,7 +40,8 @@ def progress_bar() -> Progress:
         TimeRemainingColumn(),
         console=stderr,
         transient=True,
-        disable=not stderr.is_terminal,  # a log file gets no bar (rich would leave a blank line)
+        # A log file gets no bar (rich would leave a blank line).
+        disable=not (shown and stderr.is_terminal),
     )
 
 
@@ -47,12 +51,21 @@ class WorkProgress:
     On a terminal, a bar on stderr, gone when the work is; in a log, a line
     when the work starts and one every LOG_EVERY seconds with the time left
     (the rate so far, extrapolated). The total may grow as the work learns
-    what it needs (a race adds replicates for its contenders).
+    what it needs (a race adds replicates for its contenders). Not `shown`,
+    it only counts: the work then says how far it got when it is stopped.
     """
 
-    def __init__(self, description: str, unit: str, total: int, estimate: str | None = None):
+    def __init__(
+        self,
+        description: str,
+        unit: str,
+        total: int,
+        estimate: str | None = None,
+        shown: bool = True,
+    ):
         self.description, self.unit, self.total = description, unit, total
         self.estimate = estimate  # what the work should take, said when it starts
+        self.shown = shown
         self.done = 0
         self.started = self.logged = 0.0
         self.bar: Progress | None = None
@@ -60,11 +73,11 @@ class WorkProgress:
 
     def __enter__(self) -> WorkProgress:
         self.started = self.logged = time.monotonic()
-        if stderr.is_terminal:
+        if self.shown and stderr.is_terminal:
             self.bar = progress_bar()
             self.bar.__enter__()
             self.task = self.bar.add_task(self.description, total=self.total)
-        else:
+        elif self.shown:
             guess = f" ({self.estimate})" if self.estimate else ""
             say(f"{self.description}: {self.total:,} {self.unit}{guess}", stderr)
         return self
@@ -81,7 +94,7 @@ class WorkProgress:
         if self.bar is not None:
             assert self.task is not None
             self.bar.update(self.task, completed=done, total=self.total)
-        elif time.monotonic() - self.logged >= LOG_EVERY:
+        elif self.shown and time.monotonic() - self.logged >= LOG_EVERY:
             self.logged = time.monotonic()
             say(f"{self.description}: {self.so_far()} ({self.done / self.total:.0%}), "
                 f"{self.time_left()} left", stderr)  # fmt: skip
@@ -98,6 +111,17 @@ class WorkProgress:
 
     def so_far(self) -> str:
         return f"{self.done:,} of {self.total:,} {self.unit}"
+
+    @contextmanager
+    def told_when_stopped(self) -> Iterator[None]:
+        """Within: Ctrl-C (KeyboardInterrupt, or SIGTERM as the CLI raises it) cutting the
+        work short carries a note of how far it got, "stopped after 40 of 360 replicates"."""
+        try:
+            yield
+        except KeyboardInterrupt as stop:
+            if not self.finished:
+                stop.add_note(f"{STOPPED_AFTER} {self.so_far()}")
+            raise
 
 
 def say(text: str, console: Console = stdout) -> None:

@@ -18,8 +18,8 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from pxn.app.output import Note, Report, csv_text, json_text
-from pxn.app.tables import Column, Grid
+from pxn.api.report import Note, Report, csv_text, json_text
+from pxn.api.tables import Column, Grid
 from pxn.durations import format_duration, format_span
 from pxn.scenario import Scenario
 from pxn.sim.predict import Interval, Prediction, Split

@@ -1,4 +1,4 @@
-"""Real runs: `pxn run` and `pxn tasks`."""
+"""`pxn run`: a real batched gepa run, traced."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from pxn.app.console import say, stderr
+from pxn.api.console import say, stderr
 from pxn.app.output import ensure_writable_outputs
 from pxn.errors import PxnError
 from pxn.runner.waits import PROBE_TIMEOUT
@@ -34,11 +34,12 @@ def run_command(
         int | None,
         typer.Option("--minibatch", help="Reflection minibatch b (default: the task's, 3)."),
     ] = None,
-    task_lm: Annotated[
-        str | None, typer.Option("--task-lm", help="litellm model (default: local pool).")
+    task_model: Annotated[
+        str | None, typer.Option("--task-model", help="litellm model (default: local pool).")
     ] = None,
-    reflection_lm: Annotated[
-        str | None, typer.Option("--reflection-lm", help="litellm model (default: local pool).")
+    reflection_model: Annotated[
+        str | None,
+        typer.Option("--reflection-model", help="litellm model (default: local pool)."),
     ] = None,
     api_base: Annotated[
         str | None, typer.Option("--api-base", help="Base URL for self-hosted models.")
@@ -47,7 +48,7 @@ def run_command(
         int | None, typer.Option("--reflection-concurrency", help="Cap C (default P*N).")
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="gepa's seed.")] = 0,
-    servers: Annotated[int, typer.Option("--servers", help="Local LM servers.")] = 2,
+    lm_servers: Annotated[int, typer.Option("--lm-servers", help="Local LM servers.")] = 2,
     resume: Annotated[
         Path | None, typer.Option("--resume", help="Continue the interrupted run in this dir.")
     ] = None,
@@ -55,17 +56,17 @@ def run_command(
         bool, typer.Option("--overwrite", help="Replace the run already in --out.")
     ] = False,
     progress: Annotated[bool, typer.Option(help="Show the live progress line.")] = True,
-    eval_backend: Annotated[
+    backend: Annotated[
         str,
         typer.Option(
-            "--eval-backend", help="local (W threads) or ray (W Ray workers; needs the ray extra)."
+            "--backend", help="local (W threads) or ray (W Ray workers; needs the ray extra)."
         ),
     ] = "local",
-    ray_address: Annotated[
+    address: Annotated[
         str | None,
         typer.Option(
-            "--ray-address",
-            help="HOST:PORT of a Ray head; without it --eval-backend ray starts a private Ray.",
+            "--address",
+            help="HOST:PORT of a Ray head; without it --backend ray starts a private Ray.",
         ),
     ] = None,
     probe_timeout: Annotated[
@@ -90,15 +91,15 @@ def run_command(
         workers=workers,
         selection=selection,
         minibatch=minibatch,
-        task_lm=task_lm,
-        reflection_lm=reflection_lm,
+        task_lm=task_model,
+        reflection_lm=reflection_model,
         api_base=api_base,
         reflection_concurrency=reflection_concurrency,
         seed=seed,
-        servers=servers,
+        servers=lm_servers,
         progress=progress,
-        eval_backend=eval_backend,
-        ray_address=ray_address,
+        eval_backend=backend,
+        ray_address=address,
     )
     ensure_writable_outputs(directories={"run directory": Path(config.out)})
     if resume is None:  # bad flags fail now, before litellm's slow import
@@ -129,14 +130,3 @@ def run_command(
         + (f", test {r['test_score']:.3f}" if r["test_score"] is not None else "")
     )
     say(f"wrote {result.out / 'trace.jsonl'} and {result.out / 'result.json'}")
-
-
-@commands.command("tasks")
-def tasks_command() -> None:
-    """List the built-in tasks and their split sizes."""
-    from pxn.runner.tasks import builtin_tasks
-
-    for name, make in builtin_tasks().items():
-        task = make()
-        sizes = ", ".join(f"{k} {v}" for k, v in task.splits().items())
-        say(f"{name}: {task.description} ({sizes}; minibatch {task.minibatch})")

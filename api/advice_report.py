@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pxn.app.output import Note, Report, csv_text, json_text
-from pxn.app.prediction_report import extrapolation_warning
-from pxn.app.tables import Column, Grid
+from pxn.api.prediction_report import extrapolation_warning
+from pxn.api.report import Note, Report, csv_text, json_text
+from pxn.api.tables import Column, Grid
 from pxn.durations import format_duration, format_span
 from pxn.sim.advise import Advice, Assessment
 

@@ -1,0 +1,136 @@
+"""Which allocation to run: `advise` ranks P, N, b and W for a budget under a deadline, a
+dollar cap and rate limits (pxn.sim.advise: the grid, the race, the ranking)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pxn.api.console import WorkProgress
+from pxn.api.results import Result
+from pxn.api.running import DEFAULT_JOBS, checked_work, scenario_of
+from pxn.errors import PxnError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from pxn.api.report import Report
+    from pxn.api.running import ScenarioLike
+    from pxn.sim.advise import Advice, Assessment
+
+    Values = str | int | Iterable[int]
+
+SMALLER_ASK = "ask for fewer replicates or a smaller budget, or narrow the P, N, b or W ranges"
+
+
+@dataclass(frozen=True)
+class AdviseResult(Result):
+    """The allocations ranked: the recommended one, those within noise of it, the rest."""
+
+    advice: Advice
+
+    @property
+    def recommended(self) -> Assessment | None:
+        """The best allocation that meets the ask; None when none does (see `reasons`)."""
+        return self.advice.recommended
+
+    @property
+    def runners_up(self) -> list[Assessment]:
+        """The allocations within noise of the recommended one."""
+        return self.advice.runners_up
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why no allocation meets the ask (empty when one does)."""
+        return self.advice.reasons
+
+    def report(self) -> Report:
+        from pxn.api.advice_report import advice_report
+
+        return advice_report(self.advice)
+
+    def records(self) -> Sequence[Assessment]:
+        return self.advice.assessments
+
+    def figure(self) -> Figure:
+        """Time against dollars (or iterations, without prices) of every allocation."""
+        from pxn.api.plots import advice_figure
+
+        if not self.advice.assessments:
+            raise PxnError(
+                "nothing was simulated, so there is nothing to draw: " + "; ".join(self.reasons)
+            )
+        return advice_figure(self.advice)
+
+
+def values_of(values: Values, what: str) -> tuple[int, ...]:
+    """Values to try: text ("1..8", "64,128,512"), one number, or numbers."""
+    from pxn.sim.advise import parse_values
+
+    if isinstance(values, str):
+        return parse_values(values, what)
+    if isinstance(values, int):
+        return parse_values(str(values), what)
+    return parse_values(",".join(map(str, values)), what)
+
+
+def advise(
+    scenario: ScenarioLike,
+    *,
+    budget: int,
+    deadline: str | float | None = None,
+    max_dollars: float | None = None,
+    workers: Values | None = None,
+    p: Values = "1..4",
+    n: Values = "1..4",
+    minibatch: Values | None = None,
+    objective: str = "time",
+    reps: int = 100,
+    full_grid: bool = False,
+    seed: int | None = None,
+    jobs: int = DEFAULT_JOBS,
+    backend: str = "local",
+    address: str | None = None,
+    progress: bool = False,
+) -> AdviseResult:
+    """Recommend P, N, b and W for `budget` metric calls.
+
+    `deadline` ("3h", "90m" or seconds) and `max_dollars` (the scenario
+    needs prices) bound the allocations; `objective` ranks the rest by time,
+    cost or score (the expected test score; needs a [quality] model). P, N, b (`minibatch`) and W (`workers`) take values to try:
+    "1..8", "1,2,4", a number or numbers; b and W default to the scenario's.
+    Grids of more than 64 allocations are raced (`reps` for the contenders
+    only) unless `full_grid`. The other arguments are `sweep`'s.
+    """
+    from pxn.durations import parse_duration
+    from pxn.sim.advise import Ask, advise_work, check_ask
+    from pxn.sim.advise import advise as advise_ask
+    from pxn.sim.backends import make_backend
+
+    the_scenario = scenario_of(scenario, seed)
+    ask = Ask(
+        budget=budget,
+        p=values_of(p, "p"),
+        n=values_of(n, "n"),
+        b=(the_scenario.minibatch,) if minibatch is None else values_of(minibatch, "b"),
+        workers=(the_scenario.workers,) if workers is None else values_of(workers, "workers"),
+        deadline=parse_duration(deadline, "deadline") if isinstance(deadline, str) else deadline,
+        max_dollars=max_dollars,
+        objective=objective,
+        replicates=reps,
+        race=not full_grid,
+    )
+    check_ask(the_scenario, ask)  # before the progress bar draws anything
+    meter = WorkProgress(
+        "simulating allocations", "replicates", ask.grid_size * ask.first_round, shown=progress
+    )
+    with meter.told_when_stopped():
+        guess = checked_work(
+            advise_work(the_scenario, ask), "this search", backend, address, jobs, SMALLER_ASK
+        )
+        race = " for the race's first round" if ask.first_round < ask.replicates else ""
+        meter.estimate = guess + race
+        with make_backend(backend, address, jobs) as the_backend, meter:
+            advice = advise_ask(the_scenario, ask, the_backend, on_progress=meter.update)
+    return AdviseResult(advice)

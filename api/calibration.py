@@ -1,0 +1,179 @@
+"""A scenario from measured runs: `calibrate` fits one from traces, or infers one from run
+summaries by simulation-based inference (pxn.calibrate)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pxn.api.console import progress_bar
+from pxn.api.results import Result
+from pxn.api.running import DEFAULT_JOBS
+from pxn.errors import PxnError
+from pxn.fields import whole
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from pxn.api.report import Report
+    from pxn.calibrate.fit import LatencyFit
+    from pxn.calibrate.from_summaries import Inference
+    from pxn.calibrate.scenario_from_traces import Calibration
+    from pxn.scenario import Scenario
+
+# Beyond this a scenario loads slowly (every draw is validated whenever it loads) and no
+# prediction runs enough replicates to use its draws.
+MAX_DRAWS = 10_000
+DEFAULT_DRAWS = 100  # from traces, unless asked otherwise
+PREFIX_CACHE = {"auto": None, "yes": True, "no": False}
+SUMMARIES_SAY_IT = (
+    "applies to traces; with a summaries file its [setup] and [inference] tables say it "
+    "(format: pydoc pxn.calibrate.summaries)"
+)
+
+
+@dataclass(frozen=True)
+class CalibrateResult(Result):
+    """The calibrated scenario, how it was found, and the report that says so."""
+
+    scenario: Scenario
+    fitted: Calibration | Inference  # the fits from traces, or the inference from summaries
+    lines: tuple[str, ...]  # the report, line by line
+    header: str  # the scenario file's header: where it came from, how far to trust it
+
+    def save(self, path: str | Path) -> Path:
+        """The scenario as TOML at `path`, the report as its header."""
+        self.scenario.save(Path(path), self.header)
+        return Path(path)
+
+    def report(self) -> Report:
+        from pxn.api.report import Report
+
+        document = self.scenario.to_dict()
+        return Report(name="calibration", shown=list(self.lines), rows=[], document=document)
+
+    def records(self) -> Sequence[Scenario]:
+        return [self.scenario]
+
+    def fits(self) -> dict[str, LatencyFit]:
+        """The latency fits, by what they fit ("rollout", "reflection", "rollout full_val", ...):
+        those from traces; an inference from summaries fits none."""
+        from pxn.calibrate.scenario_from_traces import Calibration
+
+        if not isinstance(self.fitted, Calibration):
+            return {}
+        cal = self.fitted
+        fits = [cal.rollout, cal.reflection]
+        fits += [f for f in cal.rollout_by_phase.values() if f.n >= 2]
+        return {fit.what: fit for fit in fits}
+
+    def figure(self, fit: str = "rollout") -> Figure:
+        """One fit's diagnostics: its histogram with every fitted density, and a Q-Q plot."""
+        from pxn.api.plots import latency_fit_figure
+
+        fits = self.fits()
+        if fit not in fits:
+            have = ", ".join(fits) or "none: an inference from summaries fits no latency"
+            raise PxnError(f"is not a latency fit of this calibration: got {fit!r}; fits: {have}",
+                           subject="fit")  # fmt: skip
+        return latency_fit_figure(fits[fit])
+
+
+def calibrate(
+    traces: str | Path | Iterable[str | Path] | None = None,
+    *,
+    summaries: str | Path | None = None,
+    name: str = "calibrated",
+    latency: str = "auto",
+    lm_servers: int | None = None,
+    task_model: str | None = None,
+    reflection_model: str | None = None,
+    draws: int | None = None,
+    prefix_cache: str = "auto",
+    jobs: int = DEFAULT_JOBS,
+    progress: bool = False,
+) -> CalibrateResult:
+    """Fit a scenario from traces (trace files or run directories), or infer one from
+    `summaries` (a CSV or TOML file of per-run figures; pydoc pxn.calibrate.summaries).
+
+    From traces: `latency` is "auto" (lowest AIC unless KS rejects it),
+    "empirical" or a family; `lm_servers` the calls the LM serves at once when
+    the traces do not say; `task_model` and `reflection_model` price the
+    tokens (litellm's names); `draws` the parameter draws of the scenario's
+    uncertainty (default 100; 0 writes none); `prefix_cache` whether the
+    reflections' servers keep their last prompt ("yes", "no", or "auto": yes
+    for pxn's own pool). From summaries: `jobs` local processes run the
+    inference, and `progress` shows its generations on stderr.
+    """
+    whole(jobs, "jobs")
+    if not name.strip():
+        raise PxnError("must not be empty: it names the scenario in every report", subject="name")
+    if draws is not None and draws > MAX_DRAWS:
+        raise PxnError(f"must be at most {MAX_DRAWS} (each draw is checked whenever the "
+                       f"scenario loads): got {draws}", subject="draws")  # fmt: skip
+    paths = [traces] if isinstance(traces, str | Path) else list(traces or [])
+    if summaries is not None:
+        if paths:
+            raise PxnError("give trace files or a summaries file, not both")
+        given = {
+            "latency": latency != "auto",
+            "LM servers": lm_servers is not None,
+            "task model": task_model is not None,
+            "reflection model": reflection_model is not None,
+            "draws": draws is not None,
+            "prefix cache": prefix_cache != "auto",
+        }
+        for subject, is_given in given.items():
+            if is_given:
+                raise PxnError(SUMMARIES_SAY_IT, subject=subject)
+        return from_summaries(Path(summaries), name, jobs, progress)
+    if not paths:
+        raise PxnError("give trace files (or run directories), or a summaries file")
+    if prefix_cache not in PREFIX_CACHE:
+        raise PxnError(f"must be auto, yes or no: got {prefix_cache!r}", subject="prefix cache")
+    return from_traces(
+        paths,
+        name=name,
+        latency=latency,
+        lm_servers=lm_servers,
+        task_model=task_model,
+        reflection_model=reflection_model,
+        draws=DEFAULT_DRAWS if draws is None else draws,
+        prefix_cache=PREFIX_CACHE[prefix_cache],
+    )
+
+
+def from_traces(paths: list[str | Path], **options) -> CalibrateResult:
+    from pxn.api.calibration_report import calibration_header, calibration_lines
+    from pxn.calibrate.scenario_from_traces import calibrate_traces
+
+    calibration = calibrate_traces(paths, **options)
+    return CalibrateResult(
+        calibration.scenario,
+        calibration,
+        tuple(calibration_lines(calibration)),
+        calibration_header(calibration),
+    )
+
+
+def from_summaries(path: Path, name: str, jobs: int, progress: bool) -> CalibrateResult:
+    from pxn.calibrate.from_summaries import infer_from_summaries
+    from pxn.calibrate.summaries import read_summaries
+    from pxn.calibrate.summaries_report import generation_line, inference_header, inference_lines
+
+    read = read_summaries(path)
+    with progress_bar(progress) as bar:  # on a terminal only, gone when done: errors stay one line
+        task = bar.add_task("ABC-SMC", total=read.options.max_generations + 1)
+
+        def told(generation) -> None:
+            bar.update(task, advance=1, description=generation_line(generation))
+
+        inference = infer_from_summaries(read, name, jobs, told)
+    return CalibrateResult(
+        inference.scenario,
+        inference,
+        tuple(inference_lines(inference)),
+        inference_header(inference),
+    )

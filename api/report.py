@@ -1,0 +1,88 @@
+"""A result in every form: lines and tables for a person, rows for CSV, a document for JSON.
+
+JSON is strict: an undefined figure (NaN, infinity) is null. The table form is
+printed on a rich Console (`show`): the CLI's terminal, or a string for a
+notebook's display.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import textwrap
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+
+from pxn.api.console import say
+from pxn.api.tables import MAX_WIDTH, Grid, fit
+
+
+@dataclass(frozen=True)
+class Note:
+    """A sentence of prose for a person: wrapped to the terminal, unlike a data line."""
+
+    text: str
+    label: str = "note"  # what the sentence is, printed before it
+
+
+@dataclass
+class Report:
+    """A result in every form: `name` is the stem of its files (sweep -> sweep.csv)."""
+
+    name: str
+    shown: list[str | Note | Grid]  # for a person, in order: lines, notes and tables
+    rows: list[dict[str, Any]]  # the CSV, one record per row
+    document: dict[str, Any]  # the JSON
+
+
+def csv_text(rows: list[dict[str, Any]]) -> str:
+    """Rows as CSV with a header (the first row's keys); nothing for no rows."""
+    if not rows:
+        return ""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def finite(value: Any) -> Any:
+    """The value with every NaN or infinity in it (however deep) made None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(item) for item in value]
+    return value
+
+
+def json_text(document: dict[str, Any]) -> str:
+    return json.dumps(finite(document), indent=2, allow_nan=False)
+
+
+def show(report: Report, console: Console, wide: bool = False) -> None:
+    """The report's table form on `console`: its lines, notes and tables, in order."""
+    for block in report.shown:
+        if isinstance(block, Grid):  # --wide may be wider than the console: not cropped
+            console.print(fit(block, console, wide), crop=not wide)
+        elif isinstance(block, Note):
+            say(
+                textwrap.fill(
+                    f"{block.label}: {block.text}", console.width, subsequent_indent="    "
+                ),
+                console,
+            )
+        else:
+            say(block, console)
+
+
+def table_text(report: Report) -> str:
+    """The report's table form as plain text, as the CLI prints it on a 100-column pipe."""
+    console = Console(file=io.StringIO(), width=MAX_WIDTH, color_system=None, force_terminal=False)
+    show(report, console)
+    return console.file.getvalue()

@@ -1,0 +1,91 @@
+"""`pxn advise`: which allocation to run."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from pxn.api.running import DEFAULT_JOBS
+from pxn.app.interrupts import stopped_by_signals
+from pxn.app.options import Address, Backend, Format, Jobs, Out, ScenarioArg, Seed, Wide
+from pxn.app.output import Output
+
+commands = typer.Typer()
+
+
+@commands.command(name="advise")
+def advise_command(
+    scenario: ScenarioArg,
+    budget: Annotated[int, typer.Option("--budget", help="The budget B (metric calls).")],
+    deadline: Annotated[
+        str | None, typer.Option("--deadline", help="Wall-clock limit: 3h, 90m, 1h30m, 600s.")
+    ] = None,
+    max_dollars: Annotated[
+        float | None, typer.Option("--max-dollars", help="Dollar cap (the scenario needs prices).")
+    ] = None,
+    workers: Annotated[
+        str | None, typer.Option("--workers", help="Pools W to try: 64,128,512 or 1..8.")
+    ] = None,
+    p: Annotated[str, typer.Option("--p", help="Parents per step P: 1..8 or 1,2,4.")] = "1..4",
+    n: Annotated[str, typer.Option("--n", help="Mutations per parent N.")] = "1..4",
+    minibatch: Annotated[
+        str | None,
+        typer.Option("--minibatch", help="Reflection minibatch sizes b (default: the scenario's)."),
+    ] = None,
+    objective: Annotated[
+        str, typer.Option("--objective", help="time, cost or score (needs [quality]).")
+    ] = "time",
+    reps: Annotated[
+        int, typer.Option("--reps", help="Replicates per allocation (a race gives 20 first).")
+    ] = 100,
+    full_grid: Annotated[
+        bool,
+        typer.Option(
+            "--full-grid", help="Simulate every allocation fully (default: race grids of 65+)."
+        ),
+    ] = False,
+    seed: Seed = None,
+    jobs: Jobs = DEFAULT_JOBS,
+    backend: Backend = "local",
+    address: Address = None,
+    out: Out = None,
+    output_format: Format = "table",
+    wide: Wide = False,
+) -> None:
+    """Recommend P, N, b and W for a budget under a deadline, a dollar cap and rate limits;
+    write advise.csv, advise.json and pareto.png to --out.
+
+    Exit code 1 when no allocation meets the ask (the reasons are printed).
+    """
+    from pxn.api.advice import advise
+
+    output = Output(output_format, out, wide)
+    with stopped_by_signals():
+        result = advise(
+            scenario,
+            budget=budget,
+            deadline=deadline,
+            max_dollars=max_dollars,
+            workers=workers,
+            p=p,
+            n=n,
+            minibatch=minibatch,
+            objective=objective,
+            reps=reps,
+            full_grid=full_grid,
+            seed=seed,
+            jobs=jobs,
+            backend=backend,
+            address=address,
+            progress=True,
+        )
+    report = result.report()
+    with stopped_by_signals():
+        output.show(report)
+        output.write(report, {"pareto.png": result.figure} if result.advice.assessments else {})
+    if result.recommended is None:
+        for reason in result.reasons:
+            print(f"pxn: {reason}", file=sys.stderr)
+        raise typer.Exit(1)

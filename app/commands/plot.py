@@ -1,0 +1,55 @@
+"""`pxn plot ...`: figures of measured and simulated runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pxn.api.console import print_set_aside, say
+from pxn.api.running import DEFAULT_JOBS
+from pxn.app.commands.validate import run_validation
+from pxn.app.options import Jobs, ScenarioOpt, TracesArg, ValidateReps
+from pxn.app.output import ensure_writable_outputs, refuse_overwriting_an_input
+from pxn.fields import whole
+
+commands = typer.Typer(help="Figures of measured and simulated runs.", no_args_is_help=True)
+
+
+@commands.command("sweep-vs-measured")
+def plot_sweep_vs_measured_command(
+    runs: TracesArg,
+    scenario: ScenarioOpt,
+    output: Annotated[Path, typer.Option("-o", "--output", help="PNG to write.")],
+    reps: ValidateReps = 200,
+    jobs: Jobs = DEFAULT_JOBS,
+) -> None:
+    """Measured runs against the simulated band and the closed form, shape by shape."""
+    from pxn.api.plots import save_figure, sweep_vs_measured_figure
+
+    ensure_writable_outputs(files={"output": output})
+    refuse_overwriting_an_input(output, runs)
+    validation = run_validation(scenario, runs, reps, jobs)
+    say(f"wrote {save_figure(sweep_vs_measured_figure(validation), output)}")
+
+
+@commands.command("timeline")
+def plot_timeline_command(
+    trace: Annotated[Path, typer.Argument(help="A trace file or run directory.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="PNG to write.")],
+    iterations: Annotated[
+        int | None, typer.Option("--iterations", help="Show only up to this iteration's end.")
+    ] = None,
+) -> None:
+    """One run as a Gantt chart of worker and reflection slots, coloured by phase."""
+    from pxn.api.plots import save_figure, timeline_figure
+    from pxn.trace import read_one
+
+    ensure_writable_outputs(files={"output": output})
+    refuse_overwriting_an_input(output, [trace])
+    if iterations is not None:
+        whole(iterations, "iterations", least=0)
+    the_trace = read_one(trace)
+    print_set_aside([], [f"{the_trace.path} {line}" for line in the_trace.skipped])
+    say(f"wrote {save_figure(timeline_figure(the_trace, iterations), output)}")

@@ -1,0 +1,44 @@
+"""`pxn presets`: the built-in scenarios."""
+
+from __future__ import annotations
+
+import typer
+
+from pxn.api.console import say, stdout
+
+commands = typer.Typer()
+
+
+@commands.command()
+def presets() -> None:
+    """List the built-in scenarios (the paper's setups)."""
+    from pxn.api.tables import Column, Grid, fit
+    from pxn.durations import format_duration
+    from pxn.sim.presets import load_scenario, preset_names
+
+    grid = Grid(
+        title="presets (sim/presets/; each file's header says how it was inferred)",
+        columns=[
+            Column("name", left=True),
+            Column("B"),
+            Column("V"),
+            Column("W"),
+            Column("mean\nrollout"),
+            Column("mean\nreflection"),
+            Column("a0"),
+        ],
+    )
+    scenarios = [load_scenario(name) for name in preset_names()]
+    for s in scenarios:
+        grid.add_row(
+            s.name,
+            str(s.budget),
+            str(s.valset_size),
+            str(s.workers),
+            format_duration(s.rollout.mean()),
+            format_duration(s.reflection.mean()),
+            f"{s.acceptance.a0:g}",
+        )
+    stdout.print(fit(grid, stdout))
+    for s in scenarios:  # the prose below the table: a column of it would not fit
+        say(f"{s.name}: {s.description}")

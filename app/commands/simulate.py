@@ -1,0 +1,71 @@
+"""`pxn simulate`: predict one shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pxn.api.console import say, stderr
+from pxn.app.interrupts import stopped_by_signals
+from pxn.app.options import (
+    Address,
+    Backend,
+    Budget,
+    Format,
+    Jobs,
+    Reps,
+    ScenarioArg,
+    Seed,
+    Wide,
+    Workers,
+)
+from pxn.app.output import Output, ensure_writable_outputs
+
+commands = typer.Typer()
+
+
+@commands.command()
+def simulate(
+    scenario: ScenarioArg,
+    shape: Annotated[str, typer.Option("--shape", help="PxN, e.g. 2x2, or 'single'.")] = "single",
+    reps: Reps = 200,
+    seed: Seed = None,
+    jobs: Jobs = 1,
+    workers: Workers = None,
+    budget: Budget = None,
+    backend: Backend = "local",
+    address: Address = None,
+    trace: Annotated[
+        Path | None, typer.Option("--trace", help="Also write replicate 0 as a trace (JSONL).")
+    ] = None,
+    output_format: Format = "table",
+    wide: Wide = False,
+) -> None:
+    """Predict one shape: wall-clock with interval, iterations, stages, closed form."""
+    from pxn.api.predictions import refuse_existing_trace
+    from pxn.api.predictions import simulate as simulate_shape
+
+    output = Output(output_format, wide=wide)
+    if trace is not None:
+        refuse_existing_trace(trace)
+    ensure_writable_outputs(files={"trace": trace})
+    with stopped_by_signals():
+        result = simulate_shape(
+            scenario,
+            shape=shape,
+            reps=reps,
+            seed=seed,
+            jobs=jobs,
+            workers=workers,
+            budget=budget,
+            backend=backend,
+            address=address,
+            progress=True,
+        )
+    output.show(result.report())
+    if trace is not None:
+        with stopped_by_signals():  # an interruption leaves no trace, not part of one
+            result.write_trace(trace)
+        say(f"wrote replicate 0 as a trace: {trace}", stderr)

@@ -1,0 +1,91 @@
+"""The user's adapter, each call recorded: one adapter call, one recorded call of rollouts.
+
+The wrapper forwards to the user's adapter on the caller's thread and tells
+the recorder when a call begins and ends; it adds or removes no concurrency.
+gepa chooses its code path by what the adapter has (`batch_evaluate`: one
+call per stage, else `evaluate` pair after pair), so the wrapper has exactly
+the methods the user's adapter has. An adapter's own `propose_new_texts` is
+a reflection: gepa calls it instead of the reflection LM, one proposal at a
+time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gepa.core.adapter import EvaluationBatch
+
+from pxn.runner.recording.lm_wrapper import reflections
+from pxn.runner.recording.recorder import Recorder
+from pxn.runner.redact import describe_error
+
+
+class RecordingAdapter:
+    """The user's adapter, each `evaluate` call recorded (gepa falls back to it pair by pair)."""
+
+    def __init__(self, inner: Any, recorder: Recorder, *, skip_seed_val: bool = False):
+        self.inner = inner
+        self.recorder = recorder
+        # On resume gepa evaluates the seed again and then throws the result away for the
+        # saved state: answering without running anything keeps the trace and the bill honest.
+        self._skip_seed_val = skip_seed_val
+        # gepa asks for this first: None means gepa's reflection LM proposes the texts.
+        self.propose_new_texts = None
+        if getattr(inner, "propose_new_texts", None) is not None:
+            self.propose_new_texts = self._proposed
+        for name in ("get_adapter_state", "set_adapter_state"):
+            if hasattr(inner, name):
+                setattr(self, name, getattr(inner, name))
+
+    def evaluate(self, batch: list[Any], candidate: dict[str, str], capture_traces: bool = False):
+        if self._skip_seed_val and self.recorder.phase == "seed_val":
+            self._skip_seed_val = False
+            zeros = [0.0] * len(batch)
+            return EvaluationBatch(outputs=[None] * len(batch), scores=zeros, trajectories=None)
+        return self._recorded(
+            [(candidate, batch)],
+            lambda: [self.inner.evaluate(batch, candidate, capture_traces=capture_traces)],
+        )[0]
+
+    def make_reflective_dataset(self, candidate: Any, eval_batch: Any, components_to_update: Any):
+        try:
+            return self.inner.make_reflective_dataset(candidate, eval_batch, components_to_update)
+        except Exception:
+            self.recorder.reflective_dataset_failed()
+            raise
+
+    def _proposed(
+        self, candidate: dict[str, str], reflective_dataset: Any, components_to_update: list[str]
+    ) -> dict[str, str]:
+        """The adapter's own proposal, one reflection; no reply text (the adapter parses it)."""
+        return reflections(
+            self.recorder,
+            1,
+            lambda: self.inner.propose_new_texts(
+                candidate, reflective_dataset, components_to_update
+            ),
+            replies=lambda _: None,
+        )
+
+    def _recorded(self, items: list[tuple[dict[str, str], list[Any]]], call: Any) -> list[Any]:
+        rec = self.recorder
+        rec.begin_rollouts(items)
+        try:
+            results = call()
+        except BaseException as exc:
+            rec.end_rollouts(None, describe_error(exc))
+            raise
+        rec.end_rollouts([s for r in results for s in r.scores], None)
+        return results
+
+
+class BatchRecordingAdapter(RecordingAdapter):
+    """An adapter with `batch_evaluate`: one recorded call per stage."""
+
+    def batch_evaluate(self, items: list[tuple[dict[str, str], list[Any]]], **kwargs: Any):
+        return self._recorded(items, lambda: self.inner.batch_evaluate(items, **kwargs))
+
+
+def wrap_adapter(adapter: Any, recorder: Recorder, *, skip_seed_val: bool) -> RecordingAdapter:
+    cls = BatchRecordingAdapter if hasattr(adapter, "batch_evaluate") else RecordingAdapter
+    return cls(adapter, recorder, skip_seed_val=skip_seed_val)

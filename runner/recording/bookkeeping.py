@@ -1,0 +1,104 @@
+"""Which task of gepa's iteration each proposal, reflection and child belongs to.
+
+gepa's callbacks tell the tasks of an iteration in order: a parent selected
+per task, a task skipped, a proposal started (its reflection is next) or
+ended (its reflection gave texts). The reflection calls come after, in job
+order: a reflection job makes one LM call (one component per proposal,
+gepa's round-robin), and gepa 0.1.4 reflects an iteration's jobs in one pass (one
+batched call, or one call per job in job order); when any call of that pass
+raises, it throws the pass away and asks again for every job, one call per
+job in job order, a failure there failing only its job. The jobs are
+numbered accordingly: a retried job carries the same proposal id.
+
+A task's proposal id is "i-j": iteration i, task j of the iteration (tasks gepa
+skipped keep their numbers, so the others keep theirs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ReflectionJob:
+    task: int  # the task's position in the iteration; -1 when more jobs came than tasks started
+    proposal: str  # "i-j"; "i-?" for a job of no known task
+    parent: str  # the parent's pool index; "-1" when gepa selected none seen, "?" unknown
+
+
+@dataclass
+class IterationBook:
+    """One iteration's tasks, proposals and reflection passes."""
+
+    number: int
+    start: float
+    task_parents: list[int] = field(default_factory=list)  # on_candidate_selected, in task order
+    task_cursor: int = 0  # tasks seen in stage 3a (skipped or started)
+    started: list[int] = field(default_factory=list)  # task indices whose reflection started
+    issued: int = 0  # reflection jobs handed to the LM so far in this pass (gepa's job order)
+    retrying: bool = False  # the first pass failed: gepa asks again for every job, one by one
+    outcome: dict[int, bool] = field(default_factory=dict)  # task index -> reply usable
+    ended: int = 0  # on_proposal_end count
+
+    def proposal_id(self, task: int) -> str:
+        return f"{self.number}-{task}"
+
+    def parent_selected(self, candidate_idx: int) -> None:
+        self.task_parents.append(candidate_idx)
+
+    def task_skipped(self) -> None:
+        self.task_cursor += 1
+
+    def proposal_started(self) -> None:
+        self.started.append(self.task_cursor)
+        self.task_cursor += 1
+
+    def next_jobs(self, count: int) -> list[ReflectionJob]:
+        """The jobs of a reflection call asking for `count` replies, in job order."""
+        jobs = []
+        for task in self.started[self.issued : self.issued + count]:
+            parent = self.task_parents[task] if task < len(self.task_parents) else -1
+            jobs.append(ReflectionJob(task, self.proposal_id(task), str(parent)))
+        while len(jobs) < count:  # more calls than jobs seen starting: label honestly
+            jobs.append(ReflectionJob(-1, f"{self.number}-?", "?"))
+        self.issued += count
+        return jobs
+
+    def reflected(self, jobs: list[ReflectionJob], ok: bool) -> None:
+        """A reflection call of these jobs returned (`ok`) or raised; a raise in the iteration's
+        first pass sends gepa back to its first job."""
+        for job in jobs:
+            self.outcome[job.task] = ok
+        if not ok and not self.retrying:
+            self.issued = 0
+            self.retrying = True
+
+    def proposal_ended(self) -> int | None:
+        """The task whose proposal ended (gepa tells each job whose reflection gave texts, in
+        job order); None when no task started is left for it."""
+        self.ended += 1
+        ok_tasks = [task for task in self.started if self.outcome.get(task, True)]
+        if self.ended > len(ok_tasks):
+            return None
+        task = ok_tasks[self.ended - 1]
+        return task if task < len(self.task_parents) else None
+
+
+@dataclass
+class Position:
+    """Where gepa's loop is: the iteration's book, the phase of the adapter call in flight (or
+    the next one), and gepa's GEPAState once an iteration has started."""
+
+    book: IterationBook = field(default_factory=lambda: IterationBook(number=0, start=0.0))
+    phase: str = "seed_val"
+    state: Any = None
+
+    @property
+    def iteration(self) -> int:
+        return self.book.number
+
+    def new_iteration(self, number: int, start: float, state: Any) -> None:
+        self.book = IterationBook(number=number, start=start)
+        self.state = state
+        self.phase = "parent_minibatch"

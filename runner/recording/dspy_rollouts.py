@@ -1,0 +1,254 @@
+"""DSPy's adapter, run as DSPy runs it, each rollout and proposal timed where DSPy runs it.
+
+Assumptions (DSPy 3.4.1, gepa 0.1.4):
+- Rollouts: DSPy's adapter evaluates each stage as it does unrecorded
+  (`batch_evaluate` splits `num_threads`, W, among the stage's candidates and
+  runs each candidate's `evaluate` with its share), and DSPy's callbacks time
+  each rollout where DSPy runs it: the student program's call on one example,
+  from its start to its end on its thread. The metric DSPy calls next on the
+  same thread is not in it (a metric that calls an LM makes that time show
+  between rollouts). An example is known by its input values, which DSPy
+  passes to the program as the example holds them. Tokens are what the
+  program's LM calls reported (DSPy's usage tracker), none for calls DSPy's
+  cache answered.
+- Reflections: DspyAdapter proposes the texts itself (its instruction
+  proposer on the reflection LM), and gepa calls it one proposal at a time,
+  so C = 1 and each call is one reflection event (the recording's), however
+  many LM calls it made (one per component updated); this module adds its
+  tokens and its prompt (the prompts of its LM calls, as a DSPy callback sees
+  them, joined in call order). When one raises, gepa asks again for every
+  proposal of the iteration, one by one, and the retried proposals' events carry
+  their ids again.
+- Ctrl-C: as DSPy does unrecorded, a stage evaluated in DSPy's threads runs
+  to its end first; an evaluation on the main thread stops at once, its
+  rollouts in flight written up to the interrupt and those never started not
+  written.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+import dspy
+from dspy.utils.callback import ACTIVE_CALL_ID, BaseCallback
+from gepa.core.adapter import EvaluationBatch
+
+from pxn.runner.recording.api import Recording
+from pxn.runner.recording.dspy_usage import SharedUsage, lm_prompts, lm_usage
+from pxn.runner.recording.reports import ReflectionReport, RolloutReport
+from pxn.runner.redact import describe_error
+
+
+class DspyRollouts:
+    """DSPy's adapter, run as DSPy runs it, each rollout timed where DSPy runs it.
+
+    Given to the recording as the user's adapter: its wrapper tells the recorder of
+    each stage and each proposal; this one reports each rollout's times and tokens
+    and each proposal's tokens.
+    """
+
+    def __init__(self, inner: Any, rec: Recording):
+        self.inner = inner
+        self.rec = rec
+
+    def evaluate(
+        self, batch: list[Any], candidate: dict[str, str], capture_traces: bool = False
+    ) -> EvaluationBatch:
+        own = list(batch)
+        return self._timed(
+            [(candidate, own)],
+            lambda: [self.inner.evaluate(own, candidate, capture_traces=capture_traces)],
+        )[0]
+
+    def batch_evaluate(
+        self, items: list[tuple[dict[str, str], list[Any]]], **kwargs: Any
+    ) -> list[EvaluationBatch]:
+        own = [(candidate, list(batch)) for candidate, batch in items]
+        return self._timed(own, lambda: self.inner.batch_evaluate(own, **kwargs))
+
+    def _timed(
+        self,
+        items: list[tuple[dict[str, str], list[Any]]],
+        call: Callable[[], list[EvaluationBatch]],
+    ) -> list[EvaluationBatch]:
+        """`call()` with DSPy's callbacks timing the rollouts of `items` (each batch a list of
+        this call's own, so DSPy's evaluation of it is known by identity)."""
+        clock = RolloutClock(self.rec, items)
+        callbacks = [*dspy.settings.get("callbacks", []), clock]
+        try:
+            with dspy.context(callbacks=callbacks):
+                results = call()
+        except BaseException as exc:
+            clock.report(None, describe_error(exc))
+            raise
+        clock.report([score for result in results for score in result.scores], None)
+        return results
+
+    def make_reflective_dataset(
+        self, candidate: dict[str, str], eval_batch: Any, components_to_update: list[str]
+    ) -> Any:
+        return self.inner.make_reflective_dataset(candidate, eval_batch, components_to_update)
+
+    def propose_new_texts(
+        self,
+        candidate: dict[str, str],
+        reflective_dataset: Any,
+        components_to_update: list[str],
+    ) -> dict[str, str]:
+        """DSPy's proposal, which the recording times as one reflection; this adds its tokens
+        and prompt."""
+        start = self.rec.clock()
+        error: str | None = None
+        with lm_usage() as usage, lm_prompts() as prompts:
+            try:
+                return self.inner.propose_new_texts(
+                    candidate, reflective_dataset, components_to_update
+                )
+            except BaseException as exc:
+                error = describe_error(exc)
+                raise
+            finally:
+                tokens_in, tokens_out = usage.tokens()
+                # No reply text: DSPy's proposer parses its own reply (gepa's fences don't apply).
+                report = ReflectionReport(
+                    start=start,
+                    end=self.rec.clock(),
+                    error=error,
+                    prompt=prompts.text(),
+                    tokens_in=tokens_in,
+                    tokens_out=tokens_out,
+                )
+                self.rec.report_reflection(0, report)
+
+    def get_adapter_state(self) -> dict[str, Any]:
+        return self.inner.get_adapter_state()
+
+    def set_adapter_state(self, state: dict[str, Any]) -> None:
+        self.inner.set_adapter_state(state)
+
+
+@dataclass
+class Evaluation:
+    """One DSPy `Evaluate` of a batch of the adapter call; `offset`: its first example's
+    position among the call's examples."""
+
+    offset: int
+    batch: list[Any]
+    claimed: set[int] = field(default_factory=set)
+
+    def claim(self, inputs: dict[str, Any]) -> int | None:
+        """The call's position of the unclaimed example DSPy runs the program on with these
+        inputs (the example's own values); None for a run of an example already claimed
+        (DSPy runs a straggler again, and keeps the first result)."""
+        for position, example in enumerate(self.batch):
+            if position not in self.claimed and _runs_with(example, inputs):
+                self.claimed.add(position)
+                return self.offset + position
+        return None
+
+
+def _runs_with(example: Any, inputs: dict[str, Any]) -> bool:
+    """Whether DSPy's `program(**example.inputs())` got these inputs."""
+    own = example.inputs()
+    keys = list(own.keys())
+    return sorted(keys) == sorted(inputs) and all(inputs[k] is own[k] for k in keys)
+
+
+@dataclass
+class Running:
+    index: int
+    start: float
+    usage: SharedUsage
+    scope: AbstractContextManager[Any]
+
+
+@dataclass(frozen=True)
+class Timed:
+    index: int
+    start: float
+    end: float
+    tokens: tuple[int | None, int | None]
+    error: str | None
+
+
+class RolloutClock(BaseCallback):
+    """DSPy callbacks timing the rollouts of one adapter call where DSPy runs them.
+
+    A rollout is the student program's call on one example, from its start to its
+    end, on the thread DSPy runs it on: a program call whose caller is an `Evaluate`
+    of one of the call's batches (DSPy's callback ids say who called whom). Its
+    tokens are those of the LM calls made inside it.
+    """
+
+    def __init__(self, rec: Recording, items: list[tuple[dict[str, str], list[Any]]]):
+        self._rec = rec
+        self._batches: dict[int, tuple[int, list[Any]]] = {}  # id(batch) -> offset, batch
+        offset = 0
+        for _, batch in items:
+            self._batches[id(batch)] = (offset, batch)
+            offset += len(batch)
+        self._lock = threading.Lock()
+        self._evaluations: dict[str, Evaluation] = {}  # Evaluate's call id -> its batch
+        self._running: dict[str, Running] = {}  # the program call's id -> its rollout
+        self._done: list[Timed] = []
+
+    def on_evaluate_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+        batch = inputs.get("devset") or instance.devset
+        found = self._batches.get(id(batch))
+        if found is not None:
+            with self._lock:
+                self._evaluations[call_id] = Evaluation(*found)
+
+    def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+        with self._lock:
+            evaluation = self._evaluations.get(ACTIVE_CALL_ID.get())
+            index = None if evaluation is None else evaluation.claim(inputs.get("kwargs", {}))
+        if index is None:
+            return  # a module inside the program, or nothing of this call
+        usage = SharedUsage()
+        scope = dspy.context(usage_tracker=usage)
+        start = self._rec.clock()
+        # Entered here and left in on_module_end: DSPy calls both on this thread, around
+        # the program's call, so the program's LM calls report to this rollout's tracker.
+        scope.__enter__()
+        with self._lock:
+            self._running[call_id] = Running(index, start, usage, scope)
+
+    def on_module_end(
+        self, call_id: str, outputs: Any | None, exception: Exception | None = None
+    ) -> None:
+        with self._lock:
+            running = self._running.pop(call_id, None)
+        if running is None:
+            return
+        end = self._rec.clock()
+        running.scope.__exit__(None, None, None)
+        error = None if exception is None else describe_error(exception)
+        timed = Timed(running.index, running.start, end, running.usage.tokens(), error)
+        with self._lock:
+            self._done.append(timed)
+
+    def report(self, scores: list[float] | None, error: str | None) -> None:
+        """Report every rollout that started, in start order, once the call returned (`scores`)
+        or raised (`error`: the rollouts still running are cut here)."""
+        now = self._rec.clock()
+        with self._lock:
+            cut = [
+                Timed(r.index, r.start, now, r.usage.tokens(), error)
+                for r in self._running.values()
+            ]
+            rollouts = [*self._done, *cut]
+        for r in sorted(rollouts, key=lambda r: r.start):
+            report = RolloutReport(
+                start=r.start,
+                end=r.end,
+                score=None if scores is None else scores[r.index],
+                tokens_in=r.tokens[0],
+                tokens_out=r.tokens[1],
+                error=r.error,
+            )
+            self._rec.report_rollout(r.index, report)

@@ -1,0 +1,138 @@
+"""The user's reflection LM, each call recorded: one LM call, one recorded call of reflections.
+
+The wrapper forwards to the user's LM on the caller's thread and tells the
+recorder when a call begins and ends; it adds or removes no concurrency.
+gepa chooses its code path by what the LM has (`batch_complete`: one call for
+all of an iteration's prompts, else one prompt at a time), so the wrapper has
+exactly the methods its inner LM has.
+
+gepa wraps a reflection LM without `total_cost` in its `TrackingLM`, which
+hides `batch_complete`; `wrap_reflection_lm` does the same first, so the
+recorded run makes the same calls the unrecorded one would. A model string
+becomes gepa's own LM, metered call by call (metered_lm.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from gepa.lm import TrackingLM
+
+from pxn.runner.prompt_prefix import prompt_text
+from pxn.runner.recording.metered_lm import GEPA_LM_BATCH_WORKERS, MeteredLM
+from pxn.runner.recording.recorder import Recorder
+from pxn.runner.recording.reports import ReflectionReport
+from pxn.runner.redact import describe_error
+
+T = TypeVar("T")
+
+
+class RecordingLM:
+    """The user's reflection LM, each call recorded; called one prompt at a time by gepa."""
+
+    def __init__(self, inner: Any, recorder: Recorder):
+        self.inner = inner
+        self.recorder = recorder
+
+    # gepa reads these (for its cost stopper); the inner LM has them (see wrap_reflection_lm).
+    @property
+    def total_cost(self) -> float:
+        return self.inner.total_cost
+
+    @property
+    def total_tokens_in(self) -> int:
+        return self.inner.total_tokens_in
+
+    @property
+    def total_tokens_out(self) -> int:
+        return self.inner.total_tokens_out
+
+    def __call__(self, prompt: Any) -> str:
+        return self._recorded(1, lambda: [self._one(0, prompt)])[0]
+
+    def _one(self, index: int, prompt: Any) -> str:
+        """One prompt on this thread; gepa's own LM tells its usage, reported here."""
+        if not isinstance(self.inner, MeteredLM):
+            return self.inner(prompt)
+        rec = self.recorder
+        start = rec.clock()
+        self.inner.usage()
+        try:
+            text = self.inner(prompt)
+        except Exception as exc:
+            report = ReflectionReport(
+                start=start, end=rec.clock(), prompt=prompt_text(prompt), error=describe_error(exc)
+            )
+            rec.report_reflection(index, report)
+            raise
+        tokens_in, tokens_out, cost = self.inner.usage()
+        report = ReflectionReport(
+            start=start,
+            end=rec.clock(),
+            text=text,
+            prompt=prompt_text(prompt),
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost=cost,
+        )
+        rec.report_reflection(index, report)
+        return text
+
+    def _recorded(self, count: int, call: Callable[[], list[str]]) -> list[str]:
+        return reflections(self.recorder, count, call, replies=lambda texts: texts)
+
+
+class BatchRecordingLM(RecordingLM):
+    """A reflection LM with `batch_complete`: all of an iteration's prompts in one call."""
+
+    def batch_complete(self, messages_list: list[Any], **kwargs: Any) -> list[str]:
+        if isinstance(self.inner, MeteredLM) and not kwargs:
+            return self._recorded(len(messages_list), lambda: self._fan_out(messages_list))
+        return self._recorded(
+            len(messages_list), lambda: list(self.inner.batch_complete(messages_list, **kwargs))
+        )
+
+    def _fan_out(self, messages_list: list[Any]) -> list[str]:
+        """What gepa's LM.batch_complete does (litellm.batch_completion: at most 10 calls at
+        once, replies stripped), one call per thread so each is timed and metered alone."""
+        with ThreadPoolExecutor(max_workers=GEPA_LM_BATCH_WORKERS) as pool:
+            futures = [pool.submit(self._one, i, m) for i, m in enumerate(messages_list)]
+            return [f.result().strip() for f in futures]
+
+
+def wrap_reflection_lm(
+    lm: Any, recorder: Recorder, lm_kwargs: dict[str, Any] | None
+) -> RecordingLM | None:
+    """The reflection LM gepa would use, recorded: a model string becomes gepa's own LM (as
+    gepa makes it), a callable without `total_cost` gepa's TrackingLM (as gepa wraps it)."""
+    if lm is None:
+        return None
+    if isinstance(lm, str):
+        inner: Any = MeteredLM(lm, **(lm_kwargs or {}))
+    elif not hasattr(lm, "total_cost"):
+        inner = TrackingLM(lm)
+    else:
+        inner = lm
+    cls = BatchRecordingLM if hasattr(inner, "batch_complete") else RecordingLM
+    return cls(inner, recorder)
+
+
+def reflections(
+    rec: Recorder,
+    count: int,
+    call: Callable[[], T],
+    *,
+    replies: Callable[[T], Sequence[str] | None],
+) -> T:
+    """`call()`, one reflection call of `count` jobs told to the recorder; `replies` reads the
+    reply texts from its result."""
+    rec.begin_reflections(count)
+    try:
+        result = call()
+    except BaseException as exc:
+        rec.end_reflections(None, describe_error(exc))
+        raise
+    rec.end_reflections(replies(result), None)
+    return result

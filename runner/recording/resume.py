@@ -1,0 +1,47 @@
+"""Resuming a recorded run: refusing one that finished, repairing a torn last line, and the
+resume event that marks where the new session starts.
+
+A resumed session appends to the same trace. A kill mid-write can leave the
+last line torn: it is dropped, and the resumed run's clock continues from the
+last event's end. gepa continues from the state it saved in its run_dir.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pxn.errors import PxnError
+from pxn.trace import Resume, read_trace
+
+
+class RunFinished(PxnError):
+    """Resuming a run whose trace already ends with a completed run_end."""
+
+
+def check_resumable(out: Path) -> None:
+    """RunFinished when the run in `out` completed: resuming it would change nothing."""
+    end = read_trace(out / "trace.jsonl").run_end
+    if end is not None and end.status == "completed":
+        raise RunFinished(
+            f"{out} finished already ({end.metric_calls} metric calls, {end.iterations} "
+            "iterations): nothing to resume"
+        )
+
+
+def drop_torn_line(path: Path) -> float:
+    """Drop a torn last line (a kill mid-write) and return the last event's end time, so the
+    resumed run's clock continues from it."""
+    raw = path.read_bytes()
+    if raw and not raw.endswith(b"\n"):
+        with path.open("r+b") as f:
+            f.truncate(raw.rfind(b"\n") + 1)
+    return max(e.end for e in read_trace(path).events)
+
+
+def resume_event(now: float, saved: Any) -> Resume:
+    """Where the resumed session starts: the iterations gepa's saved state (a GEPAState; None
+    when gepa saved none) completed and the metric calls it counted."""
+    completed = saved.i + 1 if saved is not None else -1
+    used = saved.total_num_evals if saved is not None else 0
+    return Resume(start=now, end=now, iteration=completed, metric_calls=used)

@@ -1,0 +1,165 @@
+"""A recorded run's totals, and the trace's totals against gepa's own: the recorder's proof
+that it missed nothing.
+
+Checked at the end of every recorded run, over the whole run however often it
+was resumed (a mismatch is named in run_end's result and in a warning), and
+asserted by the integration tests. Only a completed run is checked: while a
+run is cut short gepa's counts lag the calls made, and the trace holds the
+true ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gepa.core.state import GEPAState
+
+from pxn.errors import PxnError
+from pxn.trace import Decision, Iteration, Reflection, Rollout, Trace, read_trace
+
+
+def max_concurrency(rollouts: Sequence[Rollout]) -> int:
+    """The most rollouts in flight at once (an end at t frees its slot before a start at t)."""
+    edges = sorted([(r.start, 1) for r in rollouts] + [(r.end, -1) for r in rollouts])
+    level = peak = 0
+    for _, step in edges:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+@dataclass(frozen=True)
+class Totals:
+    metric_calls: int
+    full_val_evals: int  # the seed's validation plus each full validation of a child
+    accepted: int
+    iterations: int
+    proposals: int
+    max_concurrent: int
+
+
+def counted_rollouts(trace: Trace) -> list[Rollout]:
+    """The rollouts gepa counted: without the work a resume threw away (Trace.live)."""
+    return trace.live(Rollout)
+
+
+def trace_totals(trace: Trace) -> Totals:
+    events = trace.events
+    rollouts = counted_rollouts(trace)
+    seed = any(r.phase == "seed_val" for r in rollouts)
+    full = {(r.iteration, r.candidate) for r in rollouts if r.phase == "full_val"}
+    all_rollouts = [e for e in events if isinstance(e, Rollout)]
+    decisions = trace.live(Decision)
+    return Totals(
+        metric_calls=len(rollouts),
+        full_val_evals=int(seed) + len(full),
+        accepted=sum(1 for d in decisions if d.accepted),
+        iterations=len(trace.live(Iteration)),
+        proposals=len(decisions),
+        max_concurrent=max_concurrency(all_rollouts),
+    )
+
+
+def mismatches(
+    totals: Totals,
+    *,
+    metric_calls: int,
+    full_val_evals: int,
+    accepted: int,
+    iterations: int,
+    workers: int | None,
+) -> list[str]:
+    """Each failed invariant as one line; empty when the trace agrees with gepa (and, when W
+    was declared, no more rollouts ran at once than W)."""
+    problems = []
+    if totals.metric_calls != metric_calls:
+        problems.append(
+            f"trace has {totals.metric_calls} metric calls, gepa counted {metric_calls}"
+        )
+    if totals.full_val_evals != full_val_evals:
+        problems.append(
+            f"trace has {totals.full_val_evals} full validations, gepa counted {full_val_evals}"
+        )
+    if totals.accepted != accepted:
+        problems.append(f"trace has {totals.accepted} accepted proposals, gepa added {accepted}")
+    if totals.iterations != iterations:
+        problems.append(f"trace has {totals.iterations} iterations, gepa ran {iterations}")
+    if workers is not None and totals.max_concurrent > workers:
+        problems.append(f"{totals.max_concurrent} rollouts ran at once with only {workers} workers")
+    return problems
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """The whole run's totals as written in run_end (a resumed run: every session together)."""
+
+    status: str  # completed | interrupted | failed
+    message: str
+    metric_calls: int  # gepa's count when completed; else the rollouts the trace holds
+    iterations: int
+    proposals: int
+    accepted: int
+    full_val_evals: int
+    reflection_calls: int  # every call made, including work a resume redid
+    tokens_in: int
+    tokens_out: int
+    cost: float | None
+    wall_clock_s: float  # to the last traced event
+    workers_seen: int  # the most rollouts in flight at once
+    unfenced_replies: int  # reflection replies without a ``` pair (gepa took them whole)
+    mismatches: tuple[str, ...]  # the trace against gepa's own totals; empty when they agree
+
+
+def run_totals(
+    trace: Trace, status: str, message: str, state: Any, workers: int | None
+) -> RecordedRun:
+    """The whole run's totals: the trace's, checked against gepa's `state` (its GEPAState)
+    when completed; `workers` is the declared W (None: not declared)."""
+    totals = trace_totals(trace)
+    every_reflection = trace.of(Reflection)
+    paid = [*trace.of(Rollout), *every_reflection]
+    costs = [e.cost for e in paid if e.cost is not None]
+    problems: list[str] = []
+    if status == "completed" and state is not None:
+        gepa_counts = {
+            "metric_calls": state.total_num_evals,
+            "full_val_evals": state.num_full_ds_evals,
+            "accepted": len(state.program_candidates) - 1,
+            "iterations": state.i + 1,
+        }
+        problems = mismatches(totals, workers=workers, **gepa_counts)
+    else:  # gepa's counts lag the calls made: the trace holds the true ones
+        gepa_counts = {
+            "metric_calls": totals.metric_calls,
+            "full_val_evals": totals.full_val_evals,
+            "accepted": totals.accepted,
+            "iterations": totals.iterations,
+        }
+    return RecordedRun(
+        status=status,
+        message=message,
+        proposals=totals.proposals,
+        reflection_calls=len(every_reflection),
+        tokens_in=sum(e.tokens_in or 0 for e in paid),
+        tokens_out=sum(e.tokens_out or 0 for e in paid),
+        cost=sum(costs) if costs else None,
+        wall_clock_s=round(max(e.end for e in trace.events), 3),
+        workers_seen=totals.max_concurrent,
+        unfenced_replies=sum(r.fenced is False for r in every_reflection),
+        mismatches=tuple(problems),
+        **gepa_counts,
+    )
+
+
+def completed_run(out: str | Path, state: GEPAState) -> RecordedRun:
+    """The totals of the run in `out` whose gepa loop completed, as its run_end's session
+    found them: re-read from its trace and gepa's final `state` (saved in its run_dir), for
+    work after gepa's loop that a resume finishes."""
+    trace = read_trace(Path(out) / "trace.jsonl")
+    end = trace.run_end
+    if end is None or end.status != "completed":
+        raise PxnError(f"{out} holds no run whose gepa loop completed", subject="run directory")
+    return run_totals(trace, end.status, end.message, state, trace.run_start.workers or None)
