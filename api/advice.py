@@ -97,8 +97,9 @@ def advise(
     """Recommend P, N, b and W for `budget` metric calls.
 
     `deadline` ("3h", "90m" or seconds) and `max_dollars` (the scenario
-    needs prices) bound the allocations; `objective` ranks the rest by time
-    or cost. P, N, b (`minibatch`) and W (`workers`) take values to try:
+    needs prices) bound the allocations; `objective` ranks the rest by time,
+    cost or score (the expected test score; needs a [quality] model). P, N,
+    b (`minibatch`) and W (`workers`) take values to try:
     "1..8", "1,2,4", a number or numbers; b and W default to the scenario's.
     Grids of more than 64 allocations are raced (`reps` for the contenders
     only) unless `full_grid`. The other arguments are `sweep`'s.

@@ -11,9 +11,13 @@ from pxn.durations import format_duration, format_span
 from pxn.sim.advise import Advice, Assessment
 
 CAVEAT = (
-    "Ranked by wall-clock and dollars at a fixed budget of metric calls. The simulator "
-    "does not predict which allocation finds the better candidate: weigh iterations "
-    "(how often the search adapts) and proposals yourself."
+    "Ranked by wall-clock and dollars at a fixed budget of metric calls. The scenario has "
+    "no [quality] model, so which allocation finds the better candidate is not predicted: "
+    "weigh iterations (how often the search adapts) and proposals yourself."
+)
+SCORED = (
+    "Scores are the quality model's: test is the chosen candidate's expected score on "
+    "fresh examples; best val its mean validation score, optimistic by the selection."
 )
 SHOWN = 12  # rows of the printed table; the CSV has every allocation
 RUNNERS_UP = 4  # allocations within noise of the recommendation described in full
@@ -34,8 +38,16 @@ def headline(advice: Advice) -> list[str | Note]:
     return [
         f"{advice.scenario.name}: " + ", ".join(asked),
         f"search: {advice.search}",
-        Note(CAVEAT),
+        Note(caveat(advice)),
     ]
+
+
+def caveat(advice: Advice) -> str:
+    return CAVEAT if advice.scenario.quality is None else SCORED
+
+
+def score_text(interval) -> str:
+    return f"{interval.mean:.3f} [{interval.low:.3f}-{interval.high:.3f}]"
 
 
 def describe(x: Assessment) -> str:
@@ -45,6 +57,8 @@ def describe(x: Assessment) -> str:
     parts = [f"{format_duration(w.mean)} [{format_span(w.low, w.high)}]"]
     if p.dollars is not None:
         parts.append(f"{money(p.dollars.mean)} [{money(p.dollars.low)}-{money(p.dollars.high)}]")
+    if p.test_score is not None:
+        parts.append(f"test score {score_text(p.test_score)}")
     parts += [
         f"{p.iterations.mean:.0f} iterations",
         f"{p.proposals.mean:.0f} proposals",
@@ -83,6 +97,7 @@ def recommendation(advice: Advice) -> list[str | Note]:
 def advice_table(advice: Advice) -> Grid:
     ties = {id(x) for x in advice.runners_up}
     priced = advice.scenario.prices is not None
+    scored = advice.scenario.quality is not None
     grid = Grid(
         title=(
             f"best {SHOWN} of {len(advice.assessments)} allocations (every one in advise.csv)"
@@ -95,6 +110,7 @@ def advice_table(advice: Advice) -> Grid:
             Column("wall-clock"),
             Column("5-95%"),
             *([Column("dollars")] if priced else []),
+            *([Column("test score")] if scored else []),
             Column("iterations", rank=1),
             Column("proposals", rank=2),
             Column("full-val", rank=2),
@@ -103,6 +119,7 @@ def advice_table(advice: Advice) -> Grid:
         ],
         caption="wall-clock"
         + (" and dollars" if priced else "")
+        + (" and test score" if scored else "")
         + ": simulated mean [5-95%]"
         + feasibility(advice),
     )
@@ -117,6 +134,7 @@ def advice_table(advice: Advice) -> Grid:
             format_duration(p.wall_clock.mean),
             format_span(p.wall_clock.low, p.wall_clock.high),
             *([money(p.dollars.mean)] if priced else []),
+            *([score_text(p.test_score)] if scored else []),
             f"{p.iterations.mean:.1f}",
             f"{p.proposals.mean:.0f}",
             f"{p.full_val_share.mean:.0%}",
@@ -147,6 +165,11 @@ def assessment_row(advice: Advice, x: Assessment) -> dict[str, Any]:
         column = {"mean": "mean", "low": "p5", "high": "p95"}[name]
         row[f"dollars_{column}"] = None if p.dollars is None else getattr(p.dollars, name)
     row["dollars_se"] = x.dollars_se
+    for name in ("best_score", "test_score"):
+        interval = getattr(p, name)
+        for end, column in (("mean", "mean"), ("low", "p5"), ("high", "p95")):
+            row[f"{name}_{column}"] = None if interval is None else getattr(interval, end)
+    row["test_score_se"] = None if x.test_scores is None else x.objective("score")[1]
     row["iterations_mean"] = p.iterations.mean
     row["proposals_mean"] = p.proposals.mean
     row["full_val_share_mean"] = p.full_val_share.mean
@@ -179,7 +202,7 @@ def advice_document(advice: Advice) -> dict[str, Any]:
             "replicates": ask.replicates,
         },
         "search": advice.search,
-        "caveat": CAVEAT,
+        "caveat": caveat(advice),
         "recommended": None if advice.recommended is None else advice.recommended.allocation.label,
         "runners_up": [x.allocation.label for x in advice.runners_up],
         "infeasible_because": advice.reasons,

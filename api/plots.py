@@ -20,6 +20,7 @@ from matplotlib.patches import Rectangle
 
 from pxn.scenario import Scenario
 from pxn.sim.predict import Interval, Prediction
+from pxn.trace import RunSummary
 
 if TYPE_CHECKING:
     from pxn.calibrate.fit import LatencyFit
@@ -83,7 +84,9 @@ def draw_speedup(
     """Speedup against single on a second axis; returns the legend entries it adds."""
     x = range(len(predictions))
     speed = ax.twinx()
-    simulated = [math.nan if p is None or p.speedup is None else p.speedup for p in predictions]
+    simulated = [
+        math.nan if p is None or p.speedup is None else p.speedup.mean for p in predictions
+    ]
     speed.plot(x, simulated, "^:", color="tab:green", alpha=0.9)
     handles = [
         Line2D([], [], marker="^", linestyle=":", color="tab:green", label="simulated speedup")
@@ -130,6 +133,51 @@ def sweep_figure(scenario: Scenario, predictions: Sequence[Prediction]) -> Figur
     return fig
 
 
+def progress_figure(
+    scenario: Scenario,
+    predictions: Sequence[Prediction],
+    measured: Sequence[tuple[str, RunSummary]] = (),
+) -> Figure:
+    """The best validation score against wall-clock per shape: the mean and 5-95% band
+    over replicates, with measured runs (label, summary) overlaid as steps."""
+    unit, size = time_unit(max(p.progress.times[-1] for p in predictions if p.progress))
+    fig = Figure(figsize=(8, 5.4), layout="constrained")
+    ax = fig.subplots()
+    colours = colormaps["tab10"]
+    for i, p in enumerate(predictions):
+        band = p.progress
+        if band is None:
+            continue
+        times = [t / size for t in band.times]
+        colour = colours(i % 10)
+        ax.fill_between(times, band.low, band.high, color=colour, alpha=0.15, linewidth=0)
+        ax.plot(times, band.mean, color=colour, label=f"{p.shape.label} (predicted)")
+    for label, run in measured:
+        if run.progress:
+            at, best = zip(*run.progress, strict=True)
+            ax.step(
+                [t / size for t in (*at, run.wall_clock)],
+                [*best, best[-1]],
+                where="post",
+                color="black",
+                linewidth=1,
+                alpha=0.7,
+            )
+            ax.annotate(label, (run.wall_clock / size, best[-1]), fontsize="x-small")
+    if measured:
+        ax.plot([], [], color="black", linewidth=1, label="measured runs")
+    ax.set_xlabel(f"wall-clock ({unit})")
+    ax.set_ylabel("best mean validation score so far")
+    ax.set_title(
+        f"{scenario.name}: B={scenario.budget}, V={scenario.valset_size}, "
+        f"b={scenario.minibatch}, W={scenario.workers}; bands: 5-95% of runs",
+        fontsize="medium",
+    )
+    ax.grid(alpha=0.3)
+    fig.legend(loc="outside right upper", fontsize="small")
+    return fig
+
+
 def error_bar(interval: Interval, size: float = 1.0) -> list[list[float]]:
     """matplotlib's [[below], [above]] for a 5-95% interval around its mean.
 
@@ -163,11 +211,14 @@ def advice_figure(advice: Advice) -> Figure:
     ask = advice.ask
     full = [x for x in advice.assessments if x.prediction.replicates == ask.replicates]
     dropped = [x for x in advice.assessments if x.prediction.replicates != ask.replicates]
-    priced = advice.scenario.prices is not None
+    scored = advice.scenario.quality is not None
+    priced = advice.scenario.prices is not None and not scored
     unit, size = time_unit(max(x.prediction.wall_clock.mean for x in advice.assessments))
 
-    def y_of(x: Assessment) -> float:
+    def y_of(x: Assessment) -> float:  # lower is better, as the front takes it
         p = x.prediction
+        if scored:
+            return -p.test_score.mean
         return p.dollars.mean if priced else -p.iterations.mean  # more iterations: better
 
     fig = Figure(figsize=(8, 5.6), layout="constrained")
@@ -243,7 +294,7 @@ def advice_figure(advice: Advice) -> Figure:
             p.wall_clock.mean / size,
             y,
             xerr=error_bar(p.wall_clock, size),
-            yerr=error_bar(p.dollars if priced else p.iterations),
+            yerr=error_bar(p.test_score if scored else p.dollars if priced else p.iterations),
             fmt="*",
             markersize=16,
             color="tab:red",
@@ -255,17 +306,25 @@ def advice_figure(advice: Advice) -> Figure:
         ax.axvline(
             ask.deadline / size, color="tab:red", linestyle="--", linewidth=1, label="deadline"
         )
-    if ask.max_dollars is not None:
+    if ask.max_dollars is not None and priced:
         ax.axhline(
             ask.max_dollars, color="tab:orange", linestyle="--", linewidth=1, label="dollar cap"
         )
     ax.set_xlabel(f"predicted wall-clock ({unit}, mean)")
     ax.set_ylabel(
-        "predicted dollars (mean)" if priced else "iterations (mean): how often the search adapts"
+        "expected test score of the chosen candidate (mean)"
+        if scored
+        else "predicted dollars (mean)"
+        if priced
+        else "iterations (mean): how often the search adapts"
     )
     ax.set_title(
         f"{advice.scenario.name}: B={ask.budget} metric calls, objective {ask.objective}\n"
-        "ranks time and cost at a fixed budget, not the quality reached",
+        + (
+            "score against time: the front holds what no faster allocation beats"
+            if scored
+            else "ranks time and cost at a fixed budget, not the quality reached"
+        ),
         fontsize="medium",
     )
     fig.legend(loc="outside right upper", fontsize="small")

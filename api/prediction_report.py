@@ -22,9 +22,7 @@ from pxn.api.report import Note, Report, csv_text, json_text
 from pxn.api.tables import Column, Grid
 from pxn.durations import format_duration, format_span
 from pxn.scenario import Scenario
-from pxn.shape import Shape
-from pxn.sim.analytic import analytic
-from pxn.sim.predict import Prediction, Split
+from pxn.sim.predict import Interval, Prediction, Split
 
 EXTRAPOLATION = 2.0  # a prediction this many times the calibrated run's length is warned of
 
@@ -58,9 +56,14 @@ def parameter_share_text(split: Split | None) -> str:
     return "-" if split is None else percent(split.parameter_share)
 
 
-def analytic_speedup(scenario: Scenario, p: Prediction) -> float:
+def analytic_speedup(p: Prediction) -> float:
     """The closed form's T(1)/T(k): the ratio of its wall-clock for single to this shape's."""
-    return analytic(scenario, Shape(1, 1)).wall_clock / p.analytic.wall_clock
+    return p.analytic_single / p.analytic.wall_clock
+
+
+def score_text(interval: Interval) -> str:
+    """A score interval as a person reads it: 0.712 [0.680-0.741]."""
+    return f"{interval.mean:.3f} [{interval.low:.3f}-{interval.high:.3f}]"
 
 
 def prediction_row(scenario: Scenario, p: Prediction) -> dict[str, Any]:
@@ -73,14 +76,21 @@ def prediction_row(scenario: Scenario, p: Prediction) -> dict[str, Any]:
         row[f"{name}_mean{unit}"] = interval.mean
         row[f"{name}_p5{unit}"] = interval.low
         row[f"{name}_p95{unit}"] = interval.high
-    row["speedup_vs_single"] = p.speedup
+    row["speedup_vs_single"] = None if p.speedup is None else p.speedup.mean
+    row["speedup_p5"] = None if p.speedup is None else p.speedup.low
+    row["speedup_p95"] = None if p.speedup is None else p.speedup.high
+    for name in ("best_score", "test_score"):  # the search's outcome: the quality model's
+        interval = getattr(p, name)
+        row[f"{name}_mean"] = None if interval is None else interval.mean
+        row[f"{name}_p5"] = None if interval is None else interval.low
+        row[f"{name}_p95"] = None if interval is None else interval.high
     row["proposals_mean"] = p.proposals.mean
     row["accepted_mean"] = p.accepted.mean
     row["utilisation_mean"] = p.utilisation.mean
     for stage, seconds in p.stage_time.items():
         row[f"stage_{stage}_s"] = seconds
     row["analytic_wall_clock_s"] = p.analytic.wall_clock
-    row["analytic_speedup"] = analytic_speedup(scenario, p)
+    row["analytic_speedup"] = analytic_speedup(p)
     row["analytic_paper_ratio"] = p.analytic.speedup
     row["analytic_iterations"] = p.analytic.iterations
     row["analytic_q_k"] = p.analytic.q_k
@@ -109,7 +119,8 @@ def prediction_document(scenario: Scenario, p: Prediction) -> dict[str, Any]:
     data = asdict(p)
     data["shape"] = p.shape.label
     data["analytic"]["paper_ratio"] = data["analytic"].pop("speedup")
-    data["analytic"]["speedup"] = analytic_speedup(scenario, p)
+    data["analytic"]["speedup"] = analytic_speedup(p)
+    data["analytic"]["single_wall_clock"] = data.pop("analytic_single")
     if not p.rate_limited:
         data["throttled_share"] = None
     return data
@@ -166,6 +177,7 @@ def limits_text(scenario: Scenario) -> str:
 def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid:
     """One row per shape; the columns a run's price and limits need only when it has them."""
     priced, limited = scenario.prices is not None, predictions[0].rate_limited
+    scored = predictions[0].best_score is not None
     setting = loads_text(scenario) + (f", rate limits {limits_text(scenario)}" if limited else "")
     caption = (
         "wall-clock: simulated mean [5-95%]; analytic: the paper's closed form T(k), "
@@ -173,6 +185,11 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid
     )
     if priced:
         caption += "; dollars: mean [5-95%] per run"
+    if scored:
+        caption += (
+            "; best val: the best mean validation score a run ends with; test: that "
+            "candidate's expected score on fresh examples, mean [5-95%]"
+        )
     if limited:
         caption += (
             "; throttled: share of calls that waited for rate-limit capacity; "
@@ -193,6 +210,7 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid
         *([Column("params", rank=1, words="parameters' share")] if draws else []),
         *([Column("noise\n5-95%", rank=3, words="noise 5-95%")] if draws else []),
         Column("speedup"),
+        *([Column("best val"), Column("test", rank=1, words="test score")] if scored else []),
         *([Column("dollars")] if priced else []),
         *([Column("throttled", rank=1)] if limited else []),
         Column("iterations", rank=1),
@@ -220,7 +238,8 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid
             format_span(p.wall_clock.low, p.wall_clock.high),
             *([parameter_share_text(p.wall_clock_split)] if draws else []),
             *([noise_text(p.wall_clock_split)] if draws else []),
-            times_text(p.speedup),
+            times_text(None if p.speedup is None else p.speedup.mean),
+            *([score_text(p.best_score), score_text(p.test_score)] if scored else []),
             *([dollars_text(p)] if priced else []),
             *([percent(p.throttled_share.mean)] if limited else []),
             f"{p.iterations.mean:.1f}",
@@ -228,7 +247,7 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid
             f"{p.metric_calls.mean:.0f}",
             percent(p.utilisation.mean, 1),
             format_duration(p.analytic.wall_clock),
-            f"{analytic_speedup(scenario, p):.2f}x",
+            f"{analytic_speedup(p):.2f}x",
             format_duration(p.analytic.bound),
             *([format_duration(p.analytic.rate_bound)] if limited else []),
         )
@@ -274,10 +293,9 @@ def extrapolation_warning(scenario: Scenario, predictions: list[Prediction]) -> 
         f"({calls_ratio:.3g}x) and up to {proposals:.0f} proposals: acceptance beyond proposal "
         f"{seen.proposals} is extrapolated"
     )
-    if scenario.acceptance.tau is not None and scenario.acceptance.decay_until is not None:
-        text += (
-            f" (the fitted decay held at its rate at proposal {scenario.acceptance.decay_until:g})"
-        )
+    acceptance = scenario.acceptance
+    if acceptance is not None and acceptance.tau is not None and acceptance.decay_until is not None:
+        text += f" (the fitted decay held at its rate at proposal {acceptance.decay_until:g})"
     widths = {p.shape.label: w for p in predictions if (w := widening(p)) is not None}
     if widths:
         widest = max(widths, key=widths.__getitem__)

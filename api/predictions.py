@@ -9,7 +9,7 @@ is not asked for: it is every speedup's baseline.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -89,6 +89,23 @@ class SweepResult(Result):
         from pxn.api.plots import sweep_figure
 
         return sweep_figure(self.scenario, self.predictions)
+
+    def progress_figure(self) -> Figure:
+        """The best validation score against wall-clock per shape (the quality model's)."""
+        from pxn.api.plots import progress_figure
+
+        if self.scenario.quality is None:
+            raise PxnError(
+                "the scenario has no [quality] model: its runs have no score to show over time"
+            )
+        return progress_figure(self.scenario, self.predictions)
+
+    def figures(self) -> dict[str, Callable[[], Figure]]:
+        """What `sweep --out` draws: sweep.png, and progress.png under the quality model."""
+        drawn = {"sweep.png": self.figure}
+        if self.scenario.quality is not None:
+            drawn["progress.png"] = self.progress_figure
+        return drawn
 
 
 def refuse_existing_trace(path: Path) -> None:

@@ -26,6 +26,7 @@ from pxn.fields import at_least, known_keys, share, table, whole
 from pxn.files import write_text_atomically
 from pxn.load import Loads
 from pxn.prices import Prices
+from pxn.quality import Quality
 from pxn.rate_limits import RateLimits
 from pxn.selection import Selection
 from pxn.tokens import Tokens
@@ -42,8 +43,12 @@ REQUIRED = {
     "workers": "workers = 16 (W, rollouts at once)",
     "rollout": '[rollout] median = "4s", p90 = "9s" (a metric call\'s latency)',
     "reflection": '[reflection] median = "30s", p90 = "1 min" (a reflection\'s latency)',
-    "acceptance": "[acceptance] a0 = 0.25 (the chance a child beats its parent)",
 }
+# How proposals fare: one of these (Scenario._search_model).
+SEARCH_MODELS = (
+    "[acceptance] a0 = 0.25 (the chance a child beats its parent), or a [quality] table "
+    "(the search model: the seed's score and what a mutation does to it; docs/scenario.md)"
+)
 
 # The older spelling of a local LM pool shared by both models: [load] replaces it.
 LEGACY_POOL_KEYS = ("lm_servers", "load_slowdown")
@@ -87,7 +92,9 @@ class Scenario:
     workers: int  # W, rollouts at once
     rollout: Distribution  # one metric call
     reflection: Distribution  # one reflection LM call
-    acceptance: Acceptance
+    # How proposals fare: acceptance rates, or the search's quality model (one of the two).
+    acceptance: Acceptance | None = None
+    quality: Quality | None = None
     minibatch: int = 3  # b
     reflection_concurrency: int = 10  # C; gepa's own LM batches reflections 10 at a time
     stage_overhead: float = 0.0  # seconds of gepa's own work before each stage
@@ -135,6 +142,18 @@ class Scenario:
 
     # -- validation ------------------------------------------------------------
 
+    def _search_model(self) -> Acceptance | Quality:
+        """The one model of how proposals fare: [acceptance] rates or the [quality] model."""
+        if self.acceptance is None and self.quality is None:
+            raise PxnError(f"is missing acceptance: add {SEARCH_MODELS}", subject="scenario")
+        if self.acceptance is not None and self.quality is not None:
+            raise PxnError(
+                "give [acceptance] or [quality], not both: the quality model decides "
+                "acceptance itself",
+                subject="scenario",
+            )
+        return self.acceptance if self.quality is None else self.quality
+
     def validate(self) -> Scenario:
         for name in ("budget", "valset_size", "trainset_size", "workers", "minibatch",
                      "reflection_concurrency"):  # fmt: skip
@@ -167,7 +186,7 @@ class Scenario:
                                subject="rollout.phases")  # fmt: skip
             latency.validate(f"rollout latency in {phase}")
         self.reflection.validate("reflection latency")
-        self.acceptance.validate()
+        self._search_model().validate()
         self.loads.validate()
         if self.tokens is not None:
             self.tokens.validate()
@@ -280,7 +299,10 @@ class Scenario:
         if self.worker_split != "pooled":
             top["worker_split"] = self.worker_split
         top |= {"rollout": rollout, "reflection": self.reflection.to_dict()}
-        top["acceptance"] = self.acceptance.to_dict()
+        if self.acceptance is not None:
+            top["acceptance"] = self.acceptance.to_dict()
+        if self.quality is not None:
+            top["quality"] = self.quality.to_dict()
         optional = {
             "load": self.loads.to_dict(),
             "tokens": None if self.tokens is None else self.tokens.to_dict(),
@@ -302,10 +324,12 @@ class Scenario:
         toml_keys = set(cls.__dataclass_fields__) - {"rollout_phases", "loads"}
         known_keys(data, toml_keys | {"load", *LEGACY_POOL_KEYS}, source)
         missing = [name for name in REQUIRED if name not in data]
+        if "acceptance" not in data and "quality" not in data:
+            missing.append("acceptance")
         if missing:
+            fixes = [REQUIRED.get(name, SEARCH_MODELS) for name in missing]
             raise PxnError(
-                f"is missing {', '.join(missing)}: add {'; '.join(map(REQUIRED.get, missing))}",
-                subject=source,
+                f"is missing {', '.join(missing)}: add {'; '.join(fixes)}", subject=source
             )
         # gepa validates on the trainset when given no valset: then the two are one set.
         data.setdefault("trainset_size", data["valset_size"])
@@ -321,9 +345,12 @@ class Scenario:
                 for phase, latency in phases.items()
             },
             "reflection": Distribution.from_dict(data.pop("reflection"), "reflection latency"),
-            "acceptance": Acceptance.from_dict(data.pop("acceptance")),
             "loads": _loads(data),
         }
+        if "acceptance" in data:
+            parsed["acceptance"] = Acceptance.from_dict(data.pop("acceptance"))
+        if "quality" in data:
+            parsed["quality"] = Quality.from_dict(data.pop("quality"))
         if "selection" in data:
             parsed["selection"] = Selection.parse(str(data.pop("selection")))
         if "tokens" in data:

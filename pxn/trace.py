@@ -19,12 +19,15 @@ import threading
 import types
 import typing
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
+import numpy as np
+
 from pxn.errors import PxnError
+from pxn.shape import Shape
 
 SCHEMA_VERSION = 1
 
@@ -506,6 +509,49 @@ def refuse_a_second_copy(trace: Trace, earlier: list[Trace]) -> None:
 
 
 @dataclass(frozen=True)
+class SearchFigures:
+    """What a run's scores say about its search, beyond its best score (NaN: not seen).
+
+    val_gain: the mean of a new candidate's mean validation score less its parent's;
+    example_spread: the sd, over validation examples, of each example's mean score over
+    the candidates validated (how much examples differ in difficulty); repeat_agreement:
+    the share of a parent's repeated evaluations on one train example that scored as the
+    one before (how noisy an evaluation is).
+    """
+
+    val_gain: float
+    example_spread: float
+    repeat_agreement: float
+
+
+def example_spread(scores: Sequence[Sequence[float]]) -> float:
+    """The sd over examples of their mean score over candidates (a row per candidate)."""
+    if len(scores) < 1 or not len(scores[0]):
+        return math.nan
+    return float(np.std(np.mean(np.vstack(scores), axis=0)))
+
+
+class Repeats:
+    """Counts a parent's repeated evaluations on one example, and those that agreed."""
+
+    def __init__(self) -> None:
+        self.last: dict[tuple[Hashable, Hashable], float] = {}
+        self.repeated = 0
+        self.agreed = 0
+
+    def add(self, candidate: Hashable, example: Hashable, score: float) -> None:
+        before = self.last.get((candidate, example))
+        if before is not None:
+            self.repeated += 1
+            self.agreed += before == score
+        self.last[candidate, example] = score
+
+    @property
+    def agreement(self) -> float:
+        return self.agreed / self.repeated if self.repeated else math.nan
+
+
+@dataclass(frozen=True)
 class RunSummary:
     """The figures of one run, measured or simulated."""
 
@@ -519,6 +565,16 @@ class RunSummary:
     utilisation: float  # busy worker-seconds / (W * wall-clock)
     dollars: float | None = None  # what the calls cost; None when nothing priced them
     throttled_calls: int = 0  # calls that waited for rate-limit capacity (simulated)
+    skipped: int = 0  # proposals not made: their parent was perfect on the minibatch
+    # The search, where scores are known (a recorded run; the quality model): the
+    # seed's and the best mean validation score, the chosen candidate's expected score
+    # on fresh examples (simulated only), (seconds, best validation score) each time it
+    # rose, and what the quality model is calibrated from (SearchFigures).
+    seed_score: float | None = None
+    best_score: float | None = None
+    test_score: float | None = None
+    progress: tuple[tuple[float, float], ...] = ()
+    figures: SearchFigures | None = None
 
     @property
     def full_val_share(self) -> float:
@@ -540,9 +596,13 @@ def summarize(trace: Trace) -> RunSummary:
     costs = [c.cost for c in (*rollouts, *trace.live(Reflection)) if c.cost is not None]
     workers = trace.run_start.workers
     phases_per_iteration = Counter(s.iteration for s in stages if s.name == "full_val")
+    validations = trace.live(Validation)
+    progress = best_score_progress(validations)
+    iterations = trace.live(Iteration)
+    k = Shape.parse(trace.run_start.shape).k
     return RunSummary(
         wall_clock=wall_clock,
-        iterations=len(trace.live(Iteration)),
+        iterations=len(iterations),
         full_val_iterations=len(phases_per_iteration),
         proposals=len(decisions),
         accepted=sum(d.accepted for d in decisions),
@@ -550,4 +610,45 @@ def summarize(trace: Trace) -> RunSummary:
         stage_time=stage_time,
         utilisation=busy / (workers * wall_clock) if wall_clock > 0 else 0.0,
         dollars=sum(costs) if costs else None,
+        skipped=max(0, k * len(iterations) - len(decisions)),
+        seed_score=next((v.score for v in validations if v.iteration == 0), None),
+        best_score=progress[-1][1] if progress else None,
+        progress=progress,
+        figures=search_figures(validations, decisions, rollouts) if progress else None,
     )
+
+
+def search_figures(
+    validations: list[Validation], decisions: list[Decision], rollouts: list[Rollout]
+) -> SearchFigures:
+    """A recorded run's SearchFigures, from its validations, decisions and scored rollouts."""
+    val_of = {v.candidate: v.score for v in validations}
+    gains = [
+        val_of[d.candidate] - val_of[d.parent]
+        for d in decisions
+        if d.accepted and d.candidate in val_of and d.parent in val_of
+    ]
+    by_candidate: dict[str, dict[str, float]] = {}
+    repeats = Repeats()
+    for r in rollouts:
+        if r.score is None:
+            continue
+        if r.phase in ("seed_val", "full_val"):
+            by_candidate.setdefault(r.candidate, {})[r.example] = r.score
+        elif r.phase == "parent_minibatch":
+            repeats.add(r.candidate, r.example, r.score)
+    examples = sorted(set.intersection(*map(set, by_candidate.values()))) if by_candidate else []
+    return SearchFigures(
+        val_gain=sum(gains) / len(gains) if gains else math.nan,
+        example_spread=example_spread([[v[e] for e in examples] for v in by_candidate.values()]),
+        repeat_agreement=repeats.agreement,
+    )
+
+
+def best_score_progress(validations: Sequence[Validation]) -> tuple[tuple[float, float], ...]:
+    """(time, best mean validation score so far) at each validation that raised it."""
+    progress: list[tuple[float, float]] = []
+    for event in sorted(validations, key=lambda e: e.end):
+        if not progress or event.score > progress[-1][1]:
+            progress.append((event.end, event.score))
+    return tuple(progress)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pxn.acceptance import Acceptance
 from pxn.durations import format_duration, format_span
 from pxn.errors import PxnError
 from pxn.scenario import Scenario
@@ -42,7 +43,7 @@ from pxn.sim.predict import CHUNK, Prediction, simulate_replicates, summarize_re
 from pxn.sim.workload import Cost, Work, estimate
 from pxn.trace import RunSummary
 
-OBJECTIVES = ("time", "cost")
+OBJECTIVES = ("time", "cost", "score")
 FULL_GRID_MAX = 64  # allocations simulated in full without racing
 MAX_GRID = 10_000  # allocations an ask may hold: beyond, even listing them is slow
 RACE_REPLICATES = 20  # replicates every allocation gets in the first round of a race
@@ -119,24 +120,26 @@ class Assessment:
     # Per replicate, in replicate order, for paired comparisons.
     wall_clocks: tuple[float, ...] = ()
     dollar_values: tuple[float, ...] | None = None
+    test_scores: tuple[float, ...] | None = None  # the quality model's
 
     @property
     def feasible(self) -> bool:
         return self.meets_deadline is not False and self.within_cap is not False
 
     def objective(self, objective: str) -> tuple[float, float]:
-        """(mean, standard error) of what the ask minimises."""
-        p = self.prediction
-        if objective == "cost":
-            assert p.dollars is not None and self.dollars_se is not None
-            return p.dollars.mean, self.dollars_se
-        return p.wall_clock.mean, self.wall_clock_se
+        """(mean, standard error) of what the ask minimises (a score, negated)."""
+        values = self.values(objective)
+        return float(values.mean()), standard_error(values)
 
     def values(self, objective: str) -> np.ndarray:
-        """What the ask minimises, replicate by replicate."""
+        """What the ask minimises, replicate by replicate: the wall-clock, the dollars, or
+        the chosen candidate's expected test score negated."""
         if objective == "cost":
             assert self.dollar_values is not None
             return np.asarray(self.dollar_values)
+        if objective == "score":
+            assert self.test_scores is not None
+            return -np.asarray(self.test_scores)
         return np.asarray(self.wall_clocks)
 
     def versus(self, other: Assessment, objective: str) -> tuple[float, float]:
@@ -182,7 +185,12 @@ def parse_values(text: str, what: str) -> tuple[int, ...]:
 def check_ask(scenario: Scenario, ask: Ask) -> None:
     """Refuse an ask that cannot be answered, before any simulation."""
     if ask.objective not in OBJECTIVES:
-        raise PxnError(f"is time or cost: got {ask.objective!r}", subject="objective")
+        raise PxnError(f"is time, cost or score: got {ask.objective!r}", subject="objective")
+    if ask.objective == "score" and scenario.quality is None:
+        raise PxnError(
+            "the scenario has no [quality] model, so the score a search reaches cannot be "
+            "predicted: calibrate from traces that record scores, or add a [quality] table"
+        )
     if ask.replicates < 2:
         raise PxnError(f"must be >= 2 to give an interval: got {ask.replicates}",
                        subject="replicates")  # fmt: skip
@@ -220,7 +228,10 @@ def bound_reasons(scenario: Scenario, ask: Ask) -> list[str]:
         # The strong-scaling bound depends on W alone; the rate bound counts
         # reflections too, which differ by shape and b: the lowest is the bound.
         for a, variant in variants(scenario, ask).items():
-            bounds = analytic(variant, a.shape)
+            # Under the quality model, every proposal accepted: the fewest iterations, so
+            # the fewest reflections, and still a lower bound.
+            every = Acceptance(1.0) if variant.acceptance is None else None
+            bounds = analytic(variant, a.shape, every)
             bound = max(bounds.bound, bounds.rate_bound)
             if bound < best_bound:
                 best_w, best_bound, which = a.workers, bound, bounds
@@ -356,6 +367,7 @@ def assess(
         limited_by=limited_by(prediction, ask),
         wall_clocks=tuple(r.wall_clock for r in runs),
         dollar_values=None if dollars is None else tuple(r.dollars for r in runs),
+        test_scores=None if prediction.test_score is None else tuple(r.test_score for r in runs),
     )
 
 

@@ -202,7 +202,15 @@ def stage_latency(calls: float, slots: int, mean_latency: float) -> float:
     return mean_latency * max(1.0, calls / slots)
 
 
-def analytic(scenario: Scenario, shape: Shape) -> AnalyticPrediction:
+def analytic(
+    scenario: Scenario, shape: Shape, acceptance: Acceptance | None = None
+) -> AnalyticPrediction:
+    """T(k) and company; `acceptance` stands in for the scenario's where it has none (the
+    quality model decides acceptance, and the simulated runs' rate is the closed form's a)."""
+    if acceptance is None:
+        if scenario.acceptance is None:
+            raise ValueError("a scenario with the quality model needs the simulated acceptance")
+        acceptance = scenario.acceptance
     k, b, v = shape.k, scenario.minibatch, scenario.valset_size
     w = scenario.loads.task.slots(scenario.workers)  # calls the LM serves at once
     c = scenario.loads.reflection.slots(scenario.reflection_concurrency)
@@ -215,7 +223,7 @@ def analytic(scenario: Scenario, shape: Shape) -> AnalyticPrediction:
     if tokens is not None:  # a reflection's input, hence its latency, grows with b
         t_r = max(0.0, t_r + tokens.reflection_latency_shift(b))
     overhead, limit = scenario.stage_overhead, scenario.selection.limit
-    acceptance = scenario.acceptance.for_width(k)
+    acceptance = acceptance.for_width(k)
 
     counts = run_counts(
         scenario.budget - v,  # the seed validation comes first

@@ -2,33 +2,31 @@
 
 Read from gepa's source; what each stands for:
 
-- Parents (ParetoCandidateSelector): gepa draws each of the P parents from
-  its Pareto front, where tied and dominated programs collapse, so parents
-  recur. Modelled by `front_share`: the front is the newest
-  max(1, ceil(front_share * candidates)) candidates, each parent drawn
-  uniformly from it (with front_share = 1, uniformly from the whole pool).
-  Which candidates are on the front is a label here; that parents coincide
-  is what changes the work.
+- Parents (ParetoCandidateSelector): each of the P parents drawn from the
+  Pareto front, by the search model (search.py): gepa's own front of real
+  candidates under the quality model, or labels from the newest
+  `front_share` of the pool under acceptance rates.
 - Minibatches (EpochShuffledBatchSampler): the trainset ids are padded to a
   multiple of b with repeated ids, so an epoch has ceil(trainset / b) chunks
   of b; task j of iteration i (gepa's state.i = i - 1) gets chunk
   (i - 1 + j) mod chunks, all from the same epoch's shuffle. Two tasks share a
   minibatch only when their chunks coincide, which needs k > chunks (the
-  chunks wrap within the iteration). The shuffle itself is not modelled: a
-  chunk's example names stand for its positions.
+  chunks wrap within the iteration). Under the quality model each epoch has
+  its own shuffle (examples differ in difficulty); under acceptance rates a
+  chunk's positions stand for its examples.
 - The parent stage (ReflectiveMutationProposer) evaluates each distinct
   (parent, minibatch) pair once, and gepa counts only those rollouts. Tasks
   sharing a pair share its scores, so they are skipped together when the
-  parent is perfect on that minibatch (skip_perfect, a chance per pair).
-- Judging: a step's proposals are made at once, so they share the count of
-  proposals made before the step (Acceptance.probability of it), and with a
-  correlation the step's rate is one Beta draw (Acceptance.step_rate) at
-  which each is accepted: the beta-binomial model.
+  parent is perfect on that minibatch.
+- Judging (StrictImprovementAcceptance): a child passes when its minibatch
+  sum beats its parent's on the same examples (under acceptance rates: at
+  the step's rate).
 - Selecting (the selection strategy, then GEPAEngine._run_reflective_batch):
-  `all`, `best` or `topk:K` picks among the accepted; then identical children
-  are dropped: each selected child after the first repeats an earlier one
-  with chance `duplicate_children`, and a repeat gets no full validation and
-  no place in the pool (gepa reports it rejected).
+  `all` keeps every passing child, `best` the one that improved most, `topk:K`
+  the K that improved most (ties in order); then identical children are
+  dropped: each selected child after the first repeats an earlier one with
+  chance `duplicate_children`, and a repeat gets no full validation and no
+  place in the pool (gepa reports it rejected).
 """
 
 from __future__ import annotations
@@ -40,97 +38,159 @@ import numpy as np
 
 from pxn.scenario import Scenario
 from pxn.shape import Shape
+from pxn.sim.search import Children, QualitySearch, RateSearch, uniforms
 
 
 @dataclass(slots=True)
-class Task:
-    """One (parent, minibatch chunk) pair gepa proposes from; its child is `proposal`."""
+class ProposalTask:
+    """One (parent, minibatch chunk) pair gepa proposes from; its child is `proposal`.
+
+    `before` and `after` are the parent's and the child's minibatch sums, under
+    the quality model.
+    """
 
     parent: str
     chunk: int
     proposal: str
-
-
-# Up to this many parents are drawn one by one: integers(0, m, size=p) costs ~6 us of
-# argument handling, a scalar draw ~1.5 us, and p scalar draws give the same numbers
-# and leave the same stream as one draw of p (tests/test_sim_fast_paths.py).
-SCALAR_DRAWS = 3
-
-
-def uniforms(rng: np.random.Generator, n: int) -> list[float]:
-    """n uniform draws in [0, 1); one is numpy's scalar draw (the same number, cheaper)."""
-    return [rng.random()] if n == 1 else rng.random(n).tolist()
+    before: float | None = None
+    after: float | None = None
 
 
 class EpochSampler:
-    """Which chunk of the padded trainset each task's minibatch is."""
+    """Which chunk of the padded trainset each task's minibatch is, and its examples."""
 
-    def __init__(self, trainset_size: int, minibatch: int):
+    def __init__(self, trainset_size: int, minibatch: int, rng: np.random.Generator | None = None):
+        """`rng`: each epoch's shuffle is drawn from it; None: positions stand for examples."""
         self.trainset_size = trainset_size
         self.minibatch = minibatch
         self.chunks = math.ceil(trainset_size / minibatch)
+        self.rng = rng
+        self.tables: dict[int, list[list[int]]] = {}  # epoch -> each chunk's example ids
 
     def chunk(self, iteration: int, task: int) -> int:
         return (iteration - 1 + task) % self.chunks
 
-    def examples(self, chunk: int) -> list[str]:
-        """The chunk's example names; padded positions repeat ids from the start."""
-        first = chunk * self.minibatch
-        return [f"train:{p % self.trainset_size}" for p in range(first, first + self.minibatch)]
+    def epoch(self, iteration: int) -> int:
+        return (iteration - 1) * self.minibatch // (self.chunks * self.minibatch)
+
+    def ids(self, iteration: int, chunks: list[int]) -> list[list[int]]:
+        """The example ids of each chunk in this iteration's epoch, a row each (padded
+        positions repeat ids from the start of the shuffle)."""
+        epoch = 0 if self.rng is None else self.epoch(iteration)
+        table = self.tables.get(epoch)
+        if table is None:
+            size, b = self.trainset_size, self.minibatch
+            order = list(range(size)) if self.rng is None else self.rng.permutation(size).tolist()
+            table = [[order[p % size] for p in range(c * b, c * b + b)] for c in range(self.chunks)]
+            self.tables[epoch] = table
+        return [table[chunk] for chunk in chunks]
+
+    def examples(self, iteration: int, chunk: int) -> list[str]:
+        """The chunk's example names, as the trace gives them."""
+        return [f"train:{i}" for i in self.ids(iteration, [chunk])[0]]
 
 
 class GepaChoices:
     """The choices gepa makes in one run, and the pool and proposal counts they depend on."""
 
-    def __init__(self, scenario: Scenario, shape: Shape, rng: np.random.Generator):
+    def __init__(
+        self,
+        scenario: Scenario,
+        shape: Shape,
+        rng: np.random.Generator,
+        search_rng: np.random.Generator | None = None,
+    ):
+        """`rng` draws what the acceptance rates decide; `search_rng` the quality model's
+        examples, qualities and scores (its own stream, so the latencies' stays apart)."""
         self.scenario = scenario
         self.shape = shape
         self.rng = rng
-        self.sampler = EpochSampler(scenario.trainset_size, scenario.minibatch)
-        # The scenario's parts each iteration reads, read once per run.
-        self.front_share = scenario.front_share
-        self.skip_chance = scenario.skip_perfect
-        self.acceptance = scenario.acceptance.for_width(shape.k)
         self.limit = scenario.selection.limit
         self.repeats = scenario.duplicate_children
+        quality = scenario.quality
+        if quality is None:
+            self.sampler = EpochSampler(scenario.trainset_size, scenario.minibatch)
+            self.search: QualitySearch | RateSearch = RateSearch(
+                scenario.acceptance.for_width(shape.k),
+                scenario.front_share,
+                scenario.skip_perfect,
+                rng,
+            )
+        else:
+            if search_rng is None:
+                raise ValueError("the quality model needs its own random stream")
+            self.sampler = EpochSampler(scenario.trainset_size, scenario.minibatch, search_rng)
+            self.search = QualitySearch(
+                quality, scenario.trainset_size, scenario.valset_size, search_rng
+            )
         self.candidates = 1  # the seed
         self.proposals = 0  # judged so far
+        self.children: Children | None = None  # this iteration's, under the quality model
+        self.sums: dict[tuple[str, int], float] = {}  # this iteration's parent minibatch sums
 
-    def sample_tasks(self, iteration: int) -> list[Task]:
+    @property
+    def scored(self) -> bool:
+        """Whether rollouts have scores (the quality model)."""
+        return isinstance(self.search, QualitySearch)
+
+    def seed_validation(self) -> list[float] | None:
+        """The seed's validation scores (None without the quality model)."""
+        return self.search.seed_validation().tolist() if self.scored else None
+
+    def sample_tasks(self, iteration: int) -> list[ProposalTask]:
         """P parents from the front, N minibatches each, as PxNSampling does."""
-        front = self.candidates
-        if self.front_share < 1:
-            front = max(1, math.ceil(self.front_share * self.candidates))
-        newest = self.candidates - front  # the front's first candidate id
         p, n = self.shape.p, self.shape.n
-        if p <= SCALAR_DRAWS:  # numpy's scalar draws: the same numbers, cheaper for a few
-            draws = [int(self.rng.integers(0, front)) for _ in range(p)]
-        else:
-            draws = self.rng.integers(0, front, size=p).tolist()
-        parents = [str(newest + d) for d in draws]
+        parents = [str(c) for c in self.search.parents(p)]
         chunk = self.sampler.chunk
         return [
-            Task(parents[j // n], chunk(iteration, j), f"{iteration}-{j}") for j in range(p * n)
+            ProposalTask(parents[j // n], chunk(iteration, j), f"{iteration}-{j}")
+            for j in range(p * n)
         ]
 
-    def skip_perfect_parents(self, tasks: list[Task], pairs: list[tuple[str, int]]) -> list[Task]:
+    def evaluate_parents(self, iteration: int, pairs: list[tuple[str, int]]) -> list[float] | None:
+        """Each distinct (parent, chunk)'s scores, a minibatch each, in order (None without
+        the quality model)."""
+        if not self.scored:
+            return None
+        examples = self.sampler.ids(iteration, [chunk for _, chunk in pairs])
+        scores = self.search.evaluate([int(parent) for parent, _ in pairs], examples)
+        self.sums = {pair: sum(row) for pair, row in zip(pairs, scores, strict=True)}
+        self.perfect = {pair for pair, row in zip(pairs, scores, strict=True) if min(row) >= 1}
+        return [score for row in scores for score in row]
+
+    def skip_perfect_parents(
+        self, tasks: list[ProposalTask], pairs: list[tuple[str, int]]
+    ) -> list[ProposalTask]:
         """gepa skips a task whose parent scored perfectly on its whole minibatch."""
-        chance = self.skip_chance
-        if chance == 0:
-            return tasks
-        draws = uniforms(self.rng, len(pairs))
-        perfect = {pair for pair, u in zip(pairs, draws, strict=True) if u < chance}
+        if self.scored:
+            perfect = self.perfect
+        else:
+            flags = self.search.perfect(len(pairs))
+            perfect = {pair for pair, flag in zip(pairs, flags, strict=True) if flag}
         if not perfect:
             return tasks
         return [task for task in tasks if (task.parent, task.chunk) not in perfect]
 
-    def judge(self, tasks: list[Task]) -> list[Task]:
-        """The children that join the pool: accepted, selected, not repeats, in order."""
-        rate = self.acceptance.step_rate(self.rng, self.proposals)
+    def evaluate_children(self, iteration: int, tasks: list[ProposalTask]) -> list[float] | None:
+        """Each task's child, proposed and scored on its minibatch, in order (None without
+        the quality model)."""
+        if not self.scored:
+            return None
+        examples = self.sampler.ids(iteration, [task.chunk for task in tasks])
+        self.children, scores = self.search.propose([int(task.parent) for task in tasks], examples)
+        for task, row in zip(tasks, scores, strict=True):
+            task.before, task.after = self.sums[task.parent, task.chunk], sum(row)
+        return [score for row in scores for score in row]
+
+    def judge(self, tasks: list[ProposalTask]) -> list[ProposalTask]:
+        """The children that join the pool: passing, selected, not repeats, in order."""
         self.proposals += len(tasks)
-        draws = uniforms(self.rng, len(tasks))
-        passing = [task for task, u in zip(tasks, draws, strict=True) if u < rate]
-        selected = passing if self.limit is None else passing[: self.limit]
+        if self.scored:
+            passing = [task for task in tasks if task.after > task.before]
+        else:
+            flags = self.search.passing(len(tasks))
+            passing = [task for task, flag in zip(tasks, flags, strict=True) if flag]
+        selected = self.select(passing)
         repeats = self.repeats
         if repeats and len(selected) > 1:
             again = uniforms(self.rng, len(selected) - 1)
@@ -138,3 +198,23 @@ class GepaChoices:
                 task for task, u in zip(selected[1:], again, strict=True) if u >= repeats
             ]
         return selected
+
+    def select(self, passing: list[ProposalTask]) -> list[ProposalTask]:
+        """The selection strategy: all, or the `limit` that improved most (ties in order)."""
+        if self.limit is None or len(passing) <= self.limit:
+            return passing
+        if not self.scored:  # every passing child improved alike
+            return passing[: self.limit]
+        # Most improved first, ties in order (a stable sort), as gepa ranks them.
+        return sorted(passing, key=lambda task: task.before - task.after)[: self.limit]
+
+    def join(self, tasks: list[ProposalTask], joined: list[ProposalTask]) -> list[float] | None:
+        """The joined children enter the pool; their validation scores, one candidate after
+        another (None without the quality model)."""
+        self.candidates += len(joined)
+        if not self.scored:
+            self.search.candidates = self.candidates
+            return None
+        index = {id(task): i for i, task in enumerate(tasks)}
+        scores = self.search.add(self.children, [index[id(task)] for task in joined])
+        return np.concatenate(scores).tolist()

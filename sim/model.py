@@ -21,6 +21,7 @@ overshoots it.
 from __future__ import annotations
 
 from collections.abc import Generator
+from typing import Any
 
 import numpy as np
 import simpy
@@ -34,20 +35,37 @@ from pxn.sim.stage import CallStage
 from pxn.sim.tracing import VALSET, NoTrace, SimTrace
 from pxn.trace import ROLLOUT_PHASES, STAGES, RunSummary, TraceWriter
 
+# The search's stream is a child of the replicate's, keyed apart from those spawned
+# by number (the tokens' is the first spawned).
+SEARCH_STREAM = 1 << 16
+
 
 def replicate_rng(seed: int, replicate: int) -> np.random.Generator:
     """Replicate r's own stream: the same whatever process or machine runs it."""
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(replicate,)))
 
 
+def search_rng(seed: int, replicate: int) -> np.random.Generator:
+    """Replicate r's stream for the quality model: examples, qualities, scores."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(replicate, SEARCH_STREAM)))
+
+
 class SimulatedRun:
     """One simulated run: its stages, gepa's choices, and what gepa counts."""
 
-    def __init__(self, scenario: Scenario, shape: Shape, rng: np.random.Generator, trace: NoTrace):
+    def __init__(
+        self,
+        scenario: Scenario,
+        shape: Shape,
+        rng: np.random.Generator,
+        trace: NoTrace,
+        search: np.random.Generator | None = None,
+    ):
         self.env = env = simpy.Environment()
         self.scenario = scenario
         self.trace = trace
-        self.choices = GepaChoices(scenario, shape, rng)
+        self.choices = GepaChoices(scenario, shape, rng, search)
+        trace.sampler = self.choices.sampler
         self.accountant = Accountant(scenario, rng)
         loads = scenario.loads
         # This run's conditions: one draw for both models (drawn only when they vary by run,
@@ -83,6 +101,14 @@ class SimulatedRun:
         self.iterations = 0
         self.full_val_iterations = 0
         self.accepted = 0
+        self.skipped = 0
+        self.progress: list[tuple[float, float]] = []  # (time, best validation score) as it rose
+
+    def record_best(self) -> None:
+        """Note the best validation score now, when it rose (the quality model)."""
+        best = self.choices.search.best_score
+        if not self.progress or best > self.progress[-1][1]:
+            self.progress.append((self.env.now, best))
 
     def summary(self) -> RunSummary:
         wall_clock = self.env.now
@@ -101,39 +127,63 @@ class SimulatedRun:
             utilisation=self.rollouts.busy / (workers * wall_clock) if wall_clock > 0 else 0.0,
             dollars=self.accountant.dollars(),
             throttled_calls=self.accountant.throttled_calls,
+            skipped=self.skipped,
+            **(self.search_outcome() if self.progress else {}),
         )
+
+    def search_outcome(self) -> dict[str, Any]:
+        """The summary's fields of the search, under the quality model."""
+        search = self.choices.search
+        return {
+            "seed_score": search.seed_score,
+            "best_score": self.progress[-1][1],
+            "test_score": search.test_score,
+            "progress": tuple(self.progress),
+            "figures": search.figures(),
+        }
 
 
 def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
     """One gepa.optimize(..., sampling_strategy=PxNSampling(P, N)) run."""
     scenario, choices, trace, env = run.scenario, run.choices, run.trace, run.env
     b, v = scenario.minibatch, scenario.valset_size
-    yield run.rollouts.run(0, "seed_val", [("0", VALSET)], v)
+    scores = choices.seed_validation()
+    yield run.rollouts.run(0, "seed_val", [("0", VALSET)], v, scores)
     run.metric_calls += v
+    if choices.scored:
+        trace.validations(0, env.now, ["0"], scores, v)
+        run.record_best()
     while run.metric_calls < scenario.budget:  # checked only here: the last one overshoots
         run.iterations += 1
         iteration, started = run.iterations, env.now
         tasks = choices.sample_tasks(iteration)
         # Each distinct (parent, minibatch) is evaluated once, and counted once.
         pairs = list(dict.fromkeys([(task.parent, task.chunk) for task in tasks]))
-        yield run.rollouts.run(iteration, "parent_minibatch", pairs, b)
+        scores = choices.evaluate_parents(iteration, pairs)
+        yield run.rollouts.run(iteration, "parent_minibatch", pairs, b, scores)
         run.metric_calls += len(pairs) * b
-        tasks = choices.skip_perfect_parents(tasks, pairs)
+        proposing = choices.skip_perfect_parents(tasks, pairs)
+        run.skipped += len(tasks) - len(proposing)
+        tasks = proposing
         if tasks:
             reflections = [(task.proposal, task.parent) for task in tasks]
             yield run.reflections.run(iteration, "reflection", reflections)
             children = [(task.proposal, task.chunk) for task in tasks]
-            yield run.rollouts.run(iteration, "child_minibatch", children, b)
+            scores = choices.evaluate_children(iteration, tasks)
+            yield run.rollouts.run(iteration, "child_minibatch", children, b, scores)
             run.metric_calls += len(tasks) * b
             joined = choices.judge(tasks)
             new = [str(choices.candidates + i) for i in range(len(joined))]  # pool ids, in order
             trace.decisions(iteration, env.now, tasks, joined, new)
             if joined:
-                yield run.rollouts.run(iteration, "full_val", [(c, VALSET) for c in new], v)
+                scores = choices.join(tasks, joined)
+                yield run.rollouts.run(iteration, "full_val", [(c, VALSET) for c in new], v, scores)
                 run.metric_calls += len(new) * v
-                choices.candidates += len(new)
                 run.accepted += len(new)
                 run.full_val_iterations += 1
+                if choices.scored:
+                    trace.validations(iteration, env.now, new, scores, v)
+                    run.record_best()
         trace.iteration(iteration, started, env.now)
 
 
@@ -146,7 +196,8 @@ def simulate_once(
     """
     scenario = scenario.for_replicate(replicate)
     tracer = NoTrace() if trace is None else SimTrace(trace, scenario)
-    run = SimulatedRun(scenario, shape, replicate_rng(scenario.seed, replicate), tracer)
+    search = None if scenario.quality is None else search_rng(scenario.seed, replicate)
+    run = SimulatedRun(scenario, shape, replicate_rng(scenario.seed, replicate), tracer, search)
     tracer.run_start(scenario, shape, replicate)
     run.env.process(gepa_run(run))
     run.env.run()

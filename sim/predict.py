@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from pxn.acceptance import Acceptance
 from pxn.errors import PxnError
 from pxn.scenario import Scenario
 from pxn.shape import Shape
@@ -40,6 +41,7 @@ SINGLE = Shape(1, 1)  # every speedup's baseline
 # half its time for a column of ratios.
 BASELINE_REPLICATES = 200
 PERCENTILES = (5, 95)  # the interval every prediction prints
+PROGRESS_POINTS = 60  # times at which a prediction's best score over time is summarised
 COVERAGE = (PERCENTILES[1] - PERCENTILES[0]) / 100  # share of runs it should hold
 
 
@@ -56,6 +58,29 @@ class Interval:
         array = np.asarray(values, dtype=float)
         low, high = np.percentile(array, PERCENTILES)
         return cls(float(array.mean()), float(low), float(high))
+
+
+@dataclass(frozen=True)
+class Band:
+    """A figure over time across replicates: its mean and 5-95% at each of `times`."""
+
+    times: tuple[float, ...]  # seconds since the run started
+    mean: tuple[float, ...]
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+
+    @classmethod
+    def of_progress(cls, runs: Sequence[RunSummary], points: int = PROGRESS_POINTS) -> Band:
+        """The best validation score so far, from when every run has validated its seed
+        to the latest run's end: a run holds its last value once it has ended."""
+        start = max(r.progress[0][0] for r in runs)
+        times = np.linspace(start, max(start, max(r.wall_clock for r in runs)), points)
+        values = np.empty((len(runs), points))
+        for i, run in enumerate(runs):
+            at, best = zip(*run.progress, strict=True)
+            values[i] = np.asarray(best)[np.searchsorted(at, times, side="right") - 1]
+        low, high = np.percentile(values, PERCENTILES, axis=0)
+        return cls(*(tuple(a.tolist()) for a in (times, values.mean(axis=0), low, high)))
 
 
 @dataclass(frozen=True)
@@ -89,8 +114,11 @@ class Prediction:
     utilisation: Interval
     stage_time: dict[str, float]  # mean seconds per stage, plus "overhead"
     analytic: AnalyticPrediction  # at the point estimate
-    # Mean wall-clock of single / this shape's (simulated); None when single was not run.
-    speedup: float | None
+    # Single's over this shape's wall-clock: the mean is the ratio of the means, the
+    # interval that of replicate r of single over replicate r of the shape (the same
+    # parameter draw); None when single was not run.
+    speedup: Interval | None
+    analytic_single: float  # the closed form's T(1), the baseline of its speed-up
     dollars: Interval | None = None  # what a run costs; None when the scenario has no prices
     # Share of calls (metric calls + reflections) that waited for rate-limit capacity.
     throttled_share: Interval = Interval(0.0, 0.0, 0.0)
@@ -101,6 +129,12 @@ class Prediction:
     wall_clock_split: Split | None = None
     dollars_split: Split | None = None
     notes: tuple[str, ...] = ()  # what the user should know about these figures, in words
+    # The search's outcome (the quality model; None without it): the best mean
+    # validation score a run ends with, and the chosen candidate's expected score on
+    # fresh examples (what a held-out test set measures, without the selection's optimism).
+    best_score: Interval | None = None
+    test_score: Interval | None = None
+    progress: Band | None = None  # the best validation score over time
 
 
 def simulate_replicates(scenario: Scenario, shape: Shape, replicates: range) -> list[RunSummary]:
@@ -160,14 +194,16 @@ def draw_notes(draws: int, replicates: int) -> tuple[str, ...]:
 
 
 def summarize_replicates(
-    scenario: Scenario, shape: Shape, runs: list[RunSummary], single_wall_clock: float | None
+    scenario: Scenario, shape: Shape, runs: list[RunSummary], single: list[RunSummary] | None
 ) -> Prediction:
-    """The prediction from `runs`, replicate r's at index r; speedup against single's mean."""
+    """The prediction from `runs`, replicate r's at index r; speed-up against `single`'s
+    runs (None: no speed-up)."""
     wall = Interval.of([r.wall_clock for r in runs])
     dollars = [r.dollars for r in runs]
     priced = None not in dollars
     defined = 0 if scenario.uncertainty is None else len(scenario.uncertainty)
     draws = min(defined, len(runs))  # replicate r ran draw r mod D: the first R when R < D
+    scored = scenario.quality is not None
     return Prediction(
         shape=shape,
         replicates=len(runs),
@@ -183,8 +219,11 @@ def summarize_replicates(
             name: float(np.mean([r.stage_time[name] for r in runs]))
             for name in (*STAGES, "overhead")
         },
-        analytic=analytic(scenario, shape),
-        speedup=None if single_wall_clock is None else single_wall_clock / wall.mean,
+        analytic=analytic(scenario, shape, simulated_acceptance(scenario, runs)),
+        speedup=None if single is None else speedup(single, runs),
+        analytic_single=analytic(
+            scenario, SINGLE, simulated_acceptance(scenario, single or runs)
+        ).wall_clock,
         dollars=Interval.of(dollars) if priced else None,
         throttled_share=Interval.of(
             [r.throttled_calls / (r.metric_calls + r.proposals) for r in runs]
@@ -194,7 +233,29 @@ def summarize_replicates(
         wall_clock_split=split([r.wall_clock for r in runs], draws) if draws else None,
         dollars_split=split(dollars, draws) if draws and priced else None,
         notes=draw_notes(defined, len(runs)),
+        best_score=Interval.of([r.best_score for r in runs]) if scored else None,
+        test_score=Interval.of([r.test_score for r in runs]) if scored else None,
+        progress=Band.of_progress(runs) if scored else None,
     )
+
+
+def speedup(single: list[RunSummary], runs: list[RunSummary]) -> Interval:
+    """Single's wall-clock over the shape's: the ratio of the means, and the 5-95% of
+    replicate r's ratio, paired (each pair ran the same parameter draw)."""
+    pairs = min(len(single), len(runs))
+    ratios = [single[r].wall_clock / runs[r].wall_clock for r in range(pairs)]
+    mean = float(np.mean([r.wall_clock for r in single]) / np.mean([r.wall_clock for r in runs]))
+    low, high = np.percentile(ratios, PERCENTILES)
+    return Interval(mean, float(low), float(high))
+
+
+def simulated_acceptance(scenario: Scenario, runs: list[RunSummary]) -> Acceptance | None:
+    """The closed form's acceptance a under the quality model: the share of the simulated
+    runs' proposals accepted (None: the scenario's own rates)."""
+    if scenario.quality is None:
+        return None
+    proposals = sum(r.proposals for r in runs)
+    return Acceptance(sum(r.accepted for r in runs) / proposals if proposals else 0.0)
 
 
 def check_sweep(shapes: Sequence[Shape], replicates: int, jobs: int) -> None:
@@ -249,8 +310,7 @@ def predictions_of(
     scenario: Scenario, shapes: Sequence[Shape], runs: dict[Shape, list[RunSummary]]
 ) -> list[Prediction]:
     """Each shape's prediction from simulate_shapes' runs."""
-    single_mean = float(np.mean([r.wall_clock for r in runs[SINGLE]]))
-    return [summarize_replicates(scenario, s, runs[s], single_mean) for s in shapes]
+    return [summarize_replicates(scenario, s, runs[s], runs[SINGLE]) for s in shapes]
 
 
 def sweep(

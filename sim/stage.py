@@ -121,11 +121,19 @@ class CallStage:
         self.time: dict[str, float] = {}  # seconds per stage name, barrier to barrier
         self.overhead_time = 0.0  # gepa's own work before the stages
 
-    def run(self, iteration: int, name: str, items: Items, per_item: int = 1) -> simpy.Timeout:
+    def run(
+        self,
+        iteration: int,
+        name: str,
+        items: Items,
+        per_item: int = 1,
+        scores: list[float] | None = None,
+    ) -> simpy.Timeout:
         """One stage of `per_item` calls per item (a candidate on its examples, a reflection).
 
         Its calls are scheduled and accounted for at once; what it returns is the
-        timeout the iteration waits on until the stage's barrier.
+        timeout the iteration waits on until the stage's barrier. `scores`, one per
+        call, are the rollouts' (the quality model's), for the trace.
         """
         n = len(items) * per_item
         draws = self.latency.draw(name, n)
@@ -170,7 +178,9 @@ class CallStage:
             if not timed:
                 offsets, slot_of = list_schedule(durations, slots)
                 starts = [start + offset for offset in offsets]
-            self.trace.calls(self.role, iteration, name, starts, durations, slot_of, items, tokens)
+            self.trace.calls(
+                self.role, iteration, name, starts, durations, slot_of, items, tokens, scores
+            )
             # The barrier: the time SimPy gives the timeout's end (now + delay).
             self.trace.stage(iteration, name, start, self.env.now + delay)
         return self.env.timeout(delay)

@@ -19,8 +19,18 @@ import numpy as np
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.accounting import TokenCounts
-from pxn.sim.gepa import EpochSampler, Task
-from pxn.trace import Decision, Iteration, Reflection, Rollout, RunEnd, RunStart, Stage, TraceWriter
+from pxn.sim.gepa import EpochSampler, ProposalTask
+from pxn.trace import (
+    Decision,
+    Iteration,
+    Reflection,
+    Rollout,
+    RunEnd,
+    RunStart,
+    Stage,
+    TraceWriter,
+    Validation,
+)
 
 VALSET = None  # a rollout item's examples: the whole valset, or a minibatch chunk's number
 # A stage's items: (candidate, VALSET or chunk) for rollouts, (proposal, parent) for
@@ -32,6 +42,7 @@ class NoTrace:
     """No trace asked for: every event is dropped unmade."""
 
     enabled = False
+    sampler: EpochSampler | None = None  # the run's, for the examples of a minibatch
 
     def run_start(self, scenario: Scenario, shape: Shape, replicate: int) -> None:
         pass
@@ -46,7 +57,17 @@ class NoTrace:
         pass
 
     def decisions(
-        self, iteration: int, now: float, judged: list[Task], joined: list[Task], ids: list[str]
+        self,
+        iteration: int,
+        now: float,
+        judged: list[ProposalTask],
+        joined: list[ProposalTask],
+        ids: list[str],
+    ) -> None:
+        pass
+
+    def validations(
+        self, iteration: int, now: float, candidates: list[str], scores: list[float], valset: int
     ) -> None:
         pass
 
@@ -60,12 +81,13 @@ class SimTrace(NoTrace):
     def __init__(self, writer: TraceWriter, scenario: Scenario):
         self.writer = writer
         self.prices = scenario.prices
-        self.sampler = EpochSampler(scenario.trainset_size, scenario.minibatch)
         self.valset = [f"val:{i}" for i in range(scenario.valset_size)]
 
-    def examples(self, key: int | str | None) -> list[str]:
-        """A rollout item's examples: the valset, or a minibatch chunk's."""
-        return self.valset if key is VALSET else self.sampler.examples(int(key))
+    def examples(self, iteration: int, key: int | str | None) -> list[str]:
+        """A rollout item's examples: the valset, or a minibatch chunk's in this iteration."""
+        if key is VALSET:
+            return self.valset
+        return self.sampler.examples(iteration, int(key))
 
     def run_start(self, scenario: Scenario, shape: Shape, replicate: int) -> None:
         servers = scenario.loads.task.servers
@@ -109,12 +131,13 @@ class SimTrace(NoTrace):
         slots: list[int],
         items: Items,
         tokens: TokenCounts | None,
+        scores: list[float] | None = None,
     ) -> None:
         """Each call of a stage: its start, duration and slot; its item names it (a rollout's
         candidate and examples, a reflection's proposal and parent); its tokens and dollars
-        when counted."""
+        when counted; a rollout's score when the search scores them."""
         if role == "task":
-            names = [(c, example) for c, key in items for example in self.examples(key)]
+            names = [(c, ex) for c, key in items for ex in self.examples(iteration, key)]
         else:
             names = list(items)
         if tokens is not None:  # as Python floats, which the trace writes
@@ -129,8 +152,15 @@ class SimTrace(NoTrace):
                 spent = self.spent(role, tokens_in if ins is None else ins[i], outs[i])
             common = {"start": start, "end": start + duration, "iteration": iteration}
             if role == "task":
+                score = None if scores is None else scores[i]
                 event = Rollout(
-                    **common, phase=phase, worker=slot, candidate=name, example=other, **spent
+                    **common,
+                    phase=phase,
+                    worker=slot,
+                    candidate=name,
+                    example=other,
+                    score=score,
+                    **spent,
                 )
             else:
                 event = Reflection(**common, slot=slot, proposal=name, parent=other, **spent)
@@ -147,9 +177,15 @@ class SimTrace(NoTrace):
         self.writer.write(Stage(start=start, end=end, iteration=iteration, name=name))
 
     def decisions(
-        self, iteration: int, now: float, judged: list[Task], joined: list[Task], ids: list[str]
+        self,
+        iteration: int,
+        now: float,
+        judged: list[ProposalTask],
+        joined: list[ProposalTask],
+        ids: list[str],
     ) -> None:
-        """Each judged proposal; those that `joined` the pool did so as `ids`."""
+        """Each judged proposal, with its minibatch sums when scored; those that `joined`
+        the pool did so as `ids`."""
         joined_as = {task.proposal: c for task, c in zip(joined, ids, strict=True)}
         for task in judged:
             candidate = joined_as.get(task.proposal)
@@ -162,6 +198,25 @@ class SimTrace(NoTrace):
                     parent=task.parent,
                     accepted=candidate is not None,
                     candidate=candidate,
+                    score_before=task.before,
+                    score_after=task.after,
+                )
+            )
+
+    def validations(
+        self, iteration: int, now: float, candidates: list[str], scores: list[float], valset: int
+    ) -> None:
+        """Each new candidate's mean validation score, from its `valset` scores in order."""
+        for i, candidate in enumerate(candidates):
+            mean = sum(scores[i * valset : (i + 1) * valset]) / valset
+            self.writer.write(
+                Validation(
+                    start=now,
+                    end=now,
+                    iteration=iteration,
+                    candidate=candidate,
+                    score=mean,
+                    examples=valset,
                 )
             )
 

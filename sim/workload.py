@@ -42,6 +42,7 @@ class Cost:
 
     per_iteration: float
     per_call: float
+    acceptance: float  # of the timing run's proposals (the quality model has no a0 to read)
 
     @classmethod
     def measured(cls, scenario: Scenario) -> Cost:
@@ -58,7 +59,7 @@ class Cost:
         per_call = large_seconds / max(large.metric_calls + large.proposals, 1)
         small_calls = small.metric_calls + small.proposals
         per_iteration = max(small_seconds - small_calls * per_call, 0.0) / max(small.iterations, 1)
-        return cls(per_iteration, per_call)
+        return cls(per_iteration, per_call, small.accepted / max(small.proposals, 1))
 
 
 def timed(scenario: Scenario, shape: Shape):
@@ -76,10 +77,13 @@ class Replicate:
     largest_stage: float  # calls in the largest stage
 
     @classmethod
-    def of(cls, scenario: Scenario, shape: Shape) -> Replicate:
+    def of(cls, scenario: Scenario, shape: Shape, acceptance: float) -> Replicate:
+        """`acceptance`: the share of proposals accepted, where the scenario has no a0."""
         k, b, v = shape.k, scenario.minibatch, scenario.valset_size
         limit = scenario.selection.limit
-        validated = min(k * scenario.acceptance.for_width(k).a0, limit if limit is not None else k)
+        if scenario.acceptance is not None:
+            acceptance = scenario.acceptance.for_width(k).a0
+        validated = min(k * acceptance, limit if limit is not None else k)
         per_iteration = 2 * k * b + validated * v
         iterations = max(1.0, math.ceil(max(scenario.budget - v, 0) / per_iteration))
         calls = v + iterations * (per_iteration + k)
@@ -108,7 +112,7 @@ def estimate(runs: Sequence[tuple[Scenario, Shape, int]], cost: Cost) -> Work:
     """The work of `runs`: (scenario, shape, replicates) each, at `cost`."""
     seconds, largest, replicates = 0.0, 0.0, 0
     for scenario, shape, count in runs:
-        one = Replicate.of(scenario, shape)
+        one = Replicate.of(scenario, shape, cost.acceptance)
         seconds += count * (one.iterations * cost.per_iteration + one.calls * cost.per_call)
         largest = max(largest, one.largest_stage)
         replicates += count

@@ -103,3 +103,11 @@ def max_concurrency(intervals: list[tuple[float, float]], tolerance: float = 1e-
         open_now += step
         most = max(most, open_now)
     return most
+
+
+def searched(quality: dict[str, Any] | None = None, **changes: Any) -> Scenario:
+    """make_scenario with the quality model deciding the search (seed scoring 0.4)."""
+    from pxn.quality import Quality
+
+    model = Quality(**({"seed_score": 0.4} | (quality or {})))
+    return make_scenario(acceptance=None, quality=model, **changes)

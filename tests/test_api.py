@@ -259,7 +259,7 @@ def test_a_trace_of_replicate_zero_is_written_once(tmp_path: Path) -> None:
         (lambda: sweep("hover", backend="spark"), "backend", "is local or ray"),
         (lambda: advise("hover", budget=3000, p="0..2"), "p", "is not a range"),
         (lambda: advise("hover", budget=3000, deadline="soon"), "deadline", "is a duration"),
-        (lambda: advise("hover", budget=3000, objective="speed"), "objective", "time or cost"),
+        (lambda: advise("hover", budget=3000, objective="speed"), "objective", "or score"),
         (lambda: calibrate([]), None, "give trace files (or run directories), or a summaries"),
         (lambda: calibrate(TRACES, prefix_cache="maybe"), "prefix cache", "must be auto"),
         (lambda: calibrate(TRACES, name=" "), "name", "must not be empty"),

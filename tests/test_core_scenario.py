@@ -231,6 +231,42 @@ def test_a_token_count_is_a_number_not_a_duration(tmp_path: Path) -> None:
     )
 
 
+def test_a_scenario_needs_one_model_of_how_proposals_fare(tmp_path: Path) -> None:
+    message = load_error(tmp_path, toml_of(acceptance=None))
+    assert "is missing acceptance: add [acceptance]" in message and "or a [quality]" in message
+    both = toml_of(quality={"seed_score": 0.5})
+    assert "not both" in load_error(tmp_path, both)
+
+
+def test_the_quality_model_round_trips(tmp_path: Path) -> None:
+    quality = {"seed_score": 0.55, "metric": "graded", "levels": 3, "eval_noise": 0.2}
+    path = tmp_path / "q.toml"
+    path.write_text(tomli_w.dumps(toml_of(acceptance=None, quality=quality)), encoding="utf-8")
+    scenario = Scenario.load(path)
+    assert scenario.quality is not None and scenario.quality.levels == 3
+    again = tmp_path / "again.toml"
+    scenario.save(again)
+    assert Scenario.load(again) == scenario
+
+
+@pytest.mark.parametrize(
+    ("quality", "message"),
+    [
+        ({}, "[quality] needs seed_score"),
+        ({"seed_score": 1.2}, "quality seed_score must be between 0 and 1"),
+        ({"seed_score": 0.5, "metric": "ranked"}, "quality metric is one of binary, graded"),
+        ({"seed_score": 0.5, "metric": "graded"}, "quality levels must be >= 2"),
+        ({"seed_score": 0.5, "levels": 3}, "quality levels applies to a graded metric only"),
+        ({"seed_score": 0.5, "ceiling": 0.4}, "quality ceiling must be above the seed's"),
+        ({"seed_score": 0.5, "inherit": 1.0}, "quality inherit must be a probability in [0, 1)"),
+        ({"seed_score": 0.5, "step_sd": -1}, "quality step_sd must be a number >= 0"),
+        ({"seed_score": 0.5, "steps": 1}, "[quality] has an unknown field 'steps'"),
+    ],
+)
+def test_a_bad_quality_model_is_named(quality: dict, message: str, tmp_path: Path) -> None:
+    assert load_error(tmp_path, toml_of(acceptance=None, quality=quality)).startswith(message)
+
+
 @pytest.mark.parametrize("selection", ["worst", "topk:0", "topk", "best:2"])
 def test_bad_selection(selection: str, tmp_path: Path) -> None:
     message = load_error(tmp_path, toml_of(selection=selection))

@@ -313,7 +313,7 @@ def test_cli_infeasible_ask_exits_1_with_the_reason(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (["--objective", "speed"], "--objective is time or cost"),
+        (["--objective", "speed"], "--objective is time, cost or score"),
         (["--objective", "cost"], "no [prices]"),
         (["--p", "0..2"], "--p '0..2' is not a range"),
         (["--minibatch", "99"], "--minibatch 99 is larger than the trainset"),

@@ -23,7 +23,7 @@ from pxn.acceptance import Acceptance
 from pxn.distribution import DIRECT_SAMPLERS, Distribution
 from pxn.rate_limits import RateLimit, RateLimits
 from pxn.shape import Shape
-from pxn.sim import gepa
+from pxn.sim import gepa, search
 from pxn.sim.accounting import Accountant, ModelAccount, call_tokens, stage_tokens
 from pxn.sim.latency import Draws
 from pxn.sim.model import simulate_once
@@ -195,11 +195,11 @@ def test_parents_drawn_one_by_one_are_the_parents_drawn_at_once(
     scenario = make_scenario(front_share=0.5)
     runs = []
     for one_by_one in (0, 8):
-        monkeypatch.setattr(gepa, "SCALAR_DRAWS", one_by_one)
+        monkeypatch.setattr(search, "SCALAR_DRAWS", one_by_one)
         choices = gepa.GepaChoices(scenario, Shape(p, 2), np.random.default_rng(p))
         tasks = []
         for iteration in range(1, 60):
-            choices.candidates = iteration  # a growing pool, so the bound changes
+            choices.search.candidates = iteration  # a growing pool, so the bound changes
             tasks.append(choices.sample_tasks(iteration))
         runs.append((tasks, choices.rng.random()))
     assert runs[0] == runs[1]

@@ -708,7 +708,7 @@ def test_single_as_a_baseline_runs_only_what_its_mean_needs() -> None:
     assert asked[Shape(1, 1)][:BASELINE_REPLICATES] == runs[Shape(1, 1)]  # the same replicates
     [prediction] = predictions_of(scenario, [Shape(2, 2)], runs)
     single = np.mean([r.wall_clock for r in runs[Shape(1, 1)]])
-    assert prediction.speedup == pytest.approx(single / prediction.wall_clock.mean)
+    assert prediction.speedup.mean == pytest.approx(single / prediction.wall_clock.mean)
     draws = tuple({"acceptance.a0": 0.3} for _ in range(250))
     drawn = replace(scenario, uncertainty=Uncertainty("test", draws))
     assert replicates_of(drawn, [Shape(2, 2)], 400)[Shape(1, 1)] == 250  # every draw once

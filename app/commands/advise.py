@@ -34,7 +34,9 @@ def advise_command(
         str | None,
         typer.Option("--minibatch", help="Reflection minibatch sizes b (default: the scenario's)."),
     ] = None,
-    objective: Annotated[str, typer.Option("--objective", help="time or cost.")] = "time",
+    objective: Annotated[
+        str, typer.Option("--objective", help="time, cost or score (needs [quality]).")
+    ] = "time",
     reps: Annotated[
         int, typer.Option("--reps", help="Replicates per allocation (a race gives 20 first).")
     ] = 100,

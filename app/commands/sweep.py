@@ -42,7 +42,8 @@ def sweep_command(
     output_format: Format = "table",
     wide: Wide = False,
 ) -> None:
-    """Predict many shapes; print them, and write sweep.csv, sweep.json and sweep.png to --out."""
+    """Predict many shapes; print them, and write sweep.csv, sweep.json and sweep.png (and
+    progress.png, under a quality model) to --out."""
     from pxn.api.predictions import sweep
 
     output = Output(output_format, out, wide)
@@ -62,4 +63,4 @@ def sweep_command(
     report = result.report()
     with stopped_by_signals():
         output.show(report)
-        output.write(report, {"sweep.png": result.figure})
+        output.write(report, result.figures())

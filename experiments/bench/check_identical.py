@@ -137,6 +137,30 @@ def record(replicates: int) -> dict[str, Any]:
     return out
 
 
+def fields_of(value: Any) -> dict[str, Any]:
+    """A dataclass object's attributes as they are (one unpickled from an older version
+    lacks the fields added since)."""
+    present = vars(value) if hasattr(value, "__dict__") else {}  # not the class's defaults
+    names = (f.name for f in dataclasses.fields(value))
+    return {name: getattr(value, name) for name in names if name in present or not present}
+
+
+def same(old: Any, new: Any) -> bool:
+    """Equal to the bit in every field the older version had."""
+    if dataclasses.is_dataclass(old) and not isinstance(old, type):
+        if type(old) is not type(new):
+            return False
+        a, b = fields_of(old), fields_of(new)
+        if isinstance(a.get("speedup"), float) and type(b.get("speedup")).__name__ == "Interval":
+            b["speedup"] = b["speedup"].mean  # a number then, an interval now: its mean
+        return all(same(a[k], b[k]) for k in a)  # a field added since is new information
+    if isinstance(old, list | tuple) and isinstance(new, list | tuple):
+        return len(old) == len(new) and all(same(x, y) for x, y in zip(old, new, strict=True))
+    if isinstance(old, dict) and isinstance(new, dict):
+        return old.keys() == new.keys() and all(same(old[k], new[k]) for k in old)
+    return old == new
+
+
 def compare(old: dict[str, Any], new: dict[str, Any]) -> int:
     """Print every difference; the number of keys that differ."""
     differ = 0
@@ -146,13 +170,16 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> int:
             differ += 1
             continue
         a, b = old[key], new[key]
-        if a == b:
+        if same(a, b):
             continue
         differ += 1
         where = ""
         if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-            first = next(i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y)
-            where = f" (first at index {first}: {a[first]!r:.300} vs {b[first]!r:.300})"
+            first = next(i for i, (x, y) in enumerate(zip(a, b, strict=True)) if not same(x, y))
+            x, y = (
+                fields_of(v) if dataclasses.is_dataclass(v) else v for v in (a[first], b[first])
+            )
+            where = f" (first at index {first}: {x!r:.300} vs {y!r:.300})"
         print(f"DIFFERS: {key}{where}")
     return differ
 

@@ -1,0 +1,194 @@
+"""The search's quality model: what a candidate scores, and what a mutation does to it.
+
+Item response theory, with gepa's mutations on top. A candidate c has a
+latent quality theta_c; an example e a difficulty d_e ~ N(0, difficulty_sd^2);
+and each (candidate, example) pair a residual z_ce ~ N(0, 1) that the
+candidate keeps (what it gets right or wrong there for reasons of its own).
+One evaluation of c on e sees
+
+    x = theta_c - d_e + z_ce + eval_noise * eta,    eta ~ N(0, 1) fresh each time,
+
+and the metric scores it:
+
+    binary       1 if x >= 0, else 0
+    graded (L)   (1/L) #{i : x >= t_i},  t_i = Phi^-1(i / (L + 1)),  i = 1..L
+                 (L + 1 grades 0, 1/L, ..., 1; binary is L = 1)
+    continuous   Phi(x)
+
+A mutation of parent p gives a child with theta = theta_p + delta,
+
+    delta ~ N(step_mean h(theta_p), (step_sd h(theta_p))^2),
+    h(theta) = max(0, (theta* - theta) / (theta* - theta_0)),
+
+theta_0 the seed's quality and theta* the quality whose expected score is
+`ceiling`: better programs are harder to improve, a mutation's reach shrinks
+with the headroom h left, and none passes the ceiling by more than a last
+step's reach (ceiling = 1: no ceiling, h = 1). Residuals z_child = inherit
+z_parent + sqrt(1 - inherit^2) xi, xi ~ N(0, 1): a mutation keeps most of
+what its parent got right and wrong.
+
+A candidate's expected score on a fresh example (its test score) is
+s(theta) = E[score(x)] over x ~ N(theta, S^2), S^2 = 1 + difficulty_sd^2 +
+eval_noise^2:
+
+    binary, graded   (1/L) sum_i Phi((theta - t_i) / S)
+    continuous       Phi(theta / sqrt(1 + S^2))
+
+and theta_0 is the quality with s(theta_0) = seed_score. Latent units are
+those of the residual (sd 1); the report translates them into scores.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import ndtr, ndtri
+
+from pxn.errors import PxnError
+from pxn.fields import at_least, is_number, known_keys, share, table
+
+METRICS = ("binary", "graded", "continuous")
+# Qualities are searched for in [-LATENT_RANGE, LATENT_RANGE]: scores at its ends
+# differ from 0 and 1 by less than a float can tell at any spread the model allows.
+LATENT_RANGE = 60.0
+
+
+@dataclass(frozen=True)
+class Quality:
+    seed_score: float  # the seed's expected score on a fresh example
+    metric: str = "binary"  # binary | graded | continuous
+    levels: int = 1  # L: graded's steps above 0 (binary is 1)
+    difficulty_sd: float = 1.0  # examples' spread in difficulty
+    step_mean: float = 0.1  # a mutation's mean change of quality, from the seed
+    step_sd: float = 0.3  # its spread
+    ceiling: float = 1.0  # the expected score at which mutations stop changing quality
+    inherit: float = 0.9  # correlation of a child's residuals with its parent's
+    eval_noise: float = 0.0  # sd of the noise each evaluation adds (0: deterministic)
+
+    # -- the model -----------------------------------------------------------------
+
+    @cached_property
+    def thresholds(self) -> np.ndarray:
+        """t_1 .. t_L, the latents at which a score steps up (binary: [0])."""
+        grades = self.levels if self.metric == "graded" else 1
+        return ndtri(np.arange(1, grades + 1) / (grades + 1))
+
+    @property
+    def spread(self) -> float:
+        """S: the sd of a fresh evaluation's latent around the candidate's quality."""
+        return math.sqrt(1 + self.difficulty_sd**2 + self.eval_noise**2)
+
+    def score(self, latent: np.ndarray) -> np.ndarray:
+        """What the metric gives each latent x."""
+        if self.metric == "continuous":
+            return ndtr(latent)
+        if self.metric == "binary":
+            return (latent >= 0).astype(float)
+        return np.searchsorted(self.thresholds, latent, side="right") / self.levels
+
+    def scorer(self) -> Callable[[float], float]:
+        """score() of one latent, in Python floats (a minibatch's few are cheaper so)."""
+        if self.metric == "continuous":
+            return lambda latent: 0.5 * math.erfc(-latent / math.sqrt(2))
+        if self.metric == "binary":
+            return lambda latent: 1.0 if latent >= 0 else 0.0
+        thresholds, levels = self.thresholds.tolist(), self.levels
+        return lambda latent: bisect.bisect_right(thresholds, latent) / levels
+
+    def expected_score(self, theta: float) -> float:
+        """s(theta): the expected score on a fresh example (the test score)."""
+        if self.metric == "continuous":
+            return float(ndtr(theta / math.sqrt(1 + self.spread**2)))
+        return float(np.mean(ndtr((theta - self.thresholds) / self.spread)))
+
+    def quality_of(self, score: float) -> float:
+        """The theta whose expected score is `score` (in (0, 1))."""
+        if self.metric == "binary":
+            return self.spread * float(ndtri(score))
+        return brentq(lambda t: self.expected_score(t) - score, -LATENT_RANGE, LATENT_RANGE)
+
+    @cached_property
+    def seed_quality(self) -> float:
+        """theta_0."""
+        return self.quality_of(self.seed_score)
+
+    @cached_property
+    def ceiling_quality(self) -> float:
+        """theta*: infinite when the ceiling is a perfect score."""
+        return math.inf if self.ceiling >= 1 else self.quality_of(self.ceiling)
+
+    def reach(self, theta: float) -> float:
+        """h(theta): the share of a mutation's reach left to a parent of quality theta."""
+        top = self.ceiling_quality
+        if top == math.inf:
+            return 1.0
+        return max(0.0, (top - theta) / (top - self.seed_quality))
+
+    @property
+    def fresh_share(self) -> float:
+        """sqrt(1 - inherit^2): the weight of a child's own residual."""
+        return math.sqrt(1 - self.inherit**2)
+
+    # -- checks and TOML --------------------------------------------------------------
+
+    def validate(self) -> None:
+        if self.metric not in METRICS:
+            raise PxnError(f"is one of {', '.join(METRICS)}: got {self.metric!r}",
+                           subject="quality metric")  # fmt: skip
+        if not (isinstance(self.levels, int) and not isinstance(self.levels, bool)):
+            raise PxnError(f"must be a whole number: got {self.levels!r}", subject="quality levels")
+        if self.metric == "graded" and self.levels < 2:
+            raise PxnError(f"must be >= 2 for a graded metric (1 is binary): got {self.levels}",
+                           subject="quality levels")  # fmt: skip
+        if self.metric != "graded" and self.levels != 1:
+            raise PxnError(f"applies to a graded metric only: got {self.levels} for "
+                           f"{self.metric}", subject="quality levels")  # fmt: skip
+        if not (is_number(self.seed_score) and 0 < self.seed_score < 1):
+            raise PxnError(f"must be between 0 and 1 (exclusive): got {self.seed_score!r}",
+                           subject="quality seed_score")  # fmt: skip
+        at_least(self.difficulty_sd, "quality difficulty_sd")
+        if not (is_number(self.step_mean) and math.isfinite(self.step_mean)):
+            raise PxnError(f"must be a number: got {self.step_mean!r}", subject="quality step_mean")
+        at_least(self.step_sd, "quality step_sd")
+        if not (is_number(self.ceiling) and self.seed_score < self.ceiling <= 1):
+            raise PxnError(
+                f"must be above the seed's score ({self.seed_score:g}) and at most 1: got "
+                f"{self.ceiling!r}",
+                subject="quality ceiling",
+            )
+        share(self.inherit, "quality inherit", top_open=True)
+        at_least(self.eval_noise, "quality eval_noise")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.metric != "graded":
+            del data["levels"]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Quality:
+        given = table(data, "[quality]")
+        known_keys(given, {f.name for f in fields(cls)}, "[quality]")
+        if "seed_score" not in given:
+            raise PxnError("needs seed_score, the seed program's expected score (0 to 1)",
+                           subject="[quality]")  # fmt: skip
+        values = dict(given)
+        if "metric" in values:
+            values["metric"] = str(values["metric"])
+        for name, value in values.items():
+            if name not in ("metric", "levels") and not is_number(value):
+                raise PxnError(f"{name} must be a number: got {value!r}", subject="[quality]")
+        if "levels" in values and is_number(values["levels"]) and values["levels"] % 1 == 0:
+            values["levels"] = int(values["levels"])
+        quality = cls(
+            **{k: v if k in ("metric", "levels") else float(v) for k, v in values.items()}
+        )
+        quality.validate()
+        return quality

@@ -1,0 +1,320 @@
+"""The search itself: which parents gepa draws, and which proposals beat them.
+
+Two models of it, each an object gepa's choices (gepa.py) ask the same questions:
+
+- `QualitySearch`, the mechanistic one (pxn.quality): every candidate has a
+  latent quality and its own residual on every train and validation
+  example; parents, minibatch scores, gepa's judge and its Pareto front
+  follow from them by gepa 0.1.4's own rules, so acceptance, its decay,
+  sibling correlation, the skipping of perfect parents and the recurrence of
+  parents come out of the model.
+- `RateSearch`, the phenomenological one (pxn.acceptance): a proposal passes
+  at a rate, parents are labels drawn from the newest `front_share` of the
+  pool, a parent is perfect on its minibatch by chance.
+
+gepa's Pareto front (gepa_utils.select_program_candidate_from_pareto_front):
+per validation example, the candidates with its best score; candidates
+dominated there are removed, lowest mean validation score first, and a
+parent is drawn with weight the number of examples whose front it is on. A
+candidate is dominated when every example whose front it is on has another
+remaining candidate on it too; one that is not stays so as others go, so a
+single pass from the lowest mean up, against the candidates kept so far and
+those not yet passed, removes what gepa's repeated scan removes. Fronts are
+bit masks over the validation examples. Ties in mean go lowest index first.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import accumulate, chain
+
+import numpy as np
+
+from pxn.acceptance import Acceptance
+from pxn.quality import Quality
+from pxn.trace import Repeats, SearchFigures, example_spread
+
+# Up to this many draws are made one by one: numpy's `size=` argument handling
+# costs more than a few scalar draws, which give the same numbers and leave the
+# same stream (tests/test_sim_fast_paths.py).
+SCALAR_DRAWS = 3
+
+
+def uniforms(rng: np.random.Generator, n: int) -> list[float]:
+    """n uniform draws in [0, 1); one is numpy's scalar draw (the same number, cheaper)."""
+    return [rng.random()] if n == 1 else rng.random(n).tolist()
+
+
+def bit_mask(flags: np.ndarray) -> int:
+    """The examples where `flags` holds, as the bits of an int."""
+    return int.from_bytes(np.packbits(flags).tobytes(), "big")
+
+
+class ParetoFront:
+    """gepa's per-example validation front, and the parent draw it gives."""
+
+    def __init__(self) -> None:
+        self.best: np.ndarray | None = None  # the best score on each example
+        self.masks: list[int] = []  # per candidate: the examples whose front it is on
+        self.means: list[float] = []  # per candidate: its mean validation score
+        self.ranked: list[tuple[float, int]] = []  # (mean, candidate), lowest first
+        self.ids: list[int] = []  # the parents to draw from, and their cumulative weights
+        self.cumulative: list[int] = []
+
+    def add(self, scores: np.ndarray) -> None:
+        """A new candidate (the next index) validated with these scores."""
+        if self.best is None:
+            self.best = scores.copy()
+            self.masks.append(bit_mask(np.ones(len(scores), dtype=bool)))
+        else:
+            higher = bit_mask(scores > self.best)
+            if higher:  # those examples' fronts are the new candidate's alone
+                kept = ~higher
+                self.masks = [mask & kept for mask in self.masks]
+                self.best = np.maximum(self.best, scores)
+            self.masks.append(bit_mask(scores == self.best))
+        self.means.append(float(scores.sum()) / len(scores))  # numpy's mean, to the bit
+        bisect.insort(self.ranked, (self.means[-1], len(self.means) - 1))
+        self.ids = []  # the draw is rebuilt when next asked for
+
+    def weights(self) -> tuple[list[int], list[int]]:
+        """The candidates gepa draws parents from and their cumulative weights."""
+        if not self.ids:
+            masks = self.masks
+            order = [c for _, c in self.ranked if masks[c]]
+            after = [0] * (len(order) + 1)  # after[i]: the fronts of order[i:]
+            for i in range(len(order) - 1, -1, -1):
+                after[i] = after[i + 1] | self.masks[order[i]]
+            kept_union = 0
+            kept = []
+            for i, c in enumerate(order):
+                mask = self.masks[c]
+                if mask & ~(kept_union | after[i + 1]):  # the only one left on some front
+                    kept.append(c)
+                    kept_union |= mask
+            self.ids = kept
+            self.cumulative = list(accumulate(self.masks[c].bit_count() for c in kept))
+        return self.ids, self.cumulative
+
+    def draw(self, rng: np.random.Generator, count: int) -> list[int]:
+        """`count` parents, each independently, as gepa's candidate selector draws them."""
+        ids, cumulative = self.weights()
+        total = cumulative[-1]
+        draws = (
+            [rng.random() for _ in range(count)]
+            if count <= SCALAR_DRAWS
+            else rng.random(count).tolist()
+        )
+        return [ids[bisect.bisect_right(cumulative, u * total)] for u in draws]
+
+    @property
+    def best_candidate(self) -> int:
+        """gepa's result: the candidate of the highest mean validation score (lowest index)."""
+        return self.means.index(max(self.means))
+
+
+NORMALS_BLOCK = 1024  # standard normals a numpy call draws for the one-at-a-time draws
+
+
+def normals(rng: np.random.Generator) -> Callable[[], float]:
+    """One standard normal draw per call, from blocks of one numpy call each (a chained
+    iterator: numpy's per-call cost, and a Python method's, would be most of a draw's)."""
+    blocks = iter(lambda: rng.standard_normal(NORMALS_BLOCK).tolist(), None)
+    return chain.from_iterable(blocks).__next__
+
+
+@dataclass(slots=True)
+class Children:
+    """The proposals of one iteration before they are judged: their qualities, and their
+    residuals on the examples of their minibatches."""
+
+    parents: list[int]  # pool index of each one's parent
+    quality: list[float]  # theta
+    residuals: list[dict[int, float]]  # example -> residual, on each one's minibatch
+
+
+class QualitySearch:
+    """One run's candidates: their qualities and residuals, the examples, gepa's front.
+
+    A minibatch is a few examples, so its scores are worked out in Python floats
+    (numpy's cost per call is more than their arithmetic); the validation set
+    and a new candidate's residuals on the whole trainset in numpy.
+    """
+
+    def __init__(
+        self, quality: Quality, trainset_size: int, valset_size: int, rng: np.random.Generator
+    ):
+        self.model = quality
+        self.rng = rng
+        self.normal = normals(rng)
+        self.noise = quality.eval_noise
+        self.score = quality.scorer()
+        self.train_difficulty = rng.normal(0.0, quality.difficulty_sd, trainset_size).tolist()
+        self.val_difficulty = rng.normal(0.0, quality.difficulty_sd, valset_size)
+        self.quality = [quality.seed_quality]  # theta per candidate
+        residuals = rng.standard_normal(trainset_size)
+        self.train_residuals = [residuals]  # per candidate, numpy
+        self.train_residual_list = [residuals.tolist()]  # the same, for the Python path
+        self.val_residuals = [rng.standard_normal(valset_size)]
+        self.front = ParetoFront()
+        self.parent = [-1]  # per candidate
+        self.validated: list[np.ndarray] = []  # each candidate's validation scores
+        self.repeats = Repeats()
+
+    def seed_validation(self) -> np.ndarray:
+        """The seed's validation scores; the front starts from them."""
+        scores = self.val_scores(0)
+        self.front.add(scores)
+        self.validated.append(scores)
+        return scores
+
+    def val_scores(self, candidate: int) -> np.ndarray:
+        latent = self.quality[candidate] - self.val_difficulty + self.val_residuals[candidate]
+        if self.noise:
+            latent += self.noise * self.rng.standard_normal(len(latent))
+        return self.model.score(latent)
+
+    def parents(self, count: int) -> list[int]:
+        return self.front.draw(self.rng, count)
+
+    def evaluate(self, candidates: list[int], examples: list[list[int]]) -> list[list[float]]:
+        """Each candidate's scores on its row of train examples (one evaluation each)."""
+        difficulty, score, normal, noise = (
+            self.train_difficulty,
+            self.score,
+            self.normal,
+            self.noise,
+        )
+        rows = []
+        repeat = self.repeats.add
+        for candidate, row in zip(candidates, examples, strict=True):
+            theta, residual = self.quality[candidate], self.train_residual_list[candidate]
+            if noise:
+                rows.append([score(theta - difficulty[e] + residual[e] + noise * normal())
+                             for e in row])  # fmt: skip
+            else:
+                rows.append([score(theta - difficulty[e] + residual[e]) for e in row])
+            for e, value in zip(row, rows[-1], strict=True):
+                repeat(candidate, e, value)
+        return rows
+
+    def propose(
+        self, parents: list[int], examples: list[list[int]]
+    ) -> tuple[Children, list[list[float]]]:
+        """One child of each parent, its quality moved by a step and its residuals inherited,
+        scored on its row of train examples."""
+        model, normal, noise, score = self.model, self.normal, self.noise, self.score
+        inherit, fresh = model.inherit, model.fresh_share
+        difficulty = self.train_difficulty
+        children = Children([], [], [])
+        rows = []
+        for parent, row in zip(parents, examples, strict=True):
+            theta = self.quality[parent]
+            theta += model.reach(theta) * (model.step_mean + model.step_sd * normal())
+            inherited = self.train_residual_list[parent]
+            residuals: dict[int, float] = {}
+            scores = []
+            for e in row:
+                if e not in residuals:  # a padded minibatch may hold an example twice
+                    residuals[e] = inherit * inherited[e] + fresh * normal()
+                latent = theta - difficulty[e] + residuals[e]
+                scores.append(score(latent + noise * normal() if noise else latent))
+            children.parents.append(parent)
+            children.quality.append(theta)
+            children.residuals.append(residuals)
+            rows.append(scores)
+        return children, rows
+
+    def add(self, children: Children, which: list[int]) -> list[np.ndarray]:
+        """Children `which` join the pool, in order: each given its residuals on every
+        example (those of its minibatch kept), validated, and the front updated."""
+        model, rng = self.model, self.rng
+        scores = []
+        for i in which:
+            parent = children.parents[i]
+            residuals = model.inherit * self.train_residuals[
+                parent
+            ] + model.fresh_share * rng.standard_normal(len(self.train_difficulty))
+            for e, value in children.residuals[i].items():
+                residuals[e] = value
+            fresh = rng.standard_normal(len(self.val_difficulty))
+            self.quality.append(children.quality[i])
+            self.train_residuals.append(residuals)
+            self.train_residual_list.append(residuals.tolist())
+            self.val_residuals.append(
+                model.inherit * self.val_residuals[parent] + model.fresh_share * fresh
+            )
+            scores.append(self.val_scores(len(self.quality) - 1))
+            self.front.add(scores[-1])
+            self.parent.append(parent)
+            self.validated.append(scores[-1])
+        return scores
+
+    @property
+    def seed_score(self) -> float:
+        return self.front.means[0]
+
+    def figures(self) -> SearchFigures:
+        """The run's SearchFigures, as summarize() reads them off a recorded run."""
+        means = self.front.means
+        gains = [means[c] - means[p] for c, p in enumerate(self.parent) if p >= 0]
+        return SearchFigures(
+            val_gain=sum(gains) / len(gains) if gains else math.nan,
+            example_spread=example_spread(self.validated),
+            repeat_agreement=self.repeats.agreement,
+        )
+
+    @property
+    def best_score(self) -> float:
+        """The mean validation score of gepa's best candidate."""
+        return max(self.front.means)
+
+    @property
+    def test_score(self) -> float:
+        """gepa's best candidate's expected score on a fresh example."""
+        return self.model.expected_score(self.quality[self.front.best_candidate])
+
+
+class RateSearch:
+    """Proposals pass at a rate; parents are labels; perfect parents come by chance."""
+
+    def __init__(
+        self,
+        acceptance: Acceptance,
+        front_share: float,
+        skip_chance: float,
+        rng: np.random.Generator,
+    ):
+        self.acceptance = acceptance
+        self.front_share = front_share
+        self.skip_chance = skip_chance
+        self.rng = rng
+        self.candidates = 1  # the seed
+        self.proposals = 0  # judged so far
+
+    def parents(self, count: int) -> list[int]:
+        """Uniformly from the newest front_share of the pool (all of it at 1)."""
+        front = self.candidates
+        if self.front_share < 1:
+            front = max(1, math.ceil(self.front_share * self.candidates))
+        newest = self.candidates - front  # the front's first candidate id
+        if count <= SCALAR_DRAWS:
+            draws = [int(self.rng.integers(0, front)) for _ in range(count)]
+        else:
+            draws = self.rng.integers(0, front, size=count).tolist()
+        return [newest + d for d in draws]
+
+    def perfect(self, pairs: int) -> list[bool]:
+        """Whether each of `pairs` (parent, minibatch) is perfect: by chance."""
+        if self.skip_chance == 0:
+            return [False] * pairs
+        return [u < self.skip_chance for u in uniforms(self.rng, pairs)]
+
+    def passing(self, proposals: int) -> list[bool]:
+        """Whether each of a step's proposals passes: at the step's (perhaps drawn) rate."""
+        rate = self.acceptance.step_rate(self.rng, self.proposals)
+        self.proposals += proposals
+        return [u < rate for u in uniforms(self.rng, proposals)]
