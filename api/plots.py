@@ -22,7 +22,7 @@ from pxn.scenario import Scenario
 from pxn.sim.predict import Interval, Prediction
 
 if TYPE_CHECKING:
-    from pxn.calibrate.fit import LatencyFit
+    from pxn.calibrate.traces.fit import LatencyFit
     from pxn.calibrate.validate import Validation
     from pxn.sim.advise import Advice, Assessment
     from pxn.trace import Trace

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import binomtest, norm
 
-from pxn.calibrate.overhead import loop_end
+from pxn.calibrate.traces.overhead import loop_end
 from pxn.load import Loads
 from pxn.scenario import Scenario
 from pxn.shape import Shape

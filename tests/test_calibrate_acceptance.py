@@ -16,13 +16,13 @@ import pytest
 import scipy.stats
 from calibrate_helpers import TRUE, write_traces
 
-from pxn.calibrate.acceptance import (
+from pxn.calibrate.traces.acceptance import (
     DECAY_MIN_PROPOSALS,
     Steps,
     fit_acceptance,
     fit_correlation,
 )
-from pxn.calibrate.units import cut_into_units
+from pxn.calibrate.traces.units import cut_into_units
 from pxn.shape import Shape
 from pxn.trace import read_one
 

@@ -23,8 +23,8 @@ from pxn.acceptance import Acceptance
 from pxn.api.advice_report import advice_report
 from pxn.api.prediction_report import EXTRAPOLATION, extrapolation_warning, predictions_report
 from pxn.api.report import Note
-from pxn.calibrate import load_effect, slowdown, tails
-from pxn.calibrate.acceptance import (
+from pxn.calibrate.traces import load_effect, slowdown, tails
+from pxn.calibrate.traces.acceptance import (
     CORRELATION_MIN_STEPS,
     DECAY_ALPHA,
     DECAY_MIN_ACCEPTED,
@@ -34,15 +34,15 @@ from pxn.calibrate.acceptance import (
     fit_acceptance,
     fit_correlation,
 )
-from pxn.calibrate.fit import fit_latency
-from pxn.calibrate.load_effect import fit_load_effects
-from pxn.calibrate.scenario_from_traces import (
+from pxn.calibrate.traces.fit import fit_latency
+from pxn.calibrate.traces.load_effect import fit_load_effects
+from pxn.calibrate.traces.pipeline import (
     PHASE_ALPHA,
     PHASE_TEST_MIN,
     calibrate_traces,
     phase_test,
 )
-from pxn.calibrate.slowdown import fit_slowdown
+from pxn.calibrate.traces.slowdown import fit_slowdown
 from pxn.scenario import CalibratedOn, Scenario
 from pxn.shape import Shape
 from pxn.sim.advise import Ask, advise

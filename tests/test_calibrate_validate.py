@@ -15,7 +15,7 @@ from calibrate_helpers import TRUE, write_traces
 from conftest import run_pxn
 
 from pxn.app.validation_report import validation_csv, validation_json, validation_table
-from pxn.calibrate.overhead import fit_overhead
+from pxn.calibrate.traces.overhead import fit_overhead
 from pxn.calibrate.validate import Honesty, Validation, validate_runs
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once

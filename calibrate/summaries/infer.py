@@ -1,7 +1,7 @@
 """Run summaries -> a Scenario with its uncertainty, by simulation-based inference.
 
 The simulator is the likelihood: a parameter setting is as plausible as the
-runs it simulates reproduce the reported figures (calibrate/abc_smc.py). Per
+runs it simulates reproduce the reported figures (abc_smc.py). Per
 setting, every run the facts read is simulated once, a sweep's runs being
 the same runs its single and batched facts read, as the user's were each
 run once; in the listed order, so that a setting whose first runs already
@@ -19,7 +19,7 @@ The model the facts are read through, and so its assumptions:
   TOKEN_LOG_SD (only their means matter over thousands of calls), a
   reflection reads REFLECTION_PROMPT_TOKENS plus its per-example input times
   b, and the models are priced from litellm's table.
-Priors are calibrate/priors.py's defaults unless the summaries file says
+Priors are priors.py's defaults unless the summaries file says
 otherwise; a parameter the facts do not pin keeps its prior's spread, and
 the report says which those are.
 """
@@ -36,7 +36,7 @@ import scipy.special
 import scipy.stats
 
 from pxn.acceptance import Acceptance
-from pxn.calibrate.abc_smc import (
+from pxn.calibrate.summaries.abc_smc import (
     Cutoff,
     Generation,
     Outcome,
@@ -45,8 +45,8 @@ from pxn.calibrate.abc_smc import (
     abc_smc,
     simulate_all,
 )
-from pxn.calibrate.priors import DEFAULT_PRIORS, TOKEN_PRIORS, Prior, Priors
-from pxn.calibrate.summaries import Fact, Setup, Summaries
+from pxn.calibrate.summaries.facts import Fact, Setup, Summaries
+from pxn.calibrate.summaries.priors import DEFAULT_PRIORS, TOKEN_PRIORS, Prior, Priors
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.prices import Prices

@@ -29,25 +29,25 @@ from pathlib import Path
 import numpy as np
 import scipy.stats
 
-from pxn.calibrate.acceptance import AcceptanceFit, fit_acceptance
-from pxn.calibrate.bookkeeping import DuplicateFit, FrontFit, fit_duplicates, fit_front_share
-from pxn.calibrate.costs import RecordedCosts, lookup_prices, recorded_costs
-from pxn.calibrate.draws import DrawsFit, parameter_draws
-from pxn.calibrate.fit import LatencyFit, fit_latency
-from pxn.calibrate.load_effect import LoadEffect, fit_load_effects
-from pxn.calibrate.overhead import ConcurrencyFit, OverheadFit, fit_concurrency, fit_overhead
-from pxn.calibrate.prefix_cache import PrefixCacheFit, fit_prefix_cache
-from pxn.calibrate.run_spread import RunSpreadFit, fit_run_spread
-from pxn.calibrate.served import latency_sample, served_alone
-from pxn.calibrate.slowdown import ROLE_KIND, ModelSlowdown, fit_model_slowdowns
-from pxn.calibrate.tokens import (
+from pxn.calibrate.traces.acceptance import AcceptanceFit, fit_acceptance
+from pxn.calibrate.traces.bookkeeping import DuplicateFit, FrontFit, fit_duplicates, fit_front_share
+from pxn.calibrate.traces.costs import RecordedCosts, lookup_prices, recorded_costs
+from pxn.calibrate.traces.draws import DrawsFit, parameter_draws
+from pxn.calibrate.traces.fit import LatencyFit, fit_latency
+from pxn.calibrate.traces.load_effect import LoadEffect, fit_load_effects
+from pxn.calibrate.traces.overhead import ConcurrencyFit, OverheadFit, fit_concurrency, fit_overhead
+from pxn.calibrate.traces.prefix_cache import PrefixCacheFit, fit_prefix_cache
+from pxn.calibrate.traces.run_spread import RunSpreadFit, fit_run_spread
+from pxn.calibrate.traces.served import latency_sample, served_alone
+from pxn.calibrate.traces.slowdown import ROLE_KIND, ModelSlowdown, fit_model_slowdowns
+from pxn.calibrate.traces.tokens import (
     TokenCounts,
     TokenFit,
     fit_token_counts,
     fit_tokens,
     missing_token_counts,
 )
-from pxn.calibrate.units import Calls, Units, cut_into_units, selection_of, skip_share
+from pxn.calibrate.traces.units import Calls, Units, cut_into_units, selection_of, skip_share
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.load import Load, Loads

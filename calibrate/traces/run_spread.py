@@ -36,8 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.stats
 
-from pxn.calibrate.slowdown import ROLE_KIND
-from pxn.calibrate.units import Calls
+from pxn.calibrate.traces.slowdown import ROLE_KIND
+from pxn.calibrate.traces.units import Calls
 
 ALPHA = 0.05  # leaving a real spread out narrows every interval: keep it when plausible
 CONFIDENCE = 0.95

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pxn.acceptance import Acceptance
-from pxn.calibrate.acceptance import (
+from pxn.calibrate.traces.acceptance import (
     BATCHED_PRIOR_SEED,
     BatchedFit,
     batched_prior,
@@ -51,19 +51,19 @@ from pxn.calibrate.acceptance import (
     split_a0,
     step_means,
 )
-from pxn.calibrate.bookkeeping import share_mle
-from pxn.calibrate.fit import censored_params
-from pxn.calibrate.prefix_cache import refit_prefix_seconds
-from pxn.calibrate.run_spread import refit_run_spread
-from pxn.calibrate.served import latency_sample, served_alone
-from pxn.calibrate.slowdown import ROLE_KIND, refit_beta
-from pxn.calibrate.tails import TailFit, censor
-from pxn.calibrate.units import Calls, Units, skip_share
+from pxn.calibrate.traces.bookkeeping import share_mle
+from pxn.calibrate.traces.fit import censored_params
+from pxn.calibrate.traces.prefix_cache import refit_prefix_seconds
+from pxn.calibrate.traces.run_spread import refit_run_spread
+from pxn.calibrate.traces.served import latency_sample, served_alone
+from pxn.calibrate.traces.slowdown import ROLE_KIND, refit_beta
+from pxn.calibrate.traces.tails import TailFit, censor
+from pxn.calibrate.traces.units import Calls, Units, skip_share
 from pxn.distribution import Distribution
 from pxn.uncertainty import Uncertainty
 
 if TYPE_CHECKING:
-    from pxn.calibrate.scenario_from_traces import Calibration
+    from pxn.calibrate.traces.pipeline import Calibration
 
 SEED = 20260801
 NO_DECAY_TAU = 1e9  # proposals: a draw whose refitted decay rate is 0 (tau must be finite)

@@ -81,7 +81,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from pxn.calibrate.priors import NORMAL_IQR, Priors
+from pxn.calibrate.summaries.priors import NORMAL_IQR, Priors
 
 SPREAD_FLOOR = 1e-3  # a figure every run agrees on still counts, on a 0.1% scale
 CHUNK = 8  # particles per unit of work handed to a process

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pxn.calibrate.acceptance import Steps
-from pxn.calibrate.bookkeeping import Parents, dropped_after_passing
-from pxn.calibrate.load_effect import call_loads
-from pxn.calibrate.overhead import loop_end
+from pxn.calibrate.traces.acceptance import Steps
+from pxn.calibrate.traces.bookkeeping import Parents, dropped_after_passing
+from pxn.calibrate.traces.load_effect import call_loads
+from pxn.calibrate.traces.overhead import loop_end
 from pxn.selection import Selection
 from pxn.shape import Shape
 from pxn.trace import Attempt, Decision, Iteration, Reflection, Rollout, Stage, Trace
