@@ -101,7 +101,7 @@ class Simulator(Protocol):
 
 
 # run(fn, units) -> [fn(*unit) for unit in units], spread over processes, in order
-Run = Callable[[Callable[..., Any], list[tuple]], list[Any]]
+MapInOrder = Callable[[Callable[..., Any], list[tuple]], list[Any]]
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,10 @@ class Population:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class AbcSmcResult:
+    """Where the sampler stopped: its last population, the fixed distance, the generations
+    that led there, and whether it converged (the verdict says why, or why not)."""
+
     population: Population
     scale: Scale
     history: tuple[Generation, ...]
@@ -208,7 +211,7 @@ def spread(figures: np.ndarray) -> np.ndarray:
 
 
 def simulate_all(
-    simulator: Simulator, run: Run, points: np.ndarray, seeds: list[int]
+    simulator: Simulator, run: MapInOrder, points: np.ndarray, seeds: list[int]
 ) -> np.ndarray:
     """One run of the facts at each point, in the points' order."""
     units = [
@@ -225,14 +228,14 @@ def _simulate_chunk(simulator: Simulator, points: np.ndarray, seeds: list[int]) 
 def abc_smc(
     priors: Priors,
     simulator: Simulator,
-    run: Run,
+    run: MapInOrder,
     low: np.ndarray,
     high: np.ndarray,
     precision: np.ndarray,
     settings: Settings,
     seed: int,
     on_generation: Callable[[Generation], None] | None = None,
-) -> Outcome:
+) -> AbcSmcResult:
     """The ABC posterior of `priors` given facts in [low, high] (see the module docstring).
 
     `precision`: each fact's reporting precision on its scale, the least unit of its error.
@@ -261,30 +264,30 @@ def abc_smc(
                 f"{settings.min_acceptance:.0%}, at tolerance {tolerance:.3g} (the noise level "
                 f"is {scale.noise_level:.3g}), and it was abandoned"
             )
-            return Outcome(population, scale, tuple(history), False, verdict)
+            return AbcSmcResult(population, scale, tuple(history), False, verdict)
         population, generation = moved
         history.append(generation)
         if on_generation:
             on_generation(generation)
         if tolerance <= scale.noise_level:
             reason = f"generation {t} ran at the noise level {scale.noise_level:.3g}"
-            return _outcome(population, scale, history, settings, reason)
+            return _result(population, scale, history, settings, reason)
         if t > 1 and tolerance > settings.stalled * history[-2].tolerance:
             reason = (
                 f"the tolerance stopped decreasing at {tolerance:.3g}, above the noise level "
                 f"{scale.noise_level:.3g}: no setting within the priors fits the facts closer"
             )
-            return _outcome(population, scale, history, settings, reason)
+            return _result(population, scale, history, settings, reason)
     verdict = (
         f"still narrowing after {settings.max_generations} generations (tolerance "
         f"{history[-1].tolerance:.3g}, noise level {scale.noise_level:.3g})"
     )
-    return Outcome(population, scale, tuple(history), False, verdict)
+    return AbcSmcResult(population, scale, tuple(history), False, verdict)
 
 
 def pilot(
     simulator: Simulator,
-    run: Run,
+    run: MapInOrder,
     points: np.ndarray,
     figures: np.ndarray,
     low: np.ndarray,
@@ -319,26 +322,26 @@ def pilot(
     return Scale(noise, units, level, len(best) * r)
 
 
-def _outcome(
+def _result(
     population: Population,
     scale: Scale,
     history: list[Generation],
     settings: Settings,
     reason: str,
-) -> Outcome:
+) -> AbcSmcResult:
     if population.distinct < settings.particles / 4:
         verdict = (
             f"{reason}, but only {population.distinct} of its {settings.particles} particles "
             "are distinct (the moves rarely left their copies)"
         )
-        return Outcome(population, scale, tuple(history), False, verdict)
-    return Outcome(population, scale, tuple(history), True, reason)
+        return AbcSmcResult(population, scale, tuple(history), False, verdict)
+    return AbcSmcResult(population, scale, tuple(history), True, reason)
 
 
 def _generation(
     priors: Priors,
     simulator: Simulator,
-    run: Run,
+    run: MapInOrder,
     cutoff: Cutoff,
     population: Population,
     settings: Settings,
@@ -408,7 +411,7 @@ class Chain:
 
     def walk(
         self,
-        run: Run,
+        run: MapInOrder,
         points: np.ndarray,
         figures: np.ndarray,
         distances: np.ndarray,

@@ -37,10 +37,10 @@ import scipy.stats
 
 from pxn.acceptance import Acceptance
 from pxn.calibrate.summaries.abc_smc import (
+    AbcSmcResult,
     Cutoff,
     Generation,
-    Outcome,
-    Run,
+    MapInOrder,
     Settings,
     abc_smc,
     simulate_all,
@@ -101,7 +101,7 @@ class RunModel:
         return figures
 
 
-def parallel(jobs: int) -> Run:
+def parallel(jobs: int) -> MapInOrder:
     """Units of work spread over `jobs` processes of this machine."""
     return functools.partial(gather, LocalBackend(jobs))
 
@@ -171,7 +171,7 @@ class FactCheck:
 class Inference:
     summaries: Summaries
     priors: Priors
-    outcome: Outcome
+    outcome: AbcSmcResult
     parameters: tuple[ParameterPosterior, ...]
     checks: tuple[FactCheck, ...]
     scenario: Scenario
@@ -318,7 +318,7 @@ def infer_from_summaries(
 
 
 def _refuse_unreproduced(
-    outcome: Outcome, facts: tuple[Fact, ...], low: np.ndarray, high: np.ndarray
+    outcome: AbcSmcResult, facts: tuple[Fact, ...], low: np.ndarray, high: np.ndarray
 ) -> None:
     """Refuse facts that no kept run reached or straddled: the priors hold no setting for them."""
     figures = outcome.population.figures
@@ -342,7 +342,7 @@ def _refuse_unreproduced(
         )
 
 
-def _resample(outcome: Outcome, draws: int, seed: int) -> np.ndarray:
+def _resample(outcome: AbcSmcResult, draws: int, seed: int) -> np.ndarray:
     """`draws` of the equally weighted particles (all of them, in turn, when draws exceed them)."""
     points = outcome.population.points
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(PREDICTIVE, 0)))
@@ -355,7 +355,7 @@ def _predictive_seeds(seed: int, size: int) -> list[int]:
     return rng.integers(0, 2**32, size=size).tolist()
 
 
-def _posterior(outcome: Outcome, priors: Priors, i: int) -> ParameterPosterior:
+def _posterior(outcome: AbcSmcResult, priors: Priors, i: int) -> ParameterPosterior:
     prior = priors.priors[i]
     q = outcome.population.quantiles(i, [0.05, 0.25, 0.5, 0.75, 0.95])
     low, median, high = (float(prior.from_working(v)) for v in (q[0], q[2], q[4]))
