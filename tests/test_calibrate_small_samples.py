@@ -36,12 +36,8 @@ from pxn.calibrate.traces.acceptance import (
 )
 from pxn.calibrate.traces.fit import fit_latency
 from pxn.calibrate.traces.load_effect import fit_load_effects
-from pxn.calibrate.traces.pipeline import (
-    PHASE_ALPHA,
-    PHASE_TEST_MIN,
-    calibrate_traces,
-    phase_test,
-)
+from pxn.calibrate.traces.phases import PHASE_ALPHA, PHASE_TEST_MIN, phase_test
+from pxn.calibrate.traces.pipeline import calibrate_traces
 from pxn.calibrate.traces.slowdown import fit_slowdown
 from pxn.scenario import CalibratedOn, Scenario
 from pxn.shape import Shape

@@ -51,14 +51,14 @@ from pxn.calibrate.traces.acceptance import (
     split_a0,
     step_means,
 )
-from pxn.calibrate.traces.bookkeeping import share_mle
+from pxn.calibrate.traces.bookkeeping import share_mle, skip_share
 from pxn.calibrate.traces.fit import censored_params
 from pxn.calibrate.traces.prefix_cache import refit_prefix_seconds
 from pxn.calibrate.traces.run_spread import refit_run_spread
 from pxn.calibrate.traces.served import latency_sample, served_alone
 from pxn.calibrate.traces.slowdown import ROLE_KIND, refit_beta
 from pxn.calibrate.traces.tails import TailFit, censor
-from pxn.calibrate.traces.units import Calls, Units, skip_share
+from pxn.calibrate.traces.units import Calls, Units
 from pxn.distribution import Distribution
 from pxn.uncertainty import Uncertainty
 

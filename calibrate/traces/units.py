@@ -387,12 +387,3 @@ def _tasks(builder: _Builder, run: int, trace: Trace) -> None:
     reached = {(r.iteration, r.proposal) for r in trace.live(Reflection) if r.iteration in done}
     for iteration, _ in reached:
         builder.add("reflected", run, iteration, 1)
-
-
-SKIP_MAX = 0.95  # a scenario whose every task is skipped never proposes anything
-
-
-def skip_share(tasks: float, reflected: float) -> float:
-    """The share of completed iterations' tasks that never reached a reflection."""
-    share = 0.0 if tasks == 0 else max(0.0, 1 - reflected / tasks)
-    return min(share, SKIP_MAX)
