@@ -6,8 +6,7 @@ show the effect plainly if they were enough) and a false-positive rate measured 
 small n on data without the effect. Statistical tests are seeded. "At most nominal"
 is a one-sided binomial test of the claims against the effect's nominal rate at
 significance 0.01: a rate truly at nominal fails it about 1% of the time (never,
-with the seeds fixed); the old decay and slowdown tests, measured at 7-11% and 3%
-where nominal is 5% and 0.5%-1%, fail it.
+with the seeds fixed).
 """
 
 from __future__ import annotations

@@ -357,9 +357,7 @@ def test_summaries_of_simulated_runs_give_a_sharp_posterior_holding_the_truth(
     fixed). (b) Each fact's 5-95% posterior predictive interval, from the
     written draws (each run twice, as a prediction runs them), is at most
     SHARP times as wide as the 5-95% of 100 runs at the true parameters (one
-    run's noise). Measured: at most 2.0 here; the sampler this one replaced
-    (a distance rescaled by the population's spread each generation) gave
-    the wall-clocks 4.9-5.2, and fails it.
+    run's noise). Measured: at most 2.0 here.
     """
     summaries_setup = Setup(budget=400, valset_size=20, workers=64, trainset_size=60)
     truth = base_scenario(summaries_setup, "truth").with_parameters(TRUTH).replace(seed=11)

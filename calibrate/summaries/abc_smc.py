@@ -20,21 +20,8 @@ replenishment sampler of Drovandi and Pettitt (2011):
    is the number of steps after which a copy has stayed where it was with
    chance at most `unmoved`, at that length's acceptance rate. The moves
    leave the ABC posterior at eps_t invariant, so every particle keeps the
-   same weight.
-
-Why this sampler, measured on LiveBench-Math's ten facts and ten parameters
-(experiments/paper) with the fixed distance: population Monte Carlo
-(Beaumont et al. 2009), with its kernel of twice the population's
-covariance, kept fewer than 5% of its proposals at a tolerance of 11 after
-10,000 simulations; with Silverman's bandwidth, or the optimal local
-covariance (Filippi et al. 2013), its importance weights degenerated (an
-effective sample of 4 to 90 of 300 particles) before the tolerance reached 6.
-This sampler reached the noise level (3.8) in 12 generations and about
-13,000 simulations, each move stopping its runs as soon as the facts read
-so far put it beyond the tolerance (a `Cutoff`). A synthetic likelihood
-(Wood 2010) was not tried: its Gaussian over ten figures needs some twenty
-full simulations per parameter setting, so the same budget buys a
-ten-parameter chain only some 650 steps, and a range fact is no Gaussian.
+   same weight. Each move stops its runs as soon as the facts read so far put
+   it beyond the tolerance (a `Cutoff`).
 
 Distances. Each fact is a target interval on its own scale (a point is an
 interval of width zero); its error is how far the simulated figure lies
@@ -52,9 +39,7 @@ reproduces every fact on average (each figure's mean on the reported value,
 a range's middle, a bound's edge); the `noise_quantile` (90%) of it over the
 pilot's runs, each setting's runs moved there. A tighter tolerance would
 reject many runs of a true setting itself: the facts, each one run, say no
-more. (At 75% LiveBench-Math took 19,600 simulations for predictive
-intervals no narrower: they are set by what the facts leave open, such as a
-latency's spread, not by the tolerance.)
+more.
 
 Stopping and convergence. It has converged when
   - a generation ran at the noise level, or

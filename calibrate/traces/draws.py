@@ -1,21 +1,14 @@
 """Parameter uncertainty: the calibration's own fits, bootstrapped.
 
-What makes a new run differ from the runs it was calibrated on? Two things.
-Sampling error: the fits saw finitely many calls, steps and stages. And the
-run's own conditions: the provider's load that day, the machine, how hard the
-task is from this seed; they shift a whole run at once. The draws carry how
-well the calibration pins the parameters: the runs are resampled with
-replacement within their design (shape, W, C, b, servers: every draw keeps
-the loads and shapes the calibration saw), which carries their differences
-into the draws, then the iterations within each drawn run (the unit: an
-iteration's calls, its step, its stages, units.py). That says how well the
-runs pin a mean, not how far a new run strays from it: that is a parameter
-of its own, each model's run_spread (run_spread.py), which the simulator
-draws per run. Only several runs of one design show differences between
-runs: with ONE run per design the draws hold sampling error alone and
-run_spread is 0, so a new run's own conditions are left out; the source says
-so. (The two stages together slightly overstate the spread when runs differ
-little: erring on the side of honesty.)
+The draws carry how well the traces pin the parameters. A two-stage
+bootstrap: the runs are resampled with replacement within their design
+(shape, W, C, b, servers: every draw keeps the loads and shapes the
+calibration saw), then the iterations within each drawn run (the unit: an
+iteration's calls, its step, its stages, units.py). That is how well the
+runs pin a mean; how far a new run strays from it is each model's
+run_spread (run_spread.py), which the simulator draws per run. With ONE run
+per design the draws hold sampling error alone, and the source says so. The
+two stages together slightly overstate the spread when runs differ little.
 
 Each draw refits every parameter the scenario holds, with the model the point
 estimate chose: the same latency family (an empirical sample's draw is its

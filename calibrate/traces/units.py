@@ -3,7 +3,7 @@
 A unit holds its iteration's calls (each with the load it started under), its
 judged step, the gaps before its stages (gepa's own work) and its tasks (how
 many reached a reflection). Iteration 0 (the seed's validation) is a unit too.
-The point estimate fits all units; the parameter bootstrap (uncertainty.py)
+The point estimate fits all units; the parameter bootstrap (draws.py)
 resamples them, so one function computes both.
 
 Calls. A call's load counts the calls of its own model (rollouts, or
