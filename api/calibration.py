@@ -18,9 +18,9 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from pxn.api.report import Report
-    from pxn.calibrate.fit import LatencyFit
-    from pxn.calibrate.from_summaries import Inference
-    from pxn.calibrate.scenario_from_traces import Calibration
+    from pxn.calibrate.summaries.infer import Inference
+    from pxn.calibrate.traces.fit import LatencyFit
+    from pxn.calibrate.traces.pipeline import Calibration
     from pxn.scenario import Scenario
 
 # Beyond this a scenario loads slowly (every draw is validated whenever it loads) and no
@@ -60,7 +60,7 @@ class CalibrateResult(Result):
     def fits(self) -> dict[str, LatencyFit]:
         """The latency fits, by what they fit ("rollout", "reflection", "rollout full_val", ...):
         those from traces; an inference from summaries fits none."""
-        from pxn.calibrate.scenario_from_traces import Calibration
+        from pxn.calibrate.traces.pipeline import Calibration
 
         if not isinstance(self.fitted, Calibration):
             return {}
@@ -147,7 +147,7 @@ def calibrate(
 
 def from_traces(paths: list[str | Path], **options) -> CalibrateResult:
     from pxn.api.calibration_report import calibration_header, calibration_lines
-    from pxn.calibrate.scenario_from_traces import calibrate_traces
+    from pxn.calibrate.traces.pipeline import calibrate_traces
 
     calibration = calibrate_traces(paths, **options)
     return CalibrateResult(
@@ -159,9 +159,9 @@ def from_traces(paths: list[str | Path], **options) -> CalibrateResult:
 
 
 def from_summaries(path: Path, name: str, jobs: int, progress: bool) -> CalibrateResult:
-    from pxn.calibrate.from_summaries import infer_from_summaries
-    from pxn.calibrate.summaries import read_summaries
-    from pxn.calibrate.summaries_report import generation_line, inference_header, inference_lines
+    from pxn.api.inference_report import generation_line, inference_header, inference_lines
+    from pxn.calibrate.summaries.facts import read_summaries
+    from pxn.calibrate.summaries.infer import infer_from_summaries
 
     read = read_summaries(path)
     with progress_bar(progress) as bar:  # on a terminal only, gone when done: errors stay one line

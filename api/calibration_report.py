@@ -6,10 +6,10 @@ import hashlib
 import math
 from pathlib import Path
 
-from pxn.calibrate.acceptance import BatchedFit
-from pxn.calibrate.fit import LatencyFit
-from pxn.calibrate.run_spread import RunSpreadFit
-from pxn.calibrate.scenario_from_traces import Calibration
+from pxn.calibrate.traces.acceptance import BatchedFit
+from pxn.calibrate.traces.fit import LatencyFit
+from pxn.calibrate.traces.pipeline import Calibration
+from pxn.calibrate.traces.run_spread import RunSpreadFit
 from pxn.distribution import Distribution
 
 

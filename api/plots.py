@@ -23,8 +23,8 @@ from pxn.sim.predict import Interval, Prediction
 from pxn.trace import RunSummary
 
 if TYPE_CHECKING:
-    from pxn.calibrate.fit import LatencyFit
-    from pxn.calibrate.validate import Validation
+    from pxn.calibrate.traces.fit import LatencyFit
+    from pxn.calibrate.validate import ScenarioValidation
     from pxn.sim.advise import Advice, Assessment
     from pxn.trace import Trace
 
@@ -524,7 +524,7 @@ def timeline_figure(trace: Trace, until_iteration: int | None = None) -> Figure:
     return fig
 
 
-def measured_speedup_of(validation: Validation, checks: list) -> float:
+def measured_speedup_of(validation: ScenarioValidation, checks: list) -> float:
     """Mean wall-clock of the completed singles run on the same pool, over these runs' mean.
 
     Singles on another pool (another W) are no baseline: they ran at another speed.
@@ -555,7 +555,7 @@ class ShapeOnSetup:
         return self.checks[0].predicted  # the runs of one setup share their prediction
 
 
-def validation_columns(validation: Validation) -> list[ShapeOnSetup | None]:
+def validation_columns(validation: ScenarioValidation) -> list[ShapeOnSetup | None]:
     """Columns by setup (W, B), then shape; None between setups.
 
     Runs on different pools were predicted on their own setup each: one column
@@ -576,7 +576,7 @@ def validation_columns(validation: Validation) -> list[ShapeOnSetup | None]:
     return columns
 
 
-def sweep_vs_measured_figure(validation: Validation) -> Figure:
+def sweep_vs_measured_figure(validation: ScenarioValidation) -> Figure:
     """Measured runs against the simulated mean and 5-95% band and the closed form.
 
     One column per shape and setup; every measured run is a point. The second

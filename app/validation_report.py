@@ -9,7 +9,7 @@ from typing import Any
 
 from pxn.api.report import Note, Report, csv_text, json_text
 from pxn.api.tables import Column, Grid
-from pxn.calibrate.validate import Check, Validation
+from pxn.calibrate.validate import Check, ScenarioValidation
 from pxn.durations import format_duration, format_span
 from pxn.trace import TRACE_NAME
 
@@ -58,7 +58,7 @@ def _relative(predicted: float, measured: float) -> float:
     return predicted / measured - 1 if measured else math.nan
 
 
-def summary_record(v: Validation) -> dict[str, Any]:
+def summary_record(v: ScenarioValidation) -> dict[str, Any]:
     inside, counted = v.coverage
     return {
         "runs": len(v.checks),
@@ -72,7 +72,7 @@ def summary_record(v: Validation) -> dict[str, Any]:
     }
 
 
-def summary_line(v: Validation) -> str:
+def summary_line(v: ScenarioValidation) -> str:
     inside, counted = v.coverage
     if not counted:
         return "no completed run to score: errors and coverage need finished runs"
@@ -83,11 +83,11 @@ def summary_line(v: Validation) -> str:
     )
 
 
-def validation_csv(v: Validation) -> str:
+def validation_csv(v: ScenarioValidation) -> str:
     return csv_text([check_row(c) for c in v.checks])
 
 
-def validation_document(v: Validation) -> dict[str, Any]:
+def validation_document(v: ScenarioValidation) -> dict[str, Any]:
     return {
         "scenario": v.scenario.to_dict(),
         "summary": summary_record(v),
@@ -97,7 +97,7 @@ def validation_document(v: Validation) -> dict[str, Any]:
     }
 
 
-def validation_json(v: Validation) -> str:
+def validation_json(v: ScenarioValidation) -> str:
     return json_text(validation_document(v))
 
 
@@ -107,7 +107,7 @@ def run_label(run: str) -> str:
     return path.parent.name if path.name == TRACE_NAME else run
 
 
-def validation_table(v: Validation) -> Grid:
+def validation_table(v: ScenarioValidation) -> Grid:
     grid = Grid(
         title=f"measured vs predicted, scenario {v.scenario.name}",
         columns=[
@@ -148,7 +148,7 @@ def validation_table(v: Validation) -> Grid:
     return grid
 
 
-def validation_report(v: Validation) -> Report:
+def validation_report(v: ScenarioValidation) -> Report:
     return Report(
         name="validation",
         shown=[validation_table(v)]

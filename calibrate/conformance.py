@@ -47,7 +47,7 @@ import numpy as np
 import scipy.stats
 
 from pxn.acceptance import Acceptance
-from pxn.calibrate.overhead import fit_overhead
+from pxn.calibrate.traces.overhead import fit_overhead
 from pxn.calibrate.validate import Check, at_setup, validate_runs
 from pxn.distribution import Distribution
 from pxn.errors import PxnError

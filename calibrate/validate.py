@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import binomtest, norm
 
-from pxn.calibrate.overhead import loop_end
+from pxn.calibrate.traces.overhead import loop_end
 from pxn.load import Loads
 from pxn.scenario import Scenario
 from pxn.shape import Shape
@@ -88,7 +88,10 @@ class Check:
 
 
 @dataclass(frozen=True)
-class Validation:
+class ScenarioValidation:
+    """A scenario's predictions set beside measured runs: each run's check, and over the
+    completed runs the errors, the coverage and whether the intervals are honest."""
+
     scenario: Scenario
     checks: list[Check]
     rejected: list[str]
@@ -300,14 +303,14 @@ def plan_validation(
 
 def validate_runs(
     scenario: Scenario, paths: Sequence[str | Path], replicates: int = 200, jobs: int = 1
-) -> Validation:
+) -> ScenarioValidation:
     """Predict every run's own setup and set the prediction beside the measurement."""
     return validate_planned(plan_validation(scenario, paths, replicates), jobs)
 
 
 def validate_planned(
     plan: ValidationPlan, jobs: int = 1, on_progress: Callable[[int], None] | None = None
-) -> Validation:
+) -> ScenarioValidation:
     """The plan's predictions, each beside its measured run (`on_progress(n)` is told as
     each n replicates finish)."""
     loaded, replicates = plan.loaded, plan.replicates
@@ -334,4 +337,6 @@ def validate_planned(
             )
     order = {str(t.path): i for i, t in enumerate(loaded.traces)}
     checks.sort(key=lambda c: order[c.run])
-    return Validation(plan.scenario, checks, loaded.rejected, loaded.skipped_lines, replicates)
+    return ScenarioValidation(
+        plan.scenario, checks, loaded.rejected, loaded.skipped_lines, replicates
+    )

@@ -17,10 +17,10 @@ from calibrate_helpers import TRUE, write_traces
 from conftest import assert_user_error, run_pxn
 
 from pxn.acceptance import Acceptance
-from pxn.calibrate.acceptance import RATIO_MIN_PROPOSALS, BatchedFit, Steps, fit_acceptance
-from pxn.calibrate.draws import with_batched_prior
-from pxn.calibrate.scenario_from_traces import calibrate_traces
-from pxn.calibrate.units import cut_into_units
+from pxn.calibrate.traces.acceptance import RATIO_MIN_PROPOSALS, BatchedFit, Steps, fit_acceptance
+from pxn.calibrate.traces.draws import with_batched_prior
+from pxn.calibrate.traces.pipeline import calibrate_traces
+from pxn.calibrate.traces.units import cut_into_units
 from pxn.errors import PxnError
 from pxn.scenario import Scenario
 from pxn.shape import Shape

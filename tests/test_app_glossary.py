@@ -32,10 +32,18 @@ TRACES = [
 # there).
 PENDING = [
     (r"step\s+latency", "sim/advise.py", '"step latency"'),
-    (r"the\s+batched\s+steps\s+differ", "calibrate/acceptance.py", "the batched steps differ"),
-    (r"correlated\s+within\s+a\s+step", "calibrate/acceptance.py", "correlated within a step"),
-    (r"reflection\s+slots=", "calibrate/summaries_report.py", "reflection slots={setup."),
-    (r"moved\s+\d+\s+steps\s+of", "calibrate/summaries_report.py", "steps of {generation.step"),
+    (
+        r"the\s+batched\s+steps\s+differ",
+        "calibrate/traces/acceptance.py",
+        "the batched steps differ",
+    ),
+    (
+        r"correlated\s+within\s+a\s+step",
+        "calibrate/traces/acceptance.py",
+        "correlated within a step",
+    ),
+    (r"reflection\s+slots=", "api/inference_report.py", "reflection slots={setup."),
+    (r"moved\s+\d+\s+steps\s+of", "api/inference_report.py", "steps of {generation.step"),
 ]
 
 

@@ -18,7 +18,7 @@ from pxn.api.plots import (
     timeline_figure,
     validation_columns,
 )
-from pxn.calibrate.fit import fit_latency
+from pxn.calibrate.traces.fit import fit_latency
 from pxn.calibrate.validate import validate_runs
 from pxn.shape import Shape
 from pxn.trace import Rollout, read_one

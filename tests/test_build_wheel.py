@@ -63,6 +63,7 @@ def test_wheel_installs_and_imports_from_a_fresh_venv(tmp_path: Path) -> None:
         import json
         import pxn, pxn.sim, pxn.sim.model, pxn.sim.presets, pxn.runner, pxn.calibrate
         import pxn.api, pxn.app.cli
+        import pxn.calibrate.traces.pipeline, pxn.calibrate.summaries.infer
         from pxn.shape import Shape
         from pxn.sim.model import simulate_once
         from pxn.sim.presets import load_scenario, preset_names
@@ -71,13 +72,15 @@ def test_wheel_installs_and_imports_from_a_fresh_venv(tmp_path: Path) -> None:
         print(json.dumps({
             "sim": pxn.sim.__file__, "model": pxn.sim.model.__file__,
             "runner": pxn.runner.__file__, "calibrate": pxn.calibrate.__file__,
+            "traces": pxn.calibrate.traces.pipeline.__file__,
+            "summaries": pxn.calibrate.summaries.infer.__file__,
             "presets": preset_names(), "metric_calls": summary.metric_calls,
         }))
         """
     )
 
     found = json.loads(run(python, "-c", check, cwd=tmp_path))
-    for module in ("sim", "model", "runner", "calibrate"):
+    for module in ("sim", "model", "runner", "calibrate", "traces", "summaries"):
         assert Path(found[module]).is_relative_to(venv), found
     assert {"hover", "livebench-math"} <= set(found["presets"])
     assert found["metric_calls"] >= 600

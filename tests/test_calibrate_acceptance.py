@@ -16,13 +16,13 @@ import pytest
 import scipy.stats
 from calibrate_helpers import TRUE, write_traces
 
-from pxn.calibrate.acceptance import (
+from pxn.calibrate.traces.acceptance import (
     DECAY_MIN_PROPOSALS,
     Steps,
     fit_acceptance,
     fit_correlation,
 )
-from pxn.calibrate.units import cut_into_units
+from pxn.calibrate.traces.units import cut_into_units
 from pxn.shape import Shape
 from pxn.trace import read_one
 
@@ -88,7 +88,7 @@ def test_a_real_decay_is_still_found_and_held_where_the_data_end() -> None:
 def test_the_decay_p_value_does_not_depend_on_the_order_the_steps_were_read_in() -> None:
     """Two runs' steps, read in either order (traces given the other way round):
     the permutation test sees the same steps, so it must give the same p-value."""
-    rng = np.random.default_rng(1)  # (read apart, these gave 0.17 and 0.24 before the fix)
+    rng = np.random.default_rng(1)
     outcomes = (rng.random((2, 60)) < 0.5 * np.exp(-np.arange(60) / 150)).astype(float)
     both = Steps.of(np.tile(np.arange(60), 2), np.ones(120), outcomes.ravel())
     one_way = fit_acceptance(both)

@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pxn.calibrate.bookkeeping import (
+from pxn.calibrate.traces.bookkeeping import (
     Parents,
     dropped_after_passing,
     fit_duplicates,
     fit_front_share,
 )
-from pxn.calibrate.units import cut_into_units
+from pxn.calibrate.traces.units import cut_into_units
 from pxn.trace import Decision, Reflection, RunStart, Trace
 
 

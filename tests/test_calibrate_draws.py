@@ -19,7 +19,7 @@ from calibrate_helpers import TRUE, write_traces
 from conftest import assert_user_error, run_pxn
 
 from pxn.acceptance import Acceptance
-from pxn.calibrate.scenario_from_traces import calibrate_traces
+from pxn.calibrate.traces.pipeline import calibrate_traces
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 

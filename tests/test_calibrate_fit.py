@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from pxn.calibrate.fit import MIN_FIT_POINTS, fit_latency
+from pxn.calibrate.traces.fit import MIN_FIT_POINTS, fit_latency
 from pxn.errors import PxnError
 
 

@@ -9,11 +9,11 @@ import pytest
 import scipy.stats
 from calibrate_helpers import TRUE, write_traces
 
-from pxn.calibrate.acceptance import DECAY_PERMUTATIONS, Steps, fit_acceptance
-from pxn.calibrate.load_effect import fit_load_effects
-from pxn.calibrate.overhead import fit_concurrency, fit_overhead, in_flight
-from pxn.calibrate.tokens import fit_tokens
-from pxn.calibrate.units import cut_into_units
+from pxn.calibrate.traces.acceptance import DECAY_PERMUTATIONS, Steps, fit_acceptance
+from pxn.calibrate.traces.load_effect import fit_load_effects
+from pxn.calibrate.traces.overhead import fit_concurrency, fit_overhead, in_flight
+from pxn.calibrate.traces.tokens import fit_tokens
+from pxn.calibrate.traces.units import cut_into_units
 from pxn.errors import PxnError
 from pxn.shape import Shape
 from pxn.trace import Decision, Reflection, Resume, Rollout, RunStart, Trace, read_one
@@ -159,7 +159,7 @@ def test_a_dspy_recorded_run_calibrates_to_split_workers(tmp_path: Path) -> None
     import json
 
     from pxn.api.calibration_report import calibration_header
-    from pxn.calibrate.scenario_from_traces import calibrate_traces
+    from pxn.calibrate.traces.pipeline import calibrate_traces
 
     runs = write_traces(tmp_path, TRUE.replace(budget=300), Shape(2, 2), range(2))
     assert calibrate_traces(runs).scenario.worker_split == "pooled"

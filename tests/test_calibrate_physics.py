@@ -14,7 +14,7 @@ import pytest
 from calibrate_helpers import TRUE, relative, write_traces
 
 from pxn.acceptance import Acceptance
-from pxn.calibrate.scenario_from_traces import Calibration, calibrate_traces
+from pxn.calibrate.traces.pipeline import Calibration, calibrate_traces
 from pxn.distribution import Distribution
 from pxn.shape import Shape
 from pxn.sim.predict import sweep

@@ -16,7 +16,7 @@ import pytest
 from calibrate_helpers import TOKENS, TRUE, relative, write_token_traces
 from conftest import assert_user_error, run_pxn
 
-from pxn.calibrate.scenario_from_traces import Calibration, calibrate_traces
+from pxn.calibrate.traces.pipeline import Calibration, calibrate_traces
 from pxn.load import Load, Loads
 from pxn.scenario import Scenario
 from pxn.shape import Shape

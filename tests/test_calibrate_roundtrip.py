@@ -15,8 +15,8 @@ import pytest
 from calibrate_helpers import ROLLOUT, TRUE, relative, write_traces
 
 from pxn.acceptance import Acceptance
-from pxn.calibrate.acceptance import DECAY_PERMUTATIONS
-from pxn.calibrate.scenario_from_traces import Calibration, calibrate_traces
+from pxn.calibrate.traces.acceptance import DECAY_PERMUTATIONS
+from pxn.calibrate.traces.pipeline import Calibration, calibrate_traces
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.predict import sweep

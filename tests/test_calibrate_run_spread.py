@@ -18,10 +18,10 @@ import scipy.stats
 from calibrate_helpers import TRUE, write_traces
 from conftest import run_pxn
 
-from pxn.calibrate import run_spread
-from pxn.calibrate.run_spread import fit_run_spread
-from pxn.calibrate.scenario_from_traces import calibrate_traces
-from pxn.calibrate.units import Calls, cut_into_units
+from pxn.calibrate.traces import run_spread
+from pxn.calibrate.traces.pipeline import calibrate_traces
+from pxn.calibrate.traces.run_spread import fit_run_spread
+from pxn.calibrate.traces.units import Calls, cut_into_units
 from pxn.load import Load, Loads
 from pxn.shape import Shape
 from pxn.trace import load_traces

@@ -17,9 +17,9 @@ import pytest
 from calibrate_helpers import TRUE, relative, write_traces
 from conftest import assert_user_error, run_pxn
 
-from pxn.calibrate.load_effect import call_loads
-from pxn.calibrate.scenario_from_traces import Calibration, calibrate_traces
-from pxn.calibrate.slowdown import fit_model_slowdowns, fit_slowdown, refit_beta
+from pxn.calibrate.traces.load_effect import call_loads
+from pxn.calibrate.traces.pipeline import Calibration, calibrate_traces
+from pxn.calibrate.traces.slowdown import fit_model_slowdowns, fit_slowdown, refit_beta
 from pxn.load import Load, Loads
 from pxn.shape import Shape
 from pxn.sim.predict import sweep

@@ -6,8 +6,7 @@ show the effect plainly if they were enough) and a false-positive rate measured 
 small n on data without the effect. Statistical tests are seeded. "At most nominal"
 is a one-sided binomial test of the claims against the effect's nominal rate at
 significance 0.01: a rate truly at nominal fails it about 1% of the time (never,
-with the seeds fixed); the old decay and slowdown tests, measured at 7-11% and 3%
-where nominal is 5% and 0.5%-1%, fail it.
+with the seeds fixed).
 """
 
 from __future__ import annotations
@@ -23,8 +22,8 @@ from pxn.acceptance import Acceptance
 from pxn.api.advice_report import advice_report
 from pxn.api.prediction_report import EXTRAPOLATION, extrapolation_warning, predictions_report
 from pxn.api.report import Note
-from pxn.calibrate import load_effect, slowdown, tails
-from pxn.calibrate.acceptance import (
+from pxn.calibrate.traces import load_effect, slowdown, tails
+from pxn.calibrate.traces.acceptance import (
     CORRELATION_MIN_STEPS,
     DECAY_ALPHA,
     DECAY_MIN_ACCEPTED,
@@ -34,15 +33,11 @@ from pxn.calibrate.acceptance import (
     fit_acceptance,
     fit_correlation,
 )
-from pxn.calibrate.fit import fit_latency
-from pxn.calibrate.load_effect import fit_load_effects
-from pxn.calibrate.scenario_from_traces import (
-    PHASE_ALPHA,
-    PHASE_TEST_MIN,
-    calibrate_traces,
-    phase_test,
-)
-from pxn.calibrate.slowdown import fit_slowdown
+from pxn.calibrate.traces.fit import fit_latency
+from pxn.calibrate.traces.load_effect import fit_load_effects
+from pxn.calibrate.traces.phases import PHASE_ALPHA, PHASE_TEST_MIN, phase_test
+from pxn.calibrate.traces.pipeline import calibrate_traces
+from pxn.calibrate.traces.slowdown import fit_slowdown
 from pxn.scenario import CalibratedOn, Scenario
 from pxn.shape import Shape
 from pxn.sim.advise import Ask, advise

@@ -15,8 +15,10 @@ import pytest
 import scipy.stats
 from conftest import assert_user_error, run_pxn
 
-from pxn.calibrate.abc_smc import Cutoff, Scale, Settings, abc_smc
-from pxn.calibrate.from_summaries import (
+from pxn.api.inference_report import reported
+from pxn.calibrate.summaries.abc_smc import Cutoff, Scale, Settings, abc_smc
+from pxn.calibrate.summaries.facts import Fact, Setup, read_summaries
+from pxn.calibrate.summaries.infer import (
     base_scenario,
     from_scale,
     on_scale,
@@ -24,9 +26,7 @@ from pxn.calibrate.from_summaries import (
     run_model,
     simulate_points,
 )
-from pxn.calibrate.priors import Prior, Priors
-from pxn.calibrate.summaries import Fact, Setup, read_summaries
-from pxn.calibrate.summaries_report import reported
+from pxn.calibrate.summaries.priors import Prior, Priors
 from pxn.errors import PxnError
 from pxn.scenario import CalibratedOn, Scenario
 from pxn.shape import Shape
@@ -120,7 +120,7 @@ def test_csv_with_a_range_cell(tmp_path: Path) -> None:
 
 def test_sweep_speedups_read_the_right_runs() -> None:
     """most_speedup: the value more than half the batched runs reach; fastest: the top."""
-    from pxn.calibrate.summaries import Fact
+    from pxn.calibrate.summaries.facts import Fact
 
     def run(wall: float) -> RunSummary:
         return RunSummary(wall, 10, 2, 10, 2, 400, {}, 0.5)
@@ -357,9 +357,7 @@ def test_summaries_of_simulated_runs_give_a_sharp_posterior_holding_the_truth(
     fixed). (b) Each fact's 5-95% posterior predictive interval, from the
     written draws (each run twice, as a prediction runs them), is at most
     SHARP times as wide as the 5-95% of 100 runs at the true parameters (one
-    run's noise). Measured: at most 2.0 here; the sampler this one replaced
-    (a distance rescaled by the population's spread each generation) gave
-    the wall-clocks 4.9-5.2, and fails it.
+    run's noise). Measured: at most 2.0 here.
     """
     summaries_setup = Setup(budget=400, valset_size=20, workers=64, trainset_size=60)
     truth = base_scenario(summaries_setup, "truth").with_parameters(TRUTH).replace(seed=11)

@@ -15,8 +15,8 @@ import pytest
 import scipy.stats
 from calibrate_helpers import TRUE, add_timeout_attempts, relative, write_traces
 
-from pxn.calibrate.fit import fit_latency
-from pxn.calibrate.scenario_from_traces import calibrate_traces
+from pxn.calibrate.traces.fit import fit_latency
+from pxn.calibrate.traces.pipeline import calibrate_traces
 from pxn.distribution import Distribution
 from pxn.shape import Shape
 

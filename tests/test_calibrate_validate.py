@@ -15,8 +15,8 @@ from calibrate_helpers import TRUE, write_traces
 from conftest import run_pxn
 
 from pxn.app.validation_report import validation_csv, validation_json, validation_table
-from pxn.calibrate.overhead import fit_overhead
-from pxn.calibrate.validate import Honesty, Validation, validate_runs
+from pxn.calibrate.traces.overhead import fit_overhead
+from pxn.calibrate.validate import Honesty, ScenarioValidation, validate_runs
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once
 from pxn.sim.predict import sweep
@@ -36,12 +36,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def validation(runs: list[Path]) -> Validation:
+def validation(runs: list[Path]) -> ScenarioValidation:
     return validate_runs(SMALL, runs, replicates=100)
 
 
 def test_each_run_is_set_beside_its_own_prediction(
-    runs: list[Path], validation: Validation
+    runs: list[Path], validation: ScenarioValidation
 ) -> None:
     assert [c.run for c in validation.checks] == [str(r / "trace.jsonl") for r in runs]
     for check in validation.checks:
@@ -71,7 +71,7 @@ def test_time_after_gepa_loop_is_shown_apart_not_scored(runs: list[Path], tmp_pa
     assert overhead.per_stage == pytest.approx(SMALL.stage_overhead, rel=1e-6)
 
 
-def test_the_true_model_scores_well(validation: Validation) -> None:
+def test_the_true_model_scores_well(validation: ScenarioValidation) -> None:
     """Runs drawn from the scenario itself: small errors, and mostly inside the 5-95% band."""
     inside, counted = validation.coverage
     assert counted == 6
@@ -109,7 +109,7 @@ def test_an_interrupted_run_is_shown_but_not_scored(runs: list[Path], tmp_path: 
     assert result.sim_mape == pytest.approx(abs(result.checks[0].sim_error))
 
 
-def test_csv_json_and_table(validation: Validation) -> None:
+def test_csv_json_and_table(validation: ScenarioValidation) -> None:
     rows = list(csv.DictReader(io.StringIO(validation_csv(validation))))
     assert len(rows) == 6
     assert {"measured_wall_clock_s", "sim_wall_clock_p5_s", "analytic_error"} <= set(rows[0])
@@ -138,7 +138,9 @@ def test_cli_validate_writes_its_outputs(runs: list[Path], tmp_path: Path) -> No
     assert bad.returncode == 2 and "--format is table, csv or json" in bad.stderr
 
 
-def test_each_run_has_its_percentile_within_its_own_prediction(validation: Validation) -> None:
+def test_each_run_has_its_percentile_within_its_own_prediction(
+    validation: ScenarioValidation,
+) -> None:
     for check in validation.checks:
         # The prediction's replicates again, straight from the simulator.
         walls = np.array([simulate_once(SMALL, check.shape, r).wall_clock for r in range(100)])
@@ -148,7 +150,7 @@ def test_each_run_has_its_percentile_within_its_own_prediction(validation: Valid
             assert 0.04 <= check.percentile <= 0.96
 
 
-def test_the_true_model_is_judged_honest(validation: Validation) -> None:
+def test_the_true_model_is_judged_honest(validation: ScenarioValidation) -> None:
     honesty = validation.honesty
     assert (honesty.runs, honesty.inside) == (6, validation.coverage[0])
     assert honesty.expected_inside == pytest.approx(5.4)
@@ -169,7 +171,7 @@ def test_a_model_too_fast_is_judged_biased_and_too_narrow(tmp_path: Path) -> Non
     assert honesty.verdict.startswith("intervals not honest: too narrow and runs slower")
 
 
-def test_the_true_acceptance_is_consistent_with_the_runs(validation: Validation) -> None:
+def test_the_true_acceptance_is_consistent_with_the_runs(validation: ScenarioValidation) -> None:
     check = validation.acceptance
     runs = [read_one(Path(c.run)) for c in validation.counted]
     assert check.proposals == sum(summarize(t).proposals for t in runs)

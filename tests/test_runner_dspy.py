@@ -40,7 +40,7 @@ from dspy_program import Topic, examples, local_lm, metric, optimizer
 from gepa.strategies.proposal_sampling import PxNSampling
 from record_helpers import check_prefixes
 
-from pxn.calibrate.units import cut_into_units
+from pxn.calibrate.traces.units import cut_into_units
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.load import Loads

@@ -28,7 +28,7 @@ from record_helpers import (
     score,
 )
 
-from pxn.calibrate.units import cut_into_units
+from pxn.calibrate.traces.units import cut_into_units
 from pxn.errors import PxnError
 from pxn.runner.prompt_prefix import prompt_text, shared_prefix_chars
 from pxn.runner.record import ReflectionReport, RunFinished, recording

@@ -26,7 +26,7 @@ from diagnose import accepted_and_judged  # beside this script
 from matplotlib.figure import Figure
 from sittings import calibration_single, earlier_batched
 
-from pxn.calibrate.scenario_from_traces import calibrate_traces
+from pxn.calibrate.traces.pipeline import calibrate_traces
 from pxn.calibrate.validate import validate_runs
 
 DRAWS = 100

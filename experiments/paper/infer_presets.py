@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pxn.calibrate.from_summaries import Inference, infer_from_summaries
-from pxn.calibrate.priors import Prior
-from pxn.calibrate.summaries import read_summaries
-from pxn.calibrate.summaries_report import generation_line, inference_header, inference_lines
+from pxn.api.inference_report import generation_line, inference_header, inference_lines
+from pxn.calibrate.summaries.facts import read_summaries
+from pxn.calibrate.summaries.infer import Inference, infer_from_summaries
+from pxn.calibrate.summaries.priors import Prior
 from pxn.files import write_text_atomically
 
 HERE = Path(os.path.relpath(Path(__file__).resolve().parent))  # reports name it as run

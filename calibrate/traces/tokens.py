@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.stats
 
-from pxn.calibrate.fit import BOOTSTRAP, SEED, LatencyFit, fit_latency, interval
-from pxn.calibrate.tails import no_tail
+from pxn.calibrate.traces.fit import BOOTSTRAP, SEED, LatencyFit, fit_latency, interval
+from pxn.calibrate.traces.tails import no_tail
 from pxn.distribution import Distribution
 from pxn.tokens import Tokens
 from pxn.trace import Event, Reflection, Rollout, Trace

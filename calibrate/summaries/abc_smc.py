@@ -20,21 +20,8 @@ replenishment sampler of Drovandi and Pettitt (2011):
    is the number of steps after which a copy has stayed where it was with
    chance at most `unmoved`, at that length's acceptance rate. The moves
    leave the ABC posterior at eps_t invariant, so every particle keeps the
-   same weight.
-
-Why this sampler, measured on LiveBench-Math's ten facts and ten parameters
-(experiments/paper) with the fixed distance: population Monte Carlo
-(Beaumont et al. 2009), with its kernel of twice the population's
-covariance, kept fewer than 5% of its proposals at a tolerance of 11 after
-10,000 simulations; with Silverman's bandwidth, or the optimal local
-covariance (Filippi et al. 2013), its importance weights degenerated (an
-effective sample of 4 to 90 of 300 particles) before the tolerance reached 6.
-This sampler reached the noise level (3.8) in 12 generations and about
-13,000 simulations, each move stopping its runs as soon as the facts read
-so far put it beyond the tolerance (a `Cutoff`). A synthetic likelihood
-(Wood 2010) was not tried: its Gaussian over ten figures needs some twenty
-full simulations per parameter setting, so the same budget buys a
-ten-parameter chain only some 650 steps, and a range fact is no Gaussian.
+   same weight. Each move stops its runs as soon as the facts read so far put
+   it beyond the tolerance (a `Cutoff`).
 
 Distances. Each fact is a target interval on its own scale (a point is an
 interval of width zero); its error is how far the simulated figure lies
@@ -52,9 +39,7 @@ reproduces every fact on average (each figure's mean on the reported value,
 a range's middle, a bound's edge); the `noise_quantile` (90%) of it over the
 pilot's runs, each setting's runs moved there. A tighter tolerance would
 reject many runs of a true setting itself: the facts, each one run, say no
-more. (At 75% LiveBench-Math took 19,600 simulations for predictive
-intervals no narrower: they are set by what the facts leave open, such as a
-latency's spread, not by the tolerance.)
+more.
 
 Stopping and convergence. It has converged when
   - a generation ran at the noise level, or
@@ -81,7 +66,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from pxn.calibrate.priors import NORMAL_IQR, Priors
+from pxn.calibrate.summaries.priors import NORMAL_IQR, Priors
 
 SPREAD_FLOOR = 1e-3  # a figure every run agrees on still counts, on a 0.1% scale
 CHUNK = 8  # particles per unit of work handed to a process
@@ -101,7 +86,7 @@ class Simulator(Protocol):
 
 
 # run(fn, units) -> [fn(*unit) for unit in units], spread over processes, in order
-Run = Callable[[Callable[..., Any], list[tuple]], list[Any]]
+MapInOrder = Callable[[Callable[..., Any], list[tuple]], list[Any]]
 
 
 @dataclass(frozen=True)
@@ -178,7 +163,10 @@ class Population:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class AbcSmcResult:
+    """Where the sampler stopped: its last population, the fixed distance, the generations
+    that led there, and whether it converged (the verdict says why, or why not)."""
+
     population: Population
     scale: Scale
     history: tuple[Generation, ...]
@@ -208,7 +196,7 @@ def spread(figures: np.ndarray) -> np.ndarray:
 
 
 def simulate_all(
-    simulator: Simulator, run: Run, points: np.ndarray, seeds: list[int]
+    simulator: Simulator, run: MapInOrder, points: np.ndarray, seeds: list[int]
 ) -> np.ndarray:
     """One run of the facts at each point, in the points' order."""
     units = [
@@ -225,14 +213,14 @@ def _simulate_chunk(simulator: Simulator, points: np.ndarray, seeds: list[int]) 
 def abc_smc(
     priors: Priors,
     simulator: Simulator,
-    run: Run,
+    run: MapInOrder,
     low: np.ndarray,
     high: np.ndarray,
     precision: np.ndarray,
     settings: Settings,
     seed: int,
     on_generation: Callable[[Generation], None] | None = None,
-) -> Outcome:
+) -> AbcSmcResult:
     """The ABC posterior of `priors` given facts in [low, high] (see the module docstring).
 
     `precision`: each fact's reporting precision on its scale, the least unit of its error.
@@ -261,30 +249,30 @@ def abc_smc(
                 f"{settings.min_acceptance:.0%}, at tolerance {tolerance:.3g} (the noise level "
                 f"is {scale.noise_level:.3g}), and it was abandoned"
             )
-            return Outcome(population, scale, tuple(history), False, verdict)
+            return AbcSmcResult(population, scale, tuple(history), False, verdict)
         population, generation = moved
         history.append(generation)
         if on_generation:
             on_generation(generation)
         if tolerance <= scale.noise_level:
             reason = f"generation {t} ran at the noise level {scale.noise_level:.3g}"
-            return _outcome(population, scale, history, settings, reason)
+            return _result(population, scale, history, settings, reason)
         if t > 1 and tolerance > settings.stalled * history[-2].tolerance:
             reason = (
                 f"the tolerance stopped decreasing at {tolerance:.3g}, above the noise level "
                 f"{scale.noise_level:.3g}: no setting within the priors fits the facts closer"
             )
-            return _outcome(population, scale, history, settings, reason)
+            return _result(population, scale, history, settings, reason)
     verdict = (
         f"still narrowing after {settings.max_generations} generations (tolerance "
         f"{history[-1].tolerance:.3g}, noise level {scale.noise_level:.3g})"
     )
-    return Outcome(population, scale, tuple(history), False, verdict)
+    return AbcSmcResult(population, scale, tuple(history), False, verdict)
 
 
 def pilot(
     simulator: Simulator,
-    run: Run,
+    run: MapInOrder,
     points: np.ndarray,
     figures: np.ndarray,
     low: np.ndarray,
@@ -319,26 +307,26 @@ def pilot(
     return Scale(noise, units, level, len(best) * r)
 
 
-def _outcome(
+def _result(
     population: Population,
     scale: Scale,
     history: list[Generation],
     settings: Settings,
     reason: str,
-) -> Outcome:
+) -> AbcSmcResult:
     if population.distinct < settings.particles / 4:
         verdict = (
             f"{reason}, but only {population.distinct} of its {settings.particles} particles "
             "are distinct (the moves rarely left their copies)"
         )
-        return Outcome(population, scale, tuple(history), False, verdict)
-    return Outcome(population, scale, tuple(history), True, reason)
+        return AbcSmcResult(population, scale, tuple(history), False, verdict)
+    return AbcSmcResult(population, scale, tuple(history), True, reason)
 
 
 def _generation(
     priors: Priors,
     simulator: Simulator,
-    run: Run,
+    run: MapInOrder,
     cutoff: Cutoff,
     population: Population,
     settings: Settings,
@@ -408,7 +396,7 @@ class Chain:
 
     def walk(
         self,
-        run: Run,
+        run: MapInOrder,
         points: np.ndarray,
         figures: np.ndarray,
         distances: np.ndarray,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pxn.calibrate.tokens import LatencyOnTokens, fit_latency_on_tokens
+from pxn.calibrate.traces.tokens import LatencyOnTokens, fit_latency_on_tokens
 from pxn.trace import Reflection, Trace
 
 # The server pxn's own pool runs; it reuses the longest prefix of its last prompt.

@@ -9,10 +9,9 @@ gives that window (below M). The fit is the best family fitted to every
 latency, the pile included, which fattens its tail and makes the test
 conservative. A pile of at least CAP_MIN_PILE at p < CAP_ALPHA is a cap,
 tested only on CAP_MIN_SAMPLE latencies or more: in fewer, the fitted
-family's tail, which says what pile to expect, is itself a guess. (Measured:
-no cap claimed in 500 samples each of 8 to 100 gamma, lognormal or Weibull
-latencies. A latency bounded by nature, such as a uniform one, fits no
-family's tail and reads as a cap at 100 latencies, 5% of the time.)
+family's tail, which says what pile to expect, is itself a guess. The test
+assumes latencies with a tail: one bounded by nature (a uniform one) fits no
+family's tail and can read as a cap.
 
 When the runner retried a call after a try timed out (its Attempt events say
 so), the timeout is known without a test: those tries are right-censored at

@@ -1,7 +1,7 @@
 """Run summaries -> a Scenario with its uncertainty, by simulation-based inference.
 
 The simulator is the likelihood: a parameter setting is as plausible as the
-runs it simulates reproduce the reported figures (calibrate/abc_smc.py). Per
+runs it simulates reproduce the reported figures (abc_smc.py). Per
 setting, every run the facts read is simulated once, a sweep's runs being
 the same runs its single and batched facts read, as the user's were each
 run once; in the listed order, so that a setting whose first runs already
@@ -19,7 +19,7 @@ The model the facts are read through, and so its assumptions:
   TOKEN_LOG_SD (only their means matter over thousands of calls), a
   reflection reads REFLECTION_PROMPT_TOKENS plus its per-example input times
   b, and the models are priced from litellm's table.
-Priors are calibrate/priors.py's defaults unless the summaries file says
+Priors are priors.py's defaults unless the summaries file says
 otherwise; a parameter the facts do not pin keeps its prior's spread, and
 the report says which those are.
 """
@@ -36,17 +36,17 @@ import scipy.special
 import scipy.stats
 
 from pxn.acceptance import Acceptance
-from pxn.calibrate.abc_smc import (
+from pxn.calibrate.summaries.abc_smc import (
+    AbcSmcResult,
     Cutoff,
     Generation,
-    Outcome,
-    Run,
+    MapInOrder,
     Settings,
     abc_smc,
     simulate_all,
 )
-from pxn.calibrate.priors import DEFAULT_PRIORS, TOKEN_PRIORS, Prior, Priors
-from pxn.calibrate.summaries import Fact, Setup, Summaries
+from pxn.calibrate.summaries.facts import Fact, Setup, Summaries
+from pxn.calibrate.summaries.priors import DEFAULT_PRIORS, TOKEN_PRIORS, Prior, Priors
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.prices import Prices
@@ -101,7 +101,7 @@ class RunModel:
         return figures
 
 
-def parallel(jobs: int) -> Run:
+def parallel(jobs: int) -> MapInOrder:
     """Units of work spread over `jobs` processes of this machine."""
     return functools.partial(gather, LocalBackend(jobs))
 
@@ -171,7 +171,7 @@ class FactCheck:
 class Inference:
     summaries: Summaries
     priors: Priors
-    outcome: Outcome
+    outcome: AbcSmcResult
     parameters: tuple[ParameterPosterior, ...]
     checks: tuple[FactCheck, ...]
     scenario: Scenario
@@ -318,7 +318,7 @@ def infer_from_summaries(
 
 
 def _refuse_unreproduced(
-    outcome: Outcome, facts: tuple[Fact, ...], low: np.ndarray, high: np.ndarray
+    outcome: AbcSmcResult, facts: tuple[Fact, ...], low: np.ndarray, high: np.ndarray
 ) -> None:
     """Refuse facts that no kept run reached or straddled: the priors hold no setting for them."""
     figures = outcome.population.figures
@@ -342,7 +342,7 @@ def _refuse_unreproduced(
         )
 
 
-def _resample(outcome: Outcome, draws: int, seed: int) -> np.ndarray:
+def _resample(outcome: AbcSmcResult, draws: int, seed: int) -> np.ndarray:
     """`draws` of the equally weighted particles (all of them, in turn, when draws exceed them)."""
     points = outcome.population.points
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(PREDICTIVE, 0)))
@@ -355,7 +355,7 @@ def _predictive_seeds(seed: int, size: int) -> list[int]:
     return rng.integers(0, 2**32, size=size).tolist()
 
 
-def _posterior(outcome: Outcome, priors: Priors, i: int) -> ParameterPosterior:
+def _posterior(outcome: AbcSmcResult, priors: Priors, i: int) -> ParameterPosterior:
     prior = priors.priors[i]
     q = outcome.population.quantiles(i, [0.05, 0.25, 0.5, 0.75, 0.95])
     low, median, high = (float(prior.from_working(v)) for v in (q[0], q[2], q[4]))

@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 import textwrap
 
-from pxn.calibrate.abc_smc import Generation
-from pxn.calibrate.from_summaries import (
+from pxn.calibrate.summaries.abc_smc import Generation
+from pxn.calibrate.summaries.facts import Fact
+from pxn.calibrate.summaries.infer import (
     NARROWED,
     PINNED,
     PREDICTIVE_RUNS,
@@ -14,7 +15,6 @@ from pxn.calibrate.from_summaries import (
     TOKEN_LOG_SD,
     Inference,
 )
-from pxn.calibrate.summaries import Fact
 
 WIDTH = 100  # columns
 

@@ -1,21 +1,14 @@
 """Parameter uncertainty: the calibration's own fits, bootstrapped.
 
-What makes a new run differ from the runs it was calibrated on? Two things.
-Sampling error: the fits saw finitely many calls, steps and stages. And the
-run's own conditions: the provider's load that day, the machine, how hard the
-task is from this seed; they shift a whole run at once. The draws carry how
-well the calibration pins the parameters: the runs are resampled with
-replacement within their design (shape, W, C, b, servers: every draw keeps
-the loads and shapes the calibration saw), which carries their differences
-into the draws, then the iterations within each drawn run (the unit: an
-iteration's calls, its step, its stages, units.py). That says how well the
-runs pin a mean, not how far a new run strays from it: that is a parameter
-of its own, each model's run_spread (run_spread.py), which the simulator
-draws per run. Only several runs of one design show differences between
-runs: with ONE run per design the draws hold sampling error alone and
-run_spread is 0, so a new run's own conditions are left out; the source says
-so. (The two stages together slightly overstate the spread when runs differ
-little: erring on the side of honesty.)
+The draws carry how well the traces pin the parameters. A two-stage
+bootstrap: the runs are resampled with replacement within their design
+(shape, W, C, b, servers: every draw keeps the loads and shapes the
+calibration saw), then the iterations within each drawn run (the unit: an
+iteration's calls, its step, its stages, units.py). That is how well the
+runs pin a mean; how far a new run strays from it is each model's
+run_spread (run_spread.py), which the simulator draws per run. With ONE run
+per design the draws hold sampling error alone, and the source says so. The
+two stages together slightly overstate the spread when runs differ little.
 
 Each draw refits every parameter the scenario holds, with the model the point
 estimate chose: the same latency family (an empirical sample's draw is its
@@ -41,7 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pxn.acceptance import Acceptance
-from pxn.calibrate.acceptance import (
+from pxn.calibrate.traces.acceptance import (
     BATCHED_PRIOR_SEED,
     BatchedFit,
     batched_prior,
@@ -51,19 +44,19 @@ from pxn.calibrate.acceptance import (
     split_a0,
     step_means,
 )
-from pxn.calibrate.bookkeeping import share_mle
-from pxn.calibrate.fit import censored_params
-from pxn.calibrate.prefix_cache import refit_prefix_seconds
-from pxn.calibrate.run_spread import refit_run_spread
-from pxn.calibrate.served import latency_sample, served_alone
-from pxn.calibrate.slowdown import ROLE_KIND, refit_beta
-from pxn.calibrate.tails import TailFit, censor
-from pxn.calibrate.units import Calls, Units, skip_share
+from pxn.calibrate.traces.bookkeeping import share_mle, skip_share
+from pxn.calibrate.traces.fit import censored_params
+from pxn.calibrate.traces.prefix_cache import refit_prefix_seconds
+from pxn.calibrate.traces.run_spread import refit_run_spread
+from pxn.calibrate.traces.served import latency_sample, served_alone
+from pxn.calibrate.traces.slowdown import ROLE_KIND, refit_beta
+from pxn.calibrate.traces.tails import TailFit, censor
+from pxn.calibrate.traces.units import Calls, Units
 from pxn.distribution import Distribution
 from pxn.uncertainty import Uncertainty
 
 if TYPE_CHECKING:
-    from pxn.calibrate.scenario_from_traces import Calibration
+    from pxn.calibrate.traces.pipeline import Calibration
 
 SEED = 20260801
 NO_DECAY_TAU = 1e9  # proposals: a draw whose refitted decay rate is 0 (tau must be finite)

@@ -1,4 +1,5 @@
-"""gepa's bookkeeping: how often parents recur, and children that repeat a sibling.
+"""gepa's bookkeeping: how often parents recur, children that repeat a sibling, and
+tasks skipped for a perfect parent.
 
 front_share. gepa draws each step's P parents from its Pareto front, which
 collapses tied and dominated programs; the Scenario models that as P uniform
@@ -26,6 +27,10 @@ that beat its parent (score after > before, gepa's default strict
 criterion) and still was not accepted was dropped as a duplicate. The share
 is those drops over the selected children after the first of their step (a
 binomial MLE). Traces without scores (a simulation's) cannot show it.
+
+skip_perfect. gepa skips a task whose parent scored perfectly on its
+minibatch: the share of completed iterations' tasks that never reached a
+reflection, at most SKIP_MAX.
 """
 
 from __future__ import annotations
@@ -181,3 +186,26 @@ def fit_duplicates(later: int, dropped: int, shown: bool, why_not: str) -> Dupli
     return DuplicateFit(
         True, later, dropped, share, (float(ci.low), float(ci.high)), min(share, 0.99), reason
     )
+
+
+SKIP_MAX = 0.95  # a scenario whose every task is skipped never proposes anything
+
+
+@dataclass(frozen=True)
+class SkipFit:
+    """gepa skips a task whose parent scored perfectly on its minibatch: how often."""
+
+    tasks: int  # k per completed iteration, summed
+    reflected: int  # reflections made in those iterations
+    probability: float
+
+
+def skip_share(tasks: float, reflected: float) -> float:
+    """The share of completed iterations' tasks that never reached a reflection."""
+    share = 0.0 if tasks == 0 else max(0.0, 1 - reflected / tasks)
+    return min(share, SKIP_MAX)
+
+
+def fit_skip(tasks: np.ndarray, reflected: np.ndarray) -> SkipFit:
+    """From each unit's tasks of a completed iteration and those that reached a reflection."""
+    return SkipFit(int(tasks.sum()), int(reflected.sum()), skip_share(tasks.sum(), reflected.sum()))

@@ -1,50 +1,9 @@
-"""Run summaries: the few figures a user has about finished runs, read from CSV or TOML.
+"""Run summaries read from CSV or TOML: the facts, the runs they read, the setup.
 
-Many users have no traces, only what gepa or their logs report per run:
-wall-clock, iterations, metric calls, how many iterations ran full
-validation, accepted proposals, dollars, with the run's shape and setup (W,
-B, V, b). Each such figure is a `Fact`: a quantity of one run, or of a whole
-sweep of shapes, with a reported value or a range [low, high] (a range costs
-nothing anywhere inside it). This docstring is the formats' reference
-(`pydoc pxn.calibrate.summaries`); experiments/paper/*.summaries.toml are
-worked examples.
-
-TOML: a [setup] table (budget, valset_size, workers; optionally
-trainset_size, minibatch, reflection_concurrency, task_model,
-reflection_model), one [[runs]] table per run (its shape and facts; any setup
-key overrides [setup]), an optional [sweep] table of statements about a sweep
-of shapes each run once, optional [priors] and [inference]:
-
-    [sweep]
-    shapes = ["single", "2x2", "4x4"]   # single is needed for speedups
-    most_speedup_at_least = 2.0  # more than half the batched runs were this much faster
-    fastest_speedup = [3.0, 4.0] # the fastest batched run's speedup over single
-    dollars = [12.0, 16.0]       # every run of the sweep cost within this
-
-    [priors]                     # over calibrate/priors.py's defaults
-    "reflection.scale" = { lognormal = [6.5, 0.2] }  # or loguniform/uniform = [low, high]
-    "acceptance.correlation" = 0.0                    # a number: held fixed
-
-    [inference]                  # the defaults
-    seed = 0
-    particles = 400
-    draws = 100                  # posterior draws written as [uncertainty]
-    min_acceptance = 0.05
-    max_generations = 20
-
-A sweep's single (or batched) run is the [[runs]] entry of that shape on the
-[setup], when there is one: the same run, read by both.
-
-CSV: one row per run with the columns shape, budget, valset_size, workers
-(trainset_size, minibatch, reflection_concurrency, task_model,
-reflection_model optional) and any fact columns; a range is written
-"low..high".
-
-Fact columns: wall_clock (seconds; or wall_clock_minutes, wall_clock_hours),
-iterations, metric_calls, full_val_iterations, full_val_share, accepted,
-dollars. Values no run of gepa can have (iterations above metric calls, a
-share above 1, fewer metric calls than the budget gepa stops at) are refused
-before any simulation.
+Each reported figure is a `Fact`: a quantity of one run, or of a whole sweep
+of shapes, with a reported value or a range [low, high] (a range costs
+nothing anywhere inside it). The formats are this package's docstring
+(`pydoc pxn.calibrate.summaries`).
 """
 
 from __future__ import annotations
@@ -57,7 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from pxn.calibrate.priors import Prior
+from pxn.calibrate.summaries.priors import Prior
 from pxn.errors import PxnError
 from pxn.fields import is_number, known_keys, table
 from pxn.scenario import CalibratedOn

@@ -3,7 +3,7 @@
 A unit holds its iteration's calls (each with the load it started under), its
 judged step, the gaps before its stages (gepa's own work) and its tasks (how
 many reached a reflection). Iteration 0 (the seed's validation) is a unit too.
-The point estimate fits all units; the parameter bootstrap (uncertainty.py)
+The point estimate fits all units; the parameter bootstrap (draws.py)
 resamples them, so one function computes both.
 
 Calls. A call's load counts the calls of its own model (rollouts, or
@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pxn.calibrate.acceptance import Steps
-from pxn.calibrate.bookkeeping import Parents, dropped_after_passing
-from pxn.calibrate.load_effect import call_loads
-from pxn.calibrate.overhead import loop_end
+from pxn.calibrate.traces.acceptance import Steps
+from pxn.calibrate.traces.bookkeeping import Parents, dropped_after_passing
+from pxn.calibrate.traces.load_effect import call_loads
+from pxn.calibrate.traces.overhead import loop_end
 from pxn.selection import Selection
 from pxn.shape import Shape
 from pxn.trace import Attempt, Decision, Iteration, Reflection, Rollout, Stage, Trace
@@ -387,12 +387,3 @@ def _tasks(builder: _Builder, run: int, trace: Trace) -> None:
     reached = {(r.iteration, r.proposal) for r in trace.live(Reflection) if r.iteration in done}
     for iteration, _ in reached:
         builder.add("reflected", run, iteration, 1)
-
-
-SKIP_MAX = 0.95  # a scenario whose every task is skipped never proposes anything
-
-
-def skip_share(tasks: float, reflected: float) -> float:
-    """The share of completed iterations' tasks that never reached a reflection."""
-    share = 0.0 if tasks == 0 else max(0.0, 1 - reflected / tasks)
-    return min(share, SKIP_MAX)

@@ -17,8 +17,8 @@ import dataclasses
 
 import numpy as np
 
-from pxn.calibrate.slowdown import ROLE_KIND
-from pxn.calibrate.units import Calls
+from pxn.calibrate.traces.slowdown import ROLE_KIND
+from pxn.calibrate.traces.units import Calls
 from pxn.tokens import Tokens
 
 

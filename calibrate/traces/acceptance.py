@@ -9,12 +9,8 @@ dropped as a duplicate of a sibling passed its judge too (bookkeeping.py).
 The mean. Constant a (its MLE is the share passed, with a Wilson interval),
 or the decay a(i) = a0 exp(-i / tau), fitted by maximum likelihood treating
 each proposal as a Bernoulli trial at its step's mean. Constant is kept
-unless the decay is supported, and the test must be honest on small samples
-(a run of 4 proposals, the first accepted and the rest not, is fitted
-perfectly by a steep decay and gives p = 0.034 by chi-square; under constant
-acceptance the chi-square test claimed decay 11.5% of the time there, and a
-bootstrap from the fitted constant still 7% at 20 single proposals). So the
-test is a permutation test over steps: under constant acceptance the steps
+unless the decay is supported, by a test that must be honest on small
+samples: a permutation test over steps. Under constant acceptance the steps
 are exchangeable, so the passed counts of the steps that judged as many
 proposals could have come in any order. The p-value is the share of random
 rearrangements whose likelihood-ratio statistic reaches the data's: valid
@@ -37,7 +33,7 @@ step's mean a (the beta-binomial model). rho is fitted by maximum likelihood
 given the chosen mean, and kept only when the binomial (rho = 0) is rejected:
 rho = 0 lies on the boundary, so the likelihood-ratio statistic is referred to
 the 50:50 mixture of chi-square(0) and chi-square(1) (conservative at small
-samples: 0.3-4.7% at 8-100 proposals in steps of 2, 4 and 16, measured).
+samples).
 Steps that judged one proposal say nothing about it, and fewer than
 CORRELATION_MIN_STEPS steps of two proposals or more are not tested.
 

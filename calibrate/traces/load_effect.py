@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.stats
 
-from pxn.calibrate.overhead import in_flight, robust_slope
+from pxn.calibrate.traces.overhead import in_flight, robust_slope
 from pxn.trace import Reflection, Rollout, Trace
 
 ALPHA = 0.01

@@ -27,7 +27,7 @@ import numpy as np
 import scipy.optimize
 import scipy.stats
 
-from pxn.calibrate.tails import TailFit, censor, detect_cap
+from pxn.calibrate.traces.tails import TailFit, censor, detect_cap
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 

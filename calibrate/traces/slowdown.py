@@ -22,10 +22,8 @@ reflections at two loads lack the power to stand for them.
 Constant latency (beta = 0) is kept unless the data support the slowdown, as
 acceptance keeps a constant rate unless decay is supported. The test is the
 F test of beta = 0 (exact for the log model's linear approximation with
-normal noise): the chi-square reference of the likelihood ratio claimed a
-slowdown 3% of the time at 6 calls and 1-2% at 10-20 (nominal 0.5%, the one
-side of ALPHA), the F reference 0.4-0.9%, measured on gamma, lognormal,
-exponential and Weibull latencies. Below SLOWDOWN_MIN_CALLS calls, or with
+normal noise; the likelihood ratio's chi-square reference claims too many
+slowdowns on small samples). Below SLOWDOWN_MIN_CALLS calls, or with
 fewer than SLOWDOWN_MIN_OFF of them away from their group's commonest load
 (one or two calls would decide beta alone), the slowdown is not testable
 and kept 0. The interval is the profile-likelihood one.

@@ -22,10 +22,9 @@ its own, so their spread is in the runs' shifts too. The simulator gives
 every candidate one latency, so the run's shift carrying it is what makes
 simulated runs differ as real ones do.
 
-Why it matters: the parameter bootstrap (draws.py) resamples runs, which
-says how well the runs pin the mean latency (sd sigma_runs / sqrt(runs)); a
-new run differs from that mean by its own shift besides (sd sigma_runs),
-and without run_spread a prediction's interval leaves that out.
+The parameter bootstrap (draws.py) says how well the runs pin the mean
+latency (sd sigma_runs / sqrt(runs)); a new run differs from that mean by its
+own shift besides (sd sigma_runs): run_spread is that second part.
 """
 
 from __future__ import annotations
@@ -36,8 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.stats
 
-from pxn.calibrate.slowdown import ROLE_KIND
-from pxn.calibrate.units import Calls
+from pxn.calibrate.traces.slowdown import ROLE_KIND
+from pxn.calibrate.traces.units import Calls
 
 ALPHA = 0.05  # leaving a real spread out narrows every interval: keep it when plausible
 CONFIDENCE = 0.95

@@ -1,0 +1,160 @@
+"""The fitted parts of a calibration from traces: each function reads the evidence, returns
+one part and adds that part's notes to the evidence's list. pipeline.py runs them in order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pxn.calibrate.traces.acceptance import AcceptanceFit, fit_acceptance
+from pxn.calibrate.traces.bookkeeping import DuplicateFit, fit_duplicates
+from pxn.calibrate.traces.costs import RecordedCosts, recorded_costs
+from pxn.calibrate.traces.evidence import Evidence
+from pxn.calibrate.traces.fit import LatencyFit, fit_latency
+from pxn.calibrate.traces.load_effect import LoadEffect, fit_load_effects
+from pxn.calibrate.traces.prefix_cache import PrefixCacheFit, fit_prefix_cache
+from pxn.calibrate.traces.run_spread import RunSpreadFit, fit_run_spread
+from pxn.calibrate.traces.served import latency_sample, served_alone
+from pxn.calibrate.traces.slowdown import ROLE_KIND, ModelSlowdown, fit_model_slowdowns
+from pxn.calibrate.traces.tokens import TokenCounts, TokenFit, fit_token_counts, fit_tokens
+from pxn.calibrate.traces.units import Calls
+from pxn.prices import Prices
+
+
+def slowdowns(evidence: Evidence) -> dict[str, ModelSlowdown]:
+    """Each model's slowdown from its calls that ran to the end (not timed out)."""
+    calls, servers = evidence.units.calls, evidence.lm_servers
+    done = ~calls.censored
+    fits = fit_model_slowdowns(
+        calls.kind[done], calls.phase[done], calls.load[done], calls.latency[done], servers
+    )
+    queued = 0 if servers is None else int(np.sum(calls.load[done] > servers))
+    if queued:
+        evidence.notes.append(
+            f"{queued} call(s) started with more than lm_servers={servers} calls of their model "
+            "in flight: they may have waited for a server, so their latencies are left out of "
+            "the latency and slowdown fits (the simulator adds the queueing itself)"
+        )
+    return fits
+
+
+def served(evidence: Evidence, betas: dict[str, float]) -> Calls:
+    """The calls as the simulator draws them, each at its own run's b."""
+    calls, waited = served_alone(evidence.units.calls, betas, evidence.lm_servers, None)
+    for kind in waited:
+        evidence.notes.append(
+            f"every {kind} may have waited for a server: its latency is fitted with the waits "
+            "in (an overestimate)"
+        )
+    return calls
+
+
+def at_measured_b(
+    evidence: Evidence, betas: dict[str, float], token_counts: TokenCounts | None
+) -> Calls:
+    """The calls as the simulator draws them, reflections shifted to the measured b."""
+    tokens = None if token_counts is None else token_counts.chosen
+    return served_alone(evidence.units.calls, betas, evidence.lm_servers, tokens)[0]
+
+
+def latency_fit(evidence: Evidence, served: Calls, kind: str, choice: str) -> LatencyFit:
+    observed, timed_out = latency_sample(served, kind)
+    retries = evidence.units.retries.get(kind, ())
+    return fit_latency(kind, observed, choice, timed_out=timed_out, retries=retries)
+
+
+def token_counts(evidence: Evidence, served: Calls) -> TokenCounts | None:
+    """The [tokens] table's fits; None when some count is missing (the report says so)."""
+    if evidence.tokens_missing:
+        return None
+    observed = served.of("reflection") & ~served.censored
+    pairs = list(zip(served.event[observed], served.latency[observed].tolist(), strict=True))
+    fit = fit_token_counts(evidence.traces, pairs)
+    _token_notes(fit, evidence.traces[0].run_start.minibatch, evidence.notes)
+    return fit
+
+
+def _token_notes(fit: TokenCounts, first_b: int, notes: list[str]) -> None:
+    r = fit.reflection_input
+    if len(r.by_minibatch) > 1:
+        counts = ", ".join(f"{n} at b={b}" for b, (n, _) in r.by_minibatch.items())
+        notes.append(
+            f"the traces mix b ({counts}); the b with the most reflections is taken as "
+            "where the reflection latency was measured, and reflections at other b are "
+            "shifted to it by the seconds-per-input-token fit: "
+            f"[tokens] measured_minibatch={r.measured_minibatch}"
+            + (
+                f" (the scenario's b is {first_b}, the first trace's)"
+                if first_b != r.measured_minibatch
+                else ""
+            )
+        )
+    if r.floored:
+        notes.append(
+            f"reflection input: base + per_example * b would need a negative base at "
+            f"b={r.measured_minibatch}; base is held at 0 and per_example = the measured mean / b "
+            f"= {r.per_example:.4g} tokens (b's effect on the input is then an upper bound)"
+        )
+
+
+def run_spreads(evidence: Evidence, served: Calls) -> dict[str, RunSpreadFit]:
+    return {role: fit_run_spread(served, evidence.units.design, role) for role in ROLE_KIND}
+
+
+def prefix_cache(
+    evidence: Evidence, token_counts: TokenCounts | None, declared: bool | None
+) -> PrefixCacheFit:
+    latency = None if token_counts is None else token_counts.latency
+    return fit_prefix_cache(evidence.traces, latency, evidence.lm_servers, declared)
+
+
+def latency_on_tokens_out(evidence: Evidence) -> list[TokenFit]:
+    """Each kind's latency against its tokens out (reported only)."""
+    return [
+        fit
+        for what, events in (("rollout", evidence.rollouts), ("reflection", evidence.reflections))
+        if (fit := fit_tokens(what, events)) is not None
+    ]
+
+
+def costs(evidence: Evidence, prices: Prices | None) -> RecordedCosts:
+    recorded = recorded_costs(evidence.rollouts, evidence.reflections, prices)
+    if recorded.dollars > 0 and prices is None:
+        evidence.notes.append(
+            f"the traces record ${recorded.dollars:.4g} of cost over {recorded.calls} calls, but "
+            "not which model to price with: no [prices] table (give --task-model, and "
+            "--reflection-model when it differs, to write one)"
+        )
+    return recorded
+
+
+def acceptance(evidence: Evidence) -> AcceptanceFit:
+    fit = fit_acceptance(evidence.units.steps)
+    if evidence.units.passes_hidden:
+        evidence.notes.append(
+            "a run with a selection limit records no minibatch scores: acceptance counts the "
+            "children gepa kept, fewer than passed their judge when the limit dropped some"
+        )
+    return fit
+
+
+def load_effects(evidence: Evidence) -> list[LoadEffect]:
+    effects = fit_load_effects(evidence.traces)
+    for effect in effects:
+        if effect.significant:
+            evidence.notes.append(
+                f"{effect.what}s slow down under load (Spearman {effect.spearman:.2f} between "
+                f"latency and calls in flight, +{effect.slope:.3g} s per extra call); "
+                "see the load slowdown fitted below"
+            )
+    return effects
+
+
+def duplicates(evidence: Evidence) -> DuplicateFit:
+    units = evidence.units
+    return fit_duplicates(
+        int(units.later.sum()),
+        int(units.dropped.sum()),
+        units.duplicates_shown,
+        units.duplicates_why_not,
+    )

@@ -1,0 +1,87 @@
+"""Rollout phases: whether their latencies differ, and which get a latency of their own.
+
+Each phase (seed_val, parent_minibatch, child_minibatch, full_val) is fitted
+alone, in its own family, with the pooled sample's cap if it has one: the
+pooled sample mixes the phases, so its family need not be any phase's. The
+phases differ when a Kruskal-Wallis test over those with PHASE_TEST_MIN
+rollouts or more gives p < PHASE_ALPHA; then each phase with PHASE_OWN_MIN
+rollouts or more gets its own latency in [rollout.phases], and [rollout] stays
+the pooled fit for the others. A phase too small for its own latency is
+fitted by "auto", for the report.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import scipy.stats
+
+from pxn.calibrate.traces.fit import LatencyFit, fit_latency
+from pxn.calibrate.traces.served import latency_sample
+from pxn.calibrate.traces.units import Calls
+from pxn.distribution import Distribution
+from pxn.trace import ROLLOUT_PHASES
+
+PHASE_TEST_MIN = 5  # points a phase needs to enter the test of phases differing
+PHASE_ALPHA = 0.01
+PHASE_OWN_MIN = 30  # points a phase needs for its own latency in the Scenario
+
+
+@dataclass(frozen=True)
+class PhaseFits:
+    by_phase: dict[str, LatencyFit]
+    pvalue: float  # Kruskal-Wallis across phases; nan when fewer than two phases
+    own: dict[str, Distribution]  # [rollout.phases]: the phases with a latency of their own
+
+
+def fit_phases(served: Calls, pooled: LatencyFit, choice: str, notes: list[str]) -> PhaseFits:
+    by_phase = _fit_each(served, pooled, choice)
+    pvalue = phase_test([f.samples for f in by_phase.values()])
+    return PhaseFits(by_phase, pvalue, _own_phases(by_phase, pvalue, notes))
+
+
+def _fit_each(served: Calls, pooled: LatencyFit, choice: str) -> dict[str, LatencyFit]:
+    fits = {}
+    for phase in ROLLOUT_PHASES:
+        observed, timed_out = latency_sample(served, "rollout", phase)
+        if len(observed):
+            fits[phase] = fit_latency(
+                f"rollout {phase}",
+                observed,
+                choice if len(observed) >= PHASE_OWN_MIN else "auto",
+                timed_out=timed_out,
+                tail=pooled.tail,
+            )
+    return fits
+
+
+def _own_phases(
+    by_phase: dict[str, LatencyFit], pvalue: float, notes: list[str]
+) -> dict[str, Distribution]:
+    """The phases that get their own latency: when phases differ, those with data enough."""
+    if not pvalue < PHASE_ALPHA:
+        return {}
+    own = {p: f.chosen for p, f in by_phase.items() if f.n >= PHASE_OWN_MIN}
+    medians = ", ".join(f"{p} {f.median:.3g} s" for p, f in by_phase.items())
+    kept = ", ".join(own) if own else "none"
+    notes.append(
+        f"rollout latency differs by phase (Kruskal-Wallis p={pvalue:.2g}; medians {medians}): "
+        f"phases with their own latency in [rollout.phases]: {kept} (at least "
+        f"{PHASE_OWN_MIN} rollouts each); [rollout] stays the fit pooled over phases"
+    )
+    return own
+
+
+def phase_test(samples: Sequence[Sequence[float]]) -> float:
+    """Kruskal-Wallis p-value of the phases' latencies differing, over the phases with at
+    least PHASE_TEST_MIN of them (its false-positive rate there is measured in the tests);
+    nan when fewer than two phases have as many."""
+    groups = [g for g in samples if len(g) >= PHASE_TEST_MIN]
+    if len(groups) < 2:
+        return math.nan
+    try:
+        return float(scipy.stats.kruskal(*groups).pvalue)
+    except ValueError:  # every value identical
+        return math.nan

@@ -1,0 +1,212 @@
+"""Traces -> a calibrated Scenario, with every fit behind it and its uncertainty.
+
+The procedure, one fitted part at a time (parts.py; each fit in its own module):
+the evidence is gathered once (evidence.py: the traces, their setup as
+run_start declares it, their units); then each model's load slowdown
+(slowdown.py), the calls as the simulator draws them, served alone
+(served.py), the rollout latency with its cap (fit.py, tails.py) and each
+phase's own when the phases differ (phases.py), the [tokens] table
+(tokens.py) and with it the reflection latency at the measured b, how much
+whole runs differ in speed (run_spread.py), the reflections' prefix cache
+(prefix_cache.py), the recorded costs and the [prices] table (costs.py),
+acceptance with its decay, the siblings' correlation and batched iterations'
+own rate (acceptance.py), the skipping of perfect parents, recurring parents and
+duplicate children (bookkeeping.py), the engine overhead and concurrency
+(overhead.py), the load effect (load_effect.py). Then the Scenario is
+assembled and checked; with `draws`, its [uncertainty] table holds parameter
+draws from a bootstrap of the same fits (draws.py). [calibrated_on] records
+the longest run's metric calls and proposals, so a prediction for a longer
+run can say how far it extrapolates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pxn.calibrate.traces import parts
+from pxn.calibrate.traces.acceptance import AcceptanceFit
+from pxn.calibrate.traces.bookkeeping import (
+    DuplicateFit,
+    FrontFit,
+    SkipFit,
+    fit_front_share,
+    fit_skip,
+)
+from pxn.calibrate.traces.costs import RecordedCosts, lookup_prices
+from pxn.calibrate.traces.draws import DrawsFit, parameter_draws
+from pxn.calibrate.traces.evidence import gather_evidence
+from pxn.calibrate.traces.fit import LatencyFit
+from pxn.calibrate.traces.load_effect import LoadEffect
+from pxn.calibrate.traces.overhead import (
+    ConcurrencyFit,
+    OverheadFit,
+    fit_concurrency,
+    fit_overhead,
+)
+from pxn.calibrate.traces.phases import fit_phases
+from pxn.calibrate.traces.prefix_cache import PrefixCacheFit
+from pxn.calibrate.traces.run_setup import calibrated_on, note_incomplete_runs, worker_split
+from pxn.calibrate.traces.run_spread import RunSpreadFit
+from pxn.calibrate.traces.slowdown import ModelSlowdown
+from pxn.calibrate.traces.tokens import TokenCounts, TokenFit
+from pxn.calibrate.traces.units import Units, selection_of
+from pxn.errors import PxnError
+from pxn.load import Load, Loads
+from pxn.scenario import Scenario
+from pxn.trace import Loaded, Trace
+
+
+@dataclass
+class Calibration:
+    loaded: Loaded
+    scenario: Scenario
+    units: Units
+    rollout: LatencyFit
+    rollout_by_phase: dict[str, LatencyFit]
+    phase_pvalue: float  # Kruskal-Wallis across phases; nan when fewer than two phases
+    reflection: LatencyFit
+    tokens: list[TokenFit]  # latency against tokens out (reported only)
+    token_counts: TokenCounts | None  # the [tokens] table's fits; None without token counts
+    tokens_missing: list[str]  # the counts no call reports, e.g. "reflection tokens_in"
+    costs: RecordedCosts
+    acceptance: AcceptanceFit
+    skip: SkipFit
+    overhead: OverheadFit
+    concurrency: ConcurrencyFit
+    load_effects: list[LoadEffect]
+    slowdowns: dict[str, ModelSlowdown]  # per model: "task", "reflection"
+    run_spreads: dict[str, RunSpreadFit]  # per model: how much whole runs differ in speed
+    prefix_cache: PrefixCacheFit
+    lm_servers_source: str  # where lm_servers came from ("" when unknown)
+    front: FrontFit
+    duplicates: DuplicateFit
+    draws: DrawsFit | None = None  # the [uncertainty] table's bootstrap; None without draws
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def traces(self) -> list[Trace]:
+        return self.loaded.traces
+
+    @property
+    def servers(self) -> int | None:
+        return self.scenario.loads.task.servers
+
+
+def calibrate_traces(
+    paths: Sequence[str | Path],
+    *,
+    name: str = "calibrated",
+    latency: str = "auto",
+    lm_servers: int | None = None,
+    task_model: str | None = None,
+    reflection_model: str | None = None,
+    draws: int = 0,
+    prefix_cache: bool | None = None,
+) -> Calibration:
+    """Read the traces and fit everything the Scenario needs.
+
+    `lm_servers`: the LM pool's size when the traces do not say (it overrides them).
+    `task_model`, `reflection_model`: model names litellm prices, for [prices].
+    `draws`: parameter draws for the [uncertainty] table (0: none).
+    `prefix_cache`: whether the reflections' servers keep their last prompt (None: known for
+    pxn's own pool, else no).
+    """
+    prices = lookup_prices(task_model, reflection_model)  # an unknown name fails before the fits
+    if draws < 0:
+        raise PxnError(f"must be >= 0: got {draws}", subject="draws")
+    evidence = gather_evidence(paths, lm_servers, priced=prices is not None)
+    units, traces = evidence.units, evidence.traces
+    slowdowns = parts.slowdowns(evidence)
+    betas = {role: fit.chosen for role, fit in slowdowns.items()}
+    served = parts.served(evidence, betas)
+    rollout = parts.latency_fit(evidence, served, "rollout", latency)
+    phases = fit_phases(served, rollout, latency, evidence.notes)
+    token_counts = parts.token_counts(evidence, served)
+    at_measured_b = parts.at_measured_b(evidence, betas, token_counts)
+    reflection = parts.latency_fit(evidence, at_measured_b, "reflection", latency)
+    run_spreads = parts.run_spreads(evidence, at_measured_b)
+    prefix = parts.prefix_cache(evidence, token_counts, prefix_cache)
+    tokens = parts.latency_on_tokens_out(evidence)
+    costs = parts.costs(evidence, prices)
+    acceptance = parts.acceptance(evidence)
+    skip = fit_skip(units.tasks, units.reflected)
+    overhead = fit_overhead(traces)
+    concurrency = fit_concurrency(traces)
+    load_effects = parts.load_effects(evidence)
+    front = fit_front_share(units.parents)
+    duplicates = parts.duplicates(evidence)
+    note_incomplete_runs(traces, evidence.notes)
+
+    first = traces[0].run_start
+    scenario = Scenario(
+        name=name,
+        description=f"calibrated by pxn calibrate from {len(traces)} trace(s)",
+        budget=first.budget,
+        valset_size=first.valset_size,
+        trainset_size=first.trainset_size,
+        minibatch=first.minibatch,
+        workers=first.workers,
+        worker_split=worker_split(traces, evidence.notes),
+        reflection_concurrency=first.reflection_concurrency,
+        rollout=rollout.chosen,
+        rollout_phases=phases.own,
+        reflection=reflection.chosen,
+        acceptance=acceptance.chosen,
+        stage_overhead=overhead.per_stage,
+        skip_perfect=skip.probability,
+        selection=selection_of(traces[0]),
+        front_share=front.chosen,
+        duplicate_children=duplicates.chosen,
+        loads=Loads(
+            Load(
+                evidence.lm_servers,
+                betas.get("task", 0.0),
+                run_spread=run_spreads["task"].chosen,
+            ),
+            Load(
+                evidence.lm_servers,
+                betas.get("reflection", 0.0),
+                prefix.seconds,
+                run_spread=run_spreads["reflection"].chosen,
+            ),
+        ),
+        tokens=None if token_counts is None else token_counts.chosen,
+        prices=prices,
+        calibrated_on=calibrated_on(traces),
+    )
+    try:
+        scenario.validate()
+    except PxnError as exc:
+        raise PxnError(f"the traces give an invalid scenario: {exc}") from None
+    calibration = Calibration(
+        loaded=evidence.loaded,
+        scenario=scenario,
+        units=units,
+        rollout=rollout,
+        rollout_by_phase=phases.by_phase,
+        phase_pvalue=phases.pvalue,
+        reflection=reflection,
+        tokens=tokens,
+        token_counts=token_counts,
+        tokens_missing=evidence.tokens_missing,
+        costs=costs,
+        acceptance=acceptance,
+        skip=skip,
+        overhead=overhead,
+        concurrency=concurrency,
+        load_effects=load_effects,
+        slowdowns=slowdowns,
+        run_spreads=run_spreads,
+        prefix_cache=prefix,
+        lm_servers_source=evidence.lm_servers_source,
+        front=front,
+        duplicates=duplicates,
+        notes=evidence.notes,
+    )
+    if draws:
+        calibration.draws = parameter_draws(calibration, draws)
+        calibration.scenario = scenario.replace(uncertainty=calibration.draws.uncertainty)
+        calibration.scenario.validate_draws()
+    return calibration

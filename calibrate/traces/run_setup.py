@@ -1,0 +1,96 @@
+"""The runs' setup as the traces declare it: read, not fitted.
+
+Budget, data sizes, b, W and reflection slots come from each trace's
+run_start; where the traces differ, the scenario takes the first trace's and
+a note says so. The LM pool's size (lm_servers) is as the caller gives it,
+else as the run_start meta declares it (the smallest when traces differ).
+How the workers served a stage's candidates: dspy.GEPA's adapter splits its
+num_threads among them (its recording says dspy in run_start meta); others
+pool them. [calibrated_on] is the longest run's metric calls and proposals.
+"""
+
+from __future__ import annotations
+
+from pxn.errors import PxnError
+from pxn.scenario import CalibratedOn
+from pxn.trace import Trace, summarize
+
+SETUP_FIELDS = (
+    "budget",
+    "valset_size",
+    "trainset_size",
+    "minibatch",
+    "workers",
+    "reflection_concurrency",
+)
+
+
+def setup_notes(traces: list[Trace]) -> list[str]:
+    """Say so when the traces were not all run with the same setup."""
+    notes = []
+    first = traces[0].run_start
+    for name in SETUP_FIELDS:
+        values = sorted({getattr(t.run_start, name) for t in traces})
+        if len(values) > 1:
+            notes.append(
+                f"traces differ in {name} ({', '.join(map(str, values))}); "
+                f"the scenario takes {getattr(first, name)} from {traces[0].path}"
+            )
+    return notes
+
+
+def lm_servers_of(
+    traces: list[Trace], given: int | None, notes: list[str]
+) -> tuple[int | None, str]:
+    """The LM pool's size and where it came from: as given, else as the traces' run_start
+    meta declares it."""
+    declared_by = {
+        t.path: t.run_start.meta["lm_servers"] for t in traces if "lm_servers" in t.run_start.meta
+    }
+    for path, value in declared_by.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise PxnError(
+                f"{path}: run_start meta lm_servers is {value!r}, not a whole number >= 1"
+            )
+    declared = sorted(set(declared_by.values()))
+    if given is not None:
+        if given < 1:
+            raise PxnError(f"must be >= 1: got {given}", subject="LM servers")
+        if declared and declared != [given]:
+            notes.append(f"the traces declare lm_servers {declared}; {given} as given overrides it")
+        return given, "as given"
+    if not declared:
+        return None, ""
+    if len(declared) > 1:
+        notes.append(f"traces differ in lm_servers ({declared}); the scenario takes the smallest")
+    return declared[0], "from the traces' run_start"
+
+
+def note_incomplete_runs(traces: list[Trace], notes: list[str]) -> None:
+    for trace in traces:
+        end = trace.run_end
+        if end is None or end.status != "completed":
+            status = "no run_end" if end is None else end.status
+            notes.append(f"{trace.path}: run did not complete ({status}); its events still count")
+
+
+def worker_split(traces: list[Trace], notes: list[str]) -> str:
+    """How the runs' workers served a stage's candidates: per_candidate or pooled."""
+    splits = ["per_candidate" if "dspy" in t.run_start.meta else "pooled" for t in traces]
+    kinds = sorted(set(splits))
+    if len(kinds) > 1:
+        notes.append(
+            f"traces differ in how their workers served candidates ({', '.join(kinds)}); "
+            f"the scenario takes {splits[0]} from {traces[0].path}"
+        )
+    return splits[0]
+
+
+def calibrated_on(traces: list[Trace]) -> CalibratedOn:
+    """The longest run's metric calls and proposals: how far the traces reach."""
+    runs = [summarize(t) for t in traces]
+    return CalibratedOn(
+        runs=len(runs),
+        metric_calls=max(r.metric_calls for r in runs),
+        proposals=max(r.proposals for r in runs),
+    )
