@@ -92,6 +92,7 @@ def calibrate(
     reflection_model: str | None = None,
     draws: int | None = None,
     prefix_cache: str = "auto",
+    search: str = "auto",
     jobs: int = DEFAULT_JOBS,
     progress: bool = False,
 ) -> CalibrateResult:
@@ -104,8 +105,11 @@ def calibrate(
     tokens (litellm's names); `draws` the parameter draws of the scenario's
     uncertainty (default 100; 0 writes none); `prefix_cache` whether the
     reflections' servers keep their last prompt ("yes", "no", or "auto": yes
-    for pxn's own pool). From summaries: `jobs` local processes run the
-    inference, and `progress` shows its generations on stderr.
+    for pxn's own pool); `search` how proposals fare: "quality" (the quality
+    model, inferred from the traces' scores), "rates" (acceptance rates) or
+    "auto" (the quality model when the traces hold scores). An inference (from
+    summaries, or of the quality model) runs on `jobs` local processes, and
+    `progress` shows its generations on stderr.
     """
     whole(jobs, "jobs")
     if not name.strip():
@@ -124,6 +128,7 @@ def calibrate(
             "reflection model": reflection_model is not None,
             "draws": draws is not None,
             "prefix cache": prefix_cache != "auto",
+            "search model": search != "auto",
         }
         for subject, is_given in given.items():
             if is_given:
@@ -142,14 +147,24 @@ def calibrate(
         reflection_model=reflection_model,
         draws=DEFAULT_DRAWS if draws is None else draws,
         prefix_cache=PREFIX_CACHE[prefix_cache],
+        search=search,
+        jobs=jobs,
+        progress=progress,
     )
 
 
-def from_traces(paths: list[str | Path], **options) -> CalibrateResult:
+def from_traces(paths: list[str | Path], progress: bool, **options) -> CalibrateResult:
     from pxn.api.calibration_report import calibration_header, calibration_lines
+    from pxn.api.inference_report import generation_line
     from pxn.calibrate.traces.pipeline import calibrate_traces
 
-    calibration = calibrate_traces(paths, **options)
+    with progress_bar(progress) as bar:  # the quality model's inference, when there is one
+        task = bar.add_task("quality model: ABC-SMC", total=None, visible=False)
+
+        def told(generation) -> None:
+            bar.update(task, visible=True, description=generation_line(generation))
+
+        calibration = calibrate_traces(paths, on_generation=told, **options)
     return CalibrateResult(
         calibration.scenario,
         calibration,

@@ -383,7 +383,7 @@ def limited_by(prediction: Prediction, ask: Ask) -> str:
     elif reflecting >= REFLECTION_BOUND:
         pace = "reflections"  # the worker pool idles while the reflection LM thinks
     else:
-        pace = "step latency"  # stages narrower than the pool: the run is a chain of steps
+        pace = "iteration latency"  # stages narrower than the pool: a chain of iterations
     notes = []
     dollars = prediction.dollars
     for limit, high, what in (

@@ -204,7 +204,7 @@ class QualitySearch:
     def propose(
         self, parents: list[int], examples: list[list[int]]
     ) -> tuple[Children, list[list[float]]]:
-        """One child of each parent, its quality moved by a step and its residuals inherited,
+        """One child of each parent, its quality changed and its residuals inherited,
         scored on its row of train examples."""
         model, normal, noise, score = self.model, self.normal, self.noise, self.score
         inherit, fresh = model.inherit, model.fresh_share
@@ -213,7 +213,7 @@ class QualitySearch:
         rows = []
         for parent, row in zip(parents, examples, strict=True):
             theta = self.quality[parent]
-            theta += model.reach(theta) * (model.step_mean + model.step_sd * normal())
+            theta += model.reach(theta) * (model.change_mean + model.change_sd * normal())
             inherited = self.train_residual_list[parent]
             residuals: dict[int, float] = {}
             scores = []

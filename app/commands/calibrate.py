@@ -84,8 +84,17 @@ def calibrate(
             "(yes for pxn's own local pool).",
         ),
     ] = "auto",
+    search: Annotated[
+        str,
+        typer.Option(
+            "--search",
+            help="How proposals fare in the scenario: quality (the quality model, inferred "
+            "from the traces' scores), rates (acceptance rates), or auto (quality when the "
+            "traces hold scores).",
+        ),
+    ] = "auto",
 ) -> None:
-    """Fit latencies, acceptance, overhead and tokens from traces (or infer them from run
+    """Fit latencies, the search, overhead and tokens from traces (or infer them from run
     summaries); write a Scenario TOML."""
     from pxn.api.calibration import SUMMARIES_SAY_IT
     from pxn.api.calibration import calibrate as calibrate_scenario
@@ -109,6 +118,7 @@ def calibrate(
         reflection_model=reflection_model,
         draws=draws,
         prefix_cache=prefix_cache,
+        search=search,
         jobs=jobs,
         progress=True,
     )

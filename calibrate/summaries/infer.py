@@ -46,10 +46,17 @@ from pxn.calibrate.summaries.abc_smc import (
     simulate_all,
 )
 from pxn.calibrate.summaries.facts import Fact, Setup, Summaries
-from pxn.calibrate.summaries.priors import DEFAULT_PRIORS, TOKEN_PRIORS, Prior, Priors
+from pxn.calibrate.summaries.priors import (
+    DEFAULT_PRIORS,
+    QUALITY_PRIORS,
+    TOKEN_PRIORS,
+    Prior,
+    Priors,
+)
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.prices import Prices
+from pxn.quality import Quality
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.backends import LocalBackend, gather
@@ -91,11 +98,12 @@ class RunModel:
         except PxnError:  # a setting no scenario can have is no candidate
             return figures
         summaries = []
+        test_sets = np.random.default_rng(seed)  # a test score's sampling of its examples
         for i, (s, shape) in enumerate(self.runs):
             summaries.append(simulate_once(scenarios[s], shape, i))
             for j, fact in enumerate(self.facts):
                 if max(fact.runs) == i:
-                    figures[j] = on_scale(fact, fact.measure(summaries))
+                    figures[j] = on_scale(fact, fact.measure(summaries, test_sets))
             if cutoff is not None and cutoff.exceeded(figures):
                 break
         return figures
@@ -118,6 +126,8 @@ def on_scale(fact: Fact, values: np.ndarray | float) -> np.ndarray:
         return scipy.special.logit(np.clip(values, SHARE_CLIP, 1 - SHARE_CLIP))
     if fact.scale == "log1p":
         return np.log1p(values)
+    if fact.scale == "linear":
+        return values
     with np.errstate(divide="ignore"):
         return np.log(values)
 
@@ -134,6 +144,8 @@ def from_scale(fact: Fact, values: np.ndarray | float) -> np.ndarray:
     values = np.asarray(values, dtype=float)
     if fact.scale == "logit":
         return scipy.special.expit(values)
+    if fact.scale == "linear":
+        return values
     return np.expm1(values) if fact.scale == "log1p" else np.exp(values)
 
 
@@ -177,8 +189,9 @@ class Inference:
     scenario: Scenario
 
 
-def base_scenario(setup: Setup, name: str) -> Scenario:
-    """The setup as a scenario, its parameters at placeholders every inference replaces."""
+def base_scenario(setup: Setup, name: str, scored: bool = False) -> Scenario:
+    """The setup as a scenario, its parameters at placeholders every inference replaces:
+    with `scored` facts, its search is the quality model, else acceptance rates."""
 
     def lognormal(s: float, scale: float) -> Distribution:
         return Distribution("lognorm", {"s": s, "scale": scale})
@@ -208,7 +221,8 @@ def base_scenario(setup: Setup, name: str) -> Scenario:
         reflection_concurrency=setup.reflection_concurrency,
         rollout=lognormal(1.0, 10.0),
         reflection=lognormal(0.5, 10.0),
-        acceptance=Acceptance(0.2),
+        acceptance=None if scored else Acceptance(0.2),
+        quality=Quality(0.5, metric=setup.metric, levels=setup.levels) if scored else None,
         tokens=tokens,
         prices=prices,
     ).validate()
@@ -217,6 +231,9 @@ def base_scenario(setup: Setup, name: str) -> Scenario:
 def priors_for(summaries: Summaries, base: Scenario) -> Priors:
     """The default priors, the file's own over them; each checked against the scenario."""
     chosen: dict[str, Prior | float] = dict(DEFAULT_PRIORS)
+    if summaries.scored:  # the quality model decides acceptance
+        chosen = {p: v for p, v in chosen.items() if not p.startswith("acceptance.")}
+        chosen |= QUALITY_PRIORS
     if summaries.has_dollars:
         chosen |= TOKEN_PRIORS
     chosen |= summaries.priors
@@ -243,7 +260,7 @@ def _check_parameter(base: Scenario, values: dict[str, float], what: str) -> Non
 def run_model(summaries: Summaries, name: str) -> RunModel:
     """The summaries' runs and facts as the simulator reads them, under their priors."""
     setups = list(dict.fromkeys(run.setup for run in summaries.runs))
-    bases = tuple(base_scenario(setup, name) for setup in setups)
+    bases = tuple(base_scenario(setup, name, summaries.scored) for setup in setups)
     return RunModel(
         bases,
         tuple((setups.index(run.setup), run.shape) for run in summaries.runs),
