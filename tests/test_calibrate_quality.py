@@ -81,3 +81,30 @@ def test_the_quality_model_round_trips(tmp_path: Path) -> None:
     assert inside >= 0.8 * len(fit.inference.checks)
     drawn = {p for d in cal.scenario.uncertainty.draws for p in d}
     assert "quality.change_mean" in drawn and not any(p.startswith("acceptance.") for p in drawn)
+
+
+def test_validate_sets_the_runs_best_scores_beside_their_prediction(tmp_path: Path) -> None:
+    """Runs simulated from the scenario itself: their best scores are judged against the
+    predicted 5-95%, and most fall inside (the model is the truth here)."""
+    from pxn.calibrate.validate import validate_runs
+
+    scenario = searched(TRUE, budget=400, valset_size=30)
+    paths = traced_runs(tmp_path, scenario.replace(seed=99), 6)
+    validation = validate_runs(scenario, paths, replicates=60)
+    inside, judged = validation.score_coverage
+    assert judged == 6 and inside >= 4
+    assert 0 <= validation.score_error < 0.2
+
+
+def test_plot_progress_overlays_measured_runs(tmp_path: Path) -> None:
+    from conftest import run_pxn
+
+    path = tmp_path / "q.toml"
+    searched(TRUE, budget=300, valset_size=20).save(path)
+    runs = traced_runs(tmp_path, searched(TRUE, budget=300, valset_size=20), 2)
+    out = tmp_path / "progress.png"
+    ran = run_pxn("plot", "progress", path, "-o", out, "--reps", "20", *runs)
+    assert ran.returncode == 0, ran.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    refused = run_pxn("plot", "progress", "hover", "-o", tmp_path / "x.png", "--reps", "4")
+    assert refused.returncode == 2 and "no [quality] model" in refused.stderr
