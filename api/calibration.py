@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pxn.calibrate.traces.fit import LatencyFit
     from pxn.calibrate.traces.pipeline import Calibration
     from pxn.scenario import Scenario
+    from pxn.sim.backends import Backend
 
 # Beyond this a scenario loads slowly (every draw is validated whenever it loads) and no
 # prediction runs enough replicates to use its draws.
@@ -94,6 +95,8 @@ def calibrate(
     prefix_cache: str = "auto",
     search: str = "auto",
     jobs: int = DEFAULT_JOBS,
+    backend: str = "local",
+    address: str | None = None,
     progress: bool = False,
 ) -> CalibrateResult:
     """Fit a scenario from traces (trace files or run directories), or infer one from
@@ -108,9 +111,12 @@ def calibrate(
     for pxn's own pool); `search` how proposals fare: "quality" (the quality
     model, inferred from the traces' scores), "rates" (acceptance rates) or
     "auto" (the quality model when the traces hold scores). An inference (from
-    summaries, or of the quality model) runs on `jobs` local processes, and
-    `progress` shows its generations on stderr.
+    summaries, or of the quality model) runs on `jobs` local processes, or on
+    Ray (`backend` "ray", `address` a running head's HOST:PORT) with the same
+    result to the bit; `progress` shows its generations on stderr.
     """
+    from pxn.sim.backends import make_backend
+
     whole(jobs, "jobs")
     if not name.strip():
         raise PxnError("must not be empty: it names the scenario in every report", subject="name")
@@ -133,24 +139,26 @@ def calibrate(
         for subject, is_given in given.items():
             if is_given:
                 raise PxnError(SUMMARIES_SAY_IT, subject=subject)
-        return from_summaries(Path(summaries), name, jobs, progress)
+        with make_backend(backend, address, jobs) as the_backend:
+            return from_summaries(Path(summaries), name, the_backend, progress)
     if not paths:
         raise PxnError("give trace files (or run directories), or a summaries file")
     if prefix_cache not in PREFIX_CACHE:
         raise PxnError(f"must be auto, yes or no: got {prefix_cache!r}", subject="prefix cache")
-    return from_traces(
-        paths,
-        name=name,
-        latency=latency,
-        lm_servers=lm_servers,
-        task_model=task_model,
-        reflection_model=reflection_model,
-        draws=DEFAULT_DRAWS if draws is None else draws,
-        prefix_cache=PREFIX_CACHE[prefix_cache],
-        search=search,
-        jobs=jobs,
-        progress=progress,
-    )
+    with make_backend(backend, address, jobs) as the_backend:
+        return from_traces(
+            paths,
+            backend=the_backend,
+            name=name,
+            latency=latency,
+            lm_servers=lm_servers,
+            task_model=task_model,
+            reflection_model=reflection_model,
+            draws=DEFAULT_DRAWS if draws is None else draws,
+            prefix_cache=PREFIX_CACHE[prefix_cache],
+            search=search,
+            progress=progress,
+        )
 
 
 def from_traces(paths: list[str | Path], progress: bool, **options) -> CalibrateResult:
@@ -173,7 +181,7 @@ def from_traces(paths: list[str | Path], progress: bool, **options) -> Calibrate
     )
 
 
-def from_summaries(path: Path, name: str, jobs: int, progress: bool) -> CalibrateResult:
+def from_summaries(path: Path, name: str, backend: Backend, progress: bool) -> CalibrateResult:
     from pxn.api.inference_report import generation_line, inference_header, inference_lines
     from pxn.calibrate.summaries.facts import read_summaries
     from pxn.calibrate.summaries.infer import infer_from_summaries
@@ -185,7 +193,7 @@ def from_summaries(path: Path, name: str, jobs: int, progress: bool) -> Calibrat
         def told(generation) -> None:
             bar.update(task, advance=1, description=generation_line(generation))
 
-        inference = infer_from_summaries(read, name, jobs, told)
+        inference = infer_from_summaries(read, name, on_generation=told, backend=backend)
     return CalibrateResult(
         inference.scenario,
         inference,

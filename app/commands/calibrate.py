@@ -9,7 +9,7 @@ import typer
 
 from pxn.api.console import say, stdout
 from pxn.api.running import DEFAULT_JOBS
-from pxn.app.options import Jobs
+from pxn.app.options import Address, Backend, Jobs
 from pxn.app.output import ensure_writable_outputs, refuse_overwriting_an_input
 from pxn.errors import PxnError
 
@@ -34,6 +34,8 @@ def calibrate(
         ),
     ] = None,
     jobs: Jobs = DEFAULT_JOBS,
+    backend: Backend = "local",
+    address: Address = None,
     plots: Annotated[
         Path | None, typer.Option("--plots", help="Directory for fit diagnostic figures.")
     ] = None,
@@ -120,6 +122,8 @@ def calibrate(
         prefix_cache=prefix_cache,
         search=search,
         jobs=jobs,
+        backend=backend,
+        address=address,
         progress=True,
     )
     # Written before the report is printed: a reader that stops early (`| head`) loses no work.

@@ -59,7 +59,7 @@ from pxn.prices import Prices
 from pxn.quality import Quality
 from pxn.scenario import Scenario
 from pxn.shape import Shape
-from pxn.sim.backends import LocalBackend, gather
+from pxn.sim.backends import Backend, LocalBackend, gather
 from pxn.sim.model import simulate_once
 from pxn.tokens import Tokens
 from pxn.uncertainty import Uncertainty
@@ -109,14 +109,16 @@ class RunModel:
         return figures
 
 
-def parallel(jobs: int) -> MapInOrder:
-    """Units of work spread over `jobs` processes of this machine."""
-    return functools.partial(gather, LocalBackend(jobs))
+def spread_over(backend: Backend) -> MapInOrder:
+    """Units of work spread over a backend (opened and closed by the caller), in order."""
+    return functools.partial(gather, backend)
 
 
-def simulate_points(model: RunModel, points: np.ndarray, seeds: list[int], jobs: int) -> np.ndarray:
+def simulate_points(
+    model: RunModel, points: np.ndarray, seeds: list[int], backend: Backend
+) -> np.ndarray:
     """Figures, on their scales, of many settings, in the settings' order."""
-    return simulate_all(model, parallel(jobs), points, seeds)
+    return simulate_all(model, spread_over(backend), points, seeds)
 
 
 def on_scale(fact: Fact, values: np.ndarray | float) -> np.ndarray:
@@ -274,8 +276,11 @@ def infer_from_summaries(
     name: str,
     jobs: int = 1,
     on_generation: Callable[[Generation], None] | None = None,
+    backend: Backend | None = None,
 ) -> Inference:
-    """The posterior over the scenario's parameters given the summaries' facts.
+    """The posterior over the scenario's parameters given the summaries' facts, its
+    simulations on `backend` (opened and closed by the caller), else on `jobs` local
+    processes: the same to the bit either way.
 
     Raises PxnError, writing nothing, when no setting within the priors
     reproduces the facts together, or when the sampler did not converge.
@@ -292,9 +297,11 @@ def infer_from_summaries(
         min_acceptance=options.min_acceptance,
         max_generations=options.max_generations,
     )
+    backend = backend or LocalBackend(jobs)
     outcome = abc_smc(
-        priors, model, parallel(jobs), low, high, precision, settings, options.seed, on_generation
-    )
+        priors, model, spread_over(backend), low, high, precision, settings, options.seed,
+        on_generation,
+    )  # fmt: skip
     _refuse_unreproduced(outcome, facts, low, high)
     if not outcome.converged:
         raise PxnError(
@@ -304,7 +311,7 @@ def infer_from_summaries(
     draws = _resample(outcome, options.draws, options.seed)
     # Replicate r on draw r mod D, as a prediction runs them: each draw twice.
     runs = np.resize(draws, (PREDICTIVE_RUNS * len(draws), draws.shape[1]))
-    predictive = simulate_points(model, runs, _predictive_seeds(options.seed, len(runs)), jobs)
+    predictive = simulate_points(model, runs, _predictive_seeds(options.seed, len(runs)), backend)
     parameters = tuple(_posterior(outcome, priors, i) for i in range(len(priors)))
     checks = tuple(
         _check_fact(f, predictive[:, j], outcome.scale.noise[j]) for j, f in enumerate(facts)

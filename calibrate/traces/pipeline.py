@@ -57,6 +57,7 @@ from pxn.calibrate.traces.units import Units, selection_of
 from pxn.errors import PxnError
 from pxn.load import Load, Loads
 from pxn.scenario import Scenario
+from pxn.sim.backends import Backend
 from pxn.trace import Loaded, Trace
 from pxn.uncertainty import Uncertainty
 
@@ -113,6 +114,7 @@ def calibrate_traces(
     search: str = "auto",
     jobs: int = 1,
     on_generation: Callable[[Generation], None] | None = None,
+    backend: Backend | None = None,
 ) -> Calibration:
     """Read the traces and fit everything the Scenario needs.
 
@@ -122,8 +124,8 @@ def calibrate_traces(
     `prefix_cache`: whether the reflections' servers keep their last prompt (None: known for
     pxn's own pool, else no).
     `search`: how proposals fare in the scenario: "quality" (the quality model, inferred
-    from the traces' scores on `jobs` processes), "rates" (acceptance rates), or "auto"
-    (the quality model when the traces hold scores).
+    from the traces' scores on `backend`, else on `jobs` local processes), "rates"
+    (acceptance rates), or "auto" (the quality model when the traces hold scores).
     """
     prices = lookup_prices(task_model, reflection_model)  # an unknown name fails before the fits
     if draws < 0:
@@ -231,7 +233,9 @@ def calibrate_traces(
                 subject="search model",
             )
         try:
-            calibration.quality = fit_quality(traces, draws, jobs=jobs, on_generation=on_generation)
+            calibration.quality = fit_quality(
+                traces, draws, jobs=jobs, on_generation=on_generation, backend=backend
+            )
         except PxnError as exc:
             if search == "quality":
                 raise

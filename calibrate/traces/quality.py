@@ -35,6 +35,7 @@ from pxn.calibrate.summaries.facts import (
 from pxn.calibrate.summaries.infer import Inference, infer_from_summaries
 from pxn.quality import Quality
 from pxn.shape import Shape
+from pxn.sim.backends import Backend
 from pxn.trace import Rollout, Trace, Validation, summarize
 
 MAX_LEVELS = 10  # a graded metric's most steps; finer scores are read as continuous
@@ -117,6 +118,7 @@ def fit_quality(
     seed: int = 0,
     jobs: int = 1,
     on_generation: Callable[[Generation], None] | None = None,
+    backend: Backend | None = None,
 ) -> QualityFit:
     """The posterior of the [quality] table given the traces' search figures (PxnError when
     the inference cannot reproduce them or does not converge)."""
@@ -124,7 +126,7 @@ def fit_quality(
         seed=seed, particles=PARTICLES, draws=max(draws, 1), max_generations=MAX_GENERATIONS
     )
     summaries = trace_summaries(traces, options)
-    inference = infer_from_summaries(summaries, "quality", jobs, on_generation)
+    inference = infer_from_summaries(summaries, "quality", jobs, on_generation, backend)
     assert inference.scenario.quality is not None and inference.scenario.uncertainty is not None
     posterior = tuple(
         {path: value for path, value in draw.items() if path.startswith("quality.")}
