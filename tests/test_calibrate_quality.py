@@ -106,5 +106,9 @@ def test_plot_progress_overlays_measured_runs(tmp_path: Path) -> None:
     ran = run_pxn("plot", "progress", path, "-o", out, "--reps", "20", *runs)
     assert ran.returncode == 0, ran.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    refused = run_pxn("plot", "progress", "hover", "-o", tmp_path / "x.png", "--reps", "4")
+    from sim_helpers import make_scenario
+
+    rates = tmp_path / "rates.toml"
+    make_scenario(budget=300).save(rates)
+    refused = run_pxn("plot", "progress", rates, "-o", tmp_path / "x.png", "--reps", "4")
     assert refused.returncode == 2 and "no [quality] model" in refused.stderr
