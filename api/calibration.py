@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pxn.calibrate.traces.fit import LatencyFit
     from pxn.calibrate.traces.pipeline import Calibration
     from pxn.scenario import Scenario
+    from pxn.sim.backends import Backend
 
 # Beyond this a scenario loads slowly (every draw is validated whenever it loads) and no
 # prediction runs enough replicates to use its draws.
@@ -92,7 +93,10 @@ def calibrate(
     reflection_model: str | None = None,
     draws: int | None = None,
     prefix_cache: str = "auto",
+    search: str = "auto",
     jobs: int = DEFAULT_JOBS,
+    backend: str = "local",
+    address: str | None = None,
     progress: bool = False,
 ) -> CalibrateResult:
     """Fit a scenario from traces (trace files or run directories), or infer one from
@@ -104,9 +108,15 @@ def calibrate(
     tokens (litellm's names); `draws` the parameter draws of the scenario's
     uncertainty (default 100; 0 writes none); `prefix_cache` whether the
     reflections' servers keep their last prompt ("yes", "no", or "auto": yes
-    for pxn's own pool). From summaries: `jobs` local processes run the
-    inference, and `progress` shows its generations on stderr.
+    for pxn's own pool); `search` how proposals fare: "quality" (the quality
+    model, inferred from the traces' scores), "rates" (acceptance rates) or
+    "auto" (the quality model when the traces hold scores). An inference (from
+    summaries, or of the quality model) runs on `jobs` local processes, or on
+    Ray (`backend` "ray", `address` a running head's HOST:PORT) with the same
+    result to the bit; `progress` shows its generations on stderr.
     """
+    from pxn.sim.backends import make_backend
+
     whole(jobs, "jobs")
     if not name.strip():
         raise PxnError("must not be empty: it names the scenario in every report", subject="name")
@@ -124,32 +134,45 @@ def calibrate(
             "reflection model": reflection_model is not None,
             "draws": draws is not None,
             "prefix cache": prefix_cache != "auto",
+            "search model": search != "auto",
         }
         for subject, is_given in given.items():
             if is_given:
                 raise PxnError(SUMMARIES_SAY_IT, subject=subject)
-        return from_summaries(Path(summaries), name, jobs, progress)
+        with make_backend(backend, address, jobs) as the_backend:
+            return from_summaries(Path(summaries), name, the_backend, progress)
     if not paths:
         raise PxnError("give trace files (or run directories), or a summaries file")
     if prefix_cache not in PREFIX_CACHE:
         raise PxnError(f"must be auto, yes or no: got {prefix_cache!r}", subject="prefix cache")
-    return from_traces(
-        paths,
-        name=name,
-        latency=latency,
-        lm_servers=lm_servers,
-        task_model=task_model,
-        reflection_model=reflection_model,
-        draws=DEFAULT_DRAWS if draws is None else draws,
-        prefix_cache=PREFIX_CACHE[prefix_cache],
-    )
+    with make_backend(backend, address, jobs) as the_backend:
+        return from_traces(
+            paths,
+            backend=the_backend,
+            name=name,
+            latency=latency,
+            lm_servers=lm_servers,
+            task_model=task_model,
+            reflection_model=reflection_model,
+            draws=DEFAULT_DRAWS if draws is None else draws,
+            prefix_cache=PREFIX_CACHE[prefix_cache],
+            search=search,
+            progress=progress,
+        )
 
 
-def from_traces(paths: list[str | Path], **options) -> CalibrateResult:
+def from_traces(paths: list[str | Path], progress: bool, **options) -> CalibrateResult:
     from pxn.api.calibration_report import calibration_header, calibration_lines
+    from pxn.api.inference_report import generation_line
     from pxn.calibrate.traces.pipeline import calibrate_traces
 
-    calibration = calibrate_traces(paths, **options)
+    with progress_bar(progress) as bar:  # the quality model's inference, when there is one
+        task = bar.add_task("quality model: ABC-SMC", total=None, visible=False)
+
+        def told(generation) -> None:
+            bar.update(task, visible=True, description=generation_line(generation))
+
+        calibration = calibrate_traces(paths, on_generation=told, **options)
     return CalibrateResult(
         calibration.scenario,
         calibration,
@@ -158,7 +181,7 @@ def from_traces(paths: list[str | Path], **options) -> CalibrateResult:
     )
 
 
-def from_summaries(path: Path, name: str, jobs: int, progress: bool) -> CalibrateResult:
+def from_summaries(path: Path, name: str, backend: Backend, progress: bool) -> CalibrateResult:
     from pxn.api.inference_report import generation_line, inference_header, inference_lines
     from pxn.calibrate.summaries.facts import read_summaries
     from pxn.calibrate.summaries.infer import infer_from_summaries
@@ -170,7 +193,7 @@ def from_summaries(path: Path, name: str, jobs: int, progress: bool) -> Calibrat
         def told(generation) -> None:
             bar.update(task, advance=1, description=generation_line(generation))
 
-        inference = infer_from_summaries(read, name, jobs, told)
+        inference = infer_from_summaries(read, name, on_generation=told, backend=backend)
     return CalibrateResult(
         inference.scenario,
         inference,

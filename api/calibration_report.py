@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+import textwrap
 from pathlib import Path
 
+from pxn.api.inference_report import WIDTH, parameter_lines
 from pxn.calibrate.traces.acceptance import BatchedFit
 from pxn.calibrate.traces.fit import LatencyFit
 from pxn.calibrate.traces.pipeline import Calibration
@@ -108,6 +110,7 @@ def calibration_lines(cal: Calibration) -> list[str]:
         )
     lines.extend(token_lines(cal))
     lines.extend(acceptance_lines(cal))
+    lines.extend(quality_lines(cal))
     k = cal.skip
     lines.append(
         f"perfect-parent skips: {k.tasks - k.reflected} of {k.tasks} tasks -> "
@@ -185,6 +188,35 @@ def acceptance_lines(cal: Calibration) -> list[str]:
         f"  within-iteration correlation (beta-binomial): rho={c.rho:.3g}; {c.reason}"
         + (f" -> correlation={c.chosen:.3g}" if c.chosen else ""),
         batched_line(a.batched),
+    ]
+
+
+def quality_lines(cal: Calibration) -> list[str]:
+    """The search's quality model, when it decides acceptance: how it was inferred from the
+    runs' scores, its posterior, and how many of the runs' figures its predictive holds."""
+    fit = cal.quality
+    if fit is None:
+        return []
+    inference, q = fit.inference, fit.quality
+    outcome = inference.outcome
+    inside = sum(check.inside for check in inference.checks)
+    metric = f"graded, {q.levels} levels" if q.metric == "graded" else q.metric
+    return [
+        f"search: the quality model decides acceptance (the rates above are kept in the "
+        f"report only); metric {metric}, read off the scores",
+        *textwrap.wrap(
+            f"inferred from {len(inference.summaries.facts)} figures of "
+            f"{len(inference.summaries.runs)} run(s) (seed and best scores, acceptance, skips, "
+            "validation gain over the parent, examples' spread, repeated evaluations' "
+            f"agreement) by ABC-SMC: {len(outcome.history) - 1} generations, "
+            f"{outcome.simulations} simulated runs, {outcome.verdict}",
+            WIDTH,
+            initial_indent="  ",
+            subsequent_indent="    ",
+        ),
+        *(f"  {line}" for line in parameter_lines(inference)),
+        f"  the runs' figures inside their posterior predictive 5-95%: {inside} of "
+        f"{len(inference.checks)}",
     ]
 
 

@@ -24,7 +24,7 @@ def generation_line(generation: Generation) -> str:
         return f"generation 0: {generation.simulations} settings from the prior"
     return (
         f"generation {generation.number}: tolerance {generation.tolerance:.3g}, "
-        f"{generation.replaced} moved {generation.steps} steps of {generation.step_length:g}, "
+        f"{generation.replaced} took {generation.steps} moves of {generation.step_length:g}, "
         f"{generation.acceptance_rate:.0%} accepted, {generation.simulations} runs, "
         f"{generation.distinct} distinct"
     )
@@ -43,7 +43,7 @@ def inference_lines(inference: Inference) -> list[str]:
         f"{len(summaries.facts)} facts on {len(summaries.runs)} runs, each simulated once per "
         "parameter setting",
         f"setup: B={setup.budget}, V={setup.valset_size}, train={setup.trainset_size}, "
-        f"b={setup.minibatch}, W={setup.workers}, reflection slots={setup.reflection_concurrency}",
+        f"b={setup.minibatch}, W={setup.workers}, C={setup.reflection_concurrency}",
         *([f"models: {', '.join(models)}"] if models else []),
         f"ABC-SMC (MCMC moves): {options.particles} particles, seed {options.seed}, "
         f"{len(outcome.history) - 1} generations, {outcome.simulations} simulated runs",
@@ -60,20 +60,8 @@ def inference_lines(inference: Inference) -> list[str]:
         "",
         "priors:",
         *(f"  {p.path:<{width}}  {p.prior.describe()}" for p in inference.parameters),
-        *textwrap.wrap(
-            "parameters: posterior median [5%, 95%], IQR ratio (posterior / prior "
-            f"interquartile range on the prior's scale: pinned <= {PINNED}, narrowed <= "
-            f"{NARROWED}, else left to the prior)",
-            WIDTH,
-        ),
     ]
-    for p in inference.parameters:
-        interval = f"[{p.low:.4g}, {p.high:.4g}]"
-        lines.append(
-            f"  {p.path:<{width}}  {p.median:9.4g} {interval:<18}  {p.iqr_ratio:.2f}  {p.verdict}"
-        )
-    for path, value in inference.priors.fixed.items():
-        lines.append(f"  {path:<{width}}  {value:9.4g} held fixed")
+    lines += parameter_lines(inference)
     draws = len(inference.scenario.uncertainty.draws) if inference.scenario.uncertainty else 0
     lines += [
         "",
@@ -96,6 +84,25 @@ def inference_lines(inference: Inference) -> list[str]:
             + ("inside" if check.inside else "OUTSIDE"),
             f"  {'':<{width}}  one run's noise {noise}{ranged}",
         ]
+    return lines
+
+
+def parameter_lines(inference: Inference) -> list[str]:
+    """Each inferred parameter's posterior, and those held fixed."""
+    width = max(len(p.path) for p in inference.parameters)
+    lines = textwrap.wrap(
+        "parameters: posterior median [5%, 95%], IQR ratio (posterior / prior "
+        f"interquartile range on the prior's scale: pinned <= {PINNED}, narrowed <= "
+        f"{NARROWED}, else left to the prior)",
+        WIDTH,
+    )
+    for p in inference.parameters:
+        interval = f"[{p.low:.4g}, {p.high:.4g}]"
+        lines.append(
+            f"  {p.path:<{width}}  {p.median:9.4g} {interval:<18}  {p.iqr_ratio:.2f}  {p.verdict}"
+        )
+    for path, value in inference.priors.fixed.items():
+        lines.append(f"  {path:<{width}}  {value:9.4g} held fixed")
     return lines
 
 

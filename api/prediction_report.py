@@ -210,7 +210,11 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid
         *([Column("params", rank=1, words="parameters' share")] if draws else []),
         *([Column("noise\n5-95%", rank=3, words="noise 5-95%")] if draws else []),
         Column("speedup"),
-        *([Column("best val"), Column("test", rank=1, words="test score")] if scored else []),
+        *(
+            [Column("best val", rank=1), Column("test", rank=2, words="test score")]
+            if scored
+            else []
+        ),
         *([Column("dollars")] if priced else []),
         *([Column("throttled", rank=1)] if limited else []),
         Column("iterations", rank=1),

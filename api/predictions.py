@@ -90,15 +90,19 @@ class SweepResult(Result):
 
         return sweep_figure(self.scenario, self.predictions)
 
-    def progress_figure(self) -> Figure:
-        """The best validation score against wall-clock per shape (the quality model's)."""
+    def progress_figure(self, measured: Sequence[str | Path] = ()) -> Figure:
+        """The best validation score against wall-clock per shape (the quality model's),
+        with `measured` runs (trace files or run directories) overlaid."""
         from pxn.api.plots import progress_figure
+        from pxn.trace import load_traces, summarize
 
         if self.scenario.quality is None:
             raise PxnError(
                 "the scenario has no [quality] model: its runs have no score to show over time"
             )
-        return progress_figure(self.scenario, self.predictions)
+        runs = [] if not measured else load_traces(list(measured)).traces
+        overlaid = [(t.run_start.shape, summarize(t)) for t in runs]
+        return progress_figure(self.scenario, self.predictions, overlaid)
 
     def figures(self) -> dict[str, Callable[[], Figure]]:
         """What `sweep --out` draws: sweep.png, and progress.png under the quality model."""

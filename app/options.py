@@ -92,6 +92,7 @@ VOCABULARY = {
     "--name": "the calibrated scenario's name",
     "--latency": "how latencies are fitted: auto, empirical or a family",
     "--prefix-cache": "whether the reflections' LM servers keep the last prompt",
+    "--search": "how proposals fare: the quality model or acceptance rates",
     "--deadline": "a wall-clock limit",
     "--max-dollars": "a dollar cap",
     "--objective": "what advise minimises: time or cost",
@@ -135,6 +136,7 @@ FLAGS = {
     "ray address": "--address",
     "eval backend": "--backend",
     "b": "--minibatch",
+    "search model": "--search",
 }
 # ... and by one command's (its first word on the command line).
 COMMAND_FLAGS = {

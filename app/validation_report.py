@@ -51,6 +51,11 @@ def check_row(c: Check) -> dict[str, Any]:
         "sim_proposals_mean": p.proposals.mean,
         "sim_accepted_mean": p.accepted.mean,
         "replicates": p.replicates,
+        "measured_best_score": m.best_score,
+        "sim_best_score_mean": None if p.best_score is None else p.best_score.mean,
+        "sim_best_score_p5": None if p.best_score is None else p.best_score.low,
+        "sim_best_score_p95": None if p.best_score is None else p.best_score.high,
+        "best_score_inside": c.score_inside,
     }
 
 
@@ -69,6 +74,9 @@ def summary_record(v: ScenarioValidation) -> dict[str, Any]:
         "inside": inside,
         "honesty": asdict(v.honesty),
         "acceptance": None if v.acceptance is None else asdict(v.acceptance),
+        "best_score_inside": None if v.score_coverage is None else v.score_coverage[0],
+        "best_score_judged": None if v.score_coverage is None else v.score_coverage[1],
+        "best_score_mean_abs_error": v.score_error,
     }
 
 
@@ -80,6 +88,17 @@ def summary_line(v: ScenarioValidation) -> str:
         f"{counted} completed run(s): simulator MAPE {v.sim_mape:.1%}, analytic MAPE "
         f"{v.analytic_mape:.1%}; {inside}/{counted} inside the simulated 5-95% interval "
         f"({v.replicates} replicates each)"
+    )
+
+
+def score_line(v: ScenarioValidation) -> str | None:
+    """The runs' best validation scores against the quality model's predictions."""
+    if v.score_coverage is None:
+        return None
+    inside, judged = v.score_coverage
+    return (
+        f"best validation score: {inside}/{judged} runs inside the predicted 5-95% interval, "
+        f"the predicted mean off by {v.score_error:.3f} on average"
     )
 
 
@@ -149,9 +168,11 @@ def validation_table(v: ScenarioValidation) -> Grid:
 
 
 def validation_report(v: ScenarioValidation) -> Report:
+    score = score_line(v)
     return Report(
         name="validation",
         shown=[validation_table(v)]
+        + ([] if score is None else [Note(score, label="score")])
         + ([] if v.acceptance is None else [Note(v.acceptance.verdict, label="acceptance")]),
         rows=[check_row(c) for c in v.checks],
         document=validation_document(v),

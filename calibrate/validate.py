@@ -86,6 +86,15 @@ class Check:
         interval = self.predicted.wall_clock
         return interval.low <= self.wall_clock <= interval.high
 
+    @property
+    def score_inside(self) -> bool | None:
+        """Whether the run's best validation score lies in the predicted 5-95% (None: the
+        scenario has no quality model, or the run recorded no validation score)."""
+        interval, best = self.predicted.best_score, self.measured.best_score
+        if interval is None or best is None:
+            return None
+        return interval.low <= best <= interval.high
+
 
 @dataclass(frozen=True)
 class ScenarioValidation:
@@ -118,6 +127,23 @@ class ScenarioValidation:
     @property
     def honesty(self) -> Honesty:
         return Honesty.of([c.percentile for c in self.counted], self.coverage[0])
+
+    @property
+    def score_coverage(self) -> tuple[int, int] | None:
+        """Completed runs whose best validation score lies in its predicted 5-95%, of those
+        with a score and a prediction of it (None: none has)."""
+        judged = [c.score_inside for c in self.counted if c.score_inside is not None]
+        return (sum(judged), len(judged)) if judged else None
+
+    @property
+    def score_error(self) -> float:
+        """The mean absolute error of the predicted mean best score, in score units."""
+        errors = [
+            abs(c.predicted.best_score.mean - c.measured.best_score)
+            for c in self.counted
+            if c.score_inside is not None
+        ]
+        return float(np.mean(errors)) if errors else math.nan
 
     @property
     def acceptance(self) -> AcceptanceCheck | None:

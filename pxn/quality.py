@@ -1,6 +1,6 @@
-"""The search's quality model: what a candidate scores, and what a mutation does to it.
+"""The search's quality model: what a candidate scores, and what a proposal does to it.
 
-Item response theory, with gepa's mutations on top. A candidate c has a
+Item response theory, with gepa's proposals on top. A candidate c has a
 latent quality theta_c; an example e a difficulty d_e ~ N(0, difficulty_sd^2);
 and each (candidate, example) pair a residual z_ce ~ N(0, 1) that the
 candidate keeps (what it gets right or wrong there for reasons of its own).
@@ -15,17 +15,18 @@ and the metric scores it:
                  (L + 1 grades 0, 1/L, ..., 1; binary is L = 1)
     continuous   Phi(x)
 
-A mutation of parent p gives a child with theta = theta_p + delta,
+A proposal from parent p is a child with theta = theta_p + delta,
 
-    delta ~ N(step_mean h(theta_p), (step_sd h(theta_p))^2),
+    delta ~ N(change_mean h(theta_p), (change_sd h(theta_p))^2),
     h(theta) = max(0, (theta* - theta) / (theta* - theta_0)),
 
 theta_0 the seed's quality and theta* the quality whose expected score is
-`ceiling`: better programs are harder to improve, a mutation's reach shrinks
+`ceiling`: better programs are harder to improve, a proposal's reach shrinks
 with the headroom h left, and none passes the ceiling by more than a last
-step's reach (ceiling = 1: no ceiling, h = 1). Residuals z_child = inherit
-z_parent + sqrt(1 - inherit^2) xi, xi ~ N(0, 1): a mutation keeps most of
-what its parent got right and wrong.
+change's reach (ceiling = 1: no ceiling, h = 1; a ceiling at or below the
+seed's score: h = 0, the seed cannot be improved on). Residuals z_child = inherit
+z_parent + sqrt(1 - inherit^2) xi, xi ~ N(0, 1): a child keeps most of what
+its parent got right and wrong.
 
 A candidate's expected score on a fresh example (its test score) is
 s(theta) = E[score(x)] over x ~ N(theta, S^2), S^2 = 1 + difficulty_sd^2 +
@@ -64,11 +65,11 @@ LATENT_RANGE = 60.0
 class Quality:
     seed_score: float  # the seed's expected score on a fresh example
     metric: str = "binary"  # binary | graded | continuous
-    levels: int = 1  # L: graded's steps above 0 (binary is 1)
+    levels: int = 1  # L: a graded score's grades above 0 (binary is 1)
     difficulty_sd: float = 1.0  # examples' spread in difficulty
-    step_mean: float = 0.1  # a mutation's mean change of quality, from the seed
-    step_sd: float = 0.3  # its spread
-    ceiling: float = 1.0  # the expected score at which mutations stop changing quality
+    change_mean: float = 0.1  # a proposal's mean change of quality, from the seed
+    change_sd: float = 0.3  # its spread
+    ceiling: float = 1.0  # the expected score at which proposals stop changing quality
     inherit: float = 0.9  # correlation of a child's residuals with its parent's
     eval_noise: float = 0.0  # sd of the noise each evaluation adds (0: deterministic)
 
@@ -76,7 +77,7 @@ class Quality:
 
     @cached_property
     def thresholds(self) -> np.ndarray:
-        """t_1 .. t_L, the latents at which a score steps up (binary: [0])."""
+        """t_1 .. t_L, the latents at which a score rises a grade (binary: [0])."""
         grades = self.levels if self.metric == "graded" else 1
         return ndtri(np.arange(1, grades + 1) / (grades + 1))
 
@@ -125,11 +126,13 @@ class Quality:
         return math.inf if self.ceiling >= 1 else self.quality_of(self.ceiling)
 
     def reach(self, theta: float) -> float:
-        """h(theta): the share of a mutation's reach left to a parent of quality theta."""
-        top = self.ceiling_quality
+        """h(theta): the share of a proposal's reach left to a parent of quality theta."""
+        top, seed = self.ceiling_quality, self.seed_quality
         if top == math.inf:
             return 1.0
-        return max(0.0, (top - theta) / (top - self.seed_quality))
+        if top <= seed:  # a seed at its ceiling already: no proposal changes quality
+            return 0.0
+        return max(0.0, (top - theta) / (top - seed))
 
     @property
     def fresh_share(self) -> float:
@@ -154,15 +157,13 @@ class Quality:
             raise PxnError(f"must be between 0 and 1 (exclusive): got {self.seed_score!r}",
                            subject="quality seed_score")  # fmt: skip
         at_least(self.difficulty_sd, "quality difficulty_sd")
-        if not (is_number(self.step_mean) and math.isfinite(self.step_mean)):
-            raise PxnError(f"must be a number: got {self.step_mean!r}", subject="quality step_mean")
-        at_least(self.step_sd, "quality step_sd")
-        if not (is_number(self.ceiling) and self.seed_score < self.ceiling <= 1):
+        if not (is_number(self.change_mean) and math.isfinite(self.change_mean)):
             raise PxnError(
-                f"must be above the seed's score ({self.seed_score:g}) and at most 1: got "
-                f"{self.ceiling!r}",
-                subject="quality ceiling",
+                f"must be a number: got {self.change_mean!r}", subject="quality change_mean"
             )
+        at_least(self.change_sd, "quality change_sd")
+        if not (is_number(self.ceiling) and 0 < self.ceiling <= 1):
+            raise PxnError(f"must be in (0, 1]: got {self.ceiling!r}", subject="quality ceiling")
         share(self.inherit, "quality inherit", top_open=True)
         at_least(self.eval_noise, "quality eval_noise")
 

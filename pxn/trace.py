@@ -580,6 +580,29 @@ class RunSummary:
     def full_val_share(self) -> float:
         return self.full_val_iterations / self.iterations if self.iterations else math.nan
 
+    @property
+    def acceptance(self) -> float:
+        """The share of proposals that joined the pool."""
+        return self.accepted / self.proposals if self.proposals else math.nan
+
+    @property
+    def skip_share(self) -> float:
+        """The share of tasks skipped because their parent was perfect on the minibatch."""
+        tasks = self.skipped + self.proposals
+        return self.skipped / tasks if tasks else math.nan
+
+    @property
+    def val_gain(self) -> float:
+        return math.nan if self.figures is None else self.figures.val_gain
+
+    @property
+    def example_spread(self) -> float:
+        return math.nan if self.figures is None else self.figures.example_spread
+
+    @property
+    def repeat_agreement(self) -> float:
+        return math.nan if self.figures is None else self.figures.repeat_agreement
+
 
 def summarize(trace: Trace) -> RunSummary:
     """Summarize a trace the same way whether it was measured or simulated."""

@@ -1,15 +1,18 @@
 """Which allocation to run: P parents, N mutations, minibatch b, W workers.
 
 `advise` simulates every allocation of a grid at a fixed metric-call budget
-and ranks those that meet the deadline and the dollar cap by the objective
-(time or cost). It ranks time and cost only: at a fixed budget, which
-allocation finds the better candidate is a question the simulator cannot
-answer, so iterations (how often the search adapts) and proposals are
-reported beside each allocation for the user to weigh.
+and ranks those that meet the deadline and the dollar cap by the objective:
+time, cost, or score (the chosen candidate's expected test score, under a
+scenario's quality model). Allocations whose scores cannot be told apart
+(within noise of the best, paired) are ranked by time: the fastest of them
+is recommended. Without a quality model, which allocation finds the better
+candidate is not predicted, and iterations (how often the search adapts)
+and proposals are reported beside each allocation for the user to weigh.
 
 A large grid is raced rather than simulated in full: every allocation gets
-a few replicates, those that cannot win (clearly infeasible, or slower than
-the leader by more than three standard errors of the difference) are
+a few replicates, those that cannot win (clearly infeasible, or behind the
+leader by more than three standard errors of the difference; for score,
+also clearly slower than one that scores at least as well on average) are
 dropped, and the rest get the full count. Replicate r of an allocation
 always draws from its own stream, so a raced allocation's figures are those
 a full simulation would give.
@@ -383,7 +386,7 @@ def limited_by(prediction: Prediction, ask: Ask) -> str:
     elif reflecting >= REFLECTION_BOUND:
         pace = "reflections"  # the worker pool idles while the reflection LM thinks
     else:
-        pace = "step latency"  # stages narrower than the pool: the run is a chain of steps
+        pace = "iteration latency"  # stages narrower than the pool: a chain of iterations
     notes = []
     dollars = prediction.dollars
     for limit, high, what in (
@@ -418,7 +421,22 @@ def race(assessments: list[Assessment], ask: Ask) -> list[Allocation]:
         behind, se = x.versus(leader, ask.objective)
         return behind <= RACE_MARGIN * se
 
-    return [x.allocation for x in alive if could_win(x)]
+    contenders = [x for x in alive if could_win(x)]
+    if ask.objective == "score":  # of those tied on score the fastest wins (decide)
+        contenders = [x for x in contenders if not outpaced(x, contenders)]
+    return [x.allocation for x in contenders]
+
+
+def outpaced(x: Assessment, others: list[Assessment]) -> bool:
+    """Whether another allocation scores at least as well on average and is clearly faster:
+    then `x` can be neither the best score nor the fastest of those tied with it."""
+    for y in others:
+        if y is x or y.prediction.test_score.mean < x.prediction.test_score.mean:
+            continue
+        slower, se = x.versus(y, "time")
+        if slower > RACE_MARGIN * se:
+            return True
+    return False
 
 
 def decide(ask: Ask, scenario: Scenario, search: str, assessments: list[Assessment]) -> Advice:
@@ -436,8 +454,15 @@ def decide(ask: Ask, scenario: Scenario, search: str, assessments: list[Assessme
     if not feasible:
         advice.reasons = infeasibility_reasons(ask, complete or assessments)
         return advice
-    best = advice.recommended = feasible[0]
-    advice.runners_up = [x for x in feasible[1:] if tied(x, best, ask.objective)]
+    best = feasible[0]
+    ties = [x for x in feasible[1:] if tied(x, best, ask.objective)]
+    if ask.objective == "score" and ties:  # scores that cannot be told apart: the fastest
+        best, *ties = sorted([best, *ties], key=lambda x: x.prediction.wall_clock.mean)
+        advice.notes.append(
+            f"{len(ties) + 1} allocations reach an expected test score within noise of the "
+            "best; the fastest of them is recommended"
+        )
+    advice.recommended, advice.runners_up = best, ties
     return advice
 
 

@@ -152,6 +152,7 @@ class QualitySearch:
         self.normal = normals(rng)
         self.noise = quality.eval_noise
         self.score = quality.scorer()
+        self.binary = quality.metric == "binary"  # scored inline, the most common metric
         self.train_difficulty = rng.normal(0.0, quality.difficulty_sd, trainset_size).tolist()
         self.val_difficulty = rng.normal(0.0, quality.difficulty_sd, valset_size)
         self.quality = [quality.seed_quality]  # theta per candidate
@@ -182,46 +183,50 @@ class QualitySearch:
 
     def evaluate(self, candidates: list[int], examples: list[list[int]]) -> list[list[float]]:
         """Each candidate's scores on its row of train examples (one evaluation each)."""
-        difficulty, score, normal, noise = (
-            self.train_difficulty,
-            self.score,
-            self.normal,
-            self.noise,
-        )
+        normal, noise, binary, score = self.normal, self.noise, self.binary, self.score
+        difficulty = self.train_difficulty
+        repeats = self.repeats
+        last = repeats.last
         rows = []
-        repeat = self.repeats.add
         for candidate, row in zip(candidates, examples, strict=True):
             theta, residual = self.quality[candidate], self.train_residual_list[candidate]
             if noise:
-                rows.append([score(theta - difficulty[e] + residual[e] + noise * normal())
-                             for e in row])  # fmt: skip
+                xs = [theta - difficulty[e] + residual[e] + noise * normal() for e in row]
             else:
-                rows.append([score(theta - difficulty[e] + residual[e]) for e in row])
-            for e, value in zip(row, rows[-1], strict=True):
-                repeat(candidate, e, value)
+                xs = [theta - difficulty[e] + residual[e] for e in row]
+            scores = [1.0 if x >= 0 else 0.0 for x in xs] if binary else [score(x) for x in xs]
+            rows.append(scores)
+            for e, value in zip(row, scores, strict=True):  # Repeats.add, inline: the hot path
+                before = last.get((candidate, e))
+                if before is not None:
+                    repeats.repeated += 1
+                    repeats.agreed += before == value
+                last[candidate, e] = value
         return rows
 
     def propose(
         self, parents: list[int], examples: list[list[int]]
     ) -> tuple[Children, list[list[float]]]:
-        """One child of each parent, its quality moved by a step and its residuals inherited,
+        """One child of each parent, its quality changed and its residuals inherited,
         scored on its row of train examples."""
         model, normal, noise, score = self.model, self.normal, self.noise, self.score
-        inherit, fresh = model.inherit, model.fresh_share
+        inherit, fresh, binary = model.inherit, model.fresh_share, self.binary
         difficulty = self.train_difficulty
         children = Children([], [], [])
         rows = []
         for parent, row in zip(parents, examples, strict=True):
             theta = self.quality[parent]
-            theta += model.reach(theta) * (model.step_mean + model.step_sd * normal())
+            theta += model.reach(theta) * (model.change_mean + model.change_sd * normal())
             inherited = self.train_residual_list[parent]
             residuals: dict[int, float] = {}
             scores = []
             for e in row:
                 if e not in residuals:  # a padded minibatch may hold an example twice
                     residuals[e] = inherit * inherited[e] + fresh * normal()
-                latent = theta - difficulty[e] + residuals[e]
-                scores.append(score(latent + noise * normal() if noise else latent))
+                x = theta - difficulty[e] + residuals[e]
+                if noise:
+                    x += noise * normal()
+                scores.append((1.0 if x >= 0 else 0.0) if binary else score(x))
             children.parents.append(parent)
             children.quality.append(theta)
             children.residuals.append(residuals)

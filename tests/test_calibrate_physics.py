@@ -93,7 +93,7 @@ def test_the_report_states_each_new_fit(calibration: Calibration) -> None:
 
     header = calibration_header(calibration)
     fragments = [
-        "[rollout.phases] for", "full_val:", "correlated within a step", "correlation=",
+        "[rollout.phases] for", "full_val:", "correlated within an iteration", "correlation=",
         "parents recur", "front_share=", "tail: no cap", "duplicate_children: not fitted",
         "parameter uncertainty: 50 parameter draws",
     ]  # fmt: skip

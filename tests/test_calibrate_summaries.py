@@ -30,6 +30,7 @@ from pxn.calibrate.summaries.priors import Prior, Priors
 from pxn.errors import PxnError
 from pxn.scenario import CalibratedOn, Scenario
 from pxn.shape import Shape
+from pxn.sim.backends import LocalBackend
 from pxn.sim.model import simulate_once
 from pxn.trace import RunSummary
 
@@ -319,8 +320,8 @@ full_val_share = 0.5
     assert model.runs == ((0, Shape(1, 1)), (0, Shape(2, 2)))
     points = model.priors.sample(np.random.default_rng(0), 20)
     seeds = list(range(20))
-    one = simulate_points(model, points, seeds, jobs=1)
-    two = simulate_points(model, points, seeds, jobs=2)
+    one = simulate_points(model, points, seeds, LocalBackend(1))
+    two = simulate_points(model, points, seeds, LocalBackend(2))
     assert np.array_equal(one, two)
     assert np.all(np.isfinite(one))
 
@@ -399,9 +400,11 @@ draws = 50
     model = run_model(read_summaries(path), "x")
     facts = model.facts
     at = [[p.to_working(draw[path_]) for path_, p in model.priors] for draw in draws]
-    predictive = simulate_points(model, np.array(at * 2), list(range(100)), jobs=2)
+    predictive = simulate_points(model, np.array(at * 2), list(range(100)), LocalBackend(2))
     true_point = np.array([p.to_working(TRUTH[path_]) for path_, p in model.priors])
-    noise = simulate_points(model, np.tile(true_point, (100, 1)), list(range(100, 200)), jobs=2)
+    noise = simulate_points(
+        model, np.tile(true_point, (100, 1)), list(range(100, 200)), LocalBackend(2)
+    )
 
     def width(figures: np.ndarray) -> np.ndarray:
         """Of each fact's 5-95% interval, in its own units (a share of 1 is no infinite odds)."""

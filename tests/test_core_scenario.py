@@ -257,9 +257,9 @@ def test_the_quality_model_round_trips(tmp_path: Path) -> None:
         ({"seed_score": 0.5, "metric": "ranked"}, "quality metric is one of binary, graded"),
         ({"seed_score": 0.5, "metric": "graded"}, "quality levels must be >= 2"),
         ({"seed_score": 0.5, "levels": 3}, "quality levels applies to a graded metric only"),
-        ({"seed_score": 0.5, "ceiling": 0.4}, "quality ceiling must be above the seed's"),
+        ({"seed_score": 0.5, "ceiling": 0}, "quality ceiling must be in (0, 1]"),
         ({"seed_score": 0.5, "inherit": 1.0}, "quality inherit must be a probability in [0, 1)"),
-        ({"seed_score": 0.5, "step_sd": -1}, "quality step_sd must be a number >= 0"),
+        ({"seed_score": 0.5, "change_sd": -1}, "quality change_sd must be a number >= 0"),
         ({"seed_score": 0.5, "steps": 1}, "[quality] has an unknown field 'steps'"),
     ],
 )

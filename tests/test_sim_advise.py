@@ -180,7 +180,9 @@ def test_a_wide_pool_against_a_rate_limit_is_limited_by_it() -> None:
     assert x.prediction.wall_clock.mean >= 3000 / 500 * 60
 
 
-@pytest.mark.parametrize(("reflection", "pace"), [(10.0, "reflections"), (1.0, "step latency")])
+@pytest.mark.parametrize(
+    ("reflection", "pace"), [(10.0, "reflections"), (1.0, "iteration latency")]
+)
 def test_a_run_mostly_reflecting_is_limited_by_its_reflections(
     reflection: float, pace: str
 ) -> None:

@@ -27,7 +27,8 @@ def test_a_replicates_size_is_the_simulated_one_within_a_small_factor(
     runs = simulate_replicates(the_scenario, shape, range(20))  # seeded: the same every time
     iterations = sum(r.iterations for r in runs) / len(runs)
     calls = sum(r.metric_calls + r.proposals for r in runs) / len(runs)
-    guess = Replicate.of(the_scenario, shape, acceptance=0.0)  # the scenario's a0 is used
+    accepted = sum(r.accepted for r in runs) / max(1, sum(r.proposals for r in runs))
+    guess = Replicate.of(the_scenario, shape, accepted)  # the scenario's a0 where it has one
     assert 1 / ITERATIONS_WITHIN <= guess.iterations / iterations <= ITERATIONS_WITHIN
     assert 1 / CALLS_WITHIN <= guess.calls / calls <= CALLS_WITHIN
 

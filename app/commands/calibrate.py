@@ -9,7 +9,7 @@ import typer
 
 from pxn.api.console import say, stdout
 from pxn.api.running import DEFAULT_JOBS
-from pxn.app.options import Jobs
+from pxn.app.options import Address, Backend, Jobs
 from pxn.app.output import ensure_writable_outputs, refuse_overwriting_an_input
 from pxn.errors import PxnError
 
@@ -34,6 +34,8 @@ def calibrate(
         ),
     ] = None,
     jobs: Jobs = DEFAULT_JOBS,
+    backend: Backend = "local",
+    address: Address = None,
     plots: Annotated[
         Path | None, typer.Option("--plots", help="Directory for fit diagnostic figures.")
     ] = None,
@@ -84,8 +86,17 @@ def calibrate(
             "(yes for pxn's own local pool).",
         ),
     ] = "auto",
+    search: Annotated[
+        str,
+        typer.Option(
+            "--search",
+            help="How proposals fare in the scenario: quality (the quality model, inferred "
+            "from the traces' scores), rates (acceptance rates), or auto (quality when the "
+            "traces hold scores).",
+        ),
+    ] = "auto",
 ) -> None:
-    """Fit latencies, acceptance, overhead and tokens from traces (or infer them from run
+    """Fit latencies, the search, overhead and tokens from traces (or infer them from run
     summaries); write a Scenario TOML."""
     from pxn.api.calibration import SUMMARIES_SAY_IT
     from pxn.api.calibration import calibrate as calibrate_scenario
@@ -109,7 +120,10 @@ def calibrate(
         reflection_model=reflection_model,
         draws=draws,
         prefix_cache=prefix_cache,
+        search=search,
         jobs=jobs,
+        backend=backend,
+        address=address,
         progress=True,
     )
     # Written before the report is printed: a reader that stops early (`| head`) loses no work.

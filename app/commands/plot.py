@@ -10,7 +10,17 @@ import typer
 from pxn.api.console import print_set_aside, say
 from pxn.api.running import DEFAULT_JOBS
 from pxn.app.commands.validate import run_validation
-from pxn.app.options import Jobs, ScenarioOpt, TracesArg, ValidateReps
+from pxn.app.options import (
+    Budget,
+    Jobs,
+    Reps,
+    ScenarioArg,
+    ScenarioOpt,
+    Seed,
+    TracesArg,
+    ValidateReps,
+    Workers,
+)
 from pxn.app.output import ensure_writable_outputs, refuse_overwriting_an_input
 from pxn.fields import whole
 
@@ -53,3 +63,38 @@ def plot_timeline_command(
     the_trace = read_one(trace)
     print_set_aside([], [f"{the_trace.path} {line}" for line in the_trace.skipped])
     say(f"wrote {save_figure(timeline_figure(the_trace, iterations), output)}")
+
+
+@commands.command("progress")
+def plot_progress_command(
+    scenario: ScenarioArg,
+    output: Annotated[Path, typer.Option("-o", "--output", help="PNG to write.")],
+    runs: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Measured runs to overlay: trace files or run directories."),
+    ] = None,
+    shapes: Annotated[str, typer.Option("--shapes", help="Comma-separated shapes.")] = "single,2x2",
+    reps: Reps = 200,
+    seed: Seed = None,
+    jobs: Jobs = DEFAULT_JOBS,
+    workers: Workers = None,
+    budget: Budget = None,
+) -> None:
+    """The best validation score against wall-clock per shape (the quality model's bands),
+    with measured runs overlaid; give the scenario at the runs' own setup."""
+    from pxn.api.plots import save_figure
+    from pxn.api.predictions import sweep
+
+    ensure_writable_outputs(files={"output": output})
+    refuse_overwriting_an_input(output, runs or [])
+    result = sweep(
+        scenario,
+        shapes=shapes,
+        reps=reps,
+        seed=seed,
+        jobs=jobs,
+        workers=workers,
+        budget=budget,
+        progress=True,
+    )
+    say(f"wrote {save_figure(result.progress_figure(measured=runs or ()), output)}")

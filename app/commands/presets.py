@@ -25,7 +25,7 @@ def presets() -> None:
             Column("W"),
             Column("mean\nrollout"),
             Column("mean\nreflection"),
-            Column("a0"),
+            Column("search"),
         ],
     )
     scenarios = [load_scenario(name) for name in preset_names()]
@@ -37,7 +37,7 @@ def presets() -> None:
             str(s.workers),
             format_duration(s.rollout.mean()),
             format_duration(s.reflection.mean()),
-            f"{s.acceptance.a0:g}",
+            f"a0 {s.acceptance.a0:g}" if s.quality is None else f"seed {s.quality.seed_score:.3g}",
         )
     stdout.print(fit(grid, stdout))
     for s in scenarios:  # the prose below the table: a column of it would not fit

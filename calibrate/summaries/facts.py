@@ -16,6 +16,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from pxn.calibrate.summaries.priors import Prior
 from pxn.errors import PxnError
 from pxn.fields import is_number, known_keys, table
@@ -30,6 +32,21 @@ OPTIONAL_SETUP = (
     "reflection_concurrency",
     "task_model",
     "reflection_model",
+    "metric",
+    "levels",
+)
+# Figures of the search: a fact of one of them has the quality model inferred.
+# best_score is the best mean validation score (selected, so optimistic); test_score
+# the chosen candidate's score on a held-out test set (with test_examples: how many).
+SCORE_QUANTITIES = (
+    "seed_score",
+    "best_score",
+    "test_score",
+    "acceptance",
+    "skip_share",
+    "val_gain",
+    "example_spread",
+    "repeat_agreement",
 )
 # A fact's column, and seconds per its unit for the wall-clock.
 WALL_CLOCK_UNITS = {"wall_clock": 1.0, "wall_clock_minutes": 60.0, "wall_clock_hours": 3600.0}
@@ -41,6 +58,7 @@ RUN_QUANTITIES = (
     "full_val_share",
     "accepted",
     "dollars",
+    *SCORE_QUANTITIES,
 )
 # The scale a quantity's misfit is measured on: ratios for sizes, odds for a
 # share, ratios of one more for counts that can be zero.
@@ -56,7 +74,16 @@ SCALES = {
     "fastest_speedup": "log",
     "cheapest_dollars": "log",
     "dearest_dollars": "log",
+    "seed_score": "logit",
+    "best_score": "logit",
+    "test_score": "logit",
+    "acceptance": "logit",
+    "skip_share": "logit",
+    "repeat_agreement": "logit",
+    "val_gain": "linear",
+    "example_spread": "linear",
 }
+TEST_SET = "test_examples"  # a run's test set size, beside its test_score
 SWEEP_KEYS = ("shapes", "most_speedup_at_least", "fastest_speedup", "dollars")
 INFERENCE_KEYS = ("seed", "particles", "draws", "min_acceptance", "max_generations")
 
@@ -73,6 +100,8 @@ class Setup:
     reflection_concurrency: int = 10
     task_model: str = ""
     reflection_model: str = ""
+    metric: str = "binary"  # what a score is, where the quality model is inferred
+    levels: int = 1
 
     @property
     def priced(self) -> bool:
@@ -102,13 +131,16 @@ class Fact:
     unit: str = ""  # what a report shows its figures in ("h", "min", "s"; "" for counts)
     per_unit: float = 1.0  # the figure's natural units (seconds) per shown unit
     precision: float = 0.0  # half a unit in the last digit written, in natural units
+    examples: int = 0  # a test score's test set: its sampling is part of the figure
 
     def shown(self, value: float) -> str:
         """A figure of this fact as a person reads it."""
         if "dollars" in self.quantity:
             return f"${value:.3g}"
-        if self.quantity == "full_val_share":
+        if self.quantity in ("full_val_share", "acceptance", "skip_share"):
             return f"{value:.0%}"
+        if self.quantity in SCORE_QUANTITIES:
+            return f"{value:.3f}"
         if "speedup" in self.quantity:
             return f"{value:.2f}x"
         return f"{value / self.per_unit:.3g}" + (f" {self.unit}" if self.unit else "")
@@ -121,13 +153,18 @@ class Fact:
     def ranged(self) -> bool:
         return self.low != self.high
 
-    def measure(self, summaries: list[RunSummary]) -> float:
-        """This figure in simulated runs (one summary per run of the Summaries)."""
+    def measure(self, summaries: list[RunSummary], rng: np.random.Generator | None = None) -> float:
+        """This figure in simulated runs (one summary per run of the Summaries); a test
+        score on `examples` examples is drawn from them with `rng`, as a test set's is."""
         if self.quantity == "wall_clock":
             return summaries[self.runs[0]].wall_clock
         if self.quantity in RUN_QUANTITIES:
             value = getattr(summaries[self.runs[0]], self.quantity)
-            return math.nan if value is None else float(value)
+            if value is None:
+                return math.nan
+            if self.quantity == "test_score" and self.examples and rng is not None:
+                return float(rng.binomial(self.examples, value) / self.examples)
+            return float(value)
         sweep = [summaries[i] for i in self.runs]
         if self.quantity in ("cheapest_dollars", "dearest_dollars"):
             dollars = [s.dollars if s.dollars is not None else math.nan for s in sweep]
@@ -170,6 +207,11 @@ class Summaries:
     @property
     def has_dollars(self) -> bool:
         return any("dollars" in f.quantity for f in self.facts)
+
+    @property
+    def scored(self) -> bool:
+        """Whether a fact is a score: then the quality model is inferred."""
+        return any(f.quantity in SCORE_QUANTITIES for f in self.facts)
 
     def calibrated_on(self) -> CalibratedOn | None:
         """How much run the facts saw, as [calibrated_on] records it: the runs, the most
@@ -237,7 +279,9 @@ def _from_toml(data: dict[str, Any], path: Path) -> Summaries:
     facts: list[Fact] = []
     for number, entry in enumerate(entries, start=1):
         where = f"[[runs]] {number}"
-        known_keys(entry, {"shape", *REQUIRED_SETUP, *OPTIONAL_SETUP, *_fact_columns()}, where)
+        known_keys(
+            entry, {"shape", *REQUIRED_SETUP, *OPTIONAL_SETUP, *_fact_columns(), TEST_SET}, where
+        )
         run = _run(defaults | entry, where)
         facts += _run_facts(entry, runs, run, where, _number)
         runs.append(run)
@@ -347,7 +391,7 @@ def _from_csv(text: str, path: Path) -> Summaries:
     missing = [c for c in ("shape", *REQUIRED_SETUP) if c not in columns]
     if missing:
         raise PxnError(f"is missing column(s) {', '.join(missing)}", subject=what)
-    known = {"shape", *REQUIRED_SETUP, *OPTIONAL_SETUP, *_fact_columns()}
+    known = {"shape", *REQUIRED_SETUP, *OPTIONAL_SETUP, *_fact_columns(), TEST_SET}
     unknown = [c for c in columns if c not in known]
     if unknown:
         known_keys(dict.fromkeys(unknown), known, what)
@@ -358,9 +402,9 @@ def _from_csv(text: str, path: Path) -> Summaries:
         cells = {k.strip(): v.strip() for k, v in row.items() if k and v and v.strip()}
         entry: dict[str, Any] = {}
         for key, cell in cells.items():
-            if key in ("shape", "task_model", "reflection_model"):
+            if key in ("shape", "task_model", "reflection_model", "metric"):
                 entry[key] = cell
-            elif key in REQUIRED_SETUP or key in OPTIONAL_SETUP:
+            elif key in REQUIRED_SETUP or key in OPTIONAL_SETUP or key == TEST_SET:
                 entry[key] = _whole_cell(cell, f"{where} {key}")
             else:
                 entry[key] = cell
@@ -444,12 +488,28 @@ def _run(entry: dict[str, Any], where: str) -> Run:
             numbers[key] = value
     numbers.setdefault("trainset_size", numbers["valset_size"])
     models = {k: str(entry[k]) for k in ("task_model", "reflection_model") if k in entry}
-    setup = Setup(**numbers, **models)
+    setup = Setup(**numbers, **models, **_metric(entry, where))
     if setup.budget < setup.valset_size:
         raise PxnError(
             f"budget {setup.budget} is below one validation of V={setup.valset_size}", subject=where
         )
     return Run(Shape.parse(str(entry["shape"])), setup)
+
+
+def _metric(entry: dict[str, Any], where: str) -> dict[str, Any]:
+    """The setup's metric and levels, checked as the [quality] table checks them."""
+    from pxn.quality import Quality
+
+    metric = {k: entry[k] for k in ("metric", "levels") if k in entry}
+    if "levels" in metric and not isinstance(metric["levels"], int):
+        raise PxnError(
+            f"must be a whole number: got {metric['levels']!r}", subject=f"{where} levels"
+        )
+    try:
+        Quality(0.5, **metric).validate()
+    except PxnError as exc:
+        raise PxnError(str(exc), subject=where) from None
+    return metric
 
 
 def _run_facts(entry: dict[str, Any], runs: list[Run], run: Run, where: str, parse) -> list[Fact]:
@@ -471,8 +531,23 @@ def _run_facts(entry: dict[str, Any], runs: list[Run], run: Run, where: str, par
         said = _said(entry[key]) + (f" {unit}" if unit else "")
         precision = _half_unit(entry[key]) * per_unit
         low, high = low * per_unit, high * per_unit
-        facts.append(Fact(label, quantity, low, high, (index,), said, unit, per_unit, precision))
+        examples = _test_examples(entry, where) if key == "test_score" else 0
+        facts.append(
+            Fact(label, quantity, low, high, (index,), said, unit, per_unit, precision, examples)
+        )
+    if TEST_SET in entry and "test_score" not in given:
+        raise PxnError(f"gives {TEST_SET} without a test_score", subject=where)
     return facts
+
+
+def _test_examples(entry: dict[str, Any], where: str) -> int:
+    """The test set's size a test score was measured on (0: not given)."""
+    value = entry.get(TEST_SET, 0)
+    if isinstance(value, str):
+        value = _whole_cell(value, f"{where} {TEST_SET}")
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        raise PxnError(f"must be a whole number: got {value!r}", subject=f"{where} {TEST_SET}")
+    return value
 
 
 def _check_possible(given: dict[str, tuple[float, float]], run: Run, where: str) -> None:
@@ -492,6 +567,9 @@ def _check_possible(given: dict[str, tuple[float, float]], run: Run, where: str)
             refuse(f"{key} must be > 0")
     if "full_val_share" in given and low("full_val_share") > 1:
         refuse(f"full_val_share {low('full_val_share'):g} is above 1 (a share of iterations)")
+    for key in SCORE_QUANTITIES:
+        if key in given and SCALES[key] == "logit" and high(key) > 1:
+            refuse(f"{key} {high(key):g} is above 1 (scores and shares are 0 to 1)")
     if (
         "iterations" in given
         and "metric_calls" in given

@@ -46,13 +46,20 @@ from pxn.calibrate.summaries.abc_smc import (
     simulate_all,
 )
 from pxn.calibrate.summaries.facts import Fact, Setup, Summaries
-from pxn.calibrate.summaries.priors import DEFAULT_PRIORS, TOKEN_PRIORS, Prior, Priors
+from pxn.calibrate.summaries.priors import (
+    DEFAULT_PRIORS,
+    QUALITY_PRIORS,
+    TOKEN_PRIORS,
+    Prior,
+    Priors,
+)
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.prices import Prices
+from pxn.quality import Quality
 from pxn.scenario import Scenario
 from pxn.shape import Shape
-from pxn.sim.backends import LocalBackend, gather
+from pxn.sim.backends import Backend, LocalBackend, gather
 from pxn.sim.model import simulate_once
 from pxn.tokens import Tokens
 from pxn.uncertainty import Uncertainty
@@ -91,24 +98,27 @@ class RunModel:
         except PxnError:  # a setting no scenario can have is no candidate
             return figures
         summaries = []
+        test_sets = np.random.default_rng(seed)  # a test score's sampling of its examples
         for i, (s, shape) in enumerate(self.runs):
             summaries.append(simulate_once(scenarios[s], shape, i))
             for j, fact in enumerate(self.facts):
                 if max(fact.runs) == i:
-                    figures[j] = on_scale(fact, fact.measure(summaries))
+                    figures[j] = on_scale(fact, fact.measure(summaries, test_sets))
             if cutoff is not None and cutoff.exceeded(figures):
                 break
         return figures
 
 
-def parallel(jobs: int) -> MapInOrder:
-    """Units of work spread over `jobs` processes of this machine."""
-    return functools.partial(gather, LocalBackend(jobs))
+def spread_over(backend: Backend) -> MapInOrder:
+    """Units of work spread over a backend (opened and closed by the caller), in order."""
+    return functools.partial(gather, backend)
 
 
-def simulate_points(model: RunModel, points: np.ndarray, seeds: list[int], jobs: int) -> np.ndarray:
+def simulate_points(
+    model: RunModel, points: np.ndarray, seeds: list[int], backend: Backend
+) -> np.ndarray:
     """Figures, on their scales, of many settings, in the settings' order."""
-    return simulate_all(model, parallel(jobs), points, seeds)
+    return simulate_all(model, spread_over(backend), points, seeds)
 
 
 def on_scale(fact: Fact, values: np.ndarray | float) -> np.ndarray:
@@ -118,6 +128,8 @@ def on_scale(fact: Fact, values: np.ndarray | float) -> np.ndarray:
         return scipy.special.logit(np.clip(values, SHARE_CLIP, 1 - SHARE_CLIP))
     if fact.scale == "log1p":
         return np.log1p(values)
+    if fact.scale == "linear":
+        return values
     with np.errstate(divide="ignore"):
         return np.log(values)
 
@@ -134,6 +146,8 @@ def from_scale(fact: Fact, values: np.ndarray | float) -> np.ndarray:
     values = np.asarray(values, dtype=float)
     if fact.scale == "logit":
         return scipy.special.expit(values)
+    if fact.scale == "linear":
+        return values
     return np.expm1(values) if fact.scale == "log1p" else np.exp(values)
 
 
@@ -177,8 +191,9 @@ class Inference:
     scenario: Scenario
 
 
-def base_scenario(setup: Setup, name: str) -> Scenario:
-    """The setup as a scenario, its parameters at placeholders every inference replaces."""
+def base_scenario(setup: Setup, name: str, scored: bool = False) -> Scenario:
+    """The setup as a scenario, its parameters at placeholders every inference replaces:
+    with `scored` facts, its search is the quality model, else acceptance rates."""
 
     def lognormal(s: float, scale: float) -> Distribution:
         return Distribution("lognorm", {"s": s, "scale": scale})
@@ -208,7 +223,8 @@ def base_scenario(setup: Setup, name: str) -> Scenario:
         reflection_concurrency=setup.reflection_concurrency,
         rollout=lognormal(1.0, 10.0),
         reflection=lognormal(0.5, 10.0),
-        acceptance=Acceptance(0.2),
+        acceptance=None if scored else Acceptance(0.2),
+        quality=Quality(0.5, metric=setup.metric, levels=setup.levels) if scored else None,
         tokens=tokens,
         prices=prices,
     ).validate()
@@ -217,6 +233,9 @@ def base_scenario(setup: Setup, name: str) -> Scenario:
 def priors_for(summaries: Summaries, base: Scenario) -> Priors:
     """The default priors, the file's own over them; each checked against the scenario."""
     chosen: dict[str, Prior | float] = dict(DEFAULT_PRIORS)
+    if summaries.scored:  # the quality model decides acceptance
+        chosen = {p: v for p, v in chosen.items() if not p.startswith("acceptance.")}
+        chosen |= QUALITY_PRIORS
     if summaries.has_dollars:
         chosen |= TOKEN_PRIORS
     chosen |= summaries.priors
@@ -243,7 +262,7 @@ def _check_parameter(base: Scenario, values: dict[str, float], what: str) -> Non
 def run_model(summaries: Summaries, name: str) -> RunModel:
     """The summaries' runs and facts as the simulator reads them, under their priors."""
     setups = list(dict.fromkeys(run.setup for run in summaries.runs))
-    bases = tuple(base_scenario(setup, name) for setup in setups)
+    bases = tuple(base_scenario(setup, name, summaries.scored) for setup in setups)
     return RunModel(
         bases,
         tuple((setups.index(run.setup), run.shape) for run in summaries.runs),
@@ -257,8 +276,11 @@ def infer_from_summaries(
     name: str,
     jobs: int = 1,
     on_generation: Callable[[Generation], None] | None = None,
+    backend: Backend | None = None,
 ) -> Inference:
-    """The posterior over the scenario's parameters given the summaries' facts.
+    """The posterior over the scenario's parameters given the summaries' facts, its
+    simulations on `backend` (opened and closed by the caller), else on `jobs` local
+    processes: the same to the bit either way.
 
     Raises PxnError, writing nothing, when no setting within the priors
     reproduces the facts together, or when the sampler did not converge.
@@ -275,9 +297,11 @@ def infer_from_summaries(
         min_acceptance=options.min_acceptance,
         max_generations=options.max_generations,
     )
+    backend = backend or LocalBackend(jobs)
     outcome = abc_smc(
-        priors, model, parallel(jobs), low, high, precision, settings, options.seed, on_generation
-    )
+        priors, model, spread_over(backend), low, high, precision, settings, options.seed,
+        on_generation,
+    )  # fmt: skip
     _refuse_unreproduced(outcome, facts, low, high)
     if not outcome.converged:
         raise PxnError(
@@ -287,7 +311,7 @@ def infer_from_summaries(
     draws = _resample(outcome, options.draws, options.seed)
     # Replicate r on draw r mod D, as a prediction runs them: each draw twice.
     runs = np.resize(draws, (PREDICTIVE_RUNS * len(draws), draws.shape[1]))
-    predictive = simulate_points(model, runs, _predictive_seeds(options.seed, len(runs)), jobs)
+    predictive = simulate_points(model, runs, _predictive_seeds(options.seed, len(runs)), backend)
     parameters = tuple(_posterior(outcome, priors, i) for i in range(len(priors)))
     checks = tuple(
         _check_fact(f, predictive[:, j], outcome.scale.noise[j]) for j, f in enumerate(facts)

@@ -152,6 +152,21 @@ DEFAULT_PRIORS: dict[str, Prior] = {
     "acceptance.a0": Prior("uniform", 0.01, 0.6),
     "acceptance.correlation": Prior("uniform", 0.0, 0.6),
 }
+# Inferred when a fact is a score, instead of acceptance's: the seed from any score
+# to any other; examples from alike to very different; a proposal from a mean loss to
+# a large mean gain and from a sure step to a wild one; a ceiling anywhere (at or
+# below the seed's score, no proposal improves on the seed); a child from keeping
+# nothing of its parent's luck to nearly all; evaluations from deterministic to
+# noisier than the examples differ.
+QUALITY_PRIORS: dict[str, Prior] = {
+    "quality.seed_score": Prior("uniform", 0.02, 0.98),
+    "quality.difficulty_sd": Prior("uniform", 0.0, 3.0),
+    "quality.change_mean": Prior("uniform", -0.5, 1.0),
+    "quality.change_sd": Prior("uniform", 0.01, 1.5),
+    "quality.ceiling": Prior("uniform", 0.05, 1.0),
+    "quality.inherit": Prior("uniform", 0.0, 0.99),
+    "quality.eval_noise": Prior("uniform", 0.0, 2.0),
+}
 # Inferred only when a fact is in dollars: the mean tokens of a call, from a
 # short answer to a long one (a reflection's input per minibatch example is
 # the example, its output and its feedback as gepa shows them).

@@ -340,7 +340,7 @@ def fit_correlation(steps: Steps, mean: np.ndarray) -> CorrelationFit:
     words = f"LR={statistic:.2f}, p={pvalue:.2g}"
     if rho > 0 and pvalue < CORRELATION_ALPHA:
         return CorrelationFit(
-            True, rho, statistic, pvalue, rho, f"correlated within a step ({words})"
+            True, rho, statistic, pvalue, rho, f"correlated within an iteration ({words})"
         )
     return CorrelationFit(True, rho, statistic, pvalue, 0.0, f"kept 0: not supported ({words})")
 
@@ -447,7 +447,7 @@ def with_ratio_test(
     pvalue = float(scipy.stats.chi2.sf(statistic, df=1))
     words = f"LR={statistic:.2f}, p={pvalue:.2g}"
     verdict = (
-        f"the batched steps differ ({words})"
+        f"batched iterations differ ({words})"
         if pvalue < RATIO_ALPHA
         else f"the data do not tell it from 1 ({words}); the draws carry its uncertainty"
     )

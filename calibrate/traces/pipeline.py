@@ -21,10 +21,11 @@ run can say how far it extrapolates.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pxn.calibrate.summaries.abc_smc import Generation
 from pxn.calibrate.traces import parts
 from pxn.calibrate.traces.acceptance import AcceptanceFit
 from pxn.calibrate.traces.bookkeeping import (
@@ -47,6 +48,7 @@ from pxn.calibrate.traces.overhead import (
 )
 from pxn.calibrate.traces.phases import fit_phases
 from pxn.calibrate.traces.prefix_cache import PrefixCacheFit
+from pxn.calibrate.traces.quality import QualityFit, fit_quality, scored
 from pxn.calibrate.traces.run_setup import calibrated_on, note_incomplete_runs, worker_split
 from pxn.calibrate.traces.run_spread import RunSpreadFit
 from pxn.calibrate.traces.slowdown import ModelSlowdown
@@ -55,7 +57,11 @@ from pxn.calibrate.traces.units import Units, selection_of
 from pxn.errors import PxnError
 from pxn.load import Load, Loads
 from pxn.scenario import Scenario
+from pxn.sim.backends import Backend
 from pxn.trace import Loaded, Trace
+from pxn.uncertainty import Uncertainty
+
+SEARCH_MODELS = ("auto", "quality", "rates")
 
 
 @dataclass
@@ -83,6 +89,7 @@ class Calibration:
     front: FrontFit
     duplicates: DuplicateFit
     draws: DrawsFit | None = None  # the [uncertainty] table's bootstrap; None without draws
+    quality: QualityFit | None = None  # the search's quality model, when it decides acceptance
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -104,6 +111,10 @@ def calibrate_traces(
     reflection_model: str | None = None,
     draws: int = 0,
     prefix_cache: bool | None = None,
+    search: str = "auto",
+    jobs: int = 1,
+    on_generation: Callable[[Generation], None] | None = None,
+    backend: Backend | None = None,
 ) -> Calibration:
     """Read the traces and fit everything the Scenario needs.
 
@@ -112,10 +123,15 @@ def calibrate_traces(
     `draws`: parameter draws for the [uncertainty] table (0: none).
     `prefix_cache`: whether the reflections' servers keep their last prompt (None: known for
     pxn's own pool, else no).
+    `search`: how proposals fare in the scenario: "quality" (the quality model, inferred
+    from the traces' scores on `backend`, else on `jobs` local processes), "rates"
+    (acceptance rates), or "auto" (the quality model when the traces hold scores).
     """
     prices = lookup_prices(task_model, reflection_model)  # an unknown name fails before the fits
     if draws < 0:
         raise PxnError(f"must be >= 0: got {draws}", subject="draws")
+    if search not in SEARCH_MODELS:
+        raise PxnError(f"is {', '.join(SEARCH_MODELS)}: got {search!r}", subject="search model")
     evidence = gather_evidence(paths, lm_servers, priced=prices is not None)
     units, traces = evidence.units, evidence.traces
     slowdowns = parts.slowdowns(evidence)
@@ -208,5 +224,42 @@ def calibrate_traces(
     if draws:
         calibration.draws = parameter_draws(calibration, draws)
         calibration.scenario = scenario.replace(uncertainty=calibration.draws.uncertainty)
-        calibration.scenario.validate_draws()
+    if search == "quality" or (search == "auto" and scored(traces)):
+        if not scored(traces):
+            raise PxnError(
+                "the traces hold no validation scores and scored rollouts to fit the quality "
+                "model to (a recording of gepa's own callbacks has them); calibrate with "
+                "acceptance rates instead",
+                subject="search model",
+            )
+        try:
+            calibration.quality = fit_quality(
+                traces, draws, jobs=jobs, on_generation=on_generation, backend=backend
+            )
+        except PxnError as exc:
+            if search == "quality":
+                raise
+            evidence.notes.append(
+                f"the quality model was not fitted ({exc}); the scenario keeps acceptance rates "
+                "(--search quality makes this an error)"
+            )
+        else:
+            calibration.scenario = with_quality(calibration.scenario, calibration.quality)
+    calibration.scenario.validate_draws()
     return calibration
+
+
+def with_quality(scenario: Scenario, fit: QualityFit) -> Scenario:
+    """The scenario with the quality model deciding acceptance: its acceptance rates and
+    their draws give way to the [quality] table and its posterior's draws."""
+    uncertainty = scenario.uncertainty
+    if uncertainty is not None:
+        draws = tuple(
+            {p: v for p, v in draw.items() if not p.startswith("acceptance.")}
+            | fit.draws[i % len(fit.draws)]
+            for i, draw in enumerate(uncertainty.draws)
+        )
+        uncertainty = Uncertainty(
+            f"{uncertainty.source}; the [quality] table's from its ABC posterior", draws
+        )
+    return scenario.replace(acceptance=None, quality=fit.quality, uncertainty=uncertainty)

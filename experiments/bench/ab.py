@@ -37,7 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
-SUBPACKAGES = ("sim", "runner", "calibrate", "app")  # the folders setuptools maps into pxn
+SUBPACKAGES = ("sim", "runner", "calibrate", "api", "app")  # the folders setuptools maps into pxn
 
 # A worker: warm up, then run a chunk of replicates each time it reads a line, printing
 # the CPU seconds it took.

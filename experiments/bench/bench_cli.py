@@ -77,9 +77,14 @@ def every_effect(path: Path) -> Path:
     """The livebench-math preset with every optional part of a scenario set, as TOML."""
     preset = load_scenario("livebench-math")
     api = load_scenario(str(API_EXAMPLE))
-    # What the preset already sets, it keeps; the rest comes from the API example or is made up.
-    correlation = preset.acceptance.correlation or 0.2
-    decaying = Acceptance(preset.acceptance.a0, 2000.0, 1500.0, correlation, batched=0.8)
+    # What the preset already sets, it keeps; the rest comes from the API example or is made
+    # up. Its search stays the preset's: a quality model, or acceptance rates made to decay.
+    search = {}
+    if preset.acceptance is not None:
+        correlation = preset.acceptance.correlation or 0.2
+        search["acceptance"] = Acceptance(
+            preset.acceptance.a0, 2000.0, 1500.0, correlation, batched=0.8
+        )
     scenario = preset.replace(
         name="livebench-math-every-effect",
         tokens=preset.tokens or api.tokens,
@@ -88,7 +93,7 @@ def every_effect(path: Path) -> Path:
         loads=Loads(Load(None, 0.0005, run_spread=0.1), Load(None, 0.01, run_spread=0.1)),
         rollout=dataclasses.replace(preset.rollout, cap=600.0, cap_retries=1),
         rollout_phases={"full_val": preset.rollout},
-        acceptance=decaying,
+        **search,
         front_share=0.5,
         duplicate_children=0.05,
         skip_perfect=0.05,

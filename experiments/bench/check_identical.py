@@ -43,7 +43,7 @@ from pxn.scenario import Scenario  # noqa: E402
 from pxn.shape import Shape  # noqa: E402
 from pxn.sim.analytic import analytic  # noqa: E402
 from pxn.sim.model import simulate_once  # noqa: E402
-from pxn.sim.predict import sweep  # noqa: E402
+from pxn.sim.predict import simulated_acceptance, sweep  # noqa: E402
 from pxn.sim.presets import load_scenario  # noqa: E402
 from pxn.trace import TraceWriter  # noqa: E402
 
@@ -100,7 +100,9 @@ def bad_inputs(preset: Scenario) -> dict[str, str]:
     return {
         "negative scale": refused(with_draw({"rollout.scale": -1.0})),
         "zero shape": refused(with_draw({"rollout.s": 0.0})),
-        "a0 above 1": refused(with_draw({"acceptance.a0": 1.5})),
+        "a share above 1": refused(
+            with_draw({"quality.seed_score" if preset.quality else "acceptance.a0": 1.5})
+        ),
         "unknown path": refused(with_draw({"rollout.nope": 1.0})),
         "unknown family": refused(
             lambda: preset.replace(rollout=dataclasses.replace(rollout, dist="lognormal"))
@@ -122,9 +124,11 @@ def record(replicates: int) -> dict[str, Any]:
         for name, scenario in cases.items():
             for shape in SHAPES:
                 key = f"{name} at {shape.label}"
-                out[f"runs: {key}"] = [simulate_once(scenario, shape, r) for r in range(replicates)]
+                runs = [simulate_once(scenario, shape, r) for r in range(replicates)]
+                out[f"runs: {key}"] = runs
                 out[f"traces: {key}"] = [trace_text(scenario, shape, r, tmp) for r in range(TRACED)]
-                out[f"analytic: {key}"] = analytic(scenario, shape)
+                acceptance = simulated_acceptance(scenario, runs)  # the quality model's
+                out[f"analytic: {key}"] = analytic(scenario, shape, acceptance)
             out[f"means: {name}"] = [d.mean() for d in (scenario.rollout, scenario.reflection)]
         for name in ("livebench-math", "hover"):
             preset = cases[name]

@@ -9,6 +9,7 @@
 #   experiments/local_validation/run.sh            # everything
 #   experiments/local_validation/run.sh measure    # only the real runs
 #   experiments/local_validation/run.sh analyse    # only calibrate/validate/plot
+#   experiments/local_validation/run.sh quality    # only the quality model: calibrate, validate, plot
 set -euo pipefail
 PXN=.venv/bin/pxn
 HERE=${STUDY_DIR:-experiments/local_validation}
@@ -69,16 +70,33 @@ measure() {
   done
 }
 
+quality() {
+  # The quality model, fitted to the eight singles' scores (seed and best scores,
+  # acceptance, skips, validation gain, examples' spread, repeated evaluations), then
+  # every run predicted: its wall-clock and its best validation score, each against
+  # the predicted 5-95%. Beside analyse()'s acceptance rates, from the same singles.
+  local singles=("$HERE"/runs/1x1-w[12]-s[0-3])
+  "$PXN" calibrate "${singles[@]}" -o "$HERE/calibrated-quality.toml" --search quality \
+    | tee "$HERE/calibrate-quality.txt"
+  "$PXN" validate --scenario "$HERE/calibrated-quality.toml" "$HERE"/runs/* --reps 400 \
+    --out "$HERE/validation-quality" | tee "$HERE/validation-quality.txt"
+  "$PXN" plot progress "$HERE/calibrated-quality.toml" -o "$HERE/progress.png" --workers 2 \
+    --shapes single,2x2,4x4 --reps 400 "$HERE"/runs/{1x1,2x2,4x4}-w2-s[0-4]
+}
+
 analyse() {
   # The scenario with its parameter uncertainty (100 bootstrap draws), and the
   # same point estimate without it, to show what the uncertainty adds.
   local singles=("$HERE"/runs/1x1-w[12]-s[0-3])  # the calibration set: the eight singles
+  # Acceptance rates (--search rates), as this study was made; quality() fits the
+  # quality model to the same runs' scores.
   "$PXN" calibrate "${singles[@]}" -o "$HERE/calibrated.toml" --plots "$HERE/fits" \
-    | tee "$HERE/calibrate.txt"
-  "$PXN" calibrate "${singles[@]}" -o "$HERE/calibrated-point.toml" --draws 0 > /dev/null
+    --search rates | tee "$HERE/calibrate.txt"
+  "$PXN" calibrate "${singles[@]}" -o "$HERE/calibrated-point.toml" --draws 0 --search rates \
+    > /dev/null
   # The same with the servers' prompt-prefix cache left out: what modelling it changes.
   "$PXN" calibrate "${singles[@]}" -o "$HERE/calibrated-nocache.toml" --prefix-cache no \
-    > /dev/null
+    --search rates > /dev/null
   # 400 replicates: every one of the 100 draws twice (the split of the spread needs two).
   "$PXN" validate --scenario "$HERE/calibrated.toml" "$HERE"/runs/* --reps 400 \
     --out "$HERE/validation" | tee "$HERE/validation.txt"
@@ -96,14 +114,14 @@ analyse() {
   .venv/bin/python "$HERE/counterfactual.py" "$HERE"
   # The batched runs at W = 2 calibrated alone, for what they say of acceptance.
   "$PXN" calibrate "$HERE"/runs/{1x2,2x1,2x2,4x1,4x4}-w2-s[0-4] -o "$HERE/calibrated-batched.toml" \
-    --draws 0 | tee "$HERE/calibrate-batched.txt"
+    --draws 0 --search rates | tee "$HERE/calibrate-batched.txt"
   "$PXN" validate --scenario "$HERE/calibrated-batched-rate.toml" "$HERE"/runs/* --reps 400 \
     --out "$HERE/validation-batched-rate" | tee "$HERE/validation-batched-rate.txt"
   # The singles and ONE batched run, the first the study measured (2x1 at W = 2,
   # seed 0): a user who adds a small batched run to the calibration set, so that
   # calibrate fits the batched steps' own acceptance (acceptance.batched).
   "$PXN" calibrate "${singles[@]}" "$HERE/runs/2x1-w2-s0" -o "$HERE/calibrated-one-batched.toml" \
-    | tee "$HERE/calibrate-one-batched.txt"
+    --search rates | tee "$HERE/calibrate-one-batched.txt"
   "$PXN" validate --scenario "$HERE/calibrated-one-batched.toml" "$HERE"/runs/* --reps 400 \
     --out "$HERE/validation-one-batched" | tee "$HERE/validation-one-batched.txt"
   # ... and every other choice of that one run among the first three sittings' (25
@@ -112,7 +130,7 @@ analyse() {
   # The fourth sitting ran on a faster machine than the first three: calibrated from
   # its own day's singles, its batched runs predicted (the same day's conditions).
   "$PXN" calibrate "$HERE"/runs/1x1-w[12]-s[4-6] -o "$HERE/calibrated-day.toml" \
-    | tee "$HERE/calibrate-day.txt"
+    --search rates | tee "$HERE/calibrate-day.txt"
   "$PXN" validate --scenario "$HERE/calibrated-day.toml" "$HERE"/runs/1x1-w[12]-s[4-6] \
     "$HERE"/runs/{1x2,2x1,2x2,4x1,4x4}-w2-s[56] "$HERE"/runs/{2x2,4x1}-w[14]-s2 --reps 400 \
     --out "$HERE/validation-day" | tee "$HERE/validation-day.txt"
@@ -130,6 +148,7 @@ analyse() {
 case "${1:-all}" in
   measure) measure ;;
   analyse) analyse ;;
-  all) measure; analyse ;;
-  *) echo "usage: $0 [measure|analyse|all]" >&2; exit 2 ;;
+  quality) quality ;;
+  all) measure; analyse; quality ;;
+  *) echo "usage: $0 [measure|analyse|quality|all]" >&2; exit 2 ;;
 esac

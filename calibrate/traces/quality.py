@@ -1,0 +1,135 @@
+"""The search's quality model from the scores the traces hold, inferred by simulation.
+
+Each run's scored rollouts, decisions and validations give the figures the
+quality model is judged by (RunSummary's search figures, read by
+pxn.trace.summarize): the seed's score, the best, the share of proposals
+accepted and of tasks skipped, what a new candidate gains over its parent on
+validation, how much examples differ, and how often a parent's repeated
+evaluation agrees. Each is a fact of the kind run summaries give, so the
+summaries' inference (calibrate/summaries/infer.py) fits the [quality] table
+to them: ABC-SMC with the simulator as the likelihood, every run simulated at
+its own setup and shape. The latencies play no part in these figures and are
+held fixed there. The posterior's draws join the scenario's parameter draws.
+
+The metric is read off the scores: all 0 or 1 is binary; all multiples of
+1/L for some L up to MAX_LEVELS is graded; anything else continuous.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+
+from pxn.calibrate.summaries.abc_smc import Generation
+from pxn.calibrate.summaries.facts import (
+    SCALES,
+    SCORE_QUANTITIES,
+    Fact,
+    InferenceOptions,
+    Run,
+    Setup,
+    Summaries,
+)
+from pxn.calibrate.summaries.infer import Inference, infer_from_summaries
+from pxn.quality import Quality
+from pxn.shape import Shape
+from pxn.sim.backends import Backend
+from pxn.trace import Rollout, Trace, Validation, summarize
+
+MAX_LEVELS = 10  # a graded metric's most steps; finer scores are read as continuous
+# What the trace figures are fitted from: test_score is no trace's (gepa never sees it).
+TRACE_QUANTITIES = tuple(q for q in SCORE_QUANTITIES if q != "test_score")
+# The latencies, held at these placeholders: no search figure depends on them.
+FIXED_TIMES = {
+    "rollout.scale": 1.0,
+    "rollout.s": 0.5,
+    "reflection.scale": 1.0,
+    "reflection.s": 0.5,
+}
+PARTICLES = 200
+MAX_GENERATIONS = 12
+
+
+@dataclass(frozen=True)
+class QualityFit:
+    """The [quality] table the scores support, and how it was inferred."""
+
+    quality: Quality  # at the posterior's median
+    inference: Inference
+    draws: tuple[dict[str, float], ...]  # the posterior's, "quality.*" paths
+
+
+def scored(traces: list[Trace]) -> bool:
+    """Whether the traces hold what the quality model is fitted from: validations and scored
+    minibatch rollouts."""
+    return all(t.of(Validation) for t in traces) and any(
+        r.score is not None for t in traces for r in t.of(Rollout)
+    )
+
+
+def metric_of(traces: list[Trace]) -> tuple[str, int]:
+    """(metric, levels) as the scores show it."""
+    scores = {r.score for t in traces for r in t.of(Rollout) if r.score is not None}
+    if scores <= {0.0, 1.0}:
+        return "binary", 1
+    fractions = [Fraction(s).limit_denominator(MAX_LEVELS) for s in scores]
+    if all(math.isclose(float(f), s, abs_tol=1e-9) for f, s in zip(fractions, scores, strict=True)):
+        levels = math.lcm(*(f.denominator for f in fractions))
+        if levels <= MAX_LEVELS:
+            return "graded", max(levels, 2)
+    return "continuous", 1
+
+
+def trace_summaries(traces: list[Trace], options: InferenceOptions) -> Summaries:
+    """Each trace as a run of its own setup and shape, its search figures as facts."""
+    metric, levels = metric_of(traces)
+    runs: list[Run] = []
+    facts: list[Fact] = []
+    for index, trace in enumerate(traces):
+        start = trace.run_start
+        setup = Setup(
+            budget=start.budget,
+            valset_size=start.valset_size,
+            workers=start.workers,
+            trainset_size=start.trainset_size,
+            minibatch=start.minibatch,
+            reflection_concurrency=start.reflection_concurrency,
+            metric=metric,
+            levels=levels,
+        )
+        runs.append(Run(Shape.parse(start.shape), setup))
+        summary = summarize(trace)
+        for quantity in TRACE_QUANTITIES:
+            value = getattr(summary, quantity)
+            if value is None or not math.isfinite(value):
+                continue
+            if SCALES[quantity] == "logit":  # a share of 0 or 1 is read just inside
+                value = min(max(value, 0.0), 1.0)
+            label = f"{trace.path.parent.name or trace.path.name} {quantity.replace('_', ' ')}"
+            facts.append(Fact(label, quantity, value, value, (index,), f"{value:.3g}"))
+    return Summaries(traces[0].path, tuple(runs), tuple(facts), dict(FIXED_TIMES), options)
+
+
+def fit_quality(
+    traces: list[Trace],
+    draws: int,
+    seed: int = 0,
+    jobs: int = 1,
+    on_generation: Callable[[Generation], None] | None = None,
+    backend: Backend | None = None,
+) -> QualityFit:
+    """The posterior of the [quality] table given the traces' search figures (PxnError when
+    the inference cannot reproduce them or does not converge)."""
+    options = InferenceOptions(
+        seed=seed, particles=PARTICLES, draws=max(draws, 1), max_generations=MAX_GENERATIONS
+    )
+    summaries = trace_summaries(traces, options)
+    inference = infer_from_summaries(summaries, "quality", jobs, on_generation, backend)
+    assert inference.scenario.quality is not None and inference.scenario.uncertainty is not None
+    posterior = tuple(
+        {path: value for path, value in draw.items() if path.startswith("quality.")}
+        for draw in inference.scenario.uncertainty.draws
+    )
+    return QualityFit(inference.scenario.quality, inference, posterior)
