@@ -305,12 +305,15 @@ def test_real_gepa_on_the_quality_task_conforms_and_a_wrong_model_is_flagged(
     search = judge_search(right, test_scores)
     # Every (shape, figure) and every shape's pooled acceptance passes its test at
     # 0.01 / 2 / 15 and 0.01 / 3 (Bonferroni); acceptance lies inside its 5-95% interval in
-    # at least 8 of the 12 runs (at 90% coverage, fewer has chance 0.0004).
+    # at least 8 of the 12 runs (at 90% coverage, fewer has chance 0.004). gepa's runs on
+    # this seed are deterministic in their search, so the test is too.
     assert search.conforms, search.verdict
     acceptance = [f for g in search.groups for f in g.figures if f.figure == "acceptance"]
     assert sum(f.inside for f in acceptance) >= 8, search.verdict
 
-    # Told that mutations help far more, the simulator predicts other searches.
-    stronger = Quality(**(truth.quality.to_dict() | {"step_mean": 0.6}))
-    wrong = judge_search(judge(truth.replace(quality=stronger), paths, 200), test_scores)
-    assert not wrong.conforms, wrong.verdict
+    # Told that mutations barely move a program (step mean 0, sd 0.2), the simulator
+    # predicts searches that stay near the seed: gepa's runs score and accept above them.
+    weaker = Quality(**(truth.quality.to_dict() | {"step_mean": 0.0, "step_sd": 0.2}))
+    wrong = judge_search(judge(truth.replace(quality=weaker), paths, 200), test_scores)
+    assert not wrong.conforms
+    assert "higher than simulated" in wrong.verdict, wrong.verdict
