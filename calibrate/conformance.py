@@ -40,7 +40,7 @@ import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -51,11 +51,12 @@ from pxn.calibrate.traces.overhead import fit_overhead
 from pxn.calibrate.validate import Check, at_setup, validate_runs
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
+from pxn.quality import Quality
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once
 from pxn.sim.schedule import makespan
-from pxn.trace import Decision, Reflection, Rollout, Stage, Trace, load_traces
+from pxn.trace import Decision, Reflection, Rollout, RunSummary, Stage, Trace, load_traces
 
 ALPHA = 0.01
 COVERAGE = 0.9  # the share of runs a right 5-95% interval holds
@@ -77,6 +78,22 @@ DEFAULT_SCENARIO = Scenario(
     reflection=Distribution("lognorm", {"s": 0.4, "scale": 8.0}),
     acceptance=Acceptance(0.3),
 ).validate()
+
+# The quality task's workload (`--task quality`): the same latencies and data, the
+# search's quality model instead of rates. A binary metric, as most gepa tasks have
+# (so perfect parents are skipped); a seed scoring 0.3, mutations helping a little on
+# average and stopping at 0.8, evaluations with noise of their own; a validation set
+# of 20 (scores step by 0.05) and a budget giving single about 50 iterations.
+DEFAULT_QUALITY_SCENARIO = DEFAULT_SCENARIO.replace(
+    name="conformance-quality",
+    description="the quality task's default workload of `pxn conformance --task quality`",
+    budget=500,
+    valset_size=20,
+    acceptance=None,
+    quality=Quality(
+        seed_score=0.3, step_mean=0.1, step_sd=0.4, ceiling=0.8, inherit=0.8, eval_noise=0.3
+    ),
+)
 
 
 def scaled(distribution: Distribution, factor: float) -> Distribution:
@@ -118,6 +135,8 @@ class RunConformance:
     check: Check  # the run beside its prediction (calibrate/validate.py)
     percentile: float  # share of simulated wall-clocks below the measured one
     trace_check: str  # "ok", or how the trace disagreed with gepa's counts
+    # The simulated replicates of its setup (shared by the runs of one setup).
+    simulated: list[RunSummary] = field(default_factory=list, repr=False)
 
     @property
     def group(self) -> tuple[Shape, int]:
@@ -262,9 +281,9 @@ def engine_overhead(traces: Sequence[Trace]) -> float:
     return max(0.0, (between.total + inside) / between.stages) if between.stages else 0.0
 
 
-def simulated_wall_clocks(scenario: Scenario, shape: Shape, replicates: int) -> list[float]:
+def simulated_runs(scenario: Scenario, shape: Shape, replicates: int) -> list[RunSummary]:
     """Replicates 0..R-1, the very ones validate_runs' prediction summarises."""
-    return [simulate_once(scenario, shape, r).wall_clock for r in range(replicates)]
+    return [simulate_once(scenario, shape, r) for r in range(replicates)]
 
 
 def judge(
@@ -293,15 +312,18 @@ def judge(
         validation = validate_runs(with_overhead, [t.path for t in traces], replicates, jobs)
         rejected += [f"{c.run}: {c.status}, not a whole run" for c in validation.checks
                      if not c.complete]  # fmt: skip
-        samples: dict[tuple[int, ...], list[float]] = {}
+        samples: dict[tuple[int, ...], list[RunSummary]] = {}
         for check in validation.counted:
             setup = tuple(check.measured_setup.values())
             if setup not in samples:
                 at = at_setup(with_overhead, check.measured_setup)
-                samples[setup] = simulated_wall_clocks(at, shape, replicates)
+                samples[setup] = simulated_runs(at, shape, replicates)
             checked = (trace_checks or {}).get(check.run, "ok")
+            wall_clocks = [r.wall_clock for r in samples[setup]]
             runs.append(
-                RunConformance(check, percentile(check.wall_clock, samples[setup]), checked)
+                RunConformance(
+                    check, percentile(check.wall_clock, wall_clocks), checked, samples[setup]
+                )
             )
     if not runs:
         raise PxnError("none of the runs completed: there is nothing to judge")

@@ -8,6 +8,11 @@ only the two language models are synthetic: each call sleeps a latency drawn
 from a Scenario, and the replies realise the scenario's acceptance through
 gepa's own decision. What a run then takes beyond the sleeps is the engine's.
 
+The search is a `SyntheticWork`, the task gepa optimises and the reflection
+model writing its children: here the levels below, which realise
+[acceptance] rates; synthetic_quality.py's task of known quality realises a
+[quality] scenario.
+
 What the synthetic work realises of a scenario, in the scenario's seconds:
 - a rollout makes one task-model call sleeping a draw of
   `scenario.rollout_latency(phase)` (its cap and cap_retries included, as
@@ -233,13 +238,23 @@ class SyntheticTaskModel(SleepingModel):
         return "ok"
 
 
-class SyntheticReflectionModel(SleepingModel):
-    """The reflection LM: sleeps a reflection's latency and writes the child a level up
-    with the step's acceptance rate, else at its parent's level."""
+class SleepingReflectionModel(SleepingModel):
+    """A reflection LM sleeping a reflection's latency; what it writes is a subclass's."""
 
     def __init__(self, scenario: Scenario, rng: np.random.Generator, conditions: float = 0.0):
         super().__init__("synthetic-reflection", scenario.loads.reflection, rng, conditions)
         self.scenario = scenario
+
+    def latency(self, site: CallSite) -> Distribution:
+        return self.scenario.reflection
+
+
+class SyntheticReflectionModel(SleepingReflectionModel):
+    """The reflection LM: sleeps a reflection's latency and writes the child a level up
+    with the step's acceptance rate, else at its parent's level."""
+
+    def __init__(self, scenario: Scenario, rng: np.random.Generator, conditions: float = 0.0):
+        super().__init__(scenario, rng, conditions)
         # Verdicts on a stream of their own: the C threads' latency draws then never
         # interleave with them, so a replicate's verdicts are the same on every rerun.
         self.verdicts = np.random.default_rng(rng.bit_generator.seed_seq.spawn(1)[0])
@@ -248,9 +263,6 @@ class SyntheticReflectionModel(SleepingModel):
         self._proposals = 0  # reflections asked for so far
         self.levels_up = 0  # children written a level up: the ones gepa must accept
         self.step_rates: list[float] = []  # each step's acceptance rate, in order
-
-    def latency(self, site: CallSite) -> Distribution:
-        return self.scenario.reflection
 
     def reply(self, messages: list[dict[str, Any]], site: CallSite) -> str:
         parent = level_of(prompt_text(messages))
@@ -298,6 +310,51 @@ def synthetic_task(scenario: Scenario) -> Task:
 
 
 @dataclass(frozen=True)
+class SearchOutcome:
+    """What the synthetic search knows of a finished run that gepa's result does not say."""
+
+    levels_up: int | None = None  # levels: children written a level up, which gepa must accept
+    test_score: float | None = None  # quality: the chosen candidate's expected score
+
+
+@dataclass
+class SyntheticWork:
+    """A run's synthetic search: the task gepa optimises and the reflection model that
+    writes its children."""
+
+    task: Task
+    reflection: SleepingModel
+
+    def outcome(self, result: RunResult) -> SearchOutcome:
+        raise NotImplementedError
+
+
+@dataclass
+class LevelsWork(SyntheticWork):
+    """The levels task: candidates are levels, a child a level up at the step's rate."""
+
+    reflection: SyntheticReflectionModel
+
+    def outcome(self, result: RunResult) -> SearchOutcome:
+        return SearchOutcome(levels_up=self.reflection.levels_up)
+
+
+def levels_work(
+    scenario: Scenario, rng: np.random.Generator, conditions: float, seed: np.random.SeedSequence
+) -> LevelsWork:
+    """The synthetic search of a scenario with [acceptance] rates (`seed` is not needed: the
+    verdicts draw from a stream of the reflection model's own)."""
+    if scenario.acceptance is None:
+        raise PxnError("the levels task realises [acceptance] rates; this scenario has a "
+                       "[quality] table: run it on the quality task", subject="task")  # fmt: skip
+    return LevelsWork(synthetic_task(scenario), SyntheticReflectionModel(scenario, rng, conditions))
+
+
+# make_work(scenario, reflection rng, run conditions z, the run's search seed)
+MakeWork = Callable[[Scenario, np.random.Generator, float, np.random.SeedSequence], SyntheticWork]
+
+
+@dataclass(frozen=True)
 class SyntheticRun:
     """One run on synthetic work: the runner's result and what its models slept."""
 
@@ -311,7 +368,7 @@ class SyntheticRun:
     reflection_calls: int
     reflection_drawn: float
     reflection_slept: float
-    levels_up: int  # children written a level up, which gepa's rule accepts
+    search: SearchOutcome
 
     @property
     def trace(self) -> Path:
@@ -323,17 +380,30 @@ class SyntheticRun:
         return "ok" if not self.result.warnings else "; ".join(self.result.warnings)
 
 
-def run_synthetic(scenario: Scenario, shape: Shape, out: Path, replicate: int) -> SyntheticRun:
+def run_synthetic(
+    scenario: Scenario,
+    shape: Shape,
+    out: Path,
+    replicate: int,
+    make_work: MakeWork = levels_work,
+) -> SyntheticRun:
     """One real gepa run at the scenario's setup (B, V, b, W, C, selection) on synthetic work.
 
     Replicate r runs gepa with seed r, and the models on a random stream of this shape,
-    W and r alone: runs of other shapes or pools draw other latencies and verdicts, so
-    every run of a grid is an independent draw (the verdict's tests assume it).
+    W and r alone: runs of other shapes or pools draw other latencies, verdicts and
+    scores, so every run of a grid is an independent draw (the verdict's tests assume it).
     """
     check_realisable(scenario)
+    key = (shape.p, shape.n, scenario.workers, replicate)
+    # Latencies of each model, the run's conditions, the search: a stream each.
+    streams = np.random.SeedSequence(scenario.seed, spawn_key=key).spawn(4)
+    # The run's conditions, one z for both models, on a stream of their own.
+    z = np.random.default_rng(streams[2]).standard_normal() if scenario.loads.varies_by_run else 0
+    task_lm = SyntheticTaskModel(scenario, np.random.default_rng(streams[0]), float(z))
+    work = make_work(scenario, np.random.default_rng(streams[1]), float(z), streams[3])
     config = RunConfig(
         out=str(out),
-        task="synthetic",
+        task=work.task.name,
         shape=str(shape),
         budget=scenario.budget,
         workers=scenario.workers,
@@ -345,13 +415,8 @@ def run_synthetic(scenario: Scenario, shape: Shape, out: Path, replicate: int) -
     )
     check_out(config, resume=False)
     # The reflections never fail here: a run stopped for failed reflections would be a bug.
-    plan = Plan(shape.p, shape.n, synthetic_task(scenario), scenario.reflection_concurrency, 1)
-    key = (shape.p, shape.n, scenario.workers, replicate)
-    streams = np.random.SeedSequence(scenario.seed, spawn_key=key).spawn(3)
-    # The run's conditions, one z for both models, on a stream of their own.
-    z = np.random.default_rng(streams[2]).standard_normal() if scenario.loads.varies_by_run else 0
-    task_lm = SyntheticTaskModel(scenario, np.random.default_rng(streams[0]), float(z))
-    reflection_lm = SyntheticReflectionModel(scenario, np.random.default_rng(streams[1]), float(z))
+    plan = Plan(shape.p, shape.n, work.task, scenario.reflection_concurrency, 1)
+    reflection_lm = work.reflection
     meta = {"synthetic": {"scenario": scenario.to_dict(), "replicate": replicate}}
     with sigterm_as_interrupt():
         result = run_engine(config, plan, task_lm, reflection_lm, meta=meta)
@@ -368,7 +433,7 @@ def run_synthetic(scenario: Scenario, shape: Shape, out: Path, replicate: int) -
         reflection_calls=reflection_lm.calls,
         reflection_drawn=reflection_lm.drawn,
         reflection_slept=reflection_lm.slept,
-        levels_up=reflection_lm.levels_up,
+        search=work.outcome(result),
     )
 
 
@@ -406,12 +471,14 @@ def run_grid(
     grid: RunGrid,
     out: Path,
     on_run: Callable[[SyntheticRun], None] = lambda run: None,
+    make_work: MakeWork = levels_work,
 ) -> list[SyntheticRun]:
     """Every run of the grid, each into out/SHAPE-wW-rR/; `on_run` is told as each ends."""
     runs = []
     for replicate, shape, workers in grid.cells():
         at_w = scenario.replace(workers=workers)
-        run = run_synthetic(at_w, shape, out / f"{shape}-w{workers}-r{replicate}", replicate)
+        where = out / f"{shape}-w{workers}-r{replicate}"
+        run = run_synthetic(at_w, shape, where, replicate, make_work)
         on_run(run)
         runs.append(run)
     return runs

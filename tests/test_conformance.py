@@ -324,7 +324,7 @@ def test_real_gepa_on_synthetic_work_conforms_and_a_wrong_acceptance_is_flagged(
         assert totals.metric_calls == result["metric_calls"] == run.rollout_calls
         assert totals.full_val_evals == result["full_val_evals"]
         # gepa's own rule accepted exactly the children written a level up.
-        assert totals.accepted == result["accepted"] == run.levels_up
+        assert totals.accepted == result["accepted"] == run.search.levels_up
         assert totals.max_concurrent <= 4
         assert {r.phase for r in trace.of(Rollout)} == {
             "seed_val",

@@ -1,4 +1,11 @@
-"""`pxn conformance`: the installed gepa on synthetic work, against the simulator."""
+"""`pxn conformance`: the installed gepa on synthetic work, against the simulator.
+
+Two synthetic tasks (`--task`): levels, whose children pass at a scenario's
+[acceptance] rates (the time check), and quality, whose scores follow a
+scenario's [quality] model (the time check and the search's figures). The
+task follows the scenario when not given; each has its own default workload,
+shapes and worker pools.
+"""
 
 from __future__ import annotations
 
@@ -19,8 +26,14 @@ from pxn.errors import PxnError
 
 if TYPE_CHECKING:  # imported when the command runs: the CLI starts without scipy or gepa
     from pxn.calibrate.conformance import Conformance
+    from pxn.scenario import Scenario
 
 commands = typer.Typer()
+
+# Each task's default shapes and worker pools: the levels task's time check at two pools;
+# the quality task's shapes each at one pool (its figures of the search do not hang on W).
+TASK_SHAPES = {"levels": "single,2x2,4x1,8x2", "quality": "single,2x2,4x1,1x4"}
+TASK_WORKERS = {"levels": "4,16", "quality": "4"}
 
 
 def parse_workers(text: str) -> list[int]:
@@ -40,16 +53,39 @@ def conformance_command(
         str | None,
         typer.Argument(
             help="The workload: a scenario TOML or a preset (default: a built-in one with "
-            "2 s rollouts, 9 s reflections and 30% acceptance).",
+            "2 s rollouts, 9 s reflections and 30% acceptance; with --task quality, a "
+            "quality model instead of the rate).",
+            show_default=False,
+        ),
+    ] = None,
+    task: Annotated[
+        str | None,
+        typer.Option(
+            "--task",
+            help="The synthetic task: levels (children pass at the scenario's acceptance rates) or "
+            "quality (scores follow its quality model; the search is checked too). Default: "
+            "the scenario's kind; levels without a scenario.",
             show_default=False,
         ),
     ] = None,
     shapes: Annotated[
-        str, typer.Option("--shapes", help="Shapes to run, e.g. single,2x2.")
-    ] = "single,2x2,4x1,8x2",
+        str | None,
+        typer.Option(
+            "--shapes",
+            help=f"Shapes to run, e.g. single,2x2 (default: {TASK_SHAPES['levels']}; "
+            f"quality: {TASK_SHAPES['quality']}).",
+            show_default=False,
+        ),
+    ] = None,
     workers: Annotated[
-        str, typer.Option("--workers", help="Worker pools W to run each shape at.")
-    ] = "4,16",
+        str | None,
+        typer.Option(
+            "--workers",
+            help=f"Worker pools W to run each shape at (default: {TASK_WORKERS['levels']}; "
+            f"quality: {TASK_WORKERS['quality']}).",
+            show_default=False,
+        ),
+    ] = None,
     runs: Annotated[int, typer.Option("--runs", help="Real runs per shape and W.")] = 3,
     time_scale: Annotated[
         float,
@@ -63,28 +99,31 @@ def conformance_command(
     out: Out = None,
     wide: Wide = False,
 ) -> None:
-    """Run the installed gepa (PxNSampling) on synthetic work of known latency and acceptance,
-    and say whether the simulator still describes it. Writes the runs' traces and
-    conformance.csv/json to --out. Exit code 1 when it does not conform."""
-    from pxn.calibrate.conformance import DEFAULT_SCENARIO, at_time_scale, judge
-    from pxn.runner.synthetic import RunGrid, check_realisable, oversleep, run_grid
+    """Run the installed gepa (PxNSampling) on synthetic work of known latency and acceptance
+    (or quality), and say whether the simulator still describes it. Writes the runs' traces
+    and conformance.csv/json to --out. Exit code 1 when it does not conform."""
+    from pxn.api.search_conformance_report import search_report
+    from pxn.calibrate.conformance import at_time_scale, judge
+    from pxn.calibrate.search_conformance import judge_search
+    from pxn.runner.synthetic import RunGrid, check_realisable, levels_work, oversleep, run_grid
+    from pxn.runner.synthetic_quality import quality_work
     from pxn.shape import parse_shapes
     from pxn.sim.predict import check_sweep
-    from pxn.sim.presets import load_scenario
 
     output = Output(output_format, out, wide)
     if out is not None and (out / "runs").exists():
         raise PxnError(f"{out} already holds conformance runs; give a new directory",
                        subject="out")  # fmt: skip
-    base = DEFAULT_SCENARIO if scenario is None else load_scenario(scenario)
+    kind, base = task_and_workload(task, scenario)
     truth = at_time_scale(base, time_scale)
     check_realisable(truth)
     try:
-        the_shapes = parse_shapes(shapes)
+        the_shapes = parse_shapes(shapes or TASK_SHAPES[kind])
     except PxnError as exc:  # a shape of the list: the error is the --shapes flag's
         raise exc.naming("shapes") from None
-    grid = RunGrid(the_shapes, parse_workers(workers), runs)
+    grid = RunGrid(the_shapes, parse_workers(workers or TASK_WORKERS[kind]), runs)
     check_sweep(grid.shapes, reps, jobs)
+    make_work = quality_work if kind == "quality" else levels_work
 
     progress = WorkProgress("real gepa runs", "runs", grid.size)
     left = "nothing written" if out is None else f"the finished runs' traces are in {out / 'runs'}"
@@ -95,7 +134,7 @@ def conformance_command(
     ):
         runs_dir = (out if out is not None else Path(scratch)) / "runs"
         with progress:
-            done = run_grid(truth, grid, runs_dir, lambda run: progress.advance(1))
+            done = run_grid(truth, grid, runs_dir, lambda run: progress.advance(1), make_work)
         result = judge(
             truth,
             [run.trace for run in done],
@@ -104,14 +143,56 @@ def conformance_command(
             trace_checks={str(run.trace): run.trace_check for run in done},
         )
     report = conformance_report(result, time_scale, oversleep(done))
+    verdicts, conforms = [result.verdict], result.conforms
+    if kind == "quality":
+        test_scores = {str(run.trace): run.search.test_score for run in done}
+        search = judge_search(result, test_scores)
+        report = with_search(report, search_report(search))
+        verdicts.append(search.verdict)
+        conforms = conforms and search.conforms
     output.show(report)
     output.write(report, {})
     if out is not None:
         say(f"traces of the runs in {out / 'runs'}", stderr)
     if output_format != "table":  # the table's caption says it
-        say(result.verdict, stderr)
-    if not result.conforms:
+        for verdict in verdicts:
+            say(verdict, stderr)
+    if not conforms:
         raise typer.Exit(1)
+
+
+def task_and_workload(task: str | None, scenario: str | None) -> tuple[str, Scenario]:
+    """The synthetic task and the scenario it runs: the given ones, or each one's default."""
+    from pxn.calibrate.conformance import DEFAULT_QUALITY_SCENARIO, DEFAULT_SCENARIO
+    from pxn.sim.presets import load_scenario
+
+    if task not in (None, *TASK_SHAPES):
+        raise PxnError(f"is levels or quality: got {task!r}", subject="task")
+    if scenario is None:
+        kind = task or "levels"
+        return kind, DEFAULT_QUALITY_SCENARIO if kind == "quality" else DEFAULT_SCENARIO
+    base = load_scenario(scenario)
+    kind = task or ("quality" if base.quality is not None else "levels")
+    if kind == "quality" and base.quality is None:
+        raise PxnError(f"quality needs a scenario with a [quality] table; {scenario} has "
+                       "[acceptance] rates: drop --task to run it on the levels task",
+                       subject="task")  # fmt: skip
+    if kind == "levels" and base.quality is not None:
+        raise PxnError(f"levels realises [acceptance] rates; {scenario} has a [quality] table: "
+                       "drop --task to run it on the quality task", subject="task")  # fmt: skip
+    return kind, base
+
+
+def with_search(time: Report, search: Report) -> Report:
+    """The time check's report with the search's after it: each run's row with its figures of
+    the search, the JSON's document with the search's under "search"."""
+    figures = {row["run"]: row for row in search.rows}
+    return Report(
+        name=time.name,
+        shown=[*time.shown, *search.shown],
+        rows=[row | figures[row["run"]] for row in time.rows],
+        document=time.document | {"search": search.document},
+    )
 
 
 def conformance_report(result: Conformance, time_scale: float, sleeps: dict[str, float]) -> Report:
