@@ -5,6 +5,7 @@ Users import pxn.runner.record (`recording`) and pxn.runner.dspy_recording
 
     the public API
       api.py               `recording(...)`: the with-block around one gepa.optimize run
+      arguments.py         its arguments and gepa.optimize's, checked before anything runs
       dspy_optimizer.py    `recorded(dspy.GEPA(...), out)`: the same recording, reached via DSPy
       reports.py           what the user's parts may report: RolloutReport, ReflectionReport
     what gepa does -> trace events
