@@ -345,7 +345,14 @@ def run_synthetic(scenario: Scenario, shape: Shape, out: Path, replicate: int) -
     )
     check_out(config, resume=False)
     # The reflections never fail here: a run stopped for failed reflections would be a bug.
-    plan = Plan(shape.p, shape.n, synthetic_task(scenario), scenario.reflection_concurrency, 1)
+    plan = Plan(
+        shape.p,
+        shape.n,
+        synthetic_task(scenario),
+        scenario.reflection_concurrency,
+        1,
+        budget=scenario.budget,
+    )
     key = (shape.p, shape.n, scenario.workers, replicate)
     streams = np.random.SeedSequence(scenario.seed, spawn_key=key).spawn(3)
     # The run's conditions, one z for both models, on a stream of their own.
