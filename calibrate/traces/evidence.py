@@ -6,9 +6,8 @@ no scenario can come from (no reflection, no judged proposal: a run that
 failed, was interrupted or was cut short too early, or whose budget covered
 only the seed's validation; the line says how each run ended) and prices
 they cannot support (no token counts), notes failed rollouts, and cuts the
-traces into units (units.py). The fitted parts (parts.py)
-then add their notes to its list, in the order they run: the report prints
-them so.
+traces into units (units.py). The fitted parts (parts.py) then add their
+notes to its list, in the order they run: the report prints them so.
 """
 
 from __future__ import annotations
@@ -17,11 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pxn.calibrate.traces.run_setup import (
-    lm_servers_of,
-    runs_ended,
-    setup_notes,
-)
+from pxn.calibrate.traces.run_setup import lm_servers_of, runs_ended, setup_notes
 from pxn.calibrate.traces.tokens import missing_token_counts
 from pxn.calibrate.traces.units import Units, cut_into_units
 from pxn.errors import PxnError
@@ -87,7 +82,7 @@ def gather_evidence(
 
 
 def reflections_failed(reflections: list[Reflection]) -> str:
-    """', every reflection failed (last: ...)' when none produced a reply, else ''."""
+    """'; all N reflection(s) failed (last: ...)' when every one failed, else ''."""
     errors = [r.error for r in reflections if r.error]
     if len(errors) < len(reflections):
         return ""
