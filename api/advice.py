@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from pxn.api.console import WorkProgress
 from pxn.api.results import Result
-from pxn.api.running import DEFAULT_JOBS, checked_work, scenario_of
+from pxn.api.running import DEFAULT_JOBS, budget_of, checked_work, scenario_of
 from pxn.errors import PxnError
 
 if TYPE_CHECKING:
@@ -78,7 +78,8 @@ def values_of(values: Values, what: str) -> tuple[int, ...]:
 def advise(
     scenario: ScenarioLike,
     *,
-    budget: int,
+    budget: int | str,
+    predictors: int = 1,
     deadline: str | float | None = None,
     max_dollars: float | None = None,
     workers: Values | None = None,
@@ -94,7 +95,8 @@ def advise(
     address: str | None = None,
     progress: bool = False,
 ) -> AdviseResult:
-    """Recommend P, N, b and W for `budget` metric calls.
+    """Recommend P, N, b and W for `budget` metric calls (or dspy.GEPA's "auto:light",
+    "full-evals:3": `simulate`'s budgets).
 
     `deadline` ("3h", "90m" or seconds) and `max_dollars` (the scenario
     needs prices) bound the allocations; `objective` ranks the rest by time,
@@ -111,7 +113,7 @@ def advise(
 
     the_scenario = scenario_of(scenario, seed)
     ask = Ask(
-        budget=budget,
+        budget=budget_of(the_scenario, budget, predictors),
         p=values_of(p, "p"),
         n=values_of(n, "n"),
         b=(the_scenario.minibatch,) if minibatch is None else values_of(minibatch, "b"),

@@ -126,7 +126,8 @@ def simulate(
     seed: int | None = None,
     jobs: int = 1,
     workers: int | None = None,
-    budget: int | None = None,
+    budget: int | str | None = None,
+    predictors: int = 1,
     backend: str = "local",
     address: str | None = None,
     progress: bool = False,
@@ -134,12 +135,14 @@ def simulate(
     """Predict one shape (P x N, e.g. "2x2", or "single") over `reps` replicates.
 
     `scenario`: a Scenario, a preset's name or a TOML path; `seed`, `workers`
-    (W) and `budget` (B) replace its own when given. `jobs`: local processes;
+    (W) and `budget` (B) replace its own when given, B in metric calls or as
+    dspy.GEPA takes it ("auto:light", "full-evals:3"; `predictors`: the DSPy
+    program's, for an auto budget). `jobs`: local processes;
     `backend` "ray" spreads the replicates over Ray (`address`: a running
     head's HOST:PORT). `progress`: count the replicates on stderr.
     """
     the_shape = shape if isinstance(shape, Shape) else Shape.parse(shape)
-    the_scenario = scenario_of(scenario, seed, workers, budget)
+    the_scenario = scenario_of(scenario, seed, workers, budget, predictors)
     [prediction] = run_sweep(the_scenario, [the_shape], reps, jobs, backend, address, progress)
     return SimulateResult(the_scenario, prediction)
 
@@ -152,7 +155,8 @@ def sweep(
     seed: int | None = None,
     jobs: int = DEFAULT_JOBS,
     workers: int | None = None,
-    budget: int | None = None,
+    budget: int | str | None = None,
+    predictors: int = 1,
     backend: str = "local",
     address: str | None = None,
     progress: bool = False,
@@ -160,6 +164,6 @@ def sweep(
     """Predict many shapes ("single,2x2" or a list) over `reps` replicates each; the other
     arguments are `simulate`'s."""
     the_shapes = shapes_of(shapes)
-    the_scenario = scenario_of(scenario, seed, workers, budget)
+    the_scenario = scenario_of(scenario, seed, workers, budget, predictors)
     predictions = run_sweep(the_scenario, the_shapes, reps, jobs, backend, address, progress)
     return SweepResult(the_scenario, tuple(predictions))

@@ -2,7 +2,10 @@
 finish here, and the sweep with its progress on stderr.
 
 A scenario is given as a Scenario, a preset's name or a TOML path; the
-overrides (seed, workers, budget) replace its own values when given. Work
+overrides (seed, workers, budget) replace its own values when given, a
+budget in metric calls or as dspy.GEPA takes it (pxn.budget: auto:LEVEL and
+full-evals:N, worked out for the program's predictors and the scenario's V
+and trainset size). Work
 is judged before it starts (sim.workload): more than this machine's memory,
 or days of CPU on the processes asked for, is refused with what to ask for
 less of.
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pxn.api.console import WorkProgress
+from pxn.budget import metric_calls_of
 from pxn.errors import PxnError
 from pxn.shape import Shape, parse_shapes
 
@@ -35,21 +39,35 @@ def scenario_of(
     scenario: ScenarioLike,
     seed: int | None = None,
     workers: int | None = None,
-    budget: int | None = None,
+    budget: int | str | None = None,
+    predictors: int = 1,
 ) -> Scenario:
-    """The scenario, with the seed, worker pool W and budget B given in place of its own."""
+    """The scenario, with the seed, worker pool W and budget B given in place of its own (B
+    as metric calls, auto:LEVEL or full-evals:N for a program of `predictors`)."""
     from pxn.scenario import Scenario
     from pxn.sim.presets import load_scenario
 
     if seed is not None and seed < 0:  # a negative seed would fail in numpy, after the work
         raise PxnError(f"must be a whole number >= 0: got {seed}", subject="seed")
     loaded = scenario if isinstance(scenario, Scenario) else load_scenario(str(scenario))
+    if budget is not None:
+        budget = budget_of(loaded, budget, predictors)
     changes = {
         key: value
         for key, value in {"seed": seed, "workers": workers, "budget": budget}.items()
         if value is not None
     }
     return loaded.replace(**changes) if changes else loaded
+
+
+def budget_of(scenario: Scenario, budget: int | str, predictors: int) -> int:
+    """B in metric calls for the scenario's V and trainset size."""
+    return metric_calls_of(
+        budget,
+        predictors=predictors,
+        valset_size=scenario.valset_size,
+        trainset_size=scenario.trainset_size,
+    )
 
 
 def shapes_of(shapes: ShapesLike) -> list[Shape]:

@@ -36,8 +36,15 @@ Seed = Annotated[
 ]
 Jobs = Annotated[int, typer.Option("--jobs", help="Processes to spread replicates over.")]
 Workers = Annotated[int | None, typer.Option("--workers", help="Override the worker pool W.")]
+BUDGET_HELP = (
+    "metric calls (400), or dspy.GEPA's auto:light, auto:medium, auto:heavy or full-evals:N"
+)
 Budget = Annotated[
-    int | None, typer.Option("--budget", help="Override the budget B (metric calls).")
+    str | None, typer.Option("--budget", help=f"Override the budget B: {BUDGET_HELP}.")
+]
+Predictors = Annotated[
+    int,
+    typer.Option("--predictors", help="The DSPy program's predictors, for an auto budget."),
 ]
 Backend = Annotated[
     str,
@@ -67,7 +74,8 @@ Wide = Annotated[
 # Every long flag of every command, and the one thing it names: one spelling per thing,
 # in the words of docs/glossary.md (tests/test_app_vocabulary.py holds the commands to it).
 VOCABULARY = {
-    "--budget": "B, the budget: metric calls",
+    "--budget": "B, the budget: metric calls, or dspy.GEPA's auto level or full evaluations",
+    "--predictors": "the DSPy program's predictors, which an auto budget grows with",
     "--workers": "W, rollout workers (in advise and conformance: the pools to try)",
     "--minibatch": "b, the reflection minibatch (in advise: the sizes to try)",
     "--reflection-concurrency": "C, reflections at once",

@@ -323,15 +323,17 @@ class Trace:
     events: list[Event]
     skipped: list[str] = field(default_factory=list)  # "line N: what was wrong"
 
-    @property
+    @functools.cached_property
     def run_start(self) -> RunStart:
         """The first event; a recorded run that did not declare W (workers 0) takes the most
-        rollouts run_end saw in flight."""
+        rollouts run_end saw in flight, or, cut short before its run_end, the most in flight
+        among the rollouts it holds (what run_end would have said)."""
         start: RunStart = self.events[0]  # type: ignore[assignment]
+        if start.workers:
+            return start
         end = self.run_end
-        if start.workers == 0 and end is not None and end.workers:
-            return replace(start, workers=end.workers)
-        return start
+        seen = end.workers if end is not None else max_concurrency(self.of(Rollout))
+        return replace(start, workers=seen) if seen else start
 
     @property
     def run_end(self) -> RunEnd | None:
@@ -356,6 +358,16 @@ class Trace:
             elif isinstance(event, cls):
                 kept.append(event)
         return kept
+
+
+def max_concurrency(rollouts: Sequence[Rollout]) -> int:
+    """The most rollouts in flight at once (an end at t frees its slot before a start at t)."""
+    edges = sorted([(r.start, 1) for r in rollouts] + [(r.end, -1) for r in rollouts])
+    level = peak = 0
+    for _, step in edges:
+        level += step
+        peak = max(peak, level)
+    return peak
 
 
 def read_trace(path: str | Path) -> Trace:

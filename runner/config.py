@@ -17,6 +17,7 @@ from gepa.strategies.proposal_selection import (
     TopKImprovements,
 )
 
+from pxn.budget import Budget
 from pxn.errors import PxnError
 from pxn.runner.tasks import Task, load_task
 from pxn.selection import Selection
@@ -28,7 +29,7 @@ class RunConfig:
     out: str
     task: str | None = None
     shape: str = "1x1"
-    budget: int = 40
+    budget: int | str = 40  # metric calls, or dspy.GEPA's auto:LEVEL or full-evals:N
     workers: int = 2
     selection: str = "all"  # all | best | topk:K
     minibatch: int | None = None  # b, gepa's reflection_minibatch_size; None = the task's own
@@ -55,6 +56,8 @@ class Plan:
     task: Task
     reflection_concurrency: int
     max_failures: int
+    budget: int  # B in metric calls
+    budget_from: str | None = None  # the DSPy budget B was worked out from ("auto:light")
 
 
 def make_selection(spec: str) -> Any:
@@ -91,14 +94,23 @@ def plan(config: RunConfig) -> Plan:
                 subject="minibatch",
             )
         task = replace(task, minibatch=config.minibatch)
-    if config.budget < len(task.val):
+    asked = Budget.parse(config.budget)
+    # A DSPy budget for the task's program: its components are DSPy's predictors.
+    budget = asked.resolve(
+        predictors=len(task.seed_candidate),
+        valset_size=len(task.val),
+        trainset_size=len(task.train),
+    )
+    if budget <= len(task.val):  # gepa would stop before its first proposal
+        calls = f" ({budget} metric calls)" if asked.from_dspy else ""
+        short = "below" if budget < len(task.val) else "just"
         raise PxnError(
-            f"{config.budget} is below one seed validation ({len(task.val)} metric "
+            f"{asked.label}{calls} is {short} one seed validation ({len(task.val)} metric "
             f"calls on task {task.name!r}); give at least {len(task.val) + 2 * task.minibatch}",
             subject="budget",
         )
     failures = config.max_reflection_failures or max(5, 2 * p * n)
-    return Plan(p, n, task, conc, failures)
+    return Plan(p, n, task, conc, failures, budget, asked.label if asked.from_dspy else None)
 
 
 def check_eval_backend(config: RunConfig) -> None:

@@ -272,6 +272,7 @@ def run_engine(
             **versions,
             **({} if lm_servers is None else {"lm_servers": lm_servers}),
             **pool.meta(),
+            **({} if pl.budget_from is None else {"budget_from": pl.budget_from}),
             **(meta or {}),
         },
     )
@@ -318,7 +319,7 @@ def _record(
                 sampling_strategy=PxNSampling(pl.p, pl.n),
                 selection_strategy=make_selection(config.selection),
                 candidate_selection_strategy="pareto",
-                max_metric_calls=config.budget,
+                max_metric_calls=pl.budget,
                 run_dir=str(gepa_dir),
                 # gepa 0.1.4 keys its cache by example position, so validation lookups would
                 # hit train rollouts: off.
@@ -329,7 +330,7 @@ def _record(
                 logger=GepaLog(gepa_dir / "run_log.txt"),
                 seed=config.seed,
             )
-            with LiveProgress(rec.progress, config.budget, enabled=config.progress):
+            with LiveProgress(rec.progress, pl.budget, enabled=config.progress):
                 gepa_result = gepa.optimize(**kwargs)
     except (KeyboardInterrupt, Exception) as exc:  # in run_end by now; raised again below
         error = exc
@@ -390,7 +391,7 @@ def _finish(
     result = {
         "task": pl.task.name,
         "shape": f"{pl.p}x{pl.n}",
-        "budget": config.budget,
+        "budget": pl.budget,
         "workers": config.workers,
         "best_candidate": best,
         "best_candidate_index": gr.best_idx,

@@ -415,7 +415,9 @@ def run_synthetic(
     )
     check_out(config, resume=False)
     # The reflections never fail here: a run stopped for failed reflections would be a bug.
-    plan = Plan(shape.p, shape.n, work.task, scenario.reflection_concurrency, 1)
+    plan = Plan(
+        shape.p, shape.n, work.task, scenario.reflection_concurrency, 1, budget=scenario.budget
+    )
     reflection_lm = work.reflection
     meta = {"synthetic": {"scenario": scenario.to_dict(), "replicate": replicate}}
     with sigterm_as_interrupt():

@@ -231,6 +231,48 @@ def test_a_proposal_dspy_could_not_parse_keeps_the_proposal_ids(tmp_path: Path, 
     assert units.reflected.sum() == 3 == units.tasks.sum()
 
 
+class TwoSteps(dspy.Module):
+    """Two predictors: an auto budget grows with them."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = dspy.Predict(Topic)
+        self.second = dspy.Predict(Topic)
+
+    def forward(self, sentence: str) -> dspy.Prediction:
+        return self.second(sentence=self.first(sentence=sentence).topic)
+
+
+@pytest.mark.parametrize(
+    ("budget", "given"),
+    [("auto:light", {"auto": "light"}), ("full-evals:3", {"max_full_evals": 3})],
+)
+def test_a_dspy_budget_is_recorded_with_where_it_came_from(tmp_path: Path, budget, given):
+    """dspy.GEPA(auto="light") hands gepa the metric calls DSPy works out: run_start holds
+    them, and its meta the budget as given and the program's predictors."""
+    from pxn.budget import metric_calls_of
+
+    task = DummyLM({"": {"topic": "none"}})
+    task.cache = False
+    stopped_at_once = {"stop_callbacks": [lambda state: True]}  # the seed's validation only
+    made = optimizer(DummyLM([]), max_metric_calls=None, gepa_kwargs=stopped_at_once, **given)
+    opt = recorded(made, tmp_path / "run")
+    train, val = examples("train", 6), examples("val", 4)
+    with dspy.context(lm=task):
+        opt.compile(TwoSteps(), trainset=train, valset=val)
+    start = read_trace(tmp_path / "run" / "trace.jsonl").run_start
+    assert start.budget == opt.max_metric_calls  # what DSPy handed gepa
+    assert start.budget == metric_calls_of(
+        budget, predictors=2, valset_size=len(val), trainset_size=len(train)
+    )
+    assert start.meta["budget_from"] == budget and start.meta["predictors"] == 2
+
+
+def test_an_auto_level_dspy_lacks_is_refused_before_anything_runs(tmp_path: Path):
+    with pytest.raises(PxnError, match="auto:superheavy is not one of DSPy's: auto:light"):
+        recorded(optimizer(DummyLM([]), max_metric_calls=None, auto="superheavy"), tmp_path)
+
+
 @pytest.mark.lm
 @pytest.mark.slow
 @pytest.mark.parametrize(

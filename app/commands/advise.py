@@ -9,7 +9,18 @@ import typer
 
 from pxn.api.running import DEFAULT_JOBS
 from pxn.app.interrupts import stopped_by_signals
-from pxn.app.options import Address, Backend, Format, Jobs, Out, ScenarioArg, Seed, Wide
+from pxn.app.options import (
+    BUDGET_HELP,
+    Address,
+    Backend,
+    Format,
+    Jobs,
+    Out,
+    Predictors,
+    ScenarioArg,
+    Seed,
+    Wide,
+)
 from pxn.app.output import Output
 
 commands = typer.Typer()
@@ -18,7 +29,8 @@ commands = typer.Typer()
 @commands.command(name="advise")
 def advise_command(
     scenario: ScenarioArg,
-    budget: Annotated[int, typer.Option("--budget", help="The budget B (metric calls).")],
+    budget: Annotated[str, typer.Option("--budget", help=f"The budget B: {BUDGET_HELP}.")],
+    predictors: Predictors = 1,
     deadline: Annotated[
         str | None, typer.Option("--deadline", help="Wall-clock limit: 3h, 90m, 1h30m, 600s.")
     ] = None,
@@ -66,6 +78,7 @@ def advise_command(
         result = advise(
             scenario,
             budget=budget,
+            predictors=predictors,
             deadline=deadline,
             max_dollars=max_dollars,
             workers=workers,

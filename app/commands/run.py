@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from pxn.api.console import say, stderr
+from pxn.app.options import BUDGET_HELP
 from pxn.app.output import ensure_writable_outputs
 from pxn.errors import PxnError
 from pxn.runner.waits import PROBE_TIMEOUT
@@ -27,7 +28,12 @@ def run_command(
         typer.Option("--task", help="Built-in task name (see `pxn tasks`) or module:function."),
     ] = None,
     shape: Annotated[str, typer.Option("--shape", help="PxN: P parents x N mutations.")] = "1x1",
-    budget: Annotated[int, typer.Option("--budget", help="Metric calls (B).")] = 40,
+    budget: Annotated[
+        str,
+        typer.Option(
+            "--budget", help=f"B: {BUDGET_HELP} (for the task's components as predictors)."
+        ),
+    ] = "40",
     workers: Annotated[int, typer.Option("--workers", help="Rollout worker slots (W).")] = 2,
     selection: Annotated[str, typer.Option("--selection", help="all | best | topk:K")] = "all",
     minibatch: Annotated[

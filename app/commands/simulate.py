@@ -15,6 +15,7 @@ from pxn.app.options import (
     Budget,
     Format,
     Jobs,
+    Predictors,
     Reps,
     ScenarioArg,
     Seed,
@@ -35,6 +36,7 @@ def simulate(
     jobs: Jobs = 1,
     workers: Workers = None,
     budget: Budget = None,
+    predictors: Predictors = 1,
     backend: Backend = "local",
     address: Address = None,
     trace: Annotated[
@@ -60,6 +62,7 @@ def simulate(
             jobs=jobs,
             workers=workers,
             budget=budget,
+            predictors=predictors,
             backend=backend,
             address=address,
             progress=True,

@@ -1,11 +1,13 @@
 """What every fit of a calibration reads, gathered once: the traces, their units, the notes.
 
 gather_evidence loads the traces, reads what they declare (run_setup.py:
-whether their setups agree, the LM pool's size), refuses traces no scenario
-can come from (no reflection) and prices they cannot support (no token
-counts), and cuts them into units (units.py). The fitted parts (parts.py)
-then add their notes to its list, in the order they run: the report prints
-them so.
+whether their setups agree, the LM pool's size), refuses in one line traces
+no scenario can come from (no reflection, no judged proposal: a run that
+failed, was interrupted or was cut short too early, or whose budget covered
+only the seed's validation; the line says how each run ended) and prices
+they cannot support (no token counts), notes failed rollouts, and cuts the
+traces into units (units.py). The fitted parts (parts.py) then add their
+notes to its list, in the order they run: the report prints them so.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pxn.calibrate.traces.run_setup import lm_servers_of, setup_notes
+from pxn.calibrate.traces.run_setup import lm_servers_of, runs_ended, setup_notes
 from pxn.calibrate.traces.tokens import missing_token_counts
 from pxn.calibrate.traces.units import Units, cut_into_units
 from pxn.errors import PxnError
-from pxn.trace import Loaded, Reflection, Rollout, Trace, load_traces
+from pxn.trace import Decision, Loaded, Reflection, Rollout, Trace, load_traces
 
 
 @dataclass(frozen=True)
@@ -51,8 +53,15 @@ def gather_evidence(
     if not reflections:
         raise PxnError(
             "no reflection events in the traces: the reflection latency cannot be "
-            "calibrated; run until at least one iteration completes"
+            f"calibrated ({runs_ended(traces)}); run until at least one iteration completes"
         )
+    if not any(t.live(Decision) for t in traces):
+        raise PxnError(
+            "no judged proposals (decision events) in the traces: acceptance cannot be "
+            f"calibrated ({runs_ended(traces)}{reflections_failed(reflections)}); run until at "
+            "least one iteration completes"
+        )
+    notes += failed_rollouts(rollouts)
     missing_tokens = missing_token_counts(rollouts, reflections)
     if priced and missing_tokens:
         raise PxnError(
@@ -70,3 +79,22 @@ def gather_evidence(
         tokens_missing=missing_tokens,
         notes=notes,
     )
+
+
+def reflections_failed(reflections: list[Reflection]) -> str:
+    """'; all N reflection(s) failed (last: ...)' when every one failed, else ''."""
+    errors = [r.error for r in reflections if r.error]
+    if len(errors) < len(reflections):
+        return ""
+    return f"; all {len(errors)} reflection(s) failed (last: {errors[-1]})"
+
+
+def failed_rollouts(rollouts: list[Rollout]) -> list[str]:
+    """A note when rollouts failed: their latencies are fitted with the others'."""
+    failed = [r for r in rollouts if r.error]
+    if not failed:
+        return []
+    return [
+        f"{len(failed)} of {len(rollouts)} rollouts failed (first: {failed[0].error}); "
+        "their latencies are fitted with the others'"
+    ]

@@ -227,10 +227,20 @@ def _fit_families(data: np.ndarray, censored: np.ndarray) -> list[FamilyFit]:
     if len(data) < MIN_FIT_POINTS or np.ptp(data) == 0:
         return []
     with np.errstate(all="ignore"):
-        fits = [fit_family(family, data, censored) for family in FAMILIES]
+        fits = [fit for family in FAMILIES if (fit := _fit_or_none(family, data, censored))]
     fits = [f for f in fits if math.isfinite(f.aic)]
     fits.sort(key=lambda f: f.aic)
     return fits
+
+
+def _fit_or_none(family: str, data: np.ndarray, censored: np.ndarray) -> FamilyFit | None:
+    """The family's fit, or None where scipy's solver finds none: latencies that differ only
+    in their last digits (a tiny run's, or a slowdown divided out) leave a family such as
+    gamma no root to find."""
+    try:
+        return fit_family(family, data, censored)
+    except (ValueError, RuntimeError):
+        return None
 
 
 def _frozen(fit: FamilyFit):
@@ -240,13 +250,15 @@ def _frozen(fit: FamilyFit):
 def _choose(data: np.ndarray, fits: list[FamilyFit], choice: str) -> tuple[Distribution, str]:
     empirical = Distribution("empirical", samples=tuple(data.tolist()))
     if not fits:
+        few = len(data) < MIN_FIT_POINTS
         if choice not in ("auto", "empirical"):
+            why = f"need {MIN_FIT_POINTS} or more" if few else "they barely differ"
             raise PxnError(
-                f"{choice} cannot be fitted to {len(data)} distinct latencies "
-                f"(need {MIN_FIT_POINTS} or more); choose empirical",
+                f"{choice} cannot be fitted to {len(data)} latencies ({why}); choose empirical",
                 subject="latency",
             )
-        return empirical, f"too few points for a family fit ({len(data)}): empirical bootstrap"
+        why = "too few points for a family fit" if few else "no family fits latencies this alike"
+        return empirical, f"{why} ({len(data)}): empirical bootstrap"
     if choice == "empirical":
         return empirical, "asked for: empirical bootstrap"
     if choice != "auto":
@@ -275,8 +287,11 @@ def _param_intervals(chosen: Distribution, resamples: np.ndarray) -> dict[str, t
     for sample in resamples:
         if np.ptp(sample) == 0:
             continue
-        with np.errstate(all="ignore"):
-            params = mle_params(chosen.dist, sample)
+        try:
+            with np.errstate(all="ignore"):
+                params = mle_params(chosen.dist, sample)
+        except (ValueError, RuntimeError):  # a resample with no spread left to fit
+            continue
         for name, value in params.items():
             refits[name].append(value)
     return {name: interval(np.asarray(v)) for name, v in refits.items() if v}

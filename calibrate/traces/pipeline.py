@@ -49,7 +49,12 @@ from pxn.calibrate.traces.overhead import (
 from pxn.calibrate.traces.phases import fit_phases
 from pxn.calibrate.traces.prefix_cache import PrefixCacheFit
 from pxn.calibrate.traces.quality import QualityFit, fit_quality, scored
-from pxn.calibrate.traces.run_setup import calibrated_on, note_incomplete_runs, worker_split
+from pxn.calibrate.traces.run_setup import (
+    budget_of,
+    calibrated_on,
+    note_incomplete_runs,
+    worker_split,
+)
 from pxn.calibrate.traces.run_spread import RunSpreadFit
 from pxn.calibrate.traces.slowdown import ModelSlowdown
 from pxn.calibrate.traces.tokens import TokenCounts, TokenFit
@@ -159,7 +164,7 @@ def calibrate_traces(
     scenario = Scenario(
         name=name,
         description=f"calibrated by pxn calibrate from {len(traces)} trace(s)",
-        budget=first.budget,
+        budget=budget_of(traces, evidence.notes),
         valset_size=first.valset_size,
         trainset_size=first.trainset_size,
         minibatch=first.minibatch,

@@ -4,9 +4,13 @@ Budget, data sizes, b, W and reflection slots come from each trace's
 run_start; where the traces differ, the scenario takes the first trace's and
 a note says so. The LM pool's size (lm_servers) is as the caller gives it,
 else as the run_start meta declares it (the smallest when traces differ).
-How the workers served a stage's candidates: dspy.GEPA's adapter splits its
-num_threads among them (its recording says dspy in run_start meta); others
-pool them. [calibrated_on] is the longest run's metric calls and proposals.
+A run stopped by its own stop_callbacks declares no budget (0): B is then
+the most metric calls a run made, and a note says so. How each run ended
+(its run_end, or none: cut short) is said in words, for the notes and for a
+refusal. How the workers served a stage's candidates: dspy.GEPA's adapter
+splits its num_threads among them (its recording says dspy in run_start
+meta); others pool them. [calibrated_on] is the longest run's metric calls
+and proposals.
 """
 
 from __future__ import annotations
@@ -39,6 +43,19 @@ def setup_notes(traces: list[Trace]) -> list[str]:
     return notes
 
 
+def budget_of(traces: list[Trace], notes: list[str]) -> int:
+    """B: the first trace's, or when it declares none, the most metric calls a run made."""
+    declared = traces[0].run_start.budget
+    if declared:
+        return declared
+    made = max(summarize(t).metric_calls for t in traces)
+    notes.append(
+        f"{traces[0].path} declares no budget (a run stopped by its own stop_callbacks): "
+        f"B is the most metric calls a run made, {made}"
+    )
+    return made
+
+
 def lm_servers_of(
     traces: list[Trace], given: int | None, notes: list[str]
 ) -> tuple[int | None, str]:
@@ -66,12 +83,42 @@ def lm_servers_of(
     return declared[0], "from the traces' run_start"
 
 
+def run_ended(trace: Trace) -> str:
+    """How the run ended, in words: its status, where it was, its message."""
+    end = trace.run_end
+    if end is not None and end.status == "completed":
+        start = trace.run_start
+        if 0 < start.budget <= start.valset_size:
+            return (
+                f"completed after {end.iterations} iteration(s): B={start.budget} covered only "
+                f"the seed's validation (V={start.valset_size})"
+            )
+        return f"completed after {end.iterations} iteration(s)"
+    reached = max(getattr(e, "iteration", 0) for e in trace.events)
+    where = f"in iteration {reached}" if reached else "in the seed's validation"
+    if end is None:
+        return f"cut short before its run_end, {where}"
+    said = f": {end.message}" if end.message else ""
+    return f"{end.status} {where}{said}"
+
+
+MAX_NAMED = 3  # runs named in a refusal, which stays one line
+
+
+def runs_ended(traces: list[Trace]) -> str:
+    """How each run ended, for a one-line refusal (the first few runs)."""
+    named = "; ".join(f"{t.path}: {run_ended(t)}" for t in traces[:MAX_NAMED])
+    more = len(traces) - MAX_NAMED
+    return named + (f"; and {more} more run(s)" if more > 0 else "")
+
+
 def note_incomplete_runs(traces: list[Trace], notes: list[str]) -> None:
     for trace in traces:
         end = trace.run_end
         if end is None or end.status != "completed":
-            status = "no run_end" if end is None else end.status
-            notes.append(f"{trace.path}: run did not complete ({status}); its events still count")
+            notes.append(
+                f"{trace.path}: run did not complete ({run_ended(trace)}); its events still count"
+            )
 
 
 def worker_split(traces: list[Trace], notes: list[str]) -> str:

@@ -5,6 +5,7 @@ Users import pxn.runner.record (`recording`) and pxn.runner.dspy_recording
 
     the public API
       api.py               `recording(...)`: the with-block around one gepa.optimize run
+      arguments.py         its arguments and gepa.optimize's, checked before anything runs
       dspy_optimizer.py    `recorded(dspy.GEPA(...), out)`: the same recording, reached via DSPy
       reports.py           what the user's parts may report: RolloutReport, ReflectionReport
     what gepa does -> trace events
@@ -20,7 +21,8 @@ Users import pxn.runner.record (`recording`) and pxn.runner.dspy_recording
       versions.py          gepa 0.1.4 (and DSPy 3.4.1) or a clear refusal
       run_start.py         run_start from gepa.optimize's arguments
       resume.py            a finished run refused, a torn last line dropped
-      stopper.py           ends a run whose reflections keep failing
+      stopper.py           ends a run whose reflections or adapter calls keep failing
+      scores.py            an adapter call's scores checked: one finite number per example
       totals.py            the trace's totals against gepa's own
     DSPy
       dspy_rollouts.py     DSPy's rollouts and proposals timed where DSPy runs them

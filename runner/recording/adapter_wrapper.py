@@ -15,8 +15,10 @@ from typing import Any
 
 from gepa.core.adapter import EvaluationBatch
 
+from pxn.errors import PxnError
 from pxn.runner.recording.lm_wrapper import reflections
 from pxn.runner.recording.recorder import Recorder
+from pxn.runner.recording.scores import score_problem
 from pxn.runner.redact import describe_error
 
 
@@ -75,6 +77,10 @@ class RecordingAdapter:
         except BaseException as exc:
             rec.end_rollouts(None, describe_error(exc))
             raise
+        problem = score_problem(items, results)
+        if problem is not None:
+            rec.end_rollouts(None, f"the adapter {problem}")
+            raise PxnError(problem, subject="adapter")
         rec.end_rollouts([s for r in results for s in r.scores], None)
         return results
 

@@ -1,11 +1,15 @@
 """The `with recording(...)` block around one `gepa.optimize` run (pxn.runner.record's API).
 
-Entering checks the gepa release and the run directory; `rec.wrap(...)`
-returns gepa.optimize's keyword arguments with the adapter, the reflection LM,
-the selection, the callbacks and the stoppers wrapped (the user's keep
-working), and writes run_start, or resuming, a resume event; leaving the
-block, however it is left, writes run_end with the run's totals checked
-against gepa's own (`rec.result`). One recording records one run.
+The recording's arguments are checked when it is made, gepa.optimize's by
+`rec.wrap` (arguments.py), before anything is created. Entering checks the
+gepa release and the run directory, which no other recording in the process
+may be writing into; `rec.wrap(...)`, inside the block only, returns
+gepa.optimize's keyword arguments with the adapter, the reflection LM, the
+selection, the callbacks and the stoppers wrapped (the user's keep working),
+and writes run_start, or resuming, a resume event; leaving the block,
+however it is left, writes run_end with the run's totals checked against
+gepa's own (`rec.result`). One recording records one run: a second block or
+a second `rec.wrap` is refused.
 
 The trace is written event by event, so a crash leaves a valid prefix, on
 the recording's clock: seconds since the run started, a resumed run's clock
@@ -16,7 +20,9 @@ running on from its trace. The recorder's parts write the events between
 from __future__ import annotations
 
 import shutil
+import threading
 import time
+import warnings
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -27,19 +33,25 @@ from gepa.strategies.proposal_selection import AllImprovements
 
 from pxn.errors import PxnError
 from pxn.runner.recording.adapter_wrapper import wrap_adapter
+from pxn.runner.recording.arguments import check_gepa_arguments, check_options, checked_out
 from pxn.runner.recording.callbacks import GepaCallbacks
 from pxn.runner.recording.labels import RolloutLabels
 from pxn.runner.recording.lm_wrapper import wrap_reflection_lm
 from pxn.runner.recording.recorder import Recorder
 from pxn.runner.recording.reports import ReflectionReport, RolloutNote, RolloutReport
-from pxn.runner.recording.resume import check_resumable, drop_torn_line, resume_event
+from pxn.runner.recording.resume import (
+    check_resumable,
+    check_same_setup,
+    drop_torn_line,
+    resume_event,
+)
 from pxn.runner.recording.run_start import gepa_shape, run_start
 from pxn.runner.recording.selection_wrapper import RecordingSelection
 from pxn.runner.recording.stopper import Stopper, default_limit
 from pxn.runner.recording.totals import RecordedRun, run_totals
 from pxn.runner.recording.versions import check_gepa
 from pxn.runner.redact import describe_error, redact
-from pxn.trace import RunEnd, TraceWriter, read_trace
+from pxn.trace import RunEnd, RunStart, TraceWriter, read_trace
 
 
 def recording(
@@ -65,7 +77,7 @@ def recording(
       it started (`rec.report_rollout`), so a rollout it did not report never ran.
     """
     return Recording(
-        Path(out),
+        out,
         workers=workers,
         reflection_concurrency=reflection_concurrency,
         resume=resume,
@@ -79,7 +91,7 @@ def recording(
 class Recording:
     def __init__(
         self,
-        out: Path,
+        out: str | Path,
         *,
         workers: int | None,
         reflection_concurrency: int | None,
@@ -89,11 +101,16 @@ class Recording:
         max_reflection_failures: int | None,
         reports_rollouts: bool,
     ):
-        if resume and overwrite:
-            raise PxnError("resume and overwrite exclude each other", subject="recording")
-        if workers is not None and workers < 1:
-            raise PxnError(f"must be at least 1, got {workers}", subject="workers")
-        self.out = out
+        check_options(
+            resume=resume,
+            overwrite=overwrite,
+            reports_rollouts=reports_rollouts,
+            meta=meta,
+            workers=workers,
+            reflection_concurrency=reflection_concurrency,
+            max_reflection_failures=max_reflection_failures,
+        )
+        self.out = out = checked_out(out)
         self.trace_path = out / "trace.jsonl"
         self._workers = workers
         self._reflection_concurrency = reflection_concurrency
@@ -104,6 +121,9 @@ class Recording:
         self._reports_rollouts = reports_rollouts
         self._recorder: Recorder | None = None
         self._callbacks: GepaCallbacks | None = None
+        self._entered = False  # inside the `with` block
+        self._claimed = out  # the directory it writes into, resolved when the block starts
+        self._used = False  # its `with` block was entered once: one recording, one run
         self._offset = 0.0
         self._t0 = 0.0
         self.result: RecordedRun | None = None
@@ -176,13 +196,21 @@ class Recording:
 
     def _live(self) -> Recorder:
         if self._recorder is None:
-            raise RuntimeError("call rec.wrap(...) inside the `with recording(...)` block first")
+            raise PxnError(
+                "has not started: call rec.wrap(...) inside the `with recording(...)` block first",
+                subject="the recording",
+            )
         return self._recorder
 
     # ---- the run's start ----
 
     def __enter__(self) -> Recording:
         check_gepa()
+        if self._used:
+            raise PxnError(
+                "records one run: create a new recording(...) for the next one",
+                subject="a recording",
+            )
         exists = self.trace_path.exists()
         if self._resume and not exists:
             raise PxnError(f"{self.out} holds no trace to resume", subject="run directory")
@@ -194,22 +222,28 @@ class Recording:
             )
         if self._resume:
             check_resumable(self.out)
+        self._claimed = being_recorded(self.out)
+        self._entered = self._used = True
         return self
 
     def wrap(self, **kwargs: Any) -> dict[str, Any]:
         """`gepa.optimize`'s keyword arguments, with the parts recorded; writes run_start (or,
         resuming, a resume event)."""
-        if self._recorder is not None:
-            raise RuntimeError("one recording records one gepa.optimize run")
-        if kwargs.get("use_merge"):
-            raise PxnError("is not recorded: the trace has no merge stage", subject="use_merge")
-        if kwargs.get("adapter") is None:
+        if not self._entered:
             raise PxnError(
-                "is needed: pass your GEPAAdapter (gepa's default adapter is built inside "
-                "gepa, out of the recorder's reach)",
-                subject="adapter",
+                "is called inside the `with recording(...) as rec:` block, around "
+                "gepa.optimize(**rec.wrap(...))",
+                subject="rec.wrap",
             )
+        if self._recorder is not None:
+            raise PxnError(
+                "was called already: one recording records one gepa.optimize run",
+                subject="rec.wrap",
+            )
+        check_gepa_arguments(kwargs)
         run_dir = Path(kwargs.get("run_dir") or self.out / "gepa")
+        if self._resume:
+            check_same_setup(self.out, self._run_start(kwargs, None))
         saved = self._saved_state(run_dir)
         p, n = (int(x) for x in gepa_shape(kwargs.get("sampling_strategy")).split("x"))
         labels = RolloutLabels(kwargs["trainset"], kwargs.get("valset"))
@@ -228,14 +262,7 @@ class Recording:
         if self._resume:
             rec.sink.write(resume_event(self.clock(), saved))
         else:
-            start = run_start(
-                kwargs,
-                reflection_lm,
-                workers=self._workers,
-                reflection_concurrency=self._reflection_concurrency,
-                meta=self._meta,
-            )
-            rec.sink.write(start)
+            rec.sink.write(self._run_start(kwargs, reflection_lm))
         stoppers = kwargs.get("stop_callbacks")
         if stoppers is None:
             stoppers = []
@@ -256,11 +283,27 @@ class Recording:
             wrapped.pop("reflection_lm_kwargs", None)  # used above to build the same LM
         return wrapped
 
+    def _run_start(self, kwargs: dict[str, Any], reflection_lm: Any) -> RunStart:
+        return run_start(
+            kwargs,
+            reflection_lm,
+            workers=self._workers,
+            reflection_concurrency=self._reflection_concurrency,
+            meta=self._meta,
+        )
+
     def _saved_state(self, run_dir: Path) -> GEPAState | None:
-        if self._resume and (run_dir / "gepa_state.bin").exists():
+        saved = (run_dir / "gepa_state.bin").exists()
+        if self._resume and saved:
             return GEPAState.load(str(run_dir))
         if not self._resume and self._overwrite and run_dir.exists():
             shutil.rmtree(run_dir)  # else gepa would resume from the old run's state
+        elif saved and not self._resume:
+            raise PxnError(
+                f"{run_dir} holds gepa's saved state of an earlier run, which gepa would "
+                "continue: resume that run's recording, overwrite it, or give a new run_dir",
+                subject="run_dir",
+            )
         return None
 
     def _start_trace(self) -> None:
@@ -275,7 +318,16 @@ class Recording:
     # ---- the run's end ----
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any):
+        self._entered = False
+        no_longer_recorded(self._claimed)
         rec = self._recorder
+        if rec is None and kind is None:
+            warnings.warn(
+                f"nothing was recorded into {self.out}: pass gepa.optimize's arguments through "
+                "rec.wrap(...) inside the `with recording(...)` block",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         if rec is not None:
             rec.settle()
         if self._nothing_written():
@@ -311,6 +363,30 @@ class Recording:
         """This session opened a new trace and wrote nothing to it."""
         path = self.trace_path
         return not self._resume and path.exists() and path.stat().st_size == 0
+
+
+_RECORDED: set[Path] = set()  # the run directories a `with recording(...)` block writes into
+_RECORDED_LOCK = threading.Lock()
+
+
+def being_recorded(out: Path) -> Path:
+    """Claim `out` for a recording (its resolved path); refused when another recording in this
+    process writes there (a recording nested in one into the same directory)."""
+    where = out.resolve()
+    with _RECORDED_LOCK:
+        if where in _RECORDED:
+            raise PxnError(
+                f"{out} is being recorded into already (by a recording around this one?): give "
+                "each run its own directory",
+                subject="run directory",
+            )
+        _RECORDED.add(where)
+    return where
+
+
+def no_longer_recorded(claimed: Path) -> None:
+    with _RECORDED_LOCK:
+        _RECORDED.discard(claimed)
 
 
 def _ending(

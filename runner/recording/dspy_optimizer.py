@@ -20,6 +20,11 @@ Assumptions:
 - gepa's merge has no stage in the trace: `use_merge=False` is required.
 - DSPy's cache answers repeated calls in no time; with it on the trace
   measures the cache, so a warning says so and run_start's meta records it.
+- A budget given as `auto` or `max_full_evals` is DSPy's to turn into metric
+  calls (compile does, before gepa runs): run_start's budget is the one DSPy
+  handed gepa, and its meta says where it came from (`budget_from`, spelled
+  as pxn's --budget takes it, e.g. "auto:light") and for how many predictors
+  (the components of the seed candidate DSPy handed gepa: its count).
 """
 
 from __future__ import annotations
@@ -35,8 +40,10 @@ from typing import Any
 import dspy
 import gepa
 
+from pxn.budget import dspy_auto_candidates
 from pxn.errors import PxnError
 from pxn.runner.recording.api import recording
+from pxn.runner.recording.arguments import check_options, checked_out
 from pxn.runner.recording.dspy_rollouts import DspyRollouts
 from pxn.runner.recording.totals import RecordedRun
 from pxn.runner.recording.versions import check_dspy
@@ -61,6 +68,12 @@ def recorded(
         raise PxnError(
             f"must be a dspy.GEPA optimizer, got {type(optimizer).__name__}", subject="optimizer"
         )
+    if optimizer.auto is not None:
+        dspy_auto_candidates(optimizer.auto)  # compile would meet an unknown level as a KeyError
+    out = checked_out(out)
+    check_options(
+        resume=resume, overwrite=overwrite, max_reflection_failures=max_reflection_failures
+    )
     if optimizer.use_merge:
         raise PxnError(
             "is on (dspy.GEPA's default) and the trace has no merge stage: "
@@ -69,7 +82,7 @@ def recorded(
         )
     return RecordedGEPA(
         optimizer,
-        Path(out),
+        out,
         resume=resume,
         overwrite=overwrite,
         max_reflection_failures=max_reflection_failures,
@@ -122,6 +135,7 @@ class RecordedGEPA:
             "program": type(student).__name__,
             "dspy_cache": bool(cached),
             **{role: getattr(lm, "model", None) for role, lm in lms.items()},
+            **budget_from(self.optimizer),
         }
         rec = recording(
             self.out, workers=workers, meta=meta, reports_rollouts=True, **self._options
@@ -130,6 +144,8 @@ class RecordedGEPA:
             original = gepa.optimize
 
             def recorded_optimize(**kwargs: Any) -> Any:
+                if "budget_from" in meta:  # run_start, written by rec.wrap, reads meta
+                    meta["predictors"] = len(kwargs["seed_candidate"])
                 adapter = DspyRollouts(kwargs["adapter"], rec)
                 return original(**rec.wrap(**{**kwargs, "adapter": adapter}))
 
@@ -139,6 +155,16 @@ class RecordedGEPA:
                 )
         self.result = rec.result
         return program
+
+
+def budget_from(optimizer: Any) -> dict[str, str]:
+    """Where the optimizer's budget comes from, when DSPy works it out: {"budget_from":
+    "auto:light"} or {"budget_from": "full-evals:3"}; {} for metric calls given."""
+    if optimizer.auto is not None:
+        return {"budget_from": f"auto:{optimizer.auto}"}
+    if optimizer.max_full_evals is not None:
+        return {"budget_from": f"full-evals:{optimizer.max_full_evals}"}
+    return {}
 
 
 _REPLACED = threading.Lock()

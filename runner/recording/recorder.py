@@ -13,7 +13,8 @@ callbacks move the same parts along:
     rollouts     the adapter call in flight and its rollout events
     reflections  the reflection call in flight and its reflection events
     decisions    the decision events
-    failures     the stopper's count of reflections that gave no proposal
+    failures     the stopper's count of reflections that gave no proposal and adapter calls
+                 that raised
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pxn.runner.recording.reports import ReflectionReport, RolloutNote, RolloutR
 from pxn.runner.recording.rollouts import AdapterCalls
 from pxn.runner.recording.sink import TraceSink
 from pxn.runner.recording.stages import Stages
-from pxn.runner.recording.stopper import ReflectionFailures
+from pxn.runner.recording.stopper import Failures
 from pxn.runner.redact import redact
 from pxn.trace import Attempt, TraceWriter
 
@@ -53,7 +54,7 @@ class Recorder:
         self.rollouts = AdapterCalls(self.sink, clock, reports_rollouts=reports_rollouts)
         self.reflections = ReflectionCalls(self.sink, clock)
         self.decisions = Decisions(self.sink)
-        self.failures = ReflectionFailures(max_failures)
+        self.failures = Failures(max_failures)
 
     @property
     def phase(self) -> str:
@@ -88,6 +89,7 @@ class Recorder:
         end = self.rollouts.end(scores, error)
         if end is not None:
             self.stages.extend(end)
+            self.failures.adapter_call_ended(error)
 
     def reflective_dataset_failed(self) -> None:
         """The adapter could not build a task's reflective dataset: gepa skips the task with no

@@ -1,5 +1,5 @@
-"""Resuming a recorded run: refusing one that finished, repairing a torn last line, and the
-resume event that marks where the new session starts.
+"""Resuming a recorded run: refusing one that finished or one resumed with another setup,
+repairing a torn last line, and the resume event that marks where the new session starts.
 
 A resumed session appends to the same trace. A kill mid-write can leave the
 last line torn: it is dropped, and the resumed run's clock continues from the
@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from pxn.errors import PxnError
-from pxn.trace import Resume, read_trace
+from pxn.trace import Resume, RunStart, read_trace
+
+# What a step is: a resumed session that changed them would append another run's steps.
+SAME_SETUP = ("shape", "valset_size", "trainset_size", "minibatch")
 
 
 class RunFinished(PxnError):
@@ -26,6 +29,23 @@ def check_resumable(out: Path) -> None:
         raise RunFinished(
             f"{out} finished already ({end.metric_calls} metric calls, {end.iterations} "
             "iterations): nothing to resume"
+        )
+
+
+def check_same_setup(out: Path, now: RunStart) -> None:
+    """The resumed session's setup (`now`, gepa.optimize's arguments as run_start would say
+    them) must be the trace's: the same shape, data sizes and b."""
+    before = read_trace(out / "trace.jsonl").run_start
+    changed = [
+        f"{name} {getattr(before, name)} -> {getattr(now, name)}"
+        for name in SAME_SETUP
+        if getattr(before, name) != getattr(now, name)
+    ]
+    if changed:
+        raise PxnError(
+            f"{out} holds a run with another setup ({'; '.join(changed)}): resume it with the "
+            "arguments it started with, or record a new run elsewhere",
+            subject="run directory",
         )
 
 

@@ -10,7 +10,6 @@ true ones.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,17 +17,15 @@ from typing import Any
 from gepa.core.state import GEPAState
 
 from pxn.errors import PxnError
-from pxn.trace import Decision, Iteration, Reflection, Rollout, Trace, read_trace
-
-
-def max_concurrency(rollouts: Sequence[Rollout]) -> int:
-    """The most rollouts in flight at once (an end at t frees its slot before a start at t)."""
-    edges = sorted([(r.start, 1) for r in rollouts] + [(r.end, -1) for r in rollouts])
-    level = peak = 0
-    for _, step in edges:
-        level += step
-        peak = max(peak, level)
-    return peak
+from pxn.trace import (
+    Decision,
+    Iteration,
+    Reflection,
+    Rollout,
+    Trace,
+    max_concurrency,
+    read_trace,
+)
 
 
 @dataclass(frozen=True)

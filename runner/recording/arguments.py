@@ -1,0 +1,146 @@
+"""The recording's arguments and gepa.optimize's, checked before anything runs or is written.
+
+A mistake gepa would only meet later (a budget of the wrong type, no
+stopping condition, an empty trainset) or one that would leave a trace no
+calibration can use (a budget spent by the seed's validation alone) is
+refused here, as the CLI refuses a bad flag: a PxnError whose subject is the
+argument's own name, in one line saying what to give instead. Nothing is
+created before these checks pass.
+
+Assumptions (gepa 0.1.4): gepa.optimize needs a stopping condition
+(max_metric_calls, max_reflection_cost or stop_callbacks; the recorder adds a
+stopper of its own, so without one of the user's the run would never end);
+its first step is the seed's validation, V metric calls, and the budget is
+checked at the top of each iteration, so B <= V makes no proposal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pxn.errors import PxnError
+from pxn.fields import whole
+
+
+def checked_out(out: Any) -> Path:
+    """The run directory: a path that is not a file."""
+    if not isinstance(out, str | os.PathLike):
+        raise PxnError(
+            f"must be a path (a str or a pathlib.Path): got {type(out).__name__}",
+            subject="run directory",
+        )
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise PxnError(
+            f"{path} is a file: give a directory for the run (it holds trace.jsonl)",
+            subject="run directory",
+        )
+    return path
+
+
+def check_options(
+    *,
+    resume: Any,
+    overwrite: Any,
+    reports_rollouts: Any = False,
+    meta: Any = None,
+    **counts: Any,
+) -> None:
+    """The recording's own options: flags are bools, `counts` (workers, ...) None or whole
+    numbers >= 1, meta a dict of JSON values."""
+    for name, value in {
+        "resume": resume,
+        "overwrite": overwrite,
+        "reports_rollouts": reports_rollouts,
+    }.items():
+        if not isinstance(value, bool):
+            raise PxnError(f"must be True or False: got {value!r}", subject=name)
+    if resume and overwrite:
+        raise PxnError("resume and overwrite exclude each other", subject="recording")
+    for name, value in counts.items():
+        if value is not None:
+            whole(value, name)
+    if meta is None:
+        return
+    if not isinstance(meta, dict) or not all(isinstance(key, str) for key in meta):
+        raise PxnError(f"must be a dict with str keys: got {meta!r}", subject="meta")
+    try:
+        json.dumps(meta, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise PxnError(
+            f"must hold JSON values only (it goes into the trace): {exc}", subject="meta"
+        ) from None
+
+
+def check_gepa_arguments(kwargs: dict[str, Any]) -> None:
+    """gepa.optimize's keyword arguments, as far as the recording and a usable trace need."""
+    if kwargs.get("use_merge"):
+        raise PxnError("is not recorded: the trace has no merge stage", subject="use_merge")
+    adapter = kwargs.get("adapter")
+    if adapter is None:
+        raise PxnError(
+            "is needed: pass your GEPAAdapter (gepa's default adapter is built inside "
+            "gepa, out of the recorder's reach)",
+            subject="adapter",
+        )
+    seed = kwargs.get("seed_candidate")
+    if not isinstance(seed, dict) or not seed:
+        raise PxnError(
+            f"must be a dict of component name -> text, at least one: got {seed!r}",
+            subject="seed_candidate",
+        )
+    train = _examples(kwargs.get("trainset"), "trainset")
+    valset = kwargs.get("valset")
+    val = train if valset is None else _examples(valset, "valset")
+    if kwargs.get("reflection_lm") is None and getattr(adapter, "propose_new_texts", None) is None:
+        raise PxnError(
+            "is needed: a model name, a callable or an object with batch_complete (or an "
+            "adapter with its own propose_new_texts)",
+            subject="reflection_lm",
+        )
+    _check_budget(kwargs, val)
+    minibatch = kwargs.get("reflection_minibatch_size")
+    if minibatch is not None:
+        whole(minibatch, "reflection_minibatch_size")
+    callbacks = kwargs.get("callbacks")
+    if callbacks is not None and not isinstance(callbacks, list | tuple):
+        raise PxnError(
+            f"must be a list of callback objects: got {type(callbacks).__name__}",
+            subject="callbacks",
+        )
+
+
+def _examples(data: Any, name: str) -> int:
+    """How many examples `data` holds: a list (or a gepa DataLoader) of at least one."""
+    if data is None:
+        raise PxnError("is needed: the examples, a list", subject=name)
+    if isinstance(data, str | bytes) or not hasattr(data, "__len__"):
+        raise PxnError(
+            f"must be a list of examples (or a gepa DataLoader): got {type(data).__name__}",
+            subject=name,
+        )
+    if len(data) == 0:
+        raise PxnError("is empty: give at least one example", subject=name)
+    return len(data)
+
+
+def _check_budget(kwargs: dict[str, Any], valset_size: int) -> None:
+    budget = kwargs.get("max_metric_calls")
+    if budget is None:
+        if kwargs.get("max_reflection_cost") is None and not kwargs.get("stop_callbacks"):
+            raise PxnError(
+                "is needed (or max_reflection_cost, or stop_callbacks of your own): gepa "
+                "needs a stopping condition",
+                subject="max_metric_calls",
+            )
+        return
+    whole(budget, "max_metric_calls")
+    if budget <= valset_size:
+        raise PxnError(
+            f"{budget} leaves nothing after the seed's validation ({valset_size} metric calls): "
+            f"gepa would stop before its first proposal; give more than {valset_size}",
+            subject="max_metric_calls",
+        )
