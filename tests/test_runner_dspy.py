@@ -51,6 +51,7 @@ from pxn.shape import Shape
 from pxn.sim.model import simulate_once
 from pxn.trace import (
     Decision,
+    Merge,
     Reflection,
     Resume,
     Rollout,
@@ -69,14 +70,6 @@ def overlap(a, b) -> bool:
 
 
 UNREACHABLE = "http://127.0.0.1:9/v1"  # no LM call is made by the tests that use it
-
-
-def test_merge_is_refused_before_anything_runs(tmp_path):
-    out = tmp_path / "run"
-    with pytest.raises(PxnError) as caught:
-        recorded(optimizer(local_lm(UNREACHABLE, 8), use_merge=True), out)
-    assert caught.value.subject == "use_merge" and "use_merge=False" in str(caught.value)
-    assert not out.exists()
 
 
 def test_only_a_dspy_gepa_is_recorded(tmp_path):
@@ -207,6 +200,10 @@ def test_a_stage_is_scheduled_as_dspy_splits_its_threads(tmp_path: Path, monkeyp
     assert run.status == "completed" and run.mismatches == (), run
     assert len(rollouts) == program.detailed_results.total_metric_calls == run.metric_calls
     assert trace.run_start.workers == THREADS and trace.run_start.shape == "1x3"
+    # DSPy's defaults, recorded as they ran: merge on, for a program of one predictor.
+    merge_setup = {k: trace.run_start.meta[k] for k in ("use_merge", "max_merge_invocations")}
+    assert merge_setup == {"use_merge": True, "max_merge_invocations": 5}
+    assert trace.run_start.meta["components"] == 1
     assert all(r.error is None and r.example.startswith(("train/", "val/")) for r in rollouts)
     # One reflection per child, one at a time, each with its own proposal id.
     reflections = trace.of(Reflection)
@@ -269,8 +266,12 @@ def test_a_compile_is_recorded_as_gepa_ran_it_and_calibrates(
     totals = trace_totals(trace)
     assert len(rollouts) == gepa_result.total_metric_calls == run.metric_calls
     assert totals.full_val_evals == gepa_result.num_full_val_evals
-    assert totals.accepted == run.accepted == len(gepa_result.candidates) - 1
+    assert totals.accepted == run.accepted
+    assert run.accepted + run.merges_accepted == len(gepa_result.candidates) - 1
     assert run.iterations >= 1
+    # DSPy's defaults ran unchanged: gepa's merge on, its merges (if any) in the trace.
+    assert trace.run_start.meta["use_merge"] is True
+    assert len(trace.of(Merge)) == run.merges
 
     # W is DSPy's num_threads: declared, and never exceeded.
     start = trace.run_start

@@ -201,8 +201,6 @@ class Recording:
         resuming, a resume event)."""
         if self._recorder is not None:
             raise RuntimeError("one recording records one gepa.optimize run")
-        if kwargs.get("use_merge"):
-            raise PxnError("is not recorded: the trace has no merge stage", subject="use_merge")
         if kwargs.get("adapter") is None:
             raise PxnError(
                 "is needed: pass your GEPAAdapter (gepa's default adapter is built inside "
