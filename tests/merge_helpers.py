@@ -1,4 +1,5 @@
-"""Plain gepa parts of a task gepa merges on: sleep-free, deterministic, no pxn code inside.
+"""A task gepa merges on: plain gepa parts (sleep-free, deterministic, no pxn code inside),
+and the same task as the runner's Task with synthetic models of known latency.
 
 record_helpers.py's words task with two components: a candidate scores 1 on
 an example (a word) when either component holds it. The reflection LM
@@ -17,6 +18,10 @@ from typing import Any
 
 from gepa.core.adapter import EvaluationBatch
 from record_helpers import VOCAB, SerialAdapter
+
+from pxn.runner.prompt_prefix import prompt_text
+from pxn.runner.synthetic import SyntheticReflectionModel
+from pxn.runner.tasks import Feedback, Task
 
 SEED = {"words": "w0", "more": "w1"}
 TRAIN = [VOCAB[i % 12] for i in range(12)]
@@ -60,3 +65,37 @@ class AlikeLM:
         self.calls += 1
         text = prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in prompt)
         return next_alike(text)
+
+
+# -- the same task on the runner's engine, its models sleeping a scenario's latencies ----
+
+
+def merging_task() -> Task:
+    """The task as a runner Task: the program calls the task model once (a synthetic one
+    sleeps a rollout's latency), and the words decide the score."""
+
+    def program(candidate: dict[str, str], example: str, lm: Any) -> str:
+        lm([{"role": "user", "content": f"Answer {example}."}])
+        return str(score(candidate, example))
+
+    def metric(example: str, output: str) -> Feedback:
+        return Feedback(float(output), "right" if float(output) else f"{example} is missing")
+
+    return Task(
+        name="merging",
+        description="two components of words; gepa merges children of different ones",
+        train=TRAIN,
+        val=VAL,
+        seed_candidate=dict(SEED),
+        program=program,
+        metric=metric,
+        reflection_prompt_template="```\n<curr_param>\n```\n<side_info>",
+    )
+
+
+class AlikeReflectionModel(SyntheticReflectionModel):
+    """The synthetic reflection model (it sleeps a reflection's latency) writing next_alike's
+    text instead of a level."""
+
+    def reply(self, messages: list[dict[str, Any]], site: Any) -> str:
+        return next_alike(prompt_text(messages))

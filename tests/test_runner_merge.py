@@ -1,18 +1,35 @@
 """gepa's merge, recorded: the real gepa 0.1.4 with use_merge=True on plain parts that merge
 (merge_helpers.py), the trace checked against gepa's own counts and its own record of the
-merges (the state's full_program_trace)."""
+merges (the state's full_program_trace); the simulator's merge schedule against gepa's on the
+same run; and `pxn run --merge`'s engine on the same task with synthetic latencies."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import gepa
+import numpy as np
+import pytest
 from gepa.core.state import GEPAState
 from gepa.strategies.proposal_sampling import PxNSampling
-from merge_helpers import SEED, TRAIN, VAL, AlikeLM, MergingAdapter, score
+from merge_helpers import (
+    SEED,
+    TRAIN,
+    VAL,
+    AlikeLM,
+    AlikeReflectionModel,
+    MergingAdapter,
+    merging_task,
+    score,
+)
+from sim_helpers import fixed, make_scenario
 
+from pxn.runner.config import Plan, RunConfig
 from pxn.runner.record import recording
+from pxn.runner.run import run_engine
+from pxn.runner.synthetic import SyntheticTaskModel
+from pxn.sim.merge import MergeSchedule
 from pxn.trace import Decision, Merge, Reflection, Rollout, Stage, Trace, Validation, read_trace
 
 # gepa's seed 3 at this budget: two merges accepted and two rejected (their parents clash).
@@ -20,7 +37,7 @@ GEPA_SEED = 3
 BUDGET = 250
 
 
-def merging_run(out: Path) -> tuple[object, object, Trace, GEPAState]:
+def merging_run(out: Path, max_merges: int = 5) -> tuple[object, object, Trace, GEPAState]:
     with recording(out) as rec:
         result = gepa.optimize(
             **rec.wrap(
@@ -33,6 +50,7 @@ def merging_run(out: Path) -> tuple[object, object, Trace, GEPAState]:
                 # Two parents a step: the seed's two children improve one component each.
                 sampling_strategy=PxNSampling(2, 2),
                 use_merge=True,
+                max_merge_invocations=max_merges,
                 display_progress_bar=False,
                 seed=GEPA_SEED,
             )
@@ -92,3 +110,58 @@ def test_a_run_that_merges_is_recorded_as_gepa_ran_it(tmp_path):
             (s.name, s.iteration) == (r.phase, r.iteration) and s.start <= r.start <= r.end <= s.end
             for s in stages
         ), r
+
+
+@pytest.mark.parametrize("max_merges", [5, 1])
+def test_the_simulators_merge_schedule_is_gepas(tmp_path, max_merges):
+    """Told what each iteration of a real run did (a merge found and judged, or the children
+    its reflective step added), the simulator's schedule tries a merge at the top of exactly
+    the iterations where gepa did (found or not: gepa's own record says it looked)."""
+    run, _, trace, state = merging_run(tmp_path / "run", max_merges)
+    looked = {step["i"] + 1 for step in state.full_program_trace if step.get("invoked_merge")}
+    judged = {m.iteration: m.accepted for m in trace.of(Merge)}
+    added = Counter(d.iteration for d in trace.of(Decision) if d.accepted)
+    assert looked and judged
+    schedule, tried = MergeSchedule(max_merges), set()
+    for iteration in range(1, run.iterations + 1):
+        if schedule.try_now():
+            tried.add(iteration)
+        if iteration in judged:
+            schedule.merged(judged[iteration])
+        else:
+            schedule.joined(added[iteration])
+    assert tried == looked
+
+
+def test_pxn_run_merge_records_the_engines_merges(tmp_path):
+    """`pxn run --merge`'s engine (run_engine, the runner's adapter of W workers and its
+    reflection LM) on the merging task, both models sleeping fixed latencies: gepa's merges
+    are in the trace, and its totals are gepa's."""
+    scenario = make_scenario(
+        budget=BUDGET,
+        valset_size=len(VAL),
+        trainset_size=len(TRAIN),
+        workers=3,
+        rollout=fixed(0.001),
+        reflection=fixed(0.002),
+    )
+    out = tmp_path / "run"
+    config = RunConfig(
+        out=str(out), shape="2x2", budget=BUDGET, workers=3, seed=GEPA_SEED, progress=False,
+        merge=True, max_merges=3,
+    )  # fmt: skip
+    plan = Plan(2, 2, merging_task(), reflection_concurrency=4, max_failures=20)
+    rng = np.random.default_rng(0)
+    result = run_engine(
+        config, plan, SyntheticTaskModel(scenario, rng), AlikeReflectionModel(scenario, rng)
+    )
+    assert result.status == "completed" and result.warnings == [], result
+    trace = read_trace(out / "trace.jsonl")
+    meta = trace.run_start.meta
+    assert (meta["use_merge"], meta["max_merge_invocations"], meta["components"]) == (True, 3, 2)
+    merges = trace.of(Merge)
+    assert merges and result.result["metric_calls"] == len(trace.of(Rollout))
+    subsample = [r for r in trace.of(Rollout) if r.phase == "merge_subsample"]
+    assert len(subsample) == 5 * len(merges)
+    assert {r.candidate for r in subsample} == {m.proposal for m in merges}
+    assert all(r.example.startswith("val/") for r in subsample)
