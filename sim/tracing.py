@@ -41,6 +41,17 @@ VALSET = None
 Items = Sequence[tuple[str, int | list[int] | None]] | Sequence[tuple[str, str]]
 
 
+def merge_setup(scenario: Scenario) -> dict[str, Any]:
+    """gepa's merge setup as the recorder writes it in run_start meta (nothing when off)."""
+    if not scenario.merge:
+        return {}
+    return {
+        "use_merge": True,
+        "max_merge_invocations": scenario.max_merges,
+        "components": scenario.components,
+    }
+
+
 class NoTrace:
     """No trace asked for: every event is dropped unmade."""
 
@@ -115,9 +126,11 @@ class SimTrace(NoTrace):
                 trainset_size=scenario.trainset_size,
                 minibatch=scenario.minibatch,
                 seed=scenario.seed,
-                # The task model's servers under the key the runner writes for its local pool.
+                # The task model's servers and the merge's setup under the keys the runner
+                # writes.
                 meta={"scenario": scenario.to_dict(), "replicate": replicate}
-                | ({} if servers is None else {"lm_servers": servers}),
+                | ({} if servers is None else {"lm_servers": servers})
+                | merge_setup(scenario),
             )
         )
 

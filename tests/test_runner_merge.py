@@ -25,6 +25,7 @@ from merge_helpers import (
 )
 from sim_helpers import fixed, make_scenario
 
+from pxn.calibrate.traces.pipeline import calibrate_traces
 from pxn.runner.config import Plan, RunConfig
 from pxn.runner.record import recording
 from pxn.runner.run import run_engine
@@ -165,3 +166,10 @@ def test_pxn_run_merge_records_the_engines_merges(tmp_path):
     assert len(subsample) == 5 * len(merges)
     assert {r.candidate for r in subsample} == {m.proposal for m in merges}
     assert all(r.example.startswith("val/") for r in subsample)
+
+
+def test_a_recorded_run_that_merges_calibrates_its_merge(tmp_path):
+    run, _, _, _ = merging_run(tmp_path / "run")
+    scenario = calibrate_traces([tmp_path / "run"]).scenario
+    assert (scenario.merge, scenario.max_merges, scenario.components) == (True, 5, 2)
+    assert scenario.merge_acceptance == (run.merges_accepted + 1) / (run.merges + 2)
