@@ -36,7 +36,7 @@ READABLE_VERSIONS = (1, 2)
 
 # Rollout phases, in the order gepa runs them: the seed's validation, then in an
 # iteration either a merge's subsample (and, accepted, its full validation) or the
-# reflective step's minibatches (and the full validation of the children kept).
+# proposals' minibatches (and the full validation of the children kept).
 ROLLOUT_PHASES = ("seed_val", "merge_subsample", "parent_minibatch", "child_minibatch", "full_val")
 # Stage names: the rollout phases plus the reflection stage between the minibatches.
 STAGES = (
@@ -239,7 +239,7 @@ class Merge(Event):
     its sum there reaches the higher of its parents' sums on the same examples
     (their scores known from their validation); accepted, it is validated in
     full and joins the pool as `candidate`. The merge takes the iteration's
-    place: the iteration runs no reflective step.
+    place: the iteration makes no proposal.
     """
 
     kind: ClassVar[str] = "merge"
@@ -605,7 +605,7 @@ class RunSummary:
     dollars: float | None = None  # what the calls cost; None when nothing priced them
     throttled_calls: int = 0  # calls that waited for rate-limit capacity (simulated)
     skipped: int = 0  # proposals not made: their parent was perfect on the minibatch
-    # gepa's merges (use_merge): attempted (each an iteration without a reflective step),
+    # gepa's merges (use_merge): attempted (each an iteration without proposals),
     # and accepted (each a new candidate besides `accepted`).
     merges: int = 0
     merges_accepted: int = 0

@@ -402,6 +402,8 @@ def _finish(
         "iterations": run.iterations,
         "proposals": run.proposals,
         "accepted": run.accepted,
+        "merges": run.merges,
+        "merges_accepted": run.merges_accepted,
         "metric_calls": run.metric_calls,
         "full_val_evals": run.full_val_evals,
         "reflection_calls": run.reflection_calls,

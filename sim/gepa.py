@@ -247,7 +247,7 @@ class GepaChoices:
         return np.concatenate(scores).tolist()
 
     def joined(self, children: list[ProposalTask]) -> None:
-        """The reflective step's children joined the pool: the merge's lineage and schedule
+        """The iteration's children joined the pool: the merge's lineage and schedule
         learn of them."""
         if self.lineage is not None:
             for task in children:
@@ -258,7 +258,7 @@ class GepaChoices:
 
     def merge_now(self) -> MergeTask | None:
         """The merge gepa tries at the top of this iteration, or None (none due, or no pair
-        found: the iteration goes on to its reflective step)."""
+        found: the iteration goes on to its proposals)."""
         if self.schedule is None or not self.schedule.try_now():
             return None
         search = self.search

@@ -2,14 +2,14 @@
 
 Read from gepa's source (core/engine.py, proposer/merge.py); what each stands for:
 
-- The schedule (`MergeSchedule`). Each child a reflective step adds makes a
+- The schedule (`MergeSchedule`). Each child an iteration's proposals add makes a
   merge due while fewer than `max_merges` merges were accepted, and marks
-  the step as one that found a new program. At the top of the next
+  the iteration as one that found a new program. At the top of the next
   iteration, when a merge is due and the last iteration found a new
   program, gepa tries one; either way the mark is cleared. Found and
   accepted, the merge uses up one due merge; found and rejected, it uses up
-  none; either way it takes the iteration (no reflective step). Not found,
-  the iteration goes on to its reflective step.
+  none; either way it takes the iteration (no proposal). Not found,
+  the iteration goes on to its proposals.
 - The candidates (`Lineage.find`): two of gepa's dominators (the front's
   candidates no other covers) drawn at random, neither an ancestor of the
   other, with a common ancestor scoring no higher than either, that merges
@@ -22,7 +22,7 @@ Read from gepa's source (core/engine.py, proposer/merge.py); what each stands fo
   parent whose text differs from the ancestor's; where both differ, the
   better parent's (a coin on a tie); where they agree, theirs.
 - A component's text is known by the proposal that wrote it. gepa's
-  reflective step rewrites one component per proposal, the parent's next in
+  reflection rewrites one component per proposal, the parent's next in
   round robin (each parent keeps its own pointer; a new candidate starts at
   the highest of its parents' pointers when it joins).
 
@@ -63,7 +63,7 @@ class MergeSchedule:
             self.accepted += 1
 
     def joined(self, children: int) -> None:
-        """A reflective step added `children` to the pool."""
+        """An iteration's proposals added `children` to the pool."""
         if children:
             self.found_new = True
             if self.accepted < self.max_merges:

@@ -21,7 +21,7 @@ With gepa's merge (use_merge), an iteration may begin with a merge
 (merge.py says when and of which candidates): its subsample is one stage of
 rollouts on the validation set, and an accepted merge's full validation
 another; the merged program needs no reflection. A merge found takes the
-iteration: it runs no reflective step.
+iteration: it makes no proposal.
 """
 
 from __future__ import annotations

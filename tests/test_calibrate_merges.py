@@ -65,7 +65,7 @@ def test_the_merge_setup_and_its_rate_are_calibrated(merging) -> None:
 
 def test_an_iteration_a_merge_took_is_no_skipped_task(merging) -> None:
     """No parent is ever skipped in these runs: an iteration that ran a merge instead of its
-    reflective step must not read as k tasks skipped."""
+    proposals must not read as k tasks skipped."""
     _, cal = merging
     assert cal.merges.judged > 0
     assert cal.skip.probability == 0.0 and cal.scenario.skip_perfect == 0.0

@@ -183,7 +183,7 @@ def test_a_merge_iteration_is_summarized_as_no_reflective_step(tmp_path: Path, a
     assert trace.skipped == [] and trace.of(Merge)[0].parents == "1,2"
     summary = summarize(trace)
     assert (summary.merges, summary.merges_accepted) == (1, int(accepted))
-    # The merge iteration made no proposal, and that is no skip: the reflective step's are
+    # The merge iteration made no proposal, and that is no skip: the proposals are
     # still the one iteration's.
     assert (summary.iterations, summary.proposals, summary.skipped) == (2, 1, 0)
     assert summary.accepted == 1  # a merge is not a reflective proposal

@@ -48,7 +48,7 @@ def merging_run(out: Path, max_merges: int = 5) -> tuple[object, object, Trace, 
                 adapter=MergingAdapter(),
                 reflection_lm=AlikeLM(),
                 max_metric_calls=BUDGET,
-                # Two parents a step: the seed's two children improve one component each.
+                # Two parents an iteration: the seed's two children improve one component each.
                 sampling_strategy=PxNSampling(2, 2),
                 use_merge=True,
                 max_merge_invocations=max_merges,
@@ -75,26 +75,27 @@ def test_a_run_that_merges_is_recorded_as_gepa_ran_it(tmp_path):
     assert start.meta["components"] == 2
 
     # gepa's own record of the iterations it merged in: parents, ancestor, its subsample.
-    gepa_merged = {step["i"] + 1: step for step in state.full_program_trace if step.get("merged")}
+    record = state.full_program_trace  # gepa's own, one entry an iteration
+    gepa_merged = {entry["i"] + 1: entry for entry in record if entry.get("merged")}
     assert sorted(gepa_merged) == [m.iteration for m in merges]
     rollouts = defaultdict(list)
     for r in trace.of(Rollout):
         rollouts[r.iteration, r.phase].append(r)
     validated = {v.candidate for v in trace.of(Validation)}
     for merge in merges:
-        step = gepa_merged[merge.iteration]
-        first, second, ancestor = step["merged_entities"]
+        entry = gepa_merged[merge.iteration]
+        first, second, ancestor = entry["merged_entities"]
         assert (merge.parents, merge.ancestor) == (f"{first},{second}", str(ancestor))
         # The subsample: gepa's examples, the merged program's scores, the parents' known ones.
         subsample = rollouts[merge.iteration, "merge_subsample"]
-        assert [r.example for r in subsample] == [f"val/{i}" for i in step["subsample_ids"]]
+        assert [r.example for r in subsample] == [f"val/{i}" for i in entry["subsample_ids"]]
         assert {r.candidate for r in subsample} == {merge.proposal}
         assert merge.score_after == sum(r.score for r in subsample)
         parents = [state.program_candidates[p] for p in (first, second)]
-        sums = [sum(score(p, VAL[i]) for i in step["subsample_ids"]) for p in parents]
+        sums = [sum(score(p, VAL[i]) for i in entry["subsample_ids"]) for p in parents]
         assert merge.score_before == max(sums)
         assert merge.accepted == (merge.score_after >= merge.score_before)
-        # The merge took the iteration: no reflective step; accepted, a full validation.
+        # The merge took the iteration: no proposal; accepted, a full validation.
         assert not [e for e in trace.of(Decision) + trace.of(Reflection)
                     if e.iteration == merge.iteration]  # fmt: skip
         full = rollouts[merge.iteration, "full_val"]
@@ -116,10 +117,10 @@ def test_a_run_that_merges_is_recorded_as_gepa_ran_it(tmp_path):
 @pytest.mark.parametrize("max_merges", [5, 1])
 def test_the_simulators_merge_schedule_is_gepas(tmp_path, max_merges):
     """Told what each iteration of a real run did (a merge found and judged, or the children
-    its reflective step added), the simulator's schedule tries a merge at the top of exactly
+    its proposals added), the simulator's schedule tries a merge at the top of exactly
     the iterations where gepa did (found or not: gepa's own record says it looked)."""
     run, _, trace, state = merging_run(tmp_path / "run", max_merges)
-    looked = {step["i"] + 1 for step in state.full_program_trace if step.get("invoked_merge")}
+    looked = {entry["i"] + 1 for entry in state.full_program_trace if entry.get("invoked_merge")}
     judged = {m.iteration: m.accepted for m in trace.of(Merge)}
     added = Counter(d.iteration for d in trace.of(Decision) if d.accepted)
     assert looked and judged
@@ -162,6 +163,8 @@ def test_pxn_run_merge_records_the_engines_merges(tmp_path):
     assert (meta["use_merge"], meta["max_merge_invocations"], meta["components"]) == (True, 3, 2)
     merges = trace.of(Merge)
     assert merges and result.result["metric_calls"] == len(trace.of(Rollout))
+    assert result.result["merges"] == len(merges)
+    assert result.result["merges_accepted"] == sum(m.accepted for m in merges)
     subsample = [r for r in trace.of(Rollout) if r.phase == "merge_subsample"]
     assert len(subsample) == 5 * len(merges)
     assert {r.candidate for r in subsample} == {m.proposal for m in merges}

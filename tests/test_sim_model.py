@@ -610,7 +610,7 @@ def test_trace_respects_the_pool_and_the_barriers(
         for r in rollouts:
             assert r.end <= ref.start + 1e-9 or r.start >= ref.end - 1e-9
     # Every call lies inside its stage, and stages run in gepa's order, one after another:
-    # the reflective step's, or a merge's (its subsample, and its full validation).
+    # the proposals', or a merge's (its subsample, and its full validation).
     order = ["parent_minibatch", "reflection", "child_minibatch", "full_val"]
     merging = ["merge_subsample", "full_val"]
     stages = defaultdict(list)
@@ -621,8 +621,9 @@ def test_trace_respects_the_pool_and_the_barriers(
     previous_end = stages[0][0].end
     for number in sorted(iterations):
         names = [s.name for s in stages[number]]
-        steps = merging if names[0] == "merge_subsample" else order
-        assert names == steps[: len(names)] and names[0] in ("parent_minibatch", "merge_subsample")
+        expected = merging if names[0] == "merge_subsample" else order
+        assert names == expected[: len(names)]
+        assert names[0] in ("parent_minibatch", "merge_subsample")
         for stage in stages[number]:
             assert stage.start >= previous_end - 1e-9
             previous_end = stage.end

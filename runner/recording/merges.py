@@ -47,10 +47,10 @@ class Merges:
 
     def attempted_now(self, parents: list[int], state: Any, now: float) -> None:
         """gepa judged a merge of `parents` at `now`; `state` is its GEPAState."""
-        step = state.full_program_trace[-1] if state is not None else {}
-        entities = step.get("merged_entities")
-        sums = [step.get(key) for key in ("id1_subsample_scores", "id2_subsample_scores")]
-        after = step.get("new_program_subsample_scores")
+        entry = state.full_program_trace[-1] if state is not None else {}
+        entities = entry.get("merged_entities")
+        sums = [entry.get(key) for key in ("id1_subsample_scores", "id2_subsample_scores")]
+        after = entry.get("new_program_subsample_scores")
         self._pending = PendingMerge(
             proposal=merge_proposal(self._iteration),
             parents=",".join(str(p) for p in parents),
