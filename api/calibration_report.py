@@ -151,6 +151,7 @@ def calibration_lines(cal: Calibration) -> list[str]:
         )
     lines.extend(slowdown_lines(cal))
     lines.extend(bookkeeping_lines(cal))
+    lines.extend(merge_lines(cal))
     lines.extend(draws_lines(cal))
     lines.extend(f"note: {note}" for note in cal.notes)
     return lines
@@ -248,6 +249,28 @@ def bookkeeping_lines(cal: Calibration) -> list[str]:
     if d.chosen:
         dup += f" -> duplicate_children={d.chosen:.3g}"
     return [front, dup]
+
+
+def merge_lines(cal: Calibration) -> list[str]:
+    """gepa's merge: the runs' setup, and how often a merge passed its subsample."""
+    m = cal.merges
+    if not m.merge:
+        return ["merge: off in the runs (gepa's use_merge)"]
+    setup = (
+        f"merge: on in the runs (use_merge, at most {m.max_merges} accepted; a program of "
+        f"{m.components} component(s))"
+    )
+    if not m.merges:
+        return [f"{setup}: gepa merges only programs of two components or more"]
+    judged = (
+        f"{m.accepted}/{m.judged} merges passed their subsample"
+        if m.judged
+        else ("no merge judged")
+    )
+    return [
+        f"{setup}; {judged} -> merge_acceptance=(accepted + 1)/(judged + 2)={m.rate:.3g}",
+        "  merge latency: the merge's subsample rollouts are rollouts (phase merge_subsample)",
+    ]
 
 
 def draws_lines(cal: Calibration) -> list[str]:

@@ -348,6 +348,7 @@ def save_figure(fig: Figure, path: str | Path) -> Path:
 
 PHASE_COLOURS = {
     "seed_val": "tab:gray",
+    "merge_subsample": "tab:brown",
     "parent_minibatch": "tab:blue",
     "reflection": "tab:purple",
     "child_minibatch": "tab:orange",

@@ -109,6 +109,8 @@ VOCABULARY = {
     "--time-scale": "the synthetic calls' seconds per scenario second",
     "--iterations": "the last iteration drawn",
     "--probe-timeout": "seconds a model has to answer its first tiny call",
+    "--merge": "gepa's merge of two candidates sharing an ancestor, turned on",
+    "--max-merges": "the most merges gepa accepts in a run",
     "--resume": "an interrupted run's directory, to continue",
     "--overwrite": "replace the run already in the run directory",
     "--progress": "show the live progress line",

@@ -37,6 +37,18 @@ eval_noise^2:
 
 and theta_0 is the quality with s(theta_0) = seed_score. Latent units are
 those of the residual (sd 1); the report translates them into scores.
+
+A merge of candidates i and j (gepa's use_merge) is, example by example, one
+of its parents: on each train and validation example it takes the latent
+theta + z of the parent that does better there with chance `merge_pick`,
+the other's otherwise. Its quality is the parents' mean plus the mean, over
+the train examples, of what it took less the parents' mean there:
+
+    theta_m = (theta_i + theta_j) / 2 + mean_e (taken_e - (l_ie + l_je) / 2),
+
+and its residual on an example is what it took less theta_m. merge_pick =
+0.5 mixes its parents blindly (a quality between theirs, on average their
+mean); 1 takes the better of both everywhere (above both).
 """
 
 from __future__ import annotations
@@ -59,6 +71,7 @@ METRICS = ("binary", "graded", "continuous")
 # Qualities are searched for in [-LATENT_RANGE, LATENT_RANGE]: scores at its ends
 # differ from 0 and 1 by less than a float can tell at any spread the model allows.
 LATENT_RANGE = 60.0
+MERGE_PICK = 0.5  # merge_pick's default: a merge mixes its parents blindly
 
 
 @dataclass(frozen=True)
@@ -72,6 +85,7 @@ class Quality:
     ceiling: float = 1.0  # the expected score at which proposals stop changing quality
     inherit: float = 0.9  # correlation of a child's residuals with its parent's
     eval_noise: float = 0.0  # sd of the noise each evaluation adds (0: deterministic)
+    merge_pick: float = MERGE_PICK  # a merge's chance to take the better parent on an example
 
     # -- the model -----------------------------------------------------------------
 
@@ -166,11 +180,14 @@ class Quality:
             raise PxnError(f"must be in (0, 1]: got {self.ceiling!r}", subject="quality ceiling")
         share(self.inherit, "quality inherit", top_open=True)
         at_least(self.eval_noise, "quality eval_noise")
+        share(self.merge_pick, "quality merge_pick")
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         if self.metric != "graded":
             del data["levels"]
+        if self.merge_pick == MERGE_PICK:  # a scenario without merges reads as it did
+            del data["merge_pick"]
         return data
 
     @classmethod

@@ -111,6 +111,13 @@ class Scenario:
     # How a stage's W workers serve its candidates: "pooled", any rollout takes any
     # free worker; "per_candidate", W split among them as DSPy's batch_evaluate does.
     worker_split: str = "pooled"
+    # gepa's merge (use_merge): at most `max_merges` accepted (max_merge_invocations), in a
+    # program of `components` texts (gepa merges only programs of two or more); under
+    # acceptance rates a merge passes its subsample with chance `merge_acceptance`.
+    merge: bool = False
+    max_merges: int = 5
+    components: int = 1
+    merge_acceptance: float | None = None
     # A phase's own rollout latency, where it differs from `rollout`.
     rollout_phases: dict[str, Distribution] = field(default_factory=dict)
     loads: Loads = field(default_factory=Loads)  # [load] in TOML
@@ -179,6 +186,7 @@ class Scenario:
                 "(per_candidate: W split among a stage's candidates, as dspy.GEPA does)",
                 subject="worker_split",
             )
+        self._validate_merge()
         self.rollout.validate("rollout latency")
         for phase, latency in self.rollout_phases.items():
             if phase not in ROLLOUT_PHASES:
@@ -208,6 +216,39 @@ class Scenario:
         if self.calibrated_on is not None:
             self.calibrated_on.validate()
         return self
+
+    @property
+    def merges(self) -> bool:
+        """Whether gepa may merge here: merge on, and a program of two components or more."""
+        return self.merge and self.components > 1
+
+    def _validate_merge(self) -> None:
+        if not isinstance(self.merge, bool):
+            raise PxnError(f"must be true or false: got {self.merge!r}", subject="merge")
+        whole(self.max_merges, "max_merges")
+        whole(self.components, "components")
+        if not self.merge:
+            given = [name for name, default in (("max_merges", 5), ("components", 1))
+                     if getattr(self, name) != default] + (
+                ["merge_acceptance"] if self.merge_acceptance is not None else [])  # fmt: skip
+            if given:
+                raise PxnError("applies to gepa's merge: add merge = true, or drop it",
+                               subject=given[0])  # fmt: skip
+            return
+        if self.merge_acceptance is not None:
+            if self.quality is not None:
+                raise PxnError(
+                    "is for [acceptance]: the quality model judges a merge itself "
+                    "([quality] merge_pick)",
+                    subject="merge_acceptance",
+                )
+            share(self.merge_acceptance, "merge_acceptance")
+        elif self.merges and self.quality is None:
+            raise PxnError(
+                "is needed with merge = true and [acceptance]: add merge_acceptance = 0.5 "
+                "(the chance a merge's subsample sum reaches its better parent's)",
+                subject="merge_acceptance",
+            )
 
     def validate_draws(self) -> None:
         """Check that every parameter draw names a parameter and gives a valid scenario."""
@@ -298,6 +339,10 @@ class Scenario:
             top["duplicate_children"] = self.duplicate_children
         if self.worker_split != "pooled":
             top["worker_split"] = self.worker_split
+        if self.merge:
+            top |= {"merge": True, "max_merges": self.max_merges, "components": self.components}
+            if self.merge_acceptance is not None:
+                top["merge_acceptance"] = self.merge_acceptance
         top |= {"rollout": rollout, "reflection": self.reflection.to_dict()}
         if self.acceptance is not None:
             top["acceptance"] = self.acceptance.to_dict()

@@ -7,7 +7,8 @@ it completes, so a crash leaves a valid prefix.
 
 Every event has `start` and `end`, in seconds since the run started (an
 instant, such as a decision, has start == end). The first line is always a
-`run_start` carrying the schema version.
+`run_start` carrying the schema version: 2 since gepa's merge has its stage
+and its event; a version 1 trace (no merges) reads as it always did.
 """
 
 from __future__ import annotations
@@ -29,12 +30,25 @@ import numpy as np
 from pxn.errors import PxnError
 from pxn.shape import Shape
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# The versions this reader reads: 1 is 2 without merges.
+READABLE_VERSIONS = (1, 2)
 
-# Rollout phases, in the order one gepa iteration runs them.
-ROLLOUT_PHASES = ("seed_val", "parent_minibatch", "child_minibatch", "full_val")
+# Rollout phases, in the order gepa runs them: the seed's validation, then in an
+# iteration either a merge's subsample (and, accepted, its full validation) or the
+# proposals' minibatches (and the full validation of the children kept).
+ROLLOUT_PHASES = ("seed_val", "merge_subsample", "parent_minibatch", "child_minibatch", "full_val")
 # Stage names: the rollout phases plus the reflection stage between the minibatches.
-STAGES = ("seed_val", "parent_minibatch", "reflection", "child_minibatch", "full_val")
+STAGES = (
+    "seed_val",
+    "merge_subsample",
+    "parent_minibatch",
+    "reflection",
+    "child_minibatch",
+    "full_val",
+)
+# The stages only a run with gepa's merge on has.
+MERGE_STAGES = ("merge_subsample",)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -216,6 +230,29 @@ class Decision(Event):
     score_after: float | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class Merge(Event):
+    """gepa's merge of two candidates sharing an ancestor, and its verdict (an instant).
+
+    gepa 0.1.4 scores the merged program on a few validation examples (its
+    rollouts: phase merge_subsample, candidate `proposal`) and accepts it when
+    its sum there reaches the higher of its parents' sums on the same examples
+    (their scores known from their validation); accepted, it is validated in
+    full and joins the pool as `candidate`. The merge takes the iteration's
+    place: the iteration makes no proposal.
+    """
+
+    kind: ClassVar[str] = "merge"
+    iteration: int
+    proposal: str  # "i-merge": the merged program's name in its rollouts
+    parents: str  # "a,b": the two candidates merged, gepa's pool indices
+    ancestor: str | None = None  # their common ancestor, when known
+    accepted: bool
+    candidate: str | None = None  # the new candidate's index when accepted
+    score_before: float | None = None  # the higher of the parents' subsample sums
+    score_after: float | None = None  # the merged program's subsample sum
+
+
 E = typing.TypeVar("E", bound=Event)
 
 EVENT_TYPES: dict[str, type[Event]] = {
@@ -228,6 +265,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         Rollout,
         Reflection,
         Decision,
+        Merge,
         Attempt,
         Resume,
         Validation,
@@ -376,7 +414,7 @@ def read_trace(path: str | Path) -> Trace:
     A truncated last line (a crash mid-write), an unknown event kind (a newer
     writer), a line lacking a field or holding a value of the wrong type is
     skipped and reported in `Trace.skipped` with its line number. A file that
-    is not a trace of this schema version, whose run_start is unusable, or
+    is not a trace of a version this reader reads, whose run_start is unusable, or
     that holds a second run after the first (two traces concatenated: read as
     one, its iterations would count twice) raises PxnError.
     """
@@ -425,17 +463,18 @@ def _check_header(path: Path, number: int, data: Any) -> None:
         raise PxnError(
             f"{path} line {number}: a trace starts with a run_start event; is this a pxn trace?"
         )
-    if data.get("schema") != SCHEMA_VERSION:
+    if data.get("schema") not in READABLE_VERSIONS:
+        readable = " and ".join(map(str, READABLE_VERSIONS))
         raise PxnError(
-            f"{path}: trace schema version {data.get('schema')!r}, this pxn reads version "
-            f"{SCHEMA_VERSION}; use the gepa-pxn release that wrote it"
+            f"{path}: trace schema version {data.get('schema')!r}, this pxn reads versions "
+            f"{readable}; use the gepa-pxn release that wrote it"
         )
 
 
 # ---- finding and reading the traces a person points at ----
 #
 # A run directory is `runs/NAME/` holding `trace.jsonl`. Unusable traces (not a
-# pxn trace, another schema version, no run_start, two runs in one file, no
+# pxn trace, a schema version this pxn does not read, no run_start, two runs in one file, no
 # rollouts) are set aside with a one-line reason when others remain; reading
 # nothing usable, or a run given twice, is a PxnError. Lines `read_trace`
 # skipped are kept, with their line numbers, for the report.
@@ -578,6 +617,10 @@ class RunSummary:
     dollars: float | None = None  # what the calls cost; None when nothing priced them
     throttled_calls: int = 0  # calls that waited for rate-limit capacity (simulated)
     skipped: int = 0  # proposals not made: their parent was perfect on the minibatch
+    # gepa's merges (use_merge): attempted (each an iteration without proposals),
+    # and accepted (each a new candidate besides `accepted`).
+    merges: int = 0
+    merges_accepted: int = 0
     # The search, where scores are known (a recorded run; the quality model): the
     # seed's and the best mean validation score, the chosen candidate's expected score
     # on fresh examples (simulated only), (seconds, best validation score) each time it
@@ -626,6 +669,7 @@ def summarize(trace: Trace) -> RunSummary:
         stage_time[stage.name] += stage.duration
     stage_time["overhead"] = wall_clock - sum(stage_time.values())
     decisions = trace.live(Decision)
+    merges = trace.live(Merge)
     rollouts = trace.live(Rollout)
     busy = sum(r.duration for r in rollouts)
     costs = [c.cost for c in (*rollouts, *trace.live(Reflection)) if c.cost is not None]
@@ -635,6 +679,8 @@ def summarize(trace: Trace) -> RunSummary:
     progress = best_score_progress(validations)
     iterations = trace.live(Iteration)
     k = Shape.parse(trace.run_start.shape).k
+    # A merge takes its iteration's place: that iteration proposes nothing.
+    reflective = len(iterations) - len({m.iteration for m in merges})
     return RunSummary(
         wall_clock=wall_clock,
         iterations=len(iterations),
@@ -645,7 +691,9 @@ def summarize(trace: Trace) -> RunSummary:
         stage_time=stage_time,
         utilisation=busy / (workers * wall_clock) if wall_clock > 0 else 0.0,
         dollars=sum(costs) if costs else None,
-        skipped=max(0, k * len(iterations) - len(decisions)),
+        skipped=max(0, k * reflective - len(decisions)),
+        merges=len(merges),
+        merges_accepted=sum(m.accepted for m in merges),
         seed_score=next((v.score for v in validations if v.iteration == 0), None),
         best_score=progress[-1][1] if progress else None,
         progress=progress,

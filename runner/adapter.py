@@ -258,7 +258,7 @@ class InstrumentedAdapter:
     def evaluate(
         self, batch: list[Item], candidate: dict[str, str], capture_traces: bool = False
     ) -> EvaluationBatch:
-        # gepa 0.1.4 calls evaluate() only for the seed's validation (merge is off).
+        # gepa 0.1.4 calls evaluate() only for the seed's validation and a merge's subsample.
         return self.batch_evaluate([(candidate, batch)])[0]
 
     def batch_evaluate(

@@ -45,6 +45,8 @@ class RunConfig:
     progress: bool = True
     eval_backend: str = "local"  # local (W threads) | ray (W Ray workers, ray_pool.py)
     ray_address: str | None = None  # HOST:PORT of a Ray head; None = a private local Ray
+    merge: bool = False  # gepa's use_merge
+    max_merges: int = 5  # gepa's max_merge_invocations: the most merges it accepts
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,8 @@ def plan(config: RunConfig) -> Plan:
         raise PxnError(f"must be a whole number >= 0, got {config.seed}", subject="seed")
     if config.servers < 1:
         raise PxnError(f"must be at least 1, got {config.servers}", subject="LM servers")
+    if config.max_merges < 1:
+        raise PxnError(f"must be at least 1, got {config.max_merges}", subject="max merges")
     check_eval_backend(config)
     task = load_task(config.task)
     if config.minibatch is not None:

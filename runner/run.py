@@ -3,7 +3,8 @@
 Flow: validate every input (nothing is written before the run can start) ->
 start the local LM pool unless models were given -> probe both LMs once ->
 `run_engine`: create runs/NAME with config.json -> gepa.optimize with
-PxNSampling(p, n), pxn's adapter and reflection LM, recorded by the public
+PxNSampling(p, n) (and gepa's merge when asked), pxn's adapter and
+reflection LM, recorded by the public
 recording (record.py, as any user's run is: trace.jsonl, then run_end with
 the trace's totals checked against gepa's) -> score the best candidate on the
 test split -> result.json.
@@ -324,7 +325,8 @@ def _record(
                 # gepa 0.1.4 keys its cache by example position, so validation lookups would
                 # hit train rollouts: off.
                 cache_evaluation=False,
-                use_merge=False,
+                use_merge=config.merge,
+                max_merge_invocations=config.max_merges,
                 raise_on_exception=True,
                 display_progress_bar=False,
                 logger=GepaLog(gepa_dir / "run_log.txt"),
@@ -401,6 +403,8 @@ def _finish(
         "iterations": run.iterations,
         "proposals": run.proposals,
         "accepted": run.accepted,
+        "merges": run.merges,
+        "merges_accepted": run.merges_accepted,
         "metric_calls": run.metric_calls,
         "full_val_evals": run.full_val_evals,
         "reflection_calls": run.reflection_calls,

@@ -40,7 +40,9 @@ What the synthetic work realises of a scenario, in the scenario's seconds:
   (gepa would keep only one of identical children).
 Refused, as not realised: provider rate limits, skip_perfect, duplicate_children,
 a reflection prefix cache (the servers here are places, not machines keeping a
-prompt).
+prompt), merges of a program of several components (a candidate here is one
+text, which gepa never merges; merge = true at one component runs gepa with
+use_merge, as the simulator does).
 Not used: tokens and prices (nothing is paid), stage_overhead (gepa's own
 work is what it is; conformance measures it) and parameter uncertainty (the
 scenario's own values are the truth).
@@ -106,6 +108,12 @@ def check_realisable(scenario: Scenario) -> None:
             "a prompt-prefix cache is not realised by synthetic work (its servers keep no "
             "prompt); set it to 0 to check the rest",
             subject="load.reflection.prefix_seconds",
+        )
+    if scenario.merges:
+        raise PxnError(
+            "is not realised by synthetic work (its candidates are one text, which gepa never "
+            "merges); set components = 1 or merge = false to check the rest",
+            subject="components",
         )
     for key in ("skip_perfect", "duplicate_children"):
         if getattr(scenario, key):
@@ -412,6 +420,8 @@ def run_synthetic(
         reflection_concurrency=scenario.reflection_concurrency,
         seed=replicate,
         progress=False,
+        merge=scenario.merge,
+        max_merges=scenario.max_merges,
     )
     check_out(config, resume=False)
     # The reflections never fail here: a run stopped for failed reflections would be a bug.

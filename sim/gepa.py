@@ -27,6 +27,10 @@ Read from gepa's source; what each stands for:
   dropped: each selected child after the first repeats an earlier one with
   chance `duplicate_children`, and a repeat gets no full validation and no
   place in the pool (gepa reports it rejected).
+- Merging (use_merge, in a program of two components or more): when a merge
+  is tried and which candidates it merges are merge.py's; how it fares, the
+  search model's. Each proposal rewrites its parent's next component, and
+  each new candidate joins the lineage the merge searches.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ import numpy as np
 
 from pxn.scenario import Scenario
 from pxn.shape import Shape
-from pxn.sim.search import Children, QualitySearch, RateSearch, uniforms
+from pxn.sim.merge import SUBSAMPLE, Lineage, MergeSchedule, Triplet
+from pxn.sim.search import Children, MergedChild, QualitySearch, RateSearch, uniforms
 
 
 @dataclass(slots=True)
@@ -52,6 +57,19 @@ class ProposalTask:
     parent: str
     chunk: int
     proposal: str
+    before: float | None = None
+    after: float | None = None
+    texts: tuple[int, ...] = ()  # the child's component texts, when gepa may merge
+
+
+@dataclass(slots=True)
+class MergeTask:
+    """A merge gepa tries: its triplet, the validation examples it is scored on and, under
+    the quality model, the merged program and the subsample sums (its parents' best, its own)."""
+
+    triplet: Triplet
+    examples: list[int]
+    child: MergedChild | None = None
     before: float | None = None
     after: float | None = None
 
@@ -127,6 +145,12 @@ class GepaChoices:
         self.proposals = 0  # judged so far
         self.children: Children | None = None  # this iteration's, under the quality model
         self.sums: dict[tuple[str, int], float] = {}  # this iteration's parent minibatch sums
+        # gepa's merge, where it can merge something (merge.py).
+        self.schedule: MergeSchedule | None = None
+        self.lineage: Lineage | None = None
+        if scenario.merges:
+            self.schedule = MergeSchedule(scenario.max_merges)
+            self.lineage = Lineage(scenario.components, self.search.rng)
 
     @property
     def scored(self) -> bool:
@@ -184,6 +208,9 @@ class GepaChoices:
 
     def judge(self, tasks: list[ProposalTask]) -> list[ProposalTask]:
         """The children that join the pool: passing, selected, not repeats, in order."""
+        if self.lineage is not None:  # each proposal rewrote its parent's next component
+            for task in tasks:
+                task.texts = self.lineage.rewrite(int(task.parent))
         self.proposals += len(tasks)
         if self.scored:
             passing = [task for task in tasks if task.after > task.before]
@@ -218,3 +245,59 @@ class GepaChoices:
         index = {id(task): i for i, task in enumerate(tasks)}
         scores = self.search.add(self.children, [index[id(task)] for task in joined])
         return np.concatenate(scores).tolist()
+
+    def joined(self, children: list[ProposalTask]) -> None:
+        """The iteration's children joined the pool: the merge's lineage and schedule
+        learn of them."""
+        if self.lineage is not None:
+            for task in children:
+                self.lineage.add((int(task.parent),), task.texts)
+            self.schedule.joined(len(children))
+
+    # -- gepa's merge ---------------------------------------------------------------------
+
+    def merge_now(self) -> MergeTask | None:
+        """The merge gepa tries at the top of this iteration, or None (none due, or no pair
+        found: the iteration goes on to its proposals)."""
+        if self.schedule is None or not self.schedule.try_now():
+            return None
+        search = self.search
+        triplet = self.lineage.find(search.dominators(), search.merge_scores)
+        if triplet is None:
+            return None
+        if not self.scored:  # positions stand for the examples
+            return MergeTask(triplet, list(range(SUBSAMPLE)))
+        return MergeTask(triplet, search.merge_subsample(triplet.first, triplet.second))
+
+    def evaluate_merge(self, merge: MergeTask) -> list[float] | None:
+        """The merged program's scores on its subsample (None without the quality model)."""
+        if not self.scored:
+            return None
+        search, first, second = self.search, merge.triplet.first, merge.triplet.second
+        merge.child = search.merge(first, second)
+        scores = search.score_merged(merge.child, merge.examples)
+        known = (search.validated[p][merge.examples] for p in (first, second))
+        merge.before = max(float(row.sum()) for row in known)
+        merge.after = sum(scores)
+        return scores
+
+    def judge_merge(self, merge: MergeTask) -> bool:
+        """gepa's verdict: the merged sum reaches its better parent's (under acceptance rates:
+        at the scenario's merge_acceptance)."""
+        if self.scored:
+            accepted = merge.after >= merge.before
+        else:
+            accepted = self.rng.random() < self.scenario.merge_acceptance
+        self.schedule.merged(accepted)
+        return accepted
+
+    def join_merge(self, merge: MergeTask) -> list[float] | None:
+        """The accepted merge joins the pool; its validation scores (None without the quality
+        model)."""
+        triplet = merge.triplet
+        self.lineage.add((triplet.first, triplet.second), triplet.texts)
+        self.candidates += 1
+        if not self.scored:
+            self.search.candidates = self.candidates
+            return None
+        return self.search.add_merged(merge.child).tolist()

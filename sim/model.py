@@ -13,9 +13,15 @@ asked for, in tracing.py.
 
 gepa counts a metric call per example evaluated: the seed's validation, the
 distinct (parent, minibatch) pairs of the parent stage, every child's
-minibatch and every new candidate's validation. Reflections count nothing.
-gepa checks the budget only at the top of an iteration, so the last one
-overshoots it.
+minibatch, a merge's subsample and every new candidate's validation.
+Reflections count nothing. gepa checks the budget only at the top of an
+iteration, so the last one overshoots it.
+
+With gepa's merge (use_merge), an iteration may begin with a merge
+(merge.py says when and of which candidates): its subsample is one stage of
+rollouts on the validation set, and an accepted merge's full validation
+another; the merged program needs no reflection. A merge found takes the
+iteration: it makes no proposal.
 """
 
 from __future__ import annotations
@@ -29,8 +35,9 @@ import simpy
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.accounting import Accountant
-from pxn.sim.gepa import GepaChoices
+from pxn.sim.gepa import GepaChoices, MergeTask
 from pxn.sim.latency import CallLatency
+from pxn.sim.merge import SUBSAMPLE
 from pxn.sim.stage import CallStage
 from pxn.sim.tracing import VALSET, NoTrace, SimTrace
 from pxn.trace import ROLLOUT_PHASES, STAGES, RunSummary, TraceWriter
@@ -102,6 +109,8 @@ class SimulatedRun:
         self.full_val_iterations = 0
         self.accepted = 0
         self.skipped = 0
+        self.merges = 0
+        self.merges_accepted = 0
         self.progress: list[tuple[float, float]] = []  # (time, best validation score) as it rose
 
     def record_best(self) -> None:
@@ -128,6 +137,8 @@ class SimulatedRun:
             dollars=self.accountant.dollars(),
             throttled_calls=self.accountant.throttled_calls,
             skipped=self.skipped,
+            merges=self.merges,
+            merges_accepted=self.merges_accepted,
             **(self.search_outcome() if self.progress else {}),
         )
 
@@ -156,6 +167,11 @@ def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
     while run.metric_calls < scenario.budget:  # checked only here: the last one overshoots
         run.iterations += 1
         iteration, started = run.iterations, env.now
+        merge = choices.merge_now()
+        if merge is not None:  # the merge takes the iteration
+            yield from merge_step(run, iteration, merge)
+            trace.iteration(iteration, started, env.now)
+            continue
         tasks = choices.sample_tasks(iteration)
         # Each distinct (parent, minibatch) is evaluated once, and counted once.
         pairs = list(dict.fromkeys([(task.parent, task.chunk) for task in tasks]))
@@ -184,7 +200,35 @@ def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
                 if choices.scored:
                     trace.validations(iteration, env.now, new, scores, v)
                     run.record_best()
+                choices.joined(joined)
         trace.iteration(iteration, started, env.now)
+
+
+def merge_step(
+    run: SimulatedRun, iteration: int, merge: MergeTask
+) -> Generator[simpy.Event, None, None]:
+    """A merge gepa found: its subsample, gepa's verdict and, accepted, its full validation."""
+    choices, trace, env = run.choices, run.trace, run.env
+    v = run.scenario.valset_size
+    name = f"{iteration}-merge"
+    scores = choices.evaluate_merge(merge)
+    subsample = [(name, merge.examples)]
+    yield run.rollouts.run(iteration, "merge_subsample", subsample, SUBSAMPLE, scores)
+    run.metric_calls += SUBSAMPLE
+    run.merges += 1
+    accepted = choices.judge_merge(merge)
+    new = str(choices.candidates) if accepted else None
+    trace.merge(iteration, env.now, merge, name, new)
+    if new is None:
+        return
+    scores = choices.join_merge(merge)
+    yield run.rollouts.run(iteration, "full_val", [(new, VALSET)], v, scores)
+    run.metric_calls += v
+    run.merges_accepted += 1
+    run.full_val_iterations += 1
+    if choices.scored:
+        trace.validations(iteration, env.now, [new], scores, v)
+        run.record_best()
 
 
 def simulate_once(

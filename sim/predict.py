@@ -31,7 +31,7 @@ from pxn.sim.analytic import AnalyticPrediction, analytic
 from pxn.sim.backends import Backend, LocalBackend, gather
 from pxn.sim.model import simulate_once
 from pxn.sim.workload import Cost, Work, estimate
-from pxn.trace import STAGES, RunSummary
+from pxn.trace import MERGE_STAGES, STAGES, RunSummary
 
 CHUNK = 25  # replicates per unit of work handed to a process
 SINGLE = Shape(1, 1)  # every speedup's baseline
@@ -193,6 +193,11 @@ def draw_notes(draws: int, replicates: int) -> tuple[str, ...]:
     )
 
 
+def stages_of(scenario: Scenario) -> tuple[str, ...]:
+    """The stages a run of this scenario can enter: a merge's only where gepa can merge."""
+    return STAGES if scenario.merges else tuple(s for s in STAGES if s not in MERGE_STAGES)
+
+
 def summarize_replicates(
     scenario: Scenario, shape: Shape, runs: list[RunSummary], single: list[RunSummary] | None
 ) -> Prediction:
@@ -217,7 +222,7 @@ def summarize_replicates(
         utilisation=Interval.of([r.utilisation for r in runs]),
         stage_time={
             name: float(np.mean([r.stage_time[name] for r in runs]))
-            for name in (*STAGES, "overhead")
+            for name in (*stages_of(scenario), "overhead")
         },
         analytic=analytic(scenario, shape, simulated_acceptance(scenario, runs)),
         speedup=None if single is None else speedup(single, runs),

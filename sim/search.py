@@ -12,6 +12,13 @@ Two models of it, each an object gepa's choices (gepa.py) ask the same questions
   at a rate, parents are labels drawn from the newest `front_share` of the
   pool, a parent is perfect on its minibatch by chance.
 
+Both answer gepa's merge (merge.py) too: which candidates it may merge (the
+front's), their scores, and how a merge fares: under acceptance rates it
+passes its subsample at the scenario's merge_acceptance; under the quality
+model a merged program is made of its parents' latents (pxn.quality) and
+judged by gepa's own rule, its subsample sum against its parents' known
+validation scores on the same examples.
+
 gepa's Pareto front (gepa_utils.select_program_candidate_from_pareto_front):
 per validation example, the candidates with its best score; candidates
 dominated there are removed, lowest mean validation score first, and a
@@ -35,6 +42,7 @@ import numpy as np
 
 from pxn.acceptance import Acceptance
 from pxn.quality import Quality
+from pxn.sim.merge import subsample
 from pxn.trace import Repeats, SearchFigures, example_spread
 
 # Up to this many draws are made one by one: numpy's `size=` argument handling
@@ -134,6 +142,15 @@ class Children:
     parents: list[int]  # pool index of each one's parent
     quality: list[float]  # theta
     residuals: list[dict[int, float]]  # example -> residual, on each one's minibatch
+
+
+@dataclass(slots=True)
+class MergedChild:
+    """A merged program before it is judged: its quality and its residuals everywhere."""
+
+    quality: float
+    train_residuals: np.ndarray
+    val_residuals: np.ndarray
 
 
 class QualitySearch:
@@ -258,6 +275,66 @@ class QualitySearch:
             self.validated.append(scores[-1])
         return scores
 
+    # -- gepa's merge ------------------------------------------------------------------
+
+    def dominators(self) -> list[int]:
+        """The candidates gepa may merge: those its parent draw weighs (not dominated)."""
+        return self.front.weights()[0]
+
+    @property
+    def merge_scores(self) -> list[float]:
+        """Each candidate's mean validation score, as gepa's merge weighs them."""
+        return self.front.means
+
+    def merge_subsample(self, first: int, second: int) -> list[int]:
+        return subsample(self.validated[first], self.validated[second], self.rng)
+
+    def merge(self, first: int, second: int) -> MergedChild:
+        """The merged program of `first` and `second` (pxn.quality's merge)."""
+        pick = self.model.merge_pick
+        quality = self.quality
+        mean = (quality[first] + quality[second]) / 2
+        train_taken = self._taken(
+            quality[first] + self.train_residuals[first],
+            quality[second] + self.train_residuals[second],
+            pick,
+        )
+        theta = mean + float(np.mean(train_taken[0] - train_taken[1]))
+        val_taken, _ = self._taken(
+            quality[first] + self.val_residuals[first],
+            quality[second] + self.val_residuals[second],
+            pick,
+        )
+        return MergedChild(theta, train_taken[0] - theta, val_taken - theta)
+
+    def _taken(
+        self, first: np.ndarray, second: np.ndarray, pick: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per example, the latent a merge takes (the better one with chance `pick`), and the
+        parents' mean latent there."""
+        better = self.rng.random(len(first)) < pick
+        higher, lower = np.maximum(first, second), np.minimum(first, second)
+        return np.where(better, higher, lower), (first + second) / 2
+
+    def score_merged(self, child: MergedChild, examples: list[int]) -> list[float]:
+        """The merged program's scores on these validation examples (one evaluation each)."""
+        latent = child.quality - self.val_difficulty[examples] + child.val_residuals[examples]
+        if self.noise:
+            latent = latent + self.noise * self.rng.standard_normal(len(examples))
+        return self.model.score(latent).tolist()
+
+    def add_merged(self, child: MergedChild) -> np.ndarray:
+        """The merged program joins the pool, validated; its validation scores."""
+        self.quality.append(child.quality)
+        self.train_residuals.append(child.train_residuals)
+        self.train_residual_list.append(child.train_residuals.tolist())
+        self.val_residuals.append(child.val_residuals)
+        scores = self.val_scores(len(self.quality) - 1)
+        self.front.add(scores)
+        self.parent.append(-1)  # two parents: no reflective gain (SearchFigures.val_gain)
+        self.validated.append(scores)
+        return scores
+
     @property
     def seed_score(self) -> float:
         return self.front.means[0]
@@ -300,12 +377,17 @@ class RateSearch:
         self.candidates = 1  # the seed
         self.proposals = 0  # judged so far
 
-    def parents(self, count: int) -> list[int]:
-        """Uniformly from the newest front_share of the pool (all of it at 1)."""
-        front = self.candidates
+    def front(self) -> range:
+        """The newest front_share of the pool (all of it at 1)."""
+        size = self.candidates
         if self.front_share < 1:
-            front = max(1, math.ceil(self.front_share * self.candidates))
-        newest = self.candidates - front  # the front's first candidate id
+            size = max(1, math.ceil(self.front_share * self.candidates))
+        return range(self.candidates - size, self.candidates)
+
+    def parents(self, count: int) -> list[int]:
+        """Uniformly from the front."""
+        candidates = self.front()
+        front, newest = len(candidates), candidates.start
         if count <= SCALAR_DRAWS:
             draws = [int(self.rng.integers(0, front)) for _ in range(count)]
         else:
@@ -317,6 +399,12 @@ class RateSearch:
         if self.skip_chance == 0:
             return [False] * pairs
         return [u < self.skip_chance for u in uniforms(self.rng, pairs)]
+
+    def dominators(self) -> list[int]:
+        """The candidates gepa may merge: the front's, where parents are drawn."""
+        return list(self.front())
+
+    merge_scores = None  # no candidate has a score
 
     def passing(self, proposals: int) -> list[bool]:
         """Whether each of a step's proposals passes: at the step's (perhaps drawn) rate."""

@@ -5,8 +5,9 @@
 every event: each call on its slot (a rollout's slot is a worker slot: with
 fewer LM servers than workers only the first `servers` are ever used), with
 its tokens and dollars when counted; each stage between its barriers; each
-proposal's decision; each iteration. The parent stage's rollouts are those
-gepa ran: one per example of each distinct (parent, minibatch) pair.
+proposal's decision and each merge's verdict; each iteration. The parent
+stage's rollouts are those gepa ran: one per example of each distinct
+(parent, minibatch) pair.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ import numpy as np
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.accounting import TokenCounts
-from pxn.sim.gepa import EpochSampler, ProposalTask
+from pxn.sim.gepa import EpochSampler, MergeTask, ProposalTask
 from pxn.trace import (
     Decision,
     Iteration,
+    Merge,
     Reflection,
     Rollout,
     RunEnd,
@@ -32,10 +34,22 @@ from pxn.trace import (
     Validation,
 )
 
-VALSET = None  # a rollout item's examples: the whole valset, or a minibatch chunk's number
-# A stage's items: (candidate, VALSET or chunk) for rollouts, (proposal, parent) for
-# reflections.
-Items = Sequence[tuple[str, int | None]] | Sequence[tuple[str, str]]
+# A rollout item's examples: the whole valset, a minibatch chunk's number, or a list of
+# validation examples (a merge's subsample).
+VALSET = None
+# A stage's items: (candidate, examples) for rollouts, (proposal, parent) for reflections.
+Items = Sequence[tuple[str, int | list[int] | None]] | Sequence[tuple[str, str]]
+
+
+def merge_setup(scenario: Scenario) -> dict[str, Any]:
+    """gepa's merge setup as the recorder writes it in run_start meta (nothing when off)."""
+    if not scenario.merge:
+        return {}
+    return {
+        "use_merge": True,
+        "max_merge_invocations": scenario.max_merges,
+        "components": scenario.components,
+    }
 
 
 class NoTrace:
@@ -71,6 +85,11 @@ class NoTrace:
     ) -> None:
         pass
 
+    def merge(
+        self, iteration: int, now: float, merge: MergeTask, proposal: str, new: str | None
+    ) -> None:
+        pass
+
     def iteration(self, iteration: int, start: float, end: float) -> None:
         pass
 
@@ -83,10 +102,13 @@ class SimTrace(NoTrace):
         self.prices = scenario.prices
         self.valset = [f"val:{i}" for i in range(scenario.valset_size)]
 
-    def examples(self, iteration: int, key: int | str | None) -> list[str]:
-        """A rollout item's examples: the valset, or a minibatch chunk's in this iteration."""
+    def examples(self, iteration: int, key: int | list[int] | None) -> list[str]:
+        """A rollout item's examples: the valset, a minibatch chunk's in this iteration, or
+        these validation examples."""
         if key is VALSET:
             return self.valset
+        if isinstance(key, list):
+            return [self.valset[e] for e in key]
         return self.sampler.examples(iteration, int(key))
 
     def run_start(self, scenario: Scenario, shape: Shape, replicate: int) -> None:
@@ -104,9 +126,11 @@ class SimTrace(NoTrace):
                 trainset_size=scenario.trainset_size,
                 minibatch=scenario.minibatch,
                 seed=scenario.seed,
-                # The task model's servers under the key the runner writes for its local pool.
+                # The task model's servers and the merge's setup under the keys the runner
+                # writes.
                 meta={"scenario": scenario.to_dict(), "replicate": replicate}
-                | ({} if servers is None else {"lm_servers": servers}),
+                | ({} if servers is None else {"lm_servers": servers})
+                | merge_setup(scenario),
             )
         )
 
@@ -219,6 +243,26 @@ class SimTrace(NoTrace):
                     examples=valset,
                 )
             )
+
+    def merge(
+        self, iteration: int, now: float, merge: MergeTask, proposal: str, new: str | None
+    ) -> None:
+        """A merge's verdict; `new`, the candidate it joined the pool as when accepted."""
+        triplet = merge.triplet
+        self.writer.write(
+            Merge(
+                start=now,
+                end=now,
+                iteration=iteration,
+                proposal=proposal,
+                parents=f"{triplet.first},{triplet.second}",
+                ancestor=str(triplet.ancestor),
+                accepted=new is not None,
+                candidate=new,
+                score_before=merge.before,
+                score_after=merge.after,
+            )
+        )
 
     def iteration(self, iteration: int, start: float, end: float) -> None:
         self.writer.write(Iteration(start=start, end=end, iteration=iteration))

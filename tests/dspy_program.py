@@ -68,12 +68,13 @@ def local_lm(api_base: str, max_tokens: int) -> dspy.LM:
 
 
 def optimizer(reflection_lm: dspy.LM, **kw) -> dspy.GEPA:
+    """dspy.GEPA as a user creates it: DSPy's defaults (use_merge=True among them) but for the
+    budget, the threads and the stats the tests read."""
     base = dict(
         metric=metric,
         max_metric_calls=30,
         reflection_lm=reflection_lm,
         num_threads=2,
-        use_merge=False,
         track_stats=True,
     )
     return dspy.GEPA(**{**base, **kw})

@@ -188,6 +188,7 @@ def test_an_infinite_overhead_is_refused_not_simulated(tmp_path: Path) -> None:
     [
         ("--reflection-concurrency", "0", "--reflection-concurrency must be at least 1, got 0"),
         ("--seed", "-1", "--seed must be a whole number >= 0, got -1"),
+        ("--max-merges", "0", "--max-merges must be at least 1, got 0"),
     ],
 )
 def test_run_refuses_a_bad_count_before_starting(

@@ -107,7 +107,8 @@ def test_every_flag_the_glossary_names_exists() -> None:
 
 
 def test_every_scenario_key_the_glossary_names_is_one() -> None:
-    written = [EVERYTHING.to_dict(), load_scenario("livebench-math").to_dict()]
+    merging = EVERYTHING.replace(merge=True, components=2, merge_acceptance=0.5)
+    written = [EVERYTHING.to_dict(), load_scenario("livebench-math").to_dict(), merging.to_dict()]
 
     def found(path: str) -> bool:
         for data in written:

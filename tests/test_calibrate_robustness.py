@@ -16,6 +16,7 @@ from conftest import assert_user_error, run_pxn, run_pxn_script
 
 from pxn.scenario import Scenario
 from pxn.shape import Shape
+from pxn.trace import SCHEMA_VERSION
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,7 @@ def test_damaged_trace_calibrates_from_the_rest_and_names_each_line(
 @pytest.mark.parametrize(
     ("content", "fragment"),
     [
-        ('{"kind": "run_start", "schema": 2, "start": 0, "end": 0}\n', "schema version 2"),
+        ('{"kind": "run_start", "schema": 3, "start": 0, "end": 0}\n', "schema version 3"),
         ('{"kind": "rollout", "start": 0, "end": 1}\n', "starts with a run_start"),
         ("", "holds no events"),
     ],
@@ -85,10 +86,13 @@ def test_missing_paths_and_foreign_schema_beside_a_good_run(run: Path, tmp_path:
     newer = tmp_path / "newer"
     newer.mkdir()
     text = (run / "trace.jsonl").read_text(encoding="utf-8")
-    (newer / "trace.jsonl").write_text(text.replace('"schema": 1', '"schema": 3', 1))
+    assert f'"schema": {SCHEMA_VERSION}' in text
+    newer_text = text.replace(f'"schema": {SCHEMA_VERSION}', f'"schema": {SCHEMA_VERSION + 1}', 1)
+    (newer / "trace.jsonl").write_text(newer_text)
     result = run_pxn("calibrate", run, newer, "-o", tmp_path / "s.toml")
     assert result.returncode == 0, result.stderr
-    assert "set aside:" in result.stdout and "schema version 3" in result.stdout
+    assert "set aside:" in result.stdout
+    assert f"schema version {SCHEMA_VERSION + 1}" in result.stdout
     assert "calibrated from 1 trace(s)" in result.stdout
 
 

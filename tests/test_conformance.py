@@ -118,6 +118,7 @@ def test_at_time_scale_keeps_the_workload_and_drops_what_is_not_realised() -> No
             {"loads": Loads(Load(), Load(servers=2, prefix_seconds=0.5))},
             "load.reflection.prefix_seconds",
         ),
+        ({"merge": True, "components": 2, "merge_acceptance": 0.5}, "components"),
     ],
 )
 def test_what_synthetic_work_cannot_realise_is_refused(changes, subject) -> None:

@@ -14,6 +14,7 @@ from pxn.trace import (
     Decision,
     Event,
     Iteration,
+    Merge,
     Reflection,
     Rollout,
     RunEnd,
@@ -124,6 +125,7 @@ def test_summary_of_a_hand_made_run(tmp_path: Path) -> None:
     assert summary.full_val_share == 1.0
     assert summary.stage_time == {
         "seed_val": 2.0,
+        "merge_subsample": 0.0,
         "parent_minibatch": 1.0,
         "reflection": 5.0,
         "child_minibatch": 1.0,
@@ -132,6 +134,74 @@ def test_summary_of_a_hand_made_run(tmp_path: Path) -> None:
     }
     busy = 1 + 2 + 1 + 1 + 1.5 + 1
     assert summary.utilisation == pytest.approx(busy / (2 * 12.0))
+
+
+def merge_iterations(accepted: bool) -> list[Event]:
+    """Iteration 2 of tiny_run's run: gepa merges candidates 1 and 2 (a merge the tests make
+    up: tiny_run has no candidate 2), scored on 2 validation examples, and validates the
+    merged program in full when it is accepted."""
+
+    def rollout(start, end, phase, candidate, example):
+        return Rollout(start=start, end=end, iteration=2, phase=phase, worker=0,
+                       candidate=candidate, example=example)  # fmt: skip
+
+    merged = [
+        rollout(12.0, 13.0, "merge_subsample", "2-merge", "val:0"),
+        rollout(13.0, 14.0, "merge_subsample", "2-merge", "val:1"),
+        Stage(start=12.0, end=14.0, iteration=2, name="merge_subsample"),
+    ]
+    verdict = Merge(
+        start=16.0,
+        end=16.0,
+        iteration=2,
+        proposal="2-merge",
+        parents="1,2",
+        ancestor="0",
+        accepted=accepted,
+        candidate="3" if accepted else None,
+        score_before=1.0,
+        score_after=2.0 if accepted else 0.0,
+    )
+    validated = [
+        rollout(14.0, 15.0, "full_val", "2-merge", "val:0"),
+        rollout(15.0, 16.0, "full_val", "2-merge", "val:1"),
+        Stage(start=14.0, end=16.0, iteration=2, name="full_val"),
+    ]
+    return [
+        *merged,
+        *(validated if accepted else []),
+        verdict,
+        Iteration(start=12.0, end=16.0, iteration=2),
+    ]
+
+
+@pytest.mark.parametrize("accepted", [True, False])
+def test_a_merge_iteration_is_summarized_as_no_reflective_step(tmp_path: Path, accepted) -> None:
+    run = tiny_run()
+    events = [*run[:-1], *merge_iterations(accepted), replace(run[-1], start=16.0, end=16.0)]
+    trace = read_trace(write(tmp_path / "t.jsonl", events))
+    assert trace.skipped == [] and trace.of(Merge)[0].parents == "1,2"
+    summary = summarize(trace)
+    assert (summary.merges, summary.merges_accepted) == (1, int(accepted))
+    # The merge iteration made no proposal, and that is no skip: the proposals are
+    # still the one iteration's.
+    assert (summary.iterations, summary.proposals, summary.skipped) == (2, 1, 0)
+    assert summary.accepted == 1  # a merge is not a reflective proposal
+    assert summary.stage_time["merge_subsample"] == 2.0
+    assert summary.full_val_iterations == 1 + accepted
+    assert summary.metric_calls == 6 + 2 + 2 * accepted
+
+
+def test_a_version_1_trace_still_reads(tmp_path: Path) -> None:
+    """Version 1 is version 2 without merges: its events read and summarize as they did."""
+    lines = lines_of(tiny_run())
+    first = json.loads(lines[0]) | {"schema": 1}
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join([json.dumps(first), *lines[1:]]), encoding="utf-8")
+    trace = read_trace(path)
+    assert trace.run_start.schema == 1 and trace.skipped == []
+    assert trace.events[1:] == tiny_run()[1:]
+    assert summarize(trace) == summarize(read_trace(write(tmp_path / "v2.jsonl", tiny_run())))
 
 
 def test_truncated_last_line_is_skipped_and_reported(tmp_path: Path) -> None:

@@ -51,6 +51,7 @@ from pxn.shape import Shape
 from pxn.sim.model import simulate_once
 from pxn.trace import (
     Decision,
+    Merge,
     Reflection,
     Resume,
     Rollout,
@@ -69,14 +70,6 @@ def overlap(a, b) -> bool:
 
 
 UNREACHABLE = "http://127.0.0.1:9/v1"  # no LM call is made by the tests that use it
-
-
-def test_merge_is_refused_before_anything_runs(tmp_path):
-    out = tmp_path / "run"
-    with pytest.raises(PxnError) as caught:
-        recorded(optimizer(local_lm(UNREACHABLE, 8), use_merge=True), out)
-    assert caught.value.subject == "use_merge" and "use_merge=False" in str(caught.value)
-    assert not out.exists()
 
 
 def test_only_a_dspy_gepa_is_recorded(tmp_path):
@@ -207,6 +200,10 @@ def test_a_stage_is_scheduled_as_dspy_splits_its_threads(tmp_path: Path, monkeyp
     assert run.status == "completed" and run.mismatches == (), run
     assert len(rollouts) == program.detailed_results.total_metric_calls == run.metric_calls
     assert trace.run_start.workers == THREADS and trace.run_start.shape == "1x3"
+    # DSPy's defaults, recorded as they ran: merge on, for a program of one predictor.
+    merge_setup = {k: trace.run_start.meta[k] for k in ("use_merge", "max_merge_invocations")}
+    assert merge_setup == {"use_merge": True, "max_merge_invocations": 5}
+    assert trace.run_start.meta["components"] == 1
     assert all(r.error is None and r.example.startswith(("train/", "val/")) for r in rollouts)
     # One reflection per child, one at a time, each with its own proposal id.
     reflections = trace.of(Reflection)
@@ -311,8 +308,12 @@ def test_a_compile_is_recorded_as_gepa_ran_it_and_calibrates(
     totals = trace_totals(trace)
     assert len(rollouts) == gepa_result.total_metric_calls == run.metric_calls
     assert totals.full_val_evals == gepa_result.num_full_val_evals
-    assert totals.accepted == run.accepted == len(gepa_result.candidates) - 1
+    assert totals.accepted == run.accepted
+    assert run.accepted + run.merges_accepted == len(gepa_result.candidates) - 1
     assert run.iterations >= 1
+    # DSPy's defaults ran unchanged: gepa's merge on, its merges (if any) in the trace.
+    assert trace.run_start.meta["use_merge"] is True
+    assert len(trace.of(Merge)) == run.merges
 
     # W is DSPy's num_threads: declared, and never exceeded.
     start = trace.run_start
@@ -450,3 +451,78 @@ def test_dspys_split_of_the_threads_is_what_the_simulator_models(tmp_path: Path)
         [first] = [s for s in read_trace(path).of(Stage)
                    if s.name == "parent_minibatch" and s.iteration == 1]  # fmt: skip
         assert first.duration == pytest.approx(expected * Sleeping.seconds), split
+
+
+class Sure(dspy.Signature):
+    """w0"""
+
+    sentence: str = dspy.InputField()
+    known: str = dspy.OutputField()
+
+
+class AlsoSure(Sure):
+    """w1"""
+
+
+class TwoInstructions(dspy.Module):
+    """Two predictors whose instructions are lists of words: a sentence (a word) is known when
+    either instruction holds it, and nothing is when they hold both w10 and w11. No LM
+    decides it; the predictors are called so that DSPy has their traces to reflect on."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = dspy.Predict(Sure)
+        self.second = dspy.Predict(AlsoSure)
+
+    def forward(self, sentence: str) -> dspy.Prediction:
+        self.first(sentence=sentence)
+        self.second(sentence=sentence)
+        words = {w for p in (self.first, self.second) for w in p.signature.instructions.split()}
+        known = sentence in words and not {"w10", "w11"} <= words
+        return dspy.Prediction(known="yes" if known else "no")
+
+
+def known_metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
+    right = pred.known == "yes"
+    return dspy.Prediction(score=float(right), feedback="known" if right else "unknown")
+
+
+def words_of(parity: int, count: int) -> str:
+    return " ".join(f"w{parity + 2 * i}" for i in range(count))
+
+
+def test_a_compile_with_dspys_defaults_records_gepas_merges(tmp_path: Path):
+    """dspy.GEPA as created, use_merge=True by default, on a program of two predictors: the
+    reflection LM's replies are lists of even and odd words by turns, each longer than the
+    last, so the seed's children know different words, and gepa merges two of them. The
+    merge is in the trace, its subsample timed where DSPy ran it, and the totals are
+    gepa's."""
+    replies = [{"new_instruction": words_of(k % 2, k // 2 + 2)} for k in range(40)]
+    proposals = DummyLM(replies, adapter=dspy.JSONAdapter())
+    task = DummyLM({"": {"known": "no"}})
+    for lm in (task, proposals):
+        lm.cache = False
+    optimizer = dspy.GEPA(
+        metric=known_metric,
+        max_metric_calls=200,
+        reflection_lm=proposals,
+        num_threads=2,
+        track_stats=True,
+        gepa_kwargs={"sampling_strategy": PxNSampling(2, 2)},
+    )
+    assert optimizer.use_merge and optimizer.max_merge_invocations == 5  # DSPy's defaults
+    opt = recorded(optimizer, tmp_path / "run")
+    words = [dspy.Example(sentence=f"w{i % 12}").with_inputs("sentence") for i in range(20)]
+    with dspy.context(lm=task):
+        program = opt.compile(TwoInstructions(), trainset=words[:12], valset=words[12:])
+    run = opt.result
+    assert run.status == "completed" and run.mismatches == (), run
+    assert run.accepted + run.merges_accepted == len(program.detailed_results.candidates) - 1
+    trace = read_trace(tmp_path / "run" / "trace.jsonl")
+    assert trace.run_start.meta["components"] == 2
+    [merge] = trace.of(Merge)
+    assert merge.accepted and run.merges_accepted == 1
+    subsample = [r for r in trace.of(Rollout) if r.phase == "merge_subsample"]
+    assert len(subsample) == 5 and {r.candidate for r in subsample} == {merge.proposal}
+    assert all(r.example.startswith("val/") and r.iteration == merge.iteration for r in subsample)
+    assert merge.score_after == sum(r.score for r in subsample) >= merge.score_before

@@ -238,7 +238,6 @@ MISUSED = [
     ("B of V: no iteration", {}, {"max_metric_calls": 6}, "max_metric_calls", "more than 6"),
     ("b zero", {}, {"reflection_minibatch_size": 0}, "reflection_minibatch_size", "got 0"),
     ("one callback, no list", {}, {"callbacks": Callback()}, "callbacks", "must be a list"),
-    ("merge", {}, {"use_merge": True}, "use_merge", "no merge stage"),
 ]
 
 

@@ -79,6 +79,7 @@ def test_a_serial_adapter_and_a_callable_lm_are_recorded_as_gepa_ran_them(tmp_pa
     start = trace.run_start
     assert (start.shape, start.budget, start.valset_size, start.minibatch) == ("2x2", 80, 6, 3)
     assert start.meta["selection"] == "all" and start.reflection_concurrency == 1
+    assert (start.meta["use_merge"], start.meta["components"]) == (False, 1)
     examples = {r.example for r in trace.of(Rollout)}
     assert {f"val/{i}" for i in range(len(VAL))} <= examples
     assert all(e.startswith(("train/", "val/")) and "?" not in e for e in examples)
@@ -463,12 +464,7 @@ class LeakyAdapter(SerialAdapter):
 SECRET = "sk-test-NEVER-IN-A-TRACE-0123456789"
 
 
-def test_merge_is_refused_and_keys_never_reach_the_trace(tmp_path):
-    with (
-        pytest.raises(PxnError, match="use_merge is not recorded"),
-        recording(tmp_path / "a") as rec,
-    ):
-        rec.wrap(**arguments(SerialAdapter(), CallableLM(), use_merge=True))
+def test_keys_never_reach_the_trace(tmp_path):
     with pytest.raises(PermissionError):
         record(tmp_path / "b", LeakyAdapter(), CallableLM())
     trace = read_trace(tmp_path / "b" / "trace.jsonl")

@@ -547,12 +547,17 @@ TRACE_CASES = [
         Shape(4, 1),
     ),
     (make_scenario(acceptance=Acceptance(0.9, tau=8.0)), Shape(1, 1)),
+    (
+        make_scenario(
+            acceptance=Acceptance(0.6), merge=True, components=2, merge_acceptance=0.5, budget=400
+        ),
+        Shape(2, 2),
+    ),
 ]
+TRACE_IDS = ["2x2", "everything 2x2", "4x1", "single", "merging 2x2"]
 
 
-@pytest.mark.parametrize(
-    ("scenario", "shape"), TRACE_CASES, ids=["2x2", "everything 2x2", "4x1", "single"]
-)
+@pytest.mark.parametrize(("scenario", "shape"), TRACE_CASES, ids=TRACE_IDS)
 def test_trace_summary_equals_the_returned_summary(
     scenario: Scenario, shape: Shape, tmp_path: Path
 ) -> None:
@@ -564,6 +569,8 @@ def test_trace_summary_equals_the_returned_summary(
     assert again.metric_calls == summary.metric_calls
     assert again.proposals == summary.proposals
     assert again.accepted == summary.accepted
+    assert (again.merges, again.merges_accepted) == (summary.merges, summary.merges_accepted)
+    assert again.skipped == summary.skipped
     assert again.utilisation == pytest.approx(summary.utilisation, rel=1e-9)
     assert again.stage_time.keys() == summary.stage_time.keys()
     for name, seconds in summary.stage_time.items():
@@ -573,17 +580,13 @@ def test_trace_summary_equals_the_returned_summary(
     assert (end.metric_calls, end.iterations) == (summary.metric_calls, summary.iterations)
 
 
-@pytest.mark.parametrize(
-    ("scenario", "shape"), TRACE_CASES, ids=["2x2", "everything 2x2", "4x1", "single"]
-)
+@pytest.mark.parametrize(("scenario", "shape"), TRACE_CASES, ids=TRACE_IDS)
 def test_writing_a_trace_changes_nothing(scenario: Scenario, shape: Shape, tmp_path: Path) -> None:
     summary, _ = traced(scenario, shape, tmp_path, replicate=2)
     assert simulate_once(scenario, shape, 2) == summary
 
 
-@pytest.mark.parametrize(
-    ("scenario", "shape"), TRACE_CASES, ids=["2x2", "everything 2x2", "4x1", "single"]
-)
+@pytest.mark.parametrize(("scenario", "shape"), TRACE_CASES, ids=TRACE_IDS)
 def test_trace_respects_the_pool_and_the_barriers(
     scenario: Scenario, shape: Shape, tmp_path: Path
 ) -> None:
@@ -606,8 +609,10 @@ def test_trace_respects_the_pool_and_the_barriers(
     for ref in reflections:
         for r in rollouts:
             assert r.end <= ref.start + 1e-9 or r.start >= ref.end - 1e-9
-    # Every call lies inside its stage, and stages run in gepa's order, one after another.
+    # Every call lies inside its stage, and stages run in gepa's order, one after another:
+    # the proposals', or a merge's (its subsample, and its full validation).
     order = ["parent_minibatch", "reflection", "child_minibatch", "full_val"]
+    merging = ["merge_subsample", "full_val"]
     stages = defaultdict(list)
     for stage in trace.of(Stage):
         stages[stage.iteration].append(stage)
@@ -616,7 +621,9 @@ def test_trace_respects_the_pool_and_the_barriers(
     previous_end = stages[0][0].end
     for number in sorted(iterations):
         names = [s.name for s in stages[number]]
-        assert names == order[: len(names)] and names[0] == "parent_minibatch"
+        expected = merging if names[0] == "merge_subsample" else order
+        assert names == expected[: len(names)]
+        assert names[0] in ("parent_minibatch", "merge_subsample")
         for stage in stages[number]:
             assert stage.start >= previous_end - 1e-9
             previous_end = stage.end

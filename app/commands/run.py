@@ -75,6 +75,17 @@ def run_command(
             help="HOST:PORT of a Ray head; without it --backend ray starts a private Ray.",
         ),
     ] = None,
+    merge: Annotated[
+        bool,
+        typer.Option(
+            "--merge",
+            help="Turn on gepa's merge of two candidates sharing an ancestor (use_merge).",
+        ),
+    ] = False,
+    max_merges: Annotated[
+        int,
+        typer.Option("--max-merges", help="With --merge: the most merges gepa accepts."),
+    ] = 5,
     probe_timeout: Annotated[
         float,
         typer.Option(
@@ -106,6 +117,8 @@ def run_command(
         progress=progress,
         eval_backend=backend,
         ray_address=address,
+        merge=merge,
+        max_merges=max_merges,
     )
     ensure_writable_outputs(directories={"run directory": Path(config.out)})
     if resume is None:  # bad flags fail now, before litellm's slow import

@@ -19,11 +19,12 @@ slowdown if kept (on the same calls and groups) and run_spread if kept (each
 drawn copy of a run a run of its own: copies of one run agree, so the draws
 of a spread sit a little below its point estimate, as a bootstrap of a
 variance does), front_share and
-duplicate_children if fitted, the stage overhead, the skip share, and the
-token-count families. Model choices are not redone per draw (a draw is a
-scenario of the chosen model), and no draw is bootstrapped again. What is
-fixed: the setup, lm_servers, the cap's place, decay_until, the tokens'
-reflection input line and its latency shift, the prices.
+duplicate_children if fitted, the stage overhead, the skip share,
+merge_acceptance where gepa could merge, and the token-count families. Model
+choices are not redone per draw (a draw is a scenario of the chosen model),
+and no draw is bootstrapped again. What is fixed: the setup, lm_servers, the
+cap's place, decay_until, the tokens' reflection input line and its latency
+shift, the prices.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from pxn.calibrate.traces.acceptance import (
 )
 from pxn.calibrate.traces.bookkeeping import share_mle, skip_share
 from pxn.calibrate.traces.fit import censored_params
+from pxn.calibrate.traces.merges import merge_rate
 from pxn.calibrate.traces.prefix_cache import refit_prefix_seconds
 from pxn.calibrate.traces.run_spread import refit_run_spread
 from pxn.calibrate.traces.served import latency_sample, served_alone
@@ -164,6 +166,8 @@ def one_draw(cal: Calibration, units: Units) -> dict[str, float]:
             draw["front_share"] = share_mle(informative)[0]
     if scenario.duplicate_children > 0 and units.later.sum() > 0:
         draw["duplicate_children"] = min(float(units.dropped.sum() / units.later.sum()), 0.99)
+    if scenario.merge_acceptance is not None:
+        draw["merge_acceptance"] = merge_rate(units.merges.sum(), units.merges_accepted.sum())
     if cal.token_counts is not None:
         draw |= _token_counts(cal, units.calls)
     if scenario.loads.reflection.prefix_seconds > 0:

@@ -11,8 +11,9 @@ whole runs differ in speed (run_spread.py), the reflections' prefix cache
 (prefix_cache.py), the recorded costs and the [prices] table (costs.py),
 acceptance with its decay, the siblings' correlation and batched iterations'
 own rate (acceptance.py), the skipping of perfect parents, recurring parents and
-duplicate children (bookkeeping.py), the engine overhead and concurrency
-(overhead.py), the load effect (load_effect.py). Then the Scenario is
+duplicate children (bookkeeping.py), gepa's merge: its setup and how often a
+merge passed (merges.py), the engine overhead and concurrency (overhead.py),
+the load effect (load_effect.py). Then the Scenario is
 assembled and checked; with `draws`, its [uncertainty] table holds parameter
 draws from a bootstrap of the same fits (draws.py). [calibrated_on] records
 the longest run's metric calls and proposals, so a prediction for a longer
@@ -40,6 +41,7 @@ from pxn.calibrate.traces.draws import DrawsFit, parameter_draws
 from pxn.calibrate.traces.evidence import gather_evidence
 from pxn.calibrate.traces.fit import LatencyFit
 from pxn.calibrate.traces.load_effect import LoadEffect
+from pxn.calibrate.traces.merges import MergeFit, fit_merges
 from pxn.calibrate.traces.overhead import (
     ConcurrencyFit,
     OverheadFit,
@@ -93,6 +95,7 @@ class Calibration:
     lm_servers_source: str  # where lm_servers came from ("" when unknown)
     front: FrontFit
     duplicates: DuplicateFit
+    merges: MergeFit
     draws: DrawsFit | None = None  # the [uncertainty] table's bootstrap; None without draws
     quality: QualityFit | None = None  # the search's quality model, when it decides acceptance
     notes: list[str] = field(default_factory=list)
@@ -158,6 +161,7 @@ def calibrate_traces(
     load_effects = parts.load_effects(evidence)
     front = fit_front_share(units.parents)
     duplicates = parts.duplicates(evidence)
+    merges = fit_merges(traces, units.merges, units.merges_accepted, evidence.notes)
     note_incomplete_runs(traces, evidence.notes)
 
     first = traces[0].run_start
@@ -180,6 +184,7 @@ def calibrate_traces(
         selection=selection_of(traces[0]),
         front_share=front.chosen,
         duplicate_children=duplicates.chosen,
+        **merges.scenario_fields(),
         loads=Loads(
             Load(
                 evidence.lm_servers,
@@ -224,6 +229,7 @@ def calibrate_traces(
         lm_servers_source=evidence.lm_servers_source,
         front=front,
         duplicates=duplicates,
+        merges=merges,
         notes=evidence.notes,
     )
     if draws:

@@ -1,8 +1,9 @@
 """The traces cut into units, one per (run, iteration): the data every fit reads.
 
 A unit holds its iteration's calls (each with the load it started under), its
-judged step, the gaps before its stages (gepa's own work) and its tasks (how
-many reached a reflection). Iteration 0 (the seed's validation) is a unit too.
+judged step, the gaps before its stages (gepa's own work), its tasks (how
+many reached a reflection) and its merge (judged, accepted): an iteration a
+merge took has no tasks. Iteration 0 (the seed's validation) is a unit too.
 The point estimate fits all units; the parameter bootstrap (draws.py)
 resamples them, so one function computes both.
 
@@ -31,7 +32,7 @@ from pxn.calibrate.traces.load_effect import call_loads
 from pxn.calibrate.traces.overhead import loop_end
 from pxn.selection import Selection
 from pxn.shape import Shape
-from pxn.trace import Attempt, Decision, Iteration, Reflection, Rollout, Stage, Trace
+from pxn.trace import Attempt, Decision, Iteration, Merge, Reflection, Rollout, Stage, Trace
 
 TIMEOUT = re.compile(r"time[d ]?out", re.IGNORECASE)
 MATCH = 1e-6  # seconds: clock rounding between a call and its tries
@@ -76,6 +77,8 @@ class Units:
     stages: np.ndarray  # per unit
     tasks: np.ndarray  # per unit: tasks of a completed iteration
     reflected: np.ndarray  # per unit: of those, tasks that reached a reflection
+    merges: np.ndarray  # per unit: merges gepa judged (0 or 1)
+    merges_accepted: np.ndarray  # per unit: of those, accepted
     retries: dict[str, tuple[int, ...]]  # per kind, per call retried after a timeout:
     # the retries it made and then finished (tails.detect_cap)
     duplicates_shown: bool
@@ -135,6 +138,8 @@ class Units:
             stages=self.stages[chosen],
             tasks=self.tasks[chosen],
             reflected=self.reflected[chosen],
+            merges=self.merges[chosen],
+            merges_accepted=self.merges_accepted[chosen],
             retries=self.retries,
             duplicates_shown=self.duplicates_shown,
             duplicates_why_not=self.duplicates_why_not,
@@ -194,6 +199,7 @@ def cut_into_units(traces: list[Trace]) -> Units:
         _steps(builder, run, trace)
         _stages(builder, run, trace)
         _tasks(builder, run, trace)
+        _merges(builder, run, trace)
     calls = builder.calls
     steps = builder.step_rows
     scored = [_scored(t) for t in traces]
@@ -231,6 +237,8 @@ def cut_into_units(traces: list[Trace]) -> Units:
         stages=builder.dense("stages"),
         tasks=builder.dense("tasks"),
         reflected=builder.dense("reflected"),
+        merges=builder.dense("merges"),
+        merges_accepted=builder.dense("merges_accepted"),
         retries={kind: tuple(v) for kind, v in builder.retries.items()},
         duplicates_shown=shown,
         passes_hidden=any(not s and not u for s, u in zip(scored, unlimited, strict=True)),
@@ -325,9 +333,15 @@ def _steps(builder: _Builder, run: int, trace: Trace) -> None:
     parents = _parents(trace)
     unlimited = selection_of(trace).limit is None
     batched = Shape.parse(trace.run_start.shape).k > 1
-    made = accepted_before = 0
+    merged = sorted(m.iteration for m in trace.live(Merge) if m.accepted)  # joined the pool too
+    made = added_before = 0
     front: list[str] = []  # parents drawn from the current front, since the last acceptance
     for iteration in sorted(by_iteration):
+        if merged and merged[0] < iteration:  # a merge joined since: a new front
+            joined = sum(m < iteration for m in merged)
+            added_before += joined
+            merged = merged[joined:]
+            front = []
         decisions = by_iteration[iteration]
         accepted = sum(d.accepted for d in decisions)
         dropped = sum(dropped_after_passing(d) for d in decisions)
@@ -339,7 +353,7 @@ def _steps(builder: _Builder, run: int, trace: Trace) -> None:
         rows["batched"].append(batched)
         rows["later"].append(max(accepted + dropped - 1, 0) if unlimited else 0)
         rows["dropped"].append(dropped if unlimited else 0)
-        rows["candidates"].append(1 + accepted_before)
+        rows["candidates"].append(1 + added_before)
         rows["drawn_before"].append(len(front))
         rows["distinct_before"].append(len(set(front)))
         front += drawn
@@ -347,7 +361,7 @@ def _steps(builder: _Builder, run: int, trace: Trace) -> None:
         rows["distinct"].append(len(set(front)))
         builder.step_unit.append(builder.unit(run, iteration))
         made += len(decisions)
-        accepted_before += accepted
+        added_before += accepted
         if accepted:  # a child joined the pool: the next step draws from a new front
             front = []
 
@@ -381,9 +395,17 @@ def _tasks(builder: _Builder, run: int, trace: Trace) -> None:
     however often its reflection ran: gepa asks again for every task of a step after a
     failed reflection, and the retry carries the task's proposal id again."""
     k = Shape.parse(trace.run_start.shape).k
-    done = {i.iteration for i in trace.of(Iteration)}
+    merged = {m.iteration for m in trace.live(Merge)}  # a merge took the iteration
+    done = {i.iteration for i in trace.of(Iteration)} - merged
     for iteration in done:
         builder.add("tasks", run, iteration, k)
     reached = {(r.iteration, r.proposal) for r in trace.live(Reflection) if r.iteration in done}
     for iteration, _ in reached:
         builder.add("reflected", run, iteration, 1)
+
+
+def _merges(builder: _Builder, run: int, trace: Trace) -> None:
+    """Each merge gepa judged, and whether it accepted it."""
+    for merge in trace.live(Merge):
+        builder.add("merges", run, merge.iteration, 1)
+        builder.add("merges_accepted", run, merge.iteration, merge.accepted)

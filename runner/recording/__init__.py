@@ -13,7 +13,8 @@ Users import pxn.runner.record (`recording`) and pxn.runner.dspy_recording
       recorder.py          the wrapped parts' reports; composes the parts below
       bookkeeping.py       which task, proposal and pass each call belongs to
       labels.py            which candidate and example each rollout is
-      stages.py, rollouts.py, reflections.py, decisions.py   one kind of event each
+      stages.py, rollouts.py, reflections.py, decisions.py, merges.py
+                           one kind of event each
       sink.py, slots.py    the trace shared by all parts; slot numbers
     the wrappers (each calls the user's object on the caller's thread)
       adapter_wrapper.py, lm_wrapper.py, selection_wrapper.py, metered_lm.py

@@ -77,8 +77,6 @@ def check_options(
 
 def check_gepa_arguments(kwargs: dict[str, Any]) -> None:
     """gepa.optimize's keyword arguments, as far as the recording and a usable trace need."""
-    if kwargs.get("use_merge"):
-        raise PxnError("is not recorded: the trace has no merge stage", subject="use_merge")
     adapter = kwargs.get("adapter")
     if adapter is None:
         raise PxnError(

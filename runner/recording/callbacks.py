@@ -2,15 +2,20 @@
 
 gepa 0.1.4 calls callbacks on its main thread, between the stages of an
 iteration. They give iteration boundaries, which tasks were sampled, which
-proposals started and ended, which children joined the pool, validations and
-budget updates. Each one but the task bookkeeping also means gepa has moved
-on from the rollout stage in flight, which is then written.
+proposals started and ended, which children joined the pool, merges and
+their verdicts, validations and budget updates. Each one but the task
+bookkeeping also means gepa has moved on from the rollout stage in flight,
+which is then written. gepa evaluates without traces only a merged
+program's subsample (its minibatches capture traces; the seed's and full
+validations tell no evaluation start), so that is how a merge's stage is
+known.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from pxn.runner.recording.merges import merge_proposal
 from pxn.runner.recording.recorder import Recorder
 from pxn.trace import Budget, Iteration, Validation
 
@@ -32,12 +37,16 @@ class GepaCallbacks:
         rec.position.new_iteration(number, rec.clock(), event["state"])
         rec.labels.forget_children()
         rec.decisions.new_iteration(number)
+        rec.merges.new_iteration(number)
 
     def on_candidate_selected(self, event: dict[str, Any]) -> None:
         self._rec.position.book.parent_selected(event["candidate_idx"])
 
     def on_evaluation_start(self, event: dict[str, Any]) -> None:
         self._rec.settle()
+        if not event["capture_traces"]:
+            self._rec.position.phase = "merge_subsample"
+            return
         parent = event["candidate_idx"] is not None
         self._rec.position.phase = "parent_minibatch" if parent else "child_minibatch"
 
@@ -59,6 +68,21 @@ class GepaCallbacks:
         parent = state.program_candidates[book.task_parents[task]]
         child = {**parent, **event["new_instructions"]}
         self._rec.labels.child_proposed(child, book.proposal_id(task))
+
+    def on_merge_attempted(self, event: dict[str, Any]) -> None:
+        rec = self._rec
+        rec.settle()
+        rec.merges.attempted_now(list(event["parent_ids"]), rec.position.state, rec.clock())
+        proposal = merge_proposal(rec.position.iteration)
+        rec.labels.child_proposed(dict(event["merged_candidate"]), proposal)
+        rec.position.phase = "full_val"  # gepa validates an accepted merge next
+
+    def on_merge_accepted(self, event: dict[str, Any]) -> None:
+        self._rec.settle()
+        self._rec.merges.decided(accepted=True, candidate=event["new_candidate_idx"])
+
+    def on_merge_rejected(self, event: dict[str, Any]) -> None:
+        self._rec.merges.decided(accepted=False)
 
     def on_candidate_accepted(self, event: dict[str, Any]) -> None:
         rec = self._rec
@@ -106,6 +130,7 @@ class GepaCallbacks:
         now = rec.clock()
         rec.stages.end_iteration(now)
         rec.decisions.end_iteration()
+        rec.merges.end_iteration()
         rec.sink.write(Iteration(start=book.start, end=now, iteration=book.number))
         rec.failures.iteration_ended(len(book.started), book.ended)
 

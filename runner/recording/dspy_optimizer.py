@@ -1,7 +1,7 @@
 """Record `dspy.GEPA(...).compile(...)` with one line: `recorded(dspy.GEPA(...), out)`.
 
-    optimizer = recorded(dspy.GEPA(metric=..., max_metric_calls=..., use_merge=False,
-                                   reflection_lm=..., num_threads=4), "runs/my-run")
+    optimizer = recorded(dspy.GEPA(metric=..., max_metric_calls=..., reflection_lm=...,
+                                   num_threads=4), "runs/my-run")
     program = optimizer.compile(student, trainset=trainset, valset=valset)
 
 Everything else in the script stays as it was; `optimizer.result` then holds
@@ -17,7 +17,8 @@ Assumptions:
   while a recorded compile runs, `gepa.optimize` is the recorded one. This is
   process-wide: one recorded compile at a time.
 - W is `num_threads` (else `dspy.settings.num_threads`), declared in run_start.
-- gepa's merge has no stage in the trace: `use_merge=False` is required.
+- The optimizer runs as created, DSPy's defaults included (`use_merge=True`,
+  `max_merge_invocations=5`): gepa's merges are recorded as any run's.
 - DSPy's cache answers repeated calls in no time; with it on the trace
   measures the cache, so a warning says so and run_start's meta records it.
 - A budget given as `auto` or `max_full_evals` is DSPy's to turn into metric
@@ -74,12 +75,6 @@ def recorded(
     check_options(
         resume=resume, overwrite=overwrite, max_reflection_failures=max_reflection_failures
     )
-    if optimizer.use_merge:
-        raise PxnError(
-            "is on (dspy.GEPA's default) and the trace has no merge stage: "
-            "create the optimizer with use_merge=False",
-            subject="use_merge",
-        )
     return RecordedGEPA(
         optimizer,
         out,

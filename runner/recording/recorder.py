@@ -13,6 +13,7 @@ callbacks move the same parts along:
     rollouts     the adapter call in flight and its rollout events
     reflections  the reflection call in flight and its reflection events
     decisions    the decision events
+    merges       the merge events
     failures     the stopper's count of reflections that gave no proposal and adapter calls
                  that raised
 """
@@ -26,6 +27,7 @@ from typing import Any
 from pxn.runner.recording.bookkeeping import Position
 from pxn.runner.recording.decisions import Decisions
 from pxn.runner.recording.labels import RolloutLabels
+from pxn.runner.recording.merges import Merges
 from pxn.runner.recording.reflections import ReflectionCalls
 from pxn.runner.recording.reports import ReflectionReport, RolloutNote, RolloutReport
 from pxn.runner.recording.rollouts import AdapterCalls
@@ -54,6 +56,7 @@ class Recorder:
         self.rollouts = AdapterCalls(self.sink, clock, reports_rollouts=reports_rollouts)
         self.reflections = ReflectionCalls(self.sink, clock)
         self.decisions = Decisions(self.sink)
+        self.merges = Merges(self.sink)
         self.failures = Failures(max_failures)
 
     @property
@@ -75,7 +78,7 @@ class Recorder:
         phase, state = self.position.phase, self.position.state
         start = self.clock()
         self.stages.open(phase, start)
-        tags = self.labels.tags(items, phase, state)
+        tags = self.labels.tags(items, phase, self.position.iteration, state)
         self.rollouts.begin(phase, self.position.iteration, start, tags)
 
     def report_rollout(self, index: int, report: RolloutReport) -> None:

@@ -1,5 +1,10 @@
-"""run_start from `gepa.optimize`'s arguments: sizes, shape, budget, W, C, seed and the names
-of the parts; no argument's value beyond those (keys in `reflection_lm_kwargs` never reach it).
+"""run_start from `gepa.optimize`'s arguments: sizes, shape, budget, W, C, seed, the merge's
+setup and the names of the parts; no argument's value beyond those (keys in
+`reflection_lm_kwargs` never reach it).
+
+The merge's setup is in meta: `use_merge`, `max_merge_invocations` (gepa's
+defaults: off, 5) and `components`, the seed candidate's count of texts (gepa
+merges only programs of two or more).
 
 C, when not given, is what gepa does with the reflection LM: one reflection
 at a time when the adapter proposes the texts or the LM has no
@@ -51,6 +56,7 @@ def run_start(
         seed=int(kwargs.get("seed", 0)),
         started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         meta={
+            **merge_setup(kwargs),
             "selection": _selection_name(selection),
             "adapter": type(kwargs["adapter"]).__name__,
             "reflection_lm": _lm_label(kwargs.get("reflection_lm")),
@@ -59,6 +65,15 @@ def run_start(
             **meta,
         },
     )
+
+
+def merge_setup(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """gepa.optimize's merge arguments, at gepa 0.1.4's defaults when not given."""
+    return {
+        "use_merge": bool(kwargs.get("use_merge", False)),
+        "max_merge_invocations": int(kwargs.get("max_merge_invocations", 5)),
+        "components": len(kwargs.get("seed_candidate") or {}),
+    }
 
 
 def gepa_shape(sampling: Any) -> str:

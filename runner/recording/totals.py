@@ -20,6 +20,7 @@ from pxn.errors import PxnError
 from pxn.trace import (
     Decision,
     Iteration,
+    Merge,
     Reflection,
     Rollout,
     Trace,
@@ -31,11 +32,18 @@ from pxn.trace import (
 @dataclass(frozen=True)
 class Totals:
     metric_calls: int
-    full_val_evals: int  # the seed's validation plus each full validation of a child
-    accepted: int
+    full_val_evals: int  # the seed's validation plus each full validation of a new candidate
+    accepted: int  # proposals accepted
     iterations: int
     proposals: int
     max_concurrent: int
+    merges: int = 0  # merges gepa judged
+    merges_accepted: int = 0
+
+    @property
+    def new_candidates(self) -> int:
+        """Candidates added to gepa's pool: accepted proposals and accepted merges."""
+        return self.accepted + self.merges_accepted
 
 
 def counted_rollouts(trace: Trace) -> list[Rollout]:
@@ -50,6 +58,7 @@ def trace_totals(trace: Trace) -> Totals:
     full = {(r.iteration, r.candidate) for r in rollouts if r.phase == "full_val"}
     all_rollouts = [e for e in events if isinstance(e, Rollout)]
     decisions = trace.live(Decision)
+    merges = trace.live(Merge)
     return Totals(
         metric_calls=len(rollouts),
         full_val_evals=int(seed) + len(full),
@@ -57,6 +66,8 @@ def trace_totals(trace: Trace) -> Totals:
         iterations=len(trace.live(Iteration)),
         proposals=len(decisions),
         max_concurrent=max_concurrency(all_rollouts),
+        merges=len(merges),
+        merges_accepted=sum(1 for m in merges if m.accepted),
     )
 
 
@@ -65,7 +76,7 @@ def mismatches(
     *,
     metric_calls: int,
     full_val_evals: int,
-    accepted: int,
+    new_candidates: int,
     iterations: int,
     workers: int | None,
 ) -> list[str]:
@@ -80,8 +91,11 @@ def mismatches(
         problems.append(
             f"trace has {totals.full_val_evals} full validations, gepa counted {full_val_evals}"
         )
-    if totals.accepted != accepted:
-        problems.append(f"trace has {totals.accepted} accepted proposals, gepa added {accepted}")
+    if totals.new_candidates != new_candidates:
+        problems.append(
+            f"trace has {totals.new_candidates} new candidates ({totals.accepted} accepted "
+            f"proposals, {totals.merges_accepted} accepted merges), gepa added {new_candidates}"
+        )
     if totals.iterations != iterations:
         problems.append(f"trace has {totals.iterations} iterations, gepa ran {iterations}")
     if workers is not None and totals.max_concurrent > workers:
@@ -98,7 +112,7 @@ class RecordedRun:
     metric_calls: int  # gepa's count when completed; else the rollouts the trace holds
     iterations: int
     proposals: int
-    accepted: int
+    accepted: int  # proposals accepted (the trace's; gepa's pool grew by these and the merges)
     full_val_evals: int
     reflection_calls: int  # every call made, including work a resume redid
     tokens_in: int
@@ -108,6 +122,8 @@ class RecordedRun:
     workers_seen: int  # the most rollouts in flight at once
     unfenced_replies: int  # reflection replies without a ``` pair (gepa took them whole)
     mismatches: tuple[str, ...]  # the trace against gepa's own totals; empty when they agree
+    merges: int = 0  # merges gepa judged (use_merge)
+    merges_accepted: int = 0
 
 
 def run_totals(
@@ -124,21 +140,23 @@ def run_totals(
         gepa_counts = {
             "metric_calls": state.total_num_evals,
             "full_val_evals": state.num_full_ds_evals,
-            "accepted": len(state.program_candidates) - 1,
             "iterations": state.i + 1,
         }
-        problems = mismatches(totals, workers=workers, **gepa_counts)
+        added = len(state.program_candidates) - 1
+        problems = mismatches(totals, workers=workers, new_candidates=added, **gepa_counts)
     else:  # gepa's counts lag the calls made: the trace holds the true ones
         gepa_counts = {
             "metric_calls": totals.metric_calls,
             "full_val_evals": totals.full_val_evals,
-            "accepted": totals.accepted,
             "iterations": totals.iterations,
         }
     return RecordedRun(
         status=status,
         message=message,
         proposals=totals.proposals,
+        accepted=totals.accepted,
+        merges=totals.merges,
+        merges_accepted=totals.merges_accepted,
         reflection_calls=len(every_reflection),
         tokens_in=sum(e.tokens_in or 0 for e in paid),
         tokens_out=sum(e.tokens_out or 0 for e in paid),

@@ -1,0 +1,89 @@
+"""gepa's merge from the traces: the runs' merge setup, and how often a merge passed.
+
+The setup is read, not fitted: run_start meta's use_merge,
+max_merge_invocations and components (the seed candidate's texts). A trace
+that declares none (version 1, or recorded before merges were) ran without
+merge. Where traces differ, the scenario takes the first trace's and a note
+says so.
+
+merge_acceptance (the rate a merge passes its subsample, under acceptance
+rates) is the share of the merges gepa judged (merge events) that it
+accepted, shrunk toward 1/2 since a run judges only a handful:
+(accepted + 1) / (judged + 2), the posterior mean under a uniform prior.
+Without one merge judged that is 1/2, unmeasured, and a note says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pxn.trace import Trace
+
+UNDECLARED = {"use_merge": False, "max_merge_invocations": 5, "components": 1}
+
+
+@dataclass(frozen=True)
+class MergeFit:
+    merge: bool
+    max_merges: int
+    components: int
+    judged: int  # merges gepa judged in the traces
+    accepted: int
+
+    @property
+    def merges(self) -> bool:
+        """Whether gepa could merge anything: merge on, and two components or more."""
+        return self.merge and self.components > 1
+
+    @property
+    def rate(self) -> float:
+        return merge_rate(self.judged, self.accepted)
+
+    def scenario_fields(self) -> dict[str, Any]:
+        """The scenario's merge fields (none when the runs ran without merge)."""
+        if not self.merge:
+            return {}
+        fields = {"merge": True, "max_merges": self.max_merges, "components": self.components}
+        return fields | ({"merge_acceptance": self.rate} if self.merges else {})
+
+
+def merge_rate(judged: float, accepted: float) -> float:
+    """merge_acceptance from the merges judged and accepted."""
+    return (accepted + 1) / (judged + 2)
+
+
+def fit_merges(
+    traces: list[Trace], judged: np.ndarray, accepted: np.ndarray, notes: list[str]
+) -> MergeFit:
+    """`judged`, `accepted`: the merges per unit (units.py)."""
+    declared = [
+        {key: t.run_start.meta.get(key, value) for key, value in UNDECLARED.items()} for t in traces
+    ]
+    first = declared[0]
+    differ = sorted({key for setup in declared for key in setup if setup[key] != first[key]})
+    if differ:
+        notes.append(
+            f"traces differ in gepa's merge setup ({', '.join(differ)}); the scenario takes "
+            f"{traces[0].path}'s"
+        )
+    fit = MergeFit(
+        merge=bool(first["use_merge"]),
+        max_merges=int(first["max_merge_invocations"]),
+        components=int(first["components"]),
+        judged=int(judged.sum()),
+        accepted=int(accepted.sum()),
+    )
+    if fit.merge and not fit.merges:
+        notes.append(
+            "gepa's merge was on, for a program of one component, which it never merges: "
+            "the scenario's merge changes nothing"
+        )
+    elif fit.merges and fit.judged == 0:
+        notes.append(
+            "gepa's merge was on, but the traces hold no merge it judged: merge_acceptance "
+            "= 0.5 is unmeasured"
+        )
+    return fit
