@@ -91,7 +91,7 @@ DEFAULT_QUALITY_SCENARIO = DEFAULT_SCENARIO.replace(
     valset_size=20,
     acceptance=None,
     quality=Quality(
-        seed_score=0.3, step_mean=0.1, step_sd=0.4, ceiling=0.8, inherit=0.8, eval_noise=0.3
+        seed_score=0.3, change_mean=0.1, change_sd=0.4, ceiling=0.8, inherit=0.8, eval_noise=0.3
     ),
 )
 

@@ -9,8 +9,8 @@ acceptance, its skipping of perfect parents, its selection and its sampler.
   `seed_score`), with residuals z ~ N(0, 1) on every train and validation
   example. A reflection on a parent writes a new candidate: the parent is the
   first candidate named in the prompt (gepa's template puts the parent's
-  text first), its child has theta = theta_p + h(theta_p) (step_mean +
-  step_sd xi) and residuals z = inherit z_p + sqrt(1 - inherit^2) xi', all
+  text first), its child has theta = theta_p + h(theta_p) (change_mean +
+  change_sd xi) and residuals z = inherit z_p + sqrt(1 - inherit^2) xi', all
   drawn as it is written.
 - Examples have difficulties d ~ N(0, difficulty_sd^2), drawn once per run
   (train and validation apart, as the simulator draws them).
@@ -134,7 +134,7 @@ class SyntheticSearch:
         model = self.model
         rng = self.stream(CHILD, key, seen)
         theta = parent.quality
-        theta += model.reach(theta) * (model.step_mean + model.step_sd * rng.standard_normal())
+        theta += model.reach(theta) * (model.change_mean + model.change_sd * rng.standard_normal())
         residuals = {
             s: model.inherit * z + model.fresh_share * rng.standard_normal(len(z))
             for s, z in parent.residuals.items()

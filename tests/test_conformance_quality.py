@@ -114,11 +114,11 @@ def test_a_childs_residuals_correlate_with_its_parents_at_inherit() -> None:
             assert np.std(a) == pytest.approx(1.0, abs=4 / math.sqrt(2 * n))
 
 
-def test_a_mutations_step_shrinks_with_the_headroom() -> None:
+def test_a_proposals_change_shrinks_with_the_headroom() -> None:
     # 3000 grandchildren of one child: their steps over the headroom h(theta_child) are
-    # N(step_mean, step_sd^2). Seeded; the mean within 4 standard errors, the sd's
+    # N(change_mean, change_sd^2). Seeded; the mean within 4 standard errors, the sd's
     # chi-square within its 0.01% tails.
-    quality = Quality(seed_score=0.3, step_mean=0.5, step_sd=0.4, ceiling=0.7)
+    quality = Quality(seed_score=0.3, change_mean=0.5, change_sd=0.4, ceiling=0.7)
     search = search_of(quality)
     child = search.candidates[label_of(children(search, search.seed_text, 1)[0])]
     headroom = quality.reach(child.quality)
@@ -227,7 +227,7 @@ def test_the_search_verdict_passes_the_right_simulator_and_flags_a_wrong_one(
     assert all(0 <= share <= 1 for g in right.groups for share in g.progress_inside)
 
     # Mutations told to help six times as much: more accepted, better scores.
-    stronger = Quality(**(truth.quality.to_dict() | {"step_mean": 0.6}))
+    stronger = Quality(**(truth.quality.to_dict() | {"change_mean": 0.6}))
     wrong = judge_search(judge(truth.replace(quality=stronger), paths, 150), test_scores)
     assert not wrong.conforms
     off = {(g.shape, f.figure) for g in wrong.groups for f in g.flagged}
@@ -313,7 +313,7 @@ def test_real_gepa_on_the_quality_task_conforms_and_a_wrong_model_is_flagged(
 
     # Told that mutations barely move a program (step mean 0, sd 0.2), the simulator
     # predicts searches that stay near the seed: gepa's runs score and accept above them.
-    weaker = Quality(**(truth.quality.to_dict() | {"step_mean": 0.0, "step_sd": 0.2}))
+    weaker = Quality(**(truth.quality.to_dict() | {"change_mean": 0.0, "change_sd": 0.2}))
     wrong = judge_search(judge(truth.replace(quality=weaker), paths, 200), test_scores)
     assert not wrong.conforms
     assert "higher than simulated" in wrong.verdict, wrong.verdict

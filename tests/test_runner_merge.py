@@ -152,7 +152,7 @@ def test_pxn_run_merge_records_the_engines_merges(tmp_path):
         out=str(out), shape="2x2", budget=BUDGET, workers=3, seed=GEPA_SEED, progress=False,
         merge=True, max_merges=3,
     )  # fmt: skip
-    plan = Plan(2, 2, merging_task(), reflection_concurrency=4, max_failures=20)
+    plan = Plan(2, 2, merging_task(), reflection_concurrency=4, max_failures=20, budget=BUDGET)
     rng = np.random.default_rng(0)
     result = run_engine(
         config, plan, SyntheticTaskModel(scenario, rng), AlikeReflectionModel(scenario, rng)

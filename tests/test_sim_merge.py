@@ -208,7 +208,7 @@ def test_a_one_component_program_simulates_as_without_merge() -> None:
 def test_a_quality_merge_is_judged_by_gepas_rule_on_its_parents_known_scores(
     tmp_path: Path,
 ) -> None:
-    scenario = searched({"step_mean": 0.3}, merge=True, components=2, budget=800)
+    scenario = searched({"change_mean": 0.3}, merge=True, components=2, budget=800)
     _, trace = traced(scenario, Shape(2, 2), tmp_path)
     merges = trace.of(Merge)
     assert merges
