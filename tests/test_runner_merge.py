@@ -173,6 +173,6 @@ def test_pxn_run_merge_records_the_engines_merges(tmp_path):
 
 def test_a_recorded_run_that_merges_calibrates_its_merge(tmp_path):
     run, _, _, _ = merging_run(tmp_path / "run")
-    scenario = calibrate_traces([tmp_path / "run"]).scenario
+    scenario = calibrate_traces([tmp_path / "run"], search="rates").scenario
     assert (scenario.merge, scenario.max_merges, scenario.components) == (True, 5, 2)
     assert scenario.merge_acceptance == (run.merges_accepted + 1) / (run.merges + 2)

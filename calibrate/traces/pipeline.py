@@ -261,16 +261,22 @@ def calibrate_traces(
 
 
 def with_quality(scenario: Scenario, fit: QualityFit) -> Scenario:
-    """The scenario with the quality model deciding acceptance: its acceptance rates and
-    their draws give way to the [quality] table and its posterior's draws."""
+    """The scenario with the quality model deciding acceptance: its acceptance rates (a
+    merge's too) and their draws give way to the [quality] table and its posterior's
+    draws."""
+
+    def by_rates(path: str) -> bool:
+        return path.startswith("acceptance.") or path == "merge_acceptance"
+
     uncertainty = scenario.uncertainty
     if uncertainty is not None:
         draws = tuple(
-            {p: v for p, v in draw.items() if not p.startswith("acceptance.")}
-            | fit.draws[i % len(fit.draws)]
+            {p: v for p, v in draw.items() if not by_rates(p)} | fit.draws[i % len(fit.draws)]
             for i, draw in enumerate(uncertainty.draws)
         )
         uncertainty = Uncertainty(
             f"{uncertainty.source}; the [quality] table's from its ABC posterior", draws
         )
-    return scenario.replace(acceptance=None, quality=fit.quality, uncertainty=uncertainty)
+    return scenario.replace(
+        acceptance=None, merge_acceptance=None, quality=fit.quality, uncertainty=uncertainty
+    )
