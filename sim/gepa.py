@@ -92,16 +92,26 @@ class EpochSampler:
         return (iteration - 1) * self.minibatch // (self.chunks * self.minibatch)
 
     def ids(self, iteration: int, chunks: list[int]) -> list[list[int]]:
-        """The example ids of each chunk in this iteration's epoch, a row each (padded
-        positions repeat ids from the start of the shuffle)."""
+        """The example ids of each chunk in this iteration's epoch, a row each."""
         epoch = 0 if self.rng is None else self.epoch(iteration)
         table = self.tables.get(epoch)
         if table is None:
-            size, b = self.trainset_size, self.minibatch
-            order = list(range(size)) if self.rng is None else self.rng.permutation(size).tolist()
-            table = [[order[p % size] for p in range(c * b, c * b + b)] for c in range(self.chunks)]
+            b = self.minibatch
+            padded = self.padded_order()
+            table = [padded[c * b : c * b + b] for c in range(self.chunks)]
             self.tables[epoch] = table
         return [table[chunk] for chunk in chunks]
+
+    def padded_order(self) -> list[int]:
+        """An epoch's ids, padded to whole chunks. gepa pads with the least frequent ids,
+        ties to the latest in its shuffle (Counter.most_common reversed): the shuffle's last
+        ids, last first, so the last minibatch may hold one twice. Without a shuffle the
+        positions repeat from the start (ids stand for positions there)."""
+        size, pad = self.trainset_size, self.chunks * self.minibatch - self.trainset_size
+        if self.rng is None:
+            return [p % size for p in range(size + pad)]
+        order = self.rng.permutation(size).tolist()
+        return order + [order[-1 - j] for j in range(pad)]
 
     def examples(self, iteration: int, chunk: int) -> list[str]:
         """The chunk's example names, as the trace gives them."""

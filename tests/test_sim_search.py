@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -250,3 +251,27 @@ def test_sweep_writes_the_progress_figure(tmp_path: Path) -> None:
     assert set(two["best_score"]) == {"mean", "low", "high"}
     assert set(two["speedup"]) == {"mean", "low", "high"}
     assert two["speedup"]["low"] <= two["speedup"]["mean"] <= two["speedup"]["high"]
+
+
+@pytest.mark.parametrize(("trainset", "b"), [(10, 3), (7, 3), (11, 4), (5, 5), (9, 2)])
+def test_an_epoch_is_padded_as_gepas_sampler_pads_it(trainset: int, b: int) -> None:
+    """Given gepa's own shuffle, the simulator's padded epoch is gepa's, id for id: the
+    least frequent ids, the shuffle's last first (so a last minibatch may repeat one)."""
+    import random
+
+    from gepa.core.data_loader import ensure_loader
+    from gepa.strategies.batch_sampler import EpochShuffledBatchSampler
+
+    from pxn.sim.gepa import EpochSampler
+
+    gepa = EpochShuffledBatchSampler(b, random.Random(3))
+    gepa.next_minibatch_ids(ensure_loader(list(range(trainset))), SimpleNamespace(i=0))
+    shuffle = gepa.shuffled_ids[:trainset]
+
+    class GepasShuffle:  # hands the simulator gepa's shuffle as its permutation
+        def permutation(self, size: int) -> np.ndarray:
+            assert size == trainset
+            return np.array(shuffle)
+
+    ours = EpochSampler(trainset, b, GepasShuffle())  # type: ignore[arg-type]
+    assert ours.padded_order() == gepa.shuffled_ids
