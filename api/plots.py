@@ -133,13 +133,18 @@ def sweep_figure(scenario: Scenario, predictions: Sequence[Prediction]) -> Figur
     return fig
 
 
+BANDS = 3  # shapes whose bands a progress figure draws all of
+
+
 def progress_figure(
     scenario: Scenario,
     predictions: Sequence[Prediction],
     measured: Sequence[tuple[str, RunSummary]] = (),
 ) -> Figure:
-    """The best validation score against wall-clock per shape: the mean and 5-95% band
-    over replicates, with measured runs (label, summary) overlaid as steps."""
+    """The best validation score against wall-clock per shape: the mean over replicates,
+    with the 5-95% band of the first and the last shape (of every shape when there are
+    at most BANDS: more overlap into one colour), and measured runs (label, summary)
+    overlaid as steps."""
     unit, size = time_unit(max(p.progress.times[-1] for p in predictions if p.progress))
     fig = Figure(figsize=(8, 5.4), layout="constrained")
     ax = fig.subplots()
@@ -150,7 +155,8 @@ def progress_figure(
             continue
         times = [t / size for t in band.times]
         colour = colours(i % 10)
-        ax.fill_between(times, band.low, band.high, color=colour, alpha=0.15, linewidth=0)
+        if len(predictions) <= BANDS or i in (0, len(predictions) - 1):
+            ax.fill_between(times, band.low, band.high, color=colour, alpha=0.15, linewidth=0)
         ax.plot(times, band.mean, color=colour, label=f"{p.shape.label} (predicted)")
     for label, run in measured:
         if run.progress:
