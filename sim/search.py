@@ -174,8 +174,12 @@ class QualitySearch:
         self.val_difficulty = rng.normal(0.0, quality.difficulty_sd, valset_size)
         self.quality = [quality.seed_quality]  # theta per candidate
         residuals = rng.standard_normal(trainset_size)
-        self.train_residuals = [residuals]  # per candidate, numpy
-        self.train_residual_list = [residuals.tolist()]  # the same, for the Python path
+        # Per candidate, numpy and the same as a list for the Python path; None until it
+        # is first needed (as a parent, or an ancestor of one), most are never: then drawn
+        # from its parent's and the residuals its minibatch drew (`pending`).
+        self.train_residuals: list[np.ndarray | None] = [residuals]
+        self.train_residual_list: list[list[float] | None] = [residuals.tolist()]
+        self.pending: dict[int, tuple[int, dict[int, float]]] = {}
         self.val_residuals = [rng.standard_normal(valset_size)]
         self.front = ParetoFront()
         self.parent = [-1]  # per candidate
@@ -188,6 +192,29 @@ class QualitySearch:
         self.front.add(scores)
         self.validated.append(scores)
         return scores
+
+    def train_residual(self, candidate: int) -> np.ndarray:
+        """The candidate's residual on every train example, drawn when first needed."""
+        residuals = self.train_residuals[candidate]
+        if residuals is None:
+            parent, drawn = self.pending.pop(candidate)
+            model = self.model
+            residuals = model.inherit * self.train_residual(
+                parent
+            ) + model.fresh_share * self.rng.standard_normal(len(self.train_difficulty))
+            for e, value in drawn.items():  # those its minibatch drew, as judged
+                residuals[e] = value
+            self.train_residuals[candidate] = residuals
+            self.train_residual_list[candidate] = residuals.tolist()
+        return residuals
+
+    def train_residual_values(self, candidate: int) -> list[float]:
+        """train_residual as a list, for the Python path."""
+        values = self.train_residual_list[candidate]
+        if values is None:
+            self.train_residual(candidate)
+            values = self.train_residual_list[candidate]
+        return values
 
     def val_scores(self, candidate: int) -> np.ndarray:
         latent = self.quality[candidate] - self.val_difficulty + self.val_residuals[candidate]
@@ -206,7 +233,7 @@ class QualitySearch:
         last = repeats.last
         rows = []
         for candidate, row in zip(candidates, examples, strict=True):
-            theta, residual = self.quality[candidate], self.train_residual_list[candidate]
+            theta, residual = self.quality[candidate], self.train_residual_values(candidate)
             if noise:
                 xs = [theta - difficulty[e] + residual[e] + noise * normal() for e in row]
             else:
@@ -234,7 +261,7 @@ class QualitySearch:
         for parent, row in zip(parents, examples, strict=True):
             theta = self.quality[parent]
             theta += model.reach(theta) * (model.change_mean + model.change_sd * normal())
-            inherited = self.train_residual_list[parent]
+            inherited = self.train_residual_values(parent)
             residuals: dict[int, float] = {}
             scores = []
             for e in row:
@@ -251,21 +278,17 @@ class QualitySearch:
         return children, rows
 
     def add(self, children: Children, which: list[int]) -> list[np.ndarray]:
-        """Children `which` join the pool, in order: each given its residuals on every
-        example (those of its minibatch kept), validated, and the front updated."""
+        """Children `which` join the pool, in order: each validated (its residuals on the
+        train examples are drawn when first needed), and the front updated."""
         model, rng = self.model, self.rng
         scores = []
         for i in which:
             parent = children.parents[i]
-            residuals = model.inherit * self.train_residuals[
-                parent
-            ] + model.fresh_share * rng.standard_normal(len(self.train_difficulty))
-            for e, value in children.residuals[i].items():
-                residuals[e] = value
             fresh = rng.standard_normal(len(self.val_difficulty))
             self.quality.append(children.quality[i])
-            self.train_residuals.append(residuals)
-            self.train_residual_list.append(residuals.tolist())
+            self.train_residuals.append(None)  # train_residual draws them when needed
+            self.train_residual_list.append(None)
+            self.pending[len(self.quality) - 1] = (parent, children.residuals[i])
             self.val_residuals.append(
                 model.inherit * self.val_residuals[parent] + model.fresh_share * fresh
             )
@@ -295,8 +318,8 @@ class QualitySearch:
         quality = self.quality
         mean = (quality[first] + quality[second]) / 2
         train_taken = self._taken(
-            quality[first] + self.train_residuals[first],
-            quality[second] + self.train_residuals[second],
+            quality[first] + self.train_residual(first),
+            quality[second] + self.train_residual(second),
             pick,
         )
         theta = mean + float(np.mean(train_taken[0] - train_taken[1]))
