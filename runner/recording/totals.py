@@ -22,8 +22,11 @@ from pxn.trace import Decision, Iteration, Reflection, Rollout, Trace, read_trac
 
 
 def max_concurrency(rollouts: Sequence[Rollout]) -> int:
-    """The most rollouts in flight at once (an end at t frees its slot before a start at t)."""
-    edges = sorted([(r.start, 1) for r in rollouts] + [(r.end, -1) for r in rollouts])
+    """The most timed rollouts in flight at once (an end at t frees its slot before a start at
+    t). An untimed rollout spans its adapter call, as its call's others do: they overlap in
+    the trace whether or not they ran at once, so they say nothing of W."""
+    timed = [r for r in rollouts if r.timed]
+    edges = sorted([(r.start, 1) for r in timed] + [(r.end, -1) for r in timed])
     level = peak = 0
     for _, step in edges:
         level += step
@@ -38,7 +41,8 @@ class Totals:
     accepted: int
     iterations: int
     proposals: int
-    max_concurrent: int
+    max_concurrent: int  # of the timed rollouts
+    untimed_calls: int  # adapter calls with rollouts nothing timed (each spans its call)
 
 
 def counted_rollouts(trace: Trace) -> list[Rollout]:
@@ -60,6 +64,9 @@ def trace_totals(trace: Trace) -> Totals:
         iterations=len(trace.live(Iteration)),
         proposals=len(decisions),
         max_concurrent=max_concurrency(all_rollouts),
+        untimed_calls=len(
+            {(r.iteration, r.phase, r.start, r.end) for r in all_rollouts if not r.timed}
+        ),
     )
 
 
@@ -73,7 +80,8 @@ def mismatches(
     workers: int | None,
 ) -> list[str]:
     """Each failed invariant as one line; empty when the trace agrees with gepa (and, when W
-    was declared, no more rollouts ran at once than W)."""
+    was declared, no more timed rollouts ran at once than W: untimed ones overlap in the
+    trace by construction, max_concurrency)."""
     problems = []
     if totals.metric_calls != metric_calls:
         problems.append(
@@ -108,7 +116,8 @@ class RecordedRun:
     tokens_out: int
     cost: float | None
     wall_clock_s: float  # to the last traced event
-    workers_seen: int  # the most rollouts in flight at once
+    workers_seen: int  # the most timed rollouts in flight at once (0: none was timed)
+    untimed_calls: int  # adapter calls whose rollouts nothing timed: each spans its call
     unfenced_replies: int  # reflection replies without a ``` pair (gepa took them whole)
     mismatches: tuple[str, ...]  # the trace against gepa's own totals; empty when they agree
 
@@ -148,6 +157,7 @@ def run_totals(
         cost=sum(costs) if costs else None,
         wall_clock_s=round(max(e.end for e in trace.events), 3),
         workers_seen=totals.max_concurrent,
+        untimed_calls=totals.untimed_calls,
         unfenced_replies=sum(r.fenced is False for r in every_reflection),
         mismatches=tuple(problems),
         **gepa_counts,
