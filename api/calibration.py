@@ -65,7 +65,7 @@ class CalibrateResult(Result):
         if not isinstance(self.fitted, Calibration):
             return {}
         cal = self.fitted
-        fits = [cal.rollout, cal.reflection]
+        fits = [f for f in (cal.rollout, cal.reflection) if f.n]  # untimed rollouts: none
         fits += [f for f in cal.rollout_by_phase.values() if f.n >= 2]
         return {fit.what: fit for fit in fits}
 
@@ -92,6 +92,7 @@ def calibrate(
     reflection_model: str | None = None,
     draws: int | None = None,
     prefix_cache: str = "auto",
+    workers: int | None = None,
     jobs: int = DEFAULT_JOBS,
     progress: bool = False,
 ) -> CalibrateResult:
@@ -104,8 +105,10 @@ def calibrate(
     tokens (litellm's names); `draws` the parameter draws of the scenario's
     uncertainty (default 100; 0 writes none); `prefix_cache` whether the
     reflections' servers keep their last prompt ("yes", "no", or "auto": yes
-    for pxn's own pool). From summaries: `jobs` local processes run the
-    inference, and `progress` shows its generations on stderr.
+    for pxn's own pool); `workers` the W of the runs whose recording did not
+    declare it (needed where an adapter timed none of its rollouts). From
+    summaries: `jobs` local processes run the inference, and `progress` shows
+    its generations on stderr.
     """
     whole(jobs, "jobs")
     if not name.strip():
@@ -124,6 +127,7 @@ def calibrate(
             "reflection model": reflection_model is not None,
             "draws": draws is not None,
             "prefix cache": prefix_cache != "auto",
+            "workers": workers is not None,
         }
         for subject, is_given in given.items():
             if is_given:
@@ -142,6 +146,7 @@ def calibrate(
         reflection_model=reflection_model,
         draws=DEFAULT_DRAWS if draws is None else draws,
         prefix_cache=PREFIX_CACHE[prefix_cache],
+        workers=workers,
     )
 
 
