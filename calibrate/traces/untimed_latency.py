@@ -76,7 +76,6 @@ def fit_untimed_latency(
     s = np.array([p["s"] for p in refits])
     scale = np.array([p["scale"] for p in refits])
     chosen = Distribution("lognorm", params=dict(found.params))
-    points = len(served) + len(timed) + len(censored)
     family = FamilyFit(
         family="lognorm",
         params=dict(found.params),
@@ -103,8 +102,9 @@ def fit_untimed_latency(
         dropped=0,
         fits=(family,),
         chosen=chosen,
-        reason=f"maximum likelihood of {points} spans and latencies, spans' KS "
-        f"p={found.ks_pvalue:.2g}",
+        reason=f"maximum likelihood of {len(served)} spans"
+        + (f" and {untimed.timed} timed latencies" if untimed.timed else "")
+        + f", spans' KS p={found.ks_pvalue:.2g}",
         mean_ci=interval(scale * np.exp(s**2 / 2)),
         median_ci=interval(scale),
         param_ci={"s": interval(s), "scale": interval(scale)},
