@@ -66,7 +66,7 @@ class CalibrateResult(Result):
         if not isinstance(self.fitted, Calibration):
             return {}
         cal = self.fitted
-        fits = [cal.rollout, cal.reflection]
+        fits = [f for f in (cal.rollout, cal.reflection) if f.n]  # untimed rollouts: none
         fits += [f for f in cal.rollout_by_phase.values() if f.n >= 2]
         return {fit.what: fit for fit in fits}
 
@@ -94,6 +94,7 @@ def calibrate(
     draws: int | None = None,
     prefix_cache: str = "auto",
     search: str = "auto",
+    workers: int | None = None,
     jobs: int = DEFAULT_JOBS,
     backend: str = "local",
     address: str | None = None,
@@ -108,12 +109,14 @@ def calibrate(
     tokens (litellm's names); `draws` the parameter draws of the scenario's
     uncertainty (default 100; 0 writes none); `prefix_cache` whether the
     reflections' servers keep their last prompt ("yes", "no", or "auto": yes
-    for pxn's own pool); `search` how proposals fare: "quality" (the quality
-    model, inferred from the traces' scores), "rates" (acceptance rates) or
-    "auto" (the quality model when the traces hold scores). An inference (from
-    summaries, or of the quality model) runs on `jobs` local processes, or on
-    Ray (`backend` "ray", `address` a running head's HOST:PORT) with the same
-    result to the bit; `progress` shows its generations on stderr.
+    for pxn's own pool); `workers` the W of the runs whose recording did not
+    declare it (needed where an adapter timed none of its rollouts); `search`
+    how proposals fare: "quality" (the quality model, inferred from the
+    traces' scores), "rates" (acceptance rates) or "auto" (the quality model
+    when the traces hold scores). An inference (from summaries, or of the
+    quality model) runs on `jobs` local processes, or on Ray (`backend` "ray",
+    `address` a running head's HOST:PORT) with the same result to the bit;
+    `progress` shows its generations on stderr.
     """
     from pxn.sim.backends import make_backend
 
@@ -135,6 +138,7 @@ def calibrate(
             "draws": draws is not None,
             "prefix cache": prefix_cache != "auto",
             "search model": search != "auto",
+            "workers": workers is not None,
         }
         for subject, is_given in given.items():
             if is_given:
@@ -157,6 +161,7 @@ def calibrate(
             draws=DEFAULT_DRAWS if draws is None else draws,
             prefix_cache=PREFIX_CACHE[prefix_cache],
             search=search,
+            workers=workers,
             progress=progress,
         )
 

@@ -98,7 +98,7 @@ def calibration_lines(cal: Calibration) -> list[str]:
             f"calls and {seen.proposals} proposals ([calibrated_on]); a prediction for a longer "
             "run extrapolates, and its report says by how much"
         )
-    lines.extend(latency_lines(cal.rollout))
+    lines.extend(rollout_lines(cal))
     lines.extend(phase_lines(cal))
     lines.extend(latency_lines(cal.reflection))
     for t in cal.tokens:
@@ -128,10 +128,14 @@ def calibration_lines(cal: Calibration) -> list[str]:
             "e.g. a test-set evaluation; left out of the scenario)"
         )
     c = cal.concurrency
+    rollouts = (
+        f"peak {c.peak} rollouts in flight of W={c.workers}; the workers busy "
+        f"{c.busy_share:.0%} of their usable time in rollout stages"
+        if c.peak
+        else f"no rollout timed, so none seen in flight (W={c.workers})"
+    )
     lines.append(
-        f"concurrency: peak {c.peak} rollouts in flight of W={c.workers}; the workers busy "
-        f"{c.busy_share:.0%} of their usable time in rollout stages; reflections peak "
-        f"{c.reflection_peak} of C={c.reflection_slots}"
+        f"concurrency: {rollouts}; reflections peak {c.reflection_peak} of C={c.reflection_slots}"
     )
     if cal.scenario.worker_split == "per_candidate":
         lines.append(
@@ -155,6 +159,26 @@ def calibration_lines(cal: Calibration) -> list[str]:
     lines.extend(draws_lines(cal))
     lines.extend(f"note: {note}" for note in cal.notes)
     return lines
+
+
+def rollout_lines(cal: Calibration) -> list[str]:
+    """The rollout latency's fit: to timed latencies, or to untimed calls' spans."""
+    u = cal.untimed
+    if u is None:
+        return latency_lines(cal.rollout)
+    fit = cal.rollout
+    (low, high), (mlow, mhigh) = fit.mean_ci, fit.median_ci
+    pools = ", ".join(f"{calls} on {pool}" for pool, calls in u.pools.items())
+    cis = ", ".join(f"{k} in [{lo:.4g}, {hi:.4g}]" for k, (lo, hi) in fit.param_ci.items())
+    return [
+        f"rollout latency: from the spans of {u.calls} untimed adapter calls ({u.rollouts} "
+        f"rollouts, up to {u.largest} a call; calls on each pool size: {pools})"
+        + (f" and {u.timed} timed latencies" if u.timed else "")
+        + f": mean {fit.chosen.mean():.4g} s [95% {low:.4g}, {high:.4g}], median "
+        f"{fit.chosen.params['scale']:.4g} s [{mlow:.4g}, {mhigh:.4g}]",  # a lognormal's scale
+        f"  chosen: {describe_latency(fit.chosen)} ({fit.reason})",
+        f"  95% bootstrap intervals: {cis}",
+    ]
 
 
 def phase_lines(cal: Calibration) -> list[str]:

@@ -31,6 +31,7 @@ import numpy as np
 from scipy.stats import binomtest, norm
 
 from pxn.calibrate.traces.overhead import loop_end
+from pxn.errors import PxnError
 from pxn.load import Loads
 from pxn.scenario import Scenario
 from pxn.shape import Shape
@@ -274,6 +275,11 @@ def percentile_of(measured: float, predicted: Sequence[float]) -> float:
 
 def setup_of(trace: Trace) -> dict[str, int]:
     start = trace.run_start
+    if start.workers == 0:  # recorded without workers= from an adapter that timed no rollout
+        raise PxnError(
+            f"{trace.path}: the run's W is unknown (its adapter timed none of its rollouts and "
+            "the recording declared no workers=W): record it with workers=W to validate it"
+        )
     setup = {name: getattr(start, name) for name in SETUP}
     servers = start.meta.get("lm_servers")
     if isinstance(servers, int) and servers >= 1:  # the run's own LM pool, when it says

@@ -88,8 +88,8 @@ class RunEnd(Event):
     metric_calls: int
     iterations: int
     message: str = ""
-    # The most rollouts seen in flight at once (a recorded run); run_start's workers
-    # when that was not declared (0 there).
+    # The most timed rollouts seen in flight at once (a recorded run; 0 when none was
+    # timed); run_start's workers when that was not declared (0 there).
     workers: int | None = None
 
 
@@ -130,6 +130,11 @@ class Rollout(Event):
     # task id. `worker` stays the worker 0..W-1 on every backend.
     node: str | None = None
     task_id: str | None = None
+    # False when nothing timed this rollout on its own (a recorded adapter that runs its
+    # examples without reporting them): start and end are then those of the adapter call
+    # that ran it, shared by that call's other untimed rollouts, and `worker` a lane, not
+    # a worker. Such a call's span is the makespan of its rollouts on the W workers.
+    timed: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -399,8 +404,11 @@ class Trace:
 
 
 def max_concurrency(rollouts: Sequence[Rollout]) -> int:
-    """The most rollouts in flight at once (an end at t frees its slot before a start at t)."""
-    edges = sorted([(r.start, 1) for r in rollouts] + [(r.end, -1) for r in rollouts])
+    """The most timed rollouts in flight at once (an end at t frees its slot before a start at
+    t). An untimed rollout spans its adapter call, as its call's others do: they overlap in
+    the trace whether or not they ran at once, so they say nothing of W."""
+    timed = [r for r in rollouts if r.timed]
+    edges = sorted([(r.start, 1) for r in timed] + [(r.end, -1) for r in timed])
     level = peak = 0
     for _, step in edges:
         level += step
@@ -689,7 +697,7 @@ def summarize(trace: Trace) -> RunSummary:
         accepted=sum(d.accepted for d in decisions),
         metric_calls=len(rollouts),
         stage_time=stage_time,
-        utilisation=busy / (workers * wall_clock) if wall_clock > 0 else 0.0,
+        utilisation=busy / (workers * wall_clock) if workers and wall_clock > 0 else 0.0,
         dollars=sum(costs) if costs else None,
         skipped=max(0, k * reflective - len(decisions)),
         merges=len(merges),

@@ -209,3 +209,31 @@ def add_timeout_attempts(paths: list[Path], cap: float) -> int:
             lines.append(json.dumps(event))
         trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return written
+
+
+# ---- untimed adapters: what the recorder writes when the adapter times no rollout ----
+
+
+def untimed_copy(trace: Path, out: Path, *, workers: int | None = None) -> Path:
+    """The simulated run as an adapter that times none of its rollouts would be recorded:
+    each stage is one adapter call (a batch_evaluate, as gepa makes one per stage), and each
+    of its rollouts spans it, untimed. `workers`: run_start's W (0: not declared)."""
+    lines = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    spans: dict[tuple[int, str], list[float]] = {}
+    for event in lines:
+        if event["kind"] == "rollout":
+            key = (event["iteration"], event["phase"])
+            low, high = spans.get(key, [math.inf, -math.inf])
+            spans[key] = [min(low, event["start"]), max(high, event["end"])]
+    lanes: dict[tuple[int, str], int] = {}
+    for event in lines:
+        if event["kind"] == "rollout":
+            key = (event["iteration"], event["phase"])
+            event["start"], event["end"] = spans[key]
+            event["worker"] = lanes[key] = lanes.get(key, -1) + 1
+            event["timed"] = False
+        if event["kind"] == "run_start" and workers is not None:
+            event["workers"] = workers
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "trace.jsonl").write_text("\n".join(map(json.dumps, lines)) + "\n", encoding="utf-8")
+    return out

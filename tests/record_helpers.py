@@ -78,6 +78,7 @@ class ThreadedAdapter(SerialAdapter):
         return self.batch_evaluate([(candidate, batch)])[0]
 
     def batch_evaluate(self, items, **kwargs):
+        self.calls += 1
         jobs = [(c, ex) for c, batch in items for ex in batch]
         # A barrier needs whole groups of W: the last group is topped up with spare work.
         futures = [self.pool.submit(self._one, i, c, ex) for i, (c, ex) in enumerate(jobs)]

@@ -4,6 +4,7 @@ reflection LMs (record_helpers.py), the trace checked against gepa's own counts.
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from itertools import groupby, pairwise
 from pathlib import Path
 
@@ -85,8 +86,10 @@ def test_a_serial_adapter_and_a_callable_lm_are_recorded_as_gepa_ran_them(tmp_pa
     assert all(e.startswith(("train/", "val/")) and "?" not in e for e in examples)
     phases = {r.phase for r in trace.of(Rollout)}
     assert phases == {"seed_val", "parent_minibatch", "child_minibatch", "full_val"}
-    # gepa called evaluate pair after pair: each call's examples span it, one call at a time.
+    # gepa called evaluate pair after pair: each call's examples span it, one call at a time,
+    # and the trace says nothing timed them.
     assert adapter.calls == len({(r.start, r.end) for r in trace.of(Rollout)})
+    assert not any(r.timed for r in trace.of(Rollout)) and run.untimed_calls == adapter.calls
 
 
 def test_concurrency_is_measured_as_it_was_not_made(tmp_path):
@@ -107,6 +110,25 @@ def test_concurrency_is_measured_as_it_was_not_made(tmp_path):
     # All P*N = 4 reflections of a step went to the LM in one batch, as without recording.
     assert lm.batches and all(size == 4 for size in lm.batches)
     assert rec.result.mismatches == ()
+
+
+@pytest.mark.parametrize("declared", [2, None])
+def test_an_adapter_that_times_no_rollout_marks_its_calls_untimed(tmp_path, declared):
+    """A plain adapter running each call's examples on a pool of 2 threads, recorded with the
+    one line: every rollout spans its call and says it is untimed, so calls of more than 2
+    examples overlap in the trace without being a mismatch, and W is what was declared (else
+    unknown: 0), not the largest call."""
+    adapter = ThreadedAdapter(2)
+    rec, result = record(tmp_path / "run", adapter, BatchLM(), rec_kw={"workers": declared})
+    assert rec.result.status == "completed" and rec.result.mismatches == ()
+    trace = read_trace(tmp_path / "run" / "trace.jsonl")
+    rollouts = trace.of(Rollout)
+    assert len(rollouts) == result.total_metric_calls and not any(r.timed for r in rollouts)
+    calls = {(r.iteration, r.phase, r.start, r.end) for r in rollouts}
+    assert len(calls) == adapter.calls == rec.result.untimed_calls
+    assert max(Counter((r.start, r.end) for r in rollouts).values()) > 2  # overlapping, as spans
+    assert rec.result.workers_seen == trace.run_end.workers == 0
+    assert trace.run_start.workers == (declared or 0)
 
 
 def test_a_declared_w_is_checked_against_what_ran(tmp_path):

@@ -95,6 +95,14 @@ def calibrate(
             "traces hold scores).",
         ),
     ] = "auto",
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            help="W, the rollouts the adapter ran at once, for runs recorded without "
+            "workers=: needed when the adapter timed none of its rollouts.",
+        ),
+    ] = None,
 ) -> None:
     """Fit latencies, the search, overhead and tokens from traces (or infer them from run
     summaries); write a Scenario TOML."""
@@ -110,22 +118,28 @@ def calibrate(
         raise PxnError(SUMMARIES_SAY_IT, subject="plots")
     if summaries is None and not traces:
         raise PxnError("give trace files (or run directories), or --summaries FILE")
-    result = calibrate_scenario(
-        traces,
-        summaries=summaries,
-        name=name,
-        latency=latency,
-        lm_servers=lm_servers,
-        task_model=task_model,
-        reflection_model=reflection_model,
-        draws=draws,
-        prefix_cache=prefix_cache,
-        search=search,
-        jobs=jobs,
-        backend=backend,
-        address=address,
-        progress=True,
-    )
+    try:
+        result = calibrate_scenario(
+            traces,
+            summaries=summaries,
+            name=name,
+            latency=latency,
+            lm_servers=lm_servers,
+            task_model=task_model,
+            reflection_model=reflection_model,
+            draws=draws,
+            prefix_cache=prefix_cache,
+            search=search,
+            workers=workers,
+            jobs=jobs,
+            backend=backend,
+            address=address,
+            progress=True,
+        )
+    except PxnError as exc:  # W the traces lack: this command's --workers gives it
+        if exc.subject != "workers":
+            raise
+        raise exc.naming("--workers") from None
     # Written before the report is printed: a reader that stops early (`| head`) loses no work.
     result.save(output)
     show(result.report(), stdout)

@@ -20,11 +20,13 @@ drawn copy of a run a run of its own: copies of one run agree, so the draws
 of a spread sit a little below its point estimate, as a bootstrap of a
 variance does), front_share and
 duplicate_children if fitted, the stage overhead, the skip share,
-merge_acceptance where gepa could merge, and the token-count families. Model
-choices are not redone per draw (a draw is a scenario of the chosen model),
-and no draw is bootstrapped again. What is fixed: the setup, lm_servers, the
-cap's place, decay_until, the tokens' reflection input line and its latency
-shift, the prices.
+merge_acceptance where gepa could merge, and the token-count families. A
+rollout latency fitted to untimed calls' spans is refitted to the resampled
+spans and timed latencies (untimed_latency.py), at the draw's slowdown.
+Model choices are not redone per draw (a draw is a scenario of the chosen
+model), and no draw is bootstrapped again. What is fixed: the setup,
+lm_servers, the cap's place, decay_until, the tokens' reflection input line
+and its latency shift, the prices.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from pxn.calibrate.traces.served import latency_sample, served_alone
 from pxn.calibrate.traces.slowdown import ROLE_KIND, refit_beta
 from pxn.calibrate.traces.tails import TailFit, censor
 from pxn.calibrate.traces.units import Calls, Units
+from pxn.calibrate.traces.untimed_latency import refit_untimed
 from pxn.distribution import Distribution
 from pxn.uncertainty import Uncertainty
 
@@ -147,7 +150,14 @@ def one_draw(cal: Calibration, units: Units) -> dict[str, float]:
             betas[role] = fit.chosen if refitted is None else refitted
             draw[f"load.{role}.slowdown"] = betas[role]
     served, _ = served_alone(units.calls, betas, servers, scenario.tokens)
-    draw |= _latency("rollout", scenario.rollout, served, cal.rollout.tail, "rollout")
+    if cal.untimed is None:
+        draw |= _latency("rollout", scenario.rollout, served, cal.rollout.tail, "rollout")
+    else:
+        observed, timed_out = latency_sample(served, "rollout")
+        refitted = refit_untimed(
+            scenario.rollout, units.spans, observed, timed_out, servers, betas.get("task", 0.0)
+        )
+        draw |= {f"rollout.{name}": value for name, value in refitted.items()}
     for phase, latency in scenario.rollout_phases.items():
         draw |= _latency(
             f"rollout.phases.{phase}", latency, served, cal.rollout.tail, "rollout", phase

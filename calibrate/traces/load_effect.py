@@ -6,7 +6,9 @@ number of calls of its own model (rollouts, or reflections; itself included)
 in flight when it started: known before its own duration, so a straggler
 finishing alone at the end of a stage does not make long calls look unloaded.
 gepa's barriers keep rollouts and reflections apart, so one model's calls
-never meet the other's.
+never meet the other's. Untimed rollouts (trace.Rollout.timed) are left
+out: each spans its adapter call, so its duration and its load are the
+call's.
 
 Calls that gepa releases together start a few milliseconds apart in a real
 trace (its thread pool dispatches them one by one); read at the exact start,
@@ -72,7 +74,8 @@ def call_loads(calls: list[Rollout | Reflection]) -> np.ndarray:
 def _loads(trace: Trace) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per kind of call: (calls of its kind in flight at its start, its latency)."""
     pairs = {}
-    for what, calls in (("rollout", trace.of(Rollout)), ("reflection", trace.of(Reflection))):
+    rollouts = [r for r in trace.of(Rollout) if r.timed]
+    for what, calls in (("rollout", rollouts), ("reflection", trace.of(Reflection))):
         if calls:
             latency = np.array([c.duration for c in calls])
             pairs[what] = (call_loads(calls), latency)

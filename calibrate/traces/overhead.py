@@ -5,7 +5,9 @@ state), so wall-clock minus the time inside stages is overhead; the
 simulator pays it as a fixed `stage_overhead` before each stage, so its
 estimate is that total over the number of stages. Concurrency says whether
 the pool was used as the simulator assumes: the most rollouts in flight at
-once against W, and the busy share of the rollout stages. (Whether calls slow
+once against W, and the busy share of the rollout stages, both of the timed
+rollouts (an untimed one spans its adapter call, overlapping its call's
+others whether or not they ran at once). (Whether calls slow
 down under load is load_effect.py's question.)
 """
 
@@ -109,7 +111,7 @@ def fit_concurrency(traces: list[Trace]) -> ConcurrencyFit:
     busy = stage_seconds = 0.0
     workers = max(t.run_start.workers for t in traces)
     for trace in traces:
-        rollouts = trace.of(Rollout)
+        rollouts = [r for r in trace.of(Rollout) if r.timed]
         starts = np.array([r.start for r in rollouts])
         ends = np.array([r.end for r in rollouts])
         peak = max(peak, _peak(starts, ends))

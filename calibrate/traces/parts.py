@@ -4,6 +4,9 @@ one part and adds that part's notes to the evidence's list. pipeline.py runs the
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import numpy as np
 
 from pxn.calibrate.traces.acceptance import AcceptanceFit, fit_acceptance
@@ -12,13 +15,26 @@ from pxn.calibrate.traces.costs import RecordedCosts, recorded_costs
 from pxn.calibrate.traces.evidence import Evidence
 from pxn.calibrate.traces.fit import LatencyFit, fit_latency
 from pxn.calibrate.traces.load_effect import LoadEffect, fit_load_effects
+from pxn.calibrate.traces.phases import PhaseFits, fit_phases
 from pxn.calibrate.traces.prefix_cache import PrefixCacheFit, fit_prefix_cache
 from pxn.calibrate.traces.run_spread import RunSpreadFit, fit_run_spread
 from pxn.calibrate.traces.served import latency_sample, served_alone
 from pxn.calibrate.traces.slowdown import ROLE_KIND, ModelSlowdown, fit_model_slowdowns
 from pxn.calibrate.traces.tokens import TokenCounts, TokenFit, fit_token_counts, fit_tokens
-from pxn.calibrate.traces.units import Calls
+from pxn.calibrate.traces.units import Calls, cut_into_units
+from pxn.calibrate.traces.untimed import resolve_workers
+from pxn.calibrate.traces.untimed_latency import UntimedFit, fit_untimed_latency
 from pxn.prices import Prices
+
+
+def with_workers(evidence: Evidence, workers: int | None) -> Evidence:
+    """The evidence with every run's W known where its untimed calls need it (untimed.py);
+    `workers`: W for the runs whose recording declared none."""
+    traces = resolve_workers(evidence.traces, workers)
+    if all(a is b for a, b in zip(traces, evidence.traces, strict=True)):
+        return evidence
+    loaded = dataclasses.replace(evidence.loaded, traces=traces)
+    return dataclasses.replace(evidence, loaded=loaded, units=cut_into_units(traces))
 
 
 def slowdowns(evidence: Evidence) -> dict[str, ModelSlowdown]:
@@ -55,6 +71,40 @@ def at_measured_b(
     """The calls as the simulator draws them, reflections shifted to the measured b."""
     tokens = None if token_counts is None else token_counts.chosen
     return served_alone(evidence.units.calls, betas, evidence.lm_servers, tokens)[0]
+
+
+def rollout_latency(
+    evidence: Evidence, served: Calls, choice: str, betas: dict[str, float]
+) -> tuple[LatencyFit, UntimedFit | None]:
+    """The rollout latency: from the timed rollouts, or with the untimed calls' spans when
+    there are any (untimed_latency.py)."""
+    units = evidence.units
+    if not len(units.spans):
+        return latency_fit(evidence, served, "rollout", choice), None
+    observed, timed_out = latency_sample(served, "rollout")
+    return fit_untimed_latency(
+        units.spans,
+        units.spans_set_aside,
+        observed,
+        timed_out,
+        servers=evidence.lm_servers,
+        slowdown=betas.get("task", 0.0),
+        choice=choice,
+        notes=evidence.notes,
+    )
+
+
+def phases(
+    evidence: Evidence,
+    served: Calls,
+    rollout: LatencyFit,
+    choice: str,
+    untimed: UntimedFit | None,
+) -> PhaseFits:
+    """Each phase's own latency where the phases differ; one for all with untimed calls."""
+    if untimed is None:
+        return fit_phases(served, rollout, choice, evidence.notes)
+    return PhaseFits({}, math.nan, {})
 
 
 def latency_fit(evidence: Evidence, served: Calls, kind: str, choice: str) -> LatencyFit:
@@ -109,10 +159,12 @@ def prefix_cache(
 
 
 def latency_on_tokens_out(evidence: Evidence) -> list[TokenFit]:
-    """Each kind's latency against its tokens out (reported only)."""
+    """Each kind's latency against its tokens out (reported only); untimed rollouts have
+    none of their own."""
+    timed = [r for r in evidence.rollouts if r.timed]
     return [
         fit
-        for what, events in (("rollout", evidence.rollouts), ("reflection", evidence.reflections))
+        for what, events in (("rollout", timed), ("reflection", evidence.reflections))
         if (fit := fit_tokens(what, events)) is not None
     ]
 

@@ -2,10 +2,14 @@
 
 The procedure, one fitted part at a time (parts.py; each fit in its own module):
 the evidence is gathered once (evidence.py: the traces, their setup as
-run_start declares it, their units); then each model's load slowdown
+run_start declares it, their units), with every run's W known where
+adapter calls that timed none of their rollouts need it (untimed.py); then
+each model's load slowdown
 (slowdown.py), the calls as the simulator draws them, served alone
 (served.py), the rollout latency with its cap (fit.py, tails.py) and each
-phase's own when the phases differ (phases.py), the [tokens] table
+phase's own when the phases differ (phases.py), or, when some calls timed
+none of their rollouts, from their spans as makespans (untimed_latency.py,
+makespan.py), the [tokens] table
 (tokens.py) and with it the reflection latency at the measured b, how much
 whole runs differ in speed (run_spread.py), the reflections' prefix cache
 (prefix_cache.py), the recorded costs and the [prices] table (costs.py),
@@ -48,7 +52,6 @@ from pxn.calibrate.traces.overhead import (
     fit_concurrency,
     fit_overhead,
 )
-from pxn.calibrate.traces.phases import fit_phases
 from pxn.calibrate.traces.prefix_cache import PrefixCacheFit
 from pxn.calibrate.traces.quality import QualityFit, fit_quality, scored
 from pxn.calibrate.traces.run_setup import (
@@ -61,6 +64,7 @@ from pxn.calibrate.traces.run_spread import RunSpreadFit
 from pxn.calibrate.traces.slowdown import ModelSlowdown
 from pxn.calibrate.traces.tokens import TokenCounts, TokenFit
 from pxn.calibrate.traces.units import Units, selection_of
+from pxn.calibrate.traces.untimed_latency import UntimedFit
 from pxn.errors import PxnError
 from pxn.load import Load, Loads
 from pxn.scenario import Scenario
@@ -98,6 +102,7 @@ class Calibration:
     merges: MergeFit
     draws: DrawsFit | None = None  # the [uncertainty] table's bootstrap; None without draws
     quality: QualityFit | None = None  # the search's quality model, when it decides acceptance
+    untimed: UntimedFit | None = None  # the spans of calls that timed no rollout, when any
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -119,6 +124,7 @@ def calibrate_traces(
     reflection_model: str | None = None,
     draws: int = 0,
     prefix_cache: bool | None = None,
+    workers: int | None = None,
     search: str = "auto",
     jobs: int = 1,
     on_generation: Callable[[Generation], None] | None = None,
@@ -127,6 +133,7 @@ def calibrate_traces(
     """Read the traces and fit everything the Scenario needs.
 
     `lm_servers`: the LM pool's size when the traces do not say (it overrides them).
+    `workers`: W of the runs whose recording did not declare it (untimed.py).
     `task_model`, `reflection_model`: model names litellm prices, for [prices].
     `draws`: parameter draws for the [uncertainty] table (0: none).
     `prefix_cache`: whether the reflections' servers keep their last prompt (None: known for
@@ -140,13 +147,15 @@ def calibrate_traces(
         raise PxnError(f"must be >= 0: got {draws}", subject="draws")
     if search not in SEARCH_MODELS:
         raise PxnError(f"is {', '.join(SEARCH_MODELS)}: got {search!r}", subject="search model")
-    evidence = gather_evidence(paths, lm_servers, priced=prices is not None)
+    evidence = parts.with_workers(
+        gather_evidence(paths, lm_servers, priced=prices is not None), workers
+    )
     units, traces = evidence.units, evidence.traces
     slowdowns = parts.slowdowns(evidence)
     betas = {role: fit.chosen for role, fit in slowdowns.items()}
     served = parts.served(evidence, betas)
-    rollout = parts.latency_fit(evidence, served, "rollout", latency)
-    phases = fit_phases(served, rollout, latency, evidence.notes)
+    rollout, untimed = parts.rollout_latency(evidence, served, latency, betas)
+    phases = parts.phases(evidence, served, rollout, latency, untimed)
     token_counts = parts.token_counts(evidence, served)
     at_measured_b = parts.at_measured_b(evidence, betas, token_counts)
     reflection = parts.latency_fit(evidence, at_measured_b, "reflection", latency)
@@ -231,6 +240,7 @@ def calibrate_traces(
         duplicates=duplicates,
         merges=merges,
         notes=evidence.notes,
+        untimed=untimed,
     )
     if draws:
         calibration.draws = parameter_draws(calibration, draws)

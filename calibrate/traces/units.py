@@ -14,7 +14,9 @@ that the runner retried after a try was cut at a timeout is not a latency:
 its tries that timed out enter as right-censored observations (the latency
 was longer than the try) and its last try, whose start the trace does not
 record, is left out. Tries are independent draws, so leaving it out biases
-nothing.
+nothing. An untimed rollout (trace.Rollout.timed) is no call here: its
+duration is its adapter call's span. Each such call is a row of the unit's
+spans instead (untimed.py), its span a makespan (makespan.py).
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ import numpy as np
 from pxn.calibrate.traces.acceptance import Steps
 from pxn.calibrate.traces.bookkeeping import Parents, dropped_after_passing
 from pxn.calibrate.traces.load_effect import call_loads
+from pxn.calibrate.traces.makespan import Spans
 from pxn.calibrate.traces.overhead import loop_end
+from pxn.calibrate.traces.untimed import untimed_calls
 from pxn.selection import Selection
 from pxn.shape import Shape
 from pxn.trace import Attempt, Decision, Iteration, Merge, Reflection, Rollout, Stage, Trace
@@ -68,6 +72,9 @@ class Units:
     design: tuple[str, ...]  # per run: its setup (shape, W, C, b, servers), see run_design
     calls: Calls
     call_unit: np.ndarray
+    spans: Spans  # the untimed adapter calls, each with its run's W
+    span_unit: np.ndarray
+    spans_set_aside: int  # untimed calls that raised or shared their span with timed ones
     steps: Steps
     parents: Parents
     later: np.ndarray  # per step: selected children after the first (selection 'all')
@@ -118,6 +125,7 @@ class Units:
 
     def take(self, chosen: np.ndarray) -> Units:
         call_rows = _rows(self.call_unit, chosen, len(self.run))
+        span_rows = _rows(self.span_unit, chosen, len(self.run))
         step_rows = _rows(self.step_unit, chosen, len(self.run))
         renumber = np.arange(len(chosen))
         return Units(
@@ -127,6 +135,11 @@ class Units:
             call_unit=np.repeat(
                 renumber, np.bincount(self.call_unit, minlength=len(self.run))[chosen]
             ),
+            spans=self.spans.take(span_rows),
+            span_unit=np.repeat(
+                renumber, np.bincount(self.span_unit, minlength=len(self.run))[chosen]
+            ),
+            spans_set_aside=self.spans_set_aside,
             steps=self.steps.take(step_rows),
             parents=self.parents.take(step_rows),
             later=self.later[step_rows],
@@ -165,6 +178,9 @@ class _Builder:
         self.unit_run: list[int] = []
         self.calls: dict[str, list] = defaultdict(list)
         self.call_unit: list[int] = []
+        self.spans: dict[str, list] = defaultdict(list)
+        self.span_unit: list[int] = []
+        self.spans_set_aside = 0
         self.step_rows: dict[str, list] = defaultdict(list)
         self.step_unit: list[int] = []
         self.per_unit: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
@@ -182,6 +198,11 @@ class _Builder:
             self.calls[name].append(value)
         self.call_unit.append(self.unit(run, iteration))
 
+    def span(self, run: int, iteration: int, **row) -> None:
+        for name, value in row.items():
+            self.spans[name].append(value)
+        self.span_unit.append(self.unit(run, iteration))
+
     def add(self, name: str, run: int, iteration: int, value: float) -> None:
         self.per_unit[name][self.unit(run, iteration)] += value
 
@@ -196,6 +217,7 @@ def cut_into_units(traces: list[Trace]) -> Units:
     builder = _Builder()
     for run, trace in enumerate(traces):
         _calls(builder, run, trace)
+        _spans(builder, run, trace)
         _steps(builder, run, trace)
         _stages(builder, run, trace)
         _tasks(builder, run, trace)
@@ -228,6 +250,13 @@ def cut_into_units(traces: list[Trace]) -> Units:
             run=np.array(calls["run"], dtype=int),
         ),
         call_unit=np.array(builder.call_unit, dtype=int),
+        spans=Spans(
+            span=np.array(builder.spans["span"], dtype=float),
+            size=np.array(builder.spans["size"], dtype=int),
+            workers=np.array(builder.spans["workers"], dtype=int),
+        ),
+        span_unit=np.array(builder.span_unit, dtype=int),
+        spans_set_aside=builder.spans_set_aside,
         steps=Steps.of(steps["made"], steps["judged"], steps["passed"], steps["batched"]),
         parents=Parents(*(np.array(steps[f], dtype=float) for f in Parents.__dataclass_fields__)),
         later=np.array(steps["later"], dtype=float),
@@ -276,7 +305,8 @@ def selection_of(trace: Trace) -> Selection:
 def _calls(builder: _Builder, run: int, trace: Trace) -> None:
     b = trace.run_start.minibatch
     timed_out = _timed_out_tries(trace)
-    for kind, events in (("rollout", trace.of(Rollout)), ("reflection", trace.of(Reflection))):
+    rollouts = [r for r in trace.of(Rollout) if r.timed]
+    for kind, events in (("rollout", rollouts), ("reflection", trace.of(Reflection))):
         loads = call_loads(events)
         for event, load in zip(events, loads.tolist(), strict=True):
             phase = event.phase if isinstance(event, Rollout) else "reflection"
@@ -297,6 +327,14 @@ def _calls(builder: _Builder, run: int, trace: Trace) -> None:
             builder.retries[kind].append(len(tries) if finished else len(tries) - 1)
             for attempt in tries:
                 builder.call(run, event.iteration, latency=attempt.duration, censored=True, **row)
+
+
+def _spans(builder: _Builder, run: int, trace: Trace) -> None:
+    calls, set_aside = untimed_calls(trace)
+    workers = trace.run_start.workers
+    for call in calls:
+        builder.span(run, call.iteration, span=call.span, size=call.size, workers=workers)
+    builder.spans_set_aside += set_aside
 
 
 def _call_key(kind: str, event: Rollout | Reflection) -> tuple:

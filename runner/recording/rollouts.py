@@ -6,8 +6,10 @@ inside a call, on any thread, may run concurrently.
 
 A rollout the wrapped part reports (`report`) is written with its own times;
 one it does not report is written when its call returns, spanning the whole
-call, so an adapter that times nothing itself is recorded at the granularity
-gepa gives. When a call of an adapter that times its rollouts with
+call and marked untimed (`timed` false), so an adapter that times nothing
+itself is recorded at the granularity gepa gives and the trace says which
+calls those are: their rollouts overlap because they share the call's span,
+not because they ran at once. When a call of an adapter that times its rollouts with
 `rollout()` (or declares that it reports each rollout it starts) raises (an
 error, Ctrl-C), a rollout still running is written up to the raise, and one
 it never reported never started: it is not written, so it counts neither as a
@@ -111,7 +113,7 @@ class AdapterCalls:
                 continue  # never started: it ran no work and held no slot
             score = scores[index] if scores is not None and index < len(scores) else None
             report = RolloutReport(start=start, end=end, score=score, slot=slot, error=error)
-            self._write(call, index, report)
+            self._write(call, index, report, timed=index in call.running)
         return end
 
     def _started(self, index: int, start: float, slot: int) -> None:
@@ -121,7 +123,7 @@ class AdapterCalls:
                 call.running[index] = (start, slot)
                 self._timed = True
 
-    def _write(self, call: AdapterCall, index: int, r: RolloutReport) -> None:
+    def _write(self, call: AdapterCall, index: int, r: RolloutReport, timed: bool = True) -> None:
         slot = r.slot if r.slot is not None else self._slots.take(r.start, r.end)
         candidate, example = call.tags[index]
         self._sink.write(
@@ -141,6 +143,7 @@ class AdapterCalls:
                 attempts=r.attempts,
                 node=r.node,
                 task_id=r.task_id,
+                timed=timed,
             )
         )
         with self._count_lock:

@@ -36,7 +36,8 @@ class Totals:
     accepted: int  # proposals accepted
     iterations: int
     proposals: int
-    max_concurrent: int
+    max_concurrent: int  # of the timed rollouts
+    untimed_calls: int  # adapter calls with rollouts nothing timed (each spans its call)
     merges: int = 0  # merges gepa judged
     merges_accepted: int = 0
 
@@ -68,6 +69,9 @@ def trace_totals(trace: Trace) -> Totals:
         max_concurrent=max_concurrency(all_rollouts),
         merges=len(merges),
         merges_accepted=sum(1 for m in merges if m.accepted),
+        untimed_calls=len(
+            {(r.iteration, r.phase, r.start, r.end) for r in all_rollouts if not r.timed}
+        ),
     )
 
 
@@ -81,7 +85,8 @@ def mismatches(
     workers: int | None,
 ) -> list[str]:
     """Each failed invariant as one line; empty when the trace agrees with gepa (and, when W
-    was declared, no more rollouts ran at once than W)."""
+    was declared, no more timed rollouts ran at once than W: untimed ones overlap in the
+    trace by construction, max_concurrency)."""
     problems = []
     if totals.metric_calls != metric_calls:
         problems.append(
@@ -119,7 +124,8 @@ class RecordedRun:
     tokens_out: int
     cost: float | None
     wall_clock_s: float  # to the last traced event
-    workers_seen: int  # the most rollouts in flight at once
+    workers_seen: int  # the most timed rollouts in flight at once (0: none was timed)
+    untimed_calls: int  # adapter calls whose rollouts nothing timed: each spans its call
     unfenced_replies: int  # reflection replies without a ``` pair (gepa took them whole)
     mismatches: tuple[str, ...]  # the trace against gepa's own totals; empty when they agree
     merges: int = 0  # merges gepa judged (use_merge)
@@ -163,6 +169,7 @@ def run_totals(
         cost=sum(costs) if costs else None,
         wall_clock_s=round(max(e.end for e in trace.events), 3),
         workers_seen=totals.max_concurrent,
+        untimed_calls=totals.untimed_calls,
         unfenced_replies=sum(r.fenced is False for r in every_reflection),
         mismatches=tuple(problems),
         **gepa_counts,

@@ -1,0 +1,232 @@
+"""The rollout latency from adapter calls whose rollouts nothing timed: spans as makespans.
+
+An adapter that runs a call's n examples on its own pool of W threads and
+times none of them leaves one number per call: its span (the trace's
+untimed rollouts, trace.Rollout.timed). That span is not a latency: it is
+the makespan of n latencies on w = min(n, W) workers. The model:
+
+- the latencies are independent draws of one lognormal(s, scale), within a
+  call and across calls;
+- the pool takes the examples in order, each on the worker that frees first
+  (a FIFO queue in front of w threads: list scheduling, as the simulator
+  schedules a stage);
+- the span is the makespan; what the call does besides its rollouts
+  (submitting, collecting, gepa's own bookkeeping) is in it, a small upward
+  bias on the latency.
+
+The lognormal is a scale family, so the makespan of scale-times-Y draws is
+scale times the makespan M1 of the Y's: log span = log scale + log M1(s),
+and the likelihood of a span is the density of log M1(s) at log span - log
+scale (over the span, the Jacobian). Of log M1(s):
+
+- n <= w: every rollout has a worker, so M1 is the maximum of n draws, cdf
+  F(t)^n: the density n Phi(z)^(n-1) phi(z) / s at z = log t / s, exact;
+- n > w: no closed form. It is simulated: SIMULATED makespans of standard
+  normal draws Z (fixed per (n, w): common random numbers), exp(s Z)
+  list-scheduled, on a grid of s; the skew-normal with the mean, sd and
+  skewness of their logs stands for log M1 there, its three parameters
+  interpolated linearly in log s between the grid's points (a smooth
+  surrogate of the simulated likelihood, checked against the simulator by
+  the round-trip tests).
+
+Timed latencies (a trace mixing timed and untimed calls) add their lognormal
+log density, and tries cut at a timeout their log survival. The likelihood
+is maximised over (log scale, log s) by Nelder-Mead, from the best of a few
+starting shapes, each with its scale profiled; s is kept on the grid's
+range. How well the spans fit: each span's probability under the fitted
+model (the cdf at it, F(t)^n or the skew-normal's) should be uniform; the
+Kolmogorov-Smirnov p-value of that is optimistic (the parameters come from
+the same spans), as the timed fits' is.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.optimize
+import scipy.special
+import scipy.stats
+
+SHAPES = np.geomspace(0.02, 3.0, 40)  # the grid of s the simulated makespans are drawn on
+LOG_SHAPES = np.log(SHAPES)
+SIMULATED = 2000  # makespans per (n, w) and s: the moments' Monte-Carlo error is ~2% of an sd
+SEED = 20261206
+STARTS = (0.15, 0.5, 1.2)  # starting shapes; the best profiled one starts the search
+HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+MAX_SKEW = 0.99  # a skew-normal's skewness stays below 0.9953
+SKEW_CONSTANT = ((4 - math.pi) / 2) ** (2 / 3)  # in the skew-normal's delta from its skewness
+
+
+@dataclass(frozen=True)
+class Spans:
+    """Untimed adapter calls, one row each: its span, its rollouts and its pool."""
+
+    span: np.ndarray  # seconds
+    size: np.ndarray  # rollouts n
+    workers: np.ndarray  # the pool it ran on: W (or the LM's servers when fewer)
+
+    def take(self, rows: np.ndarray) -> Spans:
+        return Spans(self.span[rows], self.size[rows], self.workers[rows])
+
+    def __len__(self) -> int:
+        return len(self.span)
+
+
+def no_spans() -> Spans:
+    return Spans(np.empty(0), np.empty(0, dtype=int), np.empty(0, dtype=int))
+
+
+@functools.cache
+def log_makespan_law(n: int, w: int) -> np.ndarray:
+    """The skew-normal (location, scale, shape) with the mean, sd and skewness of log M1 (n
+    standard-lognormal draws of shape s, list-scheduled on w workers), one row each, a column
+    per s of SHAPES. Only for n > w."""
+    z = np.random.default_rng([SEED, n, w]).standard_normal((SIMULATED, n))
+    logs = np.log([_makespans(np.exp(s * z), w) for s in SHAPES])
+    mean, sd, skew = logs.mean(axis=1), logs.std(axis=1), scipy.stats.skew(logs, axis=1)
+    root = np.abs(np.clip(skew, -MAX_SKEW, MAX_SKEW)) ** (2 / 3)
+    delta = np.sign(skew) * np.sqrt(math.pi / 2 * root / (root + SKEW_CONSTANT))
+    omega = sd / np.sqrt(1 - 2 * delta**2 / math.pi)
+    return np.stack(
+        [mean - omega * delta * math.sqrt(2 / math.pi), omega, delta / np.sqrt(1 - delta**2)]
+    )
+
+
+def _makespans(durations: np.ndarray, w: int) -> np.ndarray:
+    """Each row's makespan, its jobs taken in order by the worker that frees first."""
+    free = durations[:, :w].copy()
+    rows = np.arange(len(durations))
+    for job in range(w, durations.shape[1]):
+        first = free.argmin(axis=1)
+        free[rows, first] += durations[:, job]
+    return free.max(axis=1)
+
+
+class SpanLikelihood:
+    """The log likelihood of (mu, s) = (log scale, shape) given spans and timed latencies."""
+
+    def __init__(self, spans: Spans, timed: np.ndarray, censored: np.ndarray):
+        log_span = np.log(spans.span)
+        size, pool = spans.size, np.minimum(spans.size, spans.workers)
+        exact = size <= pool
+        self.spans = len(log_span)
+        self.exact_y, self.other_y = log_span[exact], log_span[~exact]
+        self.exact_n = size[exact].astype(float)
+        classes = sorted(
+            {(int(n), int(w)) for n, w in zip(size[~exact], pool[~exact], strict=True)}
+        )
+        index = {c: i for i, c in enumerate(classes)}
+        rows = [index[int(n), int(w)] for n, w in zip(size[~exact], pool[~exact], strict=True)]
+        # (3, class, s) -> (3, span, s): each simulated span's law along the grid of s
+        laws = np.array([log_makespan_law(n, w) for n, w in classes]).reshape(
+            len(classes), 3, len(SHAPES)
+        )
+        self.laws = laws.transpose(1, 0, 2)[:, np.array(rows, dtype=int)]
+        self.constant = float(np.sum(np.log(self.exact_n))) - float(log_span.sum())
+        self.log_timed = np.log(timed)
+        self.log_censored = np.log(censored)
+        self.constant -= float(self.log_timed.sum()) + len(timed) * HALF_LOG_2PI
+
+    def __call__(self, mu: float, s: float) -> float:
+        log_s = math.log(s)
+        z = (self.exact_y - mu) / s
+        total = (
+            self.constant
+            + float(((self.exact_n - 1) * scipy.special.log_ndtr(z) - 0.5 * z * z).sum())
+            - len(z) * (HALF_LOG_2PI + log_s)
+        )
+        if len(self.other_y):
+            xi, omega, alpha = self._skew_normal(log_s)
+            z = (self.other_y - mu - xi) / omega
+            total += float(
+                (scipy.special.log_ndtr(alpha * z) - 0.5 * z * z - np.log(omega)).sum()
+            ) + len(z) * (math.log(2) - HALF_LOG_2PI)
+        if len(self.log_timed):
+            z = (self.log_timed - mu) / s
+            total -= 0.5 * float((z * z).sum()) + len(z) * log_s
+        if len(self.log_censored):
+            total += float(scipy.special.log_ndtr((mu - self.log_censored) / s).sum())
+        return total
+
+    def span_cdf(self, mu: float, s: float) -> np.ndarray:
+        """Each span's probability under the model (uniform when the model is right)."""
+        exact = scipy.special.ndtr((self.exact_y - mu) / s) ** self.exact_n
+        if not len(self.other_y):
+            return exact
+        xi, omega, alpha = self._skew_normal(math.log(s))
+        other = scipy.stats.skewnorm.cdf(self.other_y - mu, alpha, loc=xi, scale=omega)
+        return np.concatenate([exact, other])
+
+    def _skew_normal(self, log_s: float) -> np.ndarray:
+        """Per simulated span, the skew-normal (location, scale, shape) of log M1 at s."""
+        at = np.interp(log_s, LOG_SHAPES, np.arange(len(SHAPES)))
+        low = min(int(at), len(SHAPES) - 2)
+        t = at - low
+        return (1 - t) * self.laws[:, :, low] + t * self.laws[:, :, low + 1]
+
+
+@dataclass(frozen=True)
+class SpanFit:
+    params: dict[str, float]  # scipy's lognorm: s and scale
+    log_likelihood: float
+    ks_statistic: float  # the spans' probabilities against uniform
+    ks_pvalue: float
+
+
+def fit_spans(spans: Spans, timed: np.ndarray, censored: np.ndarray) -> SpanFit:
+    """The lognormal's maximum-likelihood (s, scale) from spans and timed latencies (tries cut
+    at a timeout: `censored`), searched from the best of STARTS; with the spans' KS test."""
+    likelihood = SpanLikelihood(spans, timed, censored)
+    x0 = min(
+        (np.array([_profiled_mu(likelihood, s), math.log(s)]) for s in STARTS),
+        key=lambda theta: _negative(likelihood, theta),
+    )
+    mu, s = _maximise(likelihood, x0)
+    statistic = pvalue = math.nan
+    if likelihood.spans:
+        ks = scipy.stats.kstest(likelihood.span_cdf(mu, s), "uniform")
+        statistic, pvalue = float(ks.statistic), float(ks.pvalue)
+    return SpanFit({"s": s, "scale": math.exp(mu)}, likelihood(mu, s), statistic, pvalue)
+
+
+def refit_spans(
+    spans: Spans, timed: np.ndarray, censored: np.ndarray, start: dict[str, float]
+) -> dict[str, float]:
+    """fit_spans' parameters for a resample, searched from the point estimate `start`."""
+    likelihood = SpanLikelihood(spans, timed, censored)
+    mu, s = _maximise(likelihood, np.array([math.log(start["scale"]), math.log(start["s"])]))
+    return {"s": s, "scale": math.exp(mu)}
+
+
+def _negative(likelihood: SpanLikelihood, theta: np.ndarray) -> float:
+    mu, log_s = theta
+    if not LOG_SHAPES[0] <= log_s <= LOG_SHAPES[-1]:
+        return math.inf
+    value = likelihood(mu, math.exp(log_s))
+    return -value if math.isfinite(value) else math.inf
+
+
+def _maximise(likelihood: SpanLikelihood, x0: np.ndarray) -> tuple[float, float]:
+    """(mu, s) by Nelder-Mead from x0 = (mu, log s), s kept on the grid's range."""
+    found = scipy.optimize.minimize(
+        lambda theta: _negative(likelihood, theta),
+        x0,
+        method="Nelder-Mead",
+        options={"xatol": 1e-5, "fatol": 1e-7},
+    )
+    mu, log_s = found.x if found.fun <= _negative(likelihood, x0) else x0
+    return float(mu), math.exp(log_s)
+
+
+def _profiled_mu(likelihood: SpanLikelihood, s: float) -> float:
+    """The best log scale at shape s."""
+    logs = np.concatenate([likelihood.exact_y, likelihood.other_y, likelihood.log_timed])
+    found = scipy.optimize.minimize_scalar(
+        lambda mu: -likelihood(mu, s),
+        bounds=(logs.min() - 10 * s - 1, logs.max() + 1),
+        method="bounded",
+    )
+    return float(found.x)

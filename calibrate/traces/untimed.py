@@ -1,0 +1,83 @@
+"""Adapter calls whose rollouts nothing timed, read from a trace; and the W their spans need.
+
+A recorded adapter call whose rollouts the adapter did not time writes each
+of them spanning the call, marked untimed (trace.Rollout.timed). gepa makes
+one adapter call at a time, so a call's untimed rollouts are those of one
+(iteration, phase, start, end), and its span is the makespan of its n
+rollouts on the run's W workers (makespan.py). Set aside, with a count: a
+call that raised (its rollouts carry the error: it stopped early), and one
+some of whose rollouts were timed (a timed rollout of the same iteration and
+phase inside its span: they shared its workers, and the untimed ones' span is
+no makespan of theirs alone).
+
+W. A span says nothing of W by itself, so a run with untimed calls needs its
+W: declared by the recording (`recording(..., workers=W)`, run_start's
+workers), else given to calibration (`workers`, which stands for every run
+whose recording did not declare one), else what the run's timed rollouts
+showed in flight (run_end's workers, a lower bound). A run with none of these
+is refused in one line that asks for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass
+
+from pxn.errors import PxnError
+from pxn.trace import Rollout, Trace
+
+
+@dataclass(frozen=True)
+class UntimedCall:
+    iteration: int
+    phase: str
+    span: float  # seconds
+    size: int  # rollouts
+
+
+def untimed_calls(trace: Trace) -> tuple[list[UntimedCall], int]:
+    """The trace's untimed calls fit for a makespan, in the order they ran, and how many
+    untimed calls were set aside (raised, or shared their span with timed rollouts)."""
+    rollouts = trace.of(Rollout)
+    keys = Counter((r.iteration, r.phase, r.start, r.end) for r in rollouts if not r.timed)
+    raised = {(r.iteration, r.phase, r.start, r.end) for r in rollouts if not r.timed and r.error}
+    timed = [r for r in rollouts if r.timed]
+    calls, set_aside = [], 0
+    for (iteration, phase, start, end), size in keys.items():
+        shared = any(
+            t.iteration == iteration and t.phase == phase and start <= t.start and t.end <= end
+            for t in timed
+        )
+        if shared or (iteration, phase, start, end) in raised:
+            set_aside += 1
+            continue
+        calls.append(UntimedCall(iteration, phase, end - start, size))
+    return calls, set_aside
+
+
+def has_untimed(trace: Trace) -> bool:
+    return any(not r.timed for r in trace.of(Rollout))
+
+
+def resolve_workers(traces: list[Trace], workers: int | None) -> list[Trace]:
+    """The traces, each run_start carrying the W its spans need (module docstring): `workers`
+    for a run whose recording declared none; PxnError naming a run with untimed calls and no
+    W to read them by."""
+    if workers is not None and workers < 1:
+        raise PxnError(f"must be a whole number >= 1: got {workers}", subject="workers")
+    resolved = []
+    for trace in traces:
+        declared = trace.events[0].workers
+        if declared == 0 and workers is not None:
+            start = dataclasses.replace(trace.events[0], workers=workers)
+            trace = dataclasses.replace(trace, events=[start, *trace.events[1:]])
+        elif trace.run_start.workers == 0 and has_untimed(trace):
+            raise PxnError(
+                f"is unknown for {trace.path}: its adapter timed none of its rollouts, so each "
+                "call's span is a makespan on W workers the trace does not name; record with "
+                "recording(..., workers=W), or give W here",
+                subject="workers",
+            )
+        resolved.append(trace)
+    return resolved

@@ -1,0 +1,151 @@
+"""The rollout latency when adapter calls timed none of their rollouts: fitted to their spans.
+
+Each such call's span is the makespan of its n rollouts on its pool
+(makespan.py), read as the simulator would make it: the pool is the run's W,
+or the LM's servers when fewer (a rollout then waits for a server, so no more
+than that many run at once), and the span is divided by the task model's load
+slowdown at min(n, pool), the load every rollout of a call but the last few
+runs at (schedule.loaded_makespan). The rollouts the traces did time enter
+beside the spans, as served alone (served.py), their tries cut at a timeout
+right-censored.
+
+What this fit cannot do, and so does not: a family other than the lognormal
+(the makespan likelihood is worked out for it), an empirical latency, a cap
+(no pile of latencies shows in spans), a latency per phase (one serves them
+all). A `latency` choice it cannot follow is noted. Its intervals come from a
+bootstrap of the calls and the timed latencies, each resample refitted from
+the point estimate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from pxn.calibrate.traces.fit import BOOTSTRAP, FamilyFit, LatencyFit, interval
+from pxn.calibrate.traces.makespan import SpanFit, Spans, fit_spans, refit_spans
+from pxn.calibrate.traces.tails import no_tail
+from pxn.distribution import Distribution
+
+SEED = 20261207
+POOR_FIT = 0.01  # a KS p-value of the spans below this earns a note
+
+
+@dataclass(frozen=True)
+class UntimedFit:
+    calls: int  # untimed calls fitted
+    rollouts: int  # their rollouts
+    timed: int  # timed latencies fitted beside them (tries cut at a timeout included)
+    set_aside: int  # untimed calls that raised or shared their span with timed rollouts
+    pools: dict[int, int]  # pool size -> calls fitted on it
+    largest: int  # the most rollouts of one call
+    slowdown: float  # the task model's slowdown divided out of the spans
+    fit: SpanFit
+
+
+def as_served(spans: Spans, servers: int | None, slowdown: float) -> Spans:
+    """The spans on the pool that ran them, with the task model's slowdown divided out."""
+    pool = spans.workers if servers is None else np.minimum(spans.workers, servers)
+    factor = 1 + slowdown * (np.minimum(spans.size, pool) - 1)
+    return Spans(spans.span / factor, spans.size, pool)
+
+
+def fit_untimed_latency(
+    spans: Spans,
+    set_aside: int,
+    timed: np.ndarray,
+    censored: np.ndarray,
+    *,
+    servers: int | None,
+    slowdown: float,
+    choice: str,
+    notes: list[str],
+) -> tuple[LatencyFit, UntimedFit]:
+    """The rollout LatencyFit (its samples: the timed latencies) and what the spans told."""
+    served = as_served(spans, servers, slowdown)
+    found = fit_spans(served, timed, censored)
+    rng = np.random.default_rng(SEED)
+    refits = []
+    for _ in range(BOOTSTRAP):
+        rows = rng.integers(len(served), size=len(served))
+        resampled = rng.choice(timed, size=len(timed)) if len(timed) else timed
+        refits.append(refit_spans(served.take(rows), resampled, censored, found.params))
+    s = np.array([p["s"] for p in refits])
+    scale = np.array([p["scale"] for p in refits])
+    chosen = Distribution("lognorm", params=dict(found.params))
+    family = FamilyFit(
+        family="lognorm",
+        params=dict(found.params),
+        log_likelihood=found.log_likelihood,
+        aic=4 - 2 * found.log_likelihood,
+        ks_statistic=found.ks_statistic,
+        ks_pvalue=found.ks_pvalue,
+        mean=chosen.mean(),
+    )
+    untimed = UntimedFit(
+        calls=len(served),
+        rollouts=int(served.size.sum()),
+        timed=len(timed) + len(censored),
+        set_aside=set_aside,
+        pools=dict(sorted(Counter(served.workers.tolist()).items())),
+        largest=int(served.size.max()),
+        slowdown=slowdown,
+        fit=found,
+    )
+    _notes(untimed, choice, notes)
+    latency = LatencyFit(
+        what="rollout",
+        samples=tuple(timed.tolist()),
+        dropped=0,
+        fits=(family,),
+        chosen=chosen,
+        reason=f"maximum likelihood of {len(served)} spans"
+        + (f" and {untimed.timed} timed latencies" if untimed.timed else "")
+        + f", spans' KS p={found.ks_pvalue:.2g}",
+        mean_ci=interval(scale * np.exp(s**2 / 2)),
+        median_ci=interval(scale),
+        param_ci={"s": interval(s), "scale": interval(scale)},
+        tail=no_tail(len(timed), "not tested: spans show no pile at a cap"),
+    )
+    return latency, untimed
+
+
+def refit_untimed(
+    point: Distribution,
+    spans: Spans,
+    timed: np.ndarray,
+    censored: np.ndarray,
+    servers: int | None,
+    slowdown: float,
+) -> dict[str, float]:
+    """The lognormal's parameters refitted to a resample (the parameter draws); none when the
+    resample holds fewer than two spans and latencies."""
+    if len(spans) + len(timed) < 2:
+        return {}
+    params = refit_spans(as_served(spans, servers, slowdown), timed, censored, point.params)
+    return params if all(math.isfinite(v) and v > 0 for v in params.values()) else {}
+
+
+def _notes(fit: UntimedFit, choice: str, notes: list[str]) -> None:
+    pools = ", ".join(f"{calls} on {pool}" for pool, calls in fit.pools.items())
+    beside = f", beside {fit.timed} timed" if fit.timed else ""
+    notes.append(
+        f"{fit.calls} adapter call(s) timed none of their {fit.rollouts} rollouts: the rollout "
+        f"latency is fitted to their spans as makespans on their workers ({pools}){beside}; "
+        "a lognormal, one for every phase, no cap (docs/calibration.md)"
+    )
+    if fit.set_aside:
+        notes.append(
+            f"{fit.set_aside} untimed adapter call(s) set aside: they raised, or timed some "
+            "of their rollouts (their spans are no makespans of the rest)"
+        )
+    if choice not in ("auto", "lognorm"):
+        notes.append(f"the rollout latency is a lognormal, not {choice}: spans fit no other")
+    if fit.fit.ks_pvalue < POOR_FIT:
+        notes.append(
+            f"the spans fit the makespan model poorly (KS p={fit.fit.ks_pvalue:.2g}): check "
+            "that W is the pool the adapter ran each call's examples on"
+        )
