@@ -39,7 +39,7 @@ BUDGET = 250
 
 
 def merging_run(out: Path, max_merges: int = 5) -> tuple[object, object, Trace, GEPAState]:
-    with recording(out) as rec:
+    with recording(out, workers=1) as rec:  # a serial adapter: one rollout at a time
         result = gepa.optimize(
             **rec.wrap(
                 seed_candidate=SEED,

@@ -123,10 +123,12 @@ class InterruptedLM(CallableLM):
         return super().__call__(prompt)
 
 
-def calibrated(out: Path, tmp_path: Path) -> str:
-    """`pxn calibrate OUT`: it calibrates (exit 0, a scenario written); what it printed."""
+def calibrated(out: Path, tmp_path: Path, workers: int = 1) -> str:
+    """`pxn calibrate OUT --workers W`: it calibrates (exit 0, a scenario written); what it
+    printed. The tests' adapters time no rollout and the recordings declare no W: the user
+    gives it (a serial adapter's is 1), as the one line asking for it says."""
     scenario = tmp_path / "scenario.toml"
-    result = run_pxn("calibrate", out, "-o", scenario, "--draws", "0")
+    result = run_pxn("calibrate", out, "-o", scenario, "--draws", "0", "--workers", workers)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     assert Scenario.load(scenario).valset_size == len(VAL)
@@ -169,7 +171,8 @@ def test_an_adapter_raising_at_its_fourth_call_is_refused_saying_how_the_run_end
 
 
 def test_a_resumed_trace_cut_short_calibrates_from_what_it_holds(tmp_path):
-    """Undeclared W and no run_end: W is the most rollouts the trace holds in flight."""
+    """Undeclared W, no run_end and an adapter that timed nothing: the trace cannot show W,
+    so calibrate asks for it in one line, then calibrates from what the trace holds."""
     out = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
         record(out, callbacks=[InterruptAt("iteration_end", 2)])
@@ -179,7 +182,8 @@ def test_a_resumed_trace_cut_short_calibrates_from_what_it_holds(tmp_path):
     path.write_text("\n".join(lines[: len(lines) // 2]) + "\n", encoding="utf-8")
     trace = read_trace(path)
     assert trace.run_end is None and trace.events[0].workers == 0
-    assert trace.run_start.workers >= 1
+    assert trace.run_start.workers == 0  # no rollout was timed: none shows W
+    refused(out, tmp_path, "--workers is unknown", "record with recording(..., workers=W)")
     printed = calibrated(out, tmp_path)
     assert "run did not complete (cut short before its run_end, in iteration" in printed
 
