@@ -32,6 +32,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import numpy as np
 
@@ -50,6 +51,10 @@ OBJECTIVES = ("time", "cost", "score")
 FULL_GRID_MAX = 64  # allocations simulated in full without racing
 MAX_GRID = 10_000  # allocations an ask may hold: beyond, even listing them is slow
 RACE_REPLICATES = 20  # replicates every allocation gets in the first round of a race
+# A score race's rounds before the full count: scores are noisier than times, so the race
+# keeps many to the end; the allocations far slower than one scoring as well are plain
+# after a few replicates.
+SCORE_RACE_ROUNDS = (10, 20)
 RACE_MARGIN = 3.0  # standard errors an allocation may trail the leader by and stay in
 NOISE = 2.0  # standard errors of a difference within which two allocations tie
 NEAR = 0.9  # a constraint binds when the 95th percentile is past this share of it
@@ -94,10 +99,18 @@ class Ask:
         return len(self.p) * len(self.n) * len(self.b) * len(self.workers)
 
     @property
+    def rounds(self) -> tuple[int, ...]:
+        """The replicates an allocation has after each round: all of them at once, or a
+        race's rounds, the last to the full count."""
+        if not (self.race and self.grid_size > FULL_GRID_MAX):
+            return (self.replicates,)
+        early = SCORE_RACE_ROUNDS if self.objective == "score" else (RACE_REPLICATES,)
+        return (*(r for r in early if r < self.replicates), self.replicates)
+
+    @property
     def first_round(self) -> int:
         """Replicates every allocation gets: all of them, or a race's first round."""
-        raced = self.race and self.grid_size > FULL_GRID_MAX
-        return min(RACE_REPLICATES, self.replicates) if raced else self.replicates
+        return self.rounds[0]
 
     def allocations(self) -> list[Allocation]:
         return [
@@ -282,9 +295,8 @@ def advise(
         )
     variant = variants(scenario, ask)
     runs: dict[Allocation, list[RunSummary]] = {a: [] for a in allocations}
-    first = ask.first_round
-    raced = first < ask.replicates
-    done, total = 0, len(allocations) * first
+    rounds = ask.rounds
+    done, total = 0, len(allocations) * rounds[0]
 
     def simulate(todo: Sequence[Allocation], replicates: range) -> None:
         owners, units = work_units(variant, todo, replicates)
@@ -299,17 +311,20 @@ def advise(
         for a, batch in zip(owners, results, strict=True):
             runs[a].extend(batch)  # an allocation's chunks come in replicate order
 
-    simulate(allocations, range(first))
+    simulate(allocations, range(rounds[0]))
     search = f"all {len(allocations)} allocations with {ask.replicates} replicates each"
-    if raced:
-        contenders = race(assess_all(runs, variant, ask), ask)
-        total += len(contenders) * (ask.replicates - first)
-        simulate(contenders, range(first, ask.replicates))
-        search = f"raced {len(allocations)} allocations: {first} replicates each, then " + (
-            f"the {len(contenders)} that could still win to {ask.replicates}"
-            if contenders
-            else "none could still meet the ask"
-        )
+    if len(rounds) > 1:
+        search = f"raced {len(allocations)} allocations: {rounds[0]} replicates each"
+        contenders = allocations
+        for start, stop in pairwise(rounds):
+            racing = {a: runs[a] for a in contenders}
+            contenders = race(assess_all(racing, variant, ask), ask)
+            if not contenders:
+                search += ", then none could still meet the ask"
+                break
+            total += len(contenders) * (stop - start)
+            simulate(contenders, range(start, stop))
+            search += f", then the {len(contenders)} that could still win to {stop}"
     return decide(ask, scenario, search, assess_all(runs, variant, ask))
 
 
