@@ -207,11 +207,12 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid
         Column("shape", left=True),
         Column("wall-clock"),
         Column("5-95%"),
-        *([Column("params", rank=1, words="parameters' share")] if draws else []),
+        # Under the quality model the test score takes the parameters' share's place.
+        *([Column("params", rank=2 if scored else 1, words="parameters' share")] if draws else []),
         *([Column("noise\n5-95%", rank=3, words="noise 5-95%")] if draws else []),
         Column("speedup"),
         *(
-            [Column("best val", rank=1), Column("test", rank=2, words="test score")]
+            [Column("test", rank=1, words="test score"), Column("best val", rank=2)]
             if scored
             else []
         ),
@@ -243,7 +244,7 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid
             *([parameter_share_text(p.wall_clock_split)] if draws else []),
             *([noise_text(p.wall_clock_split)] if draws else []),
             times_text(None if p.speedup is None else p.speedup.mean),
-            *([score_text(p.best_score), score_text(p.test_score)] if scored else []),
+            *([score_text(p.test_score), score_text(p.best_score)] if scored else []),
             *([dollars_text(p)] if priced else []),
             *([percent(p.throttled_share.mean)] if limited else []),
             f"{p.iterations.mean:.1f}",

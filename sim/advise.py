@@ -477,6 +477,9 @@ def decide(ask: Ask, scenario: Scenario, search: str, assessments: list[Assessme
             f"{len(ties) + 1} allocations reach an expected test score within noise of the "
             "best; the fastest of them is recommended"
         )
+        # Listed as decided: the recommendation, its ties by time, then the rest as ranked.
+        first = [best, *ties]
+        advice.assessments = first + [x for x in ranked if all(x is not y for y in first)]
     advice.recommended, advice.runners_up = best, ties
     return advice
 
