@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import assert_user_error, run_pxn_script
 from ray_heads import free_port, started_head, token_auth
@@ -170,3 +171,34 @@ def test_missing_ray_names_the_extra() -> None:
 def test_make_backend_refuses_zero_jobs() -> None:
     with pytest.raises(PxnError, match=r"^jobs must be >= 1"):
         make_backend("ray", None, 0)
+
+
+def test_an_inference_on_the_head_equals_local(tmp_path: Path, ray_head: Head) -> None:
+    """calibrate --summaries spread over Ray: the same ABC-SMC population, to the bit, as on
+    local processes (its simulations come back in order and draw from their own seeds)."""
+    from pxn.calibrate.summaries.abc_smc import Settings, abc_smc
+    from pxn.calibrate.summaries.facts import read_summaries
+    from pxn.calibrate.summaries.infer import on_scale, run_model, spread_over
+
+    path = tmp_path / "s.toml"
+    path.write_text(
+        "[setup]\nbudget = 400\nvalset_size = 20\ntrainset_size = 60\nworkers = 64\n"
+        '[[runs]]\nshape = "single"\nwall_clock_minutes = 30\niterations = 40\n'
+        '[[runs]]\nshape = "2x2"\nfull_val_share = 0.5\n',
+        encoding="utf-8",
+    )
+    model = run_model(read_summaries(path), "x")
+    facts = model.facts
+    low = np.array([on_scale(f, f.low) for f in facts])
+    high = np.array([on_scale(f, f.high) for f in facts])
+    precision = np.zeros(len(facts))
+    settings = Settings(particles=24, max_generations=2, pilot_settings=4, pilot_replicates=3)
+
+    def population(backend) -> tuple:
+        result = abc_smc(model.priors, model, spread_over(backend), low, high, precision,
+                         settings, seed=5)  # fmt: skip
+        return result.population.points.tolist(), result.population.figures.tolist()
+
+    local = population(LocalBackend(1))
+    with RayBackend(ray_head.address) as backend:
+        assert population(backend) == local
