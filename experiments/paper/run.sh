@@ -5,7 +5,7 @@
 # `make setup`.
 #
 #   experiments/paper/run.sh           # infer, then predict
-#   experiments/paper/run.sh predict   # only the sweeps and the advice, from the committed presets
+#   experiments/paper/run.sh predict   # only the sweeps, the advice and the coverage, from the committed presets
 set -euo pipefail
 PXN=.venv/bin/pxn
 
@@ -24,6 +24,10 @@ predict() {
   "$PXN" advise livebench-math --budget 5000 --workers 128,512 --deadline 6h --max-dollars 16 \
     --reps 200 --seed 0 --jobs 2 --out experiments/paper/livebench-math/advice \
     | tee experiments/paper/livebench-math/advise.txt
+  # The README's coverage figures (the paper's figures against the predicted intervals),
+  # and the search's gain over its seed in the same replicates as the sweeps.
+  .venv/bin/python experiments/paper/coverage.py | tee experiments/paper/coverage.md
+  .venv/bin/python experiments/paper/search_gain.py | tee experiments/paper/search-gain.md
 }
 
 case "${1:-all}" in
