@@ -82,6 +82,8 @@ quality() {
     --out "$HERE/validation-quality" | tee "$HERE/validation-quality.txt"
   "$PXN" plot progress "$HERE/calibrated-quality.toml" -o "$HERE/progress.png" --workers 2 \
     --shapes single,2x2,4x4 --reps 400 "$HERE"/runs/{1x1,2x2,4x4}-w2-s[0-4]
+  # Beside analyse()'s acceptance rates, by summary.md's groups.
+  .venv/bin/python "$HERE/summarise.py" "$HERE" quality | tee "$HERE/summary-quality.md"
 }
 
 analyse() {
