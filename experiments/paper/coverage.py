@@ -166,8 +166,10 @@ def advice() -> None:
 
 
 def main() -> None:
-    print("# The paper study's figures against their predicted intervals\n")
-    print("Written by experiments/paper/coverage.py from the committed outputs.\n")
+    print(
+        "# The paper study's figures against their predicted intervals\n\n"
+        "Written by experiments/paper/coverage.py from the committed outputs.\n"
+    )
     for preset in PRESETS:
         report(preset)
     advice()
