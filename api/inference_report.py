@@ -117,11 +117,19 @@ def reported(fact: Fact) -> str:
 
 
 def assumptions(inference: Inference) -> list[str]:
-    lines = [
-        "Latencies lognormal and independent call to call; constant acceptance a0 with",
-        "correlation between siblings of a step; no engine overhead, no skipped perfect",
-        "parents, gepa's default selection (every improving child).",
-    ]
+    if inference.scenario.quality is None:
+        lines = [
+            "Latencies lognormal and independent call to call; constant acceptance a0 with",
+            "correlation between siblings of an iteration; no engine overhead, no skipped",
+            "perfect parents, gepa's default selection (every improving child).",
+        ]
+    else:
+        lines = [
+            "Latencies lognormal and independent call to call; the search as the quality",
+            "model runs it (examples of spread difficulty, a child's change drawn around its",
+            "parent's, a finite ceiling, perfect minibatches skipped); no engine overhead,",
+            "gepa's default selection (every improving child).",
+        ]
     if inference.scenario.tokens is not None:
         lines += [
             f"Tokens per call lognormal with log-sd {TOKEN_LOG_SD}; a reflection reads "
