@@ -2,8 +2,8 @@
 
 Many users have no traces, only what gepa or their logs report per run:
 wall-clock, iterations, metric calls, how many iterations ran full
-validation, accepted proposals, dollars, with the run's shape and setup (W,
-B, V, b). facts.py reads them, priors.py says what is believed before,
+validation, accepted proposals, dollars, scores, with the run's shape and
+setup (W, B, V, b). facts.py reads them, priors.py says what is believed before,
 abc_smc.py is the sampler and infer.py runs the simulator as its likelihood.
 This docstring is the summaries file's reference (`pydoc
 pxn.calibrate.summaries`); experiments/paper/*.summaries.toml are worked
@@ -11,9 +11,11 @@ examples.
 
 TOML: a [setup] table (budget, valset_size, workers; optionally
 trainset_size, minibatch, reflection_concurrency, task_model,
-reflection_model), one [[runs]] table per run (its shape and facts; any setup
-key overrides [setup]), an optional [sweep] table of statements about a sweep
-of shapes each run once, optional [priors] and [inference]:
+reflection_model, and what a score is: metric = binary, graded or
+continuous, levels = L for a graded one), one [[runs]] table per run (its
+shape and facts; any setup key overrides [setup]), an optional [sweep] table
+of statements about a sweep of shapes each run once, optional [priors] and
+[inference]:
 
     [sweep]
     shapes = ["single", "2x2", "4x4"]   # single is needed for speedups
@@ -37,12 +39,19 @@ A sweep's single (or batched) run is the [[runs]] entry of that shape on the
 
 CSV: one row per run with the columns shape, budget, valset_size, workers
 (trainset_size, minibatch, reflection_concurrency, task_model,
-reflection_model optional) and any fact columns; a range is written
-"low..high".
+reflection_model, metric, levels optional) and any fact columns; a range is
+written "low..high".
 
 Fact columns: wall_clock (seconds; or wall_clock_minutes, wall_clock_hours),
 iterations, metric_calls, full_val_iterations, full_val_share, accepted,
-dollars. Values no run of gepa can have (iterations above metric calls, a
-share above 1, fewer metric calls than the budget gepa stops at) are refused
-before any simulation.
+dollars; and the search's scores: seed_score (the seed's mean validation
+score), best_score (the best mean validation score, optimistic: chosen on
+those examples), test_score (the returned candidate's score on a held-out
+test set, with test_examples its size), acceptance, skip_share, val_gain,
+example_spread, repeat_agreement (as pxn.trace.RunSummary reads them off a
+trace). Any score fact has the search inferred as the quality model
+(pxn.quality), else as acceptance rates. Every fact is at least 0. Values no
+run of gepa can have (iterations above metric calls, a score or share above
+1, fewer metric calls than the budget gepa stops at) are refused before any
+simulation.
 """
