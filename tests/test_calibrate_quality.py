@@ -19,7 +19,7 @@ from pxn.calibrate.traces.quality import metric_of, scored, trace_summaries
 from pxn.errors import PxnError
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once
-from pxn.trace import TraceWriter, Validation, load_traces, read_trace
+from pxn.trace import TraceWriter, Validation, load_traces, read_trace, summarize
 
 TRUE = {"seed_score": 0.4, "change_mean": 0.2, "ceiling": 0.8, "eval_noise": 0.3}
 
@@ -47,6 +47,10 @@ def test_a_scored_trace_gives_one_fact_per_search_figure(tmp_path: Path) -> None
     seed = next(f for f in summaries.facts if f.quantity == "seed_score" and f.runs == (0,))
     validations = read_trace(paths[0] / "trace.jsonl").of(Validation)
     assert seed.low == next(v.score for v in validations if v.iteration == 0)
+    # A share of counted events is known to half an event: its reach, not a point.
+    summary = summarize(traces[0])
+    acceptance = next(f for f in summaries.facts if f.quantity == "acceptance" and f.runs == (0,))
+    assert acceptance.precision == pytest.approx(0.5 / summary.proposals)
 
 
 @pytest.mark.parametrize(("metric", "levels"), [("graded", 4), ("continuous", 1)])

@@ -119,6 +119,13 @@ def test_csv_with_a_range_cell(tmp_path: Path) -> None:
     assert summaries.has_dollars and summaries.setup.trainset_size == 20  # defaults to V
 
 
+def test_a_gain_may_be_negative_where_a_score_may_not(tmp_path: Path) -> None:
+    """A new candidate can score below its parent on validation: traces give such gains."""
+    path = write(tmp_path, "s.toml", SETUP + '[[runs]]\nshape = "single"\nval_gain = -0.05\n')
+    (fact,) = read_summaries(path).facts
+    assert (fact.quantity, fact.low, fact.high) == ("val_gain", -0.05, -0.05)
+
+
 def test_sweep_speedups_read_the_right_runs() -> None:
     """most_speedup: the value more than half the batched runs reach; fastest: the top."""
     from pxn.calibrate.summaries.facts import Fact
@@ -160,6 +167,8 @@ def test_sweep_speedups_read_the_right_runs() -> None:
          ["prior of 'rollout.shape'"]),
         ("speedup.toml", SETUP + '[sweep]\nshapes = ["2x2", "4x4"]\nfastest_speedup = 3\n',
          ["needs single and at least two batched shapes"]),
+        ("negative.toml", SETUP + '[[runs]]\nshape = "single"\nseed_score = -0.1\n',
+         ["seed_score must be >= 0: got -0.1"]),
     ],
 )  # fmt: skip
 def test_impossible_or_malformed_summaries_are_one_line(
@@ -219,7 +228,7 @@ min_acceptance = 0.01
 """)  # fmt: skip
     out = tmp_path / "out.toml"
     ran = run_pxn("calibrate", "--summaries", path, "-o", out, "--jobs", "1")
-    assert_user_error(ran, "did not converge", "nothing was written")
+    assert_user_error(ran, "did not converge", "more [inference] particles")
     assert not out.exists()
 
 

@@ -83,6 +83,7 @@ SCALES = {
     "val_gain": "linear",
     "example_spread": "linear",
 }
+SIGNED_QUANTITIES = ("val_gain",)  # a new candidate may score below its parent
 TEST_SET = "test_examples"  # a run's test set size, beside its test_score
 SWEEP_KEYS = ("shapes", "most_speedup_at_least", "fastest_speedup", "dollars")
 INFERENCE_KEYS = ("seed", "particles", "draws", "min_acceptance", "max_generations")
@@ -423,7 +424,7 @@ def _whole_cell(cell: str, what: str) -> int:
         raise PxnError(f"must be a whole number: got {cell!r}", subject=what) from None
 
 
-def _cell(cell: Any, what: str) -> tuple[float, float]:
+def _cell(cell: Any, what: str, signed: bool = False) -> tuple[float, float]:
     """A CSV cell: a number, or a range "low..high"."""
     parts = str(cell).split("..")
     try:
@@ -432,7 +433,7 @@ def _cell(cell: Any, what: str) -> tuple[float, float]:
         raise PxnError(f"is a number or a range low..high: got {cell!r}", subject=what) from None
     if len(numbers) > 2:
         raise PxnError(f"is a number or a range low..high: got {cell!r}", subject=what)
-    return _checked(numbers[0], numbers[-1], what)
+    return _checked(numbers[0], numbers[-1], what, signed)
 
 
 # -- shared by both formats ----------------------------------------------------
@@ -442,18 +443,23 @@ def _fact_columns() -> tuple[str, ...]:
     return (*WALL_CLOCK_UNITS, *RUN_QUANTITIES)
 
 
-def _number(value: Any, what: str) -> tuple[float, float]:
+def _number(value: Any, what: str, signed: bool = False) -> tuple[float, float]:
     """A TOML fact: a number, or [low, high]."""
     if is_number(value):
-        return _checked(float(value), float(value), what)
+        return _checked(float(value), float(value), what, signed)
     if isinstance(value, list) and len(value) == 2 and all(map(is_number, value)):
-        return _checked(float(value[0]), float(value[1]), what)
+        return _checked(float(value[0]), float(value[1]), what, signed)
     raise PxnError(f"is a number or a range [low, high]: got {value!r}", subject=what)
 
 
-def _checked(low: float, high: float, what: str) -> tuple[float, float]:
-    if not (math.isfinite(low) and math.isfinite(high)) or low < 0:
-        raise PxnError(f"must be finite and >= 0: got {low:g}..{high:g}", subject=what)
+def _checked(low: float, high: float, what: str, signed: bool = False) -> tuple[float, float]:
+    """[low, high] as given, refused unless finite and (unless `signed`: a gain may fall)
+    at least 0."""
+    given = f"{low:g}" if low == high else f"{low:g}..{high:g}"
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise PxnError(f"must be finite: got {given}", subject=what)
+    if low < 0 and not signed:
+        raise PxnError(f"must be >= 0: got {given}", subject=what)
     if low > high:
         raise PxnError(
             f"is a range low..high with low <= high: got {low:g}..{high:g}", subject=what
@@ -514,7 +520,11 @@ def _metric(entry: dict[str, Any], where: str) -> dict[str, Any]:
 
 def _run_facts(entry: dict[str, Any], runs: list[Run], run: Run, where: str, parse) -> list[Fact]:
     """One run's facts, refused when no gepa run could have reported them."""
-    given = {k: parse(entry[k], f"{where} {k}") for k in _fact_columns() if k in entry}
+    given = {
+        k: parse(entry[k], f"{where} {k}", signed=k in SIGNED_QUANTITIES)
+        for k in _fact_columns()
+        if k in entry
+    }
     clocks = [k for k in WALL_CLOCK_UNITS if k in given]
     if len(clocks) > 1:
         raise PxnError(f"gives the wall-clock twice ({' and '.join(clocks)})", subject=where)

@@ -302,10 +302,10 @@ def infer_from_summaries(
         priors, model, spread_over(backend), low, high, precision, settings, options.seed,
         on_generation,
     )  # fmt: skip
-    _refuse_unreproduced(outcome, facts, low, high)
+    _refuse_unreproduced(outcome, facts, low, high, precision)
     if not outcome.converged:
         raise PxnError(
-            f"the inference did not converge: {outcome.verdict}; nothing was written "
+            f"the inference did not converge: {outcome.verdict} "
             "(more [inference] particles, a lower min_acceptance or narrower priors may help)"
         )
     draws = _resample(outcome, options.draws, options.seed)
@@ -342,14 +342,20 @@ def infer_from_summaries(
 
 
 def _refuse_unreproduced(
-    outcome: AbcSmcResult, facts: tuple[Fact, ...], low: np.ndarray, high: np.ndarray
+    outcome: AbcSmcResult,
+    facts: tuple[Fact, ...],
+    low: np.ndarray,
+    high: np.ndarray,
+    precision: np.ndarray,
 ) -> None:
-    """Refuse facts that no kept run reached or straddled: the priors hold no setting for them."""
+    """Refuse facts that no kept run reached or straddled, to the fact's precision: the
+    priors hold no setting for them."""
     figures = outcome.population.figures
     missed = []
     for j, fact in enumerate(facts):
         column = figures[:, j][np.isfinite(figures[:, j])]
-        if column.size and column.min() <= high[j] and column.max() >= low[j]:
+        reach_low, reach_high = low[j] - precision[j], high[j] + precision[j]
+        if column.size and column.min() <= reach_high and column.max() >= reach_low:
             continue
         if column.size:
             nearest = column[np.argmin(np.abs(np.clip(column, low[j], high[j]) - column))]
@@ -362,7 +368,7 @@ def _refuse_unreproduced(
         raise PxnError(
             "no parameter setting within the priors reproduces these facts together: "
             + "; ".join(missed)
-            + f" (of {len(figures)} best-fitting simulated runs); nothing was written"
+            + f" (of {len(figures)} best-fitting simulated runs)"
         )
 
 
