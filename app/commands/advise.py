@@ -47,7 +47,7 @@ def advise_command(
         typer.Option("--minibatch", help="Reflection minibatch sizes b (default: the scenario's)."),
     ] = None,
     objective: Annotated[
-        str, typer.Option("--objective", help="time, cost or score (needs [quality]).")
+        str, typer.Option("--objective", help=r"time, cost or score (needs \[quality]).")
     ] = "time",
     reps: Annotated[
         int, typer.Option("--reps", help="Replicates per allocation (a race gives 20 first).")
