@@ -63,7 +63,7 @@ COVERAGE = 0.9  # the share of runs a right 5-95% interval holds
 
 # A workload of the size gepa runs take in practice, in real seconds: rollouts
 # of about 2 s, reflections of about 9 s, 30% of proposals accepted; the
-# trainset holds the widest default step's minibatches (8x2 at b = 3) without
+# trainset holds the widest default iteration's minibatches (8x2 at b = 3) without
 # wrapping, and the budget gives the widest shape a few iterations.
 DEFAULT_SCENARIO = Scenario(
     name="conformance",
@@ -81,7 +81,7 @@ DEFAULT_SCENARIO = Scenario(
 
 # The quality task's workload (`--task quality`): the same latencies and data, the
 # search's quality model instead of rates. A binary metric, as most gepa tasks have
-# (so perfect parents are skipped); a seed scoring 0.3, mutations helping a little on
+# (so perfect parents are skipped); a seed scoring 0.3, proposals helping a little on
 # average and stopping at 0.8, evaluations with noise of their own; a validation set
 # of 20 (scores step by 0.05) and a budget giving single about 50 iterations.
 DEFAULT_QUALITY_SCENARIO = DEFAULT_SCENARIO.replace(

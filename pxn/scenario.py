@@ -47,7 +47,7 @@ REQUIRED = {
 # How proposals fare: one of these (Scenario._search_model).
 SEARCH_MODELS = (
     "[acceptance] a0 = 0.25 (the chance a child beats its parent), or a [quality] table "
-    "(the search model: the seed's score and what a mutation does to it; docs/scenario.md)"
+    "(the search model: the seed's score and what a proposal does to it; docs/scenario.md)"
 )
 
 # The older spelling of a local LM pool shared by both models: [load] replaces it.

@@ -2,14 +2,14 @@
 
 gepa's reflection prompt is its template's head, the parent's text, the
 template's middle, then the minibatch's examples and the template's tail. So
-two reflections of one parent (siblings in a step, or the parent's
-reflections in different steps) share the head, the parent's text and the
+two reflections of one parent (siblings in an iteration, or the parent's
+reflections in different iterations) share the head, the parent's text and the
 middle, and part at the first example that differs. A server that keeps the
 prompt it served last and reuses the prefix a new prompt shares with it
 (llama-cpp-python's cache) then skips that prefix when it serves siblings
 back to back; this counts the prefix for every reflection, whichever server
 served the one before, so calibration can price what a shared server saves.
-A job gepa asks again (its step's first pass failed) sends the same prompt:
+A job gepa asks again (its iteration's first pass failed) sends the same prompt:
 it is compared with the parent's job before it, as a sibling, not with itself.
 
 Assumptions: the prompt is the messages' contents joined by newlines (what

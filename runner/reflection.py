@@ -1,4 +1,4 @@
-"""pxn's own reflection LM: the P*N reflections of a step run at once, cap C, each retried.
+"""pxn's own reflection LM: the P*N reflections of an iteration run at once, cap C, each retried.
 
 gepa 0.1.4 runs reflections concurrently only when the reflection LM object
 has `batch_complete(messages_list)`; a plain callable is called one prompt at

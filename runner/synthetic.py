@@ -30,12 +30,12 @@ What the synthetic work realises of a scenario, in the scenario's seconds:
 - acceptance: a candidate's text carries a level L, and the metric scores
   every example of a level-L candidate L / (L + 1): strictly increasing in L
   and below 1, so gepa never skips a parent as perfect. A reflection on a
-  level-L parent writes its child at L + 1 with the step's acceptance rate,
+  level-L parent writes its child at L + 1 with the iteration's acceptance rate,
   else at L. gepa accepts a child when its minibatch sum strictly beats its
-  parent's, which is exactly when the child is a level up. The step's rate
+  parent's, which is exactly when the child is a level up. The iteration's rate
   is `acceptance.step_rate(rng, made)` with `made` the proposals of earlier
   iterations, drawn once per iteration: siblings share it (the correlation
-  within a step) and it decays with the proposals made before the step;
+  within an iteration) and it decays with the proposals made before the iteration;
 - every child's text carries its own tag, so siblings are never one text
   (gepa would keep only one of identical children).
 Refused, as not realised: provider rate limits, skip_perfect, duplicate_children,
@@ -259,7 +259,7 @@ class SleepingReflectionModel(SleepingModel):
 
 class SyntheticReflectionModel(SleepingReflectionModel):
     """The reflection LM: sleeps a reflection's latency and writes the child a level up
-    with the step's acceptance rate, else at its parent's level."""
+    with the iteration's acceptance rate, else at its parent's level."""
 
     def __init__(self, scenario: Scenario, rng: np.random.Generator, conditions: float = 0.0):
         super().__init__(scenario, rng, conditions)
@@ -270,14 +270,14 @@ class SyntheticReflectionModel(SleepingReflectionModel):
         self._rate = 0.0
         self._proposals = 0  # reflections asked for so far
         self.levels_up = 0  # children written a level up: the ones gepa must accept
-        self.step_rates: list[float] = []  # each step's acceptance rate, in order
+        self.step_rates: list[float] = []  # each iteration's acceptance rate, in order
 
     def reply(self, messages: list[dict[str, Any]], site: CallSite) -> str:
         parent = level_of(prompt_text(messages))
         with self._lock:
             if site.iteration != self._step:
-                # The step's first reflection: the ones asked for so far are the
-                # proposals made before the step (gepa's barrier ended them all).
+                # The iteration's first reflection: the ones asked for so far are the
+                # proposals made before the iteration (gepa's barrier ended them all).
                 self._step = site.iteration
                 made = self._proposals
                 self._rate = float(self.scenario.acceptance.step_rate(self.verdicts, made))
@@ -339,7 +339,7 @@ class SyntheticWork:
 
 @dataclass
 class LevelsWork(SyntheticWork):
-    """The levels task: candidates are levels, a child a level up at the step's rate."""
+    """The levels task: candidates are levels, a child a level up at the iteration's rate."""
 
     reflection: SyntheticReflectionModel
 

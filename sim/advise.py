@@ -1,4 +1,4 @@
-"""Which allocation to run: P parents, N mutations, minibatch b, W workers.
+"""Which allocation to run: P parents, N proposals each, minibatch b, W workers.
 
 `advise` simulates every allocation of a grid at a fixed metric-call budget
 and ranks those that meet the deadline and the dollar cap by the objective:
@@ -390,7 +390,7 @@ def assess(
 
 
 def limited_by(prediction: Prediction, ask: Ask) -> str:
-    """What sets the pace (rate limit, worker pool, reflections or the chain of steps),
+    """What sets the pace (rate limit, worker pool, reflections or the chain of iterations),
     and near constraints."""
     wall_clock = prediction.wall_clock.mean
     reflecting = prediction.stage_time["reflection"] / wall_clock if wall_clock > 0 else 0.0

@@ -1,6 +1,6 @@
 """The paper's closed-form runtime model, computed from the same Scenario.
 
-With k = P*N proposals per step, per-proposal acceptance a, mean rollout
+With k = P*N proposals per iteration, per-proposal acceptance a, mean rollout
 latency T_e (per phase: T_seed, T_parent, T_child, T_val) and mean reflection
 latency T_r:
 
@@ -17,10 +17,10 @@ the cap and its retries included); T_e in the bound is the phases' means
 weighted by the metric calls each phase is expected to make. Each stage also
 pays the scenario's fixed engine overhead.
 
-Acceptance. A step's proposals share the acceptance a(i) of the i = n k
-proposals made before step n (decaying, held from `decay_until` on; a
+Acceptance. An iteration's proposals share the acceptance a(i) of the i = n k
+proposals made before iteration n (decaying, held from `decay_until` on; a
 batched shape's scaled by the scenario's `batched` ratio). With a
-correlation rho the step's rate p is Beta(a (1/rho - 1), (1 - a)(1/rho - 1))
+correlation rho the iteration's rate p is Beta(a (1/rho - 1), (1 - a)(1/rho - 1))
 and its accepted count beta-binomial, so q_k = 1 - E[(1 - p)^k]
 = 1 - B(alpha, beta + k) / B(alpha, beta), and the children sent to full
 validation are min(accepted, limit) (best: 1, topk:K: K), less the repeats
@@ -35,7 +35,7 @@ P(X_1 + ... + X_n < B - V), computed by convolving the distribution of the
 calls spent (on the lattice of gcd(2 k b, V)) one iteration at a time until
 no probability is left below the budget; and since iteration n + 1 runs
 exactly when the first n left budget, E[full-validation iterations] is the
-same sum weighted by each step's q_k. This is exact for the model's X_n, the
+same sum weighted by each iteration's q_k. This is exact for the model's X_n, the
 overshoot of the last iteration included, where B/E[X] alone would leave it
 out. What the closed form leaves out, the simulator models: a stage lasts
 as long as its slowest call (not its mean), gepa skips parents perfect on
@@ -81,8 +81,8 @@ NEGLIGIBLE = 1e-13
 @dataclass(frozen=True)
 class AnalyticPrediction:
     k: int
-    acceptance: float  # a, averaged over the run's steps when it decays
-    q_k: float  # averaged over the run's steps when the acceptance decays
+    acceptance: float  # a, averaged over the run's iterations when it decays
+    q_k: float  # averaged over the run's iterations when the acceptance decays
     iterations: float  # expected, the last one's overshoot included
     l_step: float  # seconds
     l_val: float  # seconds
@@ -93,10 +93,10 @@ class AnalyticPrediction:
 
 
 def accepted_pmf(k: int, a: float | np.ndarray, correlation: float = 0.0) -> np.ndarray:
-    """P(j of a step's k proposals are accepted), j = 0..k along the last axis.
+    """P(j of an iteration's k proposals are accepted), j = 0..k along the last axis.
 
     Binomial, or beta-binomial with a correlation; `a` may be an array of rates,
-    one a step (then one row a step).
+    one per iteration (then one row per iteration).
     """
     a = np.asarray(a, dtype=float)[..., None]
     j = np.arange(k + 1)
@@ -131,18 +131,18 @@ def validated_pmf(selected: np.ndarray, duplicates: float) -> np.ndarray:
 
 
 def expected_selected(k: int, a: float, limit: int | None, correlation: float = 0.0) -> float:
-    """Expected children of a step sent to full validation: E[min(accepted, limit)]."""
+    """Expected children of an iteration sent to full validation: E[min(accepted, limit)]."""
     selected = selected_pmf(accepted_pmf(k, a, correlation), limit)
     return float(np.arange(k + 1)[: len(selected)] @ selected)
 
 
 @dataclass(frozen=True)
 class RunCounts:
-    """Expectations over a run's iterations (sums over steps of P(the step runs) x ...)."""
+    """Expectations over a run's iterations (sums over them of P(the iteration runs) x ...)."""
 
     iterations: float
     full_val_iterations: float
-    acceptance: float  # sum of each step's a
+    acceptance: float  # sum of each iteration's a
     validated: float  # children validated
 
 
@@ -159,13 +159,13 @@ def run_counts(
     """E[N] and company for N = min{n : X_1 + ... + X_n >= afforded}, X = minibatch_calls + V Z.
 
     `alive` holds P(the first n iterations spent s calls and left budget), s
-    on the lattice of the calls' gcd; each step moves it by one iteration's
+    on the lattice of the calls' gcd; each iteration moves it by its
     calls, and what crosses the budget is done.
     """
     unit = math.gcd(minibatch_calls, valset)
     cells = -(-afforded // unit)  # s units spent leave budget iff s < afforded / unit
     step = minibatch_calls // unit  # every iteration moves at least this far
-    # Step n's rate and distribution of validated children (one row when constant).
+    # Iteration n's rate and distribution of validated children (one row when constant).
     rates = np.atleast_1d(acceptance.probability(np.arange(max(cells, 0) // step + 1) * k))
     pmfs = validated_pmf(selected_pmf(accepted_pmf(k, rates, acceptance.correlation), limit),
                          duplicates)  # fmt: skip
@@ -235,7 +235,7 @@ def analytic(
         scenario.duplicate_children,
     )
     iterations = counts.iterations
-    if acceptance.tau is None:  # the same every step
+    if acceptance.tau is None:  # the same every iteration
         a = acceptance.a0
         q_k = 1 - float(accepted_pmf(k, a, acceptance.correlation)[0])
     else:

@@ -20,7 +20,7 @@ Read from gepa's source; what each stands for:
   parent is perfect on that minibatch.
 - Judging (StrictImprovementAcceptance): a child passes when its minibatch
   sum beats its parent's on the same examples (under acceptance rates: at
-  the step's rate).
+  the iteration's rate).
 - Selecting (the selection strategy, then GEPAEngine._run_reflective_batch):
   `all` keeps every passing child, `best` the one that improved most, `topk:K`
   the K that improved most (ties in order); then identical children are

@@ -430,7 +430,7 @@ class RateSearch:
     merge_scores = None  # no candidate has a score
 
     def passing(self, proposals: int) -> list[bool]:
-        """Whether each of a step's proposals passes: at the step's (perhaps drawn) rate."""
+        """Whether each proposal of an iteration passes, at the iteration's (perhaps drawn) rate."""
         rate = self.acceptance.step_rate(self.rng, self.proposals)
         self.proposals += proposals
         return [u < rate for u in uniforms(self.rng, proposals)]

@@ -27,7 +27,7 @@ from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once
 
-BYTES_PER_CALL = 400  # a call of a stage in flight, measured at 4k-16k proposals a step
+BYTES_PER_CALL = 400  # a call of a stage in flight, measured at 4k-16k proposals an iteration
 BYTES_PER_SUMMARY = 1000  # a replicate's RunSummary, held by the parent process
 MAX_SECONDS = 24 * 3600  # wall-clock above which work is refused rather than started
 MEMORY_SHARE = 0.8  # of the memory available now that the work may plan to take

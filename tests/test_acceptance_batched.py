@@ -124,10 +124,10 @@ def test_the_ratio_is_the_two_shares_and_is_tested() -> None:
 @pytest.mark.parametrize(
     ("single", "batched", "why"),
     [
-        ((80, 200), (0, 0), "only single steps"),
-        ((0, 0), (30, 120), "only batched steps"),
+        ((80, 200), (0, 0), "only single iterations"),
+        ((0, 0), (30, 120), "only batched iterations"),
         ((5, RATIO_MIN_PROPOSALS - 1), (30, 120), "9 single and 120 batched proposals"),
-        ((0, 40), (30, 120), "no single step's proposal passed"),
+        ((0, 40), (30, 120), "no single iteration's proposal passed"),
     ],
 )
 def test_without_both_kinds_the_ratio_stays_one(single, batched, why) -> None:

@@ -40,8 +40,8 @@ def advise_command(
     workers: Annotated[
         str | None, typer.Option("--workers", help="Pools W to try: 64,128,512 or 1..8.")
     ] = None,
-    p: Annotated[str, typer.Option("--p", help="Parents per step P: 1..8 or 1,2,4.")] = "1..4",
-    n: Annotated[str, typer.Option("--n", help="Mutations per parent N.")] = "1..4",
+    p: Annotated[str, typer.Option("--p", help="Parents per iteration P: 1..8 or 1,2,4.")] = "1..4",
+    n: Annotated[str, typer.Option("--n", help="Proposals per parent N.")] = "1..4",
     minibatch: Annotated[
         str | None,
         typer.Option("--minibatch", help="Reflection minibatch sizes b (default: the scenario's)."),

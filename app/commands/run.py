@@ -27,7 +27,7 @@ def run_command(
         str | None,
         typer.Option("--task", help="Built-in task name (see `pxn tasks`) or module:function."),
     ] = None,
-    shape: Annotated[str, typer.Option("--shape", help="PxN: P parents x N mutations.")] = "1x1",
+    shape: Annotated[str, typer.Option("--shape", help="PxN: P parents x N proposals.")] = "1x1",
     budget: Annotated[
         str,
         typer.Option(

@@ -12,7 +12,7 @@ The model the facts are read through, and so its assumptions:
 - a metric call's and a reflection's latencies are lognormal, independent
   from call to call (priors on their medians, `scale`, and log-sds, `s`);
 - acceptance is constant (a0) with correlation rho between siblings of one
-  step (the beta-binomial model of pxn/acceptance.py);
+  iteration (the beta-binomial model of pxn/acceptance.py);
 - no engine overhead between stages, no skipped perfect parents, gepa's
   default selection (every improving child);
 - with facts in dollars: a call's tokens are lognormal with log-sd

@@ -1,52 +1,52 @@
 """Acceptance: how often a proposal beats its parent, whether that decays, and
-whether the proposals of one step succeed together.
+whether the proposals of one iteration succeed together.
 
-The data are steps (gepa iterations that judged proposals): for each, the
+The data are the gepa iterations that judged proposals: for each, the
 proposals judged in its run before it (`made`: its siblings are made at once,
 so they share it), the proposals it judged and how many passed. A child gepa
 dropped as a duplicate of a sibling passed its judge too (bookkeeping.py).
 
 The mean. Constant a (its MLE is the share passed, with a Wilson interval),
 or the decay a(i) = a0 exp(-i / tau), fitted by maximum likelihood treating
-each proposal as a Bernoulli trial at its step's mean. Constant is kept
+each proposal as a Bernoulli trial at its iteration's mean. Constant is kept
 unless the decay is supported, by a test that must be honest on small
-samples: a permutation test over steps. Under constant acceptance the steps
-are exchangeable, so the passed counts of the steps that judged as many
+samples: a permutation test over iterations. Under constant acceptance the iterations
+are exchangeable, so the passed counts of the iterations that judged as many
 proposals could have come in any order. The p-value is the share of random
 rearrangements whose likelihood-ratio statistic reaches the data's: valid
-whatever the rate and whatever the within-step correlation, and a step's
+whatever the rate and whatever the within-iteration correlation, and an iteration's
 siblings, made at once, move together. Below DECAY_MIN_PROPOSALS
-proposals, DECAY_MIN_ACCEPTED accepted or DECAY_MIN_STEPS steps, decay is
+proposals, DECAY_MIN_ACCEPTED accepted or DECAY_MIN_STEPS iterations, decay is
 not testable and acceptance is constant.
 
-tau is searched from a floor (Steps.tau_floor): at least one step (a faster
-decay leaves every step after the first at nought, so the data cannot tell
+tau is searched from a floor (Steps.tau_floor): at least one iteration (a faster
+decay leaves every iteration after the first at nought, so the data cannot tell
 one such tau from another) and at least a TAU_SPAN-th of the proposals seen
 (a decay that ends within the first tenth of the data is the first few
-steps, not a trend). A fit at the floor says so. A fitted decay stops at `decay_until`,
-the most proposals any step the fit saw was made after: it says nothing
+iterations, not a trend). A fit at the floor says so. A fitted decay stops at `decay_until`,
+the most proposals any iteration the fit saw was made after: it says nothing
 about a run that goes on longer.
 
 The correlation. Siblings share their parent and their moment in the run;
-with intra-step correlation rho a step's rate is drawn from a Beta with the
-step's mean a (the beta-binomial model). rho is fitted by maximum likelihood
+with intra-iteration correlation rho an iteration's rate is drawn from a Beta with the
+iteration's mean a (the beta-binomial model). rho is fitted by maximum likelihood
 given the chosen mean, and kept only when the binomial (rho = 0) is rejected:
 rho = 0 lies on the boundary, so the likelihood-ratio statistic is referred to
 the 50:50 mixture of chi-square(0) and chi-square(1) (conservative at small
 samples).
-Steps that judged one proposal say nothing about it, and fewer than
-CORRELATION_MIN_STEPS steps of two proposals or more are not tested.
+Iterations that judged one proposal say nothing about it, and fewer than
+CORRELATION_MIN_STEPS iterations of two proposals or more are not tested.
 
-Batched steps. When the traces hold runs of one proposal per step and runs of
-several, a0 is the single steps' and `batched` the batched steps' a0 over it,
+Batched iterations. When the traces hold runs of one proposal per iteration and runs of
+several, a0 is the single iterations' and `batched` the batched iterations' a0 over it,
 each fitted by maximum likelihood with the mean's decay rate held (for a
 constant: the two shares passed). It is fitted whenever both kinds judged
-RATIO_MIN_PROPOSALS proposals or more, supported or not: a batched step is a
+RATIO_MIN_PROPOSALS proposals or more, supported or not: a batched iteration is a
 different draw from gepa's judge, not a trend to extrapolate, and the parameter
-draws carry how well a few batched steps pin it. Whether the data tell it from
+draws carry how well a few batched iterations pin it. Whether the data tell it from
 1 is a likelihood-ratio test against one a0 for both (chi-square(1); with a
 kept correlation, on the beta-binomial). Where the traces cannot fit it (one
-kind of step only), the point estimate keeps 1 and the parameter draws take
+kind of iteration only), the point estimate keeps 1 and the parameter draws take
 it from a prior (BATCHED_PRIOR_LOG_SD), so predictions of the kind never run
 carry not knowing it.
 """
@@ -69,14 +69,14 @@ DECAY_ALPHA = 0.05  # significance the decay must reach to replace the constant
 DECAY_MIN_PROPOSALS = 20
 DECAY_MIN_ACCEPTED = 5
 DECAY_MIN_STEPS = 5
-DECAY_PERMUTATIONS = 199  # rearrangements of the steps for the decay's p-value
+DECAY_PERMUTATIONS = 199  # rearrangements of the iterations for the decay's p-value
 TAU_SPAN = 10  # tau is at least the proposals seen / TAU_SPAN
 CORRELATION_ALPHA = 0.05
-CORRELATION_MIN_STEPS = 5  # steps of two proposals or more the correlation test needs
-RATIO_MIN_PROPOSALS = 10  # judged by single steps, and by batched ones, to fit `batched`
+CORRELATION_MIN_STEPS = 5  # iterations of two proposals or more the correlation test needs
+RATIO_MIN_PROPOSALS = 10  # judged by single iterations, and by batched ones, to fit `batched`
 RATIO_ALPHA = 0.05
 # Where the traces cannot pin `batched`, parameter draws take it from a lognormal
-# prior with median 1: the paper's figures imply one rate for single and 2x2 steps, the
+# prior with median 1: the paper's figures imply one rate for single and 2x2 iterations, the
 # local study's task 0.69; the prior's 90% range, 0.66 to 1.51, holds both and is
 # symmetric about 1 on the log scale, so it says "unknown", not "lower".
 BATCHED_PRIOR_LOG_SD = 0.25
@@ -92,12 +92,12 @@ _CHUNK = 16  # rearranged data sets profiled at once (bounds the memory of the s
 
 @dataclass(frozen=True)
 class Steps:
-    """The judged steps of one or more runs, one entry per step."""
+    """The judged iterations of one or more runs, one entry per iteration."""
 
-    made: np.ndarray  # proposals judged in the run before this step
+    made: np.ndarray  # proposals judged in the run before this iteration
     judged: np.ndarray
     passed: np.ndarray
-    batched: np.ndarray  # bool: the step's run proposes more than one at a time
+    batched: np.ndarray  # bool: the iteration's run proposes more than one at a time
 
     @classmethod
     def of(cls, made, judged, passed, batched=None) -> Steps:
@@ -119,12 +119,12 @@ class Steps:
 
     @property
     def until(self) -> float:
-        """The most proposals any step was made after."""
+        """The most proposals any iteration was made after."""
         return float(self.made.max())
 
     @property
     def tau_floor(self) -> float:
-        """The steepest decay the data resolve: one step, and a TAU_SPAN-th of the span."""
+        """The steepest decay the data resolve: one iteration, and a TAU_SPAN-th of the span."""
         positive = self.made[self.made > 0]
         return float(max(positive.min(), self.until / TAU_SPAN)) if len(positive) else math.inf
 
@@ -136,7 +136,7 @@ class Steps:
 
 @dataclass(frozen=True)
 class CorrelationFit:
-    identified: bool  # some step judged two proposals or more
+    identified: bool  # some iteration judged two proposals or more
     rho: float  # maximum-likelihood estimate given the chosen mean (0 when not identified)
     lr_statistic: float
     pvalue: float  # chi-bar-square: half the chi-square(1) tail
@@ -146,10 +146,10 @@ class CorrelationFit:
 
 @dataclass(frozen=True)
 class BatchedFit:
-    identified: bool  # both single and batched steps judged enough proposals
-    single: tuple[int, int]  # accepted, judged: single steps
-    batched: tuple[int, int]  # accepted, judged: batched steps
-    ratio: float  # the batched steps' a0 over the single steps' (1 when not identified)
+    identified: bool  # both single and batched iterations judged enough proposals
+    single: tuple[int, int]  # accepted, judged: single iterations
+    batched: tuple[int, int]  # accepted, judged: batched iterations
+    ratio: float  # the batched iterations' a0 over the single iterations' (1 when not identified)
     interval: tuple[float, float]  # 95%, Katz's log interval on the counts
     lr_statistic: float
     pvalue: float  # against one a0 for both; nan when not identified
@@ -167,8 +167,8 @@ class AcceptanceFit:
     decay_tau: float  # proposals; inf when the MLE is no decay at all
     decay_log_likelihood: float
     lr_statistic: float
-    lr_pvalue: float  # permutation test over steps; nan when not testable
-    decay_until: float  # the most proposals any step was made after
+    lr_pvalue: float  # permutation test over iterations; nan when not testable
+    decay_until: float  # the most proposals any iteration was made after
     tau_floor: float  # the smallest tau searched (inf with one moment only)
     correlation: CorrelationFit
     batched: BatchedFit
@@ -181,7 +181,7 @@ class AcceptanceFit:
 
 
 def _log_likelihood(steps: Steps, passed: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """Bernoulli log-likelihood summed over the last axis (steps); p broadcasts against it."""
+    """Bernoulli log-likelihood summed over the last axis (iterations); p broadcasts against it."""
     p = np.clip(p, _EPS, 1 - _EPS)
     return np.sum(passed * np.log(p) + (steps.judged - passed) * np.log1p(-p), axis=-1)
 
@@ -189,12 +189,12 @@ def _log_likelihood(steps: Steps, passed: np.ndarray, p: np.ndarray) -> np.ndarr
 def _profile(steps: Steps, passed: np.ndarray, rates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For each decay rate, a0's MLE and the log-likelihood there.
 
-    `passed` is (..., steps): one row per data set. Returns arrays of shape
+    `passed` is (..., iterations): one row per data set. Returns arrays of shape
     (..., rates). a0's log-likelihood is concave, so Newton's method from the
     moment estimate converges in a few steps; it is kept inside (0, 1).
     """
-    w = np.exp(-np.outer(rates, steps.made))  # (rates, steps)
-    x = passed[..., None, :]  # (..., 1, steps)
+    w = np.exp(-np.outer(rates, steps.made))  # (rates, iterations)
+    x = passed[..., None, :]  # (..., 1, iterations)
     failed = steps.judged - x
     a = np.sum(x, axis=-1) / np.sum(steps.judged * w, axis=-1)
     a = np.clip(a, _EPS, 1 - _EPS)
@@ -216,7 +216,7 @@ def _decay_statistic(steps: Steps, passed: np.ndarray) -> np.ndarray:
 def fit_decay(steps: Steps) -> tuple[float, float, float]:
     """(a0, rate per proposal, log-likelihood) of the decay's maximum-likelihood fit.
 
-    The rate is at most 1 / tau_floor; 0 when the steps hold one moment only.
+    The rate is at most 1 / tau_floor; 0 when the iterations hold one moment only.
     """
     if steps.until <= 0:
         a = steps.accepted / steps.proposals
@@ -239,7 +239,7 @@ def fit_decay(steps: Steps) -> tuple[float, float, float]:
 
 
 def permuted_passed(steps: Steps, rng: np.random.Generator, size: int) -> np.ndarray:
-    """`size` rearrangements of the passed counts among the steps that judged as many."""
+    """`size` rearrangements of the passed counts among the iterations that judged as many."""
     rearranged = np.tile(steps.passed, (size, 1))
     for judged in np.unique(steps.judged):
         columns = np.flatnonzero(steps.judged == judged)
@@ -248,11 +248,11 @@ def permuted_passed(steps: Steps, rng: np.random.Generator, size: int) -> np.nda
 
 
 def decay_pvalue(steps: Steps, statistic: float) -> float:
-    """The share of rearranged steps whose decay statistic reaches the data's.
+    """The share of rearranged iterations whose decay statistic reaches the data's.
 
     Sequential (Besag and Clifford): rearranging stops once enough of them reach
-    the statistic that the p-value cannot fall below DECAY_ALPHA. The steps are
-    put in one order first, so the p-value depends on which steps there are,
+    the statistic that the p-value cannot fall below DECAY_ALPHA. The iterations are
+    put in one order first, so the p-value depends on which iterations there are,
     not on the order the traces were read in.
     """
     steps = steps.take(np.lexsort((steps.batched, steps.passed, steps.judged, steps.made)))
@@ -269,20 +269,20 @@ def decay_pvalue(steps: Steps, statistic: float) -> float:
 
 
 def decay_untestable(steps: Steps) -> str:
-    """Why the steps cannot carry a decay test ("" when they can)."""
+    """Why the iterations cannot carry a decay test ("" when they can)."""
     wanting = [
         f"{have} {what} (needs {need})"
         for have, need, what in (
             (steps.proposals, DECAY_MIN_PROPOSALS, "proposals"),
             (steps.accepted, DECAY_MIN_ACCEPTED, "accepted"),
-            (len(steps.made), DECAY_MIN_STEPS, "steps"),
+            (len(steps.made), DECAY_MIN_STEPS, "iterations"),
         )
         if have < need
     ]
     if steps.accepted == steps.proposals:
         wanting.append("every proposal accepted")
     elif steps.until <= 0:
-        wanting.append("every step made at the run's start")
+        wanting.append("every iteration made at the run's start")
     return ", ".join(wanting)
 
 
@@ -299,7 +299,7 @@ def _betabinomial(steps: Steps, mean: np.ndarray, rho: float) -> float:
 
 
 def fit_rho(steps: Steps, mean: np.ndarray) -> float:
-    """rho's maximum-likelihood estimate given each step's mean (0 at the boundary)."""
+    """rho's maximum-likelihood estimate given each iteration's mean (0 at the boundary)."""
     several = steps.judged >= 2
     if not several.any():
         return 0.0
@@ -318,12 +318,12 @@ def fit_correlation(steps: Steps, mean: np.ndarray) -> CorrelationFit:
     if not several.any() or np.all((m <= 0) | (m >= 1)):
         return CorrelationFit(
             False, 0.0, 0.0, 1.0, 0.0,
-            "not identifiable: no step judged two proposals or more; kept 0",
+            "not identifiable: no iteration judged two proposals or more; kept 0",
         )  # fmt: skip
     if several.sum() < CORRELATION_MIN_STEPS:
         return CorrelationFit(
             False, 0.0, 0.0, 1.0, 0.0,
-            f"not testable: {several.sum()} step(s) judged two proposals or more "
+            f"not testable: {several.sum()} iteration(s) judged two proposals or more "
             f"(needs {CORRELATION_MIN_STEPS}); kept 0",
         )  # fmt: skip
     rho = fit_rho(steps, mean)
@@ -352,21 +352,21 @@ def _decay_reason(steps: Steps, statistic: float, pvalue: float, tau: float) -> 
     reason = f"decay supported ({words})"
     if tau <= steps.tau_floor * (1 + 1e-6):
         reason += (
-            f"; tau at its floor {steps.tau_floor:.4g} (one step, or a {TAU_SPAN}th of the "
+            f"; tau at its floor {steps.tau_floor:.4g} (one iteration, or a {TAU_SPAN}th of the "
             "proposals seen): the data cannot resolve a steeper decay"
         )
     return reason
 
 
 def step_means(steps: Steps, acceptance: Acceptance) -> np.ndarray:
-    """Each step's mean acceptance under `acceptance`, a batched step's by its ratio."""
+    """Each iteration's mean acceptance under `acceptance`, a batched iteration's by its ratio."""
     mean = np.broadcast_to(acceptance.probability(steps.made), steps.made.shape)
     scale = np.where(steps.batched, acceptance.batched, 1.0)
     return np.minimum(np.asarray(mean, dtype=float) * scale, 1.0)
 
 
 def split_a0(steps: Steps, rate: float) -> tuple[float, float]:
-    """a0's maximum-likelihood estimate on the single steps and on the batched ones,
+    """a0's maximum-likelihood estimate on the single iterations and on the batched ones,
     at this decay rate per proposal (0: constant, and a0 is the share passed)."""
     a0 = []
     for rows in (~steps.batched, steps.batched):
@@ -386,22 +386,22 @@ def batched_prior_words() -> str:
 
 
 def batched_unidentified(steps: Steps) -> str:
-    """Why the steps cannot fit a batched ratio ("" when they can)."""
+    """Why the iterations cannot fit a batched ratio ("" when they can)."""
     single = int(steps.judged[~steps.batched].sum())
     batched = int(steps.judged[steps.batched].sum())
     if batched == 0 or single == 0:
-        return f"only {'single' if batched == 0 else 'batched'} steps"
+        return f"only {'single' if batched == 0 else 'batched'} iterations"
     if min(single, batched) < RATIO_MIN_PROPOSALS:
         return (
             f"{single} single and {batched} batched proposals (needs {RATIO_MIN_PROPOSALS} of each)"
         )
     if steps.passed[~steps.batched].sum() == 0:
-        return "no single step's proposal passed"
+        return "no single iteration's proposal passed"
     return ""
 
 
 def fit_batched(steps: Steps, mean: Acceptance) -> tuple[BatchedFit, Acceptance]:
-    """The batched steps' ratio, and the mean acceptance with it (a0 the single steps')."""
+    """The batched iterations' ratio, and the mean acceptance with it (a0 the single ones')."""
     counts = [
         (int(steps.passed[rows].sum()), int(steps.judged[rows].sum()))
         for rows in (~steps.batched, steps.batched)
@@ -409,7 +409,7 @@ def fit_batched(steps: Steps, mean: Acceptance) -> tuple[BatchedFit, Acceptance]
     why_not = batched_unidentified(steps)
     if why_not:
         reason = (
-            f"not identifiable: {why_not}; kept 1 (every step the same acceptance), and "
+            f"not identifiable: {why_not}; kept 1 (every iteration the same acceptance), and "
             f"parameter draws take it from its prior ({batched_prior_words()})"
         )
         return BatchedFit(False, *counts, 1.0, (1.0, 1.0), 0.0, math.nan, reason), mean
@@ -432,7 +432,7 @@ def katz_interval(ratio: float, single: tuple[int, int], batched: tuple[int, int
 def with_ratio_test(
     steps: Steps, fit: BatchedFit, pooled: Acceptance, chosen: Acceptance
 ) -> BatchedFit:
-    """The likelihood-ratio test of the fitted ratio against one a0 for every step."""
+    """The likelihood-ratio test of the fitted ratio against one a0 for every iteration."""
     if not fit.identified:
         return fit
     rho = chosen.correlation
@@ -455,7 +455,7 @@ def with_ratio_test(
 
 
 def fit_acceptance(steps: Steps) -> AcceptanceFit:
-    """Fit the mean (constant or decaying) and the within-step correlation."""
+    """Fit the mean (constant or decaying) and the within-iteration correlation."""
     n, k = steps.proposals, steps.accepted
     if n == 0:
         raise PxnError(

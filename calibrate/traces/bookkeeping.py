@@ -1,18 +1,18 @@
 """gepa's bookkeeping: how often parents recur, children that repeat a sibling, and
 tasks skipped for a perfect parent.
 
-front_share. gepa draws each step's P parents from its Pareto front, which
+front_share. gepa draws each iteration's P parents from its Pareto front, which
 collapses tied and dominated programs; the Scenario models that as P uniform
 draws (with replacement) from a front of F = max(1, ceil(front_share x
 candidates)) candidates. The evidence is how often parents drawn from one
 front coincide: d distinct among g draws has likelihood F (F - 1) ... (F - d +
 1) / F^g (which candidates form the front does not matter). The front changes
-only when a child joins the pool, so one front serves a step's P draws and
-those of the steps after it up to the next acceptance: a single run's
-consecutive rejected steps draw from one front too, and say as much as a
-step of several parents. Each step adds its draws' share of its front's
+only when a child joins the pool, so one front serves an iteration's P draws and
+those of the iterations after it up to the next acceptance: a single run's
+consecutive rejected iterations draw from one front too, and say as much as an
+iteration of several parents. Each iteration adds its draws' share of its front's
 likelihood (the group's likelihood after it over the group's before it), so
-steps stay the unit the bootstrap resamples. It is maximised over a grid of
+iterations stay the unit the bootstrap resamples. It is maximised over a grid of
 shares; the likelihood is a step function of the share, so the estimate is
 the middle of the grid's plateau of maxima. The default share 1 is kept
 unless a likelihood-ratio test rejects it; 1 is the edge of the range, so the
@@ -25,7 +25,7 @@ an earlier selected sibling's. The trace does not hold the texts, but a
 runner's decisions hold the minibatch scores: with selection 'all' a child
 that beat its parent (score after > before, gepa's default strict
 criterion) and still was not accepted was dropped as a duplicate. The share
-is those drops over the selected children after the first of their step (a
+is those drops over the selected children after the first of their iteration (a
 binomial MLE). Traces without scores (a simulation's) cannot show it.
 
 skip_perfect. gepa skips a task whose parent scored perfectly on its
@@ -57,9 +57,9 @@ def dropped_after_passing(decision: Decision) -> bool:
 
 @dataclass(frozen=True)
 class Parents:
-    """Per step: the pool's size at its start, and the parents observed from its front (this
-    step's and those of the steps before it since the last acceptance): how many drawn and
-    distinct up to this step, and before it."""
+    """Per iteration: the pool's size at its start, and the parents observed from its front (this
+    iteration's and those of the iterations before it since the last acceptance): how many drawn and
+    distinct up to this iteration, and before it."""
 
     candidates: np.ndarray
     drawn: np.ndarray
@@ -71,13 +71,13 @@ class Parents:
         return Parents(*(getattr(self, f)[rows] for f in self.__dataclass_fields__))
 
     def informative(self) -> Parents:
-        """The steps whose parents meet an earlier draw from the same front."""
+        """The iterations whose parents meet an earlier draw from the same front."""
         return self.take(self.drawn >= 2)
 
 
 @dataclass(frozen=True)
 class FrontFit:
-    steps: int  # steps whose parents meet an earlier draw from their front
+    steps: int  # iterations whose parents meet an earlier draw from their front
     identified: bool
     share: float  # MLE (1 when not identified)
     interval: tuple[float, float]  # profile-likelihood 95%
@@ -97,7 +97,7 @@ def _draws_log_likelihood(front: np.ndarray, drawn: np.ndarray, distinct: np.nda
 
 
 def front_log_likelihood(parents: Parents, shares: np.ndarray) -> np.ndarray:
-    """Log-likelihood of the parents' coincidences at each share (shares x steps, summed)."""
+    """Log-likelihood of the parents' coincidences at each share (shares x iterations, summed)."""
     front = np.maximum(1, np.ceil(np.outer(shares, parents.candidates) - 1e-9))
     after = _draws_log_likelihood(front, parents.drawn, parents.distinct)
     before = _draws_log_likelihood(front, parents.drawn_before, parents.distinct_before)
@@ -132,8 +132,8 @@ def fit_front_share(parents: Parents) -> FrontFit:
             0.0,
             1.0,
             1.0,
-            "not identifiable: no front was drawn from twice (one parent a step, and an "
-            "acceptance after every step); kept 1",
+            "not identifiable: no front was drawn from twice (one parent an iteration, and "
+            "an acceptance after every iteration); kept 1",
         )
     share, ll = share_mle(informative)
     statistic = max(0.0, float(2 * (ll.max() - ll[-1])))
@@ -153,7 +153,7 @@ def fit_front_share(parents: Parents) -> FrontFit:
 @dataclass(frozen=True)
 class DuplicateFit:
     shown: bool  # the traces can show duplicates (scores recorded, selection 'all')
-    later: int  # selected children after the first of their step
+    later: int  # selected children after the first of their iteration
     dropped: int
     share: float
     wilson: tuple[float, float]
@@ -172,7 +172,7 @@ def fit_duplicates(later: int, dropped: int, shown: bool, why_not: str) -> Dupli
             0.0,
             (math.nan, math.nan),
             0.0,
-            "not fitted: no step selected two children or more",
+            "not fitted: no iteration selected two children or more",
         )
     ci = scipy.stats.binomtest(dropped, later).proportion_ci(method="wilson")
     share = dropped / later
@@ -182,7 +182,7 @@ def fit_duplicates(later: int, dropped: int, shown: bool, why_not: str) -> Dupli
         else f"none of {later} later selected children repeated a sibling; kept 0"
     )
     # A duplicate is observed, not inferred: any drop is evidence enough. The
-    # Scenario's share stays below 1 (a step must keep its first child).
+    # Scenario's share stays below 1 (an iteration must keep its first child).
     return DuplicateFit(
         True, later, dropped, share, (float(ci.low), float(ci.high)), min(share, 0.99), reason
     )

@@ -4,7 +4,7 @@ The draws carry how well the traces pin the parameters. A two-stage
 bootstrap: the runs are resampled with replacement within their design
 (shape, W, C, b, servers: every draw keeps the loads and shapes the
 calibration saw), then the iterations within each drawn run (the unit: an
-iteration's calls, its step, its stages, units.py). That is how well the
+iteration's calls, its verdicts, its stages, units.py). That is how well the
 runs pin a mean; how far a new run strays from it is each model's
 run_spread (run_spread.py), which the simulator draws per run. With ONE run
 per design the draws hold sampling error alone, and the source says so. The
@@ -13,7 +13,7 @@ two stages together slightly overstate the spread when runs differ little.
 Each draw refits every parameter the scenario holds, with the model the point
 estimate chose: the same latency family (an empirical sample's draw is its
 `scale`, the resampled mean over the sample's), the cap where it was found,
-decay or constant acceptance, the batched steps' ratio if fitted, and the
+decay or constant acceptance, the batched iterations' ratio if fitted, and the
 correlation if kept, each model's
 slowdown if kept (on the same calls and groups) and run_spread if kept (each
 drawn copy of a run a run of its own: copies of one run agree, so the draws
@@ -111,10 +111,10 @@ def parameter_draws(cal: Calibration, count: int) -> DrawsFit:
 def with_batched_prior(draws: tuple[dict[str, float], ...], fit: BatchedFit):
     """Each draw's batched ratio from its prior, where the traces cannot pin it.
 
-    Traces of one kind of step say nothing of the other kind's acceptance, and a
+    Traces of one kind of iteration say nothing of the other kind's acceptance, and a
     scenario that kept the ratio at 1 would predict the other kind as if it were
-    known. With single steps only, a draw's ratio scales a0 for batched shapes;
-    with batched steps only, a0 is the batched rate and a single step's is a0
+    known. With single iterations only, a draw's ratio scales a0 for batched shapes;
+    with batched iterations only, a0 is the batched rate and a single iteration's is a0
     over the ratio (a draw's product stays the batched rate it refitted). Drawn
     from its own generator, so the other parameters' draws do not move.
     """

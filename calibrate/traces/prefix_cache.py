@@ -2,10 +2,10 @@
 
 A server that keeps the prompt it served last (llama.cpp, llama-cpp-python)
 processes only the part of the next prompt that differs from it. Sibling
-reflections (one parent, one step) share gepa's template head, the parent's
+reflections (one parent, one iteration) share gepa's template head, the parent's
 text and the template middle; the runner records those tokens for every
 reflection as `prefix_tokens` (against the parent's previous prompt, so
-single runs, which never send two reflections a step, record them too).
+single runs, which never send two reflections an iteration, record them too).
 Their processing is what a sibling saves: the reflection's seconds per input
 token (the latency-against-tokens fit, tokens.py) times the mean prefix
 tokens. Its interval is the slope's 95% interval times that mean.

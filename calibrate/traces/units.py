@@ -1,7 +1,7 @@
 """The traces cut into units, one per (run, iteration): the data every fit reads.
 
 A unit holds its iteration's calls (each with the load it started under), its
-judged step, the gaps before its stages (gepa's own work), its tasks (how
+verdicts, the gaps before its stages (gepa's own work), its tasks (how
 many reached a reflection) and its merge (judged, accepted): an iteration a
 merge took has no tasks. Iteration 0 (the seed's validation) is a unit too.
 The point estimate fits all units; the parameter bootstrap (draws.py)
@@ -77,8 +77,8 @@ class Units:
     spans_set_aside: int  # untimed calls that raised or shared their span with timed ones
     steps: Steps
     parents: Parents
-    later: np.ndarray  # per step: selected children after the first (selection 'all')
-    dropped: np.ndarray  # per step: children dropped as a sibling's duplicate
+    later: np.ndarray  # per iteration: selected children after the first (selection 'all')
+    dropped: np.ndarray  # per iteration: children dropped as a sibling's duplicate
     step_unit: np.ndarray
     gap: np.ndarray  # per unit: seconds of gepa's own work before its stages
     stages: np.ndarray  # per unit
@@ -400,7 +400,7 @@ def _steps(builder: _Builder, run: int, trace: Trace) -> None:
         builder.step_unit.append(builder.unit(run, iteration))
         made += len(decisions)
         added_before += accepted
-        if accepted:  # a child joined the pool: the next step draws from a new front
+        if accepted:  # a child joined the pool: the next iteration draws from a new front
             front = []
 
 
@@ -430,7 +430,7 @@ def _stages(builder: _Builder, run: int, trace: Trace) -> None:
 def _tasks(builder: _Builder, run: int, trace: Trace) -> None:
     """Tasks of completed iterations, and those that reached a reflection (gepa skips the
     task of a parent that scored perfectly on its minibatch). A task is counted once
-    however often its reflection ran: gepa asks again for every task of a step after a
+    however often its reflection ran: gepa asks again for every task of an iteration after a
     failed reflection, and the retry carries the task's proposal id again."""
     k = Shape.parse(trace.run_start.shape).k
     merged = {m.iteration for m in trace.live(Merge)}  # a merge took the iteration

@@ -14,7 +14,7 @@ from typing import Any
 from pxn.errors import PxnError
 from pxn.trace import Resume, RunStart, read_trace
 
-# What a step is: a resumed session that changed them would append another run's steps.
+# What an iteration is: a resumed session that changed them would append another run's iterations.
 SAME_SETUP = ("shape", "valset_size", "trainset_size", "minibatch")
 
 
