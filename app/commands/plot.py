@@ -52,7 +52,7 @@ def plot_timeline_command(
         int | None, typer.Option("--iterations", help="Show only up to this iteration's end.")
     ] = None,
 ) -> None:
-    """One run as a Gantt chart of worker and reflection slots, coloured by phase."""
+    """One run as a Gantt chart of its workers and reflections, coloured by phase."""
     from pxn.api.plots import save_figure, timeline_figure
     from pxn.trace import read_one
 

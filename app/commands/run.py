@@ -34,7 +34,7 @@ def run_command(
             "--budget", help=f"B: {BUDGET_HELP} (for the task's components as predictors)."
         ),
     ] = "40",
-    workers: Annotated[int, typer.Option("--workers", help="Rollout worker slots (W).")] = 2,
+    workers: Annotated[int, typer.Option("--workers", help="Workers W: rollouts at once.")] = 2,
     selection: Annotated[str, typer.Option("--selection", help="all | best | topk:K")] = "all",
     minibatch: Annotated[
         int | None,
