@@ -50,6 +50,27 @@ def test_unknown_preset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert_user_error(run_pxn("simulate", "no-such-preset"), "no-such-preset", "livebench-math")
 
 
+def simulated_budget(*args: str) -> int:
+    ran = run_pxn("simulate", *args, "--reps", "2", "--format", "json")
+    assert ran.returncode == 0, ran.stderr
+    return json.loads(ran.stdout)["scenario"]["budget"]
+
+
+def test_a_preset_is_found_past_a_directory_of_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario_file: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hover").mkdir()
+    (tmp_path / "other").mkdir()
+    assert simulated_budget("hover") == 3000  # the preset's, not "Is a directory"
+    assert_user_error(run_pxn("simulate", "other"), "cannot read scenario other: Is a directory")
+    # A file of a preset's name is the file (budget 200), read before the preset.
+    (tmp_path / "file").mkdir()
+    monkeypatch.chdir(tmp_path / "file")
+    scenario_file.rename(tmp_path / "file" / "hover")
+    assert simulated_budget("hover") == 200
+
+
 def test_bad_toml(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("budget = = 3\n", encoding="utf-8")
