@@ -279,6 +279,37 @@ def test_abc_smc_samples_the_abc_posterior_at_the_noise_level() -> None:
     assert np.array_equal(again.population.points, outcome.population.points)
 
 
+@dataclass(frozen=True)
+class NoisyShifts:
+    """Four facts, each y = x + N(0, 1)."""
+
+    def figures(self, point: np.ndarray, seed: int, cutoff: Cutoff | None) -> np.ndarray:
+        return point[0] + np.random.default_rng(seed).normal(size=4)
+
+
+def test_a_generation_abandoned_within_the_rerun_level_ends_a_converged_run() -> None:
+    """Facts of one run sit about sqrt(2) times the noise level from a true setting's runs
+    (the rerun level): a population that ran within it holds what the facts can say,
+    though the next, tighter generation was accepted too rarely to run. Abandoned before
+    one ran there, the sampler has not converged. Four facts of sd 1: the noise level
+    is about the 90% point of chi with 4 degrees (2.79), the rerun level sqrt(2) times it.
+    (The seeds are chosen for each outcome; min_acceptance 40% forces the abandonment.)"""
+    priors = Priors(("x",), (Prior("uniform", -5.0, 5.0),), {})
+    fact, precision = np.ones(4), np.zeros(4)
+    strict = Settings(particles=100, min_acceptance=0.4)
+    outcome = abc_smc(priors, NoisyShifts(), in_turn, fact, fact, precision, strict, seed=1)
+    chi = math.sqrt(scipy.stats.chi2.ppf(0.9, 4))
+    assert outcome.scale.noise_level == pytest.approx(chi, rel=0.25)
+    assert outcome.scale.rerun_level == pytest.approx(math.sqrt(2) * chi, rel=0.25)
+    last = outcome.history[-1].tolerance
+    assert outcome.converged and "within the rerun level" in outcome.verdict, outcome.verdict
+    assert outcome.scale.noise_level < last <= outcome.scale.rerun_level
+    assert np.all(outcome.population.distances <= last)
+    early = abc_smc(priors, NoisyShifts(), in_turn, fact, fact, precision, strict, seed=0)
+    assert not early.converged and "abandoned" in early.verdict
+    assert len(early.history) == 1  # abandoned at generation 1, from the prior
+
+
 def test_a_reporting_precision_coarser_than_the_noise_is_the_unit() -> None:
     """A figure reported to +-3 counts its misses in 3s, however quiet the runs."""
     priors = Priors(("x",), (Prior("uniform", -5.0, 5.0),), {})
@@ -307,7 +338,7 @@ iterations = 10
     low = np.array([on_scale(f, f.low) for f in facts])
     high = np.array([on_scale(f, f.high) for f in facts])
     ones = np.ones(len(facts))
-    scale = Scale(ones, ones, 0.0, 0)
+    scale = Scale(ones, ones, 0.0, 0.0, 0)
     full = model.figures(point, 7)
     stopped = model.figures(point, 7, Cutoff(scale, low, high, 0.0))
     assert np.array_equal(stopped[:2], full[:2]) and np.isnan(stopped[2])

@@ -39,7 +39,9 @@ reproduces every fact on average (each figure's mean on the reported value,
 a range's middle, a bound's edge); the `noise_quantile` (90%) of it over the
 pilot's runs, each setting's runs moved there. A tighter tolerance would
 reject many runs of a true setting itself: the facts, each one run, say no
-more.
+more. The rerun level: the same for a run measured against another run of
+its setting, their difference moved onto the facts; the facts being one run
+themselves, it is the distance a true setting's runs keep from them.
 
 Stopping and convergence. It has converged when
   - a generation ran at the noise level, or
@@ -47,10 +49,14 @@ Stopping and convergence. It has converged when
     moves were still accepted at least at `min_acceptance`: no setting within
     the priors fits the facts closer, and the population is the best fit the
     model has (the posterior predictive check then shows which facts it
-    misses);
+    misses), or
+  - a generation's first steps were accepted at less than `min_acceptance`
+    (that generation is abandoned) after one had run within the rerun level:
+    the population already holds the settings whose runs sit as close to the
+    facts as a true setting's would;
 and at least a quarter of the particles are distinct. It has not when a
-generation's first steps are accepted at less than `min_acceptance` (that
-generation is abandoned) before either, or after `max_generations`.
+generation is abandoned before one ran within the rerun level, or after
+`max_generations`.
 
 Deterministic by seed: the prior draws, the pilot, the resampling and each
 particle's moves draw from streams of their own (seed, generation, ...), so
@@ -120,6 +126,7 @@ class Scale:
     noise: np.ndarray  # (m,) each figure's run-to-run sd, from the pilot
     units: np.ndarray  # (m,) the larger of that and the fact's reporting precision
     noise_level: float
+    rerun_level: float  # the distance a true setting's runs keep from facts of one run
     simulations: int  # the pilot's
 
     def distance(self, figures: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
@@ -244,6 +251,14 @@ def abc_smc(
             (seed, t),
         )  # fmt: skip
         if isinstance(moved, float):
+            last = history[-1].tolerance
+            if last <= scale.rerun_level:
+                reason = (
+                    f"generation {t - 1} ran at {last:.3g}, within the rerun level "
+                    f"{scale.rerun_level:.3g}; generation {t}, at {tolerance:.3g}, was accepted "
+                    f"at {moved:.1%} and abandoned"
+                )
+                return _result(population, scale, history, settings, reason)
             verdict = (
                 f"generation {t}'s first steps were accepted at {moved:.1%}, below "
                 f"{settings.min_acceptance:.0%}, at tolerance {tolerance:.3g} (the noise level "
@@ -291,20 +306,25 @@ def pilot(
         simulator, run, np.repeat(points[best], r, axis=0), _seeds(rng, len(best) * r)
     )
     centre = np.where(np.isfinite(high), (low + high) / 2, low)
-    variances, moved = [], []
+    variances, moved, reruns = [], [], []
     for setting in runs.reshape(len(best), r, -1):
         finite = setting[np.all(np.isfinite(setting), axis=1)]
         if len(finite) >= 2:
             variances.append(np.var(finite, axis=0, ddof=1))
             # The setting's runs moved so that their mean sits on the facts.
             moved.append(finite - finite.mean(axis=0) + centre)
+            # Each run against the next, as against facts that are one run of it.
+            reruns.append(finite - np.roll(finite, 1, axis=0) + centre)
     if not variances:  # no setting ran twice: no noise is known, every unit is the precision
-        variances, moved = [np.zeros_like(low)], [centre[None, :]]
+        variances, moved, reruns = [np.zeros_like(low)], [centre[None, :]], [centre[None, :]]
     noise = np.sqrt(np.mean(variances, axis=0))  # pooled: a figure some settings vary counts
     units = np.maximum(np.maximum(noise, precision), SPREAD_FLOOR)
-    distances = np.sqrt(np.sum((errors(np.concatenate(moved), low, high) / units) ** 2, axis=1))
-    level = float(np.quantile(distances, settings.noise_quantile))
-    return Scale(noise, units, level, len(best) * r)
+
+    def level(runs: list[np.ndarray]) -> float:
+        distances = np.sqrt(np.sum((errors(np.concatenate(runs), low, high) / units) ** 2, axis=1))
+        return float(np.quantile(distances, settings.noise_quantile))
+
+    return Scale(noise, units, level(moved), level(reruns), len(best) * r)
 
 
 def _result(
