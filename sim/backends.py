@@ -17,6 +17,7 @@ killed by the kernel if this process dies (Linux), so none outlives it.
 
 from __future__ import annotations
 
+import concurrent.futures.process
 import contextlib
 import ctypes
 import itertools
@@ -133,12 +134,13 @@ def terminate(pool: ProcessPoolExecutor) -> None:
         process.terminate()
     for process in processes:
         process.join()
-    # The executor's manager thread closes its wake-up pipe as it ends; left running, it
-    # raced the interpreter's exit, which writes to that pipe ("Exception ignored ...
-    # Bad file descriptor" on stderr). It ends as soon as it sees its processes gone.
+    # The interpreter's exit wakes every pool's manager thread through a pipe the thread
+    # closes as it ends: the two raced ("Exception ignored ... Bad file descriptor" on
+    # stderr after the command's one line). This manager needs no waking (it sees its
+    # processes gone), so the executor module's list of those to wake forgets it.
     manager = pool._executor_manager_thread
     if manager is not None:
-        manager.join(timeout=1.0)
+        concurrent.futures.process._threads_wakeups.pop(manager, None)
 
 
 @dataclass
