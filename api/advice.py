@@ -107,7 +107,7 @@ def advise(
     only) unless `full_grid`. The other arguments are `sweep`'s.
     """
     from pxn.durations import parse_duration
-    from pxn.sim.advise import Ask, advise_work, check_ask
+    from pxn.sim.advise import Ask, advise_work, bound_reasons, check_ask
     from pxn.sim.advise import advise as advise_ask
     from pxn.sim.backends import make_backend
 
@@ -125,6 +125,8 @@ def advise(
         race=not full_grid,
     )
     check_ask(the_scenario, ask)  # before the progress bar draws anything
+    if bound_reasons(the_scenario, ask):  # refused before anything is simulated
+        return AdviseResult(advise_ask(the_scenario, ask))
     meter = WorkProgress(
         "simulating allocations", "replicates", ask.grid_size * ask.first_round, shown=progress
     )

@@ -38,7 +38,7 @@ def headline(advice: Advice) -> list[str | Note]:
     return [
         f"{advice.scenario.name}: " + ", ".join(asked),
         f"search: {advice.search}",
-        Note(caveat(advice)),
+        *([Note(caveat(advice))] if advice.assessments else []),  # of a ranking, when there is one
     ]
 
 

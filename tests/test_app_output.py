@@ -336,6 +336,17 @@ def test_advise_prints_its_recommendation_and_a_table_that_fits(tmp_path: Path) 
     assert max(map(len, result.stdout.splitlines())) <= 100
 
 
+def test_advise_refused_from_bounds_shows_no_work_and_no_ranking_note() -> None:
+    """Nothing is simulated: no progress line announces replicates, and the note on how
+    allocations are ranked has no ranking to speak of."""
+    args = ["advise", "livebench-math", "--budget", "5000", "--deadline", "5m"]
+    result = run_pxn(*args, "--workers", "4")
+    assert result.returncode == 1, result.stderr
+    assert "refused from bounds alone" in result.stdout
+    assert "strong-scaling bound" in result.stderr
+    assert "replicates" not in result.stderr and "Scores are" not in result.stdout
+
+
 # -- parameter uncertainty, shown compactly ----------------------------------------
 
 
