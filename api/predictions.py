@@ -101,7 +101,7 @@ class SweepResult(Result):
                 "the scenario has no [quality] model: its runs have no score to show over time"
             )
         runs = [] if not measured else load_traces(list(measured)).traces
-        overlaid = [(t.run_start.shape, summarize(t)) for t in runs]
+        overlaid = [(Shape.parse(t.run_start.shape).label, summarize(t)) for t in runs]
         return progress_figure(self.scenario, self.predictions, overlaid)
 
     def figures(self) -> dict[str, Callable[[], Figure]]:
