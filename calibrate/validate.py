@@ -1,7 +1,7 @@
 """Measured runs against what the simulator and the closed form predicted for them.
 
 Each run is predicted with the calibrated Scenario set to the run's own setup
-(shape, W, budget, data sizes, minibatch, reflection slots, read from its
+(shape, W, budget, data sizes, minibatch, reflection concurrency, read from its
 run_start), over many simulated replicates, so the prediction does not hang
 on one seed. A run is "inside" when its measured wall-clock lies in the
 simulator's 5-95% interval: about 90% of runs should be, if the model is right.

@@ -43,8 +43,8 @@ their minibatch, it evaluates a repeated (parent, minibatch) pair once and
 draws parents from its Pareto front (so the parent stage can be smaller than
 k b), and it counts proposals after skips.
 
-A local LM pool of K servers (Scenario.loads) narrows the pool to min(W, K)
-rollout slots and the reflection cap to min(C, K), here as in the simulator.
+A local LM pool of K servers (Scenario.loads) narrows W to min(W, K)
+workers and the reflection concurrency C to min(C, K), here as in the simulator.
 Its load slowdown is left out: the paper's model has independent latencies,
 and the simulator carries the slowdown.
 

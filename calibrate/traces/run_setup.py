@@ -1,6 +1,6 @@
 """The runs' setup as the traces declare it: read, not fitted.
 
-Budget, data sizes, b, W and reflection slots come from each trace's
+Budget, data sizes, b, W and the reflection concurrency C come from each trace's
 run_start; where the traces differ, the scenario takes the first trace's and
 a note says so. The LM pool's size (lm_servers) is as the caller gives it,
 else as the run_start meta declares it (the smallest when traces differ).
