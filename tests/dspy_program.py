@@ -7,7 +7,7 @@ Run as a script it is a user's script with the one line added: it compiles the p
 recorded into OUT, and prints the run's totals as JSON.
 
     python dspy_program.py OUT TASK_API_BASE REFLECTION_API_BASE [--resume]
-        [--ctrl-c-after N] [--budget B] [--train N] [--shape PxN]
+        [--ctrl-c-after N] [--budget B] [--train N] [--shape PxN] [--threads T]
 
 --ctrl-c-after N: the metric's Nth call sends this process SIGINT, as Ctrl-C in its
 terminal would, at a known point of the run.
@@ -89,7 +89,8 @@ def main() -> None:
     parser.add_argument("--ctrl-c-after", type=int)
     parser.add_argument("--budget", type=int, default=30, help="max_metric_calls")
     parser.add_argument("--train", type=int, default=6, help="training examples")
-    parser.add_argument("--shape", default="single", help="P x N proposals a step, e.g. 2x2")
+    parser.add_argument("--shape", default="single", help="P x N proposals an iteration, e.g. 2x2")
+    parser.add_argument("--threads", type=int, default=2, help="dspy.GEPA's num_threads")
     args = parser.parse_args()
     calls = itertools.count(1)
 
@@ -106,6 +107,7 @@ def main() -> None:
             local_lm(args.reflection_api_base, 150),
             metric=metric_then_ctrl_c,
             max_metric_calls=args.budget,
+            num_threads=args.threads,
             gepa_kwargs=batched,
         ),
         args.out,

@@ -6,8 +6,9 @@
 `record` starts the local pool (2 llama.cpp servers, SmolLM2-135M) and runs a
 user's dspy.GEPA script with its one recording line, tests/dspy_program.py (a
 dspy.Predict labelling a sentence's topic; 12 training and 4 validation
-examples, num_threads=2, max_metric_calls=40), twice: as a single run and at
-2x2. Each run's totals (pxn.runner.record.RecordedRun) go to runs/NAME.json.
+examples, num_threads=4, max_metric_calls=120, DSPy's other defaults, merge
+on among them), twice: as a single run and at 2x2. Each run's totals
+(pxn.runner.record.RecordedRun) go to runs/NAME.json.
 `analyse` calibrates a scenario from the single run only, sweeps it, and
 validates it against the 2x2 run it never saw; every command's output is
 kept beside it (calibrate.txt, sweep.txt, validation.txt). Runs already
@@ -26,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 PXN = Path(sys.executable).parent / "pxn"
 PROGRAM = ROOT / "tests" / "dspy_program.py"
 RUNS = {"single": "single", "2x2": "2x2"}  # run name: shape
-SETTINGS = ["--budget", "40", "--train", "12"]
+SETTINGS = ["--budget", "120", "--train", "12", "--threads", "4"]
 
 
 def record() -> None:
