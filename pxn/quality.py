@@ -49,6 +49,18 @@ the train examples, of what it took less the parents' mean there:
 and its residual on an example is what it took less theta_m. merge_pick =
 0.5 mixes its parents blindly (a quality between theirs, on average their
 mean); 1 takes the better of both everywhere (above both).
+
+The seed's measured validation scores (`seed_validation`, one per example, as
+a recorded run measured them) condition the validation examples: each score
+bounds the latent of that first evaluation, x_e = theta_0 + t_e with
+t_e = -d_e + z_0e + eval_noise eta_e ~ N(0, S^2), to the interval the metric
+maps onto it (binary 1: x >= 0; a grade: between its thresholds; a
+continuous score: the point Phi^-1(score)). t_e is drawn from N(0, S^2)
+truncated there, then split into its three normal parts given their sum
+(each part g_i ~ N(0, v_i) independently, plus v_i / S^2 times what the sum
+lacks); d_e and z_0e are kept, the measurement's own noise is not: a new
+run's seed is evaluated afresh. The run the scores came from, and those like
+it on the same valset, then start from what was seen rather than a draw.
 """
 
 from __future__ import annotations
@@ -86,6 +98,8 @@ class Quality:
     inherit: float = 0.9  # correlation of a child's residuals with its parent's
     eval_noise: float = 0.0  # sd of the noise each evaluation adds (0: deterministic)
     merge_pick: float = MERGE_PICK  # a merge's chance to take the better parent on an example
+    # The seed's measured score on each validation example, in order (empty: unknown).
+    seed_validation: tuple[float, ...] = ()
 
     # -- the model -----------------------------------------------------------------
 
@@ -148,6 +162,38 @@ class Quality:
             return 0.0
         return max(0.0, (top - theta) / (top - seed))
 
+    def seed_examples(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """The validation examples' difficulties and the seed's residuals on them, drawn
+        given the seed's measured scores (see the module docstring)."""
+        low, high = self._seed_latents()
+        spread = self.spread
+        bounded = self._truncated_normals(rng, (low - self.seed_quality) / spread,
+                                          (high - self.seed_quality) / spread) * spread  # fmt: skip
+        parts = np.array([self.difficulty_sd, 1.0, self.eval_noise])[:, None]
+        drawn = rng.standard_normal((3, len(low))) * parts
+        drawn += parts**2 / spread**2 * (bounded - drawn.sum(axis=0))
+        return -drawn[0], drawn[1]
+
+    def _seed_latents(self) -> tuple[np.ndarray, np.ndarray]:
+        """The interval each measured seed score puts its evaluation's latent in."""
+        scores = np.asarray(self.seed_validation, dtype=float)
+        if self.metric == "continuous":
+            point = ndtri(np.clip(scores, 1e-9, 1 - 1e-9))
+            return point, point
+        grades = np.rint(scores * len(self.thresholds)).astype(int)
+        edges = np.concatenate(([-np.inf], self.thresholds, [np.inf]))
+        return edges[grades], edges[grades + 1]
+
+    @staticmethod
+    def _truncated_normals(rng: np.random.Generator, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Standard normals truncated to [a, b] by inverse CDF, each from the tail nearer
+        zero (1 - Phi loses the far upper tail); a point where a = b."""
+        upper = a > 0  # mirrored: drawn in [-b, -a], where the CDF is exact
+        lo, hi = np.where(upper, -b, a), np.where(upper, -a, b)
+        u = ndtr(lo) + rng.random(len(a)) * (ndtr(hi) - ndtr(lo))
+        drawn = np.where(lo == hi, lo, ndtri(u))
+        return np.where(upper, -drawn, drawn)
+
     @property
     def fresh_share(self) -> float:
         """sqrt(1 - inherit^2): the weight of a child's own residual."""
@@ -181,6 +227,22 @@ class Quality:
         share(self.inherit, "quality inherit", top_open=True)
         at_least(self.eval_noise, "quality eval_noise")
         share(self.merge_pick, "quality merge_pick")
+        self._check_seed_validation()
+
+    def _check_seed_validation(self) -> None:
+        grades = self.levels if self.metric == "graded" else 1
+        for score in self.seed_validation:
+            on_grade = (
+                self.metric == "continuous" or abs(score * grades - round(score * grades)) < 1e-9
+            )
+            if not (is_number(score) and 0 <= score <= 1 and on_grade):
+                kind = (
+                    "between 0 and 1"
+                    if self.metric == "continuous"
+                    else (f"a multiple of 1/{grades} in [0, 1]" if grades > 1 else "0 or 1")
+                )
+                raise PxnError(f"holds {score!r}: each score must be {kind} for a {self.metric} "
+                               "metric", subject="quality seed_validation")  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -188,6 +250,10 @@ class Quality:
             del data["levels"]
         if self.merge_pick == MERGE_PICK:  # a scenario without merges reads as it did
             del data["merge_pick"]
+        if self.seed_validation:
+            data["seed_validation"] = list(self.seed_validation)
+        else:
+            del data["seed_validation"]
         return data
 
     @classmethod
@@ -198,15 +264,20 @@ class Quality:
             raise PxnError("needs seed_score, the seed program's expected score (0 to 1)",
                            subject="[quality]")  # fmt: skip
         values = dict(given)
+        if "seed_validation" in values:
+            measured = values.pop("seed_validation")
+            if not (isinstance(measured, list) and all(is_number(x) for x in measured)):
+                raise PxnError(f"seed_validation must be a list of scores: got {measured!r}",
+                               subject="[quality]")  # fmt: skip
+            values["seed_validation"] = tuple(float(x) for x in measured)
         if "metric" in values:
             values["metric"] = str(values["metric"])
         for name, value in values.items():
-            if name not in ("metric", "levels") and not is_number(value):
+            if name not in ("metric", "levels", "seed_validation") and not is_number(value):
                 raise PxnError(f"{name} must be a number: got {value!r}", subject="[quality]")
         if "levels" in values and is_number(values["levels"]) and values["levels"] % 1 == 0:
             values["levels"] = int(values["levels"])
-        quality = cls(
-            **{k: v if k in ("metric", "levels") else float(v) for k, v in values.items()}
-        )
+        kept = ("metric", "levels", "seed_validation")
+        quality = cls(**{k: v if k in kept else float(v) for k, v in values.items()})
         quality.validate()
         return quality

@@ -195,6 +195,14 @@ class Scenario:
             latency.validate(f"rollout latency in {phase}")
         self.reflection.validate("reflection latency")
         self._search_model().validate()
+        measured = self.quality.seed_validation if self.quality is not None else ()
+        if measured and len(measured) != self.valset_size:
+            raise PxnError(
+                f"holds {len(measured)} scores, one per validation example, but "
+                f"valset_size is {self.valset_size}: they describe another valset; drop "
+                "seed_validation to predict runs on this one",
+                subject="quality seed_validation",
+            )
         self.loads.validate()
         if self.tokens is not None:
             self.tokens.validate()

@@ -171,7 +171,11 @@ class QualitySearch:
         self.score = quality.scorer()
         self.binary = quality.metric == "binary"  # scored inline, the most common metric
         self.train_difficulty = rng.normal(0.0, quality.difficulty_sd, trainset_size).tolist()
-        self.val_difficulty = rng.normal(0.0, quality.difficulty_sd, valset_size)
+        # The seed's measured validation scores, where known, say what its examples are like.
+        measured = quality.seed_examples(rng) if quality.seed_validation else None
+        self.val_difficulty = (
+            measured[0] if measured else rng.normal(0.0, quality.difficulty_sd, valset_size)
+        )
         self.quality = [quality.seed_quality]  # theta per candidate
         residuals = rng.standard_normal(trainset_size)
         # Per candidate, numpy and the same as a list for the Python path; None until it
@@ -180,7 +184,7 @@ class QualitySearch:
         self.train_residuals: list[np.ndarray | None] = [residuals]
         self.train_residual_list: list[list[float] | None] = [residuals.tolist()]
         self.pending: dict[int, tuple[int, dict[int, float]]] = {}
-        self.val_residuals = [rng.standard_normal(valset_size)]
+        self.val_residuals = [measured[1] if measured else rng.standard_normal(valset_size)]
         self.front = ParetoFront()
         self.parent = [-1]  # per candidate
         self.validated: list[np.ndarray] = []  # each candidate's validation scores

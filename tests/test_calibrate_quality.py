@@ -15,7 +15,13 @@ from sim_helpers import searched
 
 from pxn.calibrate.summaries.facts import InferenceOptions
 from pxn.calibrate.traces.pipeline import calibrate_traces
-from pxn.calibrate.traces.quality import metric_of, scored, trace_summaries
+from pxn.calibrate.traces.quality import (
+    metric_of,
+    scored,
+    seed_scores,
+    seed_validation,
+    trace_summaries,
+)
 from pxn.errors import PxnError
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once
@@ -53,6 +59,25 @@ def test_a_scored_trace_gives_one_fact_per_search_figure(tmp_path: Path) -> None
     assert acceptance.precision == pytest.approx(0.5 / summary.proposals)
 
 
+def test_the_seeds_validation_is_kept_where_every_trace_measured_it_alike(
+    tmp_path: Path,
+) -> None:
+    """Runs on one valset, the seed noiseless: each trace's seed scores are the same, and
+    they are what calibration keeps. Runs each on examples of their own (the simulator's
+    replicates): they differ, and none is kept, nor is one run's when a score is missing."""
+    measured = (1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
+    same = searched(TRUE | {"eval_noise": 0.0, "seed_validation": measured}, budget=200,
+                    valset_size=10)  # fmt: skip
+    (tmp_path / "same").mkdir()
+    (tmp_path / "own").mkdir()
+    traces = load_traces(traced_runs(tmp_path / "same", same, 2)).traces
+    assert [seed_scores(t) for t in traces] == [measured, measured]
+    assert seed_validation(traces) == measured
+    own = load_traces(traced_runs(tmp_path / "own", searched(TRUE, budget=200, valset_size=10), 2))
+    assert seed_validation(own.traces) == ()
+    assert seed_validation(own.traces[:1]) == seed_scores(own.traces[0]) != ()
+
+
 @pytest.mark.parametrize(("metric", "levels"), [("graded", 4), ("continuous", 1)])
 def test_the_metric_is_read_off_the_scores(tmp_path: Path, metric: str, levels: int) -> None:
     quality = TRUE | {"metric": metric, "levels": levels}
@@ -83,6 +108,7 @@ def test_the_quality_model_round_trips(tmp_path: Path) -> None:
     assert seed.verdict == "pinned"
     inside = sum(check.inside for check in fit.inference.checks)
     assert inside >= 0.8 * len(fit.inference.checks)
+    assert fit.quality.seed_validation == ()  # each run drew examples of its own
     drawn = {p for d in cal.scenario.uncertainty.draws for p in d}
     assert "quality.change_mean" in drawn and not any(p.startswith("acceptance.") for p in drawn)
 

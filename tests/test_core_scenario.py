@@ -17,6 +17,7 @@ from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.load import Load, Loads
 from pxn.prices import Prices
+from pxn.quality import Quality
 from pxn.rate_limits import RateLimit, RateLimits
 from pxn.scenario import Scenario
 from pxn.shape import Shape, parse_shapes
@@ -238,6 +239,18 @@ def test_a_scenario_needs_one_model_of_how_proposals_fare(tmp_path: Path) -> Non
     assert "not both" in load_error(tmp_path, both)
 
 
+def test_the_seeds_measured_validation_round_trips(tmp_path: Path) -> None:
+    measured = [0, 1 / 3, 1, 2 / 3] * 5
+    quality = {"seed_score": 0.55, "metric": "graded", "levels": 3, "seed_validation": measured}
+    path = tmp_path / "q.toml"
+    path.write_text(tomli_w.dumps(toml_of(acceptance=None, quality=quality)), encoding="utf-8")
+    scenario = Scenario.load(path)
+    assert scenario.quality is not None and scenario.quality.seed_validation == tuple(measured)
+    scenario.save(tmp_path / "again.toml")
+    assert Scenario.load(tmp_path / "again.toml") == scenario
+    assert "seed_validation" not in Quality(0.5).to_dict()  # unknown: not written
+
+
 def test_the_quality_model_round_trips(tmp_path: Path) -> None:
     quality = {"seed_score": 0.55, "metric": "graded", "levels": 3, "eval_noise": 0.2}
     path = tmp_path / "q.toml"
@@ -261,6 +274,19 @@ def test_the_quality_model_round_trips(tmp_path: Path) -> None:
         ({"seed_score": 0.5, "inherit": 1.0}, "quality inherit must be a probability in [0, 1)"),
         ({"seed_score": 0.5, "change_sd": -1}, "quality change_sd must be a number >= 0"),
         ({"seed_score": 0.5, "steps": 1}, "[quality] has an unknown field 'steps'"),
+        (
+            {"seed_score": 0.5, "seed_validation": [0.5]},
+            "quality seed_validation holds 0.5: each score must be 0 or 1 for a binary metric",
+        ),
+        (
+            {"seed_score": 0.5, "seed_validation": "1,0"},
+            "[quality] seed_validation must be a list of scores",
+        ),
+        (
+            {"seed_score": 0.5, "seed_validation": [1, 0]},
+            "quality seed_validation holds 2 "
+            "scores, one per validation example, but valset_size is 20",
+        ),
     ],
 )
 def test_a_bad_quality_model_is_named(quality: dict, message: str, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,7 +25,7 @@ from test_sim_model import rollouts_by, traced
 from pxn.acceptance import Acceptance
 from pxn.quality import Quality
 from pxn.shape import Shape
-from pxn.sim.search import ParetoFront
+from pxn.sim.search import ParetoFront, QualitySearch
 from pxn.trace import Decision, Validation, summarize
 
 # -- gepa's front ----------------------------------------------------------------------
@@ -87,6 +88,49 @@ def test_the_expected_score_is_a_fresh_examples_mean_score(model: Quality) -> No
         error = scores.std() / np.sqrt(n)
         assert abs(scores.mean() - model.expected_score(theta)) < 4.5 * error
     assert model.expected_score(model.seed_quality) == pytest.approx(model.seed_score)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        Quality(0.3, seed_validation=(0, 1, 1, 0, 0, 0)),
+        Quality(0.5, metric="graded", levels=3, seed_validation=(0, 1 / 3, 1, 2 / 3, 0, 1)),
+        Quality(0.6, metric="continuous", seed_validation=(0.1, 0.5, 0.93, 0.2, 0.7, 0.4)),
+    ],
+    ids=lambda m: m.metric,
+)
+def test_a_noiseless_seed_scores_as_it_was_measured(model: Quality) -> None:
+    """Its measured validation scores condition the examples: without evaluation noise
+    the simulated seed scores exactly so, replicate after replicate."""
+    rng = np.random.default_rng(2)
+    for _ in range(20):
+        search = QualitySearch(model, 10, 6, rng)
+        assert search.seed_validation() == pytest.approx(model.seed_validation)
+
+
+def test_the_examples_drawn_given_the_seeds_scores_keep_the_models_law() -> None:
+    """Scores drawn from the model, then difficulties and residuals drawn given them: pooled
+    over many draws, those must be the model's own N(0, difficulty_sd^2) and N(0, 1)
+    (Kolmogorov-Smirnov, p > 0.001), and a re-evaluation must agree with the measured score
+    as often as two evaluations of one example do (Monte Carlo, within 4 standard errors)."""
+    model = Quality(0.4, difficulty_sd=1.5, eval_noise=0.7)
+    rng = np.random.default_rng(3)
+    n, s = 40, model.seed_quality
+    difficulties, residuals, agree, expected = [], [], [], []
+    for _ in range(500):
+        d, z = rng.normal(0, 1.5, n), rng.standard_normal(n)
+        first = model.score(s - d + z + 0.7 * rng.standard_normal(n))
+        again = model.score(s - d + z + 0.7 * rng.standard_normal(n))
+        expected.append(np.mean(first == again))
+        drawn_d, drawn_z = replace(model, seed_validation=tuple(first)).seed_examples(rng)
+        difficulties += drawn_d.tolist()
+        residuals += drawn_z.tolist()
+        redone = model.score(s - drawn_d + drawn_z + 0.7 * rng.standard_normal(n))
+        agree.append(np.mean(first == redone))
+    assert stats.kstest(np.array(difficulties) / 1.5, "norm").pvalue > 0.001
+    assert stats.kstest(residuals, "norm").pvalue > 0.001
+    error = np.hypot(np.std(agree), np.std(expected)) / np.sqrt(len(agree))
+    assert abs(np.mean(agree) - np.mean(expected)) < 4 * error
 
 
 def test_the_headroom_runs_out_at_the_ceiling() -> None:

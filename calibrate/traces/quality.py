@@ -10,6 +10,9 @@ summaries' inference (calibrate/summaries/infer.py) fits the [quality] table
 to them: ABC-SMC with the simulator as the likelihood, every run simulated at
 its own setup and shape. The latencies play no part in these figures and are
 held fixed there. The posterior's draws join the scenario's parameter draws.
+The seed's validation, example by example, goes into the table as
+`seed_validation` when every trace measured it alike (the same valset):
+runs predicted from it start from the seed as measured.
 
 The metric is read off the scores: all 0 or 1 is binary; all multiples of
 1/L for some L up to MAX_LEVELS is graded; anything else continuous.
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from pxn.calibrate.summaries.abc_smc import Generation
@@ -140,4 +143,23 @@ def fit_quality(
         {path: value for path, value in draw.items() if path.startswith("quality.")}
         for draw in inference.scenario.uncertainty.draws
     )
-    return QualityFit(inference.scenario.quality, inference, posterior)
+    quality = replace(inference.scenario.quality, seed_validation=seed_validation(traces))
+    return QualityFit(quality, inference, posterior)
+
+
+def seed_validation(traces: list[Trace]) -> tuple[float, ...]:
+    """The seed's score on each validation example, when every trace measured the same
+    ones (one valset, the seed evaluated alike); empty otherwise, or where a score is
+    missing: runs on other examples must not start from these."""
+    measured = {seed_scores(trace) for trace in traces}
+    return measured.pop() if len(measured) == 1 else ()
+
+
+def seed_scores(trace: Trace) -> tuple[float, ...]:
+    """The seed's validation scores in the valset's order (recorders name an example
+    val/i, the simulator val:i); empty where one is missing."""
+    scores = {
+        r.example.replace(":", "/"): r.score for r in trace.of(Rollout) if r.phase == "seed_val"
+    }
+    measured = [scores.get(f"val/{i}") for i in range(trace.run_start.valset_size)]
+    return () if None in measured else tuple(measured)
