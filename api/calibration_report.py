@@ -13,6 +13,7 @@ from pxn.calibrate.traces.fit import LatencyFit
 from pxn.calibrate.traces.pipeline import Calibration
 from pxn.calibrate.traces.run_spread import RunSpreadFit
 from pxn.distribution import Distribution
+from pxn.quality import Quality
 
 
 def _digest(path: Path) -> str:
@@ -242,7 +243,22 @@ def quality_lines(cal: Calibration) -> list[str]:
         *(f"  {line}" for line in parameter_lines(inference)),
         f"  the runs' figures inside their posterior predictive 5-95%: {inside} of "
         f"{len(inference.checks)}",
+        seed_validation_line(q),
     ]
+
+
+def seed_validation_line(q: Quality) -> str:
+    """Whether runs predicted from the scenario start from the seed as measured."""
+    if not q.seed_validation:
+        return (
+            "  seed validation: not kept (the runs measured the seed differently: other "
+            "valsets, or noisy evaluation); each run draws it from seed_score"
+        )
+    mean = sum(q.seed_validation) / len(q.seed_validation)
+    return (
+        f"  seed validation: kept, as every run measured it ({mean:.3g} over "
+        f"{len(q.seed_validation)} examples) -> [quality] seed_validation"
+    )
 
 
 def batched_line(b: BatchedFit) -> str:

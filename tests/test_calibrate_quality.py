@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from sim_helpers import searched
 
+from pxn.api.calibration_report import seed_validation_line
 from pxn.calibrate.summaries.facts import InferenceOptions
 from pxn.calibrate.traces.pipeline import calibrate_traces
 from pxn.calibrate.traces.quality import (
@@ -23,6 +24,7 @@ from pxn.calibrate.traces.quality import (
     trace_summaries,
 )
 from pxn.errors import PxnError
+from pxn.quality import Quality
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once
 from pxn.trace import TraceWriter, Validation, load_traces, read_trace, summarize
@@ -76,6 +78,9 @@ def test_the_seeds_validation_is_kept_where_every_trace_measured_it_alike(
     own = load_traces(traced_runs(tmp_path / "own", searched(TRUE, budget=200, valset_size=10), 2))
     assert seed_validation(own.traces) == ()
     assert seed_validation(own.traces[:1]) == seed_scores(own.traces[0]) != ()
+    kept = seed_validation_line(Quality(0.4, seed_validation=measured))
+    assert "kept, as every run measured it (0.4 over 10 examples)" in kept
+    assert "not kept" in seed_validation_line(Quality(0.4))
 
 
 @pytest.mark.parametrize(("metric", "levels"), [("graded", 4), ("continuous", 1)])
