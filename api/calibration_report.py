@@ -251,12 +251,11 @@ def seed_validation_line(q: Quality) -> str:
     """Whether runs predicted from the scenario start from the seed as measured."""
     if not q.seed_validation:
         return (
-            "  seed validation: not kept (the runs measured the seed differently: other "
-            "valsets, or noisy evaluation); each run draws it from seed_score"
+            "  seed validation: not kept, the runs measured it differently (other valsets, noise)"
         )
     mean = sum(q.seed_validation) / len(q.seed_validation)
     return (
-        f"  seed validation: kept, as every run measured it ({mean:.3g} over "
+        f"  seed validation: kept as every run measured it ({mean:.3g} over "
         f"{len(q.seed_validation)} examples) -> [quality] seed_validation"
     )
 
