@@ -120,7 +120,7 @@ def terminate(pool: ProcessPoolExecutor) -> None:
     # The executor has no public way to end running work (shutdown waits for it,
     # or leaves it running): its processes are terminated directly.
     processes = list((pool._processes or {}).values())
-    call_queue = pool._call_queue  # (shutdown lets go of both)
+    call_queue, manager = pool._call_queue, pool._executor_manager_thread  # (shutdown lets go)
     pool.shutdown(wait=False, cancel_futures=True)
     # Units that fill the pipe (one scenario with its draws can) leave the call queue's
     # feeder thread blocked writing to the processes; once they are gone, the executor's
@@ -138,7 +138,6 @@ def terminate(pool: ProcessPoolExecutor) -> None:
     # closes as it ends: the two raced ("Exception ignored ... Bad file descriptor" on
     # stderr after the command's one line). This manager needs no waking (it sees its
     # processes gone), so the executor module's list of those to wake forgets it.
-    manager = pool._executor_manager_thread
     if manager is not None:
         concurrent.futures.process._threads_wakeups.pop(manager, None)
 
