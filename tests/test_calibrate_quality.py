@@ -59,6 +59,9 @@ def test_a_scored_trace_gives_one_fact_per_search_figure(tmp_path: Path) -> None
     summary = summarize(traces[0])
     acceptance = next(f for f in summaries.facts if f.quantity == "acceptance" and f.runs == (0,))
     assert acceptance.precision == pytest.approx(0.5 / summary.proposals)
+    # A mean of score differences on V = 30 examples: known to half an example's grade.
+    gain = next(f for f in summaries.facts if f.quantity == "val_gain" and f.runs == (0,))
+    assert gain.precision == pytest.approx(0.5 / (30 * summary.accepted))
 
 
 def test_the_seeds_validation_is_kept_where_every_trace_measured_it_alike(

@@ -117,10 +117,21 @@ def trace_summaries(traces: list[Trace], options: InferenceOptions) -> Summaries
             if SCALES[quantity] == "logit":  # a share of 0 or 1 is read just inside
                 value = min(max(value, 0.0), 1.0)
             label = f"{trace.path.parent.name or trace.path.name} {quantity.replace('_', ' ')}"
-            precision = 0.5 / COUNTED_OVER[quantity](summary) if quantity in COUNTED_OVER else 0.0
+            precision = precision_of(quantity, summary, setup)
             said = f"{value:.3g}"
             facts.append(Fact(label, quantity, value, value, (index,), said, precision=precision))
     return Summaries(traces[0].path, tuple(runs), tuple(facts), dict(FIXED_TIMES), options)
+
+
+def precision_of(quantity: str, summary: RunSummary, setup: Setup) -> float:
+    """How exactly a trace knows a figure: a share of counted events to half an event; the
+    validation gain, a mean of score differences on V examples, to half a grade of one
+    example over the gains averaged; the rest exactly."""
+    if quantity in COUNTED_OVER:
+        return 0.5 / COUNTED_OVER[quantity](summary)
+    if quantity == "val_gain" and setup.metric != "continuous" and summary.accepted:
+        return 0.5 / (setup.valset_size * setup.levels * summary.accepted)
+    return 0.0
 
 
 def fit_quality(
