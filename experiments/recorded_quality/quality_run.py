@@ -19,6 +19,14 @@ Around it, what a user writes:
 Each run draws its own examples, qualities and latencies from a stream keyed by its shape
 and seed (gepa's own seed is the run's seed). Prints the run's totals as rec.result holds
 them, with the true expected score of the candidate gepa chose.
+
+`--same-examples`, the study's second arm: every run on one set of examples, the
+difficulties and the seed's residuals drawn once from a stream keyed by the study's seed
+alone, and evaluations without noise (eval_noise 0, as a temperature-0 LM with a fixed
+prompt scores), so every run measures the seed's validation alike; the children's
+qualities and the latencies stay the run's own.
+
+    .venv/bin/python experiments/recorded_quality/quality_run.py OUT --same-examples
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import gepa
@@ -38,13 +47,37 @@ from gepa.strategies.proposal_sampling import PxNSampling
 
 from pxn.calibrate.conformance import DEFAULT_QUALITY_SCENARIO, at_time_scale
 from pxn.distribution import Distribution
+from pxn.quality import Quality
 from pxn.runner.record import recording
 from pxn.runner.synthetic import COMPONENT, LatencyDraws
-from pxn.runner.synthetic_quality import Example, SyntheticSearch
+from pxn.runner.synthetic_quality import SEED, Example, SyntheticSearch
+from pxn.scenario import Scenario
 from pxn.shape import Shape
 
 TRUTH = at_time_scale(DEFAULT_QUALITY_SCENARIO, 0.01)  # rollouts ~20 ms, reflections ~80 ms
 STUDY_SEED = 26  # issue #26: every run's streams are keyed within it
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm of the study: its outputs' folder (within the study's), the truth its runs
+    are drawn from, and whether they all share one set of examples."""
+
+    folder: str
+    truth: Scenario
+    same_examples: bool
+
+
+OWN_EXAMPLES = Arm(".", TRUTH, same_examples=False)
+SAME_EXAMPLES = Arm(
+    "same-examples",
+    TRUTH.replace(quality=dataclasses.replace(TRUTH.quality, eval_noise=0.0)),
+    same_examples=True,
+)
+
+
+def arm(same_examples: bool) -> Arm:
+    return SAME_EXAMPLES if same_examples else OWN_EXAMPLES
 
 
 class Latencies:
@@ -110,27 +143,39 @@ class ReflectionLM:
         return f"```\n{self.search.propose(text)}\n```"
 
 
-def run(out: Path, shape: Shape, seed: int) -> dict:
-    workers = TRUTH.workers
+def share_examples(search: SyntheticSearch, quality: Quality) -> None:
+    """The study's one set of examples in place of the run's own: the difficulties and the
+    seed's residuals of a search keyed by the study's seed alone."""
+    sizes = {split: len(d) for split, d in search.difficulty.items()}
+    shared = SyntheticSearch(quality, sizes, np.random.SeedSequence(STUDY_SEED))
+    search.difficulty = shared.difficulty
+    search.candidates[SEED] = shared.candidates[SEED]
+
+
+def run(out: Path, shape: Shape, seed: int, study: Arm = OWN_EXAMPLES) -> dict:
+    truth = study.truth
+    workers = truth.workers
     streams = np.random.SeedSequence(STUDY_SEED, spawn_key=(shape.p, shape.n, seed)).spawn(3)
-    sizes = {"train": TRUTH.trainset_size, "val": TRUTH.valset_size}
-    search = SyntheticSearch(TRUTH.quality, sizes, streams[0])
+    sizes = {"train": truth.trainset_size, "val": truth.valset_size}
+    search = SyntheticSearch(truth.quality, sizes, streams[0])
+    if study.same_examples:
+        share_examples(search, truth.quality)
     adapter = PoolAdapter(
-        search, workers, Latencies(TRUTH.rollout, np.random.default_rng(streams[1]))
+        search, workers, Latencies(truth.rollout, np.random.default_rng(streams[1]))
     )
     reflection_lm = ReflectionLM(
-        search, Latencies(TRUTH.reflection, np.random.default_rng(streams[2]))
+        search, Latencies(truth.reflection, np.random.default_rng(streams[2]))
     )
     with recording(out, workers=workers) as rec:
         result = gepa.optimize(
             **rec.wrap(
                 seed_candidate={COMPONENT: search.seed_text},
-                trainset=[Example("train", i) for i in range(TRUTH.trainset_size)],
-                valset=[Example("val", i) for i in range(TRUTH.valset_size)],
+                trainset=[Example("train", i) for i in range(truth.trainset_size)],
+                valset=[Example("val", i) for i in range(truth.valset_size)],
                 adapter=adapter,
                 reflection_lm=reflection_lm,
-                reflection_minibatch_size=TRUTH.minibatch,
-                max_metric_calls=TRUTH.budget,
+                reflection_minibatch_size=truth.minibatch,
+                max_metric_calls=truth.budget,
                 sampling_strategy=PxNSampling(shape.p, shape.n),
                 seed=seed,
                 display_progress_bar=False,
@@ -146,5 +191,6 @@ if __name__ == "__main__":
     parser.add_argument("out", type=Path)
     parser.add_argument("--shape", default="1x1")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--same-examples", action="store_true", help="the second arm")
     args = parser.parse_args()
-    print(json.dumps(run(args.out, Shape.parse(args.shape), args.seed)))
+    print(json.dumps(run(args.out, Shape.parse(args.shape), args.seed, arm(args.same_examples))))

@@ -15,6 +15,8 @@ Per held-out shape, the batched shapes together and all held-out runs:
   predictions lean neither way).
 Then each [quality] parameter: the truth the task was drawn from, the posterior's median
 and 5-95% and its verdict, as `pxn calibrate` printed them (calibrate.txt).
+
+`--same-examples`: the second arm's summary, from and into same-examples/.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from __future__ import annotations
 import csv
 import re
 import statistics
+import sys
 from pathlib import Path
 
-from quality_run import TRUTH
+from quality_run import Arm, arm
 from study import CALIBRATION, name
 
 from pxn.trace import read_one, summarize
@@ -38,8 +41,8 @@ POSTERIOR = re.compile(
 Row = dict[str, str]
 
 
-def completed(validation: str) -> list[Row]:
-    with (HERE / validation / "validation.csv").open() as f:
+def completed(folder: Path, validation: str) -> list[Row]:
+    with (folder / validation / "validation.csv").open() as f:
         return [r for r in csv.DictReader(f) if r["status"] == "completed"]
 
 
@@ -81,40 +84,47 @@ def time_cells(runs: list[Row]) -> str:
     )
 
 
-def singles_mean_best() -> float:
+def singles_mean_best(folder: Path) -> float:
     """The calibration singles' mean best validation score: the plainest forecast."""
-    traces = [HERE / "runs" / name(shape, seed) / "trace.jsonl" for shape, seed in CALIBRATION]
+    traces = [folder / "runs" / name(shape, seed) / "trace.jsonl" for shape, seed in CALIBRATION]
     return statistics.mean(summarize(read_one(t)).best_score for t in traces)
 
 
-def parameter_rows() -> list[str]:
+def parameter_rows(study: Arm) -> list[str]:
     rows = []
-    for line in (HERE / "calibrate.txt").read_text().splitlines():
+    for line in (HERE / study.folder / "calibrate.txt").read_text().splitlines():
         found = POSTERIOR.match(line)
         if found is None:
             continue
         parameter, median, low, high, ratio, verdict = found.groups()
-        true = getattr(TRUTH.quality, parameter)
+        true = getattr(study.truth.quality, parameter)
         inside = "yes" if float(low) <= true <= float(high) else "no"
         posterior = f"{median} [{low}, {high}]"
         rows.append(f"| {parameter} | {true:g} | {posterior} | {inside} | {ratio} | {verdict} |")
     return rows
 
 
-def main() -> None:
-    calibrated = groups(completed("validation"))
-    oracle = groups(completed("validation-true-quality"))
-    plain = singles_mean_best()
+def main(study: Arm) -> None:
+    """Where the calibration refused (no validation/), its columns say so and the
+    wall-clock is the true [quality] scenario's."""
+    folder = HERE / study.folder
+    oracle = groups(completed(folder, "validation-true-quality"))
+    refused = not (folder / "validation").exists()
+    calibrated = oracle if refused else groups(completed(folder, "validation"))
+    plain = singles_mean_best(folder)
     score_rows, time_rows = [], []
     for label, runs in calibrated.items():
         scores = [num(r, "measured_best_score") for r in runs]
         measured = f"{statistics.mean(scores):.3f} | {statistics.stdev(scores):.3f}"
         naive = statistics.mean(abs(plain - score) for score in scores)
+        predicted = "refused | | | |" if refused else score_cells(runs)
         score_rows.append(
-            f"| {label} | {len(runs)} | {measured} | {score_cells(runs)} "
+            f"| {label} | {len(runs)} | {measured} | {predicted} "
             f"| {score_cells(oracle[label])} | {naive:.3f} |"
         )
         time_rows.append(f"| {label} | {len(runs)} | {time_cells(runs)} |")
+    refusal = "true [quality] scenario: the calibration refused"
+    timed_by = refusal if refused else "calibrated scenario"
     text = [
         f"# Held-out runs predicted from {len(CALIBRATION)} singles",
         "",
@@ -133,7 +143,7 @@ def main() -> None:
         f"(calibrated-true-quality.toml); singles' mean: each run forecast as {plain:.3f}, "
         "the calibration singles' mean best score.",
         "",
-        "## The wall-clock (calibrated scenario)",
+        f"## The wall-clock ({timed_by})",
         "",
         "| shape | runs | MAPE | inside 5-95% | width | mean pct. |",
         "|---|---|---|---|---|---|",
@@ -146,15 +156,15 @@ def main() -> None:
         "",
         "| parameter | truth | posterior median [5%, 95%] | truth inside | IQR ratio | verdict |",
         "|---|---|---|---|---|---|",
-        *parameter_rows(),
+        *(parameter_rows(study) or ["| refused: see calibrate.txt | | | | | |"]),
         "",
         "IQR ratio: the posterior's interquartile range over the prior's (pxn calibrate: "
         "pinned <= 0.5, narrowed <= 0.8, else left to the prior).",
         "",
     ]
-    (HERE / "summary.md").write_text("\n".join(text))
+    (folder / "summary.md").write_text("\n".join(text))
     print("\n".join(text))
 
 
 if __name__ == "__main__":
-    main()
+    main(arm(sys.argv[1:] == ["--same-examples"]))
