@@ -16,9 +16,17 @@ import scipy.stats
 from conftest import assert_user_error, run_pxn
 
 from pxn.api.inference_report import reported
-from pxn.calibrate.summaries.abc_smc import Cutoff, Scale, Settings, abc_smc
+from pxn.calibrate.summaries.abc_smc import (
+    AbcSmcResult,
+    Cutoff,
+    Population,
+    Scale,
+    Settings,
+    abc_smc,
+)
 from pxn.calibrate.summaries.facts import Fact, Setup, read_summaries
 from pxn.calibrate.summaries.infer import (
+    _refuse_unreproduced,
     base_scenario,
     from_scale,
     on_scale,
@@ -195,6 +203,25 @@ def test_flags_only_traces_read_are_refused_with_summaries(tmp_path: Path, flag:
     ran = run_pxn("calibrate", "--summaries", path, "-o", out, *flag)
     assert_user_error(ran, f"{flag[0]} applies to traces", "[inference]")
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("reported", "refused"), [(1.3, False), (1.6, True)])
+def test_a_fact_within_one_unit_of_the_population_is_a_miss_not_a_refusal(
+    reported: float, refused: bool
+) -> None:
+    """The kept runs reach 1.0 at most and one run's sd of the figure is 0.5: a reported
+    1.3 (a run in a tail) is left to the predictive check; 1.6 is refused."""
+    figures = np.linspace(0.0, 1.0, 11)[:, None]
+    population = Population(np.zeros((11, 1)), figures, np.zeros(11))
+    scale = Scale(np.array([0.5]), np.array([0.5]), 1.0, 1.4, 0)
+    outcome = AbcSmcResult(population, scale, (), True, "converged")
+    fact = Fact("run gain", "val_gain", reported, reported, (0,), str(reported))
+    point = np.array([reported])
+    if refused:
+        with pytest.raises(PxnError, match="no parameter setting within the priors"):
+            _refuse_unreproduced(outcome, (fact,), point, point)
+    else:
+        _refuse_unreproduced(outcome, (fact,), point, point)
 
 
 def test_facts_no_setting_reproduces_are_refused_after_inference(tmp_path: Path) -> None:

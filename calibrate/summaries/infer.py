@@ -302,7 +302,7 @@ def infer_from_summaries(
         priors, model, spread_over(backend), low, high, precision, settings, options.seed,
         on_generation,
     )  # fmt: skip
-    _refuse_unreproduced(outcome, facts, low, high, precision)
+    _refuse_unreproduced(outcome, facts, low, high)
     if not outcome.converged:
         raise PxnError(
             f"the inference did not converge: {outcome.verdict} "
@@ -342,19 +342,19 @@ def infer_from_summaries(
 
 
 def _refuse_unreproduced(
-    outcome: AbcSmcResult,
-    facts: tuple[Fact, ...],
-    low: np.ndarray,
-    high: np.ndarray,
-    precision: np.ndarray,
+    outcome: AbcSmcResult, facts: tuple[Fact, ...], low: np.ndarray, high: np.ndarray
 ) -> None:
-    """Refuse facts that no kept run reached or straddled, to the fact's precision: the
-    priors hold no setting for them."""
+    """Refuse facts that no kept run came within one unit of (one run's sd of the figure,
+    or the fact's precision where that is larger): the priors hold no setting for them.
+    Nearer, a fact is a miss the posterior predictive check reports, not an impossibility:
+    a reported figure is one run's, and a run in a tail of its setting's figures lies past
+    what a population of a few hundred runs reaches."""
     figures = outcome.population.figures
     missed = []
     for j, fact in enumerate(facts):
         column = figures[:, j][np.isfinite(figures[:, j])]
-        reach_low, reach_high = low[j] - precision[j], high[j] + precision[j]
+        unit = outcome.scale.units[j]
+        reach_low, reach_high = low[j] - unit, high[j] + unit
         if column.size and column.min() <= reach_high and column.max() >= reach_low:
             continue
         if column.size:
