@@ -79,36 +79,26 @@ def record(study: Arm) -> None:
         totals.write_text(json.dumps(result) + "\n")
 
 
-def pxn(output: Path, *args: str | Path, refusable: bool = False) -> bool:
-    """A pxn command from the repository root, its output kept in `output`; it must succeed,
-    or (`refusable`) may refuse with pxn's exit code 2: whether it succeeded."""
+def pxn(output: Path, *args: str | Path) -> None:
+    """A pxn command from the repository root, its output kept in `output`; it must succeed."""
     done = subprocess.run([str(PXN), *map(str, args)], cwd=ROOT, capture_output=True, text=True)
     output.write_text(done.stdout + done.stderr)
-    if done.returncode != 0 and not (refusable and done.returncode == 2):
+    if done.returncode != 0:
         raise SystemExit(f"pxn {args[0]} ended {done.returncode}: see {output}")
-    return done.returncode == 0
 
 
 def analyse(study: Arm) -> None:
-    """Calibrate, validate and summarise. Where the quality model's calibration refuses
-    the singles, the calibrated column is left out, and the true [quality] takes its
-    latencies from the same singles calibrated with acceptance rates (rates.txt,
-    rates.toml): the latencies are fitted alike either way."""
+    """Calibrate, validate and summarise."""
     folder = HERE / study.folder
     scenario = folder / "calibrated.toml"
     singles = [folder / "runs" / name(shape, seed) for shape, seed in CALIBRATION]
-    calibrate = ("calibrate", *singles, "-o", scenario, "--search", "quality")
-    calibrated = pxn(folder / "calibrate.txt", *calibrate, refusable=True)
-    if not calibrated:
-        scenario = folder / "rates.toml"
-        pxn(folder / "rates.txt", "calibrate", *singles, "-o", scenario, "--search", "rates")
+    pxn(folder / "calibrate.txt", "calibrate", *singles, "-o", scenario, "--search", "quality")
     oracle = folder / "calibrated-true-quality.toml"
     measured = seed_validation([read_one(run / "trace.jsonl") for run in singles])
     with_true_quality(scenario, dataclasses.replace(study.truth.quality, seed_validation=measured),
                       oracle)  # fmt: skip
     held_out = [folder / "runs" / name(shape, seed) for shape, seed in HELD_OUT]
-    predictors = [("validation", scenario)] if calibrated else []
-    for label, predictor in [*predictors, ("validation-true-quality", oracle)]:
+    for label, predictor in [("validation", scenario), ("validation-true-quality", oracle)]:
         pxn(
             folder / f"{label}.txt",
             "validate", "--scenario", predictor, *held_out,
