@@ -296,10 +296,16 @@ class QualitySearch:
             self.val_residuals.append(
                 model.inherit * self.val_residuals[parent] + model.fresh_share * fresh
             )
-            scores.append(self.val_scores(len(self.quality) - 1))
-            self.front.add(scores[-1])
-            self.parent.append(parent)
-            self.validated.append(scores[-1])
+            scores.append(self._validate_newest(parent))
+        return scores
+
+    def _validate_newest(self, parent: int) -> np.ndarray:
+        """The candidate added last, validated: its scores join the front; `parent` is its
+        reflective parent (-1: none)."""
+        scores = self.val_scores(len(self.quality) - 1)
+        self.front.add(scores)
+        self.parent.append(parent)
+        self.validated.append(scores)
         return scores
 
     # -- gepa's merge ------------------------------------------------------------------
@@ -356,11 +362,7 @@ class QualitySearch:
         self.train_residuals.append(child.train_residuals)
         self.train_residual_list.append(child.train_residuals.tolist())
         self.val_residuals.append(child.val_residuals)
-        scores = self.val_scores(len(self.quality) - 1)
-        self.front.add(scores)
-        self.parent.append(-1)  # two parents: no reflective gain (SearchFigures.val_gain)
-        self.validated.append(scores)
-        return scores
+        return self._validate_newest(-1)  # two parents: no reflective gain (val_gain)
 
     @property
     def seed_score(self) -> float:
