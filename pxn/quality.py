@@ -84,6 +84,7 @@ METRICS = ("binary", "graded", "continuous")
 # differ from 0 and 1 by less than a float can tell at any spread the model allows.
 LATENT_RANGE = 60.0
 MERGE_PICK = 0.5  # merge_pick's default: a merge mixes its parents blindly
+NOT_FLOATS = ("metric", "levels", "seed_validation")  # [quality] fields read as they are
 
 
 @dataclass(frozen=True)
@@ -232,10 +233,10 @@ class Quality:
     def _check_seed_validation(self) -> None:
         grades = self.levels if self.metric == "graded" else 1
         for score in self.seed_validation:
-            on_grade = (
+            on_grade = is_number(score) and (
                 self.metric == "continuous" or abs(score * grades - round(score * grades)) < 1e-9
             )
-            if not (is_number(score) and 0 <= score <= 1 and on_grade):
+            if not (on_grade and 0 <= score <= 1):
                 kind = (
                     "between 0 and 1"
                     if self.metric == "continuous"
@@ -273,11 +274,10 @@ class Quality:
         if "metric" in values:
             values["metric"] = str(values["metric"])
         for name, value in values.items():
-            if name not in ("metric", "levels", "seed_validation") and not is_number(value):
+            if name not in NOT_FLOATS and not is_number(value):
                 raise PxnError(f"{name} must be a number: got {value!r}", subject="[quality]")
         if "levels" in values and is_number(values["levels"]) and values["levels"] % 1 == 0:
             values["levels"] = int(values["levels"])
-        kept = ("metric", "levels", "seed_validation")
-        quality = cls(**{k: v if k in kept else float(v) for k, v in values.items()})
+        quality = cls(**{k: v if k in NOT_FLOATS else float(v) for k, v in values.items()})
         quality.validate()
         return quality
