@@ -22,6 +22,7 @@ import tomli_w
 from pxn.acceptance import Acceptance
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
+from pxn.failures import Failures
 from pxn.fields import at_least, known_keys, share, table, whole
 from pxn.files import write_text_atomically
 from pxn.load import Loads
@@ -35,6 +36,9 @@ from pxn.uncertainty import Uncertainty
 
 # How a stage's W workers serve its candidates (Scenario.worker_split).
 WORKER_SPLITS = ("pooled", "per_candidate")
+# Who runs the loop (Scenario.optimizer): gepa.optimize, or dspy.GEPA, whose adapter
+# proposes the texts itself, one reflection at a time.
+OPTIMIZERS = ("gepa", "dspy.GEPA")
 
 # What a scenario cannot do without, each as a line to add: the smallest scenario.
 REQUIRED = {
@@ -118,6 +122,10 @@ class Scenario:
     max_merges: int = 5
     components: int = 1
     merge_acceptance: float | None = None
+    # Proposals lost before gepa judged them (a failed reflection, no reflective dataset).
+    failures: Failures = field(default_factory=Failures)
+    # gepa.optimize ("gepa") or dspy.GEPA, which reflects one proposal at a time (C = 1).
+    optimizer: str = "gepa"
     # A phase's own rollout latency, where it differs from `rollout`.
     rollout_phases: dict[str, Distribution] = field(default_factory=dict)
     loads: Loads = field(default_factory=Loads)  # [load] in TOML
@@ -187,6 +195,18 @@ class Scenario:
                 subject="worker_split",
             )
         self._validate_merge()
+        self.failures.validate()
+        if self.optimizer not in OPTIMIZERS:
+            raise PxnError(
+                f"must be one of {', '.join(map(repr, OPTIMIZERS))}: got {self.optimizer!r}",
+                subject="optimizer",
+            )
+        if self.optimizer == "dspy.GEPA" and self.reflection_concurrency != 1:
+            raise PxnError(
+                f"is {self.reflection_concurrency}, but dspy.GEPA's adapter proposes one text at "
+                'a time: set reflection_concurrency = 1 (or optimizer = "gepa")',
+                subject="reflection_concurrency",
+            )
         self.rollout.validate("rollout latency")
         for phase, latency in self.rollout_phases.items():
             if phase not in ROLLOUT_PHASES:
@@ -347,6 +367,8 @@ class Scenario:
             top["duplicate_children"] = self.duplicate_children
         if self.worker_split != "pooled":
             top["worker_split"] = self.worker_split
+        if self.optimizer != "gepa":
+            top["optimizer"] = self.optimizer
         if self.merge:
             top |= {"merge": True, "max_merges": self.max_merges, "components": self.components}
             if self.merge_acceptance is not None:
@@ -357,6 +379,7 @@ class Scenario:
         if self.quality is not None:
             top["quality"] = self.quality.to_dict()
         optional = {
+            "failures": self.failures.to_dict(),
             "load": self.loads.to_dict(),
             "tokens": None if self.tokens is None else self.tokens.to_dict(),
             "prices": None if self.prices is None else self.prices.to_dict(),
@@ -404,6 +427,8 @@ class Scenario:
             parsed["acceptance"] = Acceptance.from_dict(data.pop("acceptance"))
         if "quality" in data:
             parsed["quality"] = Quality.from_dict(data.pop("quality"))
+        if "failures" in data:
+            parsed["failures"] = Failures.from_dict(data.pop("failures"))
         if "selection" in data:
             parsed["selection"] = Selection.parse(str(data.pop("selection")))
         if "tokens" in data:

@@ -7,8 +7,10 @@ it completes, so a crash leaves a valid prefix.
 
 Every event has `start` and `end`, in seconds since the run started (an
 instant, such as a decision, has start == end). The first line is always a
-`run_start` carrying the schema version: 2 since gepa's merge has its stage
-and its event; a version 1 trace (no merges) reads as it always did.
+`run_start` carrying the schema version: 3 since proposals lost before gepa
+judged them have their event, 2 since gepa's merge has its stage and its
+event; a version 2 trace reads as 3 would (its lost proposals inferred from
+its reflections) and a version 1 trace as 2 without merges.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ import numpy as np
 from pxn.errors import PxnError
 from pxn.shape import Shape
 
-SCHEMA_VERSION = 2
-# The versions this reader reads: 1 is 2 without merges.
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+# The versions this reader reads: 2 is 3 without no_proposal events, 1 is 2 without merges.
+READABLE_VERSIONS = (1, 2, 3)
 
 # Rollout phases, in the order gepa runs them: the seed's validation, then in an
 # iteration either a merge's subsample (and, accepted, its full validation) or the
@@ -258,6 +260,37 @@ class Merge(Event):
     score_after: float | None = None  # the merged program's subsample sum
 
 
+# Why a task of an iteration ended without a proposal gepa judged (NoProposal.reason).
+SKIPPED_REASONS = ("perfect_parent",)  # gepa skipped it: the parent was perfect on its minibatch
+LOST_REASONS = (  # paid for (the parent's minibatch, perhaps a reflection), never judged
+    "no_trajectories",  # the parent's evaluation returned no trajectories to reflect on
+    "reflective_dataset",  # the adapter raised building the reflective dataset
+    "reflection_failed",  # the reflection raised (LM error, unparsable reply, empty text)
+    "no_texts",  # the reflection returned no new text
+    "iteration_failed",  # an exception ended the iteration; gepa logged it and went on
+)
+BEFORE_REFLECTION = ("no_trajectories", "reflective_dataset")  # lost with no reflection run
+MERGE_REASONS = ("merge_not_found",)  # a merge was due and gepa found no pair to merge
+NO_PROPOSAL_REASONS = SKIPPED_REASONS + LOST_REASONS + MERGE_REASONS
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoProposal(Event):
+    """A task of an iteration that ended without a proposal gepa judged, and why (an instant).
+
+    gepa logs these and goes on, so nothing else in a trace says what its parent
+    minibatch and reflections bought. A merge that was due and found no pair is one
+    too (`proposal` "i-merge"): the iteration then proposes as usual.
+    """
+
+    kind: ClassVar[str] = "no_proposal"
+    iteration: int
+    proposal: str  # the task's id "i-j", or "i-merge"
+    parent: str | None = None  # gepa's index of the task's parent, when known
+    reason: str  # one of NO_PROPOSAL_REASONS
+    error: str | None = None  # the redacted one-line error, when one was raised
+
+
 E = typing.TypeVar("E", bound=Event)
 
 EVENT_TYPES: dict[str, type[Event]] = {
@@ -271,6 +304,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         Reflection,
         Decision,
         Merge,
+        NoProposal,
         Attempt,
         Resume,
         Validation,
@@ -625,6 +659,11 @@ class RunSummary:
     dollars: float | None = None  # what the calls cost; None when nothing priced them
     throttled_calls: int = 0  # calls that waited for rate-limit capacity (simulated)
     skipped: int = 0  # proposals not made: their parent was perfect on the minibatch
+    # Tasks lost after their parent's minibatch, before gepa judged a proposal (a failed
+    # reflection, no reflective dataset: pxn.failures), and the iterations (merges aside)
+    # that judged no proposal at all.
+    failed: int = 0
+    no_proposal_iterations: int = 0
     # gepa's merges (use_merge): attempted (each an iteration without proposals),
     # and accepted (each a new candidate besides `accepted`).
     merges: int = 0
@@ -653,6 +692,17 @@ class RunSummary:
         """The share of tasks skipped because their parent was perfect on the minibatch."""
         tasks = self.skipped + self.proposals
         return self.skipped / tasks if tasks else math.nan
+
+    @property
+    def failed_share(self) -> float:
+        """The share of tasks gepa did not skip that were lost before it judged them."""
+        tasks = self.failed + self.proposals
+        return self.failed / tasks if tasks else math.nan
+
+    @property
+    def no_proposal_share(self) -> float:
+        """The share of iterations that judged no proposal (merges count as proposals)."""
+        return self.no_proposal_iterations / self.iterations if self.iterations else math.nan
 
     @property
     def val_gain(self) -> float:
@@ -686,9 +736,7 @@ def summarize(trace: Trace) -> RunSummary:
     validations = trace.live(Validation)
     progress = best_score_progress(validations)
     iterations = trace.live(Iteration)
-    k = Shape.parse(trace.run_start.shape).k
-    # A merge takes its iteration's place: that iteration proposes nothing.
-    reflective = len(iterations) - len({m.iteration for m in merges})
+    lost = LostTasks.of(trace, iterations, decisions, merges)
     return RunSummary(
         wall_clock=wall_clock,
         iterations=len(iterations),
@@ -699,7 +747,9 @@ def summarize(trace: Trace) -> RunSummary:
         stage_time=stage_time,
         utilisation=busy / (workers * wall_clock) if workers and wall_clock > 0 else 0.0,
         dollars=sum(costs) if costs else None,
-        skipped=max(0, k * reflective - len(decisions)),
+        skipped=lost.skipped,
+        failed=lost.failed,
+        no_proposal_iterations=lost.no_proposal_iterations,
         merges=len(merges),
         merges_accepted=sum(m.accepted for m in merges),
         seed_score=next((v.score for v in validations if v.iteration == 0), None),
@@ -707,6 +757,42 @@ def summarize(trace: Trace) -> RunSummary:
         progress=progress,
         figures=search_figures(validations, decisions, rollouts) if progress else None,
     )
+
+
+@dataclass(frozen=True)
+class LostTasks:
+    """A run's tasks that gepa judged no proposal of: skipped, or lost (pxn.failures)."""
+
+    skipped: int
+    failed: int
+    no_proposal_iterations: int
+
+    @classmethod
+    def of(
+        cls,
+        trace: Trace,
+        iterations: list[Iteration],
+        decisions: list[Decision],
+        merges: list[Merge],
+    ) -> LostTasks:
+        """From the no_proposal events (schema 3); an older trace's lost tasks are those that
+        reached a reflection and no decision, the rest of its k tasks an iteration skipped."""
+        # A merge takes its iteration's place: that iteration proposes nothing.
+        reflective = {i.iteration for i in iterations} - {m.iteration for m in merges}
+        idle = len(reflective - {d.iteration for d in decisions})
+        if trace.run_start.schema >= 3:
+            reasons = Counter(e.reason for e in trace.live(NoProposal) if e.iteration in reflective)
+            return cls(
+                skipped=sum(reasons[r] for r in SKIPPED_REASONS),
+                failed=sum(reasons[r] for r in LOST_REASONS),
+                no_proposal_iterations=idle,
+            )
+        decided = {(d.iteration, d.proposal) for d in decisions}
+        reflected = {(r.iteration, r.proposal) for r in trace.live(Reflection)}
+        failed = len({task for task in reflected - decided if task[0] in reflective})
+        k = Shape.parse(trace.run_start.shape).k
+        skipped = max(0, k * len(reflective) - len(decisions) - failed)
+        return cls(skipped=skipped, failed=failed, no_proposal_iterations=idle)
 
 
 def search_figures(

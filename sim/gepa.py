@@ -43,6 +43,7 @@ import numpy as np
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.merge import SUBSAMPLE, Lineage, MergeSchedule, Triplet
+from pxn.sim.reflections import Passes, lose_before_reflection, reflection_passes
 from pxn.sim.search import Children, MergedChild, QualitySearch, RateSearch, uniforms
 
 
@@ -127,12 +128,15 @@ class GepaChoices:
         shape: Shape,
         rng: np.random.Generator,
         search_rng: np.random.Generator | None = None,
+        failures_rng: np.random.Generator | None = None,
     ):
         """`rng` draws what the acceptance rates decide; `search_rng` the quality model's
-        examples, qualities and scores (its own stream, so the latencies' stays apart)."""
+        examples, qualities and scores, `failures_rng` which proposals are lost, when they
+        can be (each its own stream, so the latencies' stays apart)."""
         self.scenario = scenario
         self.shape = shape
         self.rng = rng
+        self.failures_rng = failures_rng
         self.limit = scenario.selection.limit
         self.repeats = scenario.duplicate_children
         quality = scenario.quality
@@ -204,6 +208,23 @@ class GepaChoices:
         if not perfect:
             return tasks
         return [task for task in tasks if (task.parent, task.chunk) not in perfect]
+
+    def lose_before_reflection(
+        self, tasks: list[ProposalTask]
+    ) -> tuple[list[ProposalTask], list[ProposalTask]]:
+        """(kept, lost): the tasks whose reflective dataset could (not) be built."""
+        chance = self.scenario.failures.dataset
+        if not chance:
+            return tasks, []
+        return lose_before_reflection(tasks, chance, self.failures_rng)
+
+    def reflect(self, tasks: list[ProposalTask]) -> Passes:
+        """gepa's reflection passes over these tasks, and which calls failed."""
+        failures = self.scenario.failures
+        if not failures.reflection:
+            return Passes(tasks, [False] * len(tasks))
+        one_at_a_time = self.scenario.reflection_concurrency == 1
+        return reflection_passes(tasks, failures, one_at_a_time, self.failures_rng)
 
     def evaluate_children(self, iteration: int, tasks: list[ProposalTask]) -> list[float] | None:
         """Each task's child, proposed and scored on its minibatch, in order (None without

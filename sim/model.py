@@ -35,7 +35,7 @@ import simpy
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.accounting import Accountant
-from pxn.sim.gepa import GepaChoices, MergeTask
+from pxn.sim.gepa import GepaChoices, MergeTask, ProposalTask
 from pxn.sim.latency import CallLatency
 from pxn.sim.merge import SUBSAMPLE
 from pxn.sim.stage import CallStage
@@ -43,8 +43,9 @@ from pxn.sim.tracing import VALSET, NoTrace, SimTrace
 from pxn.trace import ROLLOUT_PHASES, STAGES, RunSummary, TraceWriter
 
 # The search's stream is a child of the replicate's, keyed apart from those spawned
-# by number (the tokens' is the first spawned).
+# by number (the tokens' is the first spawned); the lost proposals' likewise.
 SEARCH_STREAM = 1 << 16
+FAILURES_STREAM = 1 << 17
 
 
 def replicate_rng(seed: int, replicate: int) -> np.random.Generator:
@@ -57,6 +58,13 @@ def search_rng(seed: int, replicate: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(replicate, SEARCH_STREAM)))
 
 
+def failures_rng(seed: int, replicate: int) -> np.random.Generator:
+    """Replicate r's stream for the proposals it loses (pxn.failures)."""
+    return np.random.default_rng(
+        np.random.SeedSequence(seed, spawn_key=(replicate, FAILURES_STREAM))
+    )
+
+
 class SimulatedRun:
     """One simulated run: its stages, gepa's choices, and what gepa counts."""
 
@@ -67,11 +75,12 @@ class SimulatedRun:
         rng: np.random.Generator,
         trace: NoTrace,
         search: np.random.Generator | None = None,
+        failures: np.random.Generator | None = None,
     ):
         self.env = env = simpy.Environment()
         self.scenario = scenario
         self.trace = trace
-        self.choices = GepaChoices(scenario, shape, rng, search)
+        self.choices = GepaChoices(scenario, shape, rng, search, failures)
         trace.sampler = self.choices.sampler
         self.accountant = Accountant(scenario, rng)
         loads = scenario.loads
@@ -109,6 +118,8 @@ class SimulatedRun:
         self.full_val_iterations = 0
         self.accepted = 0
         self.skipped = 0
+        self.failed = 0
+        self.no_proposal_iterations = 0
         self.merges = 0
         self.merges_accepted = 0
         self.progress: list[tuple[float, float]] = []  # (time, best validation score) as it rose
@@ -137,6 +148,8 @@ class SimulatedRun:
             dollars=self.accountant.dollars(),
             throttled_calls=self.accountant.throttled_calls,
             skipped=self.skipped,
+            failed=self.failed,
+            no_proposal_iterations=self.no_proposal_iterations,
             merges=self.merges,
             merges_accepted=self.merges_accepted,
             **(self.search_outcome() if self.progress else {}),
@@ -180,10 +193,13 @@ def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
         run.metric_calls += len(pairs) * b
         proposing = choices.skip_perfect_parents(tasks, pairs)
         run.skipped += len(tasks) - len(proposing)
-        tasks = proposing
+        trace.no_proposals(iteration, env.now, unlisted(tasks, proposing), "perfect_parent")
+        tasks, lost = choices.lose_before_reflection(proposing)
+        trace.no_proposals(iteration, env.now, lost, "reflective_dataset")
+        run.failed += len(lost)
         if tasks:
-            reflections = [(task.proposal, task.parent) for task in tasks]
-            yield run.reflections.run(iteration, "reflection", reflections)
+            tasks = yield from reflect(run, iteration, tasks)
+        if tasks:
             children = [(task.proposal, task.chunk) for task in tasks]
             scores = choices.evaluate_children(iteration, tasks)
             yield run.rollouts.run(iteration, "child_minibatch", children, b, scores)
@@ -201,7 +217,41 @@ def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
                     trace.validations(iteration, env.now, new, scores, v)
                     run.record_best()
                 choices.joined(joined)
+        else:
+            run.no_proposal_iterations += 1
         trace.iteration(iteration, started, env.now)
+
+
+def reflect(
+    run: SimulatedRun, iteration: int, tasks: list[ProposalTask]
+) -> Generator[simpy.Event, None, list[ProposalTask]]:
+    """The reflection stage: gepa's first pass over the tasks and, when a call of it failed,
+    every task again, one at a time (sim/reflections.py). The tasks that proposed."""
+    passes = run.choices.reflect(tasks)
+    yield run.reflections.run(
+        iteration, "reflection", reflection_items(passes.first), errors=passes.first_failed
+    )
+    if passes.retried:
+        yield run.reflections.run(
+            iteration,
+            "reflection",
+            reflection_items(passes.retried),
+            errors=passes.retry_failed,
+            one_at_a_time=True,
+        )
+    run.failed += len(passes.lost)
+    run.trace.no_proposals(iteration, run.env.now, passes.lost, "reflection_failed")
+    return passes.proposing
+
+
+def reflection_items(tasks: list[ProposalTask]) -> list[tuple[str, str]]:
+    return [(task.proposal, task.parent) for task in tasks]
+
+
+def unlisted(tasks: list[ProposalTask], kept: list[ProposalTask]) -> list[ProposalTask]:
+    """The tasks not in `kept`, in order."""
+    ids = {id(task) for task in kept}
+    return [task for task in tasks if id(task) not in ids]
 
 
 def merge_step(
@@ -241,7 +291,10 @@ def simulate_once(
     scenario = scenario.for_replicate(replicate)
     tracer = NoTrace() if trace is None else SimTrace(trace, scenario)
     search = None if scenario.quality is None else search_rng(scenario.seed, replicate)
-    run = SimulatedRun(scenario, shape, replicate_rng(scenario.seed, replicate), tracer, search)
+    failures = failures_rng(scenario.seed, replicate) if scenario.failures.any else None
+    run = SimulatedRun(
+        scenario, shape, replicate_rng(scenario.seed, replicate), tracer, search, failures
+    )
     tracer.run_start(scenario, shape, replicate)
     run.env.process(gepa_run(run))
     run.env.run()

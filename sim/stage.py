@@ -128,19 +128,24 @@ class CallStage:
         items: Items,
         per_item: int = 1,
         scores: list[float] | None = None,
+        errors: list[bool] | None = None,
+        one_at_a_time: bool = False,
     ) -> simpy.Timeout:
         """One stage of `per_item` calls per item (a candidate on its examples, a reflection).
 
         Its calls are scheduled and accounted for at once; what it returns is the
         timeout the iteration waits on until the stage's barrier. `scores`, one per
-        call, are the rollouts' (the quality model's), for the trace.
+        call, are the rollouts' (the quality model's), `errors` which calls failed, for
+        the trace. `one_at_a_time`: the calls run one after another, straight after the
+        stage before (gepa's second pass of reflections, in the same stage).
         """
         n = len(items) * per_item
         draws = self.latency.draw(name, n)
         account = self.account
         tokens = account.draw(n, self.per_call_tokens)
-        start = self.env.now + self.overhead
-        slots = self.slots
+        overhead = 0.0 if one_at_a_time else self.overhead
+        start = self.env.now + overhead
+        slots = 1 if one_at_a_time else self.slots
         waits = self.limited and not (n <= slots and account.pay_at_start(n, tokens, start))
         split = self.split_workers is not None and name != "seed_val"
         timed = waits or split  # scheduled call by call: timed from the calls' ends
@@ -168,10 +173,10 @@ class CallStage:
             durations, length = loaded_makespan(draws.tolist(), slots, self.slowdown)
         if self.limited and not timed:  # timed from the calls' ends, as when they may wait
             length = (start + length) - start
-        delay = self.overhead + length
+        delay = overhead + length
         self.busy += total(durations)
         self.time[name] = self.time.get(name, 0.0) + length
-        self.overhead_time += self.overhead
+        self.overhead_time += overhead
         if self.trace.enabled:
             if isinstance(durations, np.ndarray):  # the trace writes Python floats
                 durations = durations.tolist()
@@ -179,8 +184,9 @@ class CallStage:
                 offsets, slot_of = list_schedule(durations, slots)
                 starts = [start + offset for offset in offsets]
             self.trace.calls(
-                self.role, iteration, name, starts, durations, slot_of, items, tokens, scores
-            )
+                self.role, iteration, name, starts, durations, slot_of, items, tokens, scores,
+                errors,
+            )  # fmt: skip
             # The barrier: the time SimPy gives the timeout's end (now + delay).
             self.trace.stage(iteration, name, start, self.env.now + delay)
         return self.env.timeout(delay)

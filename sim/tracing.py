@@ -5,7 +5,8 @@
 every event: each call on its slot (a rollout's slot is a worker slot: with
 fewer LM servers than workers only the first `servers` are ever used), with
 its tokens and dollars when counted; each stage between its barriers; each
-proposal's decision and each merge's verdict; each iteration. The parent
+proposal's decision and each merge's verdict; each task that ended without a
+proposal (a perfect parent skipped, a proposal lost); each iteration. The parent
 stage's rollouts are those gepa ran: one per example of each distinct
 (parent, minibatch) pair.
 """
@@ -21,10 +22,12 @@ from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.accounting import TokenCounts
 from pxn.sim.gepa import EpochSampler, MergeTask, ProposalTask
+from pxn.sim.reflections import FAILED
 from pxn.trace import (
     Decision,
     Iteration,
     Merge,
+    NoProposal,
     Reflection,
     Rollout,
     RunEnd,
@@ -87,6 +90,11 @@ class NoTrace:
 
     def merge(
         self, iteration: int, now: float, merge: MergeTask, proposal: str, new: str | None
+    ) -> None:
+        pass
+
+    def no_proposals(
+        self, iteration: int, now: float, tasks: list[ProposalTask], reason: str
     ) -> None:
         pass
 
@@ -156,10 +164,12 @@ class SimTrace(NoTrace):
         items: Items,
         tokens: TokenCounts | None,
         scores: list[float] | None = None,
+        errors: list[bool] | None = None,
     ) -> None:
         """Each call of a stage: its start, duration and slot; its item names it (a rollout's
         candidate and examples, a reflection's proposal and parent); its tokens and dollars
-        when counted; a rollout's score when the search scores them."""
+        when counted; a rollout's score when the search scores them; a reflection's error
+        when it failed."""
         if role == "task":
             names = [(c, ex) for c, key in items for ex in self.examples(iteration, key)]
         else:
@@ -187,7 +197,10 @@ class SimTrace(NoTrace):
                     **spent,
                 )
             else:
-                event = Reflection(**common, slot=slot, proposal=name, parent=other, **spent)
+                error = FAILED if errors is not None and errors[i] else None
+                event = Reflection(
+                    **common, slot=slot, proposal=name, parent=other, error=error, **spent
+                )
             self.writer.write(event)
 
     def spent(self, role: str, tokens_in: float, tokens_out: float) -> dict[str, Any]:
@@ -263,6 +276,23 @@ class SimTrace(NoTrace):
                 score_after=merge.after,
             )
         )
+
+    def no_proposals(
+        self, iteration: int, now: float, tasks: list[ProposalTask], reason: str
+    ) -> None:
+        """Each of these tasks ended without a proposal gepa judged, for `reason`."""
+        for task in tasks:
+            self.writer.write(
+                NoProposal(
+                    start=now,
+                    end=now,
+                    iteration=iteration,
+                    proposal=task.proposal,
+                    parent=task.parent,
+                    reason=reason,
+                    error=FAILED if reason == "reflection_failed" else None,
+                )
+            )
 
     def iteration(self, iteration: int, start: float, end: float) -> None:
         self.writer.write(Iteration(start=start, end=end, iteration=iteration))

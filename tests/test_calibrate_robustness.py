@@ -64,7 +64,7 @@ def test_damaged_trace_calibrates_from_the_rest_and_names_each_line(
 @pytest.mark.parametrize(
     ("content", "fragment"),
     [
-        ('{"kind": "run_start", "schema": 3, "start": 0, "end": 0}\n', "schema version 3"),
+        ('{"kind": "run_start", "schema": 4, "start": 0, "end": 0}\n', "schema version 4"),
         ('{"kind": "rollout", "start": 0, "end": 1}\n', "starts with a run_start"),
         ("", "holds no events"),
     ],
