@@ -31,7 +31,17 @@ from pxn.runner.record import recording
 from pxn.runner.run import run_engine
 from pxn.runner.synthetic import SyntheticTaskModel
 from pxn.sim.merge import MergeSchedule
-from pxn.trace import Decision, Merge, Reflection, Rollout, Stage, Trace, Validation, read_trace
+from pxn.trace import (
+    Decision,
+    Merge,
+    NoProposal,
+    Reflection,
+    Rollout,
+    Stage,
+    Trace,
+    Validation,
+    read_trace,
+)
 
 # gepa's seed 3 at this budget: two merges accepted and two rejected (their parents clash).
 GEPA_SEED = 3
@@ -112,6 +122,34 @@ def test_a_run_that_merges_is_recorded_as_gepa_ran_it(tmp_path):
             (s.name, s.iteration) == (r.phase, r.iteration) and s.start <= r.start <= r.end <= s.end
             for s in stages
         ), r
+
+
+def test_a_merge_that_finds_no_pair_is_told_and_the_iteration_proposes(tmp_path):
+    """One proposal an iteration: the first child accepted descends from the seed, so the merge
+    then due finds no pair (gepa logs it and proposes as usual); the trace says so."""
+    out = tmp_path / "run"
+    with recording(out, workers=1) as rec:
+        gepa.optimize(
+            **rec.wrap(
+                seed_candidate=SEED,
+                trainset=TRAIN,
+                valset=VAL,
+                adapter=MergingAdapter(),
+                reflection_lm=AlikeLM(),
+                max_metric_calls=150,
+                use_merge=True,
+                display_progress_bar=False,
+                seed=GEPA_SEED,
+            )
+        )
+    trace, state = read_trace(out / "trace.jsonl"), GEPAState.load(str(out / "gepa"))
+    looked = {e["i"] + 1 for e in state.full_program_trace if e.get("invoked_merge")}
+    merged = {e["i"] + 1 for e in state.full_program_trace if e.get("merged")}
+    not_found = [e for e in trace.of(NoProposal) if e.reason == "merge_not_found"]
+    assert not_found and {e.iteration for e in not_found} == looked - merged
+    assert all(e.proposal == f"{e.iteration}-merge" for e in not_found)
+    decided = {d.iteration for d in trace.of(Decision)}
+    assert {e.iteration for e in not_found} <= decided  # the iteration went on to propose
 
 
 @pytest.mark.parametrize("max_merges", [5, 1])

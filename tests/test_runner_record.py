@@ -34,7 +34,17 @@ from pxn.errors import PxnError
 from pxn.runner.prompt_prefix import prompt_text, shared_prefix_chars
 from pxn.runner.record import ReflectionReport, RunFinished, recording
 from pxn.runner.recording.totals import max_concurrency, trace_totals
-from pxn.trace import Decision, Iteration, Reflection, Resume, Rollout, RunEnd, read_trace
+from pxn.trace import (
+    Decision,
+    Iteration,
+    NoProposal,
+    Reflection,
+    Resume,
+    Rollout,
+    RunEnd,
+    read_trace,
+    summarize,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -159,9 +169,18 @@ def test_a_failing_reflection_lm_is_recorded_and_stops_the_run(tmp_path):
     assert rec.result.status == "failed"
     assert "reflections in a row produced no proposal" in rec.result.message
     assert "the reflection model is down" in rec.result.message
-    reflections = read_trace(out / "trace.jsonl").of(Reflection)
+    trace = read_trace(out / "trace.jsonl")
+    reflections = trace.of(Reflection)
     assert len(reflections) == lm.calls > 0
     assert all("the reflection model is down" in r.error for r in reflections)
+    # Every task that reached its reflection was lost there, and says why.
+    lost = trace.of(NoProposal)
+    reached = {(r.iteration, r.proposal) for r in reflections}
+    assert {(e.iteration, e.proposal) for e in lost if e.reason == "reflection_failed"} == reached
+    assert all("the reflection model is down" in e.error for e in lost if e.error)
+    summary = summarize(trace)
+    assert summary.proposals == 0 and summary.failed == len(reached)
+    assert summary.no_proposal_iterations == summary.iterations > 0
 
 
 def test_an_interrupt_mid_stage_writes_no_rollout_that_never_started(tmp_path):
@@ -234,6 +253,10 @@ def test_a_reflection_that_fails_once_keeps_the_proposal_ids(tmp_path, proposer)
     assert units.tasks.sum() == 4 * completed
     assert units.reflected.sum() == len({(r.iteration, r.proposal) for r in reflections})
     assert units.reflected.sum() == units.tasks.sum() - mine.skipped < len(reflections)
+    # The failed call was asked again and gave texts: nothing was lost; skips say so.
+    lost = trace.of(NoProposal)
+    assert [e.reason for e in lost] == ["perfect_parent"] * mine.skipped
+    assert summarize(trace).failed == 0 and summarize(trace).skipped == mine.skipped
 
 
 class NoDatasetFor(SerialAdapter):
@@ -279,6 +302,42 @@ def test_a_task_whose_reflective_dataset_failed_leaves_the_others_their_ids(tmp_
         assert decision.score_before == sum(score(SEED, TRAIN[i]) for i in ids), decision
     # The seed scores on one minibatch only, so a label one task off would show.
     assert len({d.score_before for d in first}) == 2
+    # Task 1 was lost before its reflection, and the trace says why.
+    lost = [e for e in trace.of(NoProposal) if e.reason != "perfect_parent"]
+    assert [(e.iteration, e.proposal, e.parent, e.reason) for e in lost] == [
+        (1, "1-1", "0", "reflective_dataset")
+    ]
+    assert "no valid predictions in this minibatch" in lost[0].error
+    assert summarize(trace).failed == 1
+
+
+class BreaksOnChildren(SerialAdapter):
+    """Raises on the first child minibatch it is asked to evaluate (gepa's raise_on_exception
+    off: it logs the error, ends the iteration and goes on)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broke = False
+
+    def evaluate(self, batch, candidate, capture_traces=False):
+        if capture_traces and candidate != SEED and not self.broke:
+            self.broke = True
+            raise RuntimeError("the child's program crashed")
+        return super().evaluate(batch, candidate, capture_traces)
+
+
+def test_an_iteration_gepa_gave_up_on_loses_its_proposals_with_the_error(tmp_path):
+    adapter = BreaksOnChildren()
+    rec, _ = record(
+        tmp_path / "run", adapter, CallableLM(), raise_on_exception=False, max_metric_calls=60
+    )
+    assert adapter.broke and rec.result.status == "completed"
+    trace = read_trace(tmp_path / "run" / "trace.jsonl")
+    lost = [e for e in trace.of(NoProposal) if e.reason == "iteration_failed"]
+    assert lost and all("the child's program crashed" in e.error for e in lost)
+    iteration = lost[0].iteration
+    assert not [d for d in trace.of(Decision) if d.iteration == iteration]
+    assert {e.iteration for e in lost} == {iteration}
 
 
 def test_an_adapter_that_proposes_is_recorded_through_the_public_interface(tmp_path):

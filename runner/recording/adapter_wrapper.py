@@ -52,8 +52,8 @@ class RecordingAdapter:
     def make_reflective_dataset(self, candidate: Any, eval_batch: Any, components_to_update: Any):
         try:
             return self.inner.make_reflective_dataset(candidate, eval_batch, components_to_update)
-        except Exception:
-            self.recorder.reflective_dataset_failed()
+        except Exception as exc:
+            self.recorder.reflective_dataset_failed(describe_error(exc))
             raise
 
     def _proposed(

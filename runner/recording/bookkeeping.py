@@ -39,7 +39,9 @@ class IterationBook:
     issued: int = 0  # reflection jobs handed to the LM so far in this pass (gepa's job order)
     retrying: bool = False  # the first pass failed: gepa asks again for every job, one by one
     outcome: dict[int, bool] = field(default_factory=dict)  # task index -> reply usable
+    errors: dict[int, str] = field(default_factory=dict)  # task index -> its last try's error
     ended: int = 0  # on_proposal_end count
+    proposed: set[int] = field(default_factory=set)  # tasks whose proposal ended (texts given)
 
     def proposal_id(self, task: int) -> str:
         return f"{self.number}-{task}"
@@ -65,11 +67,14 @@ class IterationBook:
         self.issued += count
         return jobs
 
-    def reflected(self, jobs: list[ReflectionJob], ok: bool) -> None:
-        """A reflection call of these jobs returned (`ok`) or raised; a raise in the iteration's
-        first pass sends gepa back to its first job."""
+    def reflected(self, jobs: list[ReflectionJob], error: str | None) -> None:
+        """A reflection call of these jobs returned or raised `error`; a raise in the
+        iteration's first pass sends gepa back to its first job."""
+        ok = error is None
         for job in jobs:
             self.outcome[job.task] = ok
+            if error is not None:
+                self.errors[job.task] = error
         if not ok and not self.retrying:
             self.issued = 0
             self.retrying = True
@@ -82,6 +87,7 @@ class IterationBook:
         if self.ended > len(ok_tasks):
             return None
         task = ok_tasks[self.ended - 1]
+        self.proposed.add(task)
         return task if task < len(self.task_parents) else None
 
 

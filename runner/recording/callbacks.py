@@ -17,6 +17,7 @@ from typing import Any
 
 from pxn.runner.recording.merges import merge_proposal
 from pxn.runner.recording.recorder import Recorder
+from pxn.runner.redact import describe_error
 from pxn.trace import Budget, Iteration, Validation
 
 
@@ -38,6 +39,7 @@ class GepaCallbacks:
         rec.labels.forget_children()
         rec.decisions.new_iteration(number)
         rec.merges.new_iteration(number)
+        rec.no_proposals.new_iteration()
 
     def on_candidate_selected(self, event: dict[str, Any]) -> None:
         self._rec.position.book.parent_selected(event["candidate_idx"])
@@ -54,7 +56,14 @@ class GepaCallbacks:
         self._rec.settle()
 
     def on_evaluation_skipped(self, event: dict[str, Any]) -> None:
-        self._rec.position.book.task_skipped()
+        rec = self._rec
+        book = rec.position.book
+        rec.no_proposals.skipped(book, str(event.get("reason")), rec.clock())
+        book.task_skipped()
+
+    def on_error(self, event: dict[str, Any]) -> None:
+        """gepa caught an exception in the iteration; it logs it and goes on."""
+        self._rec.no_proposals.iteration_failed(describe_error(event["exception"]))
 
     def on_proposal_start(self, event: dict[str, Any]) -> None:
         self._rec.position.book.proposal_started()
@@ -131,6 +140,7 @@ class GepaCallbacks:
         rec.stages.end_iteration(now)
         rec.decisions.end_iteration()
         rec.merges.end_iteration()
+        rec.no_proposals.end_iteration(book, rec.decisions.judged_ids, rec.position.state, now)
         rec.sink.write(Iteration(start=book.start, end=now, iteration=book.number))
         rec.failures.iteration_ended(len(book.started), book.ended)
 

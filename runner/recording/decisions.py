@@ -35,14 +35,17 @@ class Decisions:
         self._iteration = 0
         self._pending: list[Pending] = []
         self.accepted = 0  # read by the live progress line
+        self.judged_ids: set[str] = set()  # the iteration's proposals gepa's selection saw
 
     def new_iteration(self, number: int) -> None:
         self._iteration = number
         self._pending = []
+        self.judged_ids = set()
 
     def judged(self, proposals: list[Any], chosen: list[Any], now: float) -> None:
         """gepa's selection saw `proposals` (gepa's CandidateProposal) and chose `chosen`."""
         chosen_ids = {id(p) for p in chosen}
+        self.judged_ids |= {str(p.metadata.get("proposal_id", "?")) for p in proposals}
         for p in proposals:
             self._pending.append(
                 Pending(

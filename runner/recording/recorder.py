@@ -14,6 +14,7 @@ callbacks move the same parts along:
     reflections  the reflection call in flight and its reflection events
     decisions    the decision events
     merges       the merge events
+    no_proposals the tasks that ended without a proposal gepa judged
     failures     the stopper's count of reflections that gave no proposal and adapter calls
                  that raised
 """
@@ -28,6 +29,7 @@ from pxn.runner.recording.bookkeeping import Position
 from pxn.runner.recording.decisions import Decisions
 from pxn.runner.recording.labels import RolloutLabels
 from pxn.runner.recording.merges import Merges
+from pxn.runner.recording.no_proposals import NoProposals
 from pxn.runner.recording.reflections import ReflectionCalls
 from pxn.runner.recording.reports import ReflectionReport, RolloutNote, RolloutReport
 from pxn.runner.recording.rollouts import AdapterCalls
@@ -57,6 +59,7 @@ class Recorder:
         self.reflections = ReflectionCalls(self.sink, clock)
         self.decisions = Decisions(self.sink)
         self.merges = Merges(self.sink)
+        self.no_proposals = NoProposals(self.sink)
         self.failures = Failures(max_failures)
 
     @property
@@ -94,10 +97,12 @@ class Recorder:
             self.stages.extend(end)
             self.failures.adapter_call_ended(error)
 
-    def reflective_dataset_failed(self) -> None:
+    def reflective_dataset_failed(self, error: str) -> None:
         """The adapter could not build a task's reflective dataset: gepa skips the task with no
         callback (it logs the exception), so the next proposal to start is the next task's."""
-        self.position.book.task_skipped()
+        book = self.position.book
+        self.no_proposals.dataset_failed(book, error, self.clock())
+        book.task_skipped()
 
     # ---- the reflection LM wrapper's calls ----
 
@@ -114,7 +119,7 @@ class Recorder:
         jobs = self.reflections.end(replies, error)
         if jobs is None:
             return
-        self.position.book.reflected(jobs, ok=error is None)
+        self.position.book.reflected(jobs, error)
         if error is not None:
             self.failures.failed(error)
 
