@@ -19,7 +19,7 @@ slowdown if kept (on the same calls and groups) and run_spread if kept (each
 drawn copy of a run a run of its own: copies of one run agree, so the draws
 of a spread sit a little below its point estimate, as a bootstrap of a
 variance does), front_share and
-duplicate_children if fitted, the stage overhead, the skip share,
+duplicate_children if fitted, the stage overhead, the skip share, the [failures] shares,
 merge_acceptance where gepa could merge, and the token-count families. A
 rollout latency fitted to untimed calls' spans is refitted to the resampled
 spans and timed latencies (untimed_latency.py), at the draw's slowdown.
@@ -48,6 +48,7 @@ from pxn.calibrate.traces.acceptance import (
     step_means,
 )
 from pxn.calibrate.traces.bookkeeping import share_mle, skip_share
+from pxn.calibrate.traces.failures import refit_failures
 from pxn.calibrate.traces.fit import censored_params
 from pxn.calibrate.traces.merges import merge_rate
 from pxn.calibrate.traces.prefix_cache import refit_prefix_seconds
@@ -169,7 +170,8 @@ def one_draw(cal: Calibration, units: Units) -> dict[str, float]:
     draw |= _acceptance(cal, units)
     if units.stages.sum() > 0:
         draw["stage_overhead"] = float(units.gap.sum() / units.stages.sum())
-    draw["skip_perfect"] = skip_share(units.tasks.sum(), units.reflected.sum())
+    draw["skip_perfect"] = skip_share(units.tasks.sum(), units.unskipped.sum())
+    draw |= refit_failures(scenario.failures, units.losses)
     if scenario.front_share < 1:
         informative = units.parents.informative()
         if len(informative.drawn):

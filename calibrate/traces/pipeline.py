@@ -14,7 +14,8 @@ makespan.py), the [tokens] table
 whole runs differ in speed (run_spread.py), the reflections' prefix cache
 (prefix_cache.py), the recorded costs and the [prices] table (costs.py),
 acceptance with its decay, the siblings' correlation and batched iterations'
-own rate (acceptance.py), the skipping of perfect parents, recurring parents and
+own rate (acceptance.py), the proposals lost before gepa judged them
+(failures.py), the skipping of perfect parents, recurring parents and
 duplicate children (bookkeeping.py), gepa's merge: its setup and how often a
 merge passed (merges.py), the engine overhead and concurrency (overhead.py),
 the load effect (load_effect.py). Then the Scenario is
@@ -43,6 +44,7 @@ from pxn.calibrate.traces.bookkeeping import (
 from pxn.calibrate.traces.costs import RecordedCosts, lookup_prices
 from pxn.calibrate.traces.draws import DrawsFit, parameter_draws
 from pxn.calibrate.traces.evidence import gather_evidence
+from pxn.calibrate.traces.failures import FailuresFit, fit_failures
 from pxn.calibrate.traces.fit import LatencyFit
 from pxn.calibrate.traces.load_effect import LoadEffect
 from pxn.calibrate.traces.merges import MergeFit, fit_merges
@@ -58,6 +60,7 @@ from pxn.calibrate.traces.run_setup import (
     budget_of,
     calibrated_on,
     note_incomplete_runs,
+    optimizer_of,
     worker_split,
 )
 from pxn.calibrate.traces.run_spread import RunSpreadFit
@@ -100,6 +103,7 @@ class Calibration:
     front: FrontFit
     duplicates: DuplicateFit
     merges: MergeFit
+    failures: FailuresFit
     draws: DrawsFit | None = None  # the [uncertainty] table's bootstrap; None without draws
     quality: QualityFit | None = None  # the search's quality model, when it decides acceptance
     untimed: UntimedFit | None = None  # the spans of calls that timed no rollout, when any
@@ -164,7 +168,8 @@ def calibrate_traces(
     tokens = parts.latency_on_tokens_out(evidence)
     costs = parts.costs(evidence, prices)
     acceptance = parts.acceptance(evidence)
-    skip = fit_skip(units.tasks, units.reflected)
+    skip = fit_skip(units.tasks, units.unskipped)
+    failures = fit_failures(traces, units.losses)
     overhead = fit_overhead(traces)
     concurrency = fit_concurrency(traces)
     load_effects = parts.load_effects(evidence)
@@ -190,6 +195,8 @@ def calibrate_traces(
         acceptance=acceptance.chosen,
         stage_overhead=overhead.per_stage,
         skip_perfect=skip.probability,
+        failures=failures.failures,
+        optimizer=optimizer_of(traces),
         selection=selection_of(traces[0]),
         front_share=front.chosen,
         duplicate_children=duplicates.chosen,
@@ -239,6 +246,7 @@ def calibrate_traces(
         front=front,
         duplicates=duplicates,
         merges=merges,
+        failures=failures,
         notes=evidence.notes,
         untimed=untimed,
     )
@@ -255,7 +263,12 @@ def calibrate_traces(
             )
         try:
             calibration.quality = fit_quality(
-                traces, draws, jobs=jobs, on_generation=on_generation, backend=backend
+                traces,
+                draws,
+                failures.failures,
+                jobs=jobs,
+                on_generation=on_generation,
+                backend=backend,
             )
         except PxnError as exc:
             if search == "quality":

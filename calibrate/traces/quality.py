@@ -9,10 +9,17 @@ evaluation agrees. Each is a fact of the kind run summaries give, so the
 summaries' inference (calibrate/summaries/infer.py) fits the [quality] table
 to them: ABC-SMC with the simulator as the likelihood, every run simulated at
 its own setup and shape. The latencies play no part in these figures and are
-held fixed there. The posterior's draws join the scenario's parameter draws.
+held fixed there; the proposals the runs lost (pxn.failures), which leave a
+run fewer to search with, are held at the shares the traces show. The
+posterior's draws join the scenario's parameter draws.
 The seed's validation, example by example, goes into the table as
 `seed_validation` when every trace measured it alike (the same valset):
 runs predicted from it start from the seed as measured.
+
+Runs that accepted a proposal show that the seed can be improved on: the
+posterior's draws that put the ceiling at or below the seed's score are
+dropped (the posterior conditioned on that fact), and the medians taken
+again from the rest.
 
 The metric is read off the scores: all 0 or 1 is binary; all multiples of
 1/L for some L up to MAX_LEVELS is graded; anything else continuous.
@@ -25,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+import numpy as np
+
 from pxn.calibrate.summaries.abc_smc import Generation
 from pxn.calibrate.summaries.facts import (
     SCALES,
@@ -36,6 +45,8 @@ from pxn.calibrate.summaries.facts import (
     Summaries,
 )
 from pxn.calibrate.summaries.infer import Inference, infer_from_summaries
+from pxn.errors import PxnError
+from pxn.failures import Failures
 from pxn.quality import Quality
 from pxn.shape import Shape
 from pxn.sim.backends import Backend
@@ -58,6 +69,7 @@ COUNTED_OVER: dict[str, Callable[[RunSummary], int]] = {
     "skip_share": lambda summary: summary.skipped + summary.proposals,
 }
 PARTICLES = 200
+NO_FAILURES = Failures()
 MAX_GENERATIONS = 12
 
 
@@ -68,6 +80,9 @@ class QualityFit:
     quality: Quality  # at the posterior's median
     inference: Inference
     draws: tuple[dict[str, float], ...]  # the posterior's, "quality.*" paths
+    # Posterior draws dropped for contradicting the runs (a ceiling at or below the seed's
+    # score where a run accepted a proposal), of all drawn.
+    contradicting: int = 0
 
 
 def scored(traces: list[Trace]) -> bool:
@@ -91,8 +106,12 @@ def metric_of(traces: list[Trace]) -> tuple[str, int]:
     return "continuous", 1
 
 
-def trace_summaries(traces: list[Trace], options: InferenceOptions) -> Summaries:
-    """Each trace as a run of its own setup and shape, its search figures as facts."""
+def trace_summaries(
+    traces: list[Trace], options: InferenceOptions, failures: Failures = NO_FAILURES
+) -> Summaries:
+    """Each trace as a run of its own setup and shape, its search figures as facts; the
+    proposals it loses at the `failures` the traces showed (a run that loses proposals
+    searches less)."""
     metric, levels = metric_of(traces)
     runs: list[Run] = []
     facts: list[Fact] = []
@@ -120,7 +139,10 @@ def trace_summaries(traces: list[Trace], options: InferenceOptions) -> Summaries
             precision = precision_of(quantity, summary, setup)
             said = f"{value:.3g}"
             facts.append(Fact(label, quantity, value, value, (index,), said, precision=precision))
-    return Summaries(traces[0].path, tuple(runs), tuple(facts), dict(FIXED_TIMES), options)
+    fixed = dict(FIXED_TIMES)
+    if failures.any:
+        fixed |= {f"failures.{name}": value for name, value in failures.to_dict().items()}
+    return Summaries(traces[0].path, tuple(runs), tuple(facts), fixed, options)
 
 
 def precision_of(quantity: str, summary: RunSummary, setup: Setup) -> float:
@@ -137,6 +159,7 @@ def precision_of(quantity: str, summary: RunSummary, setup: Setup) -> float:
 def fit_quality(
     traces: list[Trace],
     draws: int,
+    failures: Failures = NO_FAILURES,
     seed: int = 0,
     jobs: int = 1,
     on_generation: Callable[[Generation], None] | None = None,
@@ -147,7 +170,7 @@ def fit_quality(
     options = InferenceOptions(
         seed=seed, particles=PARTICLES, draws=max(draws, 1), max_generations=MAX_GENERATIONS
     )
-    summaries = trace_summaries(traces, options)
+    summaries = trace_summaries(traces, options, failures)
     inference = infer_from_summaries(summaries, "quality", jobs, on_generation, backend)
     assert inference.scenario.quality is not None and inference.scenario.uncertainty is not None
     posterior = tuple(
@@ -155,7 +178,34 @@ def fit_quality(
         for draw in inference.scenario.uncertainty.draws
     )
     quality = replace(inference.scenario.quality, seed_validation=seed_validation(traces))
-    return QualityFit(quality, inference, posterior)
+    accepted = sum(s.accepted + s.merges_accepted for s in map(summarize, traces))
+    if not accepted:
+        return QualityFit(quality, inference, posterior)
+    kept = tuple(d for d in posterior if improvable(d))
+    if len(kept) == len(posterior):
+        return QualityFit(quality, inference, posterior)
+    if not kept:
+        raise PxnError(
+            "every posterior draw puts the ceiling at or below the seed's score, yet the runs "
+            "accepted proposals: the scores cannot tell what a proposal does (longer runs, or "
+            "a metric with more levels, would)"
+        )
+    medians = {path: float(np.median([d[path] for d in kept])) for path in kept[0]}
+    if not improvable(medians):  # each draw is, their medians need not be: keep the headroom
+        headroom = np.median([d[CEILING] - d[SEED] for d in kept])
+        medians[CEILING] = min(medians[SEED] + float(headroom), 1.0)
+    point = replace(quality, **{path.partition(".")[2]: v for path, v in medians.items()})
+    return QualityFit(point, inference, kept, len(posterior) - len(kept))
+
+
+SEED, CEILING = "quality.seed_score", "quality.ceiling"
+
+
+def improvable(draw: dict[str, float]) -> bool:
+    """Whether a draw lets a proposal improve on the seed: a ceiling above the seed's score
+    (at or below it, the seed cannot be improved on, which runs that accepted a proposal
+    contradict)."""
+    return draw[CEILING] > draw[SEED]
 
 
 def seed_validation(traces: list[Trace]) -> tuple[float, ...]:

@@ -9,7 +9,8 @@ the most metric calls a run made, and a note says so. How each run ended
 (its run_end, or none: cut short) is said in words, for the notes and for a
 refusal. How the workers served a stage's candidates: dspy.GEPA's adapter
 splits its num_threads among them (its recording says dspy in run_start
-meta); others pool them. [calibrated_on] is the longest run's metric calls
+meta); others pool them. The optimizer is dspy.GEPA when the first run's
+recording says dspy, gepa otherwise. [calibrated_on] is the longest run's metric calls
 and proposals.
 """
 
@@ -131,6 +132,15 @@ def worker_split(traces: list[Trace], notes: list[str]) -> str:
             f"the scenario takes {splits[0]} from {traces[0].path}"
         )
     return splits[0]
+
+
+def optimizer_of(traces: list[Trace]) -> str:
+    """Who ran the loop: dspy.GEPA when the first run's recording says dspy and its
+    reflections ran one at a time (DSPy's adapter proposes each text itself), gepa
+    otherwise."""
+    start = traces[0].run_start
+    dspy = "dspy" in start.meta and start.reflection_concurrency == 1
+    return "dspy.GEPA" if dspy else "gepa"
 
 
 def calibrated_on(traces: list[Trace]) -> CalibratedOn:

@@ -30,6 +30,7 @@ import numpy as np
 
 from pxn.calibrate.traces.acceptance import Steps
 from pxn.calibrate.traces.bookkeeping import Parents, dropped_after_passing
+from pxn.calibrate.traces.failures import COUNTS, iteration_counts
 from pxn.calibrate.traces.load_effect import call_loads
 from pxn.calibrate.traces.makespan import Spans
 from pxn.calibrate.traces.overhead import loop_end
@@ -84,6 +85,7 @@ class Units:
     stages: np.ndarray  # per unit
     tasks: np.ndarray  # per unit: tasks of a completed iteration
     reflected: np.ndarray  # per unit: of those, tasks that reached a reflection
+    losses: np.ndarray  # per unit, a row: failures.COUNTS (proposals lost before gepa judged)
     merges: np.ndarray  # per unit: merges gepa judged (0 or 1)
     merges_accepted: np.ndarray  # per unit: of those, accepted
     retries: dict[str, tuple[int, ...]]  # per kind, per call retried after a timeout:
@@ -91,6 +93,12 @@ class Units:
     duplicates_shown: bool
     duplicates_why_not: str
     passes_hidden: bool  # a run with a selection limit and no scores: passes not all seen
+
+    @property
+    def unskipped(self) -> np.ndarray:
+        """Per unit: the tasks gepa did not skip (they reached a reflection, or were lost
+        before it)."""
+        return self.reflected + self.losses[:, COUNTS.index("dataset_lost")]
 
     @property
     def runs(self) -> int:
@@ -151,6 +159,7 @@ class Units:
             stages=self.stages[chosen],
             tasks=self.tasks[chosen],
             reflected=self.reflected[chosen],
+            losses=self.losses[chosen],
             merges=self.merges[chosen],
             merges_accepted=self.merges_accepted[chosen],
             retries=self.retries,
@@ -221,6 +230,7 @@ def cut_into_units(traces: list[Trace]) -> Units:
         _steps(builder, run, trace)
         _stages(builder, run, trace)
         _tasks(builder, run, trace)
+        _losses(builder, run, trace)
         _merges(builder, run, trace)
     calls = builder.calls
     steps = builder.step_rows
@@ -266,6 +276,7 @@ def cut_into_units(traces: list[Trace]) -> Units:
         stages=builder.dense("stages"),
         tasks=builder.dense("tasks"),
         reflected=builder.dense("reflected"),
+        losses=np.column_stack([builder.dense(name) for name in COUNTS]),
         merges=builder.dense("merges"),
         merges_accepted=builder.dense("merges_accepted"),
         retries={kind: tuple(v) for kind, v in builder.retries.items()},
@@ -440,6 +451,13 @@ def _tasks(builder: _Builder, run: int, trace: Trace) -> None:
     reached = {(r.iteration, r.proposal) for r in trace.live(Reflection) if r.iteration in done}
     for iteration, _ in reached:
         builder.add("reflected", run, iteration, 1)
+
+
+def _losses(builder: _Builder, run: int, trace: Trace) -> None:
+    """Each iteration's counts of proposals lost before gepa judged them (failures.py)."""
+    for iteration, counts in iteration_counts(trace).items():
+        for name, value in zip(COUNTS, counts.tolist(), strict=True):
+            builder.add(name, run, iteration, value)
 
 
 def _merges(builder: _Builder, run: int, trace: Trace) -> None:

@@ -1,0 +1,152 @@
+"""The [failures] table from the traces: how often proposals are lost before gepa judges them.
+
+pxn.failures says what the chances mean. Each iteration of a trace counts:
+
+- before its reflection: the tasks that reached their reflective dataset (not
+  skipped for a perfect parent) and those lost there (no_proposal events
+  `reflective_dataset`, `no_trajectories`);
+- its reflection calls, as gepa's passes made them (sorted by start): the
+  first pass runs until a task's proposal id comes again, which opens the
+  second (every task again, one at a time). A call of a task whose call in the
+  first pass failed is a retry; every other call, a first try. A call failed
+  when its event holds an error.
+
+`dataset` is lost over reached, `reflection` failed first tries over first
+tries, `retry` failed retries over retries (absent where no retry ran: then
+a retry fails as a first try). Counted per iteration, the unit the
+parameter draws resample (draws.py), each draw refits the three shares.
+
+A trace written before schema 3 has no no_proposal events: its tasks lost
+before their reflection were read as skipped, and `dataset` is 0 (a note
+says so). A reflection that returned without a new text is not a failed call
+(gepa asks nothing again for it); the runs' lost proposals count it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pxn.failures import Failures
+from pxn.shape import Shape
+from pxn.trace import (
+    BEFORE_REFLECTION,
+    Iteration,
+    Merge,
+    NoProposal,
+    Reflection,
+    Trace,
+)
+
+# The per-iteration counts, the columns of Units.losses.
+COUNTS = ("reached", "dataset_lost", "first_tries", "first_failed", "retries", "retry_failed")
+
+
+@dataclass(frozen=True)
+class FailuresFit:
+    """The shares the traces show, and what they were counted from."""
+
+    failures: Failures
+    counts: dict[str, int]  # COUNTS summed over the traces
+    unseen: list[str]  # traces that cannot show losses before the reflection (schema < 3)
+
+    def lines(self) -> list[str]:
+        """The report's lines for this part."""
+        c, f = self.counts, self.failures
+        if not c["reached"] and not c["first_tries"]:
+            return ["proposals lost: none could be seen (no task reached its reflection)"]
+        lines = [
+            f"proposals lost before their reflection: {c['dataset_lost']} of {c['reached']} "
+            f"tasks ({f.dataset:.0%}; the adapter built no reflective dataset)",
+            f"reflection calls that gave no text: {c['first_failed']} of {c['first_tries']} "
+            f"first tries ({f.reflection:.0%})"
+            + (
+                f", {c['retry_failed']} of {c['retries']} retries of a failed one "
+                f"({f.retry_failure:.0%})"
+                if c["retries"]
+                else ""
+            ),
+        ]
+        if self.unseen:
+            lines.append(
+                f"{len(self.unseen)} trace(s) predate the no_proposal event (schema 3): their "
+                "tasks lost before a reflection count as skipped there"
+            )
+        return lines
+
+
+def iteration_counts(trace: Trace) -> dict[int, np.ndarray]:
+    """Each reflective iteration's COUNTS."""
+    merged = {m.iteration for m in trace.live(Merge)}
+    done = {i.iteration for i in trace.of(Iteration)} - merged
+    k = Shape.parse(trace.run_start.shape).k
+    counts = {iteration: np.zeros(len(COUNTS)) for iteration in done}
+    lost = trace.live(NoProposal)
+    skipped = [e for e in lost if e.reason == "perfect_parent"]
+    for iteration in done:
+        counts[iteration][0] = k
+    for event in skipped:
+        if event.iteration in done:
+            counts[event.iteration][0] -= 1
+    for event in lost:
+        if event.iteration in done and event.reason in BEFORE_REFLECTION:
+            counts[event.iteration][1] += 1
+    by_iteration: dict[int, list[Reflection]] = {}
+    for r in trace.live(Reflection):
+        if r.iteration in done:
+            by_iteration.setdefault(r.iteration, []).append(r)
+    for iteration, calls in by_iteration.items():
+        counts[iteration][2:] = pass_counts(sorted(calls, key=lambda r: r.start))
+    return counts
+
+
+def pass_counts(calls: list[Reflection]) -> tuple[int, int, int, int]:
+    """(first tries, failed, retries, failed) of one iteration's reflections in start order."""
+    seen: set[str] = set()
+    failed_first: set[str] = set()
+    first = first_failed = retries = retry_failed = 0
+    second_pass = False
+    for call in calls:
+        second_pass = second_pass or call.proposal in seen
+        failed = call.error is not None
+        if second_pass and call.proposal in failed_first:
+            retries += 1
+            retry_failed += failed
+        else:
+            first += 1
+            first_failed += failed
+            if failed and not second_pass:
+                failed_first.add(call.proposal)
+        seen.add(call.proposal)
+    return first, first_failed, retries, retry_failed
+
+
+def shares(counts: np.ndarray) -> Failures:
+    """The shares of summed COUNTS (a row)."""
+    reached, dataset_lost, first, first_failed, retries, retry_failed = counts.tolist()
+    return Failures(
+        dataset=dataset_lost / reached if reached else 0.0,
+        reflection=first_failed / first if first else 0.0,
+        retry=retry_failed / retries if retries else None,
+    )
+
+
+def fit_failures(traces: list[Trace], losses: np.ndarray) -> FailuresFit:
+    """From the units' COUNTS (a row per unit)."""
+    total = losses.sum(axis=0) if len(losses) else np.zeros(len(COUNTS))
+    unseen = [str(t.path) for t in traces if t.run_start.schema < 3]
+    counts = dict(zip(COUNTS, (int(x) for x in total), strict=True))
+    return FailuresFit(shares(total), counts, unseen)
+
+
+def refit_failures(point: Failures, losses: np.ndarray) -> dict[str, float]:
+    """A parameter draw's [failures], refitted to resampled units (nothing where the point
+    estimate loses nothing: a scenario without losses keeps drawing none)."""
+    if not point.any:
+        return {}
+    refitted = shares(losses.sum(axis=0))
+    draw = {"failures.dataset": refitted.dataset, "failures.reflection": refitted.reflection}
+    if point.retry is not None:
+        draw["failures.retry"] = refitted.retry_failure
+    return draw
