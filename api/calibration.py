@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from pxn.api.report import Report
+    from pxn.calibrate.reproduction import Reproduction
     from pxn.calibrate.summaries.infer import Inference
     from pxn.calibrate.traces.fit import LatencyFit
     from pxn.calibrate.traces.pipeline import Calibration
@@ -43,6 +44,14 @@ class CalibrateResult(Result):
     fitted: Calibration | Inference  # the fits from traces, or the inference from summaries
     lines: tuple[str, ...]  # the report, line by line
     header: str  # the scenario file's header: where it came from, how far to trust it
+    # The calibration runs beside the scenario's predictions of them (from traces only).
+    reproduction: Reproduction | None = None
+
+    @property
+    def reproduces(self) -> bool:
+        """Whether the scenario reproduces the runs it came from (True from summaries, whose
+        inference checks its facts itself)."""
+        return self.reproduction is None or self.reproduction.holds
 
     def save(self, path: str | Path) -> Path:
         """The scenario as TOML at `path`, the report as its header."""
@@ -53,6 +62,8 @@ class CalibrateResult(Result):
         from pxn.api.report import Report
 
         document = self.scenario.to_dict()
+        if self.reproduction is not None:
+            document = {"reproduction": self.reproduction.to_dict(), **document}
         return Report(name="calibration", shown=list(self.lines), rows=[], document=document)
 
     def records(self) -> Sequence[Scenario]:
@@ -166,9 +177,12 @@ def calibrate(
         )
 
 
-def from_traces(paths: list[str | Path], progress: bool, **options) -> CalibrateResult:
+def from_traces(
+    paths: list[str | Path], progress: bool, backend: Backend, **options
+) -> CalibrateResult:
     from pxn.api.calibration_report import calibration_header, calibration_lines
     from pxn.api.inference_report import generation_line
+    from pxn.calibrate.reproduction import reproduce
     from pxn.calibrate.traces.pipeline import calibrate_traces
 
     with progress_bar(progress) as bar:  # the quality model's inference, when there is one
@@ -177,12 +191,15 @@ def from_traces(paths: list[str | Path], progress: bool, **options) -> Calibrate
         def told(generation) -> None:
             bar.update(task, visible=True, description=generation_line(generation))
 
-        calibration = calibrate_traces(paths, on_generation=told, **options)
+        calibration = calibrate_traces(paths, on_generation=told, backend=backend, **options)
+    reproduction = reproduce(calibration.scenario, calibration.traces, backend=backend)
+    lines = [*reproduction.lines(), *calibration_lines(calibration)]
     return CalibrateResult(
         calibration.scenario,
         calibration,
-        tuple(calibration_lines(calibration)),
-        calibration_header(calibration),
+        tuple(lines),
+        calibration_header(calibration, reproduction.lines()),
+        reproduction,
     )
 
 

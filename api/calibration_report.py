@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 from pxn.api.inference_report import WIDTH, parameter_lines
@@ -117,6 +118,7 @@ def calibration_lines(cal: Calibration) -> list[str]:
         f"perfect-parent skips: {k.tasks - k.reflected} of {k.tasks} tasks -> "
         f"skip_perfect={k.probability:.3f}"
     )
+    lines.extend(failure_lines(cal))
     o = cal.overhead
     gaps = ", ".join(f"{name} {gap:.3g} s" for name, gap in o.gap_by_stage.items())
     lines.append(
@@ -143,6 +145,11 @@ def calibration_lines(cal: Calibration) -> list[str]:
             "workers: recorded from dspy.GEPA, whose adapter splits its num_threads among a "
             "stage's candidates -> worker_split=per_candidate"
         )
+    if cal.scenario.optimizer == "dspy.GEPA":
+        lines.append(
+            "reflections: recorded from dspy.GEPA, whose adapter proposes one text at a time, "
+            "so reflections never overlap whatever P x N -> optimizer=dspy.GEPA, C=1"
+        )
     for effect in cal.load_effects:
         if math.isnan(effect.spearman):
             continue
@@ -160,6 +167,17 @@ def calibration_lines(cal: Calibration) -> list[str]:
     lines.extend(draws_lines(cal))
     lines.extend(f"note: {note}" for note in cal.notes)
     return lines
+
+
+def failure_lines(cal: Calibration) -> list[str]:
+    """The proposals the runs lost before gepa judged them, and the [failures] shares."""
+    failures = cal.failures.failures
+    chosen = (
+        ", ".join(f"failures.{name}={value:.3g}" for name, value in failures.to_dict().items())
+        if failures.any
+        else "no [failures] table: no proposal was lost"
+    )
+    return [*cal.failures.lines(), f"  -> {chosen}"]
 
 
 def rollout_lines(cal: Calibration) -> list[str]:
@@ -243,6 +261,15 @@ def quality_lines(cal: Calibration) -> list[str]:
         *(f"  {line}" for line in parameter_lines(inference)),
         f"  the runs' figures inside their posterior predictive 5-95%: {inside} of "
         f"{len(inference.checks)}",
+        *(
+            [
+                f"  {fit.contradicting} of {fit.contradicting + len(fit.draws)} posterior draws "
+                "put the ceiling at or below the seed's score, which the runs' accepted "
+                "proposals rule out: dropped, the medians taken from the rest"
+            ]
+            if fit.contradicting
+            else []
+        ),
         seed_validation_line(q),
     ]
 
@@ -465,6 +492,7 @@ def prefix_cache_line(cal: Calibration) -> str:
     )
 
 
-def calibration_header(cal: Calibration) -> str:
+def calibration_header(cal: Calibration, first: Sequence[str] = ()) -> str:
+    """The scenario file's header: `first` (whether it reproduces its runs), then the report."""
     title = f"Calibrated scenario '{cal.scenario.name}', written by pxn calibrate."
-    return "\n".join([title, "", *calibration_lines(cal)])
+    return "\n".join([title, "", *first, *calibration_lines(cal)])

@@ -101,6 +101,7 @@ VOCABULARY = {
     "--latency": "how latencies are fitted: auto, empirical or a family",
     "--prefix-cache": "whether the reflections' LM servers keep the last prompt",
     "--search": "how proposals fare: the quality model or acceptance rates",
+    "--strict": "refuse, with exit code 1, a scenario that does not reproduce its own runs",
     "--deadline": "a wall-clock limit",
     "--max-dollars": "a dollar cap",
     "--objective": "what advise minimises: time or cost",

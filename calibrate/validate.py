@@ -318,7 +318,12 @@ def plan_validation(
     scenario: Scenario, paths: Sequence[str | Path], replicates: int = 200
 ) -> ValidationPlan:
     """Read the runs; runs sharing a setup share one sweep over their shapes."""
-    loaded = load_traces(paths)
+    return plan_for(scenario, load_traces(paths), replicates)
+
+
+def plan_for(scenario: Scenario, loaded: Loaded, replicates: int) -> ValidationPlan:
+    """The runs read already, grouped: runs sharing a setup share one sweep over their
+    shapes."""
     by_setup: dict[tuple[int, ...], list[Trace]] = defaultdict(list)
     for trace in loaded.traces:
         by_setup[tuple(setup_of(trace).values())].append(trace)

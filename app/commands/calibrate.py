@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from pxn.api.console import say, stdout
+from pxn.api.console import say, stderr, stdout
 from pxn.api.running import DEFAULT_JOBS
-from pxn.app.options import Address, Backend, Jobs
+from pxn.app.options import Address, Backend, Format, Jobs
 from pxn.app.output import ensure_writable_outputs, refuse_overwriting_an_input
 from pxn.errors import PxnError
 
@@ -103,13 +103,23 @@ def calibrate(
             "workers=: needed when the adapter timed none of its rollouts.",
         ),
     ] = None,
+    output_format: Format = "table",
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Exit with code 1, writing nothing, when the scenario does not reproduce "
+            "the runs it was fitted to (for scripts and CI).",
+        ),
+    ] = False,
 ) -> None:
     """Fit latencies, the search, overhead and tokens from traces (or infer them from run
     summaries); write a Scenario TOML."""
     from pxn.api.calibration import SUMMARIES_SAY_IT
     from pxn.api.calibration import calibrate as calibrate_scenario
-    from pxn.api.report import show
+    from pxn.app.output import Output
 
+    shown = Output(output_format)
     ensure_writable_outputs(files={"output": output}, directories={"plots": plots})
     refuse_overwriting_an_input(output, [*(traces or []), *([summaries] if summaries else [])])
     if summaries is not None and traces:
@@ -140,10 +150,14 @@ def calibrate(
         if exc.subject != "workers":
             raise
         raise exc.naming("--workers") from None
+    if strict and not result.reproduces:
+        shown.show(result.report())
+        say(f"not written: {output} (--strict: the scenario does not reproduce its runs)", stderr)
+        raise typer.Exit(1)
     # Written before the report is printed: a reader that stops early (`| head`) loses no work.
     result.save(output)
-    show(result.report(), stdout)
-    say(f"wrote {output}")
+    shown.show(result.report())
+    say(f"wrote {output}", stderr if output_format != "table" else stdout)
     if plots is not None:
         from pxn.api.plots import save_figure
 
