@@ -61,6 +61,11 @@ def analytic_speedup(p: Prediction) -> float:
     return p.analytic_single / p.analytic.wall_clock
 
 
+def share_text(interval: Interval) -> str:
+    """A share's interval as a person reads it: 42% [25-58%]."""
+    return f"{interval.mean:.0%} [{interval.low:.0%}-{interval.high:.0%}]"
+
+
 def score_text(interval: Interval) -> str:
     """A score interval as a person reads it: 0.712 [0.680-0.741]."""
     return f"{interval.mean:.3f} [{interval.low:.3f}-{interval.high:.3f}]"
@@ -84,6 +89,10 @@ def prediction_row(scenario: Scenario, p: Prediction) -> dict[str, Any]:
         row[f"{name}_mean"] = None if interval is None else interval.mean
         row[f"{name}_p5"] = None if interval is None else interval.low
         row[f"{name}_p95"] = None if interval is None else interval.high
+    share = p.no_proposal_share
+    row["no_proposal_share_mean"] = None if share is None else share.mean
+    row["no_proposal_share_p5"] = None if share is None else share.low
+    row["no_proposal_share_p95"] = None if share is None else share.high
     row["proposals_mean"] = p.proposals.mean
     row["accepted_mean"] = p.accepted.mean
     row["utilisation_mean"] = p.utilisation.mean
@@ -178,6 +187,7 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid
     """One row per shape; the columns a run's price and limits need only when it has them."""
     priced, limited = scenario.prices is not None, predictions[0].rate_limited
     scored = predictions[0].best_score is not None
+    losing = predictions[0].no_proposal_share is not None
     setting = loads_text(scenario) + (f", rate limits {limits_text(scenario)}" if limited else "")
     caption = (
         "wall-clock: simulated mean [5-95%]; analytic: the paper's closed form T(k), "
@@ -189,6 +199,11 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid
         caption += (
             "; best val: the best mean validation score a run ends with; test: that "
             "candidate's expected score on fresh examples, mean [5-95%]"
+        )
+    if losing:
+        caption += (
+            "; no proposal: share of iterations whose every task was skipped or lost before "
+            "gepa judged it ([failures]), mean [5-95%]"
         )
     if limited:
         caption += (
@@ -219,6 +234,7 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid
         *([Column("dollars")] if priced else []),
         *([Column("throttled", rank=1)] if limited else []),
         Column("iterations", rank=1),
+        *([Column("no\nproposal", rank=1, words="no proposal")] if losing else []),
         Column("full-val", rank=2),
         Column("metric\ncalls", rank=4),
         Column("util.", rank=4, words="utilisation"),
@@ -248,6 +264,7 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid
             *([dollars_text(p)] if priced else []),
             *([percent(p.throttled_share.mean)] if limited else []),
             f"{p.iterations.mean:.1f}",
+            *([share_text(p.no_proposal_share)] if losing else []),
             percent(p.full_val_share.mean),
             f"{p.metric_calls.mean:.0f}",
             percent(p.utilisation.mean, 1),

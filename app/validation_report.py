@@ -11,6 +11,7 @@ from pxn.api.report import Note, Report, csv_text, json_text
 from pxn.api.tables import Column, Grid
 from pxn.calibrate.validate import Check, ScenarioValidation
 from pxn.durations import format_duration, format_span
+from pxn.sim.predict import Interval
 from pxn.trace import TRACE_NAME
 
 
@@ -50,6 +51,10 @@ def check_row(c: Check) -> dict[str, Any]:
         "measured_accepted": m.accepted,
         "sim_proposals_mean": p.proposals.mean,
         "sim_accepted_mean": p.accepted.mean,
+        "measured_no_proposal_share": m.no_proposal_share,
+        "sim_no_proposal_share_mean": _mean(p.no_proposal_share),
+        "measured_failed_share": m.failed_share,
+        "sim_failed_share_mean": _mean(p.failed_share),
         "replicates": p.replicates,
         "measured_best_score": m.best_score,
         "sim_best_score_mean": None if p.best_score is None else p.best_score.mean,
@@ -57,6 +62,10 @@ def check_row(c: Check) -> dict[str, Any]:
         "sim_best_score_p95": None if p.best_score is None else p.best_score.high,
         "best_score_inside": c.score_inside,
     }
+
+
+def _mean(interval: Interval | None) -> float | None:
+    return None if interval is None else interval.mean
 
 
 def _relative(predicted: float, measured: float) -> float:
@@ -99,6 +108,26 @@ def score_line(v: ScenarioValidation) -> str | None:
     return (
         f"best validation score: {inside}/{judged} runs inside the predicted 5-95% interval, "
         f"the predicted mean off by {v.score_error:.3f} on average"
+    )
+
+
+def lost_line(v: ScenarioValidation) -> str | None:
+    """The proposals the runs lost before gepa judged them, against the predictions'."""
+    judged = [c for c in v.counted if c.predicted.no_proposal_share is not None]
+    if not judged:
+        return None
+
+    def mean(values: list[float]) -> str:
+        finite = [x for x in values if math.isfinite(x)]
+        return f"{sum(finite) / len(finite):.0%}" if finite else "-"
+
+    return (
+        "proposals lost before gepa judged them: "
+        f"{mean([c.measured.failed_share for c in judged])} of the tasks measured, "
+        f"{mean([c.predicted.failed_share.mean for c in judged])} predicted; iterations "
+        f"without a proposal: {mean([c.measured.no_proposal_share for c in judged])} measured, "
+        f"{mean([c.predicted.no_proposal_share.mean for c in judged])} predicted "
+        f"(means over {len(judged)} run(s))"
     )
 
 
@@ -168,11 +197,12 @@ def validation_table(v: ScenarioValidation) -> Grid:
 
 
 def validation_report(v: ScenarioValidation) -> Report:
-    score = score_line(v)
+    score, lost = score_line(v), lost_line(v)
     return Report(
         name="validation",
         shown=[validation_table(v)]
         + ([] if score is None else [Note(score, label="score")])
+        + ([] if lost is None else [Note(lost, label="lost")])
         + ([] if v.acceptance is None else [Note(v.acceptance.verdict, label="acceptance")]),
         rows=[check_row(c) for c in v.checks],
         document=validation_document(v),

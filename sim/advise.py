@@ -382,16 +382,17 @@ def assess(
         dollars_se=None if dollars is None else standard_error([r.dollars for r in runs]),
         meets_deadline=meets_deadline,
         within_cap=within_cap,
-        limited_by=limited_by(prediction, ask),
+        limited_by=limited_by(prediction, ask, scenario.optimizer),
         wall_clocks=tuple(r.wall_clock for r in runs),
         dollar_values=None if dollars is None else tuple(r.dollars for r in runs),
         test_scores=None if prediction.test_score is None else tuple(r.test_score for r in runs),
     )
 
 
-def limited_by(prediction: Prediction, ask: Ask) -> str:
+def limited_by(prediction: Prediction, ask: Ask, optimizer: str = "gepa") -> str:
     """What sets the pace (rate limit, worker pool, reflections or the chain of iterations),
-    and near constraints."""
+    and near constraints; in the words of the `optimizer` that runs the loop (dspy.GEPA's
+    reflections run one at a time, whatever its settings)."""
     wall_clock = prediction.wall_clock.mean
     reflecting = prediction.stage_time["reflection"] / wall_clock if wall_clock > 0 else 0.0
     if prediction.throttled_share.mean > THROTTLED:
@@ -400,6 +401,8 @@ def limited_by(prediction: Prediction, ask: Ask) -> str:
         pace = "worker pool"
     elif reflecting >= REFLECTION_BOUND:
         pace = "reflections"  # the worker pool idles while the reflection LM thinks
+        if optimizer == "dspy.GEPA":
+            pace = "reflections, one at a time (dspy.GEPA: faster reflections shorten them)"
     else:
         pace = "iteration latency"  # stages narrower than the pool: a chain of iterations
     notes = []

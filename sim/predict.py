@@ -135,6 +135,11 @@ class Prediction:
     best_score: Interval | None = None
     test_score: Interval | None = None
     progress: Band | None = None  # the best validation score over time
+    # Where the scenario loses proposals ([failures]; None where it loses none): the share
+    # of iterations that judged no proposal (all their tasks skipped or lost), and of tasks
+    # not skipped that were lost before gepa judged them.
+    no_proposal_share: Interval | None = None
+    failed_share: Interval | None = None
 
 
 def simulate_replicates(scenario: Scenario, shape: Shape, replicates: range) -> list[RunSummary]:
@@ -237,11 +242,38 @@ def summarize_replicates(
         draws=draws,
         wall_clock_split=split([r.wall_clock for r in runs], draws) if draws else None,
         dollars_split=split(dollars, draws) if draws and priced else None,
-        notes=draw_notes(defined, len(runs)),
+        notes=draw_notes(defined, len(runs)) + optimizer_notes(scenario, shape),
         best_score=Interval.of([r.best_score for r in runs]) if scored else None,
         test_score=Interval.of([r.test_score for r in runs]) if scored else None,
         progress=Band.of_progress(runs) if scored else None,
+        **(lost_shares(runs) if scenario.failures.any else {}),
     )
+
+
+def lost_shares(runs: list[RunSummary]) -> dict[str, Interval]:
+    """The shares of iterations without a proposal and of tasks lost (0 where undefined: a
+    run with no iteration, or none of whose tasks gepa kept)."""
+
+    def share(value: float) -> float:
+        return value if np.isfinite(value) else 0.0
+
+    return {
+        "no_proposal_share": Interval.of([share(r.no_proposal_share) for r in runs]),
+        "failed_share": Interval.of([share(r.failed_share) for r in runs]),
+    }
+
+
+DSPY_REFLECTIONS = (
+    "dspy.GEPA proposes one reflection at a time: a wider shape adds reflections in sequence; "
+    "faster reflections, not more workers or concurrency, shorten them"
+)
+
+
+def optimizer_notes(scenario: Scenario, shape: Shape) -> tuple[str, ...]:
+    """What the optimizer that runs the loop means for this shape, in its user's words."""
+    if scenario.optimizer == "dspy.GEPA" and shape.k > 1:
+        return (DSPY_REFLECTIONS,)
+    return ()
 
 
 def speedup(single: list[RunSummary], runs: list[RunSummary]) -> Interval:
