@@ -18,6 +18,7 @@ import pytest
 from conftest import pxn_flags, run_pxn
 from sim_helpers import EVERYTHING
 
+from pxn.failures import Failures
 from pxn.sim.presets import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,7 +108,9 @@ def test_every_flag_the_glossary_names_exists() -> None:
 
 
 def test_every_scenario_key_the_glossary_names_is_one() -> None:
-    merging = EVERYTHING.replace(merge=True, components=2, merge_acceptance=0.5)
+    merging = EVERYTHING.replace(
+        merge=True, components=2, merge_acceptance=0.5, failures=Failures(0.1, 0.2)
+    )
     written = [EVERYTHING.to_dict(), load_scenario("livebench-math").to_dict(), merging.to_dict()]
 
     def found(path: str) -> bool:
