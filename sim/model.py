@@ -17,6 +17,14 @@ minibatch, a merge's subsample and every new candidate's validation.
 Reflections count nothing. gepa checks the budget only at the top of an
 iteration, so the last one overshoots it.
 
+Nothing before that check depends on the budget, so a run to budget B holds
+the run to any smaller budget c as its prefix: the state at the first
+iteration top where the metric calls reach c is where a run given c ends.
+A run told smaller budgets (`budgets_to_note`) keeps its summary at each of
+those checks (`prefixes`), so one replicate answers every budget at once;
+every random stream has then been drawn exactly as far as in the shorter run
+(tests/test_sim_prefixes.py holds the two to the bit).
+
 With gepa's merge (use_merge), an iteration may begin with a merge
 (merge.py says when and of which candidates): its subsample is one stage of
 rollouts on the validation set, and an accepted merge's full validation
@@ -26,7 +34,7 @@ iteration: it makes no proposal.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from typing import Any
 
 import numpy as np
@@ -76,7 +84,9 @@ class SimulatedRun:
         trace: NoTrace,
         search: np.random.Generator | None = None,
         failures: np.random.Generator | None = None,
+        budgets_to_note: Sequence[int] = (),
     ):
+        """`budgets_to_note`: smaller budgets whose runs' summaries to keep (`prefixes`)."""
         self.env = env = simpy.Environment()
         self.scenario = scenario
         self.trace = trace
@@ -123,6 +133,17 @@ class SimulatedRun:
         self.merges = 0
         self.merges_accepted = 0
         self.progress: list[tuple[float, float]] = []  # (time, best validation score) as it rose
+        # Budgets below this run's whose summaries are still to be kept, the largest first.
+        self.pending = sorted((b for b in budgets_to_note if b < scenario.budget), reverse=True)
+        self.prefixes: dict[int, RunSummary] = {}  # budget -> the summary a run given it ends with
+
+    def budget_left(self) -> bool:
+        """gepa's check at the top of an iteration: whether any budget is left. A run given
+        a smaller budget that is now spent would end here: its summary is kept."""
+        calls, pending = self.metric_calls, self.pending
+        while pending and calls >= pending[-1]:
+            self.prefixes[pending.pop()] = self.summary()
+        return calls < self.scenario.budget
 
     def record_best(self) -> None:
         """Note the best validation score now, when it rose (the quality model)."""
@@ -177,7 +198,7 @@ def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
     if choices.scored:
         trace.validations(0, env.now, ["0"], scores, v)
         run.record_best()
-    while run.metric_calls < scenario.budget:  # checked only here: the last one overshoots
+    while run.budget_left():  # checked only here: the last iteration overshoots
         run.iterations += 1
         iteration, started = run.iterations, env.now
         merge = choices.merge_now()
@@ -281,6 +302,21 @@ def merge_step(
         run.record_best()
 
 
+def replicate_run(
+    scenario: Scenario,
+    shape: Shape,
+    replicate: int,
+    trace: NoTrace,
+    budgets_to_note: Sequence[int] = (),
+) -> SimulatedRun:
+    """Replicate r's run, not yet started: `scenario` is the one it runs (its draw
+    applied, scenario.for_replicate), its random streams its own."""
+    search = None if scenario.quality is None else search_rng(scenario.seed, replicate)
+    failures = failures_rng(scenario.seed, replicate) if scenario.failures.any else None
+    rng = replicate_rng(scenario.seed, replicate)
+    return SimulatedRun(scenario, shape, rng, trace, search, failures, budgets_to_note)
+
+
 def simulate_once(
     scenario: Scenario, shape: Shape, replicate: int, trace: TraceWriter | None = None
 ) -> RunSummary:
@@ -290,13 +326,26 @@ def simulate_once(
     """
     scenario = scenario.for_replicate(replicate)
     tracer = NoTrace() if trace is None else SimTrace(trace, scenario)
-    search = None if scenario.quality is None else search_rng(scenario.seed, replicate)
-    failures = failures_rng(scenario.seed, replicate) if scenario.failures.any else None
-    run = SimulatedRun(
-        scenario, shape, replicate_rng(scenario.seed, replicate), tracer, search, failures
-    )
+    run = replicate_run(scenario, shape, replicate, tracer)
     tracer.run_start(scenario, shape, replicate)
     run.env.process(gepa_run(run))
     run.env.run()
     tracer.run_end(run.env.now, run.metric_calls, run.iterations)
     return run.summary()
+
+
+def simulate_budgets(
+    scenario: Scenario, shape: Shape, replicate: int, budgets: Sequence[int]
+) -> tuple[RunSummary, ...]:
+    """Replicate r's summary at each of `budgets` (in their order), from one run to the
+    scenario's budget, the largest of them: each smaller one is a prefix of that run.
+
+    The summaries are those `simulate_once` gives at each budget, to the bit.
+    """
+    if max(budgets) != scenario.budget:
+        raise ValueError(f"the run goes to the largest budget: {max(budgets)} != {scenario.budget}")
+    run = replicate_run(scenario.for_replicate(replicate), shape, replicate, NoTrace(), budgets)
+    run.env.process(gepa_run(run))
+    run.env.run()
+    final = run.summary()
+    return tuple(run.prefixes.get(budget, final) for budget in budgets)

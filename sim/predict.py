@@ -29,7 +29,7 @@ from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.analytic import AnalyticPrediction, analytic
 from pxn.sim.backends import Backend, LocalBackend, gather
-from pxn.sim.model import simulate_once
+from pxn.sim.model import simulate_budgets, simulate_once
 from pxn.sim.workload import Cost, Work, estimate
 from pxn.trace import MERGE_STAGES, STAGES, RunSummary
 
@@ -144,6 +144,14 @@ class Prediction:
 
 def simulate_replicates(scenario: Scenario, shape: Shape, replicates: range) -> list[RunSummary]:
     return [simulate_once(scenario, shape, r) for r in replicates]
+
+
+def simulate_replicates_at(
+    scenario: Scenario, shape: Shape, replicates: range, budgets: Sequence[int]
+) -> list[tuple[RunSummary, ...]]:
+    """Each replicate's summaries at `budgets` (in their order), one run each to the
+    scenario's budget, the largest of them (model.simulate_budgets)."""
+    return [simulate_budgets(scenario, shape, r, budgets) for r in replicates]
 
 
 def split(values: Sequence[float], draws: int) -> Split | None:
