@@ -17,10 +17,26 @@ before gepa runs, and so does this module, as compile does:
   DSPy's meaning of a full evaluation, written inline in compile (there is no
   function to call). With no separate valset DSPy counts the trainset once;
   a scenario's V and trainset size are taken as separate sets.
+
+Several budgets (a learning curve, `pxn advise`'s budgets to try) are a list
+of these spellings and ranges: `LOW..HIGH` is LOW doubled while below HIGH,
+then HIGH (`500..4000` is 500, 1000, 2000, 4000), since what a budget buys is
+read per doubling.
+
+A budget too small to search (gepa #375: 8 metric calls on six validation
+examples made one proposal) is told apart before anything is simulated:
+after the seed's validation (V calls) every iteration of k = P x N proposals
+costs at least their parents' and children's minibatches, 2 k b calls, and
+gepa starts an iteration while any budget is left. So B affords at most
+k * ceil((B - V) / (2 k b)) proposals: fewer when children are accepted
+(V calls each), merges run or parents are skipped, a few more only when a
+wide step's minibatches wrap (k above the trainset's chunks).
 """
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +132,100 @@ def dspy_auto_candidates(level: str) -> int:
         levels = ", ".join(f"auto:{name}" for name in AUTO_RUN_SETTINGS)
         raise PxnError(f"auto:{level} is not one of DSPy's: {levels}", subject="budget")
     return int(AUTO_RUN_SETTINGS[level]["n"])
+
+
+def parse_budgets(given: int | str | Budget | list | tuple) -> tuple[Budget, ...]:
+    """Budgets as given: "1000,2000,4000", "500..20000" (doublings, then HIGH),
+    "auto:light,auto:heavy", a mix, one budget, or a list of them."""
+    if isinstance(given, Budget):
+        return (given,)
+    if isinstance(given, list | tuple):
+        return tuple(budget for item in given for budget in parse_budgets(item))
+    if not isinstance(given, str):
+        return (Budget.parse(given),)
+    budgets: list[Budget] = []
+    for part in given.split(","):
+        match = re.fullmatch(r"\s*(\d+)\s*\.\.\s*(\d+)\s*", part)
+        if match is None:
+            budgets.append(Budget.parse(part))
+            continue
+        low, high = (_at_least_one(int(g), part.strip()) for g in match.groups())
+        if high < low:
+            raise PxnError(f"{part.strip()!r} runs from a larger budget to a smaller one",
+                           subject="budget")  # fmt: skip
+        budgets += [Budget(metric_calls=b) for b in doublings(low, high)]
+    return tuple(budgets)
+
+
+def doublings(low: int, high: int) -> list[int]:
+    """LOW doubled while below HIGH, then HIGH: 500..4000 -> 500, 1000, 2000, 4000."""
+    values = [low]
+    while values[-1] * 2 < high:
+        values.append(values[-1] * 2)
+    return values + ([high] if high != low else [])
+
+
+def resolve_budgets(
+    given: Any, *, predictors: int, valset_size: int, trainset_size: int
+) -> dict[int, str]:
+    """Budgets as given (parse_budgets) -> {B: how it was given}, smallest B first; where
+    two spellings give one B, a DSPy spelling names it ("auto:light" rather than "780")."""
+    named: dict[int, str] = {}
+    for budget in parse_budgets(given):
+        calls = budget.resolve(
+            predictors=predictors, valset_size=valset_size, trainset_size=trainset_size
+        )
+        if calls not in named or budget.from_dspy:
+            named[calls] = budget.label
+    return dict(sorted(named.items()))
+
+
+def dspy_auto_levels(predictors: int, valset_size: int) -> dict[str, int]:
+    """Each of DSPy's auto levels -> its metric calls for this program and V."""
+    from dspy.teleprompt.gepa.gepa import AUTO_RUN_SETTINGS
+
+    return {
+        f"auto:{level}": dspy_auto_budget(level, predictors, valset_size)
+        for level in AUTO_RUN_SETTINGS
+    }
+
+
+# -- budgets too small to search ----------------------------------------------------------
+
+FEW_PROPOSALS = 3  # the fewest proposals a budget should afford, unless asked for more
+
+
+def proposals_afforded(budget: int, valset_size: int, minibatch: int, k: int) -> int:
+    """The most proposals a run of B metric calls makes (none accepted, no merge, no skip)."""
+    per_iteration = 2 * k * minibatch
+    return k * max(0, math.ceil((budget - valset_size) / per_iteration))
+
+
+def budget_for_proposals(proposals: int, valset_size: int, minibatch: int, k: int) -> int:
+    """The smallest B that affords `proposals` (proposals_afforded's inverse)."""
+    iterations = math.ceil(proposals / k)
+    return valset_size + 2 * k * minibatch * (iterations - 1) + 1
+
+
+def too_few_proposals(
+    budget: int, valset_size: int, minibatch: int, k: int, wanted: int = FEW_PROPOSALS
+) -> str | None:
+    """Why B cannot search, in numbers, when it affords fewer than `wanted` proposals of
+    k = P x N at b; None when it affords enough."""
+    afforded = proposals_afforded(budget, valset_size, minibatch, k)
+    if afforded >= wanted:
+        return None
+    least = budget_for_proposals(wanted, valset_size, minibatch, k)
+    shown = "no proposal" if afforded == 0 else f"at most {_proposals(afforded)}"
+    return (
+        f"B={budget} affords {shown} after the seed's validation (V={valset_size} metric "
+        f"calls, then at least 2kb = {2 * k * minibatch} an iteration of k={k} proposals at "
+        f"b={minibatch}): {_proposals(wanted)} need B >= {least}"
+    )
+
+
+def _proposals(count: int) -> str:
+    return f"{count} proposal" + ("" if count == 1 else "s")
 
 
 def _at_least_one(value: int, given: Any) -> int:

@@ -135,6 +135,21 @@ class Scenario:
     rate_limits: RateLimits = field(default_factory=RateLimits)
     uncertainty: Uncertainty | None = None
     calibrated_on: CalibratedOn | None = None  # written by pxn calibrate
+    # The budget as dspy.GEPA takes it ("auto:light", "full-evals:3"), when the TOML gave it
+    # so: `budget` is then DSPy's metric calls for it, worked out for this V, trainset and
+    # the program's `predictors` (pxn.budget). None: the budget was given in metric calls.
+    budget_given: str | None = None
+    predictors: int | None = None  # the DSPy program's predictors (None: `components`)
+
+    @property
+    def program_predictors(self) -> int:
+        """The predictors an auto budget is worked out for: the program's texts."""
+        return self.components if self.predictors is None else self.predictors
+
+    @property
+    def from_dspy(self) -> bool:
+        """Whether dspy.GEPA runs the loop, or the budget is one of its spellings."""
+        return self.optimizer == "dspy.GEPA" or self.budget_given is not None
 
     def rollout_latency(self, phase: str) -> Distribution:
         return self.rollout_phases.get(phase, self.rollout)
@@ -183,6 +198,14 @@ class Scenario:
             raise PxnError(f"{self.minibatch} is larger than the trainset ({self.trainset_size})",
                            subject="minibatch")  # fmt: skip
         whole(self.seed, "seed", least=0)
+        if self.predictors is not None:
+            whole(self.predictors, "predictors")
+            if self.merge and self.components != self.predictors:
+                raise PxnError(
+                    f"is {self.predictors}, but components is {self.components}: a DSPy "
+                    "program's predictors are the texts gepa merges; give one of the two",
+                    subject="predictors",
+                )
         at_least(self.stage_overhead, "stage_overhead", unit=" seconds")
         share(self.skip_perfect, "skip_perfect", top_open=True)
         share(self.duplicate_children, "duplicate_children", top_open=True)
@@ -291,8 +314,30 @@ class Scenario:
     # -- variants ---------------------------------------------------------------
 
     def replace(self, **changes: Any) -> Scenario:
-        """A copy with some fields changed, validated again (its draws carry over)."""
+        """A copy with some fields changed, validated again (its draws carry over).
+
+        A budget given as DSPy spells it follows what it depends on (V, the
+        trainset, the predictors); a budget given anew replaces the spelling.
+        """
+        if "budget" in changes and changes["budget"] != self.budget:
+            changes.setdefault("budget_given", None)
+        elif self.budget_given is not None and "budget_given" not in changes:
+            given = dataclasses.replace(self, **changes)
+            if given.resolved_budget() != self.budget:
+                changes["budget"] = given.resolved_budget()
         return dataclasses.replace(self, **changes).validate()
+
+    def resolved_budget(self) -> int:
+        """B from `budget_given` for this scenario's V, trainset and predictors."""
+        from pxn.budget import metric_calls_of
+
+        assert self.budget_given is not None
+        return metric_calls_of(
+            self.budget_given,
+            predictors=self.program_predictors,
+            valset_size=self.valset_size,
+            trainset_size=self.trainset_size,
+        )
 
     def with_local_pool(self, servers: int | None, slowdown: float = 0.0) -> Scenario:
         """This scenario on one local LM pool serving both models (validated)."""
@@ -348,7 +393,7 @@ class Scenario:
         top: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
-            "budget": self.budget,
+            "budget": self.budget if self.budget_given is None else self.budget_given,
             "valset_size": self.valset_size,
             "trainset_size": self.trainset_size,
             "minibatch": self.minibatch,
@@ -369,6 +414,8 @@ class Scenario:
             top["worker_split"] = self.worker_split
         if self.optimizer != "gepa":
             top["optimizer"] = self.optimizer
+        if self.predictors is not None:
+            top["predictors"] = self.predictors
         if self.merge:
             top |= {"merge": True, "max_merges": self.max_merges, "components": self.components}
             if self.merge_acceptance is not None:
@@ -397,7 +444,7 @@ class Scenario:
     def from_dict(cls, data: dict[str, Any], source: str = "scenario") -> Scenario:
         refuse_non_finite(data)
         data = dict(data)
-        toml_keys = set(cls.__dataclass_fields__) - {"rollout_phases", "loads"}
+        toml_keys = set(cls.__dataclass_fields__) - {"rollout_phases", "loads", "budget_given"}
         known_keys(data, toml_keys | {"load", *LEGACY_POOL_KEYS}, source)
         missing = [name for name in REQUIRED if name not in data]
         if "acceptance" not in data and "quality" not in data:
@@ -409,6 +456,9 @@ class Scenario:
             )
         # gepa validates on the trainset when given no valset: then the two are one set.
         data.setdefault("trainset_size", data["valset_size"])
+        if isinstance(data["budget"], str):  # dspy.GEPA's spelling: its metric calls
+            data["budget_given"] = data["budget"]
+            data["budget"] = _dspy_budget(data)
         rollout, phases = data.pop("rollout"), {}
         if isinstance(rollout, dict):  # [rollout.phases.NAME]: a phase's own latency
             rollout = dict(rollout)
@@ -464,6 +514,22 @@ class Scenario:
 
     def save(self, path: str | Path, header: str = "") -> None:
         write_text_atomically(path, self.to_toml(header))
+
+
+def _dspy_budget(data: dict[str, Any]) -> int:
+    """The metric calls of a TOML budget spelled as dspy.GEPA takes it (pxn.budget)."""
+    from pxn.budget import metric_calls_of
+
+    predictors = data.get("predictors", data.get("components", 1))
+    for name, value in (("predictors", predictors), ("valset_size", data["valset_size"]),
+                        ("trainset_size", data["trainset_size"])):  # fmt: skip
+        whole(value, name)
+    return metric_calls_of(
+        data["budget"],
+        predictors=predictors,
+        valset_size=data["valset_size"],
+        trainset_size=data["trainset_size"],
+    )
 
 
 def refuse_non_finite(data: dict[str, Any]) -> None:
