@@ -26,6 +26,8 @@ from pxn.calibrate.summaries.abc_smc import (
 )
 from pxn.calibrate.summaries.facts import Fact, Setup, read_summaries
 from pxn.calibrate.summaries.infer import (
+    FactCheck,
+    _refuse_unpredicted,
     _refuse_unreproduced,
     base_scenario,
     from_scale,
@@ -519,3 +521,19 @@ def test_a_reported_share_is_shown_as_its_prediction_is() -> None:
     assert reported(share) == "17%" and share.shown(0.19) == "19%"
     hours = Fact("single wall clock", "wall_clock", 27720.0, 27720.0, (0,), "7.7 h", "h", 3600.0)
     assert reported(hours) == "7.7 h"  # as the file wrote it
+
+
+def test_a_posterior_that_predicts_fewer_than_half_its_facts_is_refused():
+    """A right model's predictive misses one fact in ten; one that holds fewer than half does
+    not describe the runs, and is refused with the facts it missed."""
+
+    def check(name: str, inside: bool) -> FactCheck:
+        fact = Fact(name, "seed_score", 0.1, 0.1, (0,), "0.1")
+        return FactCheck(fact, 0.5, 0.4, 0.6, 0.0, inside, 0.0, 0.2)
+
+    held = [check(f"run{i} seed score", i < 4) for i in range(7)]
+    _refuse_unpredicted(tuple(held))  # 4 of 7: kept
+    missed = [check(f"run{i} seed score", i < 3) for i in range(7)]
+    with pytest.raises(PxnError, match="holds only 3 of the 7 facts") as raised:
+        _refuse_unpredicted(tuple(missed))
+    assert "run3 seed score 0.1 (predicted 0.4-0.6)" in str(raised.value)
