@@ -73,13 +73,14 @@ class FigureCheck:
         return min(self.below, self.above) < GROSS
 
     def line(self) -> str:
-        seconds = self.figure == "wall-clock"
-        if seconds:
-            measured, low, high = f"{self.measured:.0f} s", f"{self.low:.0f}", f"{self.high:.0f} s"
+        values = (self.measured, self.low, self.high)
+        if self.figure == "wall-clock":
+            measured, low, high = (f"{x:.0f}" for x in values)
+            measured, high = f"{measured} s", f"{high} s"
         elif "score" in self.figure:
-            measured, low, high = f"{self.measured:.3g}", f"{self.low:.3g}", f"{self.high:.3g}"
-        else:
-            measured, low, high = f"{self.measured:g}", f"{self.low:g}", f"{self.high:g}"
+            measured, low, high = (f"{x:.3g}" for x in values)
+        else:  # counts, whose percentiles may fall between two
+            measured, low, high = (f"{x:.1f}".removesuffix(".0") for x in values)
         side = "above" if self.measured > self.high else "below"
         far = " (gross: beyond 99% of replicates)" if self.gross else ""
         return f"{self.run}: {self.figure} {measured}, predicted 5-95% [{low}, {high}]: {side}{far}"
