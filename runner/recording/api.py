@@ -1,15 +1,23 @@
-"""The `with recording(...)` block around one `gepa.optimize` run (pxn.runner.record's API).
+"""The `with recording(...)` block around one gepa run (pxn.runner.record's API): a
+`gepa.optimize` run or an `optimize_anything` run, told apart by their arguments.
 
-The recording's arguments are checked when it is made, gepa.optimize's by
-`rec.wrap` (arguments.py), before anything is created. Entering checks the
-gepa release and the run directory, which no other recording in the process
-may be writing into; `rec.wrap(...)`, inside the block only, returns
-gepa.optimize's keyword arguments with the adapter, the reflection LM, the
+The recording's arguments are checked when it is made, gepa's by `rec.wrap`
+(arguments.py, anything_arguments.py), before anything is created. Entering
+checks the gepa release and the run directory, which no other recording in
+the process may be writing into; `rec.wrap(...)`, inside the block only,
+returns the keyword arguments with the adapter, the reflection LM, the
 selection, the callbacks and the stoppers wrapped (the user's keep working),
 and writes run_start, or resuming, a resume event; leaving the block,
 however it is left, writes run_end with the run's totals checked against
-gepa's own (`rec.result`). One recording records one run: a second block or
+gepa's own (`rec.result`) and, for a completed run, which stopping condition
+ended it (stop_reasons.py). One recording records one run: a second block or
 a second `rec.wrap` is refused.
+
+Where each part is reached: gepa.optimize takes them as arguments; without
+an adapter, the recording builds gepa's default adapter from task_lm first
+(default_adapter.py). optimize_anything takes them in its GEPAConfig
+(anything_config.py), except its adapter, which it builds itself: the
+recording reaches it when gepa builds it (anything_adapter.py).
 
 The trace is written event by event, so a crash leaves a valid prefix, on
 the recording's clock: seconds since the run started, a resumed run's clock
@@ -25,6 +33,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +42,18 @@ from gepa.strategies.proposal_selection import AllImprovements
 
 from pxn.errors import PxnError
 from pxn.runner.recording.adapter_wrapper import wrap_adapter
+from pxn.runner.recording.anything_adapter import AdapterSeam, LessRefinements
+from pxn.runner.recording.anything_arguments import (
+    anything_meta,
+    check_anything_arguments,
+    gepa_view,
+    is_optimize_anything,
+    workers_of,
+)
+from pxn.runner.recording.anything_config import RecordedParts, recorded_config
 from pxn.runner.recording.arguments import check_gepa_arguments, check_options, checked_out
 from pxn.runner.recording.callbacks import GepaCallbacks
+from pxn.runner.recording.default_adapter import default_adapter, model_label
 from pxn.runner.recording.labels import RolloutLabels
 from pxn.runner.recording.lm_wrapper import wrap_reflection_lm
 from pxn.runner.recording.recorder import Recorder
@@ -47,6 +66,7 @@ from pxn.runner.recording.resume import (
 )
 from pxn.runner.recording.run_start import gepa_shape, run_start
 from pxn.runner.recording.selection_wrapper import RecordingSelection
+from pxn.runner.recording.stop_reasons import StopWatch
 from pxn.runner.recording.stopper import Stopper, default_limit
 from pxn.runner.recording.totals import RecordedRun, run_totals
 from pxn.runner.recording.versions import check_gepa
@@ -126,6 +146,11 @@ class Recording:
         self._used = False  # its `with` block was entered once: one recording, one run
         self._offset = 0.0
         self._t0 = 0.0
+        self._run_workers = workers  # W as run_start declares it: given, or the run's own
+        self._run_meta = meta
+        self._stops: StopWatch | None = None
+        self._seam: AdapterSeam | None = None  # optimize_anything's adapter, reached
+        self._resumed = False
         self.result: RecordedRun | None = None
 
     # ---- the run's clock and the parts' reports ----
@@ -227,21 +252,79 @@ class Recording:
         return self
 
     def wrap(self, **kwargs: Any) -> dict[str, Any]:
-        """`gepa.optimize`'s keyword arguments, with the parts recorded; writes run_start (or,
-        resuming, a resume event)."""
+        """The keyword arguments of `gepa.optimize` or of `optimize_anything`, with the parts
+        recorded; writes run_start (or, resuming, a resume event)."""
         if not self._entered:
             raise PxnError(
                 "is called inside the `with recording(...) as rec:` block, around "
-                "gepa.optimize(**rec.wrap(...))",
+                "gepa.optimize(**rec.wrap(...)) or optimize_anything(**rec.wrap(...))",
                 subject="rec.wrap",
             )
         if self._recorder is not None:
             raise PxnError(
-                "was called already: one recording records one gepa.optimize run",
+                "was called already: one recording records one gepa.optimize or "
+                "optimize_anything run",
                 subject="rec.wrap",
             )
+        if is_optimize_anything(kwargs):
+            return self._wrap_anything(kwargs)
         check_gepa_arguments(kwargs)
+        meta: dict[str, Any] = {"api": "gepa.optimize"}
+        workers = self._workers
+        if kwargs.get("adapter") is None:  # gepa would build its default adapter: built here
+            task_lm = kwargs["task_lm"]
+            adapter = default_adapter(task_lm, kwargs.get("evaluator"), self)
+            kwargs = {k: v for k, v in kwargs.items() if k not in ("task_lm", "evaluator")}
+            kwargs["adapter"] = adapter
+            meta |= {
+                "task_lm": model_label(task_lm),
+                "max_litellm_workers": adapter.max_litellm_workers,
+            }
+            workers = workers or adapter.max_litellm_workers
         run_dir = Path(kwargs.get("run_dir") or self.out / "gepa")
+        parts = self._start(kwargs, run_dir, workers, meta)
+        wrapped = {
+            **kwargs,
+            "adapter": wrap_adapter(kwargs["adapter"], self._live(), skip_seed_val=parts.resumed),
+            "selection_strategy": parts.selection_strategy,
+            "callbacks": parts.callbacks,
+            "stop_callbacks": parts.stop_callbacks,
+            "run_dir": parts.run_dir,
+        }
+        if parts.reflection_lm is not None:
+            wrapped["reflection_lm"] = parts.reflection_lm
+            wrapped.pop("reflection_lm_kwargs", None)  # used above to build the same LM
+        return wrapped
+
+    def _wrap_anything(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """optimize_anything's arguments with its config holding the recorder's parts; gepa's
+        own adapter is reached when gepa builds it (anything_adapter.py)."""
+        check_anything_arguments(kwargs)
+        view = gepa_view(kwargs)
+        run_dir = Path(view.get("run_dir") or self.out / "gepa")
+        seam = AdapterSeam(str(run_dir), self._recorded_adapter, self)
+        seam.install()
+        try:
+            parts = self._start(
+                view, run_dir, self._workers or workers_of(kwargs), anything_meta(kwargs)
+            )
+        except BaseException:
+            seam.remove()
+            raise
+        self._seam, self._resumed = seam, parts.resumed
+        config = recorded_config(kwargs.get("config"), parts)
+        return {**kwargs, "config": config}
+
+    def _recorded_adapter(self, timed: Any) -> Any:
+        return wrap_adapter(timed, self._live(), skip_seed_val=self._resumed)
+
+    def _start(
+        self, kwargs: dict[str, Any], run_dir: Path, workers: int | None, meta: dict[str, Any]
+    ) -> RecordedParts:
+        """The recorder and its parts for a run with gepa.optimize's `kwargs` (or what
+        optimize_anything's stand for): run_start written (or a resume event)."""
+        self._run_workers = workers
+        self._run_meta = {**meta, **self._meta}
         if self._resume:
             check_same_setup(self.out, self._run_start(kwargs, None))
         saved = self._saved_state(run_dir)
@@ -259,37 +342,43 @@ class Recording:
         reflection_lm = wrap_reflection_lm(
             kwargs.get("reflection_lm"), rec, kwargs.get("reflection_lm_kwargs")
         )
-        if self._resume:
-            rec.sink.write(resume_event(self.clock(), saved))
-        else:
-            rec.sink.write(self._run_start(kwargs, reflection_lm))
         stoppers = kwargs.get("stop_callbacks")
         if stoppers is None:
             stoppers = []
         elif not isinstance(stoppers, Sequence):
             stoppers = [stoppers]
-        wrapped = {
-            **kwargs,
-            "adapter": wrap_adapter(kwargs["adapter"], rec, skip_seed_val=saved is not None),
-            "selection_strategy": RecordingSelection(
+        self._stops = StopWatch(
+            run_dir,
+            max_metric_calls=kwargs.get("max_metric_calls"),
+            max_candidate_proposals=kwargs.get("max_candidate_proposals"),
+            max_reflection_cost=kwargs.get("max_reflection_cost"),
+            reflection_lm=reflection_lm,
+        )
+        watched = self._stops.watched(list(stoppers))
+        if self._resume:
+            rec.sink.write(resume_event(self.clock(), saved))
+        else:
+            rec.sink.write(self._run_start(kwargs, reflection_lm))
+        return RecordedParts(
+            run_dir=str(run_dir),
+            callbacks=[self._callbacks, *(kwargs.get("callbacks") or [])],
+            stop_callbacks=[*watched, Stopper(rec.failures)],
+            selection_strategy=RecordingSelection(
                 kwargs.get("selection_strategy") or AllImprovements(), rec
             ),
-            "callbacks": [self._callbacks, *(kwargs.get("callbacks") or [])],
-            "stop_callbacks": [*stoppers, Stopper(rec.failures)],
-            "run_dir": str(run_dir),
-        }
-        if reflection_lm is not None:
-            wrapped["reflection_lm"] = reflection_lm
-            wrapped.pop("reflection_lm_kwargs", None)  # used above to build the same LM
-        return wrapped
+            reflection_lm=reflection_lm,
+            resumed=saved is not None,
+        )
 
     def _run_start(self, kwargs: dict[str, Any], reflection_lm: Any) -> RunStart:
         return run_start(
             kwargs,
             reflection_lm,
-            workers=self._workers,
+            workers=self._run_workers,
             reflection_concurrency=self._reflection_concurrency,
-            meta=self._meta,
+            meta={**self._run_meta, "stop_callbacks": self._stops.names}
+            if self._stops is not None
+            else self._run_meta,
         )
 
     def _saved_state(self, run_dir: Path) -> GEPAState | None:
@@ -319,12 +408,15 @@ class Recording:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any):
         self._entered = False
+        if self._seam is not None:
+            self._seam.remove()  # gepa's own adapter class again, built or not
         no_longer_recorded(self._claimed)
         rec = self._recorder
         if rec is None and kind is None:
             warnings.warn(
-                f"nothing was recorded into {self.out}: pass gepa.optimize's arguments through "
-                "rec.wrap(...) inside the `with recording(...)` block",
+                f"nothing was recorded into {self.out}: pass gepa.optimize's (or "
+                "optimize_anything's) arguments through rec.wrap(...) inside the `with "
+                "recording(...)` block",
                 RuntimeWarning,
                 stacklevel=2,
             )
@@ -341,10 +433,24 @@ class Recording:
         if rec is None:
             return False
         status, message = _ending(kind, exc, rec.failures.stop_reason)
+        state = rec.position.state
+        if status == "completed" and self._stops is not None:
+            message = self._stops.ended_by(state)
+        refined = self._seam.timed.refined_calls if self._seam and self._seam.timed else 0
         end = self.clock()
         self.result = run_totals(
-            read_trace(self.trace_path), status, message, rec.position.state, self._workers
+            read_trace(self.trace_path),
+            status,
+            message,
+            state if not refined or state is None else LessRefinements(state, refined),
+            self._run_workers,
         )
+        if refined and status == "completed":
+            message = (
+                f"{message}; gepa counted {refined} more metric calls: the refiner's evaluations "
+                "inside the minibatches' rollouts"
+            ).lstrip("; ")
+            self.result = replace(self.result, metric_calls=state.total_num_evals, message=message)
         rec.sink.write(
             RunEnd(
                 start=end,

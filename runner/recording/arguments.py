@@ -7,6 +7,9 @@ refused here, as the CLI refuses a bad flag: a PxnError whose subject is the
 argument's own name, in one line saying what to give instead. Nothing is
 created before these checks pass.
 
+Without an adapter, gepa.optimize builds its default adapter from task_lm
+(and evaluator): one of adapter and task_lm is needed, as gepa asserts.
+
 Assumptions (gepa 0.1.4): gepa.optimize needs a stopping condition
 (max_metric_calls, max_reflection_cost or stop_callbacks; the recorder adds a
 stopper of its own, so without one of the user's the run would never end);
@@ -78,12 +81,7 @@ def check_options(
 def check_gepa_arguments(kwargs: dict[str, Any]) -> None:
     """gepa.optimize's keyword arguments, as far as the recording and a usable trace need."""
     adapter = kwargs.get("adapter")
-    if adapter is None:
-        raise PxnError(
-            "is needed: pass your GEPAAdapter (gepa's default adapter is built inside "
-            "gepa, out of the recorder's reach)",
-            subject="adapter",
-        )
+    _check_default_adapter(kwargs)
     seed = kwargs.get("seed_candidate")
     if not isinstance(seed, dict) or not seed:
         raise PxnError(
@@ -93,6 +91,7 @@ def check_gepa_arguments(kwargs: dict[str, Any]) -> None:
     train = _examples(kwargs.get("trainset"), "trainset")
     valset = kwargs.get("valset")
     val = train if valset is None else _examples(valset, "valset")
+    # gepa's default adapter (adapter None) has no propose_new_texts of its own.
     if kwargs.get("reflection_lm") is None and getattr(adapter, "propose_new_texts", None) is None:
         raise PxnError(
             "is needed: a model name, a callable or an object with batch_complete (or an "
@@ -109,6 +108,31 @@ def check_gepa_arguments(kwargs: dict[str, Any]) -> None:
             f"must be a list of callback objects: got {type(callbacks).__name__}",
             subject="callbacks",
         )
+
+
+def _check_default_adapter(kwargs: dict[str, Any]) -> None:
+    """An adapter, or a task_lm for gepa's default adapter: one of the two, as gepa asserts."""
+    adapter, task_lm = kwargs.get("adapter"), kwargs.get("task_lm")
+    if adapter is None and task_lm is None:
+        raise PxnError(
+            "is needed: pass your GEPAAdapter, or task_lm (a model name such as "
+            "'openai/gpt-4.1-mini') for gepa's default adapter",
+            subject="adapter",
+        )
+    if adapter is None:
+        if not (isinstance(task_lm, str) and task_lm) and not callable(task_lm):
+            raise PxnError(
+                f"must be a model name (a str) or a callable: got {type(task_lm).__name__}",
+                subject="task_lm",
+            )
+        return
+    for name in ("task_lm", "evaluator"):
+        if kwargs.get(name) is not None:
+            raise PxnError(
+                "is for gepa's default adapter, which gepa builds only without an adapter: "
+                f"drop {name}, or the adapter",
+                subject=name,
+            )
 
 
 def _examples(data: Any, name: str) -> int:

@@ -1,6 +1,13 @@
-"""run_start from `gepa.optimize`'s arguments: sizes, shape, budget, W, C, seed, the merge's
-setup and the names of the parts; no argument's value beyond those (keys in
-`reflection_lm_kwargs` never reach it).
+"""run_start from `gepa.optimize`'s arguments (or those optimize_anything's stand for): sizes,
+shape, budget, W, C, seed, the merge's setup and the names of the parts; no argument's value
+beyond those (keys in `reflection_lm_kwargs` never reach it).
+
+An adapter without batch_evaluate is evaluated pair after pair: a stage's
+candidates one after another, each call on up to W. meta says so
+(`evaluates: pair_by_pair`), and, in `not_modelled`, what that means for a
+prediction: the simulator pools the W workers across a stage's candidates.
+`not_modelled` holds one line for each part of the run the simulator does
+not model, for calibration to say.
 
 The merge's setup is in meta: `use_merge`, `max_merge_invocations` (gepa's
 defaults: off, 5) and `components`, the seed candidate's count of texts (gepa
@@ -40,6 +47,13 @@ def run_start(
     valset = kwargs.get("valset")
     valset = trainset if valset is None else valset
     selection = kwargs.get("selection_strategy") or AllImprovements()
+    adapter = kwargs.get("adapter")
+    own: dict[str, Any] = {}
+    if adapter is not None:
+        own["adapter"] = type(adapter).__name__
+        if not hasattr(adapter, "batch_evaluate"):
+            own["evaluates"] = "pair_by_pair"
+            own["not_modelled"] = [PAIR_BY_PAIR]
     return RunStart(
         start=0.0,
         end=0.0,
@@ -48,8 +62,7 @@ def run_start(
         budget=int(kwargs.get("max_metric_calls") or 0),
         # 0: not declared; run_end then holds the most rollouts seen in flight.
         workers=workers or 0,
-        reflection_concurrency=reflection_concurrency
-        or _reflection_slots(kwargs["adapter"], lm, shape),
+        reflection_concurrency=reflection_concurrency or _reflection_slots(adapter, lm, shape),
         valset_size=len(valset),
         trainset_size=len(trainset),
         minibatch=int(kwargs.get("reflection_minibatch_size") or 3),
@@ -58,13 +71,20 @@ def run_start(
         meta={
             **merge_setup(kwargs),
             "selection": _selection_name(selection),
-            "adapter": type(kwargs["adapter"]).__name__,
+            **own,
             "reflection_lm": _lm_label(kwargs.get("reflection_lm")),
             "gepa": importlib.metadata.version("gepa"),
             "python": sys.version.split()[0],
             **meta,
         },
     )
+
+
+PAIR_BY_PAIR = (
+    "the adapter has no batch_evaluate, so gepa evaluates a stage's candidates one after "
+    "another; the simulator pools W across them, so a batched shape's stages are predicted "
+    "shorter than they run"
+)
 
 
 def merge_setup(kwargs: dict[str, Any]) -> dict[str, Any]:

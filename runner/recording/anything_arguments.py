@@ -1,0 +1,276 @@
+"""optimize_anything's arguments: told from gepa.optimize's, checked, and read as the
+gepa.optimize run they stand for.
+
+`rec.wrap` takes either function's keyword arguments. gepa.optimize's have a
+trainset (or an adapter, or a task_lm); optimize_anything's have none of
+these and have its own (an evaluator without a trainset, a dataset, a
+config, a batch_evaluator, an objective, a background).
+
+optimize_anything (gepa 0.1.4) builds gepa's engine itself, from a
+GEPAConfig, around an OptimizeAnythingAdapter of its own that calls the
+evaluator once per (candidate, example). Its three modes are which data it
+is given: no dataset and no valset, a single-task search (gepa's trainset
+and valset are one placeholder example, the evaluator is called without
+one, b defaults to 1); a dataset, a multi-task search (the valset is the
+dataset); a dataset and a valset, generalization. `gepa_view` reads the
+arguments as those of the gepa.optimize run the engine makes, so run_start,
+the rollouts' labels and the budget checks are the ones every recorded run
+has.
+
+Refused, each in one line naming the argument: no evaluator or
+batch_evaluator; no seed candidate (gepa's seedless mode asks the reflection
+LM for the seed before its loop, which the recording does not cover yet);
+an empty dataset or valset; no stopping condition (the recorder adds a
+stopper of its own, so gepa would run forever); a budget that the seed's
+validation spends; cache_evaluation (a cached pair is answered without the
+evaluator yet counted as a metric call: the trace would time the cache).
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from typing import Any
+
+from gepa.optimize_anything import (
+    _SINGLE_INSTANCE_SENTINEL,
+    _STR_CANDIDATE_KEY,
+    GEPAConfig,
+    optimize_anything,
+)
+
+from pxn.errors import PxnError
+from pxn.fields import whole
+
+GEPA_OPTIMIZE_ONLY = ("trainset", "adapter", "task_lm")
+ANYTHING_ONLY = ("dataset", "config", "batch_evaluator", "objective", "background")
+
+
+def is_optimize_anything(kwargs: dict[str, Any]) -> bool:
+    """Whether `rec.wrap`'s arguments are optimize_anything's (else gepa.optimize's)."""
+    if any(name in kwargs for name in GEPA_OPTIMIZE_ONLY):
+        return False
+    return any(name in kwargs for name in ANYTHING_ONLY) or "evaluator" in kwargs
+
+
+def check_anything_arguments(kwargs: dict[str, Any]) -> None:
+    """optimize_anything's keyword arguments, as far as the recording and a usable trace need."""
+    known = list(inspect.signature(optimize_anything).parameters)
+    for name in kwargs:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise PxnError(f"is not an argument of optimize_anything{hint}", subject=name)
+    evaluator, batch = kwargs.get("evaluator"), kwargs.get("batch_evaluator")
+    if evaluator is None and batch is None:
+        raise PxnError(
+            "is needed (or batch_evaluator): the function that scores a candidate",
+            subject="evaluator",
+        )
+    for name, part in (("evaluator", evaluator), ("batch_evaluator", batch)):
+        if part is not None and not callable(part):
+            raise PxnError(f"must be a function: got {type(part).__name__}", subject=name)
+    _check_seed(kwargs.get("seed_candidate"))
+    for name in ("dataset", "valset"):
+        data = kwargs.get(name)
+        if data is not None and (isinstance(data, str | bytes) or not hasattr(data, "__len__")):
+            raise PxnError(f"must be a list of examples: got {type(data).__name__}", subject=name)
+        if data is not None and len(data) == 0:
+            raise PxnError("is empty: give at least one example, or None", subject=name)
+    config = kwargs.get("config")
+    if config is not None and not isinstance(config, GEPAConfig):
+        raise PxnError(f"must be a GEPAConfig: got {type(config).__name__}", subject="config")
+    _check_config(config or GEPAConfig(), validation_size(kwargs))
+
+
+def _check_seed(seed: Any) -> None:
+    if seed is None:
+        raise PxnError(
+            "is needed: gepa's seedless mode writes the seed with the reflection LM before its "
+            "loop, which the recording does not cover; pass the text (or dict of texts) to start "
+            "from",
+            subject="seed_candidate",
+        )
+    if isinstance(seed, str):
+        return
+    if not isinstance(seed, dict) or not seed or not all(isinstance(v, str) for v in seed.values()):
+        raise PxnError(
+            f"must be a text, or a dict of component name -> text, at least one: got {seed!r}",
+            subject="seed_candidate",
+        )
+
+
+def _check_config(config: GEPAConfig, valset_size: int) -> None:
+    engine = config.engine
+    if engine.cache_evaluation:
+        raise PxnError(
+            "answers a (candidate, example) it has seen without calling the evaluator, and gepa "
+            "still counts it as a metric call: the trace would time the cache; set it False to "
+            "measure what the run costs",
+            subject="config.engine.cache_evaluation",
+        )
+    stops = (
+        engine.max_metric_calls,
+        engine.max_candidate_proposals,
+        engine.max_reflection_cost,
+        config.stop_callbacks,
+    )
+    if all(s is None or s == [] for s in stops):
+        raise PxnError(
+            "is needed (or max_candidate_proposals, max_reflection_cost, or the config's "
+            "stop_callbacks): gepa needs a stopping condition",
+            subject="config.engine.max_metric_calls",
+        )
+    budget = engine.max_metric_calls
+    if budget is not None:
+        whole(budget, "config.engine.max_metric_calls")
+        if budget <= valset_size:
+            raise PxnError(
+                f"{budget} leaves nothing after the seed's validation ({valset_size} metric "
+                f"calls): gepa would stop before its first proposal; give more than "
+                f"{valset_size}",
+                subject="config.engine.max_metric_calls",
+            )
+    if engine.max_candidate_proposals is not None:
+        whole(engine.max_candidate_proposals, "config.engine.max_candidate_proposals")
+    if engine.parallel and engine.max_workers is not None:
+        whole(engine.max_workers, "config.engine.max_workers")
+    minibatch = config.reflection.reflection_minibatch_size
+    if minibatch is not None:
+        whole(minibatch, "config.reflection.reflection_minibatch_size")
+    callbacks = config.callbacks
+    if callbacks is not None and not isinstance(callbacks, list | tuple):
+        raise PxnError(
+            f"must be a list of callback objects: got {type(callbacks).__name__}",
+            subject="config.callbacks",
+        )
+    if (
+        config.reflection.reflection_lm is None
+        and config.reflection.custom_candidate_proposer is None
+    ):
+        raise PxnError(
+            "is needed: a model name, a callable or an object with batch_complete",
+            subject="config.reflection.reflection_lm",
+        )
+    if config.refiner is not None:
+        whole(config.refiner.max_refinements, "config.refiner.max_refinements")
+
+
+def single_task(kwargs: dict[str, Any]) -> bool:
+    return kwargs.get("dataset") is None and kwargs.get("valset") is None
+
+
+def mode(kwargs: dict[str, Any]) -> str:
+    """optimize_anything's mode, as its docs name the three."""
+    if single_task(kwargs):
+        return "single-task search"
+    return "generalization" if kwargs.get("valset") is not None else "multi-task search"
+
+
+def trainset(kwargs: dict[str, Any]) -> list[Any]:
+    """gepa's trainset as optimize_anything hands it to the engine."""
+    if single_task(kwargs):
+        return [_SINGLE_INSTANCE_SENTINEL]
+    dataset = kwargs.get("dataset")
+    return dataset if dataset is not None else [None]
+
+
+def validation_size(kwargs: dict[str, Any]) -> int:
+    valset = kwargs.get("valset")
+    return len(valset) if valset is not None else len(trainset(kwargs))
+
+
+def seed_texts(kwargs: dict[str, Any]) -> dict[str, str]:
+    """The seed candidate as gepa's engine gets it: a text is one component, and the refiner
+    adds its prompt as one more."""
+    seed = kwargs["seed_candidate"]
+    texts = {_STR_CANDIDATE_KEY: seed} if isinstance(seed, str) else dict(seed)
+    config = kwargs.get("config") or GEPAConfig()
+    if config.refiner is not None:
+        texts.setdefault("refiner_prompt", "")
+    return texts
+
+
+def gepa_view(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """optimize_anything's arguments as the gepa.optimize arguments of the run its engine makes:
+    what run_start, the rollouts' labels and the resume check read (no adapter: gepa builds
+    it inside)."""
+    config = kwargs.get("config") or GEPAConfig()
+    engine, reflection = config.engine, config.reflection
+    minibatch = reflection.reflection_minibatch_size or (1 if single_task(kwargs) else 3)
+    return {
+        "seed_candidate": seed_texts(kwargs),
+        "trainset": trainset(kwargs),
+        "valset": kwargs.get("valset"),
+        "adapter": None,
+        "reflection_lm": reflection.reflection_lm,
+        "reflection_lm_kwargs": reflection.reflection_lm_kwargs,
+        "reflection_minibatch_size": minibatch,
+        "sampling_strategy": engine.sampling_strategy,
+        "selection_strategy": engine.selection_strategy,
+        "max_metric_calls": engine.max_metric_calls,
+        "max_reflection_cost": engine.max_reflection_cost,
+        "max_candidate_proposals": engine.max_candidate_proposals,
+        "stop_callbacks": config.stop_callbacks,
+        "callbacks": config.callbacks,
+        "run_dir": engine.run_dir,
+        "seed": engine.seed,
+        "use_merge": config.merge is not None,
+        "max_merge_invocations": config.merge.max_merge_invocations if config.merge else 5,
+    }
+
+
+def workers_of(kwargs: dict[str, Any]) -> int | None:
+    """W as optimize_anything runs the evaluator: EngineConfig.max_workers threads when parallel,
+    one at a time when not; None when unknown (a batch_evaluator's own concurrency, or an
+    unbounded pool)."""
+    config = kwargs.get("config") or GEPAConfig()
+    batch_only = kwargs.get("batch_evaluator") is not None and config.refiner is None
+    if batch_only:
+        return None
+    if not config.engine.parallel:
+        return 1
+    return config.engine.max_workers
+
+
+# What the simulator does not model of an optimize_anything run, one line each (calibration
+# says them): run_start's meta `not_modelled`.
+REFINER = (
+    "RefinerConfig: a rollout is an example's whole evaluate-refine loop, and gepa counts each "
+    "evaluation of a minibatch's loop against the budget; the simulator draws one rollout per "
+    "example and counts one, so it runs more iterations per budget than gepa"
+)
+SINGLE_TASK = (
+    "single-task search (no dataset): one example, scored on the evaluator's own scale; the "
+    "quality model needs several examples scored in [0, 1], so the search and the best score "
+    "are not predicted for it, its time is"
+)
+
+
+def anything_meta(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """What run_start's meta says of an optimize_anything run: the API, its mode and evaluator,
+    the engine's parallelism, its refiner and proposal cap, and what the simulator does not
+    model of it."""
+    config = kwargs.get("config") or GEPAConfig()
+    engine = config.engine
+    evaluators = [n for n in ("evaluator", "batch_evaluator") if kwargs.get(n) is not None]
+    meta: dict[str, Any] = {
+        "api": "optimize_anything",
+        "mode": mode(kwargs),
+        "evaluator": " and ".join(evaluators),
+        "adapter": "OptimizeAnythingAdapter",
+        "parallel": bool(engine.parallel),
+        "max_workers": engine.max_workers,
+        "frontier_type": str(engine.frontier_type),
+    }
+    if engine.max_candidate_proposals is not None:
+        meta["max_candidate_proposals"] = engine.max_candidate_proposals
+    not_modelled = []
+    if config.refiner is not None:
+        meta["refiner"] = {"max_refinements": config.refiner.max_refinements}
+        not_modelled.append(REFINER)
+    if single_task(kwargs):
+        not_modelled.append(SINGLE_TASK)
+    if not_modelled:
+        meta["not_modelled"] = not_modelled
+    return meta

@@ -1,0 +1,170 @@
+"""gepa.optimize's default adapter, built from `task_lm` as gepa 0.1.4 builds it, each rollout
+timed where it runs.
+
+Without an adapter, gepa.optimize builds `DefaultAdapter(model=task_lm, evaluator=evaluator)`
+inside, out of the recording's reach; the recording builds the same adapter
+first and hands it to gepa as the adapter (gepa then wants task_lm and
+evaluator unset, and they are). What gepa does with it is unchanged:
+
+- DefaultAdapter has no batch_evaluate, so gepa evaluates a stage pair after
+  pair (run_start's meta says `evaluates: pair_by_pair`);
+- each call asks the task model for all of its examples' replies at once, at
+  most `max_litellm_workers` (10) in flight: W. For a model string, gepa's LM
+  does so with litellm.batch_completion on that many threads; here each
+  reply is the same litellm call made by gepa's LM on its own thread of a
+  pool that size, so it is timed and metered alone (tokens, cost), replies
+  stripped as gepa's LM strips them. A callable model is called one message
+  after another, as DefaultAdapter calls it, each call timed;
+- the evaluator (ContainsAnswerEvaluator by default) scores every reply once
+  all are in, on gepa's thread: its time is between the call's last reply and
+  the call's end, not in any rollout. A rollout's score is the evaluator's.
+
+A call that raises (a reply that still failed after litellm's retries) has
+its examples written spanning the call with the error, as any adapter's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from gepa.adapters.default_adapter.default_adapter import DefaultAdapter
+
+from pxn.runner.recording.metered_lm import MeteredLM
+from pxn.runner.recording.reports import RolloutReport
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One task model call of an adapter call: its times on the recording's clock and usage."""
+
+    start: float
+    end: float
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
+
+
+class Replies:
+    """The replies of the adapter call in flight, by example position; from any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.by_index: dict[int, Reply] = {}
+
+    def add(self, index: int, reply: Reply) -> None:
+        with self._lock:
+            self.by_index[index] = reply
+
+
+class TimedTaskLM(MeteredLM):
+    """gepa's LM for the task model (as DefaultAdapter makes it from a model string), each
+    reply of a batch made on its own thread and timed."""
+
+    def __init__(self, model: str, clock: Callable[[], float]):
+        super().__init__(model)
+        self._clock = clock
+        self.replies: Replies | None = None  # set by the adapter for each call
+
+    def batch_complete(
+        self, messages_list: list[list[dict[str, Any]]], max_workers: int = 10, **kwargs: Any
+    ) -> list[str]:
+        if kwargs:  # litellm_batch_completion_kwargs, which gepa.optimize never sets: as gepa
+            return super().batch_complete(messages_list, max_workers=max_workers, **kwargs)
+        replies = self.replies
+        with ThreadPoolExecutor(max_workers=max_workers) as pool:
+            futures = [
+                pool.submit(self._one, i, messages, replies)
+                for i, messages in enumerate(messages_list)
+            ]
+            # As litellm.batch_completion: every call runs to its end before a failure is told.
+            errors = [f.exception() for f in futures]
+        failed = next((e for e in errors if e is not None), None)
+        if failed is not None:
+            raise failed
+        return [f.result().strip() for f in futures]
+
+    def _one(self, index: int, messages: list[dict[str, Any]], replies: Replies | None) -> str:
+        start = self._clock()
+        self.usage()  # this thread's count starts at this call
+        text = self(messages)
+        tokens_in, tokens_out, cost = self.usage()
+        if replies is not None:
+            replies.add(index, Reply(start, self._clock(), tokens_in, tokens_out, cost))
+        return text
+
+
+class TimedModelCall:
+    """A callable task model, as DefaultAdapter calls it (one message list after another),
+    each call timed."""
+
+    def __init__(self, model: Callable[..., str], clock: Callable[[], float]):
+        self.model = model
+        self._clock = clock
+        self.replies: Replies | None = None
+        self._next = 0
+
+    def start_call(self, replies: Replies) -> None:
+        self.replies, self._next = replies, 0
+
+    def __call__(self, messages: Any) -> str:
+        index, self._next = self._next, self._next + 1
+        start = self._clock()
+        text = self.model(messages)
+        if self.replies is not None:
+            self.replies.add(index, Reply(start, self._clock()))
+        return text
+
+
+class TimedDefaultAdapter:
+    """gepa's DefaultAdapter for `task_lm`, each rollout reported to the recording with its
+    own times and the evaluator's score."""
+
+    # gepa asks this first: None, as DefaultAdapter's, means the reflection LM proposes.
+    propose_new_texts = None
+
+    def __init__(self, inner: DefaultAdapter, recording: Any):
+        self.inner = inner
+        self.recording = recording
+        self.max_litellm_workers = inner.max_litellm_workers
+        self._model: TimedTaskLM | TimedModelCall
+        if isinstance(inner.model, str):
+            self._model = inner._lm = TimedTaskLM(inner.model, recording.clock)
+        else:
+            self._model = inner.model = TimedModelCall(inner.model, recording.clock)
+
+    def evaluate(self, batch: list[Any], candidate: dict[str, str], capture_traces: bool = False):
+        replies = Replies()
+        if isinstance(self._model, TimedModelCall):
+            self._model.start_call(replies)
+        else:
+            self._model.replies = replies
+        result = self.inner.evaluate(batch, candidate, capture_traces=capture_traces)
+        for index, reply in sorted(replies.by_index.items()):
+            score = result.scores[index] if index < len(result.scores) else None
+            report = RolloutReport(
+                start=reply.start,
+                end=reply.end,
+                score=score,
+                tokens_in=reply.tokens_in,
+                tokens_out=reply.tokens_out,
+                cost=reply.cost,
+            )
+            self.recording.report_rollout(index, report)
+        return result
+
+    def make_reflective_dataset(self, candidate: Any, eval_batch: Any, components_to_update: Any):
+        return self.inner.make_reflective_dataset(candidate, eval_batch, components_to_update)
+
+
+def default_adapter(task_lm: Any, evaluator: Any, recording: Any) -> TimedDefaultAdapter:
+    """The adapter gepa.optimize builds from `task_lm` and `evaluator`, timed for `recording`."""
+    return TimedDefaultAdapter(DefaultAdapter(model=task_lm, evaluator=evaluator), recording)
+
+
+def model_label(task_lm: Any) -> str:
+    """The task model as run_start's meta names it: the model string, or the callable's type."""
+    return task_lm if isinstance(task_lm, str) else type(task_lm).__name__
