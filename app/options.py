@@ -112,6 +112,7 @@ VOCABULARY = {
     "--probe-timeout": "seconds a model has to answer its first tiny call",
     "--merge": "gepa's merge of two candidates sharing an ancestor, turned on",
     "--max-merges": "the most merges gepa accepts in a run",
+    "--api": "gepa's entry point a real run drives: gepa.optimize or optimize_anything",
     "--resume": "an interrupted run's directory, to continue",
     "--overwrite": "replace the run already in the run directory",
     "--progress": "show the live progress line",

@@ -47,6 +47,11 @@ class RunConfig:
     ray_address: str | None = None  # HOST:PORT of a Ray head; None = a private local Ray
     merge: bool = False  # gepa's use_merge
     max_merges: int = 5  # gepa's max_merge_invocations: the most merges it accepts
+    api: str = "gepa.optimize"  # gepa's entry point: gepa.optimize or optimize_anything
+
+
+# gepa's entry points `pxn run` drives a task through (run.py).
+APIS = ("gepa.optimize", "optimize_anything")
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,14 @@ def plan(config: RunConfig) -> Plan:
     if config.max_merges < 1:
         raise PxnError(f"must be at least 1, got {config.max_merges}", subject="max merges")
     check_eval_backend(config)
+    if config.api not in APIS:
+        raise PxnError(f"is gepa.optimize or optimize_anything, got {config.api!r}", subject="api")
+    if config.api == "optimize_anything" and config.eval_backend != "local":
+        raise PxnError(
+            "optimize_anything runs the evaluator on gepa's own threads, not on Ray: drop the "
+            "ray backend, or run gepa.optimize",
+            subject="api",
+        )
     task = load_task(config.task)
     if config.minibatch is not None:
         if not 1 <= config.minibatch <= len(task.train):

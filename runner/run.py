@@ -7,7 +7,11 @@ PxNSampling(p, n) (and gepa's merge when asked), pxn's adapter and
 reflection LM, recorded by the public
 recording (record.py, as any user's run is: trace.jsonl, then run_end with
 the trace's totals checked against gepa's) -> score the best candidate on the
-test split -> result.json.
+test split -> result.json. With `api="optimize_anything"` gepa's primary API
+runs instead, in its generalization mode (the task's train split as its
+dataset, its val split as its valset): the task's program and metric are its
+evaluator, on W of gepa's own threads (EngineConfig.max_workers), the same
+reflection LM in its ReflectionConfig, recorded with the same one line.
 
 `run_engine` takes the task and both models as given, so the same engine and
 recording path run on any `ChatModel`: the real clients here, the synthetic
@@ -31,7 +35,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -41,14 +45,25 @@ import gepa  # imported before any timing starts, as litellm is below
 import litellm
 from gepa.core.result import GEPAResult
 from gepa.core.state import GEPAState
+from gepa.optimize_anything import (
+    EngineConfig,
+    GEPAConfig,
+    MergeConfig,
+    ReflectionConfig,
+    TrackingConfig,
+    optimize_anything,
+)
 from gepa.strategies.proposal_sampling import PxNSampling
 
 from pxn.errors import PxnError
 from pxn.files import write_text_atomically
 from pxn.runner.adapter import (
     InstrumentedAdapter,
+    Item,
     RolloutPool,
+    RolloutRequest,
     ThreadRollouts,
+    run_rollout,
     score_split,
     wrap_split,
 )
@@ -67,6 +82,7 @@ from pxn.runner.record import (
 from pxn.runner.redact import redact
 from pxn.runner.reflection import InstrumentedReflectionLM
 from pxn.runner.retry import RetryPolicy
+from pxn.runner.tasks import Task
 from pxn.runner.waits import PROBE_TIMEOUT, on_stderr, quiet
 from pxn.trace import read_trace
 
@@ -277,12 +293,25 @@ def run_engine(
             **(meta or {}),
         },
     )
-    adapter = InstrumentedAdapter(task, task_client, rec, config.workers, pool)
     reflection = InstrumentedReflectionLM(
         refl_client, rec, pl.reflection_concurrency, task.reflection_lm_kwargs
     )
+    if config.api == "optimize_anything":
+        evaluator = TaskEvaluator(task, task_client, rec)
+        try:
+            return _record(
+                config, pl, rec, lambda: _optimize_anything(config, pl, rec, evaluator, reflection),
+                pool, test, versions,
+            )  # fmt: skip
+        finally:
+            pool.close()
+            reflection.close()
+    adapter = InstrumentedAdapter(task, task_client, rec, config.workers, pool)
     try:
-        return _record(config, pl, rec, adapter, reflection, test, versions)
+        return _record(
+            config, pl, rec, lambda: _gepa_optimize(config, pl, rec, adapter, reflection),
+            adapter.pool, test, versions,
+        )  # fmt: skip
     finally:
         adapter.close()
         reflection.close()
@@ -292,15 +321,14 @@ def _record(
     config: RunConfig,
     pl: Plan,
     rec: Recording,
-    adapter: InstrumentedAdapter,
-    reflection: InstrumentedReflectionLM,
+    run_gepa_loop: Callable[[], Any],
+    pool: RolloutPool,
     test: list[Any],
     versions: dict[str, str],
 ) -> RunResult:
-    """gepa.optimize under the recording, then result.json from what it recorded."""
-    task = pl.task
+    """gepa under the recording (`run_gepa_loop` wraps its arguments and runs it), then
+    result.json from what it recorded."""
     out = rec.out
-    gepa_dir = out / "gepa"
     gepa_result = None
     error: BaseException | None = None
     try:
@@ -309,31 +337,7 @@ def _record(
                 out.mkdir(parents=True, exist_ok=True)
                 text = json.dumps(asdict(config), indent=2)
                 (out / "config.json").write_text(text, encoding="utf-8")
-            kwargs = rec.wrap(
-                seed_candidate=dict(task.seed_candidate),
-                trainset=wrap_split("train", task.train),
-                valset=wrap_split("val", task.val),
-                adapter=adapter,
-                reflection_lm=reflection,
-                reflection_prompt_template=task.reflection_prompt_template,
-                reflection_minibatch_size=task.minibatch,
-                sampling_strategy=PxNSampling(pl.p, pl.n),
-                selection_strategy=make_selection(config.selection),
-                candidate_selection_strategy="pareto",
-                max_metric_calls=pl.budget,
-                run_dir=str(gepa_dir),
-                # gepa 0.1.4 keys its cache by example position, so validation lookups would
-                # hit train rollouts: off.
-                cache_evaluation=False,
-                use_merge=config.merge,
-                max_merge_invocations=config.max_merges,
-                raise_on_exception=True,
-                display_progress_bar=False,
-                logger=GepaLog(gepa_dir / "run_log.txt"),
-                seed=config.seed,
-            )
-            with LiveProgress(rec.progress, pl.budget, enabled=config.progress):
-                gepa_result = gepa.optimize(**kwargs)
+            gepa_result = run_gepa_loop()
     except (KeyboardInterrupt, Exception) as exc:  # in run_end by now; raised again below
         error = exc
     run = rec.result
@@ -342,7 +346,119 @@ def _record(
         raise error if error is not None else RuntimeError("the run did not start")
     if gepa_result is None or run.status != "completed":
         return RunResult(out=out, status=run.status, message=run.message)
-    return _finish(config, pl, gepa_result, adapter.pool, run, test, versions)
+    return _finish(config, pl, gepa_result, pool, run, test, versions)
+
+
+def _gepa_optimize(
+    config: RunConfig,
+    pl: Plan,
+    rec: Recording,
+    adapter: InstrumentedAdapter,
+    reflection: InstrumentedReflectionLM,
+) -> GEPAResult:
+    """gepa.optimize on the task, with pxn's adapter and reflection LM, recorded."""
+    task = pl.task
+    gepa_dir = rec.out / "gepa"
+    kwargs = rec.wrap(
+        seed_candidate=dict(task.seed_candidate),
+        trainset=wrap_split("train", task.train),
+        valset=wrap_split("val", task.val),
+        adapter=adapter,
+        reflection_lm=reflection,
+        reflection_prompt_template=task.reflection_prompt_template,
+        reflection_minibatch_size=task.minibatch,
+        sampling_strategy=PxNSampling(pl.p, pl.n),
+        selection_strategy=make_selection(config.selection),
+        candidate_selection_strategy="pareto",
+        max_metric_calls=pl.budget,
+        run_dir=str(gepa_dir),
+        # gepa 0.1.4 keys its cache by example position, so validation lookups would
+        # hit train rollouts: off.
+        cache_evaluation=False,
+        use_merge=config.merge,
+        max_merge_invocations=config.max_merges,
+        raise_on_exception=True,
+        display_progress_bar=False,
+        logger=GepaLog(gepa_dir / "run_log.txt"),
+        seed=config.seed,
+    )
+    with LiveProgress(rec.progress, pl.budget, enabled=config.progress):
+        return gepa.optimize(**kwargs)
+
+
+def _optimize_anything(
+    config: RunConfig,
+    pl: Plan,
+    rec: Recording,
+    evaluator: TaskEvaluator,
+    reflection: InstrumentedReflectionLM,
+) -> GEPAResult:
+    """optimize_anything on the task (generalization: a dataset and a valset), the task's
+    program and metric as its evaluator on W of gepa's threads, recorded. gepa's
+    optimize_anything defaults stand where pxn run has no flag (its frontier, no skipping
+    of perfect parents)."""
+    task = pl.task
+    gepa_dir = rec.out / "gepa"
+    engine = EngineConfig(
+        run_dir=str(gepa_dir),
+        seed=config.seed,
+        max_metric_calls=pl.budget,
+        parallel=True,
+        max_workers=config.workers,
+        sampling_strategy=PxNSampling(pl.p, pl.n),
+        selection_strategy=make_selection(config.selection),
+        raise_on_exception=True,
+        display_progress_bar=False,
+        use_cloudpickle=False,  # the state holds texts and scores: plain pickle reads it back
+    )
+    reflection_config = ReflectionConfig(
+        reflection_lm=reflection,
+        reflection_minibatch_size=task.minibatch,
+        **(
+            {"reflection_prompt_template": task.reflection_prompt_template}
+            if task.reflection_prompt_template is not None
+            else {}
+        ),
+    )
+    kwargs = rec.wrap(
+        seed_candidate=dict(task.seed_candidate),
+        evaluator=evaluator,
+        dataset=wrap_split("train", task.train),
+        valset=wrap_split("val", task.val),
+        config=GEPAConfig(
+            engine=engine,
+            reflection=reflection_config,
+            tracking=TrackingConfig(logger=GepaLog(gepa_dir / "run_log.txt")),
+            merge=MergeConfig(max_merge_invocations=config.max_merges) if config.merge else None,
+        ),
+    )
+    with LiveProgress(rec.progress, pl.budget, enabled=config.progress):
+        return optimize_anything(**kwargs)
+
+
+class TaskEvaluator:
+    """A task's program and metric as optimize_anything's evaluator: one rollout of the
+    candidate on an example, its score and what the reflection LM sees (the task's record).
+    The recording times the call; this tells it the rollout's tokens, cost and tries. A
+    rollout whose LM call still fails after its retries scores 0, its error in side_info."""
+
+    def __init__(self, task: Task, lm: ChatModel, rec: Recording):
+        self.task = task
+        self.lm = lm
+        self.rec = rec
+
+    def __call__(self, candidate: dict[str, str], example: Item) -> tuple[float, dict[str, Any]]:
+        rec = self.rec
+        request = RolloutRequest(candidate, example.payload, rec.phase, rec.iteration)
+        outcome = run_rollout(self.task, self.lm, request, rec.clock)
+        note = rec.rollout_note()
+        if note is not None:
+            note.tokens_in, note.tokens_out = outcome.tokens_in, outcome.tokens_out
+            note.cost, note.attempts = outcome.cost, outcome.attempts
+        side_info: dict[str, Any] = dict(outcome.record)
+        if outcome.error is not None:
+            side_info["Error"] = outcome.error
+        return outcome.score, side_info
 
 
 def _score_completed_loop(

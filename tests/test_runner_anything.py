@@ -9,6 +9,7 @@ from pathlib import Path
 
 import gepa
 import gepa.optimize_anything as gepa_anything
+import numpy as np
 import pytest
 from anything_helpers import (
     DEFAULT_TRAIN,
@@ -21,6 +22,7 @@ from anything_helpers import (
     evaluate_batch,
     evaluate_one,
 )
+from conftest import assert_user_error, run_pxn
 from gepa.optimize_anything import (
     EngineConfig,
     GEPAConfig,
@@ -32,9 +34,13 @@ from gepa.optimize_anything import (
 from gepa.strategies.proposal_sampling import PxNSampling
 from gepa.utils import NoImprovementStopper, ScoreThresholdStopper, TimeoutStopCondition
 from record_helpers import SEED, TRAIN, VAL, BatchLM, CallableLM, Counting
+from sim_helpers import fixed, make_scenario
 
 from pxn.errors import PxnError
+from pxn.runner.config import Plan, RunConfig
 from pxn.runner.record import recording
+from pxn.runner.run import run_engine
+from pxn.runner.synthetic import SyntheticReflectionModel, SyntheticTaskModel, synthetic_task
 from pxn.trace import Reflection, Rollout, read_trace, summarize
 
 OriginalAdapter = gepa_anything.OptimizeAnythingAdapter
@@ -375,3 +381,47 @@ def test_task_lm_misuse_is_one_line(tmp_path, change, said):
     with pytest.raises(PxnError) as caught, recording(tmp_path / "run") as rec:
         rec.wrap(**{**default_run(), **change})
     assert said in str(caught.value)
+
+
+# ---- pxn run --api optimize_anything ----
+
+
+def test_pxn_run_drives_its_task_through_optimize_anything(tmp_path):
+    """`pxn run --api optimize_anything`'s engine on the synthetic task, both models sleeping
+    fixed latencies: the task's program and metric are the evaluator on W of gepa's threads,
+    each call a timed rollout with its tokens' note, the totals gepa's."""
+    scenario = make_scenario(
+        budget=60, valset_size=6, trainset_size=12, workers=3,
+        rollout=fixed(0.002), reflection=fixed(0.002),
+    )  # fmt: skip
+    out = tmp_path / "run"
+    config = RunConfig(
+        out=str(out), shape="2x2", budget=60, workers=3, progress=False, api="optimize_anything"
+    )
+    plan = Plan(
+        2, 2, synthetic_task(scenario), reflection_concurrency=4, max_failures=20, budget=60
+    )
+    rng = np.random.default_rng(0)
+    result = run_engine(
+        config, plan, SyntheticTaskModel(scenario, rng), SyntheticReflectionModel(scenario, rng)
+    )
+    assert result.status == "completed" and result.warnings == [], result
+    trace = read_trace(out / "trace.jsonl")
+    start = trace.run_start
+    assert (start.meta["api"], start.meta["mode"]) == ("optimize_anything", "generalization")
+    assert (start.shape, start.workers, start.reflection_concurrency) == ("2x2", 3, 4)
+    rollouts = trace.of(Rollout)
+    assert result.result["metric_calls"] == len(rollouts) and all(r.timed for r in rollouts)
+    assert all(r.attempts == 1 for r in rollouts)  # told by the evaluator through its note
+    assert result.result["trace_check"] == "ok"
+    assert trace.run_end.message.startswith("ended by max_metric_calls")
+
+
+def test_pxn_run_names_an_unknown_api_in_one_line(tmp_path):
+    ran = run_pxn("run", "--out", tmp_path / "run", "--api", "optimize")
+    assert_user_error(ran, "--api", "gepa.optimize or optimize_anything, got 'optimize'")
+    ran = run_pxn(
+        "run", "--out", tmp_path / "run", "--api", "optimize_anything", "--backend", "ray"
+    )
+    assert ran.returncode == 2 and "--api" in ran.stderr
+    assert not (tmp_path / "run").exists()

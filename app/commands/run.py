@@ -86,6 +86,14 @@ def run_command(
         int,
         typer.Option("--max-merges", help="With --merge: the most merges gepa accepts."),
     ] = 5,
+    api: Annotated[
+        str,
+        typer.Option(
+            "--api",
+            help="gepa's entry point: gepa.optimize (pxn's adapter) or optimize_anything "
+            "(the task as its evaluator).",
+        ),
+    ] = "gepa.optimize",
     probe_timeout: Annotated[
         float,
         typer.Option(
@@ -119,6 +127,7 @@ def run_command(
         ray_address=address,
         merge=merge,
         max_merges=max_merges,
+        api=api,
     )
     ensure_writable_outputs(directories={"run directory": Path(config.out)})
     if resume is None:  # bad flags fail now, before litellm's slow import

@@ -26,6 +26,10 @@ What is timed, where it runs (on gepa's threads, concurrency untouched):
   per example in a validation; `refined_calls` holds the minibatch
   evaluations beyond the first of each loop, which the recording's check
   adds to the rollouts;
+- an evaluator that knows more of its call than its time (the tokens its LM
+  calls used, their tries) tells it on the rollout's note while it runs
+  (`running_note()`, `rec.rollout_note()`: the note of the rollout timed on
+  this thread);
 - a batch_evaluator gets all of an adapter call's pairs in one call of its
   own: its rollouts span that call, untimed, as any adapter's that times
   nothing.
@@ -41,8 +45,16 @@ import gepa.optimize_anything as gepa_anything
 
 from pxn.errors import PxnError
 from pxn.runner.recording.labels import candidate_key
+from pxn.runner.recording.reports import RolloutNote
 
 MINIBATCH_PHASES = ("parent_minibatch", "child_minibatch")
+
+_running = threading.local()  # the note of the rollout timed on this thread, while it runs
+
+
+def running_note() -> RolloutNote | None:
+    """The note of the rollout being timed on this thread (an evaluator call), else None."""
+    return getattr(_running, "note", None)
 
 
 class Pairs:
@@ -120,7 +132,11 @@ class TimedAnythingAdapter:
             if index is None:  # not a pair of the call in flight: run it as gepa would
                 return evaluation(candidate, *args, **kwargs)
             with self.recording.rollout(index) as note:
-                result = evaluation(candidate, *args, **kwargs)
+                _running.note = note
+                try:
+                    result = evaluation(candidate, *args, **kwargs)
+                finally:
+                    _running.note = None
                 note.score = result[0]
             return result
 

@@ -42,7 +42,7 @@ from gepa.strategies.proposal_selection import AllImprovements
 
 from pxn.errors import PxnError
 from pxn.runner.recording.adapter_wrapper import wrap_adapter
-from pxn.runner.recording.anything_adapter import AdapterSeam, LessRefinements
+from pxn.runner.recording.anything_adapter import AdapterSeam, LessRefinements, running_note
 from pxn.runner.recording.anything_arguments import (
     anything_meta,
     check_anything_arguments,
@@ -174,6 +174,11 @@ class Recording:
         flattened in gepa's order); its slot is the lowest free while it runs, so the
         trace's W is the most in flight. A raise inside is recorded as its error."""
         return self._live().rollout(index)
+
+    def rollout_note(self) -> RolloutNote | None:
+        """The note of the rollout timed on this thread while it runs (an optimize_anything
+        evaluator call), to tell its tokens, cost and tries; None elsewhere."""
+        return running_note()
 
     def report_reflection(self, index: int, report: ReflectionReport | None) -> None:
         """A reply of the reflection LM call in flight (`index`: the prompt's position);
