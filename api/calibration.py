@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from pxn.api.report import Report
+    from pxn.calibrate.past_runs.calibration import PastCalibration
     from pxn.calibrate.reproduction import Reproduction
     from pxn.calibrate.summaries.infer import Inference
     from pxn.calibrate.traces.fit import LatencyFit
@@ -34,6 +35,10 @@ SUMMARIES_SAY_IT = (
     "applies to traces; with a summaries file its [setup] and [inference] tables say it "
     "(format: pydoc pxn.calibrate.summaries)"
 )
+PAST_RUN_ONLY = (
+    "applies to a run calibrated from its run_dir (or its MLflow run); a trace says it itself"
+)
+NOT_FOR_PAST_RUNS = "applies to traces; a past run's calibration infers its latencies instead"
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,8 @@ class CalibrateResult(Result):
     """The calibrated scenario, how it was found, and the report that says so."""
 
     scenario: Scenario
-    fitted: Calibration | Inference  # the fits from traces, or the inference from summaries
+    # The fits from traces, the inference from summaries, or a past run's calibration.
+    fitted: Calibration | Inference | PastCalibration
     lines: tuple[str, ...]  # the report, line by line
     header: str  # the scenario file's header: where it came from, how far to trust it
     # The calibration runs beside the scenario's predictions of them (from traces only).
@@ -106,6 +112,12 @@ def calibrate(
     prefix_cache: str = "auto",
     search: str = "auto",
     workers: int | None = None,
+    wall_clock: str | None = None,
+    reflection_concurrency: int | None = None,
+    budget: int | None = None,
+    shape: str | None = None,
+    log: str | Path | None = None,
+    tracking_uri: str | None = None,
     jobs: int = DEFAULT_JOBS,
     backend: str = "local",
     address: str | None = None,
@@ -124,10 +136,19 @@ def calibrate(
     declare it (needed where an adapter timed none of its rollouts); `search`
     how proposals fare: "quality" (the quality model, inferred from the
     traces' scores), "rates" (acceptance rates) or "auto" (the quality model
-    when the traces hold scores). An inference (from summaries, or of the
-    quality model) runs on `jobs` local processes, or on Ray (`backend` "ray",
-    `address` a running head's HOST:PORT) with the same result to the bit;
-    `progress` shows its generations on stderr.
+    when the traces hold scores).
+
+    A past run instead of traces: a gepa run_dir or dspy.GEPA log_dir as gepa wrote
+    it, or `mlflow:RUN_ID` (`mlflow:experiment:NAME`, its latest run) in the store at
+    `tracking_uri` (pxn.calibrate.past_runs). Its `workers` (W) are needed, and its
+    `reflection_concurrency` (C) for a batched gepa.optimize run; its time comes from
+    `wall_clock` ("47min") when given, else from its MLflow run (found by its run_dir
+    in `tracking_uri`), `log` (dspy.GEPA's log lines, kept in a file) or its files'
+    own times; `budget` and `shape` where the directory cannot tell them.
+
+    An inference (from summaries, a past run, or of the quality model) runs on `jobs`
+    local processes, or on Ray (`backend` "ray", `address` a running head's HOST:PORT)
+    with the same result to the bit; `progress` shows its generations on stderr.
     """
     from pxn.sim.backends import make_backend
 
@@ -138,6 +159,19 @@ def calibrate(
         raise PxnError(f"must be at most {MAX_DRAWS} (each draw is checked whenever the "
                        f"scenario loads): got {draws}", subject="draws")  # fmt: skip
     paths = [traces] if isinstance(traces, str | Path) else list(traces or [])
+    past = _past_run_sources(paths)
+    past_options = {
+        "wall clock": wall_clock,
+        "reflection concurrency": reflection_concurrency,
+        "budget": budget,
+        "shape": shape,
+        "log": log,
+        "tracking uri": tracking_uri,
+    }
+    if not past:
+        for subject, value in past_options.items():
+            if value is not None:
+                raise PxnError(PAST_RUN_ONLY, subject=subject)
     if summaries is not None:
         if paths:
             raise PxnError("give trace files or a summaries file, not both")
@@ -158,6 +192,38 @@ def calibrate(
             return from_summaries(Path(summaries), name, the_backend, progress)
     if not paths:
         raise PxnError("give trace files (or run directories), or a summaries file")
+    if past:
+        if len(paths) > 1:
+            raise PxnError(
+                "give one past run at a time (a run_dir, or mlflow:RUN_ID): its calibration "
+                "reads one run; traces of several runs calibrate together"
+            )
+        given = {
+            "latency": latency != "auto",
+            "LM servers": lm_servers is not None,
+            "task model": task_model is not None,
+            "reflection model": reflection_model is not None,
+            "prefix cache": prefix_cache != "auto",
+        }
+        for subject, is_given in given.items():
+            if is_given:
+                raise PxnError(NOT_FOR_PAST_RUNS, subject=subject)
+        with make_backend(backend, address, jobs) as the_backend:
+            return from_past_run(
+                str(paths[0]),
+                backend=the_backend,
+                progress=progress,
+                name=name,
+                draws=DEFAULT_DRAWS if draws is None else draws,
+                search=search,
+                workers=workers,
+                wall_clock=wall_clock,
+                reflection_concurrency=reflection_concurrency,
+                budget=budget,
+                shape=shape,
+                log=log,
+                tracking_uri=tracking_uri,
+            )
     if prefix_cache not in PREFIX_CACHE:
         raise PxnError(f"must be auto, yes or no: got {prefix_cache!r}", subject="prefix cache")
     with make_backend(backend, address, jobs) as the_backend:
@@ -221,4 +287,105 @@ def from_summaries(path: Path, name: str, backend: Backend, progress: bool) -> C
         inference,
         tuple(inference_lines(inference)),
         inference_header(inference),
+    )
+
+
+def _past_run_sources(paths: list[str | Path]) -> bool:
+    """Whether the paths name a past run (a gepa run_dir without a pxn trace, or an MLflow
+    run) rather than traces; PxnError when they mix the two."""
+    from pxn.calibrate.past_runs.mlflow_run import is_mlflow_reference
+    from pxn.calibrate.past_runs.run_dir import is_run_dir
+    from pxn.trace import TRACE_NAME
+
+    def is_past(path: str | Path) -> bool:
+        if is_mlflow_reference(str(path)):
+            return True
+        path = Path(path)
+        return is_run_dir(path) and not (path / TRACE_NAME).exists()
+
+    kinds = {is_past(path) for path in paths}
+    if len(kinds) > 1:
+        raise PxnError(
+            "give traces or one past run (a run_dir, or mlflow:RUN_ID), not both: a run "
+            "recorded with pxn keeps gepa's run_dir beside its trace, and the trace says more"
+        )
+    return kinds == {True}
+
+
+def from_past_run(
+    source: str,
+    *,
+    backend: Backend,
+    progress: bool,
+    name: str,
+    draws: int,
+    search: str,
+    workers: int | None,
+    wall_clock: str | None,
+    reflection_concurrency: int | None,
+    budget: int | None,
+    shape: str | None,
+    log: str | Path | None,
+    tracking_uri: str | None,
+) -> CalibrateResult:
+    """A past run (a run_dir, or an MLflow run and the run_dir it names) calibrated."""
+    from pxn.api.inference_report import generation_line, inference_header, inference_lines
+    from pxn.calibrate.past_runs.calibration import calibrate_past_run
+    from pxn.calibrate.past_runs.mlflow_run import (
+        find_tracked_run,
+        is_mlflow_reference,
+        read_mlflow_run,
+    )
+    from pxn.calibrate.past_runs.report import past_run_lines
+    from pxn.shape import Shape
+
+    if is_mlflow_reference(source):
+        tracked = read_mlflow_run(source, tracking_uri)
+        if tracked.run_dir is None or not Path(tracked.run_dir).is_dir():
+            where = "no run_dir" if tracked.run_dir is None else f"run_dir {tracked.run_dir}"
+            raise PxnError(
+                f"logged {where} that is here: its metrics time the run, and gepa's run_dir "
+                "holds its search; give the run_dir (pxn calibrate RUN_DIR --tracking-uri URI) "
+                "where it was moved",
+                subject=f"MLflow run {source}",
+            )
+        run_dir = Path(tracked.run_dir)
+    else:
+        run_dir, tracked = Path(source), None
+        if tracking_uri is not None:
+            found = find_tracked_run(run_dir, tracking_uri)
+            if found is None:
+                raise PxnError(
+                    f"holds no run gepa tracked with run_dir {run_dir.name}: give "
+                    "mlflow:RUN_ID, or leave the tracking URI out",
+                    subject=f"MLflow store {tracking_uri}",
+                )
+            tracked = read_mlflow_run(f"mlflow:{found}", tracking_uri)
+    with progress_bar(progress) as bar:
+        task = bar.add_task("ABC-SMC", total=None)
+
+        def told(generation) -> None:
+            bar.update(task, description=generation_line(generation))
+
+        calibration = calibrate_past_run(
+            run_dir,
+            wall_clock=wall_clock,
+            workers=workers,
+            reflection_concurrency=reflection_concurrency,
+            budget=budget,
+            shape=None if shape is None else Shape.parse(shape),
+            log=log,
+            tracked=tracked,
+            name=name,
+            draws=draws,
+            search=search,
+            on_generation=told,
+            backend=backend,
+        )
+    intro = past_run_lines(calibration)
+    return CalibrateResult(
+        calibration.scenario,
+        calibration,
+        tuple([*intro, *inference_lines(calibration.inference)]),
+        inference_header(calibration.inference, "\n".join(intro)),
     )

@@ -43,8 +43,31 @@ Budget = Annotated[
     str | None, typer.Option("--budget", help=f"Override the budget B: {BUDGET_HELP}.")
 ]
 Predictors = Annotated[
+    int | None,
+    typer.Option(
+        "--predictors",
+        help="The DSPy program's predictors, for an auto budget (default: the scenario's, or 1).",
+    ),
+]
+BUDGETS_HELP = (
+    "1000,2000,4000, or LOW..HIGH (LOW doubled until HIGH: 500..4000 is 500,1000,2000,4000); "
+    "dspy.GEPA's auto:LEVEL and full-evals:N too"
+)
+MinProposals = Annotated[
     int,
-    typer.Option("--predictors", help="The DSPy program's predictors, for an auto budget."),
+    typer.Option(
+        "--min-proposals",
+        help="Warn of a budget affording fewer proposals than this after the seed's validation.",
+    ),
+]
+Minibatch = Annotated[
+    int | None, typer.Option("--minibatch", help="Override the reflection minibatch b.")
+]
+Deadline = Annotated[
+    str | None, typer.Option("--deadline", help="Wall-clock limit: 3h, 90m, 1h30m, 600s.")
+]
+MaxDollars = Annotated[
+    float | None, typer.Option("--max-dollars", help="Dollar cap (the scenario needs prices).")
 ]
 Backend = Annotated[
     str,
@@ -74,7 +97,11 @@ Wide = Annotated[
 # Every long flag of every command, and the one thing it names: one spelling per thing,
 # in the words of docs/glossary.md (tests/test_app_vocabulary.py holds the commands to it).
 VOCABULARY = {
-    "--budget": "B, the budget: metric calls, or dspy.GEPA's auto level or full evaluations",
+    "--budget": "B, the budget: metric calls, or dspy.GEPA's auto level or full evaluations "
+    "(in advise: the budgets to compare)",
+    "--budgets": "budgets B, a list: a learning curve's points",
+    "--min-proposals": "the fewest proposals a budget should afford; fewer are warned of",
+    "--target-score": "a test score to reach in 90% of runs",
     "--predictors": "the DSPy program's predictors, which an auto budget grows with",
     "--workers": "W, rollout workers (in advise and conformance: the pools to try)",
     "--minibatch": "b, the reflection minibatch (in advise: the sizes to try)",
@@ -97,6 +124,9 @@ VOCABULARY = {
     "--selection": "which children are validated in full: all, best or topk:K",
     "--scenario": "the scenario: a TOML file or a preset",
     "--summaries": "a file of run summaries to infer a scenario from",
+    "--wall-clock": "a past run's wall-clock, as people write durations",
+    "--log": "a file of a past run's log lines",
+    "--tracking-uri": "the MLflow tracking store a past run was logged to",
     "--name": "the calibrated scenario's name",
     "--latency": "how latencies are fitted: auto, empirical or a family",
     "--prefix-cache": "whether the reflections' LM servers keep the last prompt",
@@ -104,7 +134,7 @@ VOCABULARY = {
     "--strict": "refuse, with exit code 1, a scenario that does not reproduce its own runs",
     "--deadline": "a wall-clock limit",
     "--max-dollars": "a dollar cap",
-    "--objective": "what advise minimises: time or cost",
+    "--objective": "what advise minimises: time or cost, or maximises: score",
     "--full-grid": "every allocation simulated in full, no race",
     "--runs": "real runs per shape and W",
     "--time-scale": "the synthetic calls' seconds per scenario second",
@@ -149,6 +179,8 @@ FLAGS = {
     "eval backend": "--backend",
     "b": "--minibatch",
     "search model": "--search",
+    "min proposals": "--min-proposals",
+    "target score": "--target-score",
 }
 # ... and by one command's (its first word on the command line).
 COMMAND_FLAGS = {

@@ -14,6 +14,13 @@ from pxn.app.output import ensure_writable_outputs, refuse_overwriting_an_input
 from pxn.errors import PxnError
 
 commands = typer.Typer()
+# What a trace or a past run may lack, by the subject of the error that asks for it.
+ASKED_FOR = {
+    "workers": "--workers",
+    "reflection concurrency": "--reflection-concurrency",
+    "wall clock": "--wall-clock",
+    "tracking uri": "--tracking-uri",
+}
 
 
 @commands.command()
@@ -22,7 +29,10 @@ def calibrate(
     traces: Annotated[
         list[Path] | None,
         typer.Argument(
-            help="Trace files (trace.jsonl) or run directories (runs/NAME/).", show_default=False
+            help="Trace files (trace.jsonl) or run directories (runs/NAME/); or one past run: "
+            "a gepa run_dir (dspy.GEPA's log_dir) as gepa wrote it, or mlflow:RUN_ID "
+            "(mlflow:experiment:NAME for its latest run).",
+            show_default=False,
         ),
     ] = None,
     summaries: Annotated[
@@ -103,6 +113,48 @@ def calibrate(
             "workers=: needed when the adapter timed none of its rollouts.",
         ),
     ] = None,
+    wall_clock: Annotated[
+        str | None,
+        typer.Option(
+            "--wall-clock",
+            help="A past run's wall-clock (47min, 1h30m), when its MLflow run, its log or its "
+            "files' times do not give it.",
+        ),
+    ] = None,
+    reflection_concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--reflection-concurrency",
+            help="C, the reflections a past batched gepa.optimize run made at once.",
+        ),
+    ] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            "--budget",
+            help="A past run's max_metric_calls, when its log does not say it (default: the "
+            "metric calls it made).",
+        ),
+    ] = None,
+    shape: Annotated[
+        str | None,
+        typer.Option("--shape", help="A past run's P x N, when its parents cannot tell it (2x2)."),
+    ] = None,
+    log: Annotated[
+        Path | None,
+        typer.Option(
+            "--log",
+            help="A past dspy.GEPA run's log lines kept in a file (they carry their times).",
+        ),
+    ] = None,
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(
+            "--tracking-uri",
+            help="The MLflow store a past run was tracked in (sqlite:///mlflow.db, "
+            "http://host:5000): its times are read from there.",
+        ),
+    ] = None,
     output_format: Format = "table",
     strict: Annotated[
         bool,
@@ -121,11 +173,14 @@ def calibrate(
 
     shown = Output(output_format)
     ensure_writable_outputs(files={"output": output}, directories={"plots": plots})
-    refuse_overwriting_an_input(output, [*(traces or []), *([summaries] if summaries else [])])
+    inputs = [*(traces or []), *([summaries] if summaries else []), *([log] if log else [])]
+    refuse_overwriting_an_input(output, [p for p in inputs if not str(p).startswith("mlflow:")])
     if summaries is not None and traces:
         raise PxnError("give trace files or --summaries, not both")
     if summaries is not None and plots is not None:
         raise PxnError(SUMMARIES_SAY_IT, subject="plots")
+    if log is not None and not log.is_file():
+        raise PxnError(f"is not a file: {log}", subject="--log")
     if summaries is None and not traces:
         raise PxnError("give trace files (or run directories), or --summaries FILE")
     try:
@@ -141,15 +196,21 @@ def calibrate(
             prefix_cache=prefix_cache,
             search=search,
             workers=workers,
+            wall_clock=wall_clock,
+            reflection_concurrency=reflection_concurrency,
+            budget=budget,
+            shape=shape,
+            log=log,
+            tracking_uri=tracking_uri,
             jobs=jobs,
             backend=backend,
             address=address,
             progress=True,
         )
-    except PxnError as exc:  # W the traces lack: this command's --workers gives it
-        if exc.subject != "workers":
+    except PxnError as exc:  # what the traces or the run lack: this command's flag gives it
+        if exc.subject not in ASKED_FOR:
             raise
-        raise exc.naming("--workers") from None
+        raise exc.naming(ASKED_FOR[exc.subject]) from None
     if strict and not result.reproduces:
         shown.show(result.report())
         say(f"not written: {output} (--strict: the scenario does not reproduce its runs)", stderr)

@@ -1,0 +1,301 @@
+"""A scenario from a run already made, with no recorder: what was measured, inferred, assumed.
+
+The run's directory (run_dir.py, past_run.py) becomes a trace of the one
+schema (to_trace.py), read back through the one reader. From that trace the
+calibration pipeline's own fits take what a trace without durations can
+give: the proposals lost before gepa judged them (failures), the skips,
+how often parents recur (front_share), duplicate children, gepa's merge
+setup and how often a merge passed, acceptance (reported). The search's
+quality model and the latencies are then inferred together from the run's
+figures and its wall-clock (inference.py), the wall-clock taken from the
+best source the run left (timing.py). Nothing of the run's is written: its
+trace lives in a temporary directory for as long as it is read.
+
+Until the pipeline reads a trace without durations itself (the latency,
+load, token and overhead fits would otherwise fit the trace's order-only
+clock), its duration-free parts are called here one by one, in the
+pipeline's order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from pxn.calibrate.past_runs.file_times import FileTimes, file_times
+from pxn.calibrate.past_runs.gepa_log import GepaLog, parse_log, read_log_file
+from pxn.calibrate.past_runs.inference import default_options, past_run_summaries
+from pxn.calibrate.past_runs.mlflow_run import MlflowRun
+from pxn.calibrate.past_runs.past_run import PastRun, past_run
+from pxn.calibrate.past_runs.run_dir import GEPA_LOG, RunDirFiles, read_run_dir
+from pxn.calibrate.past_runs.stage_times import (
+    StageLatency,
+    fit_stage_latency,
+    mlflow_stage_spans,
+    rollout_priors,
+)
+from pxn.calibrate.past_runs.timing import (
+    WallClock,
+    choose_wall_clock,
+    files_wall_clock,
+    given_wall_clock,
+    logged_wall_clock,
+    tracked_wall_clock,
+)
+from pxn.calibrate.past_runs.to_trace import past_run_events, write_past_run_trace
+from pxn.calibrate.summaries.abc_smc import Generation
+from pxn.calibrate.summaries.facts import InferenceOptions
+from pxn.calibrate.summaries.infer import Inference, infer_from_summaries
+from pxn.calibrate.traces.acceptance import AcceptanceFit, fit_acceptance
+from pxn.calibrate.traces.bookkeeping import fit_front_share, fit_skip
+from pxn.calibrate.traces.failures import FailuresFit, fit_failures
+from pxn.calibrate.traces.merges import MergeFit, fit_merges
+from pxn.calibrate.traces.quality import improvable, seed_validation
+from pxn.calibrate.traces.units import cut_into_units
+from pxn.errors import PxnError
+from pxn.scenario import Scenario
+from pxn.shape import Shape
+from pxn.sim.backends import Backend
+from pxn.trace import Trace, load_traces
+from pxn.uncertainty import Uncertainty
+
+SEARCH_MODELS = ("auto", "quality", "rates")
+TRACE_FILE = "past-run.jsonl"
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """What the run was given that its directory does not keep, and where each came from."""
+
+    workers: int
+    reflection_concurrency: int
+    budget: int
+    dspy: bool
+    said: tuple[str, ...]  # a line per figure: its value and its source
+
+
+@dataclass
+class PastCalibration:
+    run: PastRun
+    trace: Trace
+    setup: RunSetup
+    wall_clock: WallClock
+    file_times: FileTimes | None
+    tracked: MlflowRun | None  # the MLflow run the times came from, when one was read
+    stages: StageLatency | None  # the rollout latency the tracked stages measured
+    inference: Inference
+    scenario: Scenario
+    acceptance: AcceptanceFit
+    failures: FailuresFit
+    merges: MergeFit
+    search: str  # "quality" or "rates"
+    notes: list[str] = field(default_factory=list)
+
+
+def calibrate_past_run(
+    path: str | Path,
+    *,
+    wall_clock: str | None = None,
+    workers: int | None = None,
+    reflection_concurrency: int | None = None,
+    budget: int | None = None,
+    shape: Shape | None = None,
+    log: str | Path | None = None,
+    tracked: MlflowRun | None = None,
+    name: str = "calibrated",
+    draws: int = 100,
+    search: str = "auto",
+    options: InferenceOptions | None = None,
+    jobs: int = 1,
+    on_generation: Callable[[Generation], None] | None = None,
+    backend: Backend | None = None,
+) -> PastCalibration:
+    """Calibrate from a run_dir (or log_dir) as gepa wrote it (module docstring).
+
+    `wall_clock` the run's, as the user writes it ("47min"); `workers` and
+    `reflection_concurrency` W and C it ran with; `budget` its max_metric_calls;
+    `shape` its P x N, when the parents cannot tell it; `log` DSPy's log lines of the
+    run, kept in a file; `tracked` the MLflow run gepa logged it to. `options` the
+    inference's (default: inference.PARTICLES and MAX_GENERATIONS).
+    """
+    if search not in SEARCH_MODELS:
+        raise PxnError(f"is {', '.join(SEARCH_MODELS)}: got {search!r}", subject="search model")
+    files = read_run_dir(path)
+    the_log = _log(files, log)
+    run = past_run(files, the_log, shape)
+    setup = _setup(files, run, the_log, workers, reflection_concurrency, budget)
+    notes = [*run.notes]
+    times = file_times(files.path, files.log_lines)
+    seed_calls = len(run.valset)
+    clocks = [
+        given_wall_clock(wall_clock) if wall_clock is not None else None,
+        None
+        if tracked is None
+        else tracked_wall_clock(tracked.start, tracked.end, tracked.last_time, tracked.run_id),
+        logged_wall_clock(the_log) if the_log is not None and the_log.timed else None,
+        files_wall_clock(times, seed_calls, run.metric_calls - seed_calls),
+    ]
+    clock = choose_wall_clock(clocks)
+    scored = run.val_scores is not None and search != "rates"
+    if search == "quality" and run.val_scores is None:
+        raise PxnError(
+            "needs the runs' validation scores, which only gepa_state.bin keeps: "
+            f"{files.state_note}; calibrate with acceptance rates instead",
+            subject="search model",
+        )
+    with tempfile.TemporaryDirectory(prefix="pxn-past-run-") as tmp:
+        meta = {"dspy": "3.4.1"} if setup.dspy else {}
+        events = past_run_events(
+            run,
+            workers=setup.workers,
+            reflection_concurrency=setup.reflection_concurrency,
+            budget=setup.budget,
+            meta=meta,
+        )
+        trace_path = write_past_run_trace(Path(tmp) / TRACE_FILE, events)
+        trace = load_traces([trace_path]).traces[0]
+    units = cut_into_units([trace])
+    acceptance = fit_acceptance(units.steps)
+    failures = fit_failures([trace], units.losses)
+    skip = fit_skip(units.tasks, units.unskipped)
+    front = fit_front_share(units.parents)
+    merges = fit_merges([trace], units.merges, units.merges_accepted, notes)
+    options = options or default_options(draws)
+    stages = None
+    if tracked is not None:
+        stages = fit_stage_latency(mlflow_stage_spans(run, tracked), setup.workers)
+        notes += [] if stages is None else list(stages.notes)
+    summaries = past_run_summaries(
+        trace,
+        clock,
+        scored=scored,
+        failures=failures.failures,
+        options=options,
+        priors=None if stages is None else rollout_priors(stages),
+        path=files.path,
+    )
+    inference = infer_from_summaries(summaries, name, jobs, on_generation, backend)
+    scenario = inference.scenario.replace(
+        name=name,
+        description=f"calibrated by pxn calibrate from the past run {files.path}",
+        failures=failures.failures,
+        front_share=front.chosen,
+        skip_perfect=0.0 if scored else skip.probability,
+        worker_split="per_candidate" if setup.dspy else "pooled",
+        optimizer="dspy.GEPA" if setup.dspy else "gepa",
+        **{
+            k: v
+            for k, v in merges.scenario_fields().items()
+            if not (scored and k == "merge_acceptance")
+        },
+    )
+    if scored:
+        scenario = _with_seed_and_headroom(scenario, trace, run)
+    scenario.validate()
+    scenario.validate_draws()
+    return PastCalibration(
+        run=run,
+        trace=trace,
+        setup=setup,
+        wall_clock=clock,
+        file_times=times,
+        tracked=tracked,
+        stages=stages,
+        inference=inference,
+        scenario=scenario,
+        acceptance=acceptance,
+        failures=failures,
+        merges=merges,
+        search="quality" if scored else "rates",
+        notes=notes,
+    )
+
+
+def _log(files: RunDirFiles, given: str | Path | None) -> GepaLog | None:
+    if given is not None:
+        return read_log_file(given)
+    if files.log_lines:
+        return parse_log(files.log_lines, str(files.path / GEPA_LOG))
+    return None
+
+
+def _setup(
+    files: RunDirFiles,
+    run: PastRun,
+    log: GepaLog | None,
+    workers: int | None,
+    concurrency: int | None,
+    budget: int | None,
+) -> RunSetup:
+    """W, C and B: given, else what the run shows, else one line asking for them."""
+    dspy = (files.state is not None and files.state.dspy) or (log is not None and log.timed)
+    said = []
+    if workers is None:
+        raise PxnError(
+            "is not kept in a run_dir (the adapter decides how many rollouts run at once): give "
+            "the W the run had" + (" (dspy.GEPA's num_threads)" if dspy else ""),
+            subject="workers",
+        )
+    if workers < 1:
+        raise PxnError(f"must be a whole number >= 1: got {workers}", subject="workers")
+    said.append(f"W={workers} (given)")
+    k = run.shape.k
+    if dspy:
+        if concurrency not in (None, 1):
+            raise PxnError(
+                f"is 1 for dspy.GEPA, whose adapter reflects one task at a time: got {concurrency}",
+                subject="reflection concurrency",
+            )
+        concurrency, source = 1, "dspy.GEPA reflects one task at a time"
+    elif concurrency is not None:
+        source = "given"
+    elif k == 1:
+        concurrency, source = 1, "one reflection an iteration"
+    else:
+        raise PxnError(
+            f"is not kept in a run_dir: give the reflections the run made at once (its {k} "
+            "an iteration with gepa's own LM, up to 10; 1 with a plain callable)",
+            subject="reflection concurrency",
+        )
+    said.append(f"C={concurrency} ({source})")
+    if budget is not None:
+        source = "given"
+    elif log is not None and log.budget is not None:
+        budget, source = log.budget, "DSPy's log: its approx metric calls"
+    else:
+        budget = run.budget_high
+        source = (
+            f"the metric calls the run made; its max_metric_calls lay in ({run.budget_low}, "
+            f"{run.budget_high}], every one of which stops it where it stopped"
+        )
+    said.append(f"B={budget} ({source})")
+    return RunSetup(workers, concurrency, budget, dspy, tuple(said))
+
+
+def _with_seed_and_headroom(scenario: Scenario, trace: Trace, run: PastRun) -> Scenario:
+    """The seed's validation kept as measured; draws whose ceiling is at or below the seed's
+    score dropped where the run accepted a proposal (calibrate/traces/quality.py does the
+    same for a recorded run)."""
+    assert scenario.quality is not None
+    quality = dataclasses.replace(scenario.quality, seed_validation=seed_validation([trace]))
+    uncertainty = scenario.uncertainty
+    accepted = any(t.candidate is not None for r in run.iterations for t in r.tasks)
+    if uncertainty is not None and accepted:
+        kept = tuple(d for d in uncertainty.draws if improvable(d))
+        if not kept:
+            raise PxnError(
+                "every posterior draw puts the ceiling at or below the seed's score, yet the run "
+                "accepted proposals: the scores cannot tell what a proposal does"
+            )
+        if len(kept) < len(uncertainty.draws):
+            order = np.resize(np.arange(len(kept)), len(uncertainty.draws))
+            uncertainty = Uncertainty(
+                f"{uncertainty.source}; draws with no headroom over the seed replaced",
+                tuple(kept[i] for i in order),
+            )
+    return scenario.replace(quality=quality, uncertainty=uncertainty)

@@ -1,0 +1,144 @@
+"""gepa's own log lines: why a task made no proposal, and, in DSPy's form, when things happened.
+
+gepa 0.1.4 logs through `logger.log(text)`: gepa.optimize given a run_dir and
+no logger writes the lines to `run_log.txt` there, without times; dspy.GEPA
+passes its own logger (dspy/teleprompt/gepa/gepa_utils.py, LoggerAdapter),
+so they reach Python's logging under DSPy's format, `%(asctime)s
+%(levelname)s %(name)s: %(message)s` with the time to the second
+(dspy/utils/logging_utils.py), on stderr, where a user keeps them if they
+kept the output. Both carry "Iteration N: ..." (N as gepa's callbacks number
+iterations, from 1; 0 for the seed).
+
+Read from them (gepa/proposer/reflective_mutation/reflective_mutation.py,
+gepa/core/engine.py, gepa/proposer/merge.py):
+- per iteration, the tasks that made no proposal and why, in task order:
+  "All subsample scores perfect" (skipped), "No trajectories", "Exception
+  building reflective dataset", then the reflections' own: "Per-task
+  reflection failed" (a line that names no iteration: it belongs to the
+  last one named), "Reflection returned no text updates"; and "Exception
+  during optimization" (the iteration ended before gepa judged anything);
+- DSPy's budget line ("Running GEPA for approx N metric calls");
+- with DSPy's times: when each line was written (timing.py reads them).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from pxn.errors import PxnError
+
+# A progress bar may stand before a line on the same row: the time is looked for anywhere.
+DSPY_LINE = re.compile(r"(\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}) [A-Z]+ ([\w.]+): (.*)$")
+GEPA_LOGGER = "dspy.teleprompt.gepa"  # dspy.GEPA's logger: gepa's lines, under DSPy's name
+DSPY_TIME = "%Y/%m/%d %H:%M:%S"
+ITERATION = re.compile(r"Iteration (\d+): (.*)$")
+BUDGET = re.compile(r"Running GEPA for approx (\d+) metric calls")
+# Why a task made no proposal, by the line gepa logs (trace.NoProposal's reasons).
+BEFORE_REFLECTION = {
+    "All subsample scores perfect": "perfect_parent",
+    "No trajectories for parent": "no_trajectories",
+    "Exception building reflective dataset": "reflective_dataset",
+}
+AT_REFLECTION = {
+    "Per-task reflection failed": "reflection_failed",
+    "Reflection returned no text updates": "no_texts",
+}
+ITERATION_FAILED = "Exception during optimization"
+
+
+@dataclass(frozen=True)
+class LogLine:
+    time: datetime | None  # None in gepa's own run_log.txt, which has no times
+    iteration: int | None  # the iteration the line belongs to (the last one named before it)
+    text: str  # the message, "Iteration N: " taken off
+
+
+@dataclass
+class GepaLog:
+    """What gepa's log lines say of a run."""
+
+    lines: list[LogLine]
+    # Per iteration: the reasons its tasks made no proposal, those before a reflection first
+    # (in task order), then those at the reflection.
+    before_reflection: dict[int, list[str]] = field(default_factory=dict)
+    at_reflection: dict[int, list[str]] = field(default_factory=dict)
+    failed_iterations: set[int] = field(default_factory=set)
+    budget: int | None = None  # DSPy's "approx N metric calls": max_metric_calls
+    source: str = ""
+
+    @property
+    def timed(self) -> bool:
+        return any(line.time is not None for line in self.lines)
+
+    def reasons(self, iteration: int) -> list[str]:
+        return [*self.before_reflection.get(iteration, []), *self.at_reflection.get(iteration, [])]
+
+
+def parse_log(lines: list[str] | tuple[str, ...], source: str) -> GepaLog:
+    """gepa's lines among `lines` (others, such as a progress bar or DSPy's warnings, are
+    passed over)."""
+    parsed: list[LogLine] = []
+    before: dict[int, list[str]] = defaultdict(list)
+    at: dict[int, list[str]] = defaultdict(list)
+    failed: set[int] = set()
+    budget = None
+    current: int | None = None
+    for raw in lines:
+        time, logger, text = _split_time(raw)
+        if logger is not None and not logger.startswith(GEPA_LOGGER):
+            continue  # DSPy's own lines (its LM's warnings, its evaluator's errors)
+        if (found := BUDGET.search(text)) is not None:
+            budget = int(found.group(1))
+        numbered = ITERATION.search(text)
+        if numbered is not None:
+            current = int(numbered.group(1))
+            text = numbered.group(2)
+        elif time is None and not _reflection_line(text):
+            continue  # neither gepa's nor DSPy's line
+        parsed.append(LogLine(time, current, text))
+        if current is None:
+            continue
+        for start, reason in BEFORE_REFLECTION.items():
+            if text.startswith(start):
+                before[current].append(reason)
+        for start, reason in AT_REFLECTION.items():
+            if text.startswith(start):
+                at[current].append(reason)
+        if text.startswith(ITERATION_FAILED):
+            failed.add(current)
+    return GepaLog(parsed, dict(before), dict(at), failed, budget, source)
+
+
+def read_log_file(path: str | Path) -> GepaLog:
+    """A saved log (DSPy's output kept in a file); PxnError when it holds no gepa line."""
+    path = Path(path)
+    what = f"log {path}"
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise PxnError(f"cannot be read: {exc.strerror}", subject=what) from None
+    # A progress bar rewrites its line with carriage returns, and DSPy's lines follow it.
+    log = parse_log(re.split(r"[\r\n]+", text), str(path))
+    if not any(line.iteration is not None for line in log.lines):
+        raise PxnError(
+            'holds no line of gepa\'s log ("Iteration N: ..."): give the output dspy.GEPA '
+            "printed (its log lines carry their times), or leave it out",
+            subject=what,
+        )
+    return log
+
+
+def _split_time(raw: str) -> tuple[datetime | None, str | None, str]:
+    """(time, logger, message) of a DSPy line; (None, None, the line) of gepa's own."""
+    found = DSPY_LINE.search(raw.strip())
+    if found is None:
+        return None, None, raw.strip()
+    return datetime.strptime(found.group(1), DSPY_TIME), found.group(2), found.group(3)
+
+
+def _reflection_line(text: str) -> bool:
+    return any(text.startswith(start) for start in AT_REFLECTION)

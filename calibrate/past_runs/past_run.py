@@ -1,0 +1,308 @@
+"""A finished gepa run as its run_dir tells it: iterations, tasks, verdicts, scores, counts.
+
+Read from run_dir.py's files (and gepa's log lines where there are some,
+gepa_log.py). Per iteration (run_log.json's entry, numbered from 1 as gepa's
+callbacks number them): its tasks in the order gepa sampled them, each with
+its parent and minibatch, and, where gepa judged a child, the minibatch
+scores before and after; which children joined the pool (the new programs'
+indices, matched to the tasks that passed gepa's judge, in order, parent by
+parent); a merge's parents, ancestor and subsample scores. From the state:
+every candidate's validation scores, example by example, and gepa's count of
+metric calls.
+
+What the files do not say, and how it is read (the report names each):
+- why a task made no proposal: gepa's log says it where there is one; else a
+  task whose parent scored perfect (1) on every one of its minibatch's
+  examples that any other task of that parent shows is read as skipped
+  (gepa's perfect-parent skip), and any other as lost before its reflection;
+- P and N of a P x N run: tasks of one parent draw come one after another,
+  so N divides into blocks no iteration splits between two parents; where
+  several N do (an iteration's draws often pick the same parent: 1x4, 2x2
+  and 4x1 then look alike), the one nearest a square shape is taken and the
+  report asks for the shape;
+- the trainset's size: the largest training id seen, plus one (gepa's epoch
+  sampler visits every id in an epoch, so a run of an epoch or more shows
+  them all);
+- the budget: between the metric calls made before the last iteration began
+  and those made by the end (gepa checks it at the top of an iteration).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pxn.calibrate.past_runs.gepa_log import GepaLog
+from pxn.calibrate.past_runs.run_dir import RunDirFiles
+from pxn.errors import PxnError
+from pxn.shape import Shape
+
+PERFECT = 1.0  # gepa's and dspy.GEPA's default perfect_score
+
+
+@dataclass(frozen=True)
+class Task:
+    proposal: str  # gepa's id "i-j"
+    parent: int
+    minibatch: tuple[Any, ...]  # training ids
+    before: tuple[float, ...] | None  # the parent's minibatch scores, when gepa judged a child
+    after: tuple[float, ...] | None  # the child's
+    candidate: int | None = None  # the child's index in the pool, when it joined it
+    reason: str | None = None  # why no child was judged (trace.NoProposal's reasons)
+    reason_from_log: bool = False
+
+    @property
+    def judged(self) -> bool:
+        return self.after is not None
+
+    @property
+    def passed(self) -> bool:
+        """Beat its parent on the minibatch (gepa's default judge: strictly more)."""
+        return self.judged and sum(self.after or ()) > sum(self.before or ())
+
+
+@dataclass(frozen=True)
+class MergeAttempt:
+    parents: tuple[int, int]
+    ancestor: int | None
+    subsample: tuple[Any, ...]  # validation ids
+    before: float  # the higher of the parents' sums on the subsample
+    after: tuple[float, ...]  # the merged program's scores there
+    candidate: int | None  # its index in the pool when accepted
+
+
+@dataclass(frozen=True)
+class IterationRecord:
+    number: int  # from 1
+    tasks: tuple[Task, ...]
+    merge: MergeAttempt | None
+    merge_not_found: bool  # a merge was due and gepa found no pair
+    new_programs: tuple[int, ...]
+    failed: bool  # gepa logged an exception that ended it
+
+
+@dataclass(frozen=True)
+class PastRun:
+    path: Path
+    iterations: tuple[IterationRecord, ...]
+    valset: tuple[Any, ...]  # validation ids, the seed's, in gepa's order
+    val_scores: tuple[dict[Any, float], ...] | None  # per candidate; None without the state
+    shape: Shape
+    shape_note: str
+    minibatch: int
+    trainset_size: int
+    components: int
+    metric_calls: int  # gepa's count (the state's), else counted here
+    metric_calls_note: str
+    budget_low: int  # the budget lies in (budget_low, budget_high]
+    budget_high: int
+    merges_on: bool  # gepa's merge ran (a merge was due at least once)
+    reasons_guessed: int  # tasks whose reason no log gave
+    log: GepaLog | None
+    notes: tuple[str, ...]
+
+
+def past_run(files: RunDirFiles, log: GepaLog | None = None, shape: Shape | None = None) -> PastRun:
+    """The run the files tell of; `log` gives why tasks made no proposal (gepa's run_log.txt
+    is read when the directory holds it), `shape` the P x N when the user gave it."""
+    notes: list[str] = []
+    records = [_iteration(entry) for entry in files.run_log]
+    val_scores = files.state.val_scores if files.state is not None else None
+    valset = _valset(files, val_scores)
+    records = [_matched(r, val_scores, files) for r in records]
+    scores_by_parent = _known_scores(records)
+    guessed = 0
+    with_reasons = []
+    for record in records:
+        record, unknown = _with_reasons(record, log, scores_by_parent)
+        guessed += unknown
+        with_reasons.append(record)
+    minibatch = _minibatch(with_reasons)
+    found_shape, shape_note = _shape(with_reasons) if shape is None else (shape, "given")
+    counted = _counted_calls(with_reasons, len(valset), minibatch)
+    metric_calls, calls_note = counted, "counted from run_log.json"
+    if files.state is not None:
+        metric_calls, calls_note = files.state.metric_calls, "gepa's count (gepa_state.bin)"
+        if files.state.metric_calls != counted:
+            notes.append(
+                f"gepa counted {files.state.metric_calls} metric calls, the run log's "
+                f"evaluations make {counted} (an adapter that counts its own calls, or gepa's "
+                "cache): gepa's count is used"
+            )
+    train_ids = [i for r in with_reasons for t in r.tasks for i in _ints(t.minibatch)]
+    last = with_reasons[-1]
+    last_calls = _iteration_calls(last, len(valset), minibatch)
+    return PastRun(
+        path=files.path,
+        iterations=tuple(with_reasons),
+        valset=valset,
+        val_scores=val_scores,
+        shape=found_shape,
+        shape_note=shape_note,
+        minibatch=minibatch,
+        trainset_size=1 + max(train_ids, default=minibatch - 1),
+        components=len(files.candidates[0]) if files.candidates else 1,
+        metric_calls=metric_calls,
+        metric_calls_note=calls_note,
+        budget_low=metric_calls - last_calls,
+        budget_high=metric_calls,
+        merges_on=any(r.merge is not None or r.merge_not_found for r in with_reasons),
+        reasons_guessed=guessed,
+        log=log,
+        notes=tuple(notes),
+    )
+
+
+def _ints(ids: tuple[Any, ...]) -> list[int]:
+    return [i for i in ids if isinstance(i, int)]
+
+
+def _iteration(entry: dict[str, Any]) -> IterationRecord:
+    number = int(entry["i"]) + 1
+    tasks = []
+    for j, task in enumerate(entry.get("tasks") or ()):
+        before, after = task.get("subsample_scores"), task.get("new_subsample_scores")
+        tasks.append(
+            Task(
+                proposal=f"{number}-{j}",
+                parent=int(task["parent_idx"]),
+                minibatch=tuple(task["subsample_ids"]),
+                before=None if after is None else tuple(map(float, before or ())),
+                after=None if after is None else tuple(map(float, after)),
+            )
+        )
+    merge = None
+    if entry.get("merged") and "new_program_subsample_scores" in entry:
+        id1, id2, ancestor = entry["merged_entities"]
+        sums = (sum(entry["id1_subsample_scores"]), sum(entry["id2_subsample_scores"]))
+        merge = MergeAttempt(
+            parents=(int(id1), int(id2)),
+            ancestor=None if ancestor is None else int(ancestor),
+            subsample=tuple(entry["subsample_ids"]),
+            before=float(max(sums)),
+            after=tuple(map(float, entry["new_program_subsample_scores"])),
+            candidate=None,
+        )
+    return IterationRecord(
+        number=number,
+        tasks=tuple(tasks),
+        merge=merge,
+        merge_not_found=bool(entry.get("invoked_merge")) and not entry.get("merged"),
+        new_programs=tuple(int(i) for i in entry.get("new_program_indices", ())),
+        failed=False,
+    )
+
+
+def _valset(files: RunDirFiles, val_scores: tuple[dict[Any, float], ...] | None) -> tuple:
+    if val_scores:
+        return tuple(val_scores[0])
+    for entry in files.run_log:
+        if "evaluated_val_indices" in entry:
+            return tuple(entry["evaluated_val_indices"])
+    raise PxnError(
+        f"run_dir {files.path} says neither which validation examples the seed was scored on "
+        "(gepa_state.bin) nor which a new program was (run_log.json): the validation set's "
+        "size is unknown; give the run's gepa_state.bin too"
+    )
+
+
+def _matched(
+    record: IterationRecord, val_scores: tuple[dict[Any, float], ...] | None, files: RunDirFiles
+) -> IterationRecord:
+    """The new programs matched to the merge or the tasks that passed, in order; a parent the
+    state names for a program is kept to."""
+    new = list(record.new_programs)
+    if record.merge is not None:
+        accepted = sum(record.merge.after) >= record.merge.before and bool(new)
+        merge = MergeAttempt(**{**record.merge.__dict__, "candidate": new[0] if accepted else None})
+        return IterationRecord(**{**record.__dict__, "merge": merge})
+    parents = files.state.parents if files.state is not None else None
+    tasks = list(record.tasks)
+    for program in new:
+        wanted = parents[program][0] if parents is not None and program < len(parents) else None
+        for j, task in enumerate(tasks):
+            if task.passed and task.candidate is None and wanted in (None, task.parent):
+                tasks[j] = Task(**{**task.__dict__, "candidate": program})
+                break
+    return IterationRecord(**{**record.__dict__, "tasks": tuple(tasks)})
+
+
+def _known_scores(records: list[IterationRecord]) -> dict[int, dict[Any, float]]:
+    """Each parent's minibatch scores on the training examples its judged tasks show."""
+    known: dict[int, dict[Any, float]] = defaultdict(dict)
+    for record in records:
+        for task in record.tasks:
+            if task.before is not None:
+                known[task.parent].update(zip(task.minibatch, task.before, strict=False))
+    return known
+
+
+def _with_reasons(
+    record: IterationRecord, log: GepaLog | None, known: dict[int, dict[Any, float]]
+) -> tuple[IterationRecord, int]:
+    """The record with a reason for each task that made no proposal, and how many were read
+    off the scores rather than the log."""
+    silent = [j for j, t in enumerate(record.tasks) if not t.judged]
+    failed = log is not None and record.number in log.failed_iterations
+    logged = log.reasons(record.number) if log is not None else []
+    tasks = list(record.tasks)
+    guessed = 0
+    for position, j in enumerate(silent):
+        task = tasks[j]
+        if position < len(logged):
+            reason, from_log = logged[position], True
+        elif failed:
+            reason, from_log = "iteration_failed", True
+        else:
+            scores = [known[task.parent].get(i) for i in task.minibatch]
+            perfect = all(s is not None and s >= PERFECT for s in scores)
+            reason, from_log = ("perfect_parent" if perfect else "reflective_dataset"), False
+            guessed += 1
+        tasks[j] = Task(**{**task.__dict__, "reason": reason, "reason_from_log": from_log})
+    return IterationRecord(**{**record.__dict__, "tasks": tuple(tasks), "failed": failed}), guessed
+
+
+def _minibatch(records: list[IterationRecord]) -> int:
+    sizes = [len(t.minibatch) for r in records for t in r.tasks]
+    if not sizes:
+        raise PxnError("the run log holds no task: the run proposed nothing to calibrate from")
+    return max(set(sizes), key=sizes.count)
+
+
+def _shape(records: list[IterationRecord]) -> tuple[Shape, str]:
+    """P x N from the parents' pattern (module docstring)."""
+    ks = [len(r.tasks) for r in records if r.tasks and r.merge is None]
+    k = max(set(ks), key=ks.count)
+    parents = [[t.parent for t in r.tasks] for r in records if len(r.tasks) == k]
+    unrefuted = [
+        n
+        for n in range(1, k + 1)
+        if k % n == 0
+        and all(len(set(ps[i : i + n])) == 1 for ps in parents for i in range(0, k, n))
+    ]
+    n = min(unrefuted, key=lambda m: (abs(m - math.sqrt(k)), m))
+    shape = Shape(k // n, n)
+    if len(unrefuted) > 1:
+        others = ", ".join(str(Shape(k // m, m)) for m in unrefuted if m != n)
+        return shape, (
+            f"read as {shape.label}: its parents fit {others} too (an iteration's parent "
+            "draws often pick the same parent); give the shape it ran as"
+        )
+    return shape, f"read as {shape.label} from the parents of its {len(parents)} iterations"
+
+
+def _iteration_calls(record: IterationRecord, valset_size: int, minibatch: int) -> int:
+    """The metric calls gepa made in an iteration, as its run log records them."""
+    if record.merge is not None:
+        return len(record.merge.subsample) + valset_size * len(record.new_programs)
+    pairs = {(t.parent, tuple(t.minibatch)) for t in record.tasks}
+    parent_calls = sum(len(mb) for _, mb in pairs)
+    child_calls = sum(len(t.minibatch) for t in record.tasks if t.judged)
+    return parent_calls + child_calls + valset_size * len(record.new_programs)
+
+
+def _counted_calls(records: list[IterationRecord], valset_size: int, minibatch: int) -> int:
+    return valset_size + sum(_iteration_calls(r, valset_size, minibatch) for r in records)

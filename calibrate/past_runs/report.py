@@ -1,0 +1,153 @@
+"""What a past run's calibration read, measured, inferred and assumed, line by line.
+
+The lines come before the inference's own report (api/inference_report.py):
+which files were read and how, the setup and where each figure of it came
+from, the run's measured figures, where its time came from and how far it
+is trusted, what was assumed, and how much a recorded run would narrow the
+latencies: a recording times each of the run's calls, so its medians are
+known to the spread of that many draws, where here they are known only as
+far as the wall-clock pins them.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+from pxn.calibrate.past_runs.calibration import PastCalibration
+from pxn.calibrate.past_runs.run_dir import CANDIDATES, RUN_LOG, STATE
+from pxn.durations import format_duration
+from pxn.trace import summarize
+
+Z90 = 1.645  # a normal's 5-95% reaches this many sds either side
+WIDTH = 100  # columns, as every report keeps to
+
+
+def wrapped(lines: list[str]) -> list[str]:
+    """Each line within WIDTH, its continuation indented one step past its own indent."""
+    out = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip()))
+        out += textwrap.wrap(line, WIDTH, subsequent_indent=indent + "  ") or [""]
+    return out
+
+
+def past_run_lines(cal: PastCalibration) -> list[str]:
+    run, setup = cal.run, cal.setup
+    summary = summarize(cal.trace)
+    tasks = sum(len(r.tasks) for r in run.iterations)
+    read = [
+        f"  {RUN_LOG}: {len(run.iterations)} iterations, {tasks} tasks, {summary.proposals} "
+        "proposals judged with their minibatch scores",
+        f"  {CANDIDATES}: {1 + summary.accepted + summary.merges_accepted} programs, "
+        f"{run.components} component(s) each",
+    ]
+    if run.val_scores is not None:
+        read.append(
+            f"  {STATE}: every candidate's score on the {len(run.valset)} validation examples "
+            "(read through pxn's admitting unpickler: containers, numbers and gepa's own "
+            "types only)"
+        )
+    else:
+        read.append(f"  {STATE}: not read ({_state_note(cal)}): no validation scores")
+    if run.log is not None:
+        read.append(f"  {run.log.source}: gepa's log lines, for why tasks made no proposal")
+    lost = summary.failed + summary.skipped
+    lines = [
+        f"calibrated from a past run: {run.path} (as gepa wrote it; no recorder)",
+        "read:",
+        *read,
+        f"setup: shape {run.shape} ({run.shape_note}); V={len(run.valset)} (the seed's "
+        f"validation); train={run.trainset_size} (the largest training id seen, plus one); "
+        f"b={run.minibatch}",
+        *(f"  {said}" for said in setup.said),
+        "measured (read off the files): "
+        f"{summary.iterations} iterations, {summary.proposals} proposals, "
+        f"{summary.accepted} accepted, {summary.full_val_iterations} full validations, "
+        f"{run.metric_calls} metric calls ({run.metric_calls_note}), {lost} tasks without a "
+        "proposal"
+        + (
+            f", seed score {summary.seed_score:.3f}, best {summary.best_score:.3f}"
+            if summary.seed_score is not None and summary.best_score is not None
+            else ""
+        ),
+    ]
+    if run.reasons_guessed:
+        lines.append(
+            f"  {run.reasons_guessed} of those tasks left no reason (no gepa log was read): "
+            "read as skipped where their parent's known minibatch scores were perfect, else as "
+            "lost before a reflection"
+        )
+    lines += _time_lines(cal)
+    lines += [
+        "assumed: lognormal latencies, one for every rollout phase; no engine overhead, no "
+        "load slowdown, no difference between runs' speeds, no prefix cache (a trace "
+        "without durations shows none of them)",
+        *_narrowing_lines(cal),
+        *(f"note: {note}" for note in cal.notes),
+        "",
+    ]
+    return wrapped(lines)
+
+
+def _state_note(cal: PastCalibration) -> str:
+    return "absent" if cal.run.val_scores is None else "read"
+
+
+def _time_lines(cal: PastCalibration) -> list[str]:
+    clock = cal.wall_clock
+    lines = [f"time: wall-clock {clock.said} ({clock.source})"]
+    times = cal.file_times
+    if times is not None and "files' times" not in clock.source:
+        lines.append(f"  the files' own times: {'trusted' if times.trusted else 'not used'}: "
+                     f"{times.why}")  # fmt: skip
+    if cal.stages is not None:
+        fit = cal.stages.latency
+        low, high = fit.median_ci
+        lines.append(
+            f"  measured by MLflow's stage times: {len(cal.stages.spans)} rollout stages' spans "
+            f"as makespans on W={cal.setup.workers}: rollout median "
+            f"{fit.chosen.params['scale']:.3g} s [95% {low:.3g}, {high:.3g}]; the "
+            "reflections (unmarked by gepa) inferred from the wall-clock"
+        )
+    elif cal.tracked is not None:
+        lines.append("  MLflow's stage times marked too few stages to time the rollouts")
+    else:
+        lines.append(
+            "  inferred: the rollout and reflection latencies, from the wall-clock and the "
+            "run's structure, by simulation (below)"
+        )
+    return lines
+
+
+def _narrowing_lines(cal: PastCalibration) -> list[str]:
+    """How wide the latencies' medians are here, against what a recording of this run would
+    leave them: its n latencies' median known to about z * 1.25 s / sqrt(n) on the log
+    scale either side (the median's standard error), at the posterior's own s; both 5-95%."""
+    summary = summarize(cal.trace)
+    counts = {"rollout": cal.run.metric_calls, "reflection": max(summary.proposals, 1)}
+    posterior = {p.path: p for p in cal.inference.parameters}
+    lines = []
+    for kind, n in counts.items():
+        scale, spread = posterior.get(f"{kind}.scale"), posterior.get(f"{kind}.s")
+        if scale is None or spread is None:
+            continue
+        here = scale.high / scale.low
+        recorded = math.exp(2 * Z90 * 1.25 * spread.median / math.sqrt(n))
+        span = f"{_seconds(scale.low)} to {_seconds(scale.high)}"
+        if here > recorded:
+            lines.append(
+                f"a recorded run would narrow: the {kind} median here lies in {span} (5-95%, "
+                f"x{here:.3g}); timing this run's {n} {kind}s would pin it to about "
+                f"x{recorded:.2f}"
+            )
+        else:
+            lines.append(
+                f"the {kind} median here lies in {span} (5-95%, x{here:.3g}): about as narrow "
+                f"as timing this run's {n} {kind}s would make it"
+            )
+    return lines
+
+
+def _seconds(value: float) -> str:
+    return format_duration(value) if value >= 1 else f"{value:.3g} s"

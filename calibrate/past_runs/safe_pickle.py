@@ -1,0 +1,89 @@
+"""gepa_state.bin read without running what it names: a pickle is code.
+
+Unpickling calls whatever callable the file names (`os.system`,
+`builtins.exec`, a user's class whose `__setstate__` does anything), so a
+state file from someone else can take over the machine the moment it is
+loaded with `pickle.load`, as gepa's own `GEPAState.load` does. This reader
+resolves a name only when it is one of ADMITTED: the plain containers and
+numbers Python's pickle needs by name, numpy's scalars (a metric that
+returns numpy floats leaves them in the scores) and the two gepa 0.1.4
+classes its state can hold (the evaluation cache and its entries, plain
+dataclasses). Everything else is refused, before anything is called, in
+one line naming the global; persistent ids (which a plain pickle never
+has) are refused the same way.
+
+What this admits runs no code of the file's choosing: the containers and
+numbers are built by the unpickler itself, a numpy scalar from its dtype and
+raw bytes, a gepa dataclass by `object.__new__` and its `__dict__` filled in.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from typing import Any
+
+from pxn.errors import PxnError
+
+# (module, name) pairs a gepa 0.1.4 state may name, and nothing else.
+ADMITTED: frozenset[tuple[str, str]] = frozenset(
+    {
+        # Containers and numbers older pickle protocols name instead of using opcodes.
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+        ("builtins", "dict"),
+        ("builtins", "list"),
+        ("builtins", "tuple"),
+        ("builtins", "int"),
+        ("builtins", "float"),
+        ("builtins", "str"),
+        ("builtins", "bytes"),
+        ("builtins", "bool"),
+        ("collections", "OrderedDict"),
+        ("collections", "defaultdict"),
+        # A numpy float or int a metric returned: a dtype and raw bytes.
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+        # The evaluation cache (cache_evaluation=True) and its entries.
+        ("gepa.core.state", "EvaluationCache"),
+        ("gepa.core.state", "CachedEvaluation"),
+    }
+)
+
+
+class _AdmittingUnpickler(pickle.Unpickler):
+    def __init__(self, file: io.BufferedIOBase, what: str):
+        super().__init__(file)
+        self.what = what
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in ADMITTED:
+            raise PxnError(
+                f"names {module}.{name}, which no gepa 0.1.4 state holds: refused unread (a "
+                "pickle runs what it names); move it out of the directory to calibrate from "
+                "the JSON files alone",
+                subject=self.what,
+            )
+        return super().find_class(module, name)
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise PxnError(
+            "holds a persistent id, which no gepa 0.1.4 state has: refused unread",
+            subject=self.what,
+        )
+
+
+def load_admitted(data: bytes, what: str) -> Any:
+    """The object a pickle holds, built only from ADMITTED globals; PxnError naming the first
+    other global it names (nothing it names is called), or saying it is cut short."""
+    try:
+        return _AdmittingUnpickler(io.BytesIO(data), what).load()
+    except PxnError:
+        raise
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError) as exc:
+        raise PxnError(
+            f"is not a whole pickle ({type(exc).__name__}: {exc}): cut short while it was "
+            "being written, or not gepa's state",
+            subject=what,
+        ) from None

@@ -1,0 +1,285 @@
+"""A past run as a trace of the one schema: scores, verdicts and counts, no durations.
+
+Every event a recorded run of the same iterations would hold is written,
+from what the run_dir says (past_run.py): the seed's validation rollouts and
+`validation`, each iteration's parent and child minibatch rollouts with their
+scores (a parent's scores are unknown where gepa judged no child of its
+task: `score` null), one `reflection` per task that reached one (its
+`error` set where it failed), the `decision`s with their minibatch sums,
+the full validations with each example's score, the merges, a `no_proposal`
+per task that made none, and the stages each iteration ran.
+
+No time is known event by event, and none is made up: every event is an
+instant at the start of its iteration's slot on an order-only clock (the
+seed at 0, iteration i at i), every rollout is marked untimed (`timed`
+false), and run_start's meta says `durations: none` and where the run came
+from. Such a trace carries the search, never a latency: pxn.calibrate's
+past-run calibration takes the search and bookkeeping from the one pipeline
+and the times from what the run left (timing.py), never from these
+instants.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pxn.calibrate.past_runs.past_run import IterationRecord, PastRun, Task
+from pxn.trace import (
+    Decision,
+    Event,
+    Iteration,
+    Merge,
+    NoProposal,
+    Reflection,
+    Rollout,
+    RunEnd,
+    RunStart,
+    Stage,
+    TraceWriter,
+    Validation,
+)
+
+DURATIONS_KEY = "durations"  # run_start meta: "none" in a trace made from a past run
+NO_DURATIONS = "none"
+FROM_KEY = "from"  # run_start meta: what the trace was made from
+
+
+def past_run_events(
+    run: PastRun, *, workers: int, reflection_concurrency: int, budget: int, meta: dict[str, Any]
+) -> list[Event]:
+    """The run's events, in the order a recording would write them."""
+    events: list[Event] = [
+        RunStart(
+            start=0.0,
+            end=0.0,
+            source="runner",
+            shape=str(run.shape),
+            budget=budget,
+            workers=workers,
+            reflection_concurrency=reflection_concurrency,
+            valset_size=len(run.valset),
+            trainset_size=run.trainset_size,
+            minibatch=run.minibatch,
+            seed=0,
+            meta={
+                DURATIONS_KEY: NO_DURATIONS,
+                FROM_KEY: str(run.path),
+                "use_merge": run.merges_on,
+                "max_merge_invocations": 5,
+                "components": run.components,
+                "selection": "all",
+                **meta,
+            },
+        )
+    ]
+    events += _seed(run)
+    for record in run.iterations:
+        events += _iteration(run, record)
+    iterations = len(run.iterations)
+    events.append(
+        RunEnd(
+            start=float(iterations),
+            end=float(iterations),
+            status="completed",
+            metric_calls=run.metric_calls,
+            iterations=iterations,
+            workers=workers,
+        )
+    )
+    return events
+
+
+def write_past_run_trace(path: Path, events: list[Event]) -> Path:
+    with TraceWriter(path) as writer:
+        for event in events:
+            writer.write(event)
+    return path
+
+
+def _val_rollouts(run: PastRun, iteration: int, phase: str, candidate: int, at: float) -> list:
+    scores = run.val_scores[candidate] if run.val_scores is not None else {}
+    return [
+        Rollout(
+            start=at,
+            end=at,
+            iteration=iteration,
+            phase=phase,
+            worker=lane,
+            candidate=str(candidate),
+            example=f"val/{example}",
+            score=scores.get(example),
+            timed=False,
+        )
+        for lane, example in enumerate(run.valset)
+    ]
+
+
+def _validation(run: PastRun, iteration: int, candidate: int, at: float) -> list[Event]:
+    if run.val_scores is None or candidate >= len(run.val_scores):
+        return []
+    scores = list(run.val_scores[candidate].values())
+    return [
+        Validation(
+            start=at,
+            end=at,
+            iteration=iteration,
+            candidate=str(candidate),
+            score=sum(scores) / len(scores),
+            examples=len(scores),
+        )
+    ]
+
+
+def _seed(run: PastRun) -> list[Event]:
+    return [
+        *_val_rollouts(run, 0, "seed_val", 0, 0.0),
+        Stage(start=0.0, end=0.0, iteration=0, name="seed_val"),
+        *_validation(run, 0, 0, 0.0),
+    ]
+
+
+def _iteration(run: PastRun, record: IterationRecord) -> list[Event]:
+    i, at = record.number, float(record.number)
+    events: list[Event] = []
+    if record.merge_not_found:
+        events.append(
+            NoProposal(
+                start=at, end=at, iteration=i, proposal=f"{i}-merge", reason="merge_not_found"
+            )
+        )
+    if record.merge is not None:
+        events += _merge(run, record, at)
+    else:
+        events += _proposals(run, record, at)
+    for program in record.new_programs:
+        events += _val_rollouts(run, i, "full_val", program, at)
+    if record.new_programs:
+        events.append(Stage(start=at, end=at, iteration=i, name="full_val"))
+    for program in record.new_programs:
+        events += _validation(run, i, program, at)
+    events.append(Iteration(start=at, end=at, iteration=i))
+    return events
+
+
+def _minibatch_rollouts(
+    i: int, at: float, phase: str, candidate: str, task: Task, scores: tuple[float, ...] | None
+) -> list[Event]:
+    return [
+        Rollout(
+            start=at,
+            end=at,
+            iteration=i,
+            phase=phase,
+            worker=lane,
+            candidate=candidate,
+            example=f"train/{example}",
+            score=None if scores is None else scores[lane],
+            timed=False,
+        )
+        for lane, example in enumerate(task.minibatch)
+    ]
+
+
+def _proposals(run: PastRun, record: IterationRecord, at: float) -> list[Event]:
+    i = record.number
+    events: list[Event] = []
+    evaluated: set[tuple[int, tuple]] = set()
+    for task in record.tasks:  # gepa evaluates each distinct (parent, minibatch) once
+        key = (task.parent, tuple(task.minibatch))
+        if key in evaluated:
+            continue
+        evaluated.add(key)
+        events += _minibatch_rollouts(
+            i, at, "parent_minibatch", str(task.parent), task, task.before
+        )
+    if record.tasks:
+        events.append(Stage(start=at, end=at, iteration=i, name="parent_minibatch"))
+    reflected = [t for t in record.tasks if t.judged or t.reason in REFLECTED]
+    for slot, task in enumerate(reflected):
+        failed = task.reason == "reflection_failed"
+        events.append(
+            Reflection(
+                start=at,
+                end=at,
+                iteration=i,
+                slot=slot,
+                proposal=task.proposal,
+                parent=str(task.parent),
+                error="the reflection failed (gepa's log)" if failed else None,
+            )
+        )
+    if reflected:
+        events.append(Stage(start=at, end=at, iteration=i, name="reflection"))
+    for task in record.tasks:
+        if task.reason is not None:
+            events.append(
+                NoProposal(
+                    start=at,
+                    end=at,
+                    iteration=i,
+                    proposal=task.proposal,
+                    parent=str(task.parent),
+                    reason=task.reason,
+                )
+            )
+    judged = [t for t in record.tasks if t.judged]
+    for task in judged:
+        events += _minibatch_rollouts(i, at, "child_minibatch", task.proposal, task, task.after)
+    if judged:
+        events.append(Stage(start=at, end=at, iteration=i, name="child_minibatch"))
+    for task in judged:
+        events.append(
+            Decision(
+                start=at,
+                end=at,
+                iteration=i,
+                proposal=task.proposal,
+                parent=str(task.parent),
+                accepted=task.candidate is not None,
+                candidate=None if task.candidate is None else str(task.candidate),
+                score_before=sum(task.before or ()),
+                score_after=sum(task.after or ()),
+            )
+        )
+    return events
+
+
+# The reasons a task reached its reflection: it then had a reflection call.
+REFLECTED = ("reflection_failed", "no_texts")
+
+
+def _merge(run: PastRun, record: IterationRecord, at: float) -> list[Event]:
+    i, merge = record.number, record.merge
+    assert merge is not None
+    proposal = f"{i}-merge"
+    rollouts = [
+        Rollout(
+            start=at,
+            end=at,
+            iteration=i,
+            phase="merge_subsample",
+            worker=lane,
+            candidate=proposal,
+            example=f"val/{example}",
+            score=score,
+            timed=False,
+        )
+        for lane, (example, score) in enumerate(zip(merge.subsample, merge.after, strict=False))
+    ]
+    return [
+        *rollouts,
+        Stage(start=at, end=at, iteration=i, name="merge_subsample"),
+        Merge(
+            start=at,
+            end=at,
+            iteration=i,
+            proposal=proposal,
+            parents=f"{merge.parents[0]},{merge.parents[1]}",
+            ancestor=None if merge.ancestor is None else str(merge.ancestor),
+            accepted=merge.candidate is not None,
+            candidate=None if merge.candidate is None else str(merge.candidate),
+            score_before=merge.before,
+            score_after=sum(merge.after),
+        ),
+    ]
