@@ -1,0 +1,90 @@
+"""A past run's MLflow record as a source: a real gepa 0.1.4 run tracked with use_mlflow=True
+into a real local SQLite store the test creates, read back for its times; a run that is no
+GEPA run is one line. Slow: creating an MLflow store runs its schema migrations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gepa
+import pytest
+from conftest import assert_user_error, run_pxn
+from record_helpers import SEED, TRAIN, VAL, CallableLM, ThreadedAdapter
+
+from pxn.calibrate.past_runs.mlflow_run import find_tracked_run, read_mlflow_run
+from pxn.calibrate.past_runs.past_run import past_run
+from pxn.calibrate.past_runs.run_dir import read_run_dir
+from pxn.calibrate.past_runs.stage_times import fit_stage_latency, mlflow_stage_spans
+
+pytestmark = pytest.mark.slow
+mlflow = pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
+
+
+@pytest.fixture(scope="module")
+def tracked(tmp_path_factory) -> tuple[Path, str, str]:
+    """(run_dir, tracking URI, run id) of a real gepa run tracked in a fresh SQLite store."""
+    root = tmp_path_factory.mktemp("mlflow")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    run_dir = root / "run_dir"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+        gepa.optimize(
+            seed_candidate=SEED,
+            trainset=TRAIN,
+            valset=VAL,
+            adapter=ThreadedAdapter(2),
+            reflection_lm=CallableLM(),
+            max_metric_calls=80,
+            run_dir=str(run_dir),
+            use_mlflow=True,
+            mlflow_tracking_uri=uri,
+            mlflow_experiment_name="past-runs",
+        )
+        found = find_tracked_run(run_dir, uri)
+    assert found is not None
+    return run_dir, uri, found
+
+
+def test_the_metrics_gepa_logged_mark_the_run_and_its_stages(tracked):
+    run_dir, uri, run_id = tracked
+    record = read_mlflow_run(f"mlflow:{run_id}", uri)
+    assert record.run_dir == str(run_dir) and record.status == "FINISHED"
+    assert record.end is not None and record.start <= record.last_time <= record.end
+    latest = read_mlflow_run("mlflow:experiment:past-runs", uri)
+    assert latest.run_id == run_id
+    run = past_run(read_run_dir(run_dir))
+    spans = mlflow_stage_spans(run, record)
+    # The seed's validation, every iteration's parents, and each full validation.
+    full_vals = sum(1 for r in run.iterations if r.new_programs)
+    assert len(spans) == 1 + len(run.iterations) + full_vals
+    assert all(s.span > 0 for s in spans)
+    assert fit_stage_latency(spans, 2) is not None
+
+
+def test_a_run_calibrates_with_its_rollouts_timed_by_mlflow(tracked, tmp_path):
+    _, uri, run_id = tracked
+    out = tmp_path / "past.toml"
+    # The real run took a second; a given wall-clock stands in for a run that took minutes.
+    done = run_pxn(
+        "calibrate", f"mlflow:{run_id}", "--tracking-uri", uri, "--workers", "2",
+        "--wall-clock", "20min", "--draws", "10", "-o", out,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "measured by MLflow's stage times" in done.stdout and out.exists()
+
+
+def test_an_mlflow_run_that_is_no_gepa_run_is_one_line(tracked, tmp_path):
+    _, uri, _ = tracked
+    mlflow.set_tracking_uri(uri)
+    with mlflow.start_run() as other:
+        mlflow.log_metric("loss", 0.5)
+    out = tmp_path / "out.toml"
+    done = run_pxn(
+        "calibrate", f"mlflow:{other.info.run_id}", "--tracking-uri", uri, "--workers", "2",
+        "-o", out,
+    )  # fmt: skip
+    assert_user_error(done, "holds none of gepa's metrics", "loss")
+    assert not out.exists()
+    done = run_pxn("calibrate", "mlflow:no-such-run", "--tracking-uri", uri, "-o", out)
+    assert_user_error(done, "cannot be read from")
+    assert not out.exists()
