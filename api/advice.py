@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from pxn.api.budgets import budgets_of, proposal_warnings
 from pxn.api.console import WorkProgress
 from pxn.api.results import Result
-from pxn.api.running import DEFAULT_JOBS, budget_of, checked_work, scenario_of
+from pxn.api.running import DEFAULT_JOBS, checked_work, scenario_of
+from pxn.budget import FEW_PROPOSALS
 from pxn.errors import PxnError
 
 if TYPE_CHECKING:
@@ -17,7 +19,8 @@ if TYPE_CHECKING:
 
     from pxn.api.report import Report
     from pxn.api.running import ScenarioLike
-    from pxn.sim.advise import Advice, Assessment
+    from pxn.sim.advise import Advice, Allocation, Assessment
+    from pxn.sim.predict import Prediction
 
     Values = str | int | Iterable[int]
 
@@ -50,8 +53,8 @@ class AdviseResult(Result):
 
         return advice_report(self.advice)
 
-    def records(self) -> Sequence[Assessment]:
-        return self.advice.assessments
+    def records(self) -> Sequence[AllocationRecord]:
+        return [AllocationRecord.of(x) for x in self.advice.assessments]
 
     def figure(self) -> Figure:
         """Time against dollars (or iterations, without prices) of every allocation."""
@@ -62,6 +65,32 @@ class AdviseResult(Result):
                 "nothing was simulated, so there is nothing to draw: " + "; ".join(self.reasons)
             )
         return advice_figure(self.advice)
+
+
+@dataclass(frozen=True)
+class AllocationRecord:
+    """One allocation as a frame's row reads it: its prediction and how it was judged."""
+
+    allocation: Allocation
+    prediction: Prediction
+    wall_clock_se: float  # standard error of the mean wall-clock
+    dollars_se: float | None
+    meets_deadline: bool | None  # None: no deadline asked
+    within_cap: bool | None  # None: no dollar cap asked
+    limited_by: str  # what sets this allocation's pace, and which constraint is near
+    # Per replicate, in replicate order.
+    wall_clocks: tuple[float, ...]
+    dollar_values: tuple[float, ...] | None
+    test_scores: tuple[float, ...] | None  # the quality model's
+    target_chance: float | None = None  # the share of runs reaching the target score asked
+
+    @classmethod
+    def of(cls, x: Assessment) -> AllocationRecord:
+        target = x.ask.target_score
+        fields: dict[str, Any] = {
+            name: getattr(x, name) for name in cls.__dataclass_fields__ if name != "target_chance"
+        }
+        return cls(**fields, target_chance=None if target is None else x.chance(target))
 
 
 def values_of(values: Values, what: str) -> tuple[int, ...]:
@@ -78,10 +107,11 @@ def values_of(values: Values, what: str) -> tuple[int, ...]:
 def advise(
     scenario: ScenarioLike,
     *,
-    budget: int | str,
-    predictors: int = 1,
+    budget: int | str | Sequence[int | str] | None = None,
+    predictors: int | None = None,
     deadline: str | float | None = None,
     max_dollars: float | None = None,
+    target_score: float | None = None,
     workers: Values | None = None,
     p: Values = "1..4",
     n: Values = "1..4",
@@ -89,31 +119,44 @@ def advise(
     objective: str = "time",
     reps: int = 100,
     full_grid: bool = False,
+    min_proposals: int = FEW_PROPOSALS,
     seed: int | None = None,
     jobs: int = DEFAULT_JOBS,
     backend: str = "local",
     address: str | None = None,
     progress: bool = False,
 ) -> AdviseResult:
-    """Recommend P, N, b and W for `budget` metric calls (or dspy.GEPA's "auto:light",
-    "full-evals:3": `simulate`'s budgets).
+    """Recommend P, N, b and W, and B among several budgets, under a deadline and a dollar
+    cap.
 
+    `budget`: the scenario's by default; metric calls or dspy.GEPA's
+    "auto:light", "full-evals:3" (`simulate`'s budgets), or several to
+    compare: "1000,2000,4000", "500..20000" (doublings) or a list, with
+    DSPy's auto levels among them for a DSPy scenario. Several are compared
+    by score: `objective="score"`, or a `target_score`.
     `deadline` ("3h", "90m" or seconds) and `max_dollars` (the scenario
     needs prices) bound the allocations; `objective` ranks the rest by time,
-    cost or score (the expected test score; needs a [quality] model). P, N,
-    b (`minibatch`) and W (`workers`) take values to try:
-    "1..8", "1,2,4", a number or numbers; b and W default to the scenario's.
-    Grids of more than 64 allocations are raced (`reps` for the contenders
-    only) unless `full_grid`. The other arguments are `sweep`'s.
+    cost or score (the expected test score; needs a [quality] model).
+    `target_score`: the fastest (objective time) or cheapest (cost)
+    allocation whose runs reach it in 90% of simulated runs. P, N, b
+    (`minibatch`) and W (`workers`) take values to try: "1..8", "1,2,4", a
+    number or numbers; b and W default to the scenario's. Grids of more than
+    64 allocations are raced (`reps` for the contenders only) unless
+    `full_grid`. A budget affording fewer than `min_proposals` proposals is
+    warned of before anything is simulated. The other arguments are
+    `sweep`'s.
     """
     from pxn.durations import parse_duration
+    from pxn.shape import Shape
     from pxn.sim.advise import Ask, advise_work, bound_reasons, check_ask
     from pxn.sim.advise import advise as advise_ask
     from pxn.sim.backends import make_backend
 
-    the_scenario = scenario_of(scenario, seed)
+    the_scenario = scenario_of(scenario, seed, predictors=predictors)
+    budgets = budgets_of(the_scenario, budget, predictors)
+    values = budgets.values
     ask = Ask(
-        budget=budget_of(the_scenario, budget, predictors),
+        budget=values[0] if len(values) == 1 else values,
         p=values_of(p, "p"),
         n=values_of(n, "n"),
         b=(the_scenario.minibatch,) if minibatch is None else values_of(minibatch, "b"),
@@ -123,10 +166,16 @@ def advise(
         objective=objective,
         replicates=reps,
         race=not full_grid,
+        target_score=target_score,
+        budget_names=budgets.names,
     )
     check_ask(the_scenario, ask)  # before the progress bar draws anything
+    narrowest = Shape(min(ask.p), min(ask.n))
+    warnings = proposal_warnings(
+        ask.budgets, the_scenario.valset_size, max(ask.b), [narrowest], min_proposals, progress
+    )
     if bound_reasons(the_scenario, ask):  # refused before anything is simulated
-        return AdviseResult(advise_ask(the_scenario, ask))
+        return AdviseResult(with_notes(advise_ask(the_scenario, ask), warnings, budgets.notes))
     meter = WorkProgress(
         "simulating allocations", "replicates", ask.grid_size * ask.first_round, shown=progress
     )
@@ -138,4 +187,10 @@ def advise(
         meter.estimate = guess + race
         with make_backend(backend, address, jobs) as the_backend, meter:
             advice = advise_ask(the_scenario, ask, the_backend, on_progress=meter.update)
-    return AdviseResult(advice)
+    return AdviseResult(with_notes(advice, warnings, budgets.notes))
+
+
+def with_notes(advice: Advice, warnings: list[str], notes: Sequence[str]) -> Advice:
+    """The advice with the budgets' warnings and notes first among its notes."""
+    advice.notes = [*warnings, *notes, *advice.notes]
+    return advice

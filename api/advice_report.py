@@ -8,7 +8,7 @@ from pxn.api.prediction_report import extrapolation_warning
 from pxn.api.report import Note, Report, csv_text, json_text
 from pxn.api.tables import Column, Grid
 from pxn.durations import format_duration, format_span
-from pxn.sim.advise import Advice, Assessment
+from pxn.sim.advise import TARGET_CHANCE, Advice, Ask, Assessment
 
 CAVEAT = (
     "Ranked by wall-clock and dollars at a fixed budget of metric calls. The scenario has "
@@ -30,7 +30,9 @@ def money(value: float) -> str:
 def headline(advice: Advice) -> list[str | Note]:
     """The ask, how it was searched, and the caveat (prose, wrapped to the terminal)."""
     ask = advice.ask
-    asked = [f"B={ask.budget} metric calls", f"objective: {ask.objective}"]
+    asked = [f"{budgets_asked(ask)} metric calls", f"objective: {ask.objective}"]
+    if ask.target_score is not None:
+        asked.append(f"target test score {ask.target_score:g} in {TARGET_CHANCE:.0%} of runs")
     if ask.deadline is not None:
         asked.append(f"deadline {format_duration(ask.deadline)}")
     if ask.max_dollars is not None:
@@ -40,6 +42,13 @@ def headline(advice: Advice) -> list[str | Note]:
         f"search: {advice.search}",
         *([Note(caveat(advice))] if advice.assessments else []),  # of a ranking, when there is one
     ]
+
+
+def budgets_asked(ask: Ask) -> str:
+    """B=5000, or each budget compared, as given: B=500, 780 (auto:light), 1000."""
+    if not ask.several_budgets:
+        return f"B={ask.budget}"
+    return "B=" + ", ".join(ask.budget_label(b).removeprefix("B=") for b in ask.budgets)
 
 
 def caveat(advice: Advice) -> str:
@@ -59,6 +68,8 @@ def describe(x: Assessment) -> str:
         parts.append(f"{money(p.dollars.mean)} [{money(p.dollars.low)}-{money(p.dollars.high)}]")
     if p.test_score is not None:
         parts.append(f"test score {score_text(p.test_score)}")
+    if x.ask.target_score is not None:
+        parts.append(f"reaches {x.ask.target_score:g} in {x.chance(x.ask.target_score):.0%}")
     parts += [
         f"{p.iterations.mean:.0f} iterations",
         f"{p.proposals.mean:.0f} proposals",
@@ -87,6 +98,8 @@ def recommendation(advice: Advice) -> list[str | Note]:
     if advice.recommended is None:
         return []
     lines: list[str | Note] = ["", Note(describe(advice.recommended), label="recommended")]
+    if advice.bound_by is not None:
+        lines.append(Note(advice.bound_by, label="bound by"))
     lines += [Note(describe(x), label="  within noise") for x in advice.runners_up[:RUNNERS_UP]]
     if len(advice.runners_up) > RUNNERS_UP:
         more = len(advice.runners_up) - RUNNERS_UP
@@ -98,6 +111,7 @@ def advice_table(advice: Advice) -> Grid:
     ties = {id(x) for x in advice.runners_up}
     priced = advice.scenario.prices is not None
     scored = advice.scenario.quality is not None
+    target = advice.ask.target_score
     grid = Grid(
         title=(
             f"best {SHOWN} of {len(advice.assessments)} allocations (every one in advise.csv)"
@@ -108,9 +122,10 @@ def advice_table(advice: Advice) -> Grid:
             Column("", left=True),
             Column("allocation", left=True),
             Column("wall-clock"),
-            Column("5-95%"),
+            Column("5-95%", rank=1 if target else 0),  # with a target, its chance first
             *([Column("dollars")] if priced else []),
             *([Column("test score")] if scored else []),
+            *([Column(f"reaches\n{target:g}", words=f"reaches {target:g}")] if target else []),
             Column("iterations", rank=1),
             Column("proposals", rank=2),
             Column("full-val", rank=2),
@@ -121,6 +136,7 @@ def advice_table(advice: Advice) -> Grid:
         + (" and dollars" if priced else "")
         + (" and test score" if scored else "")
         + ": simulated mean [5-95%]"
+        + (f"; reaches {target:g}: the share of runs whose test score does" if target else "")
         + feasibility(advice),
     )
     for x in advice.assessments[:SHOWN]:
@@ -128,6 +144,8 @@ def advice_table(advice: Advice) -> Grid:
         mark = "best" if x is advice.recommended else "tie" if id(x) in ties else ""
         if not x.feasible:
             mark = "over"
+        elif not x.eligible:
+            mark = "short"  # misses the target score too often
         grid.add_row(
             mark,
             x.allocation.label,
@@ -135,6 +153,7 @@ def advice_table(advice: Advice) -> Grid:
             format_span(p.wall_clock.low, p.wall_clock.high),
             *([money(p.dollars.mean)] if priced else []),
             *([score_text(p.test_score)] if scored else []),
+            *([f"{x.chance(target):.0%}"] if target else []),
             f"{p.iterations.mean:.1f}",
             f"{p.proposals.mean:.0f}",
             f"{p.full_val_share.mean:.0%}",
@@ -144,10 +163,70 @@ def advice_table(advice: Advice) -> Grid:
     return grid
 
 
+def budgets_table(advice: Advice) -> Grid:
+    """Per budget, the best allocation that meets the ask there: what each budget buys."""
+    ask = advice.ask
+    priced = advice.scenario.prices is not None
+    target = ask.target_score
+    grid = Grid(
+        title="the best allocation at each budget",
+        columns=[
+            Column("", left=True),
+            Column("budget", left=True),
+            Column("allocation", left=True),
+            Column("test score"),
+            *([Column(f"reaches\n{target:g}", words=f"reaches {target:g}")] if target else []),
+            Column("wall-clock"),
+            Column("95%", rank=1, words="95th percentile"),
+            *(
+                [Column("dollars"), Column("95%\n$", rank=2, words="95th percentile $")]
+                if priced
+                else []
+            ),
+            Column("reps", rank=3, words="replicates"),
+        ],
+        caption=(
+            f"at each budget, the {'fastest' if ask.objective == 'time' else 'cheapest'} "
+            f"allocation reaching {target:g} in {TARGET_CHANCE:.0%} of runs"
+            if target
+            else "at each budget, the highest expected test score"
+        )
+        + " among the allocations that meet the ask (over: none meets the deadline and the cap"
+        + (", short: none reaches the target" if target else "")
+        + "; the best score shown); best: the recommendation",
+    )
+    for budget in ask.budgets:
+        at = [x for x in advice.assessments if x.budget == budget]
+        full = [x for x in at if x.replicates == ask.replicates] or at
+        meeting = [x for x in full if x.eligible]
+        if meeting and target is not None:  # the fastest or cheapest reaching it
+            x = min(meeting, key=lambda y: y.objective(ask.objective)[0])
+        else:
+            x = max(meeting or full, key=lambda y: (y.test_score.mean, -y.wall_clock.mean))
+        mark = "best" if x is advice.recommended else "" if meeting else "short"
+        if not meeting and not any(y.feasible for y in full):
+            mark = "over"
+        w, d = x.wall_clock, x.dollars
+        grid.add_row(
+            mark,
+            ask.budget_label(budget).removeprefix("B="),
+            x.allocation.setup.label,
+            score_text(x.test_score),
+            *([f"{x.chance(target):.0%}"] if target else []),
+            format_duration(w.mean),
+            format_duration(w.high),
+            *([money(d.mean), money(d.high)] if priced else []),
+            str(x.replicates),
+        )
+    return grid
+
+
 def assessment_row(advice: Advice, x: Assessment) -> dict[str, Any]:
     p, a = x.prediction, x.allocation
     ties = {id(t) for t in advice.runners_up}
     row: dict[str, Any] = {"p": a.p, "n": a.n, "b": a.b, "workers": a.workers}
+    if advice.ask.several_budgets:
+        row = {"budget": x.budget, "budget_given": advice.ask.budget_names.get(x.budget)} | row
     row["recommended"] = x is advice.recommended
     row["within_noise_of_best"] = id(x) in ties
     row["feasible"] = x.feasible
@@ -170,6 +249,8 @@ def assessment_row(advice: Advice, x: Assessment) -> dict[str, Any]:
         for end, column in (("mean", "mean"), ("low", "p5"), ("high", "p95")):
             row[f"{name}_{column}"] = None if interval is None else getattr(interval, end)
     row["test_score_se"] = None if x.test_scores is None else x.objective("score")[1]
+    if advice.ask.target_score is not None:
+        row["target_chance"] = x.chance(advice.ask.target_score)
     row["iterations_mean"] = p.iterations.mean
     row["proposals_mean"] = p.proposals.mean
     row["full_val_share_mean"] = p.full_val_share.mean
@@ -188,10 +269,12 @@ def advice_csv(advice: Advice) -> str:
 
 def advice_document(advice: Advice) -> dict[str, Any]:
     ask = advice.ask
+    new = {} if ask.target_score is None else {"target_score": ask.target_score}
+    found = {} if advice.bound_by is None else {"bound_by": advice.bound_by}
     return {
         "scenario": advice.scenario.to_dict(),
         "ask": {
-            "budget": ask.budget,
+            "budget": list(ask.budgets) if ask.several_budgets else ask.budget,
             "p": list(ask.p),
             "n": list(ask.n),
             "b": list(ask.b),
@@ -200,11 +283,13 @@ def advice_document(advice: Advice) -> dict[str, Any]:
             "max_dollars": ask.max_dollars,
             "objective": ask.objective,
             "replicates": ask.replicates,
+            **new,
         },
         "search": advice.search,
         "caveat": caveat(advice),
         "recommended": None if advice.recommended is None else advice.recommended.allocation.label,
         "runners_up": [x.allocation.label for x in advice.runners_up],
+        **found,
         "infeasible_because": advice.reasons,
         "notes": advice.notes,
         "allocations": [assessment_row(advice, x) for x in advice.assessments],
@@ -218,11 +303,13 @@ def advice_json(advice: Advice) -> str:
 def advice_report(advice: Advice) -> Report:
     """The ask, the recommendation and the allocations, in every form."""
     shown: list = [*headline(advice), *recommendation(advice)]
+    if advice.assessments and advice.ask.several_budgets:
+        shown.append(budgets_table(advice))
     if advice.assessments:
         shown.append(advice_table(advice))
     shown += [Note(note) for note in advice.notes]
     if advice.assessments:
-        at_budget = advice.scenario.replace(budget=advice.ask.budget)
+        at_budget = advice.scenario.replace(budget=advice.ask.budgets[-1])
         warning = extrapolation_warning(at_budget, [x.prediction for x in advice.assessments])
         shown += [] if warning is None else [warning]
     return Report(

@@ -25,7 +25,8 @@ from pxn.trace import RunSummary
 if TYPE_CHECKING:
     from pxn.calibrate.traces.fit import LatencyFit
     from pxn.calibrate.validate import ScenarioValidation
-    from pxn.sim.advise import Advice, Assessment
+    from pxn.sim.advise import Advice, Ask, Assessment
+    from pxn.sim.curves import Curve
     from pxn.trace import Trace
 
 
@@ -184,6 +185,71 @@ def progress_figure(
     return fig
 
 
+def curves_figure(
+    scenario: Scenario,
+    curves: Sequence[Curve],
+    deadline: float | None = None,
+    max_dollars: float | None = None,
+) -> Figure:
+    """Expected test score against dollars and against wall-clock, one line and 5-95% band
+    per shape, a point per budget; DSPy's levels named, each knee ringed, the deadline and
+    the cap drawn where given. Without prices, against wall-clock alone."""
+    priced = scenario.prices is not None
+    unit, size = time_unit(max(p.prediction.wall_clock.mean for c in curves for p in c.points))
+    fig = Figure(figsize=(12, 5.2) if priced else (7.5, 5.2), layout="constrained")
+    axes = fig.subplots(1, 2 if priced else 1, sharey=True, squeeze=False)[0]
+    colours = colormaps["tab10"]
+    panels: list[tuple[Axes, Callable[[Prediction], float], str]] = [
+        (axes[-1], lambda p: p.wall_clock.mean / size, f"predicted wall-clock ({unit}, mean)")
+    ]
+    if priced:
+        panels.insert(0, (axes[0], lambda p: p.dollars.mean, "predicted dollars (mean)"))
+    for ax, x_of, label in panels:
+        for i, curve in enumerate(curves):
+            colour = colours(i % 10)
+            xs = [x_of(point.prediction) for point in curve.points]
+            scores = [point.prediction.test_score for point in curve.points]
+            ax.fill_between(
+                xs, [s.low for s in scores], [s.high for s in scores], color=colour, alpha=0.07
+            )
+            for edge in ([s.low for s in scores], [s.high for s in scores]):
+                ax.plot(xs, edge, color=colour, linewidth=0.6, linestyle=":")
+            ax.plot(xs, [s.mean for s in scores], "o-", color=colour, markersize=4,
+                    label=curve.shape.label)  # fmt: skip
+            for x, point in zip(xs, curve.points, strict=True):
+                if point.given != str(point.budget):  # DSPy's level: named on the curve
+                    y = point.prediction.test_score.mean
+                    ax.annotate(point.given, (x, y), xytext=(4, -10), textcoords="offset points",
+                                fontsize=7, color=colour)  # fmt: skip
+            if curve.knee is not None:
+                at = next(p for p in curve.points if p.budget == curve.knee.budget)
+                ax.scatter(x_of(at.prediction), at.prediction.test_score.mean, s=110,
+                           facecolors="none", edgecolors=colour, linewidths=1.5)  # fmt: skip
+        ax.set_xlabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("expected test score of the chosen candidate (mean, 5-95% band)")
+    if deadline is not None:
+        axes[-1].axvline(deadline / size, color="black", linestyle="--", linewidth=1,
+                         label="deadline")  # fmt: skip
+    if max_dollars is not None and priced:
+        axes[0].axvline(max_dollars, color="dimgrey", linestyle="-.", linewidth=1,
+                        label="dollar cap")  # fmt: skip
+    axes[0].scatter([], [], s=110, facecolors="none", edgecolors="grey", label="knee")
+    budgets = [p.budget for p in curves[0].points]
+    fig.suptitle(
+        f"{scenario.name}: learning curves, B = {budgets[0]} to {budgets[-1]} metric calls "
+        f"({len(budgets)} budgets), V={scenario.valset_size}, b={scenario.minibatch}, "
+        f"W={scenario.workers}",
+        fontsize="medium",
+    )
+    handles = {}
+    for ax in axes:
+        for handle, name in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(name, handle)
+    fig.legend(list(handles.values()), list(handles), loc="outside right upper", fontsize="small")
+    return fig
+
+
 def error_bar(interval: Interval, size: float = 1.0) -> list[list[float]]:
     """matplotlib's [[below], [above]] for a 5-95% interval around its mean.
 
@@ -209,50 +275,57 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, flo
 def advice_figure(advice: Advice) -> Figure:
     """Time against dollars (or iterations, without prices) of every allocation.
 
-    Allocations simulated in full are coloured by W; those a race dropped
-    after its first round are faint. The Pareto front of the feasible ones is
-    a step line; the recommendation is a star with its 5-95% intervals, and
-    allocations within noise of it are ringed.
+    Allocations simulated in full are coloured by W (by B, where the ask
+    compares budgets); those a race dropped after its first round are faint.
+    The Pareto front of the feasible ones is a step line; the recommendation
+    is a star with its 5-95% intervals, and allocations within noise of it
+    are ringed.
     """
     ask = advice.ask
-    full = [x for x in advice.assessments if x.prediction.replicates == ask.replicates]
-    dropped = [x for x in advice.assessments if x.prediction.replicates != ask.replicates]
+    full = [x for x in advice.assessments if x.replicates == ask.replicates]
+    dropped = [x for x in advice.assessments if x.replicates != ask.replicates]
     scored = advice.scenario.quality is not None
     priced = advice.scenario.prices is not None and not scored
-    unit, size = time_unit(max(x.prediction.wall_clock.mean for x in advice.assessments))
+    unit, size = time_unit(max(x.wall_clock.mean for x in advice.assessments))
 
     def y_of(x: Assessment) -> float:  # lower is better, as the front takes it
-        p = x.prediction
         if scored:
-            return -p.test_score.mean
-        return p.dollars.mean if priced else -p.iterations.mean  # more iterations: better
+            return -x.test_score.mean
+        return x.dollars.mean if priced else -x.prediction.iterations.mean  # more: better
 
     fig = Figure(figsize=(8, 5.6), layout="constrained")
     ax = fig.subplots()
+    # Coloured by the dial that moves the figure most: B where budgets are compared.
+    groups: Sequence[int] = ask.budgets if ask.several_budgets else ask.workers
+
+    def group_of(x: Assessment) -> int:
+        return x.budget if ask.several_budgets else x.allocation.workers
+
+    def group_label(value: int) -> str:
+        return ask.budget_label(value) if ask.several_budgets else f"W={value}"
+
     colours = dict(
         zip(
-            ask.workers,
-            colormaps["viridis"](
-                [i / max(1, len(ask.workers) - 1) for i in range(len(ask.workers))]
-            ),
+            groups,
+            colormaps["viridis"]([i / max(1, len(groups) - 1) for i in range(len(groups))]),
             strict=True,
         )
     )
     sign = 1 if priced else -1
-    for w in ask.workers:
-        mine = [x for x in full if x.allocation.workers == w and x.feasible]
+    for w in groups:
+        mine = [x for x in full if group_of(x) == w and x.feasible]
         ax.scatter(
-            [x.prediction.wall_clock.mean / size for x in mine],
+            [x.wall_clock.mean / size for x in mine],
             [sign * y_of(x) for x in mine],
             s=18,
             color=colours[w],
             alpha=0.8,
-            label=f"W={w}",
+            label=group_label(w),
         )
     over = [x for x in full if not x.feasible]
     if over:
         ax.scatter(
-            [x.prediction.wall_clock.mean / size for x in over],
+            [x.wall_clock.mean / size for x in over],
             [sign * y_of(x) for x in over],
             s=14,
             marker="x",
@@ -261,16 +334,14 @@ def advice_figure(advice: Advice) -> Figure:
         )
     if dropped:
         ax.scatter(
-            [x.prediction.wall_clock.mean / size for x in dropped],
+            [x.wall_clock.mean / size for x in dropped],
             [sign * y_of(x) for x in dropped],
             s=8,
             color="silver",
             alpha=0.5,
-            label=f"dropped in the race ({dropped[0].prediction.replicates} replicates)",
+            label=f"dropped in the race ({dropped[0].replicates} replicates)",
         )
-    front = pareto_front(
-        [(x.prediction.wall_clock.mean, y_of(x)) for x in advice.assessments if x.feasible]
-    )
+    front = pareto_front([(x.wall_clock.mean, y_of(x)) for x in advice.assessments if x.feasible])
     if front:
         ax.step(
             [t / size for t, _ in front],
@@ -282,7 +353,7 @@ def advice_figure(advice: Advice) -> Figure:
         )
     for x in advice.runners_up:
         ax.scatter(
-            x.prediction.wall_clock.mean / size,
+            x.wall_clock.mean / size,
             sign * y_of(x),
             s=90,
             facecolors="none",
@@ -325,7 +396,7 @@ def advice_figure(advice: Advice) -> Figure:
         else "iterations (mean): how often the search adapts"
     )
     ax.set_title(
-        f"{advice.scenario.name}: B={ask.budget} metric calls, objective {ask.objective}\n"
+        f"{advice.scenario.name}: {budgets_text(ask)} metric calls, objective {ask.objective}\n"
         + (
             "score against time: the front holds what no faster allocation beats"
             if scored
@@ -335,6 +406,14 @@ def advice_figure(advice: Advice) -> Figure:
     )
     fig.legend(loc="outside right upper", fontsize="small")
     return fig
+
+
+def budgets_text(ask: Ask) -> str:
+    """B=5000, or the budgets compared: 4 B=1000-8000."""
+    budgets = ask.budgets
+    if len(budgets) == 1:
+        return f"B={budgets[0]}"
+    return f"{len(budgets)} B={budgets[0]}-{budgets[-1]}"
 
 
 def save_figure(fig: Figure, path: str | Path) -> Path:

@@ -2,7 +2,7 @@
 finish here, and the sweep with its progress on stderr.
 
 A scenario is given as a Scenario, a preset's name or a TOML path; the
-overrides (seed, workers, budget) replace its own values when given, a
+overrides (seed, workers, minibatch, budget) replace its own values when given, a
 budget in metric calls or as dspy.GEPA takes it (pxn.budget: auto:LEVEL and
 full-evals:N, worked out for the program's predictors and the scenario's V
 and trainset size). Work
@@ -40,10 +40,12 @@ def scenario_of(
     seed: int | None = None,
     workers: int | None = None,
     budget: int | str | None = None,
-    predictors: int = 1,
+    predictors: int | None = None,
+    minibatch: int | None = None,
 ) -> Scenario:
-    """The scenario, with the seed, worker pool W and budget B given in place of its own (B
-    as metric calls, auto:LEVEL or full-evals:N for a program of `predictors`)."""
+    """The scenario, with the seed, worker pool W, minibatch b and budget B given in place
+    of its own (B as metric calls, auto:LEVEL or full-evals:N for a program of `predictors`,
+    by default the scenario's). A scenario whose own budget is DSPy's follows `predictors`."""
     from pxn.scenario import Scenario
     from pxn.sim.presets import load_scenario
 
@@ -52,19 +54,27 @@ def scenario_of(
     loaded = scenario if isinstance(scenario, Scenario) else load_scenario(str(scenario))
     if budget is not None:
         budget = budget_of(loaded, budget, predictors)
+    elif predictors is not None and loaded.budget_given is not None:
+        loaded = loaded.replace(predictors=predictors)
     changes = {
         key: value
-        for key, value in {"seed": seed, "workers": workers, "budget": budget}.items()
+        for key, value in {
+            "seed": seed,
+            "workers": workers,
+            "budget": budget,
+            "minibatch": minibatch,
+        }.items()
         if value is not None
     }
     return loaded.replace(**changes) if changes else loaded
 
 
-def budget_of(scenario: Scenario, budget: int | str, predictors: int) -> int:
-    """B in metric calls for the scenario's V and trainset size."""
+def budget_of(scenario: Scenario, budget: int | str, predictors: int | None) -> int:
+    """B in metric calls for the scenario's V and trainset size (and its predictors, unless
+    given)."""
     return metric_calls_of(
         budget,
-        predictors=predictors,
+        predictors=scenario.program_predictors if predictors is None else predictors,
         valset_size=scenario.valset_size,
         trainset_size=scenario.trainset_size,
     )

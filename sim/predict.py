@@ -59,6 +59,15 @@ class Interval:
         low, high = np.percentile(array, PERCENTILES)
         return cls(float(array.mean()), float(low), float(high))
 
+    @classmethod
+    def of_rows(cls, rows: Sequence[Sequence[float]]) -> list[Interval]:
+        """Interval.of each row, the rows of one length: the same numbers, from one numpy
+        call per figure (a grid of thousands of allocations spent seconds one by one)."""
+        array = np.asarray(rows, dtype=float)
+        lows, highs = np.percentile(array, PERCENTILES, axis=1).tolist()
+        means = array.mean(axis=1).tolist()
+        return [cls(*figures) for figures in zip(means, lows, highs, strict=True)]
+
 
 @dataclass(frozen=True)
 class Band:
@@ -320,33 +329,38 @@ def simulate_shapes(
     jobs: int = 1,
     on_progress: Callable[[int], None] | None = None,
     backend: Backend | None = None,
-) -> dict[Shape, list[RunSummary]]:
+    budgets: Sequence[int] | None = None,
+) -> dict[Shape, list]:
     """Replicates 0 .. replicates-1 of every shape and of single, each shape's in order.
 
     Single (1x1) is simulated too when it is not asked for, every speedup's
     baseline: then as many replicates as replicates_of gives it. The work runs on
     `backend` (opened and closed by the caller), else on `jobs` local processes;
-    the runs are the same to the bit.
+    the runs are the same to the bit. With `budgets` (the scenario's budget the
+    largest), each replicate is one run read at every budget: a tuple of its
+    summaries, one a budget in their order.
     """
     check_sweep(shapes, replicates, jobs)
     todo = replicates_of(scenario, shapes, replicates)
+    at = () if budgets is None else (tuple(budgets),)
     units = [
-        (scenario, shape, range(i, min(i + CHUNK, count)))
+        (scenario, shape, range(i, min(i + CHUNK, count)), *at)
         for shape, count in todo.items()
         for i in range(0, count, CHUNK)
     ]
+    simulate = simulate_replicates if budgets is None else simulate_replicates_at
 
-    def told(_: int, runs: list[RunSummary]) -> None:
+    def told(_: int, runs: list) -> None:
         if on_progress:
             on_progress(len(runs))
 
     if backend is None:
         with LocalBackend(jobs) as local:
-            results = gather(local, simulate_replicates, units, told)
+            results = gather(local, simulate, units, told)
     else:
-        results = gather(backend, simulate_replicates, units, told)
-    by_shape: dict[Shape, list[RunSummary]] = {shape: [] for shape in todo}
-    for (_, shape, _), runs in zip(units, results, strict=True):
+        results = gather(backend, simulate, units, told)
+    by_shape: dict[Shape, list] = {shape: [] for shape in todo}
+    for (_, shape, *_), runs in zip(units, results, strict=True):
         by_shape[shape].extend(runs)  # units of a shape are in replicate order
     return by_shape
 

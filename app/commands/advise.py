@@ -10,11 +10,14 @@ import typer
 from pxn.api.running import DEFAULT_JOBS
 from pxn.app.interrupts import stopped_by_signals
 from pxn.app.options import (
-    BUDGET_HELP,
+    BUDGETS_HELP,
     Address,
     Backend,
+    Deadline,
     Format,
     Jobs,
+    MaxDollars,
+    MinProposals,
     Out,
     Predictors,
     ScenarioArg,
@@ -22,6 +25,7 @@ from pxn.app.options import (
     Wide,
 )
 from pxn.app.output import Output
+from pxn.budget import FEW_PROPOSALS
 
 commands = typer.Typer()
 
@@ -29,13 +33,24 @@ commands = typer.Typer()
 @commands.command(name="advise")
 def advise_command(
     scenario: ScenarioArg,
-    budget: Annotated[str, typer.Option("--budget", help=f"The budget B: {BUDGET_HELP}.")],
-    predictors: Predictors = 1,
-    deadline: Annotated[
-        str | None, typer.Option("--deadline", help="Wall-clock limit: 3h, 90m, 1h30m, 600s.")
+    budget: Annotated[
+        str | None,
+        typer.Option(
+            "--budget",
+            help=f"The budget B (default: the scenario's), or budgets to compare by score: "
+            f"{BUDGETS_HELP}.",
+        ),
     ] = None,
-    max_dollars: Annotated[
-        float | None, typer.Option("--max-dollars", help="Dollar cap (the scenario needs prices).")
+    predictors: Predictors = None,
+    deadline: Deadline = None,
+    max_dollars: MaxDollars = None,
+    target_score: Annotated[
+        float | None,
+        typer.Option(
+            "--target-score",
+            help="A test score to reach in 90% of runs: the fastest allocation that does "
+            "(with --objective cost, the cheapest).",
+        ),
     ] = None,
     workers: Annotated[
         str | None, typer.Option("--workers", help="Pools W to try: 64,128,512 or 1..8.")
@@ -58,6 +73,7 @@ def advise_command(
             "--full-grid", help="Simulate every allocation fully (default: race grids of 65+)."
         ),
     ] = False,
+    min_proposals: MinProposals = FEW_PROPOSALS,
     seed: Seed = None,
     jobs: Jobs = DEFAULT_JOBS,
     backend: Backend = "local",
@@ -66,8 +82,9 @@ def advise_command(
     output_format: Format = "table",
     wide: Wide = False,
 ) -> None:
-    """Recommend P, N, b and W for a budget under a deadline, a dollar cap and rate limits;
-    write advise.csv, advise.json and pareto.png to --out.
+    """Recommend P, N, b and W (and B, among several budgets) under a deadline, a dollar cap
+    and rate limits, or the fastest to reach a --target-score; write advise.csv, advise.json
+    and pareto.png to --out.
 
     Exit code 1 when no allocation meets the ask (the reasons are printed).
     """
@@ -81,6 +98,7 @@ def advise_command(
             predictors=predictors,
             deadline=deadline,
             max_dollars=max_dollars,
+            target_score=target_score,
             workers=workers,
             p=p,
             n=n,
@@ -88,6 +106,7 @@ def advise_command(
             objective=objective,
             reps=reps,
             full_grid=full_grid,
+            min_proposals=min_proposals,
             seed=seed,
             jobs=jobs,
             backend=backend,
