@@ -1,4 +1,5 @@
-"""Predict before paying: `simulate` one shape, `sweep` many.
+"""Predict before paying: `simulate` one shape, `sweep` many, at one budget or along a
+learning curve of several (`sweep(budgets=...)`: sim.curves).
 
 Each shape's replicates run the simulator (pxn.sim.predict), on local
 processes (`jobs`) or a Ray cluster (`backend="ray"`, `address`); replicate r
@@ -14,8 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pxn.api.budgets import budgets_of, proposal_warnings
+from pxn.api.report import Note
 from pxn.api.results import Result
-from pxn.api.running import DEFAULT_JOBS, run_sweep, scenario_of, shapes_of
+from pxn.api.running import DEFAULT_JOBS, checked_work, run_sweep, scenario_of, shapes_of
+from pxn.budget import FEW_PROPOSALS
 from pxn.errors import PxnError
 from pxn.shape import Shape
 
@@ -25,6 +29,7 @@ if TYPE_CHECKING:
     from pxn.api.report import Report
     from pxn.api.running import ScenarioLike, ShapesLike
     from pxn.scenario import Scenario
+    from pxn.sim.curves import Curve, CurvePoint
     from pxn.sim.predict import Prediction
 
 PAPER_SHAPES = "single,2x1,2x2,4x1,2x4,8x1,2x8,4x4,8x2"
@@ -36,11 +41,13 @@ class SimulateResult(Result):
 
     scenario: Scenario  # as simulated: the overrides applied
     prediction: Prediction
+    warnings: tuple[str, ...] = ()  # a budget too small to search
 
     def report(self) -> Report:
         from pxn.api.prediction_report import predictions_report
 
-        return predictions_report(self.scenario, [self.prediction], stages=True)
+        report = predictions_report(self.scenario, [self.prediction], stages=True)
+        return with_warnings(report, self.warnings)
 
     def records(self) -> Sequence[Prediction]:
         return [self.prediction]
@@ -71,17 +78,32 @@ class SimulateResult(Result):
 
 @dataclass(frozen=True)
 class SweepResult(Result):
-    """Many shapes predicted, in the order asked."""
+    """Many shapes predicted, in the order asked; with several budgets, each shape's learning
+    curve (`curves`), the predictions then being those at the largest budget."""
 
-    scenario: Scenario  # as simulated: the overrides applied
+    scenario: Scenario  # as simulated: the overrides applied (the largest budget of curves)
     predictions: tuple[Prediction, ...]
+    curves: tuple[Curve, ...] = ()
+    deadline: float | None = None  # seconds: drawn on the curves' figure, marked in their table
+    max_dollars: float | None = None
+    warnings: tuple[str, ...] = ()  # budgets too small to search
+    notes: tuple[str, ...] = ()  # DSPy's levels outside the budgets asked
 
     def report(self) -> Report:
-        from pxn.api.prediction_report import predictions_report
+        from pxn.api.prediction_report import curves_report, predictions_report
 
-        return predictions_report(self.scenario, list(self.predictions))
+        if self.curves:
+            report = curves_report(
+                self.scenario, list(self.curves), self.deadline, self.max_dollars, self.notes
+            )
+        else:
+            report = predictions_report(self.scenario, list(self.predictions))
+        return with_warnings(report, self.warnings)
 
-    def records(self) -> Sequence[Prediction]:
+    def records(self) -> Sequence[Prediction | CurvePoint]:
+        """The predictions; with curves, every shape's points (a budget each)."""
+        if self.curves:
+            return [point for curve in self.curves for point in curve.points]
         return self.predictions
 
     def figure(self) -> Figure:
@@ -89,6 +111,17 @@ class SweepResult(Result):
         from pxn.api.plots import sweep_figure
 
         return sweep_figure(self.scenario, self.predictions)
+
+    def curves_figure(self) -> Figure:
+        """Expected test score against dollars and against hours, a band per shape, the
+        deadline and cap drawn (the quality model's; needs curves)."""
+        from pxn.api.plots import curves_figure
+
+        if not self.curves or self.scenario.quality is None:
+            raise PxnError(
+                "learning curves of the score need several budgets and a [quality] model"
+            )
+        return curves_figure(self.scenario, self.curves, self.deadline, self.max_dollars)
 
     def progress_figure(self, measured: Sequence[str | Path] = ()) -> Figure:
         """The best validation score against wall-clock per shape (the quality model's),
@@ -105,11 +138,22 @@ class SweepResult(Result):
         return progress_figure(self.scenario, self.predictions, overlaid)
 
     def figures(self) -> dict[str, Callable[[], Figure]]:
-        """What `sweep --out` draws: sweep.png, and progress.png under the quality model."""
+        """What `sweep --out` draws: sweep.png, and progress.png under the quality model
+        (and curves.png, with several budgets)."""
         drawn = {"sweep.png": self.figure}
         if self.scenario.quality is not None:
             drawn["progress.png"] = self.progress_figure
+            if self.curves:
+                drawn["curves.png"] = self.curves_figure
         return drawn
+
+
+def with_warnings(report: Report, warnings: Sequence[str]) -> Report:
+    """The report with the budgets' warnings: after its tables, and in its JSON."""
+    if warnings:
+        report.shown += [Note(w, label="warning") for w in warnings]
+        report.document = report.document | {"warnings": list(warnings)}
+    return report
 
 
 def refuse_existing_trace(path: Path) -> None:
@@ -127,7 +171,9 @@ def simulate(
     jobs: int = 1,
     workers: int | None = None,
     budget: int | str | None = None,
-    predictors: int = 1,
+    predictors: int | None = None,
+    minibatch: int | None = None,
+    min_proposals: int = FEW_PROPOSALS,
     backend: str = "local",
     address: str | None = None,
     progress: bool = False,
@@ -135,16 +181,19 @@ def simulate(
     """Predict one shape (P x N, e.g. "2x2", or "single") over `reps` replicates.
 
     `scenario`: a Scenario, a preset's name or a TOML path; `seed`, `workers`
-    (W) and `budget` (B) replace its own when given, B in metric calls or as
-    dspy.GEPA takes it ("auto:light", "full-evals:3"; `predictors`: the DSPy
-    program's, for an auto budget). `jobs`: local processes;
+    (W), `minibatch` (b) and `budget` (B) replace its own when given, B in
+    metric calls or as dspy.GEPA takes it ("auto:light", "full-evals:3";
+    `predictors`: the DSPy program's, for an auto budget; by default the
+    scenario's). A budget affording fewer than `min_proposals` proposals is
+    warned of before anything is simulated. `jobs`: local processes;
     `backend` "ray" spreads the replicates over Ray (`address`: a running
     head's HOST:PORT). `progress`: count the replicates on stderr.
     """
     the_shape = shape if isinstance(shape, Shape) else Shape.parse(shape)
-    the_scenario = scenario_of(scenario, seed, workers, budget, predictors)
+    the_scenario = scenario_of(scenario, seed, workers, budget, predictors, minibatch)
+    warnings = scenario_warnings(the_scenario, [the_shape], min_proposals, progress)
     [prediction] = run_sweep(the_scenario, [the_shape], reps, jobs, backend, address, progress)
-    return SimulateResult(the_scenario, prediction)
+    return SimulateResult(the_scenario, prediction, warnings)
 
 
 def sweep(
@@ -156,14 +205,107 @@ def sweep(
     jobs: int = DEFAULT_JOBS,
     workers: int | None = None,
     budget: int | str | None = None,
-    predictors: int = 1,
+    budgets: str | Sequence[int | str] | None = None,
+    predictors: int | None = None,
+    minibatch: int | None = None,
+    deadline: str | float | None = None,
+    max_dollars: float | None = None,
+    min_proposals: int = FEW_PROPOSALS,
     backend: str = "local",
     address: str | None = None,
     progress: bool = False,
 ) -> SweepResult:
-    """Predict many shapes ("single,2x2" or a list) over `reps` replicates each; the other
-    arguments are `simulate`'s."""
+    """Predict many shapes ("single,2x2" or a list) over `reps` replicates each.
+
+    `budgets` ("1000,2000,4000", "500..8000" doubling, or a list; DSPy's auto
+    levels among them for a DSPy scenario) gives each shape's learning curve:
+    at every budget the test and best validation scores, wall-clock and
+    dollars with their intervals, the paired gain over the previous budget,
+    and the knee; one simulation a replicate, to the largest. `deadline`
+    ("4h") and `max_dollars` are drawn on the curves' figure and marked in
+    their table. The other arguments are `simulate`'s.
+    """
+    from pxn.durations import parse_duration
+
+    if budget is not None and budgets is not None:
+        raise PxnError("give one budget, or a curve's budgets, not both", subject="budgets")
     the_shapes = shapes_of(shapes)
-    the_scenario = scenario_of(scenario, seed, workers, budget, predictors)
+    the_scenario = scenario_of(scenario, seed, workers, budget, predictors, minibatch)
+    seconds = parse_duration(deadline, "deadline") if isinstance(deadline, str) else deadline
+    for name, value in (("deadline", seconds), ("dollar cap", max_dollars)):
+        if value is not None and value <= 0:
+            raise PxnError(f"must be positive: got {value:g}", subject=name)
+    if budgets is not None:
+        try:
+            asked = budgets_of(the_scenario, budgets, predictors)
+        except PxnError as error:  # the flag is --budgets here
+            raise error.naming("budgets") if error.subject == "budget" else error from None
+        if len(asked.names) > 1:
+            return sweep_curves(
+                the_scenario, the_shapes, reps, asked.names, asked.notes,
+                (seconds, max_dollars, min_proposals), (jobs, backend, address, progress),
+            )  # fmt: skip
+        the_scenario = the_scenario.replace(budget=asked.values[0])
+    warnings = scenario_warnings(the_scenario, the_shapes, min_proposals, progress)
     predictions = run_sweep(the_scenario, the_shapes, reps, jobs, backend, address, progress)
-    return SweepResult(the_scenario, tuple(predictions))
+    return SweepResult(
+        the_scenario, tuple(predictions), (), seconds, max_dollars, warnings=warnings
+    )
+
+
+def scenario_warnings(
+    scenario: Scenario, shapes: Sequence[Shape], min_proposals: int, told: bool
+) -> tuple[str, ...]:
+    """The scenario's budget, warned of when too small to search (before simulating)."""
+    warnings = proposal_warnings(
+        [scenario.budget], scenario.valset_size, scenario.minibatch, shapes, min_proposals, told
+    )
+    return tuple(warnings)
+
+
+def sweep_curves(
+    scenario: Scenario,
+    shapes: list[Shape],
+    reps: int,
+    names: dict[int, str],
+    notes: tuple[str, ...],
+    limits: tuple[float | None, float | None, int],
+    spread: tuple[int, str, str | None, bool],
+) -> SweepResult:
+    """Every shape's learning curve over the budgets of `names`, the replicates counted on
+    stderr when asked (`spread`: jobs, backend, address, progress)."""
+    from pxn.api.console import WorkProgress
+    from pxn.sim.backends import make_backend
+    from pxn.sim.curves import sweep_curves as curves_of
+    from pxn.sim.predict import check_sweep, sweep_work, total_replicates
+
+    deadline, max_dollars, min_proposals = limits
+    jobs, backend, address, progress = spread
+    check_sweep(shapes, reps, jobs)  # before the progress bar draws anything
+    longest = scenario.replace(budget=max(names))
+    warnings = proposal_warnings(
+        list(names), scenario.valset_size, scenario.minibatch, shapes, min_proposals, progress
+    )
+    meter = WorkProgress(
+        "simulating", "replicates", total_replicates(longest, shapes, reps), shown=progress
+    )
+    with meter.told_when_stopped():
+        work = sweep_work(longest, shapes, reps)
+        meter.estimate = checked_work(work, "this sweep", backend, address, jobs, SMALLER_CURVES)
+        with make_backend(backend, address, jobs) as the_backend, meter:
+            curves = curves_of(
+                scenario, shapes, reps, names, jobs=jobs, on_progress=meter.advance,
+                backend=the_backend,
+            )  # fmt: skip
+    return SweepResult(
+        longest,
+        tuple(curve.last.prediction for curve in curves),
+        tuple(curves),
+        deadline,
+        max_dollars,
+        tuple(warnings),
+        notes,
+    )
+
+
+SMALLER_CURVES = "ask for fewer replicates or smaller budgets, or fewer or smaller shapes"

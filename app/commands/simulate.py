@@ -15,6 +15,8 @@ from pxn.app.options import (
     Budget,
     Format,
     Jobs,
+    Minibatch,
+    MinProposals,
     Predictors,
     Reps,
     ScenarioArg,
@@ -23,6 +25,7 @@ from pxn.app.options import (
     Workers,
 )
 from pxn.app.output import Output, ensure_writable_outputs
+from pxn.budget import FEW_PROPOSALS
 
 commands = typer.Typer()
 
@@ -36,7 +39,9 @@ def simulate(
     jobs: Jobs = 1,
     workers: Workers = None,
     budget: Budget = None,
-    predictors: Predictors = 1,
+    predictors: Predictors = None,
+    minibatch: Minibatch = None,
+    min_proposals: MinProposals = FEW_PROPOSALS,
     backend: Backend = "local",
     address: Address = None,
     trace: Annotated[
@@ -63,6 +68,8 @@ def simulate(
             workers=workers,
             budget=budget,
             predictors=predictors,
+            minibatch=minibatch,
+            min_proposals=min_proposals,
             backend=backend,
             address=address,
             progress=True,

@@ -10,11 +10,16 @@ from pxn.api.predictions import PAPER_SHAPES
 from pxn.api.running import DEFAULT_JOBS
 from pxn.app.interrupts import stopped_by_signals
 from pxn.app.options import (
+    BUDGETS_HELP,
     Address,
     Backend,
     Budget,
+    Deadline,
     Format,
     Jobs,
+    MaxDollars,
+    Minibatch,
+    MinProposals,
     Out,
     Predictors,
     Reps,
@@ -24,6 +29,7 @@ from pxn.app.options import (
     Workers,
 )
 from pxn.app.output import Output
+from pxn.budget import FEW_PROPOSALS
 
 commands = typer.Typer()
 
@@ -37,15 +43,24 @@ def sweep_command(
     jobs: Jobs = DEFAULT_JOBS,
     workers: Workers = None,
     budget: Budget = None,
-    predictors: Predictors = 1,
+    budgets: Annotated[
+        str | None,
+        typer.Option("--budgets", help=f"Learning curves over budgets B: {BUDGETS_HELP}."),
+    ] = None,
+    predictors: Predictors = None,
+    minibatch: Minibatch = None,
+    deadline: Deadline = None,
+    max_dollars: MaxDollars = None,
+    min_proposals: MinProposals = FEW_PROPOSALS,
     backend: Backend = "local",
     address: Address = None,
     out: Out = None,
     output_format: Format = "table",
     wide: Wide = False,
 ) -> None:
-    """Predict many shapes; print them, and write sweep.csv, sweep.json and sweep.png (and
-    progress.png, under a quality model) to --out."""
+    """Predict many shapes, or with --budgets their learning curves; print them, and write
+    sweep.csv, sweep.json and sweep.png (and progress.png and, with --budgets, curves.png,
+    under a quality model) to --out."""
     from pxn.api.predictions import sweep
 
     output = Output(output_format, out, wide)
@@ -58,7 +73,12 @@ def sweep_command(
             jobs=jobs,
             workers=workers,
             budget=budget,
+            budgets=budgets,
             predictors=predictors,
+            minibatch=minibatch,
+            deadline=deadline,
+            max_dollars=max_dollars,
+            min_proposals=min_proposals,
             backend=backend,
             address=address,
             progress=True,
