@@ -41,9 +41,10 @@ class WallClock:
 
     @property
     def said(self) -> str:
-        if self.low == self.high:
-            return format_duration(self.low)
-        return f"{format_duration(self.low)} to {format_duration(self.high)}"
+        low, high = format_duration(self.low), format_duration(self.high)
+        if low == high:
+            return low if self.low == self.high else f"about {low}"
+        return f"{low} to {high}"
 
 
 def given_wall_clock(text: str) -> WallClock:
