@@ -58,7 +58,7 @@ def test_the_metrics_gepa_logged_mark_the_run_and_its_stages(tracked):
     full_vals = sum(1 for r in run.iterations if r.new_programs)
     assert len(spans) == 1 + len(run.iterations) + full_vals
     assert all(s.span > 0 for s in spans)
-    assert fit_stage_latency(spans, 2) is not None
+    assert fit_stage_latency(spans, 2, "MLflow") is not None
 
 
 def test_a_run_calibrates_with_its_rollouts_timed_by_mlflow(tracked, tmp_path):

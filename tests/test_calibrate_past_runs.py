@@ -299,3 +299,53 @@ def test_a_run_dir_calibrates_to_a_scenario_of_its_setup(tmp_path, single_run):
     intro = done.stdout.split("inferred from")[0].splitlines()
     assert all(len(line) <= 100 for line in intro)
     assert "a recorded run would narrow" in done.stdout
+
+
+def test_dspys_log_lines_are_read_with_their_times(tmp_path):
+    """gepa logging through dspy.GEPA's logger (its LoggerAdapter, DSPy's line format) into a
+    file, as a user keeps DSPy's output: gepa's lines, their times, the reasons."""
+    import logging
+
+    pytest.importorskip("dspy")
+    from dspy.teleprompt.gepa.gepa_utils import LoggerAdapter
+    from dspy.utils.logging_utils import LOGGING_DATETIME_FORMAT, LOGGING_LINE_FORMAT
+
+    from pxn.calibrate.past_runs.gepa_log import read_log_file
+    from pxn.calibrate.past_runs.stage_times import coarse, log_stage_spans
+    from pxn.calibrate.past_runs.timing import logged_wall_clock
+
+    logger = logging.getLogger("dspy.teleprompt.gepa.gepa.pastrunstest")
+    handler = logging.FileHandler(tmp_path / "dspy.log")
+    handler.setFormatter(logging.Formatter(LOGGING_LINE_FORMAT, LOGGING_DATETIME_FORMAT))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        run_dir = recorded_run(
+            tmp_path / "run", ProposingAdapter(), CallableLM(), max_metric_calls=150,
+            logger=LoggerAdapter(logger),
+        )  # fmt: skip
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+    assert not (run_dir / "run_log.txt").exists()  # a logger given: gepa writes none
+    log = read_log_file(tmp_path / "dspy.log")
+    assert log.timed and logged_wall_clock(log) is not None
+    recorded = read_trace(tmp_path / "run" / "trace.jsonl")
+    with_log = past_run(read_run_dir(run_dir), log)
+    assert with_log.reasons_guessed == 0
+    events = past_run_events(with_log, workers=2, reflection_concurrency=1, budget=150, meta={})
+    trace = read_trace(write_past_run_trace(tmp_path / "past.jsonl", events))
+    reasons = sorted((e.iteration, e.reason) for e in trace.of(NoProposal))
+    assert reasons == sorted((e.iteration, e.reason) for e in recorded.of(NoProposal))
+    # The run took well under a second: whole seconds time none of its stages.
+    spans = log_stage_spans(with_log, log)
+    assert coarse([s.span for s in spans.rollouts]) and coarse(spans.reflections)
+
+
+def test_a_log_without_gepas_lines_is_one_line(tmp_path, single_run):
+    noise = tmp_path / "noise.log"
+    noise.write_text("2026/12/07 01:44:35 WARNING dspy.clients.lm: LM response was truncated\n")
+    out = tmp_path / "out.toml"
+    done = run_pxn("calibrate", single_run, "--workers", "2", "--log", noise, "-o", out)
+    assert_user_error(done, "holds no line of gepa's log")
+    assert not out.exists()

@@ -35,7 +35,11 @@ from pxn.calibrate.past_runs.past_run import PastRun, past_run
 from pxn.calibrate.past_runs.run_dir import GEPA_LOG, RunDirFiles, read_run_dir
 from pxn.calibrate.past_runs.stage_times import (
     StageLatency,
+    coarse,
+    fit_reflection_spans,
     fit_stage_latency,
+    latency_priors,
+    log_stage_spans,
     mlflow_stage_spans,
     rollout_priors,
 )
@@ -54,6 +58,7 @@ from pxn.calibrate.summaries.infer import Inference, infer_from_summaries
 from pxn.calibrate.traces.acceptance import AcceptanceFit, fit_acceptance
 from pxn.calibrate.traces.bookkeeping import fit_front_share, fit_skip
 from pxn.calibrate.traces.failures import FailuresFit, fit_failures
+from pxn.calibrate.traces.fit import LatencyFit
 from pxn.calibrate.traces.merges import MergeFit, fit_merges
 from pxn.calibrate.traces.quality import improvable, seed_validation
 from pxn.calibrate.traces.units import cut_into_units
@@ -87,7 +92,8 @@ class PastCalibration:
     wall_clock: WallClock
     file_times: FileTimes | None
     tracked: MlflowRun | None  # the MLflow run the times came from, when one was read
-    stages: StageLatency | None  # the rollout latency the tracked stages measured
+    stages: StageLatency | None  # the rollout latency the marked stages measured
+    reflections: LatencyFit | None  # the reflection latency DSPy's log lines timed
     inference: Inference
     scenario: Scenario
     acceptance: AcceptanceFit
@@ -166,17 +172,17 @@ def calibrate_past_run(
     front = fit_front_share(units.parents)
     merges = fit_merges([trace], units.merges, units.merges_accepted, notes)
     options = options or default_options(draws)
-    stages = None
-    if tracked is not None:
-        stages = fit_stage_latency(mlflow_stage_spans(run, tracked), setup.workers)
-        notes += [] if stages is None else list(stages.notes)
+    stages, reflections = _marked_stages(run, tracked, the_log, setup.workers)
+    notes += [] if stages is None else list(stages.notes)
+    priors = {} if stages is None else rollout_priors(stages)
+    priors |= {} if reflections is None else latency_priors(reflections, "reflection")
     summaries = past_run_summaries(
         trace,
         clock,
         scored=scored,
         failures=failures.failures,
         options=options,
-        priors=None if stages is None else rollout_priors(stages),
+        priors=priors,
         path=files.path,
     )
     inference = infer_from_summaries(summaries, name, jobs, on_generation, backend)
@@ -206,6 +212,7 @@ def calibrate_past_run(
         file_times=times,
         tracked=tracked,
         stages=stages,
+        reflections=reflections,
         inference=inference,
         scenario=scenario,
         acceptance=acceptance,
@@ -214,6 +221,24 @@ def calibrate_past_run(
         search="quality" if scored else "rates",
         notes=notes,
     )
+
+
+def _marked_stages(
+    run: PastRun, tracked: MlflowRun | None, log: GepaLog | None, workers: int
+) -> tuple[StageLatency | None, LatencyFit | None]:
+    """The rollout latency the marked stages' spans measure (MLflow's, to the millisecond,
+    before DSPy's log's, to the second), and the reflection latency the log's spans time."""
+    stages = reflections = None
+    if tracked is not None:
+        marked = mlflow_stage_spans(run, tracked)
+        stages = fit_stage_latency(marked, workers, "MLflow's stage times")
+    if log is not None and log.timed:
+        spans = log_stage_spans(run, log)
+        if stages is None and not coarse([s.span for s in spans.rollouts]):
+            stages = fit_stage_latency(spans.rollouts, workers, "DSPy's log lines")
+        if not coarse(spans.reflections):
+            reflections = fit_reflection_spans(spans.reflections)
+    return stages, reflections
 
 
 def _log(files: RunDirFiles, given: str | Path | None) -> GepaLog | None:

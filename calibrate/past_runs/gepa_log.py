@@ -32,7 +32,7 @@ from pathlib import Path
 from pxn.errors import PxnError
 
 # A progress bar may stand before a line on the same row: the time is looked for anywhere.
-DSPY_LINE = re.compile(r"(\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}) [A-Z]+ ([\w.]+): (.*)$")
+DSPY_LINE = re.compile(r"(\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}) [A-Z]+ ([\w.-]+): (.*)$")
 GEPA_LOGGER = "dspy.teleprompt.gepa"  # dspy.GEPA's logger: gepa's lines, under DSPy's name
 DSPY_TIME = "%Y/%m/%d %H:%M:%S"
 ITERATION = re.compile(r"Iteration (\d+): (.*)$")

@@ -26,6 +26,7 @@ its trace shows, as calibrate/traces/quality.py holds them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -58,7 +59,12 @@ def past_run_summaries(
     summary = summarize(trace)
     if scored:
         base = trace_summaries([trace], options, failures)
-        runs, facts = base.runs, list(base.facts)
+        # Labelled by the run's directory, not the temporary one its trace was read from.
+        temporary = trace.path.parent.name or trace.path.name
+        runs = base.runs
+        facts = [
+            dataclasses.replace(f, label=f.label.removeprefix(f"{temporary} ")) for f in base.facts
+        ]
         fixed = {p: v for p, v in base.priors.items() if p not in FIXED_TIMES}
     else:
         start = trace.run_start

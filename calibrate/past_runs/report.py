@@ -105,17 +105,29 @@ def _time_lines(cal: PastCalibration) -> list[str]:
         fit = cal.stages.latency
         low, high = fit.median_ci
         lines.append(
-            f"  measured by MLflow's stage times: {len(cal.stages.spans)} rollout stages' spans "
+            f"  measured by {cal.stages.source}: {len(cal.stages.spans)} rollout stages' spans "
             f"as makespans on W={cal.setup.workers}: rollout median "
-            f"{fit.chosen.params['scale']:.3g} s [95% {low:.3g}, {high:.3g}]; the "
-            "reflections (unmarked by gepa) inferred from the wall-clock"
+            f"{fit.chosen.params['scale']:.3g} s [95% {low:.3g}, {high:.3g}]"
         )
-    elif cal.tracked is not None:
-        lines.append("  MLflow's stage times marked too few stages to time the rollouts")
-    else:
+    if cal.reflections is not None:
+        fit = cal.reflections
+        low, high = fit.median_ci
+        lines.append(
+            f"  measured by DSPy's log lines: {len(fit.samples)} reflections' spans, to the "
+            f"second: reflection median {fit.chosen.params['scale']:.3g} s [95% {low:.3g}, "
+            f"{high:.3g}]"
+        )
+    if cal.stages is None and cal.reflections is None:
+        if cal.tracked is not None:
+            lines.append("  MLflow's stage times marked too few stages to time the rollouts")
         lines.append(
             "  inferred: the rollout and reflection latencies, from the wall-clock and the "
             "run's structure, by simulation (below)"
+        )
+    else:
+        lines.append(
+            "  inferred from the wall-clock by simulation (below), the measured latency's "
+            "priors narrowed to what was measured: the rest"
         )
     return lines
 

@@ -1,4 +1,4 @@
-"""The rollout latency from the stage times an MLflow run keeps: spans read as makespans.
+"""The latencies from the stage times a run's MLflow run or DSPy's log keeps.
 
 gepa logs a metric point at the end of three of an iteration's stages
 (mlflow_run.py): after the parents' minibatch evaluation, after the
@@ -23,6 +23,19 @@ children's minibatch between `selected_program_candidate` and
 `subsample/after` (gepa marks no end of the reflections). The reflection
 latency is then what the wall-clock leaves once the rollouts are timed
 (inference.py).
+
+DSPy's log lines (gepa_log.py) mark more, each to the second: the seed's
+validation from gepa's first line ("Running GEPA for approx ...") to "Base
+program full valset score"; a parents' minibatch from the previous
+iteration's last line to "Selected program"; in a single run (one task an
+iteration), its reflection from "Selected program" to the first "Proposed
+new text" (building the reflective dataset inside it), and a rejected
+child's minibatch from the last "Proposed new text" to "New subsample
+score" (an accepted child's "Accepted candidate" comes after its full
+validation: that span holds both, and is not used). A span rounded to the
+second is used only where the spans are long enough for that not to matter
+(their median at least LOG_RESOLUTION_FACTOR seconds); the reflections' are
+fitted as a lognormal and narrow its priors as the rollouts' do.
 """
 
 from __future__ import annotations
@@ -32,14 +45,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pxn.calibrate.past_runs.gepa_log import GepaLog
 from pxn.calibrate.past_runs.mlflow_run import MlflowRun, steps
 from pxn.calibrate.past_runs.past_run import IterationRecord, PastRun
 from pxn.calibrate.summaries.priors import DEFAULT_PRIORS, Prior
-from pxn.calibrate.traces.fit import LatencyFit
+from pxn.calibrate.traces.fit import LatencyFit, fit_latency
 from pxn.calibrate.traces.makespan import Spans
 from pxn.calibrate.traces.untimed_latency import UntimedFit, fit_untimed_latency
 
 MIN_SPANS = 3  # fewer marked stages fit no latency
+# Log times are whole seconds: spans whose median is shorter than this many seconds are
+# too coarse to time anything by.
+LOG_RESOLUTION_FACTOR = 5.0
 NORMAL_95 = 1.959964  # a normal's 95% reaches this many sds either side
 MIN_LOG_SD = 0.02  # a narrower prior than this would pin a latency no run pins so well
 MIN_S_WIDTH = 0.02
@@ -55,6 +72,7 @@ class StageSpan:
 
 @dataclass(frozen=True)
 class StageLatency:
+    source: str  # what marked the stages: "MLflow's stage times", "DSPy's log lines"
     spans: tuple[StageSpan, ...]
     latency: LatencyFit
     untimed: UntimedFit
@@ -97,7 +115,7 @@ def _parents(record: IterationRecord) -> int:
     return sum(len(mb) for _, mb in {(t.parent, tuple(t.minibatch)) for t in record.tasks})
 
 
-def fit_stage_latency(spans: list[StageSpan], workers: int) -> StageLatency | None:
+def fit_stage_latency(spans: list[StageSpan], workers: int, source: str) -> StageLatency | None:
     """The rollout latency the spans support (None below MIN_SPANS)."""
     if len(spans) < MIN_SPANS:
         return None
@@ -117,20 +135,81 @@ def fit_stage_latency(spans: list[StageSpan], workers: int) -> StageLatency | No
         choice="auto",
         notes=notes,
     )
-    return StageLatency(tuple(spans), latency, untimed, tuple(notes))
+    return StageLatency(source, tuple(spans), latency, untimed, tuple(notes))
 
 
 def rollout_priors(stage: StageLatency) -> dict[str, Prior]:
-    """The rollout latency's priors narrowed to what the spans measured: its median
-    lognormal about the fit with the bootstrap's 95% as its 95%, its log-sd uniform over
-    the bootstrap's 95% (within the default prior's range)."""
-    low, high = stage.latency.param_ci["scale"]
-    median = stage.latency.chosen.params["scale"]
+    """The rollout latency's priors narrowed to what the spans measured (latency_priors)."""
+    return latency_priors(stage.latency, "rollout")
+
+
+@dataclass(frozen=True)
+class LogSpans:
+    rollouts: list[StageSpan]
+    reflections: list[float]  # seconds, one reflection each
+
+
+def log_stage_spans(run: PastRun, log: GepaLog) -> LogSpans:
+    """The stages DSPy's log lines mark (module docstring); none without their times."""
+    if not log.timed:
+        return LogSpans([], [])
+    by_iteration: dict[int | None, list] = {}
+    for line in log.lines:
+        if line.time is not None:
+            by_iteration.setdefault(line.iteration, []).append(line)
+    first = next(ln.time for ln in log.lines if ln.time is not None)
+    rollouts: list[StageSpan] = []
+    reflections: list[float] = []
+    seed = _first(by_iteration.get(0, []), "Base program full valset score")
+    if seed is not None:
+        rollouts.append(StageSpan(0, "seed_val", (seed - first).total_seconds(), len(run.valset)))
+    for record in run.iterations:
+        i, lines = record.number, by_iteration.get(record.number, [])
+        before = by_iteration.get(i - 1, [])
+        selected = _first(lines, "Selected program")
+        if selected is None or not before or record.merge is not None:
+            continue
+        parent_span = (selected - before[-1].time).total_seconds()
+        rollouts.append(StageSpan(i, "parent_minibatch", parent_span, _parents(record)))
+        proposed = [ln.time for ln in lines if ln.text.startswith("Proposed new text")]
+        if len(record.tasks) != 1 or not proposed:
+            continue
+        reflections.append((proposed[0] - selected).total_seconds())
+        rejected = _first(lines, "New subsample score")
+        if rejected is not None and record.tasks[0].judged:
+            child = (rejected - proposed[-1]).total_seconds()
+            rollouts.append(StageSpan(i, "child_minibatch", child, len(record.tasks[0].minibatch)))
+    return LogSpans([r for r in rollouts if r.span > 0], [r for r in reflections if r > 0])
+
+
+def _first(lines: list, start: str):
+    return next((ln.time for ln in lines if ln.text.startswith(start)), None)
+
+
+def coarse(seconds: list[float]) -> bool:
+    """Whether spans timed to the second are too short to time anything by."""
+    return not seconds or float(np.median(seconds)) < LOG_RESOLUTION_FACTOR
+
+
+def fit_reflection_spans(spans: list[float]) -> LatencyFit | None:
+    """The reflection latency as a lognormal fitted to its spans (None below MIN_SPANS)."""
+    if len(spans) < MIN_SPANS:
+        return None
+    return fit_latency("reflection", spans, "lognorm")
+
+
+def latency_priors(fit: LatencyFit, kind: str) -> dict[str, Prior]:
+    """A latency's priors narrowed to a fit: its median lognormal about the fit with the
+    bootstrap's 95% as its 95%, its log-sd uniform over the bootstrap's 95% (within the
+    default prior's range)."""
+    low, high = fit.param_ci["scale"]
+    median = fit.chosen.params["scale"]
     log_sd = max(math.log(high / low) / (2 * NORMAL_95), MIN_LOG_SD)
-    s_low, s_high = stage.latency.param_ci["s"]
-    default = DEFAULT_PRIORS["rollout.s"]
-    s_low, s_high = max(s_low, default.a), min(max(s_high, s_low + MIN_S_WIDTH), default.b)
+    s_low, s_high = fit.param_ci["s"]
+    default = DEFAULT_PRIORS[f"{kind}.s"]
+    s_low = min(max(s_low, default.a), default.b - MIN_S_WIDTH)
+    s_high = min(max(s_high, s_low + MIN_S_WIDTH), default.b)
     return {
-        "rollout.scale": Prior("lognormal", median, log_sd),
-        "rollout.s": Prior("uniform", s_low, s_high),
+        f"{kind}.scale": Prior("lognormal", median, log_sd),
+        f"{kind}.s": Prior("uniform", s_low, s_high),
     }
