@@ -88,3 +88,47 @@ def test_an_mlflow_run_that_is_no_gepa_run_is_one_line(tracked, tmp_path):
     done = run_pxn("calibrate", "mlflow:no-such-run", "--tracking-uri", uri, "-o", out)
     assert_user_error(done, "cannot be read from")
     assert not out.exists()
+
+
+def test_a_dspy_gepa_log_dir_and_its_mlflow_run_tell_what_its_recording_tells(tmp_path):
+    """A real dspy.GEPA compile (DSPy's DummyLM as both models: DSPy's own test LM) with
+    use_mlflow=True, recorded: its log_dir reads as dspy.GEPA's (C = 1, its threads split per
+    candidate), its search as the recording's, its MLflow run marks its stages."""
+    dspy = pytest.importorskip("dspy")
+    from dspy.utils.dummies import DummyLM
+    from dspy_program import Topic, examples, optimizer
+
+    from pxn.calibrate.past_runs.to_trace import past_run_events, write_past_run_trace
+    from pxn.runner.dspy_recording import recorded
+    from pxn.trace import read_trace, summarize
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    task = DummyLM({"": {"topic": "none"}})  # never right: no parent is skipped as perfect
+    proposals = DummyLM(
+        [{"new_instruction": f"Name the topic (try {i})."} for i in range(40)],
+        adapter=dspy.JSONAdapter(),
+    )
+    for lm in (task, proposals):
+        lm.cache = False
+    out = tmp_path / "run"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", uri)
+        patch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+        opt = recorded(optimizer(proposals, max_metric_calls=40, use_mlflow=True), out)
+        with dspy.context(lm=task):
+            opt.compile(
+                dspy.Predict(Topic), trainset=examples("train", 6), valset=examples("val", 4)
+            )
+    log_dir = out / "gepa"
+    files = read_run_dir(log_dir)
+    assert files.state is not None and files.state.dspy
+    run = past_run(files)
+    events = past_run_events(run, workers=2, reflection_concurrency=1, budget=40, meta={})
+    from_dir = summarize(read_trace(write_past_run_trace(tmp_path / "past.jsonl", events)))
+    recorded_run = summarize(read_trace(out / "trace.jsonl"))
+    for figure in ("iterations", "proposals", "accepted", "metric_calls", "seed_score"):
+        assert getattr(from_dir, figure) == getattr(recorded_run, figure), figure
+    found = find_tracked_run(log_dir, uri)
+    assert found is not None
+    spans = mlflow_stage_spans(run, read_mlflow_run(f"mlflow:{found}", uri))
+    assert spans and spans[0].phase == "seed_val"
