@@ -88,7 +88,7 @@ def past_run_summaries(
             low=wall_clock.low,
             high=wall_clock.high,
             runs=(0,),
-            reported=wall_clock.said,
+            reported=wall_clock.said.removeprefix("about "),
             unit="min",
             per_unit=60.0,
             precision=wall_clock.precision,
