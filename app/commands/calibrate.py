@@ -117,8 +117,8 @@ def calibrate(
         str | None,
         typer.Option(
             "--wall-clock",
-            help="A past run's wall-clock (47min, 1h30m), when its MLflow run, its log or its "
-            "files' times do not give it.",
+            help="A past run's wall-clock (47min, 1h30m); without it, its MLflow run, its log "
+            "or its files' own times give it.",
         ),
     ] = None,
     reflection_concurrency: Annotated[

@@ -96,8 +96,8 @@ def read_mlflow_run(reference: str, tracking_uri: str | None) -> MlflowRun:
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
     if not uri:
         raise PxnError(
-            "needs the tracking store it is in: give its tracking URI (sqlite:///mlflow.db, "
-            "http://host:5000, ...)",
+            f"is needed to read {reference}: give the store the run is in (sqlite:///mlflow.db, "
+            "http://host:5000, ...), or set MLFLOW_TRACKING_URI",
             subject="tracking uri",
         )
     client, errors = _client(uri)
