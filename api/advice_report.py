@@ -191,7 +191,7 @@ def budgets_table(advice: Advice) -> Grid:
             if target
             else "at each budget, the highest expected test score"
         )
-        + " among the allocations that meet the ask (over: none meets the deadline and the cap"
+        + " among the allocations that meet the ask (over: none meets the deadline or the cap"
         + (", short: none reaches the target" if target else "")
         + "; the best score shown); best: the recommendation",
     )

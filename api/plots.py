@@ -237,7 +237,7 @@ def curves_figure(
     axes[0].scatter([], [], s=110, facecolors="none", edgecolors="grey", label="knee")
     budgets = [p.budget for p in curves[0].points]
     fig.suptitle(
-        f"{scenario.name}: learning curves, B = {budgets[0]} to {budgets[-1]} metric calls "
+        f"{scenario.name}: learning curves\nB = {budgets[0]} to {budgets[-1]} metric calls "
         f"({len(budgets)} budgets), V={scenario.valset_size}, b={scenario.minibatch}, "
         f"W={scenario.workers}",
         fontsize="medium",

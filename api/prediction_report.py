@@ -22,7 +22,7 @@ from pxn.api.report import Note, Report, csv_text, json_text
 from pxn.api.tables import Column, Grid
 from pxn.durations import format_duration, format_span
 from pxn.scenario import Scenario
-from pxn.sim.curves import Curve, CurvePoint
+from pxn.sim.curves import Curve, CurvePoint, doubling_gains
 from pxn.sim.predict import Interval, Prediction, Split
 
 EXTRAPOLATION = 2.0  # a prediction this many times the calibrated run's length is warned of
@@ -246,7 +246,8 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid
     ]
     grid = Grid(
         title=(
-            f"{scenario.name}: B={scenario.budget} metric calls, V={scenario.valset_size}, "
+            f"{scenario.name}: B={scenario.budget}{given_as(scenario)} metric calls, "
+            f"V={scenario.valset_size}, "
             f"b={scenario.minibatch}, W={scenario.workers}{setting}, "
             f"{predictions[0].replicates} replicates"
         ),
@@ -275,6 +276,11 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid
             *([format_duration(p.analytic.rate_bound)] if limited else []),
         )
     return grid
+
+
+def given_as(scenario: Scenario) -> str:
+    """How the scenario gave its budget, where DSPy spells it: " (auto:light)"."""
+    return "" if scenario.budget_given is None else f" ({scenario.budget_given})"
 
 
 def stage_table(prediction: Prediction) -> Grid:
@@ -382,12 +388,14 @@ def knee_text(curve: Curve) -> str:
     shape = curve.shape.label
     knee = curve.knee
     if knee is None:
-        last, before = curve.points[-1], curve.points[-2]
-        per_doubling = last.test_gain.mean / math.log2(last.budget / before.budget)
+        gains = doubling_gains(curve.points)
+        if not gains:
+            return f"{shape}: the budgets asked span less than a doubling: no knee to name"
+        point, gain = gains[-1]
         return (
-            f"{shape}: no knee within the budgets asked: from B={before.budget} to "
-            f"B={last.budget}, doubling still adds {per_doubling:+.3f} to the expected test "
-            f"score, at least its run-to-run noise (sd {before.test_noise:.3f})"
+            f"{shape}: no knee within the budgets asked: doubling B={point.budget} still adds "
+            f"{gain:+.3f} to the expected test score, at least its run-to-run noise "
+            f"(sd {point.test_noise:.3f})"
         )
     w = knee.wall_clock
     cost = "" if knee.dollars is None else f" and costs {dollars_span(knee.dollars)}"
@@ -414,7 +422,7 @@ def curves_table(
     budgets = ", ".join(
         p.given if p.given == str(p.budget) else f"{p.budget} ({p.given})" for p in curves[0].points
     )
-    caption = "wall-clock, dollars: simulated mean and 5-95%"
+    caption = f"wall-clock{', dollars' if priced else ''}: simulated mean and 5-95%"
     if scored:
         caption += (
             "; test: the chosen candidate's expected score on fresh examples, best val: the "

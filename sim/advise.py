@@ -874,7 +874,9 @@ def target_refusal(ask: Ask, assessments: list[Assessment]) -> str:
     assert target is not None
     feasible = [x for x in assessments if x.feasible] or assessments
     best = max(feasible, key=lambda x: (x.chance(target), x.test_score.mean))
-    within = " within the deadline and the cap" if ask.deadline or ask.max_dollars else ""
+    limits = [what for what, limit in (("the deadline", ask.deadline),
+              ("the cap", ask.max_dollars)) if limit is not None]  # fmt: skip
+    within = f" within {' and '.join(limits)}" if limits else ""
     return (
         f"no allocation reaches a test score of {target:g} in {TARGET_CHANCE:.0%} of simulated "
         f"runs{within}: the best chance found is {best.chance(target):.0%}, "

@@ -10,8 +10,9 @@ run gains, not of two independent predictions.
 The knee is the budget past which doubling adds less to the expected test
 score than the run-to-run noise of that score (its standard deviation over
 replicates at that budget, within a parameter draw where the draws ran twice
-or more: two runs of one setup differ by that much): the first budget whose gain to the next,
-counted per doubling (divided by log2 of their ratio), is under that noise.
+or more: two runs of one setup differ by that much): the first budget B
+whose double's expected score (read off the curve, linear in log2 B between
+the budgets asked) is less than that noise above its own.
 Past it, two runs at the same budget differ by more than doubling the budget
 moves their mean. Without a quality model there is no score, and no knee.
 """
@@ -21,7 +22,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -118,17 +118,28 @@ def curve_of(
     return Curve(shape, tuple(points), knee_of(points) if scored else None)
 
 
+def doubling_gains(points: Sequence[CurvePoint]) -> list[tuple[CurvePoint, float]]:
+    """Each budget B whose double the curve reaches, with what doubling it adds to the
+    expected test score: the mean at 2B read off the curve (linear in log2 B between the
+    budgets asked), less the mean at B. Near budgets (a DSPy level beside a round number)
+    then weigh as the doubling they are part of, not as a doubling of their own."""
+    budgets = [p.budget for p in points]
+    where = np.log2(budgets)
+    means = [p.prediction.test_score.mean for p in points]
+    return [
+        (p, float(np.interp(math.log2(2 * p.budget), where, means)) - p.prediction.test_score.mean)
+        for p in points
+        if 2 * p.budget <= budgets[-1]
+    ]
+
+
 def knee_of(points: Sequence[CurvePoint]) -> Knee | None:
-    """The first budget whose gain per doubling to the next is under its run-to-run noise."""
-    for point, following in pairwise(points):
-        doublings = math.log2(following.budget / point.budget)
-        assert following.test_gain is not None and point.test_noise is not None
-        per_doubling = following.test_gain.mean / doublings
-        if per_doubling < point.test_noise:
+    """The first budget at which doubling adds less than its run-to-run noise."""
+    for point, gain in doubling_gains(points):
+        assert point.test_noise is not None
+        if gain < point.test_noise:
             p = point.prediction
-            return Knee(
-                point.budget, point.given, per_doubling, point.test_noise, p.wall_clock, p.dollars
-            )
+            return Knee(point.budget, point.given, gain, point.test_noise, p.wall_clock, p.dollars)
     return None
 
 

@@ -51,25 +51,34 @@ def test_the_gain_is_each_runs_own_from_one_budget_to_the_next() -> None:
     assert scores == sorted(scores)  # this search climbs with the budget
 
 
-class Costs:
-    """What knee_of reads of a point's prediction: a run's wall-clock and dollars."""
+class Figures:
+    """What knee_of reads of a point's prediction: the test score, wall-clock and dollars."""
 
-    wall_clock = Interval(60.0, 50.0, 70.0)
-    dollars = None
+    def __init__(self, score: float):
+        self.test_score = Interval(score, score, score)
+        self.wall_clock = Interval(60.0, 50.0, 70.0)
+        self.dollars = None
 
 
-def point(budget: int, gain: float | None, noise: float) -> CurvePoint:
-    interval = None if gain is None else Interval(gain, gain, gain)
-    return CurvePoint(budget, str(budget), Costs(), test_gain=interval, test_noise=noise)
+def curve(scores: dict[int, float], noise: float = 0.03) -> list[CurvePoint]:
+    return [CurvePoint(b, str(b), Figures(s), test_noise=noise) for b, s in scores.items()]
 
 
 def test_the_knee_is_where_a_doubling_adds_less_than_the_noise() -> None:
-    # 1000 -> 2000 adds 0.05 (a doubling), 2000 -> 8000 adds 0.04 over two doublings.
-    points = [point(1000, None, 0.03), point(2000, 0.05, 0.03), point(8000, 0.04, 0.03)]
-    knee = knee_of(points)
+    knee = knee_of(curve({1000: 0.50, 2000: 0.56, 4000: 0.58, 8000: 0.59}))
     assert knee.budget == 2000 and knee.gain_per_doubling == pytest.approx(0.02)
-    assert (knee.noise, knee.wall_clock) == (0.03, Costs.wall_clock)
-    assert knee_of(points[:2]) is None  # every doubling asked still pays
+    assert (knee.noise, knee.wall_clock) == (0.03, Interval(60.0, 50.0, 70.0))
+    # Every doubling the curve holds still pays: no knee (4000 has no double asked).
+    assert knee_of(curve({1000: 0.50, 2000: 0.56, 4000: 0.60})) is None
+    # Between 2000 and 8000 the score is read on a line in log2 B: 4000 is halfway.
+    assert knee_of(curve({1000: 0.50, 2000: 0.56, 8000: 0.60})).budget == 2000
+
+
+def test_a_budget_beside_another_is_no_doubling_of_its_own() -> None:
+    """1010 beside 1000 (a DSPy level beside a round number) adds nothing, yet doubling
+    1000 or 1010 adds 0.06: no knee there."""
+    assert knee_of(curve({1000: 0.50, 1010: 0.50, 2000: 0.56, 4000: 0.60})) is None
+    assert knee_of(curve({1000: 0.50, 1010: 0.50, 2000: 0.56, 4000: 0.58})).budget == 2000
 
 
 def test_run_to_run_noise_leaves_the_parameters_spread_out() -> None:
