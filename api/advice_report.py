@@ -47,7 +47,7 @@ def headline(advice: Advice) -> list[str | Note]:
 def budgets_asked(ask: Ask) -> str:
     """B=5000, or each budget compared, as given: B=500, 780 (auto:light), 1000."""
     if not ask.several_budgets:
-        return f"B={ask.budget}"
+        return f"B={ask.budgets[0]}"
     return "B=" + ", ".join(ask.budget_label(b).removeprefix("B=") for b in ask.budgets)
 
 
@@ -274,7 +274,7 @@ def advice_document(advice: Advice) -> dict[str, Any]:
     return {
         "scenario": advice.scenario.to_dict(),
         "ask": {
-            "budget": list(ask.budgets) if ask.several_budgets else ask.budget,
+            "budget": list(ask.budgets) if ask.several_budgets else ask.budgets[0],
             "p": list(ask.p),
             "n": list(ask.n),
             "b": list(ask.b),

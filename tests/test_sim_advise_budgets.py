@@ -20,6 +20,7 @@ from sim_helpers import fixed, make_scenario, searched
 
 from pxn.acceptance import Acceptance
 from pxn.api import advise as api_advise
+from pxn.api.advice_report import advice_report
 from pxn.errors import PxnError
 from pxn.prices import Prices
 from pxn.scenario import Scenario
@@ -149,6 +150,9 @@ def test_budgets_past_the_cap_are_left_out_unsimulated_and_named() -> None:
     advice = advise(priced, grid(max_dollars=1.0))
     assert {x.budget for x in advice.assessments} == {150, 300}
     assert advice.notes[0].startswith("B=600 not simulated: no allocation fits $1.00")
+    one_left = advise(priced, grid(max_dollars=0.5))
+    assert {x.budget for x in one_left.assessments} == {150}
+    assert advice_report(one_left).shown[0].startswith("small: B=150 metric calls")
     refused = advise(priced, grid(max_dollars=0.2))
     assert refused.assessments == [] and "B=150 metric calls alone cost $0.30" in refused.reasons[0]
 
