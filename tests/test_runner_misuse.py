@@ -2,30 +2,36 @@
 one clear line or in a trace that `pxn calibrate` reads, calibrating what it supports.
 
 Real gepa 0.1.4 runs with the tests' own small adapters and reflection LMs
-(record_helpers.py). A misuse of the recorder's or gepa's arguments is a
-PxnError naming the argument before anything is created. A run that fails,
-is interrupted or is cut short leaves a trace that `pxn calibrate` either
-calibrates, saying what the run lacked, or refuses in one line saying how
-the run ended (exit code 2, no traceback, no scenario file written).
+(record_helpers.py), and real DSPy 3.4.1 compiles on DSPy's DummyLMs. A
+misuse of the recorder's or gepa's arguments is a PxnError naming the
+argument before anything is created. A run that fails, is interrupted or is
+cut short leaves a trace that `pxn calibrate` either calibrates, saying what
+the run lacked, or refuses in one line saying how the run ended (exit code
+2, no traceback, no scenario file written).
 docs/recording.md's table lists these cases and what each gives.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import dspy
 import gepa
 import pytest
 from conftest import assert_user_error, run_pxn
+from dspy.utils import DummyLM
+from dspy_program import Topic, examples, metric, optimizer
 from gepa.core.adapter import EvaluationBatch
 from gepa.strategies.proposal_sampling import PxNSampling
 from record_helpers import SEED, TRAIN, VAL, BatchLM, CallableLM, SerialAdapter, ThreadedAdapter
 
 from pxn.errors import PxnError
+from pxn.runner.dspy_recording import recorded
 from pxn.runner.record import recording
 from pxn.scenario import Scenario
 from pxn.trace import Rollout, RunEnd, read_trace
@@ -364,9 +370,65 @@ def twice_in_one_file(out: Path) -> None:
     path.write_text(path.read_text(encoding="utf-8") * 2, encoding="utf-8")
 
 
+class BreaksFrom(dspy.Module):
+    """dspy_program.py's topic labeller, raising from its `first`th call on: DSPy scores each
+    such rollout as failed and builds no reflective dataset from it, and the run goes on."""
+
+    def __init__(self, first: int):
+        super().__init__()
+        self.predict = dspy.Predict(Topic)
+        calls = itertools.count(1)
+        # A function, which DSPy's copy of the program per candidate shares: one count.
+        self.next_call = lambda: next(calls)
+        self.first = first
+
+    def forward(self, sentence: str) -> dspy.Prediction:
+        call = self.next_call()
+        if call >= self.first:
+            raise RuntimeError(f"the program broke at call {call}")
+        return self.predict(sentence=sentence)
+
+
+def unscored_from(first: int) -> Callable[..., dspy.Prediction]:
+    """dspy_program.py's metric, answering with feedback and no score from its `first`th call
+    on: DSPy's adapter raises converting it, mid-stage."""
+    calls = itertools.count(1)
+
+    def scored(gold, pred, trace=None, pred_name=None, pred_trace=None):
+        if next(calls) >= first:
+            return dspy.Prediction(feedback="the grader forgot the score")
+        return metric(gold, pred, trace, pred_name, pred_trace)
+
+    return scored
+
+
+def compiled_by_dspy(
+    program: Callable[[], Any] = lambda: dspy.Predict(Topic),
+    metric_: Callable[[], Any] = lambda: metric,
+) -> Callable[[Path], None]:
+    """A recorded dspy.GEPA compile on DSPy's DummyLMs (the task LM never right, every
+    reflection a new instruction), as FAULTS runs it into its directory: the program and
+    metric made by the factories given."""
+
+    def compile_into(out: Path) -> None:
+        task = DummyLM({"": {"topic": "none"}})
+        replies = [{"new_instruction": f"Name the topic (try {i})."} for i in range(60)]
+        proposals = DummyLM(replies, adapter=dspy.JSONAdapter())
+        for lm in (task, proposals):
+            lm.cache = False  # DummyLM answers every call itself; it only says it caches
+        made = optimizer(proposals, metric=metric_(), max_metric_calls=60)
+        with dspy.context(lm=task):
+            recorded(made, out).compile(
+                program(), trainset=examples("train", 6), valset=examples("val", len(VAL))
+            )
+
+    return compile_into
+
+
 FAULTS = [
-    # (case, gepa.optimize's arguments, what the run raises, what is done to its trace after,
-    #  whether pxn calibrate calibrates, what it says)
+    # (case, gepa.optimize's arguments or a dspy.GEPA compile into the run directory, what
+    #  the run raises, what is done to its trace after, whether pxn calibrate calibrates,
+    #  what it says)
     (
         "batch_evaluate raises in full validation",
         {"adapter": BatchRaisesAt(3), "reflection_lm": BatchLM()},
@@ -463,6 +525,25 @@ FAULTS = [
         True,
         "run did not complete (interrupted in iteration 3",
     ),
+    (
+        # Every rollout from the 9th fails and no reflection has a dataset: the quality
+        # model's predictive runs lose every proposal, so they have no acceptance figure.
+        "dspy.GEPA: the program raises in every rollout from the 9th",
+        compiled_by_dspy(program=lambda: BreaksFrom(9)),
+        None,
+        None,
+        True,
+        "rollouts failed (first: RuntimeError: the program broke at call",
+    ),
+    (
+        "dspy.GEPA: DSPy's adapter raises mid-run",
+        compiled_by_dspy(metric_=lambda: unscored_from(30)),
+        ValueError,
+        None,
+        True,
+        "run did not complete (failed in iteration 4: ValueError: Prediction object does not "
+        "have a 'score' field",
+    ),
     ("a trace cut mid-line", {}, None, cut_mid_line, True, "truncated last line"),
     ("a newer schema", {}, None, newer_schema, False, "trace schema version 99"),
     ("two runs in one file", {}, None, twice_in_one_file, False, "a second run_start"),
@@ -480,7 +561,7 @@ def test_what_a_run_leaves_calibrates_or_is_refused_in_one_line(
     out = tmp_path / "run"
     expected = pytest.raises(raised) if raised else contextlib.nullcontext()
     with expected:
-        record(out, **kw)
+        kw(out) if callable(kw) else record(out, **kw)
     assert isinstance(read_trace(out / "trace.jsonl").events[-1], RunEnd)
     if damage is not None:
         damage(out)

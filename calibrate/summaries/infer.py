@@ -381,12 +381,17 @@ def _refuse_unpredicted(checks: tuple[FactCheck, ...]) -> None:
     inside = sum(check.inside for check in checks)
     if inside >= PREDICTIVE_FLOOR * len(checks):
         return
-    missed = [f"{c.fact.label} {c.fact.reported} (predicted {c.low:.3g}-{c.high:.3g})"
-              for c in checks if not c.inside]  # fmt: skip
+    missed = [f"{c.fact.label} {c.fact.reported} ({_predicted(c)})" for c in checks if not c.inside]
     raise PxnError(
         f"the posterior predictive holds only {inside} of the {len(checks)} facts in its "
         f"5-95%: the model cannot reproduce the runs it was fitted to ({'; '.join(missed[:4])})"
     )
+
+
+def _predicted(check: FactCheck) -> str:
+    if math.isnan(check.median):
+        return "no simulated run has the figure"
+    return f"predicted {check.low:.3g}-{check.high:.3g}"
 
 
 def _resample(outcome: AbcSmcResult, draws: int, seed: int) -> np.ndarray:
@@ -412,17 +417,22 @@ def _posterior(outcome: AbcSmcResult, priors: Priors, i: int) -> ParameterPoster
 
 
 def _check_fact(fact: Fact, figures: np.ndarray, noise: float) -> FactCheck:
-    """The fact against predictive figures on its scale, and one run's noise about it."""
+    """The fact against predictive figures on its scale, and one run's noise about it. A
+    figure no predictive run has (acceptance where every simulated run lost its proposals)
+    is outside: its quantiles are NaN."""
     finite = figures[np.isfinite(figures)]
     low, high = on_scale(fact, fact.low), on_scale(fact, fact.high)
+    reach = NORMAL_90 * noise
+    noise_low = float(from_scale(fact, low - reach))
+    noise_high = float(from_scale(fact, high + reach))
+    if not finite.size:
+        return FactCheck(fact, math.nan, math.nan, math.nan, 0.0, False, noise_low, noise_high)
     on = np.percentile(finite, [5, 50, 95])  # compared on the scale: a share clipped stays in
     quantiles = from_scale(fact, on)
     share = float(np.mean((finite >= low) & (finite <= high)))
-    reach = NORMAL_90 * noise
     return FactCheck(
         fact, float(quantiles[1]), float(quantiles[0]), float(quantiles[2]), share,
-        bool(on[0] <= high and low <= on[2]),
-        float(from_scale(fact, low - reach)), float(from_scale(fact, high + reach)),
+        bool(on[0] <= high and low <= on[2]), noise_low, noise_high,
     )  # fmt: skip
 
 
