@@ -92,8 +92,8 @@ def read_run_dir(path: str | Path) -> RunDirFiles:
     entries = sorted(p.name for p in path.iterdir())
     if not entries:
         raise PxnError(
-            f"is empty: neither a pxn run directory (trace.jsonl) nor a gepa run_dir ({RUN_LOG}, "
-            f"{STATE}); {GIVE_IT}",
+            f"is empty: a directory without a trace.jsonl (a pxn run directory's) or {RUN_LOG} "
+            f"and {STATE} (a gepa run_dir's); give a run directory, or {GIVE_IT}",
             subject=what,
         )
     saving = [name for name in entries if name.endswith(".tmp")]
