@@ -39,11 +39,13 @@ HELD_OUT = {
     "4x1-2": ("4x1", 2),
     "4x1-3": ("4x1", 3),
 }
-# The second program (guess-check), fewer runs: name: (shape, seed).
+# The second program (guess-check), fewer runs of a smaller budget: its chain of thought
+# makes a rollout several times longer. name: (shape, seed).
 CHECK_TUNING = {"check-single-1": ("single", 1), "check-single-2": ("single", 2),
                 "check-2x2-1": ("2x2", 1)}  # fmt: skip
 CHECK_HELD_OUT = {"check-single-3": ("single", 3), "check-2x2-2": ("2x2", 2),
                   "check-4x1-1": ("4x1", 1)}  # fmt: skip
+BUDGETS = {"keyword-topic": 80, "guess-check": 50}
 PLANS = {
     "tuning": TUNING,
     "held-out": HELD_OUT,
@@ -63,16 +65,22 @@ def record(plan: dict[str, tuple[str, int]]) -> None:
                 continue
             started = time.time()
             program = "guess-check" if name.startswith("check-") else "keyword-topic"
+            load = os.getloadavg()[0]
             done = subprocess.run(
                 [sys.executable, str(PROGRAM), str(runs / name), task, reflection,
-                 "--shape", shape, "--seed", str(seed), "--program", program],
+                 "--shape", shape, "--seed", str(seed), "--program", program,
+                 "--budget", str(BUDGETS[program])],
                 capture_output=True, text=True, check=True,
                 env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
             )  # fmt: skip
             (runs / f"{name}.log").write_text(done.stderr)
             totals = done.stdout.strip().splitlines()[-1]  # after DSPy's progress bars
             (runs / f"{name}.json").write_text(totals + "\n")
-            print(f"{name}: {time.time() - started:.0f} s {totals}", flush=True)
+            took = time.time() - started
+            with (HERE / "measure.log").open("a") as log:
+                when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(started))
+                log.write(f"{name}: started {when} UTC, load {load:.2f}, took {took:.0f} s\n")
+            print(f"{name}: {took:.0f} s {totals}", flush=True)
 
 
 if __name__ == "__main__":
