@@ -22,6 +22,7 @@ from pxn.calibrate.summaries.abc_smc import (
     Population,
     Scale,
     Settings,
+    _generation,
     abc_smc,
 )
 from pxn.calibrate.summaries.facts import Fact, Setup, read_summaries
@@ -537,3 +538,34 @@ def test_a_posterior_that_predicts_fewer_than_half_its_facts_is_refused():
     with pytest.raises(PxnError, match="holds only 3 of the 7 facts") as raised:
         _refuse_unpredicted(tuple(missed))
     assert "run3 seed score 0.1 (predicted 0.4-0.6)" in str(raised.value)
+
+
+@dataclass(frozen=True)
+class NoisySum:
+    """Two parameters, one fact: y = x1 + x2 + N(0, 0.1)."""
+
+    def figures(self, point: np.ndarray, seed: int, cutoff: Cutoff | None) -> np.ndarray:
+        return np.array([point[0] + point[1] + 0.1 * np.random.default_rng(seed).normal()])
+
+
+def test_a_generation_with_one_particle_inside_still_moves_its_copies() -> None:
+    """One particle within the tolerance has no spread of its own to step by: the copies
+    step by the whole population's (before, its NaN covariance made every step NaN, every
+    step was rejected, and the sampler gave up as if the facts were out of reach)."""
+    priors = Priors(("x1", "x2"), (Prior("uniform", -5.0, 5.0),) * 2, {})
+    rng = np.random.default_rng(0)
+    points = rng.uniform(-2, 2, size=(40, 2))
+    points[0] = [0.5, 0.5]  # the one setting near the fact y = 1
+    figures = points.sum(axis=1, keepdims=True)
+    fact = np.ones(1)
+    scale = Scale(np.array([0.1]), np.array([0.1]), 1.0, 1.4, 0)
+    distances = scale.distance(figures, fact, fact)
+    tolerance = float(np.sort(distances)[1]) / 2  # only the first particle is inside
+    assert np.sum(distances <= tolerance) == 1
+    cutoff = Cutoff(scale, fact, fact, tolerance)
+    population = Population(points, figures, distances)
+    settings = Settings(particles=40, min_acceptance=0.05)
+    result = _generation(priors, NoisySum(), in_turn, cutoff, population, settings, (7, 1))
+    assert not isinstance(result, float), f"abandoned: first steps accepted at {result:.1%}"
+    moved, _ = result
+    assert np.all(np.isfinite(moved.points)) and moved.distinct > 1

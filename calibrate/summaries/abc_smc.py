@@ -363,7 +363,10 @@ def _generation(
     rng = _stream(*key, RESAMPLE)
     copies = rng.choice(inside, size=dropped)
     d = population.points.shape[1]
-    covariance = np.atleast_2d(np.cov(population.points[inside], rowvar=False))
+    # Fewer particles inside than dimensions span no volume to step in (one has no spread at
+    # all: a NaN covariance, every step NaN): then the whole population's sets the steps.
+    spread = population.points[inside] if len(inside) > d else population.points
+    covariance = np.atleast_2d(np.cov(spread, rowvar=False))
     covariance = STEP_SCALE / d * covariance + np.eye(d) * 1e-12  # a parameter all agree on
     chain = Chain(priors, simulator, cutoff, np.linalg.cholesky(covariance))
     start = (population.points[copies], population.figures[copies], population.distances[copies])
