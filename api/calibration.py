@@ -259,14 +259,26 @@ def from_traces(
 
         calibration = calibrate_traces(paths, on_generation=told, backend=backend, **options)
     reproduction = reproduce(calibration.scenario, calibration.traces, backend=backend)
-    lines = [*reproduction.lines(), *calibration_lines(calibration)]
+    first = [*reproduction.lines(), *search_refusal(calibration)]
     return CalibrateResult(
         calibration.scenario,
         calibration,
-        tuple(lines),
-        calibration_header(calibration, reproduction.lines()),
+        tuple([*first, *calibration_lines(calibration)]),
+        calibration_header(calibration, first),
         reproduction,
     )
+
+
+def search_refusal(calibration: Calibration) -> list[str]:
+    """The first paragraph's line when the traces' scores gave no quality model: then the
+    scenario predicts no score, which a user reading its predictions must know first."""
+    if calibration.quality_refused is None:
+        return []
+    return [
+        "no score predictions: the quality model could not be fitted to the runs' scores "
+        f"({calibration.quality_refused}); the scenario keeps acceptance rates, and predicts "
+        "time, cost and proposals only"
+    ]
 
 
 def from_summaries(path: Path, name: str, backend: Backend, progress: bool) -> CalibrateResult:

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
+import pytest
 from calibrate_helpers import TRUE, write_traces
 from conftest import run_pxn
 
+from pxn.api import calibrate
 from pxn.calibrate.reproduction import FIGURES, reproduce
 from pxn.shape import Shape
 from pxn.trace import read_one
+
+MESSY = Path(__file__).resolve().parents[1] / "experiments" / "messy_runs" / "runs"
 
 
 def test_runs_of_one_scenario_are_reproduced_figure_by_figure(tmp_path):
@@ -57,3 +62,16 @@ def test_a_run_cut_short_is_named_not_simulated(tmp_path):
     reproduction = reproduce(TRUE.replace(budget=400), [read_one(p) for p in paths], 50)
     assert {c.run for c in reproduction.checks} == {paths[0].name}
     assert any("not completed" in line for line in reproduction.lines())
+
+
+@pytest.mark.slow
+def test_runs_whose_scores_fit_no_quality_model_say_so_in_the_first_lines():
+    """The messy-run study's guess-check singles: ten iterations of near-zero scores, too
+    few for the inference to converge. The scenario keeps acceptance rates, and the
+    report's first paragraph says it predicts no score, and why."""
+    runs = [MESSY / "check-single-1", MESSY / "check-single-2"]
+    result = calibrate(runs, draws=20)
+    assert result.scenario.quality is None and result.scenario.acceptance is not None
+    assert result.lines[1].startswith("no score predictions: the quality model could not be")
+    assert "did not converge" in result.lines[1]
+    assert result.header.splitlines()[3] == result.lines[1]

@@ -107,6 +107,8 @@ class Calibration:
     draws: DrawsFit | None = None  # the [uncertainty] table's bootstrap; None without draws
     quality: QualityFit | None = None  # the search's quality model, when it decides acceptance
     untimed: UntimedFit | None = None  # the spans of calls that timed no rollout, when any
+    # Why the traces' scores gave no quality model, when they held scores and it was tried.
+    quality_refused: str | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -273,6 +275,7 @@ def calibrate_traces(
         except PxnError as exc:
             if search == "quality":
                 raise
+            calibration.quality_refused = str(exc)
             evidence.notes.append(
                 f"the quality model was not fitted ({exc}); the scenario keeps acceptance rates "
                 "(--search quality makes this an error)"
