@@ -75,12 +75,17 @@ def analyse(which: str, plan: dict[str, tuple[str, int]]) -> None:
     lines += ["", "| run | shape | wall-clock | predicted [5-95%] | best | predicted [5-95%] "
               "| iterations m/sim |", "|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
+        predicted_score = "-"
+        if r["best_score_inside"] in ("True", "False"):
+            predicted_score = (
+                f"{num(r, 'sim_best_score_mean'):.3f} [{num(r, 'sim_best_score_p5'):.3f}, "
+                f"{num(r, 'sim_best_score_p95'):.3f}]"
+            )
         lines.append(
             f"| {name(r)} | {r['shape']} | {num(r, 'measured_wall_clock_s'):.0f} s "
             f"| {num(r, 'sim_wall_clock_mean_s'):.0f} [{num(r, 'sim_wall_clock_p5_s'):.0f}, "
             f"{num(r, 'sim_wall_clock_p95_s'):.0f}] | {num(r, 'measured_best_score'):.3f} "
-            f"| {num(r, 'sim_best_score_mean'):.3f} [{num(r, 'sim_best_score_p5'):.3f}, "
-            f"{num(r, 'sim_best_score_p95'):.3f}] "
+            f"| {predicted_score} "
             f"| {r['measured_iterations']}/{num(r, 'sim_iterations_mean'):.1f} |"
         )
     (HERE / f"summary-{which}.md").write_text("\n".join(lines) + "\n")
@@ -104,13 +109,17 @@ def cells(group: list[Row]) -> str:
         / num(r, "sim_wall_clock_mean_s")
         for r in group
     )
-    score_error = statistics.mean(
-        abs(num(r, "sim_best_score_mean") - num(r, "measured_best_score")) for r in group
-    )
-    score_inside = sum(r["best_score_inside"] == "True" for r in group)
-    score_width = statistics.median(
-        num(r, "sim_best_score_p95") - num(r, "sim_best_score_p5") for r in group
-    )
+    scored = [r for r in group if r["best_score_inside"] in ("True", "False")]
+    score = "- | - | -"  # a scenario of acceptance rates predicts no score
+    if scored:
+        error = statistics.mean(
+            abs(num(r, "sim_best_score_mean") - num(r, "measured_best_score")) for r in scored
+        )
+        inside = sum(r["best_score_inside"] == "True" for r in scored)
+        width = statistics.median(
+            num(r, "sim_best_score_p95") - num(r, "sim_best_score_p5") for r in scored
+        )
+        score = f"{error:.3f} | {inside}/{len(scored)} | {width:.2f}"
     iterations = statistics.mean(abs(num(r, "sim_iterations_error")) for r in group)
 
     def pair(measured: str, predicted: str) -> str:
@@ -119,8 +128,7 @@ def cells(group: list[Row]) -> str:
         return f"{m:.0%} / {p:.0%}"
 
     return (
-        f"{mape:.1%} | {inside}/{len(group)} | {width:.0%} | {score_error:.3f} "
-        f"| {score_inside}/{len(group)} | {score_width:.2f} | {iterations:.1%} "
+        f"{mape:.1%} | {inside}/{len(group)} | {width:.0%} | {score} | {iterations:.1%} "
         f"| {pair('measured_failed_share', 'sim_failed_share_mean')} "
         f"| {pair('measured_no_proposal_share', 'sim_no_proposal_share_mean')}"
     )
