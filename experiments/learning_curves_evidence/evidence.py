@@ -1,0 +1,548 @@
+"""Issue #30's evidence: can a scenario calibrated from short runs say what a longer run buys?
+
+    .venv/bin/python experiments/learning_curves_evidence/evidence.py record quality
+    .venv/bin/python experiments/learning_curves_evidence/evidence.py record lm
+    .venv/bin/python experiments/learning_curves_evidence/evidence.py analyse quality
+    .venv/bin/python experiments/learning_curves_evidence/evidence.py analyse lm
+
+Two arms, each calibrated from single runs at a budget B and asked, by `pxn sweep
+--budgets B,2B,4B,8B`, for the best validation score of single and two batched shapes at
+each budget; real runs to 8B of each shape answer, each read at every budget on the way
+(budget_reading.py: a run to 8B holds the runs to B, 2B and 4B as its prefixes).
+
+- quality: the task of known quality run by the real gepa with a user's adapter and the
+  one recording line (experiments/recorded_quality/quality_run.py), B = 500. Calibrated
+  from that study's eight singles at B (seeds 0-7); held out: single (seeds 8-13), 2x2 and
+  4x4 (seeds 0-5), run here to 8B = 4000. Beside the calibrated scenario, the same with
+  the true [quality] (what a perfect calibration of the search would give). The task is
+  deterministic given its seed, so the recorded study's runs at B of the same shape and
+  seed are the prefixes of these runs to the bit (checked: prefix-check.md).
+- lm: `pxn run --task topics` on the local LM pool (SmolLM2-135M, two llama.cpp servers,
+  W = 2), B = 40. Calibrated from eight singles at B (seeds 0-7); held out: single (seeds
+  8-11), 2x2 and 4x1 (seeds 0-3), run to 8B = 320; and, read at B, 2B and 4B, the local
+  study's 21 runs of these shapes at W = 2 and B = 200 (experiments/local_validation).
+
+`record` makes an arm's runs, one at a time, each logged in ARM/measure.log (UTC start,
+the 1-minute load, for the LM the other llama.cpp servers running, the seconds taken);
+runs already recorded are kept. The LM runs wait (up to 10 minutes each) for a 1-minute
+load below 1.0 and no other llama.cpp server, and say in the log when they did not get
+it. `analyse` calibrates (`pxn calibrate --search quality`), predicts (`pxn sweep`, 400
+replicates, seed 0), reads the runs and writes ARM/readings.csv, ARM/summary.md and
+ARM/curves.png (and, for the quality arm, prefix-check.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import dataclasses
+import datetime as dt
+import importlib.util
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from budget_reading import at_budget
+from compare import (
+    SINGLE,
+    GainRow,
+    Reading,
+    ScoreRow,
+    coverage,
+    gain_rows,
+    predicted_gains,
+    predicted_scores,
+    score_rows,
+    shape_name,
+)
+
+from pxn.trace import Decision, Reflection, Rollout, Trace, Validation, read_one, summarize
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent.relative_to(ROOT)  # paths as the reports show them
+PXN = Path(sys.executable).parent / "pxn"
+RECORDED = ROOT / "experiments" / "recorded_quality"
+LOCAL_STUDY = ROOT / "experiments" / "local_validation" / "runs"
+REPLICATES = "400"
+QUIET_LOAD = 1.0  # the 1-minute load an LM run waits for
+QUIET_WAIT = 600.0  # seconds an LM run waits for it at most
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str  # its folder in the study's
+    budget: int  # B: the calibration runs'
+    shapes: tuple[str, str, str]  # single, then two batched shapes
+    calibration: tuple[Path, ...]  # runs at B, relative to the repository's root
+    held_out: tuple[tuple[str, int], ...]  # (shape, seed): runs to 8B, recorded here
+    # Runs recorded elsewhere at a budget between B and 8B, read at the budgets they reach.
+    earlier: tuple[Path, ...] = ()
+    earlier_source: str = ""
+
+    @property
+    def budgets(self) -> tuple[int, ...]:
+        return tuple(self.budget * 2**i for i in range(4))
+
+    @property
+    def longest(self) -> int:
+        return self.budgets[-1]
+
+    @property
+    def folder(self) -> Path:
+        return HERE / self.name
+
+    def held_out_run(self, shape: str, seed: int) -> Path:
+        return self.folder / "runs" / f"{shape}-b{self.longest}-s{seed}"
+
+
+QUALITY = Arm(
+    name="quality",
+    budget=500,
+    shapes=("1x1", "2x2", "4x4"),
+    calibration=tuple(RECORDED.relative_to(ROOT) / "runs" / f"1x1-s{seed}" for seed in range(8)),
+    held_out=tuple(
+        [("1x1", seed) for seed in range(8, 14)]
+        + [(shape, seed) for shape in ("2x2", "4x4") for seed in range(6)]
+    ),
+)
+LM = Arm(
+    name="lm",
+    budget=40,
+    shapes=("1x1", "2x2", "4x1"),
+    calibration=tuple(HERE / "lm" / "runs" / f"1x1-b40-s{seed}" for seed in range(8)),
+    held_out=tuple(
+        [("1x1", seed) for seed in range(8, 12)]
+        + [(shape, seed) for shape in ("2x2", "4x1") for seed in range(4)]
+    ),
+    earlier=tuple(
+        LOCAL_STUDY.relative_to(ROOT) / f"{shape}-w2-s{seed}"
+        for shape in ("1x1", "2x2", "4x1")
+        for seed in range(7)
+    ),
+    earlier_source="local study, B=200",
+)
+ARMS = {arm.name: arm for arm in (QUALITY, LM)}
+
+
+# ---- recording ----
+
+
+def log_line(arm: Arm, text: str) -> None:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with (arm.folder / "measure.log").open("a") as log:
+        log.write(f"{stamp} {text}\n")
+
+
+def load_now() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def llama_servers() -> int:
+    """llama.cpp servers running on this machine now (anyone's)."""
+    count = 0
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                if b"llama_cpp.server" in (proc / "cmdline").read_bytes():
+                    count += 1
+    return count
+
+
+def quality_module():
+    """experiments/recorded_quality's quality_run.py (its directory on the path, as its
+    own scripts import it) and study.py (under its own name: this folder is no package)."""
+    sys.path.insert(0, str(RECORDED))
+    import quality_run
+
+    spec = importlib.util.spec_from_file_location("recorded_quality_study", RECORDED / "study.py")
+    assert spec is not None and spec.loader is not None
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    return quality_run, study
+
+
+def record_quality(arm: Arm) -> None:
+    """The held-out runs to 8B, in this process, seeds outermost (a slow spell of the shared
+    machine falls on every shape alike); gepa's chatter on stdout is dropped."""
+    from pxn.shape import Shape
+
+    quality_run, _ = quality_module()
+    # The recorded study's first arm (each run its own examples) at the longer budget.
+    longer = quality_run.Arm(arm.name, quality_run.TRUTH.replace(budget=arm.longest),
+                             same_examples=False)  # fmt: skip
+    for shape, seed in sorted(arm.held_out, key=lambda cell: (cell[1], cell[0])):
+        out = ROOT / arm.held_out_run(shape, seed)
+        totals = out.with_suffix(".json")
+        if totals.exists():
+            continue
+        shutil.rmtree(out, ignore_errors=True)
+        started = time.monotonic()
+        load = load_now()
+        with contextlib.redirect_stdout(io.StringIO()):
+            result = quality_run.run(out, Shape.parse(shape), seed, longer)
+        shutil.rmtree(out / "gepa")
+        totals.write_text(json.dumps(result) + "\n")
+        took = time.monotonic() - started
+        log_line(arm, f"{out.relative_to(ROOT)} load: {load} took {took:.1f} s")
+
+
+def wait_for_quiet() -> float:
+    """Seconds waited for a quiet machine (QUIET_WAIT at most)."""
+    started = time.monotonic()
+    while time.monotonic() - started < QUIET_WAIT:
+        if os.getloadavg()[0] < QUIET_LOAD and llama_servers() == 0:
+            break
+        time.sleep(15)
+    return time.monotonic() - started
+
+
+def record_lm(arm: Arm) -> None:
+    """The calibration singles at B, then the held-out runs to 8B, one `pxn run` at a time."""
+    cells = [(SINGLE, seed, arm.budget, ROOT / path) for seed, path in enumerate(arm.calibration)]
+    cells += [
+        (shape, seed, arm.longest, ROOT / arm.held_out_run(shape, seed))
+        for shape, seed in sorted(arm.held_out, key=lambda cell: (cell[1], cell[0]))
+    ]
+    for shape, seed, budget, out in cells:
+        if (out / "result.json").exists():
+            continue
+        shutil.rmtree(out, ignore_errors=True)
+        waited = wait_for_quiet()
+        load, others = load_now(), llama_servers()
+        started = time.monotonic()
+        done = subprocess.run(
+            [str(PXN), "run", "--task", "topics", "--shape", shape, "--budget", str(budget),
+             "--workers", "2", "--lm-servers", "2", "--seed", str(seed), "--no-progress",
+             "--out", str(out)],
+            cwd=ROOT, capture_output=True, text=True,
+        )  # fmt: skip
+        took = time.monotonic() - started
+        quiet = float(load.split()[0]) < QUIET_LOAD and not others
+        busy = "" if quiet else " (not quiet: waited the most)"
+        log_line(
+            arm,
+            f"{out.relative_to(ROOT)} load: {load} other llama servers: {others} "
+            f"waited {waited:.0f} s{busy} took {took:.1f} s exit {done.returncode}",
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"pxn run ended {done.returncode}: {done.stderr[-2000:]}")
+
+
+# ---- analysis ----
+
+
+def pxn(output: Path, *args: str | Path) -> None:
+    """A pxn command from the repository root, niced, its output kept in `output`."""
+    command = ["nice", "-n", "5", str(PXN), *map(str, args)]
+    env = {**os.environ, "COLUMNS": "100"}
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
+    output.write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise SystemExit(f"pxn {args[0]} ended {done.returncode}: see {output}")
+
+
+def predictors(arm: Arm) -> dict[str, Path]:
+    """Calibrate the arm's scenario (and, for the quality task, the same with the truth's
+    [quality]): label -> scenario file."""
+    folder = ROOT / arm.folder
+    scenario = arm.folder / "calibrated.toml"
+    pxn(folder / "calibrate.txt", "calibrate", *arm.calibration, "-o", scenario,
+        "--search", "quality")  # fmt: skip
+    made = {"calibrated": scenario}
+    if arm is QUALITY:
+        from pxn.calibrate.traces.quality import seed_validation
+
+        quality_run, study = quality_module()
+        measured = seed_validation([read_one(ROOT / run) for run in arm.calibration])
+        truth = dataclasses.replace(quality_run.TRUTH.quality, seed_validation=measured)
+        oracle = arm.folder / "calibrated-true-quality.toml"
+        study.with_true_quality(ROOT / scenario, truth, ROOT / oracle)
+        made["true quality"] = oracle
+    return made
+
+
+def predict(arm: Arm, label: str, scenario: Path) -> tuple[Path, Path]:
+    """The curve at every budget, and the paired gain of 8B over B: their sweep.csv files."""
+    shapes = ",".join(shape_name(s) for s in arm.shapes)
+    suffix = "" if label == "calibrated" else "-" + label.replace(" ", "-")
+    made = []
+    for name, budgets in (("sweep", arm.budgets), ("gain", (arm.budget, arm.longest))):
+        out = arm.folder / f"{name}{suffix}"
+        (ROOT / out).mkdir(parents=True, exist_ok=True)
+        pxn(ROOT / out / "table.txt", "sweep", scenario,
+            "--budgets", ",".join(map(str, budgets)), "--shapes", shapes,
+            "--reps", REPLICATES, "--seed", "0", "--jobs", "2", "--out", out)  # fmt: skip
+        made.append(ROOT / out / "sweep.csv")
+    return made[0], made[1]
+
+
+def readings_of(run: Path, source: str, budgets: Sequence[int]) -> list[Reading]:
+    """The run read at each of `budgets` it reached."""
+    trace = read_one(ROOT / run)
+    start = trace.run_start
+    found = []
+    for budget in budgets:
+        if budget > start.budget:
+            break
+        summary = summarize(at_budget(trace, budget))
+        assert summary.best_score is not None
+        reading = Reading(
+            run=run.name,
+            source=source,
+            shape=start.shape,
+            seed=start.seed,
+            budget=budget,
+            best_score=summary.best_score,
+            metric_calls=summary.metric_calls,
+            wall_clock=summary.wall_clock,
+        )
+        found.append(reading)
+    return found
+
+
+def read_all(arm: Arm) -> list[Reading]:
+    readings = []
+    for shape in arm.shapes:
+        for held_shape, seed in arm.held_out:
+            if held_shape == shape:
+                run = arm.held_out_run(shape, seed)
+                readings += readings_of(run, "this study", arm.budgets)
+    for run in arm.earlier:
+        readings += readings_of(run, arm.earlier_source, arm.budgets)
+    return readings
+
+
+def write_readings(path: Path, readings: Sequence[Reading]) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        fields = [field.name for field in dataclasses.fields(Reading)]
+        writer.writerow(fields)
+        for r in readings:
+            writer.writerow(
+                [f"{v:.3f}" if isinstance(v, float) else v for v in dataclasses.astuple(r)]
+            )
+
+
+# ---- the prefix check (quality arm) ----
+
+
+def search_record(trace: Trace) -> dict[str, list]:
+    """What a run's search did, comparable between two runs of one seed (no times)."""
+
+    def untimed(events: list) -> list:
+        return [dataclasses.replace(e, start=0.0, end=0.0) for e in events]
+
+    return {
+        "validations": untimed(trace.of(Validation)),
+        "decisions": untimed(trace.of(Decision)),
+        "reflections": sorted((r.iteration, r.proposal, r.parent) for r in trace.of(Reflection)),
+        "rollouts": sorted(
+            (r.iteration, r.phase, r.candidate, r.example, r.score) for r in trace.of(Rollout)
+        ),
+    }
+
+
+def prefix_differences(longer: Trace, shorter: Trace) -> list[str]:
+    """How `longer` read at `shorter`'s budget differs from `shorter`: [] when it agrees."""
+    budget = shorter.run_start.budget
+    prefix = at_budget(longer, budget)
+    ends = [(t.run_end.metric_calls, t.run_end.iterations) for t in (prefix, shorter)]
+    found = [] if ends[0] == ends[1] else [f"calls and iterations {ends[0]} != {ends[1]}"]
+    ours, theirs = search_record(prefix), search_record(shorter)
+    found += [f"{name} differ" for name in ours if ours[name] != theirs[name]]
+    return found
+
+
+def prefix_check(arm: Arm) -> str:
+    """Each held-out run to 8B against the recorded study's run at B of its shape and seed."""
+    lines = [
+        "# The prefix reading, checked",
+        "",
+        f"Each run to {arm.longest} read at {arm.budget} (budget_reading.py), against the "
+        f"recorded quality study's run given {arm.budget} of the same shape and seed: gepa's "
+        "metric calls and iterations, every validation (iteration, candidate, score), every "
+        "verdict (proposal, parent, scores), every reflection and every scored rollout.",
+        "",
+        "| run to 8B | run at B | metric calls at B | iterations | best score at B | agrees |",
+        "|---|---|---|---|---|---|",
+    ]
+    for shape, seed in arm.held_out:
+        shorter_path = RECORDED / "runs" / f"{shape}-s{seed}"
+        if not shorter_path.exists():
+            continue
+        longer = read_one(ROOT / arm.held_out_run(shape, seed))
+        shorter = read_one(shorter_path)
+        prefix = summarize(at_budget(longer, arm.budget))
+        differences = prefix_differences(longer, shorter)
+        lines.append(
+            f"| {arm.held_out_run(shape, seed).name} | {shorter_path.name} "
+            f"| {prefix.metric_calls} | {prefix.iterations} | {prefix.best_score:.2f} "
+            f"| {'yes' if not differences else 'no: ' + '; '.join(differences)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+# ---- the summary ----
+
+
+def score_table(rows: Sequence[ScoreRow]) -> list[str]:
+    lines = [
+        "| shape | budget | runs | measured mean | sd | predicted mean | error | inside 5-95% "
+        "| strictly inside | width |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {shape_name(r.shape)} | {r.budget} | {r.runs} | {r.measured_mean:.3f} "
+            f"| {r.measured_sd:.3f} | {r.predicted.mean:.3f} | {r.error:+.3f} "
+            f"| {r.inside}/{r.runs} | {r.strictly_inside}/{r.runs} | {r.predicted.width:.2f} |"
+        )
+    return lines
+
+
+def gain_table(rows: Sequence[GainRow]) -> list[str]:
+    lines = [
+        "| shape | gain | runs | measured mean gain | its standard error | predicted mean gain "
+        "| error | runs' gains inside the paired 5-95% | paired 5-95% |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {shape_name(r.shape)} | {r.last} - {r.first} | {r.runs} "
+            f"| {r.measured_mean:+.3f} | {r.measured_se:.3f} | {r.predicted_mean:+.3f} "
+            f"| {r.error:+.3f} | {r.inside}/{r.runs} "
+            f"| [{r.paired.low:+.2f}, {r.paired.high:+.2f}] |"
+        )
+    return lines
+
+
+def totals(rows: Sequence[ScoreRow], budget: int) -> list[str]:
+    """Coverage and mean absolute error at the calibration budget and beyond it."""
+    lines = []
+    for what, chosen in (
+        (f"at B = {budget}", [r for r in rows if r.budget == budget]),
+        ("beyond B (2B, 4B, 8B)", [r for r in rows if r.budget > budget]),
+        ("all", list(rows)),
+    ):
+        inside, strictly, runs = coverage(chosen)
+        if not runs:
+            continue
+        weighted = sum(abs(r.error) * r.runs for r in chosen) / runs
+        lines.append(
+            f"| {what} | {runs} | {inside}/{runs} ({inside / runs:.0%}) "
+            f"| {strictly}/{runs} ({strictly / runs:.0%}) | {weighted:.3f} |"
+        )
+    return [
+        "| readings | n | inside 5-95% | strictly inside | mean abs. error of the predicted mean |",
+        "|---|---|---|---|---|",
+        *lines,
+    ]
+
+
+def summary(arm: Arm, readings: Sequence[Reading], made: dict[str, tuple[Path, Path]]) -> str:
+    lines = [f"# {arm.name}: predicted from singles at B = {arm.budget}, against real runs", ""]
+    sources = sorted({r.source for r in readings})
+    for label, (sweep_csv, gain_csv) in made.items():
+        predicted = predicted_scores(sweep_csv)
+        paired = predicted_gains(gain_csv, arm.longest)
+        for source in sources:
+            chosen = [r for r in readings if r.source == source]
+            rows = score_rows(chosen, predicted)
+            lines += [f"## {label}: {source}", "", *score_table(rows), ""]
+            lines += totals(rows, arm.budget)
+            gains = gain_rows(chosen, predicted, paired, arm.budget, arm.longest)
+            if gains:
+                lines += ["", *gain_table(gains)]
+            lines.append("")
+    lines += [
+        "measured mean, sd: over the runs' best validation scores read at that budget; error: "
+        "predicted mean less measured mean; inside: ends included (scores move by 1/V); "
+        "width: p95 - p5 of one run's predicted best score; gain: each run's best score at "
+        "the largest budget less its own at the smallest, against the curve's mean at the "
+        "one less its mean at the other; paired 5-95%: one replicate's gain (a sweep of the "
+        "two budgets alone)."
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def figure(arm: Arm, readings: Sequence[Reading], made: dict[str, tuple[Path, Path]]) -> None:
+    """Per shape: the predicted mean and 5-95% against the budget, each real run's line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2), sharey=True)
+    styles = {"calibrated": ("tab:blue", "-"), "true quality": ("tab:green", "--")}
+    for ax, shape in zip(axes, arm.shapes, strict=True):
+        name = shape_name(shape)
+        for label, (sweep_csv, _) in made.items():
+            predicted = predicted_scores(sweep_csv)
+            budgets = list(arm.budgets)
+            cells = [predicted[name, b] for b in budgets]
+            color, line = styles[label]
+            ax.fill_between(budgets, [c.low for c in cells], [c.high for c in cells],
+                            color=color, alpha=0.12 if label == "calibrated" else 0.0,
+                            edgecolor=color, linestyle=line)  # fmt: skip
+            ax.plot(budgets, [c.mean for c in cells], color=color, linestyle=line, lw=2,
+                    label=f"predicted mean, 5-95% ({label})")  # fmt: skip
+        runs: dict[tuple[str, str], list[Reading]] = {}
+        for r in readings:
+            if r.shape == shape:
+                runs.setdefault((r.source, r.run), []).append(r)
+        for (source, _), points in runs.items():
+            earlier = source != "this study"
+            ax.plot([p.budget for p in points], [p.best_score for p in points],
+                    color="0.55" if earlier else "black", lw=0.8, alpha=0.7,
+                    marker="." if earlier else "o", ms=3)  # fmt: skip
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(list(arm.budgets), [str(b) for b in arm.budgets])
+        ax.set_title(name)
+        ax.set_xlabel("budget B (metric calls)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("best validation score")
+    legend = axes[0]
+    legend.plot([], [], color="black", marker="o", ms=3, lw=0.8, label="a real run (this study)")
+    if arm.earlier:
+        legend.plot([], [], color="0.55", marker=".", lw=0.8,
+                    label=f"a real run ({arm.earlier_source})")  # fmt: skip
+    legend.legend(fontsize=7, loc="lower right")
+    fig.suptitle(
+        f"{arm.name}: calibrated from singles at B = {arm.budget}; real runs read at each budget"
+    )
+    fig.tight_layout()
+    fig.savefig(ROOT / arm.folder / "curves.png", dpi=110)
+    plt.close(fig)
+
+
+def analyse(arm: Arm) -> None:
+    made = {label: predict(arm, label, scenario) for label, scenario in predictors(arm).items()}
+    readings = read_all(arm)
+    write_readings(ROOT / arm.folder / "readings.csv", readings)
+    if arm is QUALITY:
+        (ROOT / arm.folder / "prefix-check.md").write_text(prefix_check(arm))
+    (ROOT / arm.folder / "summary.md").write_text(summary(arm, readings, made))
+    figure(arm, readings, made)
+
+
+if __name__ == "__main__":
+    os.chdir(ROOT)
+    step, name = [*sys.argv[1:], "", ""][:2]
+    if step not in ("record", "analyse") or name not in ARMS:
+        print("usage: evidence.py record|analyse quality|lm", file=sys.stderr)
+        raise SystemExit(2)
+    chosen = ARMS[name]
+    (ROOT / chosen.folder).mkdir(parents=True, exist_ok=True)
+    if step == "analyse":
+        analyse(chosen)
+    elif chosen is QUALITY:
+        record_quality(chosen)
+    else:
+        record_lm(chosen)
