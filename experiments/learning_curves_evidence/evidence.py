@@ -134,10 +134,14 @@ ARMS = {arm.name: arm for arm in (QUALITY, LM)}
 # ---- recording ----
 
 
-def log_line(arm: Arm, text: str) -> None:
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    with (arm.folder / "measure.log").open("a") as log:
-        log.write(f"{stamp} {text}\n")
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def log_line(arm: Arm, started: str, text: str) -> None:
+    """A run's line in measure.log, written when it ends: its start (UTC) and `text`."""
+    with (ROOT / arm.folder / "measure.log").open("a") as log:
+        log.write(f"{started} {text}\n")
 
 
 def load_now() -> str:
@@ -168,29 +172,39 @@ def quality_module():
     return quality_run, study
 
 
+def interleaved(cells: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+    """(shape, seed) cells, each shape's first seed, then each shape's second, and so on."""
+    rank: dict[str, int] = {}
+    ranked = []
+    for shape, seed in cells:
+        ranked.append((rank.get(shape, 0), shape, seed))
+        rank[shape] = rank.get(shape, 0) + 1
+    return [(shape, seed) for _, shape, seed in sorted(ranked)]
+
+
 def record_quality(arm: Arm) -> None:
-    """The held-out runs to 8B, in this process, seeds outermost (a slow spell of the shared
-    machine falls on every shape alike); gepa's chatter on stdout is dropped."""
+    """The held-out runs to 8B, in this process, each shape's first seed, then each one's
+    second, and so on (a slow spell of the shared machine falls on every shape alike);
+    gepa's chatter on stdout is dropped."""
     from pxn.shape import Shape
 
     quality_run, _ = quality_module()
     # The recorded study's first arm (each run its own examples) at the longer budget.
     longer = quality_run.Arm(arm.name, quality_run.TRUTH.replace(budget=arm.longest),
                              same_examples=False)  # fmt: skip
-    for shape, seed in sorted(arm.held_out, key=lambda cell: (cell[1], cell[0])):
+    for shape, seed in interleaved(arm.held_out):
         out = ROOT / arm.held_out_run(shape, seed)
         totals = out.with_suffix(".json")
         if totals.exists():
             continue
         shutil.rmtree(out, ignore_errors=True)
-        started = time.monotonic()
-        load = load_now()
+        stamp, started, load = utc_now(), time.monotonic(), load_now()
         with contextlib.redirect_stdout(io.StringIO()):
             result = quality_run.run(out, Shape.parse(shape), seed, longer)
         shutil.rmtree(out / "gepa")
         totals.write_text(json.dumps(result) + "\n")
         took = time.monotonic() - started
-        log_line(arm, f"{out.relative_to(ROOT)} load: {load} took {took:.1f} s")
+        log_line(arm, stamp, f"{out.relative_to(ROOT)} load: {load} took {took:.1f} s")
 
 
 def wait_for_quiet() -> float:
@@ -204,11 +218,12 @@ def wait_for_quiet() -> float:
 
 
 def record_lm(arm: Arm) -> None:
-    """The calibration singles at B, then the held-out runs to 8B, one `pxn run` at a time."""
+    """The calibration singles at B, then the held-out runs to 8B interleaved by shape, one
+    `pxn run` at a time."""
     cells = [(SINGLE, seed, arm.budget, ROOT / path) for seed, path in enumerate(arm.calibration)]
     cells += [
         (shape, seed, arm.longest, ROOT / arm.held_out_run(shape, seed))
-        for shape, seed in sorted(arm.held_out, key=lambda cell: (cell[1], cell[0]))
+        for shape, seed in interleaved(arm.held_out)
     ]
     for shape, seed, budget, out in cells:
         if (out / "result.json").exists():
@@ -216,7 +231,7 @@ def record_lm(arm: Arm) -> None:
         shutil.rmtree(out, ignore_errors=True)
         waited = wait_for_quiet()
         load, others = load_now(), llama_servers()
-        started = time.monotonic()
+        stamp, started = utc_now(), time.monotonic()
         done = subprocess.run(
             [str(PXN), "run", "--task", "topics", "--shape", shape, "--budget", str(budget),
              "--workers", "2", "--lm-servers", "2", "--seed", str(seed), "--no-progress",
@@ -228,6 +243,7 @@ def record_lm(arm: Arm) -> None:
         busy = "" if quiet else " (not quiet: waited the most)"
         log_line(
             arm,
+            stamp,
             f"{out.relative_to(ROOT)} load: {load} other llama servers: {others} "
             f"waited {waited:.0f} s{busy} took {took:.1f} s exit {done.returncode}",
         )
@@ -239,13 +255,14 @@ def record_lm(arm: Arm) -> None:
 
 
 def pxn(output: Path, *args: str | Path) -> None:
-    """A pxn command from the repository root, niced, its output kept in `output`."""
+    """A pxn command from the repository root, niced, its stdout kept in `output` (stderr,
+    the progress of the work with its time estimates, only when it fails)."""
     command = ["nice", "-n", "5", str(PXN), *map(str, args)]
     env = {**os.environ, "COLUMNS": "100"}
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
-    output.write_text(done.stdout + done.stderr)
+    output.write_text(done.stdout)
     if done.returncode != 0:
-        raise SystemExit(f"pxn {args[0]} ended {done.returncode}: see {output}")
+        raise SystemExit(f"pxn {args[0]} ended {done.returncode}: {done.stderr[-2000:]}")
 
 
 def predictors(arm: Arm) -> dict[str, Path]:
@@ -278,7 +295,7 @@ def predict(arm: Arm, label: str, scenario: Path) -> tuple[Path, Path]:
         (ROOT / out).mkdir(parents=True, exist_ok=True)
         pxn(ROOT / out / "table.txt", "sweep", scenario,
             "--budgets", ",".join(map(str, budgets)), "--shapes", shapes,
-            "--reps", REPLICATES, "--seed", "0", "--jobs", "2", "--out", out)  # fmt: skip
+            "--reps", REPLICATES, "--seed", "0", "--jobs", "2", "--wide", "--out", out)  # fmt: skip
         made.append(ROOT / out / "sweep.csv")
     return made[0], made[1]
 

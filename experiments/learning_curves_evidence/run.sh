@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Issue #30's evidence (README.md): learning curves predicted from singles at B, against
-# real runs to 8B read at B, 2B, 4B and 8B.
+# real runs to 8B read at B, 2B, 4B and 8B; and the presets against the paper.
 # Run from the repository root after `make setup`. Runs already recorded are kept.
 #
 #   experiments/learning_curves_evidence/run.sh record    # the real runs: quality, then LM
 #   experiments/learning_curves_evidence/run.sh analyse   # calibrate, predict, read, compare
+#   experiments/learning_curves_evidence/run.sh presets   # the presets against the paper
 set -euo pipefail
 PY=.venv/bin/python
 HERE=experiments/learning_curves_evidence
@@ -18,5 +19,6 @@ case "${1:-}" in
     "$PY" "$HERE/evidence.py" analyse quality
     "$PY" "$HERE/evidence.py" analyse lm
     ;;
-  *) echo "usage: $0 record|analyse" >&2; exit 2 ;;
+  presets) "$PY" "$HERE/presets.py" ;;
+  *) echo "usage: $0 record|analyse|presets" >&2; exit 2 ;;
 esac
