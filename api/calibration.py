@@ -357,8 +357,7 @@ def from_past_run(
             where = "no run_dir" if tracked.run_dir is None else f"run_dir {tracked.run_dir}"
             raise PxnError(
                 f"logged {where} that is here: its metrics time the run, and gepa's run_dir "
-                "holds its search; give the run_dir (pxn calibrate RUN_DIR --tracking-uri URI) "
-                "where it was moved",
+                "holds its search; give the run_dir where it was moved, with this tracking URI",
                 subject=f"MLflow run {source}",
             )
         run_dir = Path(tracked.run_dir)

@@ -28,6 +28,7 @@ def tracked(tmp_path_factory) -> tuple[Path, str, str]:
     run_dir = root / "run_dir"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+        in_store(uri, "past-runs", root)
         gepa.optimize(
             seed_candidate=SEED,
             trainset=TRAIN,
@@ -43,6 +44,14 @@ def tracked(tmp_path_factory) -> tuple[Path, str, str]:
         found = find_tracked_run(run_dir, uri)
     assert found is not None
     return run_dir, uri, found
+
+
+def in_store(uri: str, experiment: str, root: Path) -> None:
+    """Make `experiment` of the store at `uri` MLflow's current one, its artifacts under
+    `root` (by default MLflow writes them to ./mlruns, inside the checkout)."""
+    mlflow.set_tracking_uri(uri)
+    mlflow.create_experiment(experiment, artifact_location=(root / "artifacts").as_uri())
+    mlflow.set_experiment(experiment)
 
 
 def test_the_metrics_gepa_logged_mark_the_run_and_its_stages(tracked):
@@ -114,6 +123,9 @@ def test_a_dspy_gepa_log_dir_and_its_mlflow_run_tell_what_its_recording_tells(tm
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MLFLOW_TRACKING_URI", uri)
         patch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+        # dspy.GEPA passes gepa no tracking URI or experiment here: MLflow's process-wide
+        # ones decide, and an earlier test may have set them to another store.
+        in_store(uri, "dspy-gepa", tmp_path)
         opt = recorded(optimizer(proposals, max_metric_calls=40, use_mlflow=True), out)
         with dspy.context(lm=task):
             opt.compile(
