@@ -27,18 +27,14 @@ its trace shows, as calibrate/traces/quality.py holds them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from pathlib import Path
 
 from pxn.calibrate.past_runs.timing import WallClock
-from pxn.calibrate.summaries.abc_smc import Generation
 from pxn.calibrate.summaries.facts import Fact, InferenceOptions, Run, Setup, Summaries
-from pxn.calibrate.summaries.infer import Inference, infer_from_summaries
 from pxn.calibrate.summaries.priors import Prior
 from pxn.calibrate.traces.quality import FIXED_TIMES, trace_summaries
 from pxn.failures import Failures
 from pxn.shape import Shape
-from pxn.sim.backends import Backend
 from pxn.trace import Trace, summarize
 
 PARTICLES = 200
@@ -68,15 +64,7 @@ def past_run_summaries(
         fixed = {p: v for p, v in base.priors.items() if p not in FIXED_TIMES}
     else:
         start = trace.run_start
-        setup = Setup(
-            budget=start.budget,
-            valset_size=start.valset_size,
-            workers=start.workers,
-            trainset_size=start.trainset_size,
-            minibatch=start.minibatch,
-            reflection_concurrency=start.reflection_concurrency,
-        )
-        runs = (Run(Shape.parse(start.shape), setup),)
+        runs = (Run(Shape.parse(start.shape), Setup.of_trace(start)),)
         facts = [_count("accepted", summary.accepted)]
         fixed = {f"failures.{k}": v for k, v in failures.to_dict().items()} if failures.any else {}
     facts += [
@@ -105,18 +93,6 @@ def past_run_summaries(
 
 def _count(quantity: str, value: int) -> Fact:
     return Fact(quantity.replace("_", " "), quantity, float(value), float(value), (0,), str(value))
-
-
-def infer_past_run(
-    summaries: Summaries,
-    name: str,
-    jobs: int = 1,
-    on_generation: Callable[[Generation], None] | None = None,
-    backend: Backend | None = None,
-) -> Inference:
-    """The posterior given the run's facts (PxnError when no setting within the priors
-    reproduces them, or the sampler does not converge)."""
-    return infer_from_summaries(summaries, name, jobs, on_generation, backend)
 
 
 def default_options(draws: int, seed: int = 0) -> InferenceOptions:

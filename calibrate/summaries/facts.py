@@ -23,7 +23,7 @@ from pxn.errors import PxnError
 from pxn.fields import is_number, known_keys, table
 from pxn.scenario import CalibratedOn
 from pxn.shape import Shape
-from pxn.trace import RunSummary
+from pxn.trace import RunStart, RunSummary
 
 REQUIRED_SETUP = ("budget", "valset_size", "workers")
 OPTIONAL_SETUP = (
@@ -107,6 +107,20 @@ class Setup:
     @property
     def priced(self) -> bool:
         return bool(self.task_model)
+
+    @classmethod
+    def of_trace(cls, start: RunStart, metric: str = "binary", levels: int = 1) -> Setup:
+        """What a traced run was given, from its run_start event."""
+        return cls(
+            budget=start.budget,
+            valset_size=start.valset_size,
+            workers=start.workers,
+            trainset_size=start.trainset_size,
+            minibatch=start.minibatch,
+            reflection_concurrency=start.reflection_concurrency,
+            metric=metric,
+            levels=levels,
+        )
 
 
 @dataclass(frozen=True)

@@ -117,16 +117,7 @@ def trace_summaries(
     facts: list[Fact] = []
     for index, trace in enumerate(traces):
         start = trace.run_start
-        setup = Setup(
-            budget=start.budget,
-            valset_size=start.valset_size,
-            workers=start.workers,
-            trainset_size=start.trainset_size,
-            minibatch=start.minibatch,
-            reflection_concurrency=start.reflection_concurrency,
-            metric=metric,
-            levels=levels,
-        )
+        setup = Setup.of_trace(start, metric, levels)
         runs.append(Run(Shape.parse(start.shape), setup))
         summary = summarize(trace)
         for quantity in TRACE_QUANTITIES:
