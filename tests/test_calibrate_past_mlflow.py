@@ -144,3 +144,32 @@ def test_a_dspy_gepa_log_dir_and_its_mlflow_run_tell_what_its_recording_tells(tm
     assert found is not None
     spans = mlflow_stage_spans(run, read_mlflow_run(f"mlflow:{found}", uri))
     assert spans and spans[0].phase == "seed_val"
+
+
+def test_runs_whose_run_dirs_share_a_name_are_told_apart(tmp_path, monkeypatch):
+    """A study's runs/A/gepa and runs/B/gepa, given relative as gepa logs them: each run_dir
+    finds its own MLflow run, not the latest one named gepa, and so does a copy of one."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+    monkeypatch.chdir(tmp_path)
+    in_store(uri, "two-runs", tmp_path)
+    ids = {}
+    for name in ("a", "b"):
+        gepa.optimize(
+            seed_candidate=SEED,
+            trainset=TRAIN,
+            valset=VAL,
+            adapter=ThreadedAdapter(2),
+            reflection_lm=CallableLM(),
+            max_metric_calls=30,
+            run_dir=f"runs/{name}/gepa",
+            use_mlflow=True,
+            mlflow_tracking_uri=uri,
+            mlflow_experiment_name="two-runs",
+        )
+        ids[name] = read_mlflow_run("mlflow:experiment:two-runs", uri).run_id
+    assert ids["a"] != ids["b"]
+    assert find_tracked_run(tmp_path / "runs" / "a" / "gepa", uri) == ids["a"]
+    assert find_tracked_run(tmp_path / "runs" / "b" / "gepa", uri) == ids["b"]
+    assert find_tracked_run(tmp_path / "copy" / "runs" / "a" / "gepa", uri) == ids["a"]
+    assert find_tracked_run(tmp_path / "elsewhere", uri) is None

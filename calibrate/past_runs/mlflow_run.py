@@ -140,9 +140,12 @@ def read_mlflow_run(reference: str, tracking_uri: str | None) -> MlflowRun:
 
 
 def find_tracked_run(run_dir: Path, tracking_uri: str) -> str | None:
-    """The id of the latest MLflow run gepa tracked with this run_dir, or None. gepa logs the
-    run_dir as the run was given it (often relative to where it ran), so a run matches when
-    its run_dir names a directory of the same name and, where it is absolute, the same one."""
+    """The id of the MLflow run gepa tracked with this run_dir, or None. gepa logs the run_dir
+    as the run was given it (often relative to where it ran, and many runs' run_dirs share
+    their last name: `runs/A/gepa`, `runs/B/gepa`), so of the runs whose run_dir has the same
+    name, the one that names this very directory (absolute, or relative and ending as its
+    path ends) wins, and otherwise the one whose path shares the longest ending with it
+    (a copy of the run_dir elsewhere); the latest among equals."""
     client, errors = _client(tracking_uri)
     try:
         experiments = [e.experiment_id for e in client.search_experiments()]
@@ -155,13 +158,29 @@ def find_tracked_run(run_dir: Path, tracking_uri: str) -> str | None:
         raise PxnError(
             f"cannot be searched: {_first_line(exc)}", subject=f"MLflow store {tracking_uri}"
         ) from None
+    here = run_dir.resolve()
+    best, best_rank = None, (0, 0)
     for run in found:
         logged = Path(run.data.params["run_dir"])
-        if logged.name == run_dir.name and (
-            not logged.is_absolute() or logged.resolve() == run_dir.resolve()
-        ):
-            return run.info.run_id
-    return None
+        if logged.name != run_dir.name:
+            continue
+        if logged.is_absolute():
+            same = logged.resolve() == here
+            rank = (2, len(here.parts)) if same else (0, 0)
+        else:
+            shared = _shared_ending(logged.parts, here.parts)
+            rank = (2 if shared == len(logged.parts) else 1, shared)
+        if rank > best_rank:  # strictly: the latest among equals, runs come newest first
+            best, best_rank = run.info.run_id, rank
+    return best
+
+
+def _shared_ending(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    """How many trailing parts two paths have in common."""
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return n
 
 
 def _client(uri: str) -> tuple[Any, type[Exception] | tuple[type[Exception], ...]]:
