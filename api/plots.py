@@ -1,11 +1,13 @@
 """Figures, drawn on matplotlib Figure objects: shown by a notebook, saved by the CLI.
 
 No pyplot: importing this module neither picks a backend nor keeps figures in
-a global registry, so it changes nothing for a program that imports it.
+a global registry, so it changes nothing for a program that imports it. A
+figure here is a `Picture`, which a notebook shows as an image by itself.
 """
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +30,15 @@ if TYPE_CHECKING:
     from pxn.sim.advise import Advice, Ask, Assessment
     from pxn.sim.curves import Curve
     from pxn.trace import Trace
+
+
+class Picture(Figure):
+    """A Figure a notebook shows as a PNG, with no pyplot or inline backend to register it."""
+
+    def _repr_png_(self) -> bytes:
+        image = io.BytesIO()
+        self.savefig(image, format="png", dpi=100)
+        return image.getvalue()
 
 
 def time_unit(seconds: float) -> tuple[str, float]:
@@ -114,7 +125,7 @@ def draw_speedup(
 def sweep_figure(scenario: Scenario, predictions: Sequence[Prediction]) -> Figure:
     """Predicted wall-clock per shape with its interval, the closed form, and speedup."""
     unit, size = time_unit(max(p.wall_clock.high for p in predictions))
-    fig = Figure(figsize=(8, 5.4), layout="constrained")
+    fig = Picture(figsize=(8, 5.4), layout="constrained")
     ax = fig.subplots()
     draw_predictions(ax, predictions, size)
     ax.axhline(
@@ -147,7 +158,7 @@ def progress_figure(
     at most BANDS: more overlap into one colour), and measured runs (label, summary)
     overlaid as steps."""
     unit, size = time_unit(max(p.progress.times[-1] for p in predictions if p.progress))
-    fig = Figure(figsize=(8, 5.4), layout="constrained")
+    fig = Picture(figsize=(8, 5.4), layout="constrained")
     ax = fig.subplots()
     colours = colormaps["tab10"]
     for i, p in enumerate(predictions):
@@ -196,7 +207,7 @@ def curves_figure(
     the cap drawn where given. Without prices, against wall-clock alone."""
     priced = scenario.prices is not None
     unit, size = time_unit(max(p.prediction.wall_clock.mean for c in curves for p in c.points))
-    fig = Figure(figsize=(12, 5.2) if priced else (7.5, 5.2), layout="constrained")
+    fig = Picture(figsize=(12, 5.2) if priced else (7.5, 5.2), layout="constrained")
     axes = fig.subplots(1, 2 if priced else 1, sharey=True, squeeze=False)[0]
     colours = colormaps["tab10"]
     panels: list[tuple[Axes, Callable[[Prediction], float], str]] = [
@@ -293,7 +304,7 @@ def advice_figure(advice: Advice) -> Figure:
             return -x.test_score.mean
         return x.dollars.mean if priced else -x.prediction.iterations.mean  # more: better
 
-    fig = Figure(figsize=(8, 5.6), layout="constrained")
+    fig = Picture(figsize=(8, 5.6), layout="constrained")
     ax = fig.subplots()
     # Coloured by the dial that moves the figure most: B where budgets are compared.
     groups: Sequence[int] = ask.budgets if ask.several_budgets else ask.workers
@@ -474,7 +485,7 @@ def latency_fit_figure(fit: LatencyFit) -> Figure:
 
     data = np.sort(np.asarray(fit.samples))
     log = latency_scale(data) == "log"
-    fig = Figure(figsize=(10, 4.4), layout="constrained")
+    fig = Picture(figsize=(10, 4.4), layout="constrained")
     hist, qq = fig.subplots(1, 2)
     if log:
         exponents = np.histogram_bin_edges(np.log10(data), bins="auto")
@@ -568,7 +579,7 @@ def timeline_figure(trace: Trace, until_iteration: int | None = None) -> Figure:
     # swallow the thin bars, so they go.
     shown_iterations = sum(1 for i in iterations if i.end <= end)
     edge = 0.3 if shown_iterations <= 30 else 0.0
-    fig = Figure(figsize=(11, min(2.2 + 0.28 * rows, 14)), layout="constrained")
+    fig = Picture(figsize=(11, min(2.2 + 0.28 * rows, 14)), layout="constrained")
     ax = fig.subplots()
     for phase, by_row in bars.items():
         for y, spans in by_row.items():
@@ -679,7 +690,7 @@ def sweep_vs_measured_figure(validation: ScenarioValidation) -> Figure:
     )
     unit, size = time_unit(high)
 
-    fig = Figure(figsize=(max(8.5, 0.75 * len(columns)), 5.6), layout="constrained")
+    fig = Picture(figsize=(max(8.5, 0.75 * len(columns)), 5.6), layout="constrained")
     ax = fig.subplots()
     draw_predictions(ax, predicted, size, ["" if c is None else c.label for c in columns])
     for i, column in enumerate(columns):

@@ -8,6 +8,7 @@ notebook's display.
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import math
@@ -83,6 +84,26 @@ def show(report: Report, console: Console, wide: bool = False) -> None:
 
 def table_text(report: Report) -> str:
     """The report's table form as plain text, as the CLI prints it on a 100-column pipe."""
-    console = Console(file=io.StringIO(), width=MAX_WIDTH, color_system=None, force_terminal=False)
+    # Not rich's Jupyter mode, which would display the text in a notebook, not return it.
+    console = Console(
+        file=io.StringIO(),
+        width=MAX_WIDTH,
+        color_system=None,
+        force_terminal=False,
+        force_jupyter=False,
+    )
     show(report, console)
     return console.file.getvalue()
+
+
+def report_html(report: Report) -> str:
+    """The report's table form for a notebook: its lines, notes and tables, in order."""
+    parts = []
+    for block in report.shown:
+        if isinstance(block, Grid):
+            parts.append(block.html())
+        elif isinstance(block, Note):
+            parts.append(f"<p><b>{html.escape(block.label)}:</b> {html.escape(block.text)}</p>")
+        else:
+            parts.append(f'<p style="white-space:pre-wrap">{html.escape(block)}</p>')
+    return "\n".join(parts)

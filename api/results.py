@@ -1,7 +1,7 @@
 """What every result of the API offers: its report, its text, and its records as a frame.
 
 A result is a frozen dataclass. Its report is the one the CLI prints; a
-notebook shows the report's table form (`_repr_html_`) and `str` gives it as
+notebook shows the report's table form as HTML (`_repr_html_`) and `str` gives it as
 text. `to_frame` turns the result's records (the predictions of a sweep, the
 allocations of an advice, ...) into a pandas DataFrame, one row each, the
 columns read off the records' dataclass fields: a nested dataclass's fields
@@ -15,14 +15,13 @@ pandas is not a dependency of pxn: it is imported when a frame is asked for.
 from __future__ import annotations
 
 import dataclasses
-import html
 import types
 import typing
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from pxn.api.report import Report, table_text
+from pxn.api.report import Report, report_html, table_text
 
 PANDAS_MISSING = "to_frame needs pandas, which pxn does not install: pip install pandas"
 
@@ -49,9 +48,19 @@ class Result(ABC):
     def __str__(self) -> str:
         return table_text(self.report())
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # IPython takes a class's own __repr__ (a dataclass's, its fields) over a
+        # _repr_pretty_ it inherits: each result class holds its own.
+        super().__init_subclass__(**kwargs)
+        cls._repr_pretty_ = Result._repr_pretty_
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """What IPython's terminal shows: the table as text, not the dataclass's fields."""
+        printer.text(str(self))
+
     def _repr_html_(self) -> str:
-        """What a notebook shows: the CLI's table form, in a fixed-width block."""
-        return f"<pre>{html.escape(str(self))}</pre>"
+        """What a notebook shows: the CLI's table form, its tables as HTML tables."""
+        return report_html(self.report())
 
 
 def columns(value: Any, name: str = "", kind: Any = None) -> dict[str, Any]:

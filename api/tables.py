@@ -12,6 +12,7 @@ or cut: when even the rank-0 columns do not fit, each row becomes one line of
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from html import escape as escape_html
 
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
@@ -53,6 +54,26 @@ class Grid:
         if len(cells) != len(self.columns):
             raise ValueError(f"{len(cells)} cells for {len(self.columns)} columns")
         self.rows.append(list(cells))
+
+    def html(self) -> str:
+        """The whole grid as an HTML table: a notebook scrolls, so no column is dropped."""
+        head = "".join(
+            f'<th style="text-align:{"left" if c.left else "right"}">'
+            f"{escape_html(c.name).replace(chr(10), '<br>')}</th>"
+            for c in self.columns
+        )
+        body = "".join(
+            "<tr>"
+            + "".join(
+                f'<td style="text-align:{"left" if c.left else "right"}">{escape_html(cell)}</td>'
+                for c, cell in zip(self.columns, row, strict=True)
+            )
+            + "</tr>"
+            for row in self.rows
+        )
+        caption = f"<caption>{escape_html(self.title)}</caption>" if self.title else ""
+        notes = f"<p>{escape_html(self.caption)}</p>" if self.caption else ""
+        return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{notes}"
 
     def table(self, shown: list[int], caption: str) -> Table:
         # Escaped: a "[prices]" in a title or a cell is text, not markup.

@@ -161,8 +161,11 @@ def test_str_and_html_are_the_table_the_command_prints(
     assert str(swept) == done.stdout
     assert "│ 2x2 " in str(swept)
     html = swept._repr_html_()
-    assert html.startswith("<pre>") and html.endswith("</pre>")
-    assert "hover: B=3000 metric calls" in html and "<" not in html[5:-6]
+    assert html.startswith("<table><caption>hover: B=3000 metric calls")
+    # Every shape a row, every column of the table (a notebook scrolls: --wide's too).
+    assert html.count("<tr>") == 1 + len(swept.predictions)
+    assert html.count("<th ") == len(swept.report().shown[0].columns)
+    assert "<p><b>note:</b>" in html  # the command's notes follow the table
 
 
 def test_figures_are_the_ones_the_command_saves(
