@@ -24,11 +24,13 @@ each budget; real runs to 8B of each shape answer, each read at every budget on 
 
 `record` makes an arm's runs, one at a time, each logged in ARM/measure.log (UTC start,
 the 1-minute load, for the LM the other llama.cpp servers running, the seconds taken);
-runs already recorded are kept. The LM runs wait (up to 10 minutes each) for a 1-minute
-load below 1.0 and no other llama.cpp server, and say in the log when they did not get
-it. `analyse` calibrates (`pxn calibrate --search quality`), predicts (`pxn sweep`, 400
-replicates, seed 0), reads the runs and writes ARM/readings.csv, ARM/summary.md and
-ARM/curves.png (and, for the quality arm, prefix-check.md).
+runs already recorded are kept. Each LM run holds the machine's lock (fcntl.flock on
+/tmp/lm.lock, which every LM user of the shared machine takes) and waits, holding it, up
+to a minute for the last holder's llama.cpp servers to be gone; `record lm STOP_AT` (a
+UTC time, 2026-12-07T07:05+00:00) starts no run after it. `analyse` calibrates (`pxn
+calibrate --search quality`), predicts (`pxn sweep`, 400 replicates, seed 0), reads the
+runs and writes ARM/readings.csv, ARM/summary.md and ARM/curves.png (and, for the
+quality arm, prefix-check.md).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import contextlib
 import csv
 import dataclasses
 import datetime as dt
+import fcntl
 import importlib.util
 import io
 import json
@@ -71,8 +74,8 @@ PXN = Path(sys.executable).parent / "pxn"
 RECORDED = ROOT / "experiments" / "recorded_quality"
 LOCAL_STUDY = ROOT / "experiments" / "local_validation" / "runs"
 REPLICATES = "400"
-QUIET_LOAD = 1.0  # the 1-minute load an LM run waits for
-QUIET_WAIT = 600.0  # seconds an LM run waits for it at most
+LOCK = Path("/tmp/lm.lock")  # the machine's lock: one LM run (anyone's) at a time
+SERVERS_WAIT = 60.0  # seconds an LM run waits, holding the lock, for others' servers to end
 
 
 @dataclass(frozen=True)
@@ -207,19 +210,31 @@ def record_quality(arm: Arm) -> None:
         log_line(arm, stamp, f"{out.relative_to(ROOT)} load: {load} took {took:.1f} s")
 
 
-def wait_for_quiet() -> float:
-    """Seconds waited for a quiet machine (QUIET_WAIT at most)."""
+@contextlib.contextmanager
+def machine_lock():
+    """The shared machine's lock (LOCK, fcntl.flock), held for one run: other users' LM
+    runs wait for it, ours waits for theirs. Yields the seconds waited for it."""
     started = time.monotonic()
-    while time.monotonic() - started < QUIET_WAIT:
-        if os.getloadavg()[0] < QUIET_LOAD and llama_servers() == 0:
-            break
-        time.sleep(15)
+    with LOCK.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield time.monotonic() - started
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def wait_for_servers() -> float:
+    """Seconds waited (SERVERS_WAIT at most) for the llama.cpp servers of the lock's last
+    holder to be gone."""
+    started = time.monotonic()
+    while time.monotonic() - started < SERVERS_WAIT and llama_servers():
+        time.sleep(2)
     return time.monotonic() - started
 
 
-def record_lm(arm: Arm) -> None:
+def record_lm(arm: Arm, stop_at: dt.datetime | None = None) -> None:
     """The calibration singles at B, then the held-out runs to 8B interleaved by shape, one
-    `pxn run` at a time."""
+    `pxn run` at a time, each holding the machine's lock; none started after `stop_at`."""
     cells = [(SINGLE, seed, arm.budget, ROOT / path) for seed, path in enumerate(arm.calibration)]
     cells += [
         (shape, seed, arm.longest, ROOT / arm.held_out_run(shape, seed))
@@ -229,23 +244,26 @@ def record_lm(arm: Arm) -> None:
         if (out / "result.json").exists():
             continue
         shutil.rmtree(out, ignore_errors=True)
-        waited = wait_for_quiet()
-        load, others = load_now(), llama_servers()
-        stamp, started = utc_now(), time.monotonic()
-        done = subprocess.run(
-            [str(PXN), "run", "--task", "topics", "--shape", shape, "--budget", str(budget),
-             "--workers", "2", "--lm-servers", "2", "--seed", str(seed), "--no-progress",
-             "--out", str(out)],
-            cwd=ROOT, capture_output=True, text=True,
-        )  # fmt: skip
-        took = time.monotonic() - started
-        quiet = float(load.split()[0]) < QUIET_LOAD and not others
-        busy = "" if quiet else " (not quiet: waited the most)"
+        with machine_lock() as locked:
+            if stop_at is not None and dt.datetime.now(dt.UTC) >= stop_at:
+                print(f"stopped at {utc_now()}: {out.relative_to(ROOT)} and after not run")
+                return
+            waited = wait_for_servers()
+            load, others = load_now(), llama_servers()
+            stamp, started = utc_now(), time.monotonic()
+            done = subprocess.run(
+                [str(PXN), "run", "--task", "topics", "--shape", shape, "--budget", str(budget),
+                 "--workers", "2", "--lm-servers", "2", "--seed", str(seed), "--no-progress",
+                 "--out", str(out)],
+                cwd=ROOT, capture_output=True, text=True,
+            )  # fmt: skip
+            took = time.monotonic() - started
         log_line(
             arm,
             stamp,
             f"{out.relative_to(ROOT)} load: {load} other llama servers: {others} "
-            f"waited {waited:.0f} s{busy} took {took:.1f} s exit {done.returncode}",
+            f"waited {locked:.0f} s for the lock and {waited:.0f} s for servers "
+            f"took {took:.1f} s exit {done.returncode}",
         )
         if done.returncode != 0:
             raise SystemExit(f"pxn run ended {done.returncode}: {done.stderr[-2000:]}")
@@ -551,9 +569,9 @@ def analyse(arm: Arm) -> None:
 
 if __name__ == "__main__":
     os.chdir(ROOT)
-    step, name = [*sys.argv[1:], "", ""][:2]
+    step, name, stop = [*sys.argv[1:], "", "", ""][:3]
     if step not in ("record", "analyse") or name not in ARMS:
-        print("usage: evidence.py record|analyse quality|lm", file=sys.stderr)
+        print("usage: evidence.py record|analyse quality|lm [STOP_AT, UTC ISO]", file=sys.stderr)
         raise SystemExit(2)
     chosen = ARMS[name]
     (ROOT / chosen.folder).mkdir(parents=True, exist_ok=True)
@@ -562,4 +580,4 @@ if __name__ == "__main__":
     elif chosen is QUALITY:
         record_quality(chosen)
     else:
-        record_lm(chosen)
+        record_lm(chosen, dt.datetime.fromisoformat(stop) if stop else None)
