@@ -5,7 +5,8 @@
 
 tests/dspy_program.py's one-predictor program (a sentence's topic, on the local pool's
 SmolLM2), compiled by dspy.GEPA at DSPy's defaults but for the budget, the threads and
-`use_mlflow=True` (the store: MLFLOW_TRACKING_URI), wrapped with the recorder's one line.
+`use_mlflow=True` (the store and experiment: --tracking-uri, --experiment, given on to
+gepa), wrapped with the recorder's one line.
 DSPy's log lines, each with its time, go to stderr, where the study keeps them. Prints
 the run's totals as JSON.
 """
@@ -38,10 +39,15 @@ def main() -> None:
     parser.add_argument("reflection_api_base")
     parser.add_argument("--shape", default="single")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tracking-uri")
+    parser.add_argument("--experiment")
     args = parser.parse_args()
     dspy.configure(lm=local_lm(args.task_api_base, 16))
     shape = Shape.parse(args.shape)
     batched = {} if shape.k == 1 else {"sampling_strategy": PxNSampling(shape.p, shape.n)}
+    # dspy.GEPA passes use_mlflow on; the store and experiment go through gepa_kwargs.
+    tracking = {"mlflow_tracking_uri": args.tracking_uri, "mlflow_experiment_name": args.experiment}
+    batched |= {k: v for k, v in tracking.items() if v}
     opt = recorded(
         optimizer(
             local_lm(args.reflection_api_base, 150),

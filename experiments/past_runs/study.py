@@ -12,6 +12,9 @@ tracked in MLflow (use_mlflow=True, into ARM/mlflow.db, a SQLite store):
   user script: a thread-pool adapter and a callable reflection LM that sleep the truth's
   latencies, here at a quarter of `pxn conformance --task quality`'s default workload's,
   so a reflection takes about 2 s as a real one does), gepa.optimize;
+- `quality-state`: the same runs with `track_best_outputs=False`, so that gepa's state
+  keeps no adapter outputs and pxn reads it (see below): the run_dir ways then calibrate
+  the search from every candidate's validation scores, and predict the best score;
 - `local`: `pxn run`'s built-in topics task on the local LM pool (SmolLM2-135M, two
   llama.cpp servers), gepa.optimize with pxn's own adapter;
 - `dspy`: dspy.GEPA compiling tests/dspy_program.py's one-predictor program on the same
@@ -24,19 +27,32 @@ end, and the stages its metric points mark), and its recording (the trace). Each
 validated against every held-out run (`pxn validate`, 200 replicates each): wall-clock
 and best-score error and coverage, side by side (summarise.py).
 
-Runs already recorded are kept (delete ARM/runs to redo). The LM arms need the local
-pool; run one arm at a time, on a machine as idle as you can get.
+Runs already recorded are kept (delete ARM/runs and ARM/mlflow.db to redo). Every run
+holds the machine's lock (an exclusive flock on /tmp/lm.lock, one run at a time, so other
+timing-sensitive work waits for it and it for them): the quality arm sleeps known latencies,
+which a busy machine wakes late, and the LM arms start the local pool inside the lock, one
+pool per run, so it serves that run alone. MLflow's artifacts go under ARM/mlflow-artifacts
+(the experiment is made with that location before the first run), not ./mlruns.
+
+Where pxn refuses a run_dir's gepa_state.bin (gepa.optimize keeps the adapter's outputs in
+it by default, track_best_outputs=True, and the quality arm's outputs are its own Example
+objects, a class no gepa state names), the run_dir ways do what the refusal says: they
+calibrate from a copy of the run_dir without the state (ARM/state-refused/runs/NAME/gepa),
+as a user would, and the search is then calibrated from the JSON files alone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,10 +72,12 @@ class ArmPlan:
 
 ARMS = {
     "quality": ArmPlan((("1x1", 1), ("2x2", 0), ("2x2", 1), ("4x1", 0), ("4x1", 1)), 4, 1),
+    "quality-state": ArmPlan((("1x1", 1), ("2x2", 0), ("2x2", 1), ("4x1", 0), ("4x1", 1)), 4, 1),
     "local": ArmPlan((("1x1", 1), ("2x2", 0), ("4x1", 0)), 2, 1),
     "dspy": ArmPlan((("1x1", 1), ("2x2", 0), ("4x1", 0)), 2, 1),
 }
 MLFLOW_DB = "mlflow.db"
+LOCK = Path("/tmp/lm.lock")
 
 
 def name(shape: str, seed: int) -> str:
@@ -74,12 +92,42 @@ def tracking_uri(arm: str) -> str:
     return f"sqlite:///{(ROOT / folder(arm) / MLFLOW_DB).resolve()}"
 
 
+def experiment(arm: str) -> str:
+    return f"past-runs-{arm}"
+
+
+def make_store(arm: str) -> None:
+    """The arm's SQLite store and experiment, its artifacts under the arm's folder (MLflow's
+    default, ./mlruns, would land in the checkout)."""
+    import mlflow
+
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(arm))
+    if client.get_experiment_by_name(experiment(arm)) is None:
+        artifacts = (ROOT / folder(arm) / "mlflow-artifacts").resolve()
+        client.create_experiment(experiment(arm), artifact_location=artifacts.as_uri())
+
+
+@contextlib.contextmanager
+def machine_lock(what: str):
+    """The machine's lock, held for one run: timing-sensitive work runs one at a time."""
+    with LOCK.open("a") as handle:
+        waited = time.monotonic()
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        print(f"{what}: lock held after {time.monotonic() - waited:.0f} s", flush=True)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 # -- the runs -----------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
-def tracked(arm: str, run: str):
-    """gepa.optimize as a user calls it with use_mlflow=True, into the arm's store."""
+def tracked(arm: str, **settings):
+    """gepa.optimize as a user calls it with use_mlflow=True, into the arm's store, and any
+    other `settings` the arm's user gives it."""
     import gepa
 
     plain = gepa.optimize
@@ -87,7 +135,8 @@ def tracked(arm: str, run: str):
         plain,
         use_mlflow=True,
         mlflow_tracking_uri=tracking_uri(arm),
-        mlflow_experiment_name=f"past-runs-{arm}",
+        mlflow_experiment_name=experiment(arm),
+        **settings,
     )
     try:
         yield
@@ -95,7 +144,7 @@ def tracked(arm: str, run: str):
         gepa.optimize = plain
 
 
-def quality_run(out: Path, shape: str, seed: int) -> dict:
+def quality_run(arm: str, out: Path, shape: str, seed: int) -> dict:
     from quality_run import OWN_EXAMPLES, run
 
     from pxn.calibrate.conformance import DEFAULT_QUALITY_SCENARIO, at_time_scale
@@ -103,7 +152,8 @@ def quality_run(out: Path, shape: str, seed: int) -> dict:
 
     truth = at_time_scale(DEFAULT_QUALITY_SCENARIO, 0.25)
     study = dataclasses.replace(OWN_EXAMPLES, truth=truth)
-    with tracked("quality", out.name):
+    settings = {"track_best_outputs": False} if arm == "quality-state" else {}
+    with tracked(arm, **settings):
         return run(out, Shape.parse(shape), seed, study)
 
 
@@ -113,17 +163,18 @@ def local_run(out: Path, shape: str, seed: int, pool) -> dict:
 
     config = RunConfig(out=str(out), task="topics", shape=shape, budget=120, workers=2,
                        seed=seed, progress=False)  # fmt: skip
-    with tracked("local", out.name):
+    with tracked("local"):
         result = run_gepa(config, pool=pool)
     return dataclasses.asdict(result) if dataclasses.is_dataclass(result) else {}
 
 
 def dspy_run(out: Path, shape: str, seed: int, task_base: str, reflection_base: str) -> dict:
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "MLFLOW_DISABLE_TELEMETRY": "true",
            "MLFLOW_TRACKING_URI": tracking_uri("dspy")}  # fmt: skip
     done = subprocess.run(
         [sys.executable, str(ROOT / HERE / "dspy_run.py"), str(out), task_base, reflection_base,
-         "--shape", shape, "--seed", str(seed)],
+         "--shape", shape, "--seed", str(seed), "--tracking-uri", tracking_uri("dspy"),
+         "--experiment", experiment("dspy")],
         capture_output=True, text=True, check=True, env=env,
     )  # fmt: skip
     out.with_suffix(".log").write_text(done.stderr)
@@ -134,25 +185,26 @@ def record(arm: str) -> None:
     plan = ARMS[arm]
     runs = folder(arm) / "runs"
     runs.mkdir(parents=True, exist_ok=True)
+    make_store(arm)
     cells = [CALIBRATION, *plan.held_out]
-    pending = [c for c in cells if not (runs / f"{name(*c)}.json").exists()]
-    with contextlib.ExitStack() as stack:
-        pool = None
-        if arm in ("local", "dspy") and pending:
-            from pxn.runner.lm_pool import LMPool
-
-            pool = stack.enter_context(LMPool(2))
-        for shape, seed in pending:
-            out = runs / name(shape, seed)
-            if arm == "quality":
-                totals = quality_run(out, shape, seed)
-            elif arm == "local":
-                totals = local_run(out, shape, seed, pool.info)
+    for shape, seed in [c for c in cells if not (runs / f"{name(*c)}.json").exists()]:
+        out = runs / name(shape, seed)
+        if out.exists():  # a run cut short: its files would be read as this run's
+            shutil.rmtree(out)
+        with machine_lock(f"{arm} {name(shape, seed)}"):
+            if arm.startswith("quality"):
+                totals = quality_run(arm, out, shape, seed)
             else:
-                task, reflection = (s.api_base for s in pool.servers[:2])
-                totals = dspy_run(out, shape, seed, task, reflection)
-            (runs / f"{name(shape, seed)}.json").write_text(json.dumps(totals, default=str) + "\n")
-            print(f"{arm} {name(shape, seed)} done", flush=True)
+                from pxn.runner.lm_pool import LMPool
+
+                with LMPool(2) as pool:  # a PoolInfo: the servers' addresses
+                    if arm == "local":
+                        totals = local_run(out, shape, seed, pool)
+                    else:
+                        task, reflection = (s.api_base for s in pool.servers[:2])
+                        totals = dspy_run(out, shape, seed, task, reflection)
+        (runs / f"{name(shape, seed)}.json").write_text(json.dumps(totals, default=str) + "\n")
+        print(f"{arm} {name(shape, seed)} done", flush=True)
 
 
 # -- the three calibrations and their validations ----------------------------------------
@@ -173,6 +225,69 @@ def wall_clock(run: Path) -> str:
 
 
 WAYS = ("run_dir", "run_dir-mlflow", "recorded")
+MLFLOW_RUN = "mlflow-run.json"  # the calibration run's MLflow record: committed, not the store
+
+
+def export_mlflow(arm: str, run_dir: Path) -> None:
+    """The MLflow run tracked with `run_dir` as JSON: its start, end, status, params and every
+    metric point with its step and time (what pxn reads), so the store can be rebuilt."""
+    from mlflow import MlflowClient
+
+    from pxn.calibrate.past_runs.mlflow_run import find_tracked_run
+
+    client = MlflowClient(tracking_uri=tracking_uri(arm))
+    run = client.get_run(find_tracked_run(run_dir, tracking_uri(arm)))
+    run_id = run.info.run_id
+    history = {
+        key: [[m.step, m.value, m.timestamp] for m in client.get_metric_history(run_id, key)]
+        for key in sorted(run.data.metrics)
+    }
+    record = {"run_id": run.info.run_id, "start_time": run.info.start_time,
+              "end_time": run.info.end_time, "status": run.info.status,
+              "params": dict(sorted(run.data.params.items())), "metrics": history}  # fmt: skip
+    (folder(arm) / MLFLOW_RUN).write_text(json.dumps(record, indent=1) + "\n")
+
+
+def restore_mlflow(arm: str) -> None:
+    """ARM/mlflow.db rebuilt from ARM/mlflow-run.json (a fresh clone has the JSON only): one
+    run, its params, its metric points at their own times, its start and end."""
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric, Param
+
+    record = json.loads((folder(arm) / MLFLOW_RUN).read_text())
+    make_store(arm)
+    client = MlflowClient(tracking_uri=tracking_uri(arm))
+    found = client.get_experiment_by_name(experiment(arm))
+    run = client.create_run(found.experiment_id, start_time=record["start_time"])
+    params = [Param(k, v) for k, v in record["params"].items()]
+    metrics = [
+        Metric(key, value, timestamp, step)
+        for key, points in record["metrics"].items()
+        for step, value, timestamp in points
+    ]
+    for at in range(0, max(len(params), len(metrics)), 100):
+        client.log_batch(run.info.run_id, metrics=metrics[at : at + 100],
+                         params=params[at : at + 100])  # fmt: skip
+    client.set_terminated(run.info.run_id, record["status"], end_time=record["end_time"])
+
+
+def readable(run_dir: Path, arm: str) -> Path:
+    """The run_dir, or where pxn refuses its gepa_state.bin, what the refusal asks for: a copy
+    without it (ARM/state-refused/runs/NAME/gepa, its path ending as the run_dir's does, so
+    its MLflow run is still found)."""
+    from pxn.calibrate.past_runs.run_dir import STATE, read_run_dir
+    from pxn.errors import PxnError
+
+    try:
+        read_run_dir(run_dir)
+        return run_dir
+    except PxnError as exc:
+        if "refused unread" not in str(exc):
+            raise
+    copy = folder(arm) / "state-refused" / "runs" / run_dir.parent.name / run_dir.name
+    if not copy.exists():
+        shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns(STATE))
+    return copy
 
 
 def analyse(arm: str) -> None:
@@ -182,7 +297,11 @@ def analyse(arm: str) -> None:
     setup = ["--workers", str(plan.workers), "--draws", "100"]
     if plan.reflection_concurrency != 1:
         setup += ["--reflection-concurrency", str(plan.reflection_concurrency)]
-    past = calibration / "gepa"
+    if not (folder(arm) / MLFLOW_DB).exists():
+        restore_mlflow(arm)
+    elif not (folder(arm) / MLFLOW_RUN).exists():
+        export_mlflow(arm, ROOT / calibration / "gepa")
+    past = readable(calibration / "gepa", arm)
     log = calibration.with_suffix(".log")
     ways = {
         "run_dir": ["calibrate", past, *setup, "--wall-clock", wall_clock(calibration)],
