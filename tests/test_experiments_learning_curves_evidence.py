@@ -143,3 +143,27 @@ def test_a_curve_is_read_at_a_wall_clock_between_its_budgets():
     assert halfway.best == pytest.approx(0.60)
     assert at_wall_clock(curve, 400.0).test == pytest.approx(0.64)
     assert at_wall_clock(curve, 401.0).test is None  # past the curve
+
+
+def test_only_the_complete_rounds_of_held_out_runs_are_read(tmp_path):
+    """A round cut short by the time, and any round after it, are left out whole."""
+    import evidence
+
+    arm = dataclasses.replace(evidence.LM, name=str(tmp_path))  # its folder: tmp_path
+
+    def made(*cells):
+        for shape, seed in cells:
+            run = tmp_path / "runs" / f"{shape}-b320-s{seed}"
+            run.mkdir(parents=True)
+            (run / "result.json").write_text("{}")
+
+    assert evidence.complete_rounds(arm) == []
+    made(("1x1", 8), ("2x2", 0), ("4x1", 0), ("1x1", 9), ("2x2", 1))
+    assert evidence.complete_rounds(arm) == [("1x1", 8), ("2x2", 0), ("4x1", 0)]
+    made(("1x1", 10), ("2x2", 2), ("4x1", 2))  # round 3 whole, round 2 still short
+    assert len(evidence.complete_rounds(arm)) == 3
+    made(("4x1", 1))
+    assert evidence.complete_rounds(arm) == [
+        ("1x1", 8), ("2x2", 0), ("4x1", 0), ("1x1", 9), ("2x2", 1), ("4x1", 1),
+        ("1x1", 10), ("2x2", 2), ("4x1", 2),
+    ]  # fmt: skip

@@ -342,10 +342,30 @@ def readings_of(run: Path, source: str, budgets: Sequence[int]) -> list[Reading]
     return found
 
 
+def recorded(arm: Arm, shape: str, seed: int) -> bool:
+    """Whether `record` finished the held-out run (it writes the totals last)."""
+    run = ROOT / arm.held_out_run(shape, seed)
+    return (run.with_suffix(".json") if arm is QUALITY else run / "result.json").exists()
+
+
+def complete_rounds(arm: Arm) -> list[tuple[str, int]]:
+    """The held-out (shape, seed) cells of every round `record` completed: it makes them
+    in rounds of a seed of each shape (`interleaved`); a round cut short by the time is
+    left out, and so is every round after it."""
+    order, size = interleaved(arm.held_out), len(arm.shapes)
+    kept: list[tuple[str, int]] = []
+    for start in range(0, len(order), size):
+        one = order[start : start + size]
+        if not all(recorded(arm, shape, seed) for shape, seed in one):
+            break
+        kept += one
+    return kept
+
+
 def read_all(arm: Arm) -> list[Reading]:
     readings = []
     for shape in arm.shapes:
-        for held_shape, seed in arm.held_out:
+        for held_shape, seed in complete_rounds(arm):
             if held_shape == shape:
                 run = arm.held_out_run(shape, seed)
                 readings += readings_of(run, "this study", arm.budgets)
@@ -483,6 +503,20 @@ def totals(rows: Sequence[ScoreRow], budget: int) -> list[str]:
 
 def summary(arm: Arm, readings: Sequence[Reading], made: dict[str, tuple[Path, Path]]) -> str:
     lines = [f"# {arm.name}: predicted from singles at B = {arm.budget}, against real runs", ""]
+    kept = complete_rounds(arm)
+    left = [cell for cell in arm.held_out if cell not in kept and recorded(arm, *cell)]
+    lines += [
+        f"Held-out runs to {arm.longest}: {len(kept)} of the {len(arm.held_out)} the design "
+        f"names, in {len(kept) // len(arm.shapes)} complete rounds (a seed of each shape)"
+        + (
+            "; made but left out, their round cut short: "
+            + ", ".join(arm.held_out_run(*cell).name for cell in left)
+            if left
+            else ""
+        )
+        + ".",
+        "",
+    ]
     sources = sorted({r.source for r in readings})
     for label, (sweep_csv, gain_csv) in made.items():
         predicted = predicted_scores(sweep_csv)
@@ -523,9 +557,12 @@ def figure(arm: Arm, readings: Sequence[Reading], made: dict[str, tuple[Path, Pa
             budgets = list(arm.budgets)
             cells = [predicted[name, b] for b in budgets]
             color, line = styles[label]
-            ax.fill_between(budgets, [c.low for c in cells], [c.high for c in cells],
-                            color=color, alpha=0.12 if label == "calibrated" else 0.0,
-                            edgecolor=color, linestyle=line)  # fmt: skip
+            lows, highs = [c.low for c in cells], [c.high for c in cells]
+            if label == "calibrated":
+                ax.fill_between(budgets, lows, highs, color=color, alpha=0.12, lw=0)
+            else:  # its 5-95% as two thin lines, over the calibrated band
+                for ends in (lows, highs):
+                    ax.plot(budgets, ends, color=color, linestyle=line, lw=0.9)
             ax.plot(budgets, [c.mean for c in cells], color=color, linestyle=line, lw=2,
                     label=f"predicted mean, 5-95% ({label})")  # fmt: skip
         runs: dict[tuple[str, str], list[Reading]] = {}
