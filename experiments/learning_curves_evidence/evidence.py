@@ -303,19 +303,33 @@ def predictors(arm: Arm) -> dict[str, Path]:
     return made
 
 
-def predict(arm: Arm, label: str, scenario: Path) -> tuple[Path, Path]:
-    """The curve at every budget, and the paired gain of 8B over B: their sweep.csv files."""
+Prediction = tuple[Path, dict[int, Path]]  # sweep.csv of the curve; of each gain's sweep
+
+
+def gain_budgets(arm: Arm) -> tuple[int, ...]:
+    """The larger budgets whose paired gain over B is predicted: 8B, and 4B too when runs
+    recorded elsewhere reach no further than that."""
+    return (arm.longest, arm.budgets[2]) if arm.earlier else (arm.longest,)
+
+
+def predict(arm: Arm, label: str, scenario: Path) -> Prediction:
+    """The curve at every budget, and the paired gain over B of each of gain_budgets: their
+    sweep.csv files."""
     shapes = ",".join(shape_name(s) for s in arm.shapes)
     suffix = "" if label == "calibrated" else "-" + label.replace(" ", "-")
+    sweeps = [("sweep", arm.budgets)]
+    for last in gain_budgets(arm):
+        name = "gain" if last == arm.longest else f"gain-{last}"
+        sweeps.append((name, (arm.budget, last)))
     made = []
-    for name, budgets in (("sweep", arm.budgets), ("gain", (arm.budget, arm.longest))):
+    for name, budgets in sweeps:
         out = arm.folder / f"{name}{suffix}"
         (ROOT / out).mkdir(parents=True, exist_ok=True)
         pxn(ROOT / out / "table.txt", "sweep", scenario,
             "--budgets", ",".join(map(str, budgets)), "--shapes", shapes,
             "--reps", REPLICATES, "--seed", "0", "--jobs", "2", "--wide", "--out", out)  # fmt: skip
         made.append(ROOT / out / "sweep.csv")
-    return made[0], made[1]
+    return made[0], dict(zip(gain_budgets(arm), made[1:], strict=True))
 
 
 def readings_of(run: Path, source: str, budgets: Sequence[int]) -> list[Reading]:
@@ -501,7 +515,7 @@ def totals(rows: Sequence[ScoreRow], budget: int) -> list[str]:
     ]
 
 
-def summary(arm: Arm, readings: Sequence[Reading], made: dict[str, tuple[Path, Path]]) -> str:
+def summary(arm: Arm, readings: Sequence[Reading], made: dict[str, Prediction]) -> str:
     lines = [f"# {arm.name}: predicted from singles at B = {arm.budget}, against real runs", ""]
     kept = complete_rounds(arm)
     left = [cell for cell in arm.held_out if cell not in kept and recorded(arm, *cell)]
@@ -518,30 +532,30 @@ def summary(arm: Arm, readings: Sequence[Reading], made: dict[str, tuple[Path, P
         "",
     ]
     sources = sorted({r.source for r in readings})
-    for label, (sweep_csv, gain_csv) in made.items():
+    for label, (sweep_csv, gain_csvs) in made.items():
         predicted = predicted_scores(sweep_csv)
-        paired = predicted_gains(gain_csv, arm.longest)
         for source in sources:
             chosen = [r for r in readings if r.source == source]
             rows = score_rows(chosen, predicted)
             lines += [f"## {label}: {source}", "", *score_table(rows), ""]
             lines += totals(rows, arm.budget)
-            gains = gain_rows(chosen, predicted, paired, arm.budget, arm.longest)
-            if gains:
-                lines += ["", *gain_table(gains)]
+            for last, gain_csv in gain_csvs.items():
+                paired = predicted_gains(gain_csv, last)
+                gains = gain_rows(chosen, predicted, paired, arm.budget, last)
+                if gains:
+                    lines += ["", *gain_table(gains)]
             lines.append("")
     lines += [
         "measured mean, sd: over the runs' best validation scores read at that budget; error: "
         "predicted mean less measured mean; inside: ends included (scores move by 1/V); "
-        "width: p95 - p5 of one run's predicted best score; gain: each run's best score at "
-        "the largest budget less its own at the smallest, against the curve's mean at the "
-        "one less its mean at the other; paired 5-95%: one replicate's gain (a sweep of the "
-        "two budgets alone)."
+        "width: p95 - p5 of one run's predicted best score; gain L - B: each run's best "
+        "score at L less its own at B, against the curve's mean at the one less its mean at "
+        "the other; paired 5-95%: one replicate's gain (a sweep of the two budgets alone)."
     ]
     return "\n".join(lines) + "\n"
 
 
-def figure(arm: Arm, readings: Sequence[Reading], made: dict[str, tuple[Path, Path]]) -> None:
+def figure(arm: Arm, readings: Sequence[Reading], made: dict[str, Prediction]) -> None:
     """Per shape: the predicted mean and 5-95% against the budget, each real run's line."""
     import matplotlib
 
