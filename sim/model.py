@@ -2,7 +2,7 @@
 
 `gepa_run` is the process: it reads like `GEPAEngine.run` with `PxNSampling`,
 one stage after another with a barrier between each, and gepa's choices
-(parents, minibatches, skips, verdicts) in gepa.py. A stage of calls is one
+(parents, minibatches, skips, verdicts) in gepa_rules.py. A stage of calls is one
 pipeline for rollouts and reflections alike (stage.py: draw -> load ->
 schedule -> account -> trace), so a replicate costs a few SimPy events per
 stage instead of one process per rollout. Latencies (per phase, the
@@ -43,7 +43,7 @@ import simpy
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.accounting import Accountant
-from pxn.sim.gepa import GepaChoices, MergeTask, ProposalTask
+from pxn.sim.gepa_rules import GepaChoices, MergeTask, ProposalTask
 from pxn.sim.latency import CallLatency
 from pxn.sim.merge import SUBSAMPLE
 from pxn.sim.stage import CallStage
@@ -195,7 +195,7 @@ def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
     scores = choices.seed_validation()
     yield run.rollouts.run(0, "seed_val", [("0", VALSET)], v, scores)
     run.metric_calls += v
-    if choices.scored:
+    if scores is not None:
         trace.validations(0, env.now, ["0"], scores, v)
         run.record_best()
     while run.budget_left():  # checked only here: the last iteration overshoots
@@ -234,10 +234,10 @@ def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
                 run.metric_calls += len(new) * v
                 run.accepted += len(new)
                 run.full_val_iterations += 1
-                if choices.scored:
+                if scores is not None:
                     trace.validations(iteration, env.now, new, scores, v)
                     run.record_best()
-                choices.joined(joined)
+                choices.note_lineage(joined)
         else:
             run.no_proposal_iterations += 1
         trace.iteration(iteration, started, env.now)
@@ -297,7 +297,7 @@ def merge_step(
     run.metric_calls += v
     run.merges_accepted += 1
     run.full_val_iterations += 1
-    if choices.scored:
+    if scores is not None:
         trace.validations(iteration, env.now, [new], scores, v)
         run.record_best()
 

@@ -23,7 +23,7 @@ import numpy as np
 from pxn.failures import Failures
 
 if TYPE_CHECKING:
-    from pxn.sim.gepa import ProposalTask
+    from pxn.sim.gepa_rules import ProposalTask
 
 FAILED = "reflection failed (simulated)"  # a failed call's error in a simulated trace
 

@@ -17,7 +17,7 @@ from pxn.errors import PxnError
 from pxn.failures import Failures
 from pxn.scenario import Scenario
 from pxn.shape import Shape
-from pxn.sim.gepa import ProposalTask
+from pxn.sim.gepa_rules import ProposalTask
 from pxn.sim.model import simulate_once
 from pxn.sim.reflections import reflection_passes
 from pxn.trace import NoProposal, Reflection, TraceWriter, read_trace, summarize

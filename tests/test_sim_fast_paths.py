@@ -23,7 +23,7 @@ from pxn.acceptance import Acceptance
 from pxn.distribution import DIRECT_SAMPLERS, Distribution
 from pxn.rate_limits import RateLimit, RateLimits
 from pxn.shape import Shape
-from pxn.sim import gepa, search
+from pxn.sim import gepa_rules, search
 from pxn.sim.accounting import Accountant, ModelAccount, call_tokens, stage_tokens
 from pxn.sim.latency import Draws
 from pxn.sim.model import simulate_once
@@ -196,7 +196,7 @@ def test_parents_drawn_one_by_one_are_the_parents_drawn_at_once(
     runs = []
     for one_by_one in (0, 8):
         monkeypatch.setattr(search, "SCALAR_DRAWS", one_by_one)
-        choices = gepa.GepaChoices(scenario, Shape(p, 2), np.random.default_rng(p))
+        choices = gepa_rules.GepaChoices(scenario, Shape(p, 2), np.random.default_rng(p))
         tasks = []
         for iteration in range(1, 60):
             choices.search.candidates = iteration  # a growing pool, so the bound changes

@@ -24,7 +24,7 @@ from pxn.quality import Quality
 from pxn.shape import Shape
 from pxn.sim.merge import Lineage, subsample
 from pxn.sim.model import simulate_once
-from pxn.sim.search import QualitySearch
+from pxn.sim.quality_search import QualitySearch
 from pxn.trace import Decision, Merge, Reflection, Rollout, Stage, Validation
 
 # -- gepa's choices ---------------------------------------------------------------------

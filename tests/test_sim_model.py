@@ -26,7 +26,8 @@ from pxn.distribution import Distribution
 from pxn.load import Load, Loads
 from pxn.scenario import Scenario
 from pxn.shape import Shape, parse_shapes
-from pxn.sim.gepa import EpochSampler, GepaChoices
+from pxn.sim.gepa_rules import GepaChoices
+from pxn.sim.minibatches import EpochSampler
 from pxn.sim.model import simulate_once
 from pxn.sim.predict import (
     BASELINE_REPLICATES,

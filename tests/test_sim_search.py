@@ -25,7 +25,7 @@ from test_sim_model import rollouts_by, traced
 from pxn.acceptance import Acceptance
 from pxn.quality import Quality
 from pxn.shape import Shape
-from pxn.sim.search import ParetoFront, QualitySearch
+from pxn.sim.quality_search import ParetoFront, QualitySearch
 from pxn.trace import Decision, Validation, summarize
 
 # -- gepa's front ----------------------------------------------------------------------
@@ -306,7 +306,7 @@ def test_an_epoch_is_padded_as_gepas_sampler_pads_it(trainset: int, b: int) -> N
     from gepa.core.data_loader import ensure_loader
     from gepa.strategies.batch_sampler import EpochShuffledBatchSampler
 
-    from pxn.sim.gepa import EpochSampler
+    from pxn.sim.minibatches import EpochSampler
 
     gepa = EpochShuffledBatchSampler(b, random.Random(3))
     gepa.next_minibatch_ids(ensure_loader(list(range(trainset))), SimpleNamespace(i=0))

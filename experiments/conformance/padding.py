@@ -3,7 +3,7 @@
 gepa's EpochShuffledBatchSampler pads the shuffled trainset to a multiple of
 b with the least frequent ids, ties broken by Counter.most_common's order
 reversed: the shuffle's last id, then the one before it. The last chunk can
-then hold one example twice. The simulator (sim/gepa.py, EpochSampler) pads
+then hold one example twice. The simulator (sim/minibatches.py, EpochSampler) pads
 so too since this study found it padding with the shuffle's first ids. This
 prints gepa's own sampler on a trainset of 10 at b = 3, then the quality
 workload of `pxn conformance --task quality` at trainset 10 simulated with

@@ -1,0 +1,240 @@
+"""gepa 0.1.4's rules in a batched iteration: parents, minibatches, skips, verdicts.
+
+Read from gepa's source; what each stands for (the search model, search.py,
+answers what the rules ask of the candidates):
+
+- Parents (ParetoCandidateSelector): each of the P parents drawn from the
+  Pareto front, by the search model (search.py): gepa's own front of real
+  candidates under the quality model, or labels from the newest
+  `front_share` of the pool under acceptance rates.
+- Minibatches (EpochShuffledBatchSampler): task j of iteration i gets the
+  chunk minibatches.py names, all from the same epoch's shuffle.
+- The parent stage (ReflectiveMutationProposer) evaluates each distinct
+  (parent, minibatch) pair once, and gepa counts only those rollouts. Tasks
+  sharing a pair share its scores, so they are skipped together when the
+  parent is perfect on that minibatch.
+- Judging (StrictImprovementAcceptance): a child passes when its minibatch
+  sum beats its parent's on the same examples (under acceptance rates: at
+  the iteration's rate).
+- Selecting (the selection strategy, then GEPAEngine._run_reflective_batch):
+  `all` keeps every passing child, `best` the one that improved most, `topk:K`
+  the K that improved most (ties in order); then identical children are
+  dropped: each selected child after the first repeats an earlier one with
+  chance `duplicate_children`, and a repeat gets no full validation and no
+  place in the pool (gepa reports it rejected).
+- Merging (use_merge, in a program of two components or more): when a merge
+  is tried and which candidates it merges are merge.py's; how it fares, the
+  search model's. Each proposal rewrites its parent's next component, and
+  each new candidate joins the lineage the merge searches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pxn.scenario import Scenario
+from pxn.shape import Shape
+from pxn.sim.merge import Lineage, MergeSchedule, Triplet
+from pxn.sim.minibatches import EpochSampler
+from pxn.sim.quality_search import MergedChild, QualitySearch
+from pxn.sim.reflections import Passes, lose_before_reflection, reflection_passes
+from pxn.sim.search import Pair, RateSearch, SearchModel, uniforms
+
+
+@dataclass(slots=True)
+class ProposalTask:
+    """One (parent, minibatch chunk) pair gepa proposes from; its child is `proposal`.
+
+    `before` and `after` are the parent's and the child's minibatch sums, under
+    the quality model.
+    """
+
+    parent: str
+    chunk: int
+    proposal: str
+    before: float | None = None
+    after: float | None = None
+    texts: tuple[int, ...] = ()  # the child's component texts, when gepa may merge
+
+
+@dataclass(slots=True)
+class MergeTask:
+    """A merge gepa tries: its triplet, the validation examples it is scored on and, under
+    the quality model, the merged program and the subsample sums (its parents' best, its own)."""
+
+    triplet: Triplet
+    examples: list[int]
+    child: MergedChild | None = None
+    before: float | None = None
+    after: float | None = None
+
+
+class GepaChoices:
+    """The choices gepa makes in one run, and the pool and proposal counts they depend on."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        shape: Shape,
+        rng: np.random.Generator,
+        search_rng: np.random.Generator | None = None,
+        failures_rng: np.random.Generator | None = None,
+    ):
+        """`rng` draws what the acceptance rates decide; `search_rng` the quality model's
+        examples, qualities and scores, `failures_rng` which proposals are lost, when they
+        can be (each its own stream, so the latencies' stays apart)."""
+        self.scenario = scenario
+        self.shape = shape
+        self.rng = rng
+        self.failures_rng = failures_rng
+        self.limit = scenario.selection.limit
+        self.repeats = scenario.duplicate_children
+        self.search = search_model(scenario, shape, rng, search_rng)
+        self.sampler = self.search.sampler
+        self.candidates = 1  # the seed
+        self.proposals = 0  # judged so far
+        # gepa's merge, where it can merge something (merge.py).
+        self.schedule: MergeSchedule | None = None
+        self.lineage: Lineage | None = None
+        if scenario.merges:
+            self.schedule = MergeSchedule(scenario.max_merges)
+            self.lineage = Lineage(scenario.components, self.search.rng)
+
+    def seed_validation(self) -> list[float] | None:
+        return self.search.seed_validation()
+
+    def sample_tasks(self, iteration: int) -> list[ProposalTask]:
+        """P parents from the front, N minibatches each, as PxNSampling does."""
+        p, n = self.shape.p, self.shape.n
+        parents = [str(c) for c in self.search.parents(p)]
+        chunk = self.sampler.chunk
+        return [
+            ProposalTask(parents[j // n], chunk(iteration, j), f"{iteration}-{j}")
+            for j in range(p * n)
+        ]
+
+    def evaluate_parents(self, iteration: int, pairs: list[Pair]) -> list[float] | None:
+        """Each distinct (parent, chunk)'s scores, a minibatch each, in order."""
+        return self.search.evaluate_parents(iteration, pairs)
+
+    def skip_perfect_parents(
+        self, tasks: list[ProposalTask], pairs: list[Pair]
+    ) -> list[ProposalTask]:
+        """gepa skips a task whose parent scored perfectly on its whole minibatch."""
+        perfect = self.search.perfect(pairs)
+        if not perfect:
+            return tasks
+        return [task for task in tasks if (task.parent, task.chunk) not in perfect]
+
+    def lose_before_reflection(
+        self, tasks: list[ProposalTask]
+    ) -> tuple[list[ProposalTask], list[ProposalTask]]:
+        """(kept, lost): the tasks whose reflective dataset could (not) be built."""
+        chance = self.scenario.failures.dataset
+        if not chance:
+            return tasks, []
+        return lose_before_reflection(tasks, chance, self.failures_rng)
+
+    def reflect(self, tasks: list[ProposalTask]) -> Passes:
+        """gepa's reflection passes over these tasks, and which calls failed."""
+        failures = self.scenario.failures
+        if not failures.reflection:
+            return Passes(tasks, [False] * len(tasks))
+        one_at_a_time = self.scenario.reflection_concurrency == 1
+        return reflection_passes(tasks, failures, one_at_a_time, self.failures_rng)
+
+    def evaluate_children(self, iteration: int, tasks: list[ProposalTask]) -> list[float] | None:
+        """Each task's child, proposed and scored on its minibatch, in order."""
+        return self.search.evaluate_children(iteration, tasks)
+
+    def judge(self, tasks: list[ProposalTask]) -> list[ProposalTask]:
+        """The children that join the pool: passing, selected, not repeats, in order."""
+        if self.lineage is not None:  # each proposal rewrote its parent's next component
+            for task in tasks:
+                task.texts = self.lineage.rewrite(int(task.parent))
+        self.proposals += len(tasks)
+        selected = self.select(self.search.passing(tasks))
+        repeats = self.repeats
+        if repeats and len(selected) > 1:
+            again = uniforms(self.rng, len(selected) - 1)
+            selected = selected[:1] + [
+                task for task, u in zip(selected[1:], again, strict=True) if u >= repeats
+            ]
+        return selected
+
+    def select(self, passing: list[ProposalTask]) -> list[ProposalTask]:
+        """The selection strategy: all, or the `limit` that improved most."""
+        if self.limit is None or len(passing) <= self.limit:
+            return passing
+        return self.search.most_improved_first(passing)[: self.limit]
+
+    def join(self, tasks: list[ProposalTask], joined: list[ProposalTask]) -> list[float] | None:
+        """The joined children enter the pool (the merge's lineage and schedule learn of
+        them after their validation: `note_lineage`); their validation scores."""
+        self.candidates += len(joined)
+        return self.search.join(tasks, joined)
+
+    def note_lineage(self, children: list[ProposalTask]) -> None:
+        """The iteration's children joined the pool: the merge's lineage and schedule
+        learn of them."""
+        if self.lineage is not None:
+            for task in children:
+                self.lineage.add((int(task.parent),), task.texts)
+            self.schedule.joined(len(children))
+
+    # -- gepa's merge ---------------------------------------------------------------------
+
+    def merge_now(self) -> MergeTask | None:
+        """The merge gepa tries at the top of this iteration, or None (none due, or no pair
+        found: the iteration goes on to its proposals)."""
+        if self.schedule is None or not self.schedule.try_now():
+            return None
+        search = self.search
+        triplet = self.lineage.find(search.dominators(), search.merge_scores)
+        if triplet is None:
+            return None
+        return MergeTask(triplet, search.merge_subsample(triplet.first, triplet.second))
+
+    def evaluate_merge(self, merge: MergeTask) -> list[float] | None:
+        """The merged program's scores on its subsample."""
+        return self.search.evaluate_merge(merge)
+
+    def judge_merge(self, merge: MergeTask) -> bool:
+        """gepa's verdict: the merged sum reaches its better parent's (under acceptance rates:
+        at the scenario's merge_acceptance)."""
+        accepted = self.search.judge_merge(merge)
+        self.schedule.merged(accepted)
+        return accepted
+
+    def join_merge(self, merge: MergeTask) -> list[float] | None:
+        """The accepted merge joins the pool; its validation scores."""
+        triplet = merge.triplet
+        self.lineage.add((triplet.first, triplet.second), triplet.texts)
+        self.candidates += 1
+        return self.search.join_merge(merge)
+
+
+def search_model(
+    scenario: Scenario,
+    shape: Shape,
+    rng: np.random.Generator,
+    search_rng: np.random.Generator | None,
+) -> SearchModel:
+    """The scenario's search model: the quality model where it has one, on its own stream."""
+    quality = scenario.quality
+    if quality is None:
+        return RateSearch(
+            scenario.acceptance.for_width(shape.k),
+            scenario.front_share,
+            scenario.skip_perfect,
+            scenario.merge_acceptance,
+            EpochSampler(scenario.trainset_size, scenario.minibatch),
+            rng,
+        )
+    if search_rng is None:
+        raise ValueError("the quality model needs its own random stream")
+    return QualitySearch(
+        quality, scenario.trainset_size, scenario.valset_size, search_rng, scenario.minibatch
+    )
