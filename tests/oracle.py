@@ -57,6 +57,22 @@ A run's conditions. Before its first call a run draws one standard normal z;
 every call of a model with run_spread s takes exp(s z - s^2 / 2) times its
 draw (after the reflection's shift, before the prefix cache and the load).
 
+The quality model (scenario.quality, pxn.quality's definitions). Every
+candidate's quality and its residuals on every train and validation example
+are drawn whole when it is proposed (a child: its parent's quality moved by
+the reach left to it, its residuals inherit times its parent's plus fresh
+ones); the example difficulties once per run. An evaluation is one fresh
+latent per example scored by the metric. gepa's rules, on those scores: the
+parents are drawn from gepa's Pareto front (per validation example the
+candidates with its best score; a candidate every one of whose fronts holds
+another remaining candidate is removed, lowest mean validation score first,
+scanning again after each removal; each remaining one drawn with weight the
+fronts it is on); a (parent, minibatch) pair whose scores are all 1 is
+skipped; a child passes when its minibatch sum beats its parent's; `best`
+and `topk` keep the most improved; the run's result is the candidate of the
+highest mean validation score, its test score the expected score of its
+quality. Merges are not modelled here.
+
 It is slow on purpose; the tests compare the two in distribution.
 """
 
@@ -72,6 +88,7 @@ import simpy
 from simpy.events import Event, EventPriority
 
 from pxn.distribution import Distribution
+from pxn.quality import Quality
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 
@@ -88,6 +105,8 @@ class OracleResult:
     metric_calls: int
     dollars: float | None = None
     throttled_calls: int = 0
+    best_score: float | None = None  # under the quality model
+    test_score: float | None = None
 
 
 class EndOfInstant(Event):
@@ -169,6 +188,86 @@ class Model:
         )
 
 
+Child = tuple[float, np.ndarray, np.ndarray]  # quality, train residuals, validation residuals
+
+
+class Candidates:
+    """The quality model's candidates, each drawn whole when proposed, and gepa's front."""
+
+    def __init__(self, quality: Quality, trainset: int, valset: int, rng: np.random.Generator):
+        self.model, self.rng = quality, rng
+        self.train_difficulty = rng.normal(0.0, quality.difficulty_sd, trainset)
+        self.val_difficulty = rng.normal(0.0, quality.difficulty_sd, valset)
+        self.quality = [quality.seed_quality]
+        self.train_residuals = [rng.standard_normal(trainset)]
+        self.val_residuals = [rng.standard_normal(valset)]
+        self.validated: list[np.ndarray] = []
+
+    def scores(self, quality: float, difficulty: np.ndarray, residuals: np.ndarray) -> np.ndarray:
+        """One evaluation: a fresh latent per example, scored by the metric."""
+        noise = self.model.eval_noise * self.rng.standard_normal(len(difficulty))
+        return self.model.score(quality - difficulty + residuals + noise)
+
+    def evaluate(self, candidate: int, ids: tuple[int, ...]) -> np.ndarray:
+        rows = list(ids)
+        return self.scores(
+            self.quality[candidate],
+            self.train_difficulty[rows],
+            self.train_residuals[candidate][rows],
+        )
+
+    def propose(self, parent: int) -> Child:
+        model, rng = self.model, self.rng
+        theta = self.quality[parent]
+        theta += model.reach(theta) * (model.change_mean + model.change_sd * rng.standard_normal())
+        fresh = math.sqrt(1 - model.inherit**2)
+        train = self.train_residuals[parent]
+        val = self.val_residuals[parent]
+        return (
+            theta,
+            model.inherit * train + fresh * rng.standard_normal(len(train)),
+            model.inherit * val + fresh * rng.standard_normal(len(val)),
+        )
+
+    def score_child(self, child: Child, ids: tuple[int, ...]) -> np.ndarray:
+        rows = list(ids)
+        return self.scores(child[0], self.train_difficulty[rows], child[1][rows])
+
+    def join(self, child: Child) -> None:
+        self.quality.append(child[0])
+        self.train_residuals.append(child[1])
+        self.val_residuals.append(child[2])
+        self.validate(len(self.quality) - 1)
+
+    def validate(self, candidate: int) -> None:
+        self.validated.append(
+            self.scores(self.quality[candidate], self.val_difficulty, self.val_residuals[candidate])
+        )
+
+    def parents(self, count: int) -> list[int]:
+        table = np.stack(self.validated)  # candidate x example
+        fronts = [set(np.flatnonzero(column == column.max()).tolist()) for column in table.T]
+        means = table.mean(axis=1)
+        remaining = set(range(len(table)))
+        removed = True
+        while removed:
+            removed = False
+            for c in sorted(remaining, key=lambda c: (means[c], c)):
+                if all(len(front & remaining) > 1 for front in fronts if c in front):
+                    remaining.discard(c)
+                    removed = True
+                    break
+        kept = sorted(remaining)
+        weights = np.array([sum(c in front for front in fronts) for c in kept], float)
+        return [kept[i] for i in self.rng.choice(len(kept), count, p=weights / weights.sum())]
+
+    def result(self) -> tuple[float, float]:
+        """(best validation score, its candidate's test score)."""
+        means = [float(v.mean()) for v in self.validated]
+        best = means.index(max(means))
+        return means[best], self.model.expected_score(self.quality[best])
+
+
 class OracleRun:
     def __init__(self, scenario: Scenario, shape: Shape, rng: np.random.Generator):
         self.scenario = scenario
@@ -184,6 +283,13 @@ class OracleRun:
             scenario.prices is not None
             or limits.task.tpm is not None
             or limits.reflection.tpm is not None
+        )
+        self.candidates = (
+            None
+            if scenario.quality is None
+            else Candidates(
+                scenario.quality, scenario.trainset_size, scenario.valset_size, self.rng
+            )
         )
         self.pool = [0]  # candidate ids, oldest first; the seed is 0
         self.shuffled: list[int] = []
@@ -325,6 +431,8 @@ class OracleRun:
         return tuple(self.shuffled[first : first + b])
 
     def parents(self) -> list[int]:
+        if self.candidates is not None:
+            return self.candidates.parents(self.shape.p)
         front = max(1, math.ceil(self.scenario.front_share * len(self.pool)))
         newest = self.pool[-front:]
         return [newest[int(self.rng.integers(front))] for _ in range(self.shape.p)]
@@ -351,8 +459,27 @@ class OracleRun:
         copies = int((self.rng.random(max(0, selected - 1)) < s.duplicate_children).sum())
         return selected - copies
 
+    def judged(self, tasks: list[tuple[int, tuple[int, ...]]], sums: dict) -> list[Child]:
+        """Under the quality model: each task's child proposed and judged on its minibatch;
+        those that join the pool, in order."""
+        s, candidates = self.scenario, self.candidates
+        self.proposals += len(tasks)
+        passing = []
+        for parent, ids in tasks:
+            child = candidates.propose(parent)
+            gain = float(candidates.score_child(child, ids).sum()) - sums[parent, ids]
+            if gain > 0:
+                passing.append((gain, child))
+        limit = s.selection.limit
+        if limit is not None and len(passing) > limit:
+            passing = sorted(passing, key=lambda pair: -pair[0])[:limit]  # stable: ties in order
+        kept = passing[:1] + [p for p in passing[1:] if self.rng.random() >= s.duplicate_children]
+        return [child for _, child in kept]
+
     def run(self) -> Generator[simpy.Event, None, None]:
-        s, shape = self.scenario, self.shape
+        s, shape, candidates = self.scenario, self.shape, self.candidates
+        if candidates is not None:
+            candidates.validate(0)
         yield from self.evaluate("seed_val", 1, s.valset_size)  # before iteration 0
         while self.metric_calls < s.budget:  # checked only at the top of an iteration
             step = self.iterations  # gepa's state.i during this iteration
@@ -363,13 +490,24 @@ class OracleRun:
                     tasks.append((parent, self.minibatch(step, len(tasks))))
             distinct = list(dict.fromkeys(tasks))
             yield from self.evaluate("parent_minibatch", len(distinct), s.minibatch)
-            perfect = {pair for pair in distinct if self.rng.random() < s.skip_perfect}
+            if candidates is None:
+                perfect = {pair for pair in distinct if self.rng.random() < s.skip_perfect}
+            else:
+                scores = {pair: candidates.evaluate(*pair) for pair in distinct}
+                sums = {pair: float(row.sum()) for pair, row in scores.items()}
+                perfect = {pair for pair, row in scores.items() if row.min() >= 1}
             tasks = [task for task in tasks if task not in perfect]
             if not tasks:
                 continue
             yield from self.reflect([parent for parent, _ in tasks])
             yield from self.evaluate("child_minibatch", len(tasks), s.minibatch)
-            new = self.verdicts(len(tasks))
+            if candidates is None:
+                new = self.verdicts(len(tasks))
+            else:
+                children = self.judged(tasks, sums)
+                for child in children:
+                    candidates.join(child)
+                new = len(children)
             if new:
                 yield from self.evaluate("full_val", new, s.valset_size)
                 self.full_val_iterations += 1
@@ -381,7 +519,10 @@ def oracle_once(scenario: Scenario, shape: Shape, rng: np.random.Generator) -> O
     run = OracleRun(scenario, shape, rng)
     run.env.process(run.run())
     run.env.run()
+    best, test = (None, None) if run.candidates is None else run.candidates.result()
     return OracleResult(
+        best_score=best,
+        test_score=test,
         wall_clock=run.env.now,
         iterations=run.iterations,
         full_val_iterations=run.full_val_iterations,

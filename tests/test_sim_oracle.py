@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from oracle import OracleResult, oracle_once, oracle_replicates
 from scipy.stats import ks_2samp
-from sim_helpers import EVERYTHING, lognormal, make_scenario
+from sim_helpers import EVERYTHING, lognormal, make_scenario, searched
 
 from pxn.acceptance import Acceptance
 from pxn.distribution import Distribution
@@ -186,6 +186,31 @@ SCENARIOS: dict[str, tuple[Scenario, Shape]] = {
 }
 
 
+# The quality model decides the search: parents from gepa's front, verdicts from scores.
+QUALITY: dict[str, tuple[Scenario, Shape]] = {
+    # Binary scores, a batched shape on few workers: skips of perfect parents, a front.
+    "quality, binary": (searched(workers=4), Shape(2, 2)),
+    # Graded scores with evaluation noise; only the most improved child is kept.
+    "quality, graded, noisy, best": (
+        searched(
+            {"seed_score": 0.5, "metric": "graded", "levels": 4, "eval_noise": 0.5},
+            selection="best",
+            workers=6,
+        ),
+        Shape(4, 1),
+    ),
+    # Continuous scores under a ceiling, 7 examples wrapping within an iteration.
+    "quality, continuous, ceiling": (
+        searched(
+            {"seed_score": 0.3, "metric": "continuous", "ceiling": 0.6, "change_mean": 0.4},
+            trainset_size=7,
+            budget=500,
+        ),
+        Shape(2, 3),
+    ),
+}
+
+
 def fast_replicates(scenario: Scenario, shape: Shape, n: int = REPLICATES) -> list[RunSummary]:
     return [simulate_once(scenario, shape, r) for r in range(n)]
 
@@ -213,6 +238,11 @@ def compare(fast: list[RunSummary], oracle: list[OracleResult]) -> None:
         assert close_means(ours, theirs), (
             f"{field}: fast mean {np.mean(ours):.3f} vs oracle {np.mean(theirs):.3f}"
         )
+    if oracle[0].best_score is not None:
+        for field in ("best_score", "test_score"):
+            ours, theirs = [getattr(r, field) for r in fast], [getattr(r, field) for r in oracle]
+            result = ks_2samp(ours, theirs)
+            assert result.pvalue > ALPHA, f"{field} distributions differ: {result}"
 
 
 @pytest.mark.slow
@@ -220,6 +250,24 @@ def compare(fast: list[RunSummary], oracle: list[OracleResult]) -> None:
 def test_fast_model_matches_per_rollout_oracle(name: str) -> None:
     scenario, shape = SCENARIOS[name]
     compare(fast_replicates(scenario, shape), oracle_replicates(scenario, shape, REPLICATES))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(QUALITY))
+def test_fast_quality_model_matches_per_rollout_oracle(name: str) -> None:
+    scenario, shape = QUALITY[name]
+    compare(fast_replicates(scenario, shape), oracle_replicates(scenario, shape, REPLICATES))
+
+
+@pytest.mark.slow
+def test_the_comparison_sees_how_far_proposals_reach() -> None:
+    """An oracle whose proposals reach half as far is told apart by the scores it reaches."""
+    scenario, shape = QUALITY["quality, binary"]
+    fast = fast_replicates(scenario, shape)
+    weaker = replace(scenario.quality, change_mean=scenario.quality.change_mean / 2)
+    oracle = oracle_replicates(scenario.replace(quality=weaker), shape, REPLICATES)
+    result = ks_2samp([r.test_score for r in fast], [r.test_score for r in oracle])
+    assert result.pvalue < ALPHA
 
 
 def test_oracle_agrees_on_a_deterministic_run() -> None:
