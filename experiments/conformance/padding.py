@@ -24,7 +24,7 @@ from gepa.strategies.batch_sampler import EpochShuffledBatchSampler
 
 from pxn.calibrate.conformance import DEFAULT_QUALITY_SCENARIO, at_time_scale
 from pxn.shape import Shape
-from pxn.sim import gepa as sim_gepa
+from pxn.sim import minibatches
 from pxn.sim.model import simulate_once
 
 REPLICATES = 1500
@@ -65,13 +65,13 @@ def figures(scenario, shape: Shape) -> str:
 def main() -> None:
     gepa_sampler_chunks()
     scenario = at_time_scale(DEFAULT_QUALITY_SCENARIO.replace(trainset_size=10), 0.01)
-    gepas = sim_gepa.EpochSampler.padded_order
+    gepas = minibatches.EpochSampler.padded_order
     simulators = {"first ids": first_ids_padded, "gepa's": gepas}
     for shape in (Shape(1, 1), Shape(2, 2)):
         for padding, order in simulators.items():
-            sim_gepa.EpochSampler.padded_order = order
+            minibatches.EpochSampler.padded_order = order
             print(f"{shape.label:6} padded with {padding:9}: {figures(scenario, shape)}")
-    sim_gepa.EpochSampler.padded_order = gepas
+    minibatches.EpochSampler.padded_order = gepas
 
 
 if __name__ == "__main__":
