@@ -207,3 +207,25 @@ def test_run_refuses_an_unwritable_run_directory_first(blocker: Path) -> None:
         run_pxn("run", "--out", blocker / "run", "--seed", "-1"),
         f"--out {blocker / 'run'} cannot be created: {blocker} is a file",
     )
+
+
+# -- what the command line cannot parse --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["simulate", "hover", "--bogus"], ["no such option: --bogus", "pxn simulate --help"]),
+        (["simulate"], ["missing argument 'scenario'", "pxn simulate --help"]),
+        (["advise", "hover", "--deadline", "3", "hours"], ["unexpected extra argument", "hours"]),
+        (["sweep", "hover", "--reps", "x"], ["'--reps'", "pxn sweep --help"]),
+        (["calibrate"], ["missing option", "--output"]),
+    ],
+)
+def test_what_cannot_be_parsed_is_one_line_naming_the_help(args, fragments) -> None:
+    assert_user_error(run_pxn(*args), *fragments)
+
+
+def test_pxn_alone_prints_its_help() -> None:
+    done = run_pxn()
+    assert done.returncode == 2 and "simulate" in done.stdout and done.stderr == ""
