@@ -60,6 +60,7 @@ def synthetic_calls(
         tokens_in=np.full(n, np.nan),
         tokens_out=np.full(n, np.nan),
         run=np.array(runs),
+        wait=np.zeros(n),
     )
     return calls, tuple(design)
 

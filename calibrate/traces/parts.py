@@ -59,8 +59,11 @@ def served(evidence: Evidence, betas: dict[str, float]) -> Calls:
     calls, waited = served_alone(evidence.units.calls, betas, evidence.lm_servers, None)
     for kind in waited:
         evidence.notes.append(
-            f"every {kind} may have waited for a server: its latency is fitted with the waits "
-            "in (an overestimate)"
+            f"every {kind} may have waited for the one server: its latency is fitted as the "
+            "time the server spent on it, from the end of the call it served before"
+            if evidence.lm_servers == 1
+            else f"every {kind} may have waited for a server: its latency is fitted with the "
+            "waits in (an overestimate)"
         )
     return calls
 

@@ -7,8 +7,11 @@ last two in reverse: it divides each call's latency by the factor of its
 model's slowdown at the call's load, then shifts a reflection back to the
 measured b. A call that started with more than `servers` calls of its model
 in flight may have waited for a server, and the simulator adds that wait
-itself: such calls are left out, unless every call of a kind would be (then
-they are kept, and the latency is an overestimate the caller reports).
+itself: such calls are left out, unless every call of a kind would be. Then
+they are kept: on one server, which serves calls one at a time, each less its
+wait (Calls.wait: the server began on it when the call before it ended), the
+time the server spent on it; on more, with their waits in, an overestimate the
+caller reports.
 """
 
 from __future__ import annotations
@@ -38,7 +41,12 @@ def served_alone(
     for role, kind in ROLE_KIND.items():
         mine = kept.kind == kind
         factor[mine] = 1 + slowdown.get(role, 0.0) * (kept.load[mine] - 1)
-    latency = kept.latency / factor
+    latency = kept.latency
+    if servers == 1 and waited:  # each call served alone, after the one before it
+        alone = np.isin(kept.kind, waited)
+        latency = np.where(alone, latency - kept.wait, latency)
+        factor[alone] = 1.0
+    latency = latency / factor
     if tokens is not None:
         reflections = kept.kind == "reflection"
         shifts = {b: tokens.reflection_latency_shift(b) for b in np.unique(kept.minibatch)}

@@ -57,6 +57,11 @@ class Calls:
     tokens_in: np.ndarray  # nan where the call reports none
     tokens_out: np.ndarray
     run: np.ndarray  # the run it is from (in a resample: the drawn copy of a run)
+    # Seconds it may have waited, were its model one server serving calls one at a time:
+    # from its start to the end of the call of its model that ended last before it (0 for
+    # a try cut at a timeout). served.py takes it off when every call waited for the one
+    # server.
+    wait: np.ndarray
 
     def of(self, kind: str, phase: str | None = None) -> np.ndarray:
         """Rows of this kind (and phase)."""
@@ -258,6 +263,7 @@ def cut_into_units(traces: list[Trace]) -> Units:
             tokens_in=_counts(calls["event"], "tokens_in"),
             tokens_out=_counts(calls["event"], "tokens_out"),
             run=np.array(calls["run"], dtype=int),
+            wait=np.array(calls["wait"], dtype=float),
         ),
         call_unit=np.array(builder.call_unit, dtype=int),
         spans=Spans(
@@ -319,7 +325,8 @@ def _calls(builder: _Builder, run: int, trace: Trace) -> None:
     rollouts = [r for r in trace.of(Rollout) if r.timed]
     for kind, events in (("rollout", rollouts), ("reflection", trace.of(Reflection))):
         loads = call_loads(events)
-        for event, load in zip(events, loads.tolist(), strict=True):
+        waits = one_server_waits(events)
+        for event, load, wait in zip(events, loads.tolist(), waits.tolist(), strict=True):
             phase = event.phase if isinstance(event, Rollout) else "reflection"
             tries = timed_out.get(_call_key(kind, event), [])
             # The same slot runs the next call the instant this one ends: a try is
@@ -331,13 +338,31 @@ def _calls(builder: _Builder, run: int, trace: Trace) -> None:
             ]
             row = {"kind": kind, "phase": phase, "load": load, "minibatch": b, "event": event}
             if not tries:
-                builder.call(run, event.iteration, latency=event.duration, censored=False, **row)
+                builder.call(
+                    run, event.iteration, latency=event.duration, censored=False, wait=wait, **row
+                )
                 continue
             # A call whose every try timed out shows the client's retries exactly.
             finished = len(tries) < event.attempts
             builder.retries[kind].append(len(tries) if finished else len(tries) - 1)
             for attempt in tries:
-                builder.call(run, event.iteration, latency=attempt.duration, censored=True, **row)
+                builder.call(
+                    run, event.iteration, latency=attempt.duration, censored=True, wait=0.0, **row
+                )
+
+
+def one_server_waits(calls: list[Rollout] | list[Reflection]) -> np.ndarray:
+    """Each call's wait, were its model one server: a server serving calls one at a time
+    began on a call at its start or at the end of the call it served before, which is the
+    call that ended last before it, whichever is later."""
+    if not calls:
+        return np.empty(0)
+    starts = np.array([c.start for c in calls])
+    ends = np.array([c.end for c in calls])
+    ordered = np.sort(ends)
+    before = np.searchsorted(ordered, ends, side="left") - 1  # the last end strictly before
+    previous = np.where(before >= 0, ordered[np.maximum(before, 0)], -np.inf)
+    return np.clip(previous - starts, 0.0, ends - starts)
 
 
 def _spans(builder: _Builder, run: int, trace: Trace) -> None:
