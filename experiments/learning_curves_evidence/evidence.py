@@ -283,12 +283,19 @@ def pxn(output: Path, *args: str | Path) -> None:
         raise SystemExit(f"pxn {args[0]} ended {done.returncode}: {done.stderr[-2000:]}")
 
 
+def calibration_runs(arm: Arm) -> list[Path]:
+    """The calibration runs at B that were made (the LM arm's README says why some may
+    not be), in the design's order."""
+    return [run for run in arm.calibration if (ROOT / run / "trace.jsonl").exists()
+            and (arm is QUALITY or (ROOT / run / "result.json").exists())]  # fmt: skip
+
+
 def predictors(arm: Arm) -> dict[str, Path]:
     """Calibrate the arm's scenario (and, for the quality task, the same with the truth's
     [quality]): label -> scenario file."""
     folder = ROOT / arm.folder
     scenario = arm.folder / "calibrated.toml"
-    pxn(folder / "calibrate.txt", "calibrate", *arm.calibration, "-o", scenario,
+    pxn(folder / "calibrate.txt", "calibrate", *calibration_runs(arm), "-o", scenario,
         "--search", "quality")  # fmt: skip
     made = {"calibrated": scenario}
     if arm is QUALITY:
@@ -517,6 +524,12 @@ def totals(rows: Sequence[ScoreRow], budget: int) -> list[str]:
 
 def summary(arm: Arm, readings: Sequence[Reading], made: dict[str, Prediction]) -> str:
     lines = [f"# {arm.name}: predicted from singles at B = {arm.budget}, against real runs", ""]
+    calibrated_on = calibration_runs(arm)
+    lines += [
+        f"Calibrated from {len(calibrated_on)} of the {len(arm.calibration)} singles at B the "
+        "design names: " + ", ".join(run.name for run in calibrated_on) + ".",
+        "",
+    ]
     kept = complete_rounds(arm)
     left = [cell for cell in arm.held_out if cell not in kept and recorded(arm, *cell)]
     lines += [
