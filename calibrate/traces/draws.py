@@ -18,7 +18,8 @@ correlation if kept, each model's
 slowdown if kept (on the same calls and groups) and run_spread if kept (each
 drawn copy of a run a run of its own: copies of one run agree, so the draws
 of a spread sit a little below its point estimate, as a bootstrap of a
-variance does), front_share and
+variance does; a spread measured but kept 0 is drawn from its confidence
+distribution instead, run_spread.py), front_share and
 duplicate_children if fitted, the stage overhead, the skip share, the [failures] shares,
 merge_acceptance where gepa could merge, and the token-count families. A
 rollout latency fitted to untimed calls' spans is refitted to the resampled
@@ -31,6 +32,7 @@ and its latency shift, the prices.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -52,7 +54,7 @@ from pxn.calibrate.traces.failures import refit_failures
 from pxn.calibrate.traces.fit import censored_params
 from pxn.calibrate.traces.merges import merge_rate
 from pxn.calibrate.traces.prefix_cache import refit_prefix_seconds
-from pxn.calibrate.traces.run_spread import refit_run_spread
+from pxn.calibrate.traces.run_spread import RunSpreadFit, refit_run_spread
 from pxn.calibrate.traces.served import latency_sample, served_alone
 from pxn.calibrate.traces.slowdown import ROLE_KIND, refit_beta
 from pxn.calibrate.traces.tails import TailFit, censor
@@ -65,6 +67,7 @@ if TYPE_CHECKING:
     from pxn.calibrate.traces.pipeline import Calibration
 
 SEED = 20260801
+RUN_SPREAD_SEED = 20261207  # the unsupported spreads' draws: a generator of their own
 NO_DECAY_TAU = 1e9  # proposals: a draw whose refitted decay rate is 0 (tau must be finite)
 TOKEN_FIELDS = {
     "rollout_input": ("rollout", "tokens_in"),
@@ -88,7 +91,11 @@ def parameter_draws(cal: Calibration, count: int) -> DrawsFit:
     draws = tuple(one_draw(cal, units.resample(rng)) for _ in range(count))
     if not cal.acceptance.batched.identified:
         draws = with_batched_prior(draws, cal.acceptance.batched)
+    draws = with_unsupported_run_spreads(draws, cal.run_spreads.values())
     point = one_draw(cal, units)
+    for fit in cal.run_spreads.values():
+        if fit.drawn_from_confidence:  # kept 0, drawn from its interval
+            point[f"load.{fit.role}.run_spread"] = fit.chosen
     if not cal.acceptance.batched.identified and draws and "acceptance.batched" in draws[0]:
         point["acceptance.batched"] = cal.scenario.acceptance.batched
     source = (
@@ -134,6 +141,21 @@ def with_batched_prior(draws: tuple[dict[str, float], ...], fit: BatchedFit):
         else:
             changed.append(draw | {"acceptance.batched": min(float(ratio), 1 / a0)})
     return tuple(changed)
+
+
+def with_unsupported_run_spreads(
+    draws: tuple[dict[str, float], ...], fits: Iterable[RunSpreadFit]
+) -> tuple[dict[str, float], ...]:
+    """Each draw's run_spread from its confidence distribution where the runs measured
+    one but the test kept 0 (run_spread.py). Drawn from its own generator, so the other
+    parameters' draws do not move."""
+    rng = np.random.default_rng(RUN_SPREAD_SEED)
+    for fit in fits:
+        if fit.drawn_from_confidence and draws:
+            spreads = fit.confidence_draws(rng, len(draws))
+            path = f"load.{fit.role}.run_spread"
+            draws = tuple(d | {path: s} for d, s in zip(draws, spreads, strict=True))
+    return draws
 
 
 def one_draw(cal: Calibration, units: Units) -> dict[str, float]:

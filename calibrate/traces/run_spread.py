@@ -25,6 +25,13 @@ simulated runs differ as real ones do.
 The parameter bootstrap (draws.py) says how well the runs pin the mean
 latency (sd sigma_runs / sqrt(runs)); a new run differs from that mean by its
 own shift besides (sd sigma_runs): run_spread is that second part.
+
+A spread the test does not support is kept at 0, but its parameter draws
+come from its confidence distribution within the 95% interval (the F pivot
+at a uniform quantile: zero in about the test's p-value's share of draws, up
+to the interval's upper end in the rest): three runs that happened to agree cannot rule out
+that a fourth differs, and leaving that out made every interval too narrow
+for the runs that did (experiments/messy_runs).
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ import scipy.stats
 
 from pxn.calibrate.traces.slowdown import ROLE_KIND
 from pxn.calibrate.traces.units import Calls
+from pxn.load import RUN_SPREAD_MAX
 
 ALPHA = 0.05  # leaving a real spread out narrows every interval: keep it when plausible
 CONFIDENCE = 0.95
@@ -56,6 +64,23 @@ class RunSpreadFit:
     pvalue: float
     chosen: float  # load.<role>.run_spread
     reason: str
+    ms_calls: float = math.nan  # the calls' mean square and calls per run, for the draws
+    n0: float = math.nan
+
+    @property
+    def drawn_from_confidence(self) -> bool:
+        """Whether the draws come from the confidence distribution (identified, kept 0)."""
+        return self.identified and self.chosen == 0
+
+    def confidence_draws(self, rng: np.random.Generator, count: int) -> list[float]:
+        """`count` spreads from sigma_runs' confidence distribution within its 95% interval:
+        the F pivot at a quantile drawn uniformly in the interval's (0 where the quantile's
+        F exceeds the one observed), at most what a scenario admits."""
+        d_runs, d_calls = self.freedom
+        tail = (1 - CONFIDENCE) / 2
+        quantiles = scipy.stats.f.ppf(rng.uniform(tail, 1 - tail, size=count), d_runs, d_calls)
+        ratios = np.maximum(0.0, (self.f_statistic / quantiles - 1) / self.n0)
+        return np.minimum(np.sqrt(ratios * self.ms_calls), RUN_SPREAD_MAX).tolist()
 
 
 @dataclass(frozen=True)
@@ -149,7 +174,11 @@ def fit_run_spread(calls: Calls, design: tuple[str, ...], role: str) -> RunSprea
     supported = pvalue < ALPHA and anova.spread > 0
     d_runs, d_calls = anova.freedom
     test = f"F={anova.f_statistic:.2f} on {d_runs} and {d_calls} df, p={pvalue:.2g}"
-    reason = f"supported ({test})" if supported else f"kept 0: not supported ({test})"
+    reason = (
+        f"supported ({test})"
+        if supported
+        else f"kept 0: not supported ({test}); drawn from its interval"
+    )
     return RunSpreadFit(
         role=role,
         calls=anova.calls,
@@ -163,6 +192,8 @@ def fit_run_spread(calls: Calls, design: tuple[str, ...], role: str) -> RunSprea
         pvalue=pvalue,
         chosen=anova.spread if supported else 0.0,
         reason=reason,
+        ms_calls=anova.ms_calls,
+        n0=anova.n0,
     )
 
 
