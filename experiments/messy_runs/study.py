@@ -53,6 +53,13 @@ def analyse(which: str, plan: dict[str, tuple[str, int]]) -> None:
     folder = f"validation-{which}"
     pxn(f"{folder}.txt", "validate", "--scenario", scenario, *runs_of(list(plan)),
         "--reps", "400", "--out", str((HERE / folder).relative_to(ROOT)))  # fmt: skip
+    summarise(which)
+
+
+def summarise(which: str) -> None:
+    """summary-WHICH.md from validation-WHICH/validation.csv."""
+    singles = CALIBRATION["check-" if which.startswith("check-") else ""]
+    folder = f"validation-{which}"
     with (HERE / folder / "validation.csv").open() as f:
         rows = [r for r in csv.DictReader(f) if r["status"] == "completed"]
     groups = {
@@ -115,11 +122,11 @@ def cells(group: list[Row]) -> str:
         error = statistics.mean(
             abs(num(r, "sim_best_score_mean") - num(r, "measured_best_score")) for r in scored
         )
-        inside = sum(r["best_score_inside"] == "True" for r in scored)
-        width = statistics.median(
+        score_inside = sum(r["best_score_inside"] == "True" for r in scored)
+        score_width = statistics.median(
             num(r, "sim_best_score_p95") - num(r, "sim_best_score_p5") for r in scored
         )
-        score = f"{error:.3f} | {inside}/{len(scored)} | {width:.2f}"
+        score = f"{error:.3f} | {score_inside}/{len(scored)} | {score_width:.2f}"
     iterations = statistics.mean(abs(num(r, "sim_iterations_error")) for r in group)
 
     def pair(measured: str, predicted: str) -> str:
