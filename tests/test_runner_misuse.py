@@ -28,7 +28,16 @@ from dspy.utils import DummyLM
 from dspy_program import Topic, examples, metric, optimizer
 from gepa.core.adapter import EvaluationBatch
 from gepa.strategies.proposal_sampling import PxNSampling
-from record_helpers import SEED, TRAIN, VAL, BatchLM, CallableLM, SerialAdapter, ThreadedAdapter
+from record_helpers import (
+    SEED,
+    TRAIN,
+    VAL,
+    VOCAB,
+    BatchLM,
+    CallableLM,
+    SerialAdapter,
+    ThreadedAdapter,
+)
 
 from pxn.errors import PxnError
 from pxn.runner.dspy_recording import recorded
@@ -71,12 +80,12 @@ class RaisesAt(SerialAdapter):
 
 
 class BatchRaisesAt(ThreadedAdapter):
-    """batch_evaluate on 2 threads, raising at its `call`th call (the seed's validation goes
-    through evaluate, not counted)."""
+    """batch_evaluate on 2 threads, raising `error` at its `call`th call (the seed's
+    validation goes through evaluate, not counted)."""
 
-    def __init__(self, call: int):
+    def __init__(self, call: int, error: type[BaseException] = RuntimeError):
         super().__init__(2)
-        self.call, self.batch_calls = call, 0
+        self.call, self.error, self.batch_calls = call, error, 0
 
     def evaluate(self, batch, candidate, capture_traces=False):
         return super().batch_evaluate([(candidate, batch)])[0]
@@ -84,8 +93,21 @@ class BatchRaisesAt(ThreadedAdapter):
     def batch_evaluate(self, items, **kwargs):
         self.batch_calls += 1
         if self.batch_calls == self.call:
-            raise RuntimeError(f"batch_evaluate broke at call {self.call}")
+            raise self.error(f"batch_evaluate broke at call {self.call}")
         return super().batch_evaluate(items, **kwargs)
+
+
+class EveryWordLM(BatchLM):
+    """A reflection writing the whole vocabulary: every child passes its judge, and the
+    children of an iteration are one text, so gepa keeps the first and drops the rest as
+    its duplicates."""
+
+    def __call__(self, prompt: Any) -> str:
+        return "```\n" + " ".join(VOCAB) + "\n```"
+
+    def batch_complete(self, messages_list):
+        self.batches.append(len(messages_list))
+        return [self(m) for m in messages_list]
 
 
 class Rescored(SerialAdapter):
@@ -436,6 +458,17 @@ FAULTS = [
         None,
         True,
         "run did not complete (failed in iteration 1: RuntimeError: batch_evaluate broke",
+    ),
+    (
+        # Found by experiments/interrupts: the 4 children passed, 3 were dropped as the
+        # duplicates of the first, and the first never joined the pool: read as 4 children
+        # dropped of 3 after the first, and scipy's binomtest raised a ValueError.
+        "Ctrl-C in full validation, the iteration's duplicates dropped",
+        {"adapter": BatchRaisesAt(3, KeyboardInterrupt), "reflection_lm": EveryWordLM()},
+        KeyboardInterrupt,
+        None,
+        True,
+        "run did not complete (interrupted in iteration 1",
     ),
     (
         "the adapter hangs up, raise_on_exception=False",

@@ -425,8 +425,12 @@ def _steps(builder: _Builder, run: int, trace: Trace) -> None:
         rows["judged"].append(len(decisions))
         rows["passed"].append(accepted + dropped)
         rows["batched"].append(batched)
-        rows["later"].append(max(accepted + dropped - 1, 0) if unlimited else 0)
-        rows["dropped"].append(dropped if unlimited else 0)
+        # gepa drops a child as the duplicate of a sibling it keeps, and the kept one joins
+        # the pool after full validation: an iteration that accepted none was cut short
+        # (Ctrl-C, an error) before its verdicts, and its passed children show no duplicate.
+        shows_duplicates = unlimited and accepted > 0
+        rows["later"].append(max(accepted + dropped - 1, 0) if shows_duplicates else 0)
+        rows["dropped"].append(dropped if shows_duplicates else 0)
         rows["candidates"].append(1 + added_before)
         rows["drawn_before"].append(len(front))
         rows["distinct_before"].append(len(set(front)))
