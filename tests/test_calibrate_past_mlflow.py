@@ -29,21 +29,26 @@ def tracked(tmp_path_factory) -> tuple[Path, str, str]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
         in_store(uri, "past-runs", root)
-        gepa.optimize(
-            seed_candidate=SEED,
-            trainset=TRAIN,
-            valset=VAL,
-            adapter=ThreadedAdapter(2),
-            reflection_lm=CallableLM(),
-            max_metric_calls=80,
-            run_dir=str(run_dir),
-            use_mlflow=True,
-            mlflow_tracking_uri=uri,
-            mlflow_experiment_name="past-runs",
-        )
+        tracked_run(str(run_dir), uri, "past-runs", 80)
         found = find_tracked_run(run_dir, uri)
     assert found is not None
     return run_dir, uri, found
+
+
+def tracked_run(run_dir: str, uri: str, experiment: str, budget: int) -> None:
+    """A real gepa run of the recorder tests' task, into `run_dir`, tracked in MLflow."""
+    gepa.optimize(
+        seed_candidate=SEED,
+        trainset=TRAIN,
+        valset=VAL,
+        adapter=ThreadedAdapter(2),
+        reflection_lm=CallableLM(),
+        max_metric_calls=budget,
+        run_dir=run_dir,
+        use_mlflow=True,
+        mlflow_tracking_uri=uri,
+        mlflow_experiment_name=experiment,
+    )
 
 
 def in_store(uri: str, experiment: str, root: Path) -> None:
@@ -155,18 +160,7 @@ def test_runs_whose_run_dirs_share_a_name_are_told_apart(tmp_path, monkeypatch):
     in_store(uri, "two-runs", tmp_path)
     ids = {}
     for name in ("a", "b"):
-        gepa.optimize(
-            seed_candidate=SEED,
-            trainset=TRAIN,
-            valset=VAL,
-            adapter=ThreadedAdapter(2),
-            reflection_lm=CallableLM(),
-            max_metric_calls=30,
-            run_dir=f"runs/{name}/gepa",
-            use_mlflow=True,
-            mlflow_tracking_uri=uri,
-            mlflow_experiment_name="two-runs",
-        )
+        tracked_run(f"runs/{name}/gepa", uri, "two-runs", 30)
         ids[name] = read_mlflow_run("mlflow:experiment:two-runs", uri).run_id
     assert ids["a"] != ids["b"]
     assert find_tracked_run(tmp_path / "runs" / "a" / "gepa", uri) == ids["a"]
