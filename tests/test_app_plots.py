@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import matplotlib.image
@@ -15,6 +16,7 @@ from pxn.api.plots import (
     latency_scale,
     save_figure,
     sweep_vs_measured_figure,
+    time_unit,
     timeline_figure,
     validation_columns,
 )
@@ -75,6 +77,21 @@ def test_sweep_vs_measured_and_its_cli(runs: list[Path], tmp_path: Path) -> None
     result = run_pxn("plot", "timeline", runs[0], "-o", tmp_path / "t.png", "--iterations", "2")
     assert result.returncode == 0, result.stderr
     assert_png(tmp_path / "t.png")
+
+
+def test_a_run_slower_than_every_prediction_is_drawn_inside_the_axes(
+    runs: list[Path], tmp_path: Path
+) -> None:
+    """Runs predicted by a scenario three times too fast sit above every band: the axis
+    reaches them."""
+    params = SMALL.rollout.params
+    fast = SMALL.replace(rollout=replace(SMALL.rollout, params={**params, "scale": 0.7 / 3}))
+    validation = validate_runs(fast, runs, replicates=10)
+    figure = sweep_vs_measured_figure(validation)
+    slowest = max(check.wall_clock for check in validation.checks)
+    _, size = time_unit(slowest)
+    assert figure.axes[0].get_ylim()[1] >= slowest / size
+    assert_png(save_figure(figure, tmp_path / "slow.png"))
 
 
 def test_calibrate_plots_option_writes_fit_diagnostics(runs: list[Path], tmp_path: Path) -> None:
