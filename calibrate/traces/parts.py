@@ -44,7 +44,12 @@ def slowdowns(evidence: Evidence) -> dict[str, ModelSlowdown]:
     fits = fit_model_slowdowns(
         calls.kind[done], calls.phase[done], calls.load[done], calls.latency[done], servers
     )
-    queued = 0 if servers is None else int(np.sum(calls.load[done] > servers))
+    queued = 0
+    if servers is not None:  # a kind whose every call queued is fitted as `served` says
+        for kind in ROLE_KIND.values():
+            mine = done & (calls.kind == kind)
+            if np.any(mine & (calls.load <= servers)):
+                queued += int(np.sum(mine & (calls.load > servers)))
     if queued:
         evidence.notes.append(
             f"{queued} call(s) started with more than lm_servers={servers} calls of their model "
