@@ -460,9 +460,10 @@ FAULTS = [
         "run did not complete (failed in iteration 1: RuntimeError: batch_evaluate broke",
     ),
     (
-        # Found by experiments/interrupts: the 4 children passed, 3 were dropped as the
-        # duplicates of the first, and the first never joined the pool: read as 4 children
-        # dropped of 3 after the first, and scipy's binomtest raised a ValueError.
+        # Found by experiments/interrupts (two children in full validation, neither in the
+        # pool yet). Here the 4 children are one text and pass; 3 are dropped as the
+        # first's duplicates and the first never joins the pool: they read as 4 dropped of
+        # 3 children after the first, and scipy's binomtest raised a ValueError.
         "Ctrl-C in full validation, the iteration's duplicates dropped",
         {"adapter": BatchRaisesAt(3, KeyboardInterrupt), "reflection_lm": EveryWordLM()},
         KeyboardInterrupt,
