@@ -501,7 +501,8 @@ FAULTS = [
         None,
         None,
         False,
-        "reflection(s) failed (last: ConnectionError: the reflection model is down)",
+        "reflection(s) failed (last: ConnectionError: the reflection model is down)); give the "
+        "reflection LM room to write a usable reply",
     ),
     (
         "its own stopper stops it before iteration 1",

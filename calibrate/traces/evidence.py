@@ -56,10 +56,16 @@ def gather_evidence(
             f"calibrated ({runs_ended(traces)}); run until at least one iteration completes"
         )
     if not any(t.live(Decision) for t in traces):
+        failed = reflections_failed(reflections)
+        hint = (
+            "give the reflection LM room to write a usable reply (a larger model or max_tokens), "
+            "or run until one proposal is judged"
+            if failed
+            else "run until at least one iteration completes"
+        )
         raise PxnError(
             "no judged proposals (decision events) in the traces: acceptance cannot be "
-            f"calibrated ({runs_ended(traces)}{reflections_failed(reflections)}); run until at "
-            "least one iteration completes"
+            f"calibrated ({runs_ended(traces)}{failed}); {hint}"
         )
     notes += failed_rollouts(rollouts)
     missing_tokens = missing_token_counts(rollouts, reflections)
