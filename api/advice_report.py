@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pxn.api.prediction_report import extrapolation_warning
-from pxn.api.report import Note, Report, csv_text, json_text
+from pxn.api.report import Note, Report
 from pxn.api.tables import Column, Grid
 from pxn.durations import format_duration, format_span
 from pxn.sim.advise import TARGET_CHANCE, Advice, Ask, Assessment
@@ -263,10 +263,6 @@ def assessment_row(advice: Advice, x: Assessment) -> dict[str, Any]:
     return row
 
 
-def advice_csv(advice: Advice) -> str:
-    return csv_text([assessment_row(advice, x) for x in advice.assessments])
-
-
 def advice_document(advice: Advice) -> dict[str, Any]:
     ask = advice.ask
     new = {} if ask.target_score is None else {"target_score": ask.target_score}
@@ -294,10 +290,6 @@ def advice_document(advice: Advice) -> dict[str, Any]:
         "notes": advice.notes,
         "allocations": [assessment_row(advice, x) for x in advice.assessments],
     }
-
-
-def advice_json(advice: Advice) -> str:
-    return json_text(advice_document(advice))
 
 
 def advice_report(advice: Advice) -> Report:

@@ -75,10 +75,6 @@ class Spans:
         return len(self.span)
 
 
-def no_spans() -> Spans:
-    return Spans(np.empty(0), np.empty(0, dtype=int), np.empty(0, dtype=int))
-
-
 @functools.cache
 def log_makespan_law(n: int, w: int) -> np.ndarray:
     """The skew-normal (location, scale, shape) with the mean, sd and skewness of log M1 (n

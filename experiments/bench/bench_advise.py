@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 from host import machine
 
-from pxn.api.advice_report import advice_csv
+from pxn.api.advice_report import advice_report
+from pxn.api.report import csv_text
 from pxn.sim.advise import Ask, advise, variants, work_units
 from pxn.sim.backends import Backend, LocalBackend, RayBackend, gather
 from pxn.sim.predict import simulate_replicates
@@ -126,7 +127,7 @@ def main() -> None:
             for name, backend in order:
                 run, advice = timed(name, "grid", lambda b=backend: advise(scenario, ASK, b))
                 runs.append(run)
-                csv = advice_csv(advice)
+                csv = csv_text(advice_report(advice).rows)  # the CLI's --format csv
                 if expected is None:
                     expected = csv
                     print(f"  recommended: {advice.recommended.allocation.label}")
