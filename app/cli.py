@@ -1,11 +1,9 @@
 """The `pxn` command: parse, call the Python API (pxn.api) or a library, print.
 
-A flag's old spelling is made current first, with a line on stderr
-(options.in_current_spelling). Errors of the user's making (`PxnError`)
-become one line on stderr and exit code 2, named by the flag that carried
-the bad input as the user spelled it (options.in_flag_terms), and so do
-the command line's own (an unknown flag, a missing argument); nothing here
-computes anything itself. A reader that stops reading (`| head`)
+Errors of the user's making (`PxnError`) become one line on stderr and exit
+code 2, named by the flag that carried the bad input (options.in_flag_terms),
+and so do the command line's own (an unknown flag, a missing argument);
+nothing here computes anything itself. A reader that stops reading (`| head`)
 costs the rest of the output, never the command's work (app/streams.py). The
 commands live in app/commands/, `pxn X` in X.py (a group's subcommands in the
 group's module); the options they share in app/options.py.
@@ -34,7 +32,7 @@ from pxn.app.commands import (
     trace,
     validate,
 )
-from pxn.app.options import in_current_spelling, in_flag_terms
+from pxn.app.options import in_flag_terms
 from pxn.app.streams import readers_may_leave
 from pxn.errors import PxnError
 
@@ -58,15 +56,12 @@ app.add_typer(conformance.commands)
 def main(argv: list[str] | None = None) -> None:
     """Run `pxn` on `argv` (the command line's arguments when None); always exits."""
     args = sys.argv[1:] if argv is None else argv
-    current, notices = in_current_spelling(args)
     # Not in click's standalone mode, so what it cannot parse (an unknown flag, a
     # missing argument) reaches us and is one line, as our own input errors are.
     with readers_may_leave():
-        for notice in notices:
-            print(notice, file=sys.stderr)
         try:
-            code = app(args=current, prog_name="pxn", standalone_mode=False)
-        except PxnError as exc:  # named by the flag as the user spelled it
+            code = app(args=args, prog_name="pxn", standalone_mode=False)
+        except PxnError as exc:  # named by the flag the user gave
             print(f"pxn: error: {in_flag_terms(exc, args)}", file=sys.stderr)
             sys.exit(2)
         except NoArgsIsHelpError as exc:  # `pxn`, or a group, alone: its help

@@ -1,10 +1,9 @@
 """The flags of `pxn`: one vocabulary, the options commands share, the flag of each input.
 
-Every flag of every command is one of VOCABULARY's, one spelling per thing; a
-flag renamed keeps its old spelling (RENAMED), hidden from --help, with a line
-on stderr saying the new one. A library error names its input in the domain's
-words (`PxnError.subject`: "replicates", "ray address"); the CLI says the flag
-instead when the user gave that flag. Most subjects are their flag's name
+Every flag of every command is one of VOCABULARY's, one spelling per thing. A
+library error names its input in the domain's words (`PxnError.subject`:
+"replicates", "ray address"); the CLI says the flag instead when the user gave
+that flag. Most subjects are their flag's name
 (budget -> --budget, LM servers -> --lm-servers); where a command spells it
 otherwise, the maps below say so.
 """
@@ -157,20 +156,6 @@ VOCABULARY = {
     "--chrome": "a Chrome trace file to write",
 }
 
-# Old spellings still understood, hidden from --help: by command (its first word), the old
-# spelling -> the current one. Each one used says so on stderr.
-RENAMED = {
-    "run": {
-        "--eval-backend": "--backend",
-        "--ray-address": "--address",
-        "--servers": "--lm-servers",
-        "--task-lm": "--task-model",
-        "--reflection-lm": "--reflection-model",
-    },
-    "lm": {"--servers": "--lm-servers"},
-    "advise": {"--b": "--minibatch"},
-}
-
 # Subjects spelled otherwise by every command's flags ...
 FLAGS = {
     "replicates": "--reps",
@@ -190,23 +175,6 @@ COMMAND_FLAGS = {
 }
 
 
-def in_current_spelling(argv: list[str]) -> tuple[list[str], list[str]]:
-    """The arguments with every old spelling of a flag (RENAMED) made current, and a notice
-    for each old spelling used: "pxn: --eval-backend is now --backend"."""
-    renamed = RENAMED.get(argv[0], {}) if argv else {}
-    current, notices = [], []
-    for i, arg in enumerate(argv):
-        if arg == "--":  # the rest are arguments, not flags
-            return current + argv[i:], notices
-        old, equals, value = arg.partition("=")
-        if old in renamed:
-            notice = f"pxn: {old} is now {renamed[old]}"
-            notices += [] if notice in notices else [notice]
-            arg = renamed[old] + equals + value
-        current.append(arg)
-    return current, notices
-
-
 def flag_for(subject: str, command: str) -> str:
     """The flag that carries `subject` in `command` (ray address -> --address in sweep)."""
     named = FLAGS | COMMAND_FLAGS.get(command, {})
@@ -214,11 +182,9 @@ def flag_for(subject: str, command: str) -> str:
 
 
 def in_flag_terms(error: PxnError, argv: list[str]) -> PxnError:
-    """The error named by the flag that carried its input, as the user spelled it (an old
-    spelling too), when the user gave that flag."""
+    """The error named by the flag that carried its input, when the user gave that flag."""
     if error.subject is None or not argv:
         return error
     flag = flag_for(error.subject, argv[0])
-    spellings = [flag] + [old for old, new in RENAMED.get(argv[0], {}).items() if new == flag]
-    given = [s for s in spellings if any(arg == s or arg.startswith(s + "=") for arg in argv)]
-    return error.naming(given[0]) if given else error
+    given = any(arg == flag or arg.startswith(flag + "=") for arg in argv)
+    return error.naming(flag) if given else error

@@ -1,6 +1,6 @@
 """One vocabulary: every flag of every command is one of app/options.py's VOCABULARY, one
-spelling per thing; an old spelling still works, hidden, and says the new one; libraries
-name a bad input in domain words, the CLI by the flag as the user typed it."""
+spelling per thing; libraries name a bad input in domain words, the CLI by the flag the
+user typed."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import typer
 from conftest import assert_user_error, pxn_flags, run_pxn
 
-from pxn.app.options import RENAMED, VOCABULARY, flag_for, in_current_spelling, in_flag_terms
+from pxn.app.options import VOCABULARY, flag_for, in_flag_terms
 from pxn.errors import PxnError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,47 +77,9 @@ def test_no_two_commands_spell_one_thing_two_ways() -> None:
     assert {flag: names for flag, names in names_of.items() if len(names) > 1} == {}
 
 
-# The least arguments each command with old spellings needs to parse a flag's value.
-BEFORE = {"run": ["run"], "lm": ["lm", "serve"], "advise": ["advise", "hover", "--budget", "9"]}
-OLD_SPELLINGS = [(first, old, new) for first, renamed in RENAMED.items()
-                 for old, new in renamed.items()]  # fmt: skip
-
-
-def test_old_spellings_are_hidden_and_lead_to_flags_of_their_command() -> None:
-    commands = leaf_commands()
-    for first, renamed in RENAMED.items():
-        flags = {
-            flag for words, c in commands.items() if words.split()[0] == first
-            for p in c.params for flag in long_flags(p)
-        }  # fmt: skip
-        assert set(renamed.values()) <= flags, first  # each leads to a flag of its command
-        assert not set(renamed) & pxn_flags(), first  # and is no option of any: not in --help
-        shown = run_pxn(*BEFORE[first], "--help").stdout
-        assert [new for new in renamed.values() if new not in shown] == [], first
-        assert [old for old in renamed if f"{old} " in shown] == [], first
-
-
-@pytest.mark.parametrize(("first", "old", "new"), OLD_SPELLINGS, ids=lambda v: str(v))
-def test_an_old_spelling_fills_the_new_flag_and_says_so(first: str, old: str, new: str) -> None:
-    from pxn.app.cli import app
-
-    for typed in ([old, "7"], [f"{old}=7"]):
-        current, notices = in_current_spelling([*BEFORE[first], *typed, "--", old])
-        assert notices == [f"pxn: {old} is now {new}"]
-        assert current[-2:] == ["--", old]  # after "--", an argument: left as it is
-        command = typer.main.get_command(app)
-        context = command.make_context("pxn", current[:-2])
-        while isinstance(command, typer.core.TyperGroup):
-            name, command, rest = command.resolve_command(context, context._protected_args
-                                                          + context.args)  # fmt: skip
-            context = command.make_context(name, rest, parent=context)
-        [param] = [p for p in command.params if new in long_flags(p)]
-        assert str(context.params[param.name]) == "7"
-
-
 def test_no_library_error_names_a_cli_flag() -> None:
-    flags = pxn_flags() | {old for renamed in RENAMED.values() for old in renamed}
-    assert {"--reps", "--address", "--ray-address", "--lm-servers"} <= flags
+    flags = pxn_flags()
+    assert {"--reps", "--address", "--lm-servers"} <= flags
     errors = [
         (path, line, text)
         for folder in LIBRARIES
@@ -162,11 +124,8 @@ def test_the_flag_is_named_only_when_the_user_gave_it() -> None:
     assert str(in_flag_terms(error, ["sweep", "x.toml", "--workers=0"])).startswith("--workers")
     # Not given: the input was the scenario file's own field, named as such.
     assert str(in_flag_terms(error, ["sweep", "x.toml"])).startswith("workers must")
-
-
-def test_an_error_names_the_old_spelling_the_user_typed() -> None:
+    # A subject spelled otherwise is named by its command's flag.
     error = PxnError("is local or ray, got 'dask'", subject="eval backend")
-    assert str(in_flag_terms(error, ["run", "--eval-backend", "dask"])).startswith("--eval-b")
     assert str(in_flag_terms(error, ["run", "--backend=dask"])).startswith("--backend is")
 
 
@@ -221,34 +180,3 @@ def test_run_names_an_occupied_run_directory_by_its_flag(tmp_path: Path) -> None
         run_pxn("run", "--out", tmp_path, "--no-progress"),
         f"--out {tmp_path} already holds a run: resume it, or choose a new directory",
     )
-
-
-@pytest.mark.parametrize(
-    ("args", "notices", "message"),
-    [
-        (["run", "--eval-backend", "dask"], ["--eval-backend is now --backend"],
-         "--eval-backend is local or ray, got 'dask'"),
-        (["run", "--eval-backend", "ray", "--ray-address", "127.0.0.1"],
-         ["--eval-backend is now --backend", "--ray-address is now --address"],
-         "--ray-address is HOST:PORT of a Ray head"),
-        (["run", "--servers", "0"], ["--servers is now --lm-servers"],
-         "--servers must be at least 1, got 0"),
-        (["run", "--task-lm", "openai/x", "--reflection-lm", "openai/y", "--budget", "3"],
-         ["--task-lm is now --task-model", "--reflection-lm is now --reflection-model"],
-         "--budget 3 is below one seed validation"),
-        (["lm", "serve", "--servers=0"], ["--servers is now --lm-servers"],
-         "--servers must be at least 1, got 0"),
-        (["advise", "hover", "--budget", "3000", "--b", "999"], ["--b is now --minibatch"],
-         "--b 999 is larger than the trainset"),
-    ],
-)  # fmt: skip
-def test_an_old_spelling_works_through_the_cli_and_says_so(
-    tmp_path: Path, args: list[str], notices: list[str], message: str
-) -> None:
-    out = ["--out", str(tmp_path / "never"), "--no-progress"] if args[0] == "run" else []
-    done = run_pxn(*args, *out)
-    assert done.returncode == 2 and done.stdout == "", done.stderr
-    *told, error = done.stderr.splitlines()
-    assert told == [f"pxn: {notice}" for notice in notices]
-    assert error.startswith(f"pxn: error: {message}"), error
-    assert not (tmp_path / "never").exists()
