@@ -307,7 +307,7 @@ def _past_run_sources(paths: list[str | Path]) -> bool:
     run) rather than traces; PxnError when they mix the two."""
     from pxn.calibrate.past_runs.mlflow_run import is_mlflow_reference
     from pxn.calibrate.past_runs.run_dir import is_run_dir
-    from pxn.trace import TRACE_NAME
+    from pxn.trace_reading import TRACE_NAME
 
     def is_past(path: str | Path) -> bool:
         if is_mlflow_reference(str(path)):

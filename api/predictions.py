@@ -127,7 +127,8 @@ class SweepResult(Result):
         """The best validation score against wall-clock per shape (the quality model's),
         with `measured` runs (trace files or run directories) overlaid."""
         from pxn.api.plots import progress_figure
-        from pxn.trace import load_traces, summarize
+        from pxn.run_summary import summarize
+        from pxn.trace_reading import load_traces
 
         if self.scenario.quality is None:
             raise PxnError(

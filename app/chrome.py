@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pxn.trace import Decision, Iteration, Reflection, Rollout, Stage, Trace
+from pxn.trace import Decision, Iteration, Reflection, Rollout, Stage
+from pxn.trace_reading import Trace
 
 ENGINE, WORKERS, REFLECTIONS = 0, 1, 2
 STAGE_ROW, ITERATION_ROW = 0, 1

@@ -21,7 +21,7 @@ from pxn.api.console import say, stderr, stdout
 from pxn.api.report import Report, csv_text, json_text, show
 from pxn.errors import PxnError
 from pxn.files import write_text_atomically
-from pxn.trace import TRACE_NAME
+from pxn.trace_reading import TRACE_NAME
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -84,7 +84,7 @@ from pxn.runner.reflection import InstrumentedReflectionLM
 from pxn.runner.retry import RetryPolicy
 from pxn.runner.tasks import Task
 from pxn.runner.waits import PROBE_TIMEOUT, on_stderr, quiet
-from pxn.trace import read_trace
+from pxn.trace_reading import read_trace
 
 # Imported for its side effect: litellm's import takes seconds, and done lazily inside
 # the first call it would be timed as that call's latency.

@@ -50,6 +50,7 @@ from scipy.stats import binom
 from pxn.acceptance import Acceptance
 from pxn.durations import format_duration, format_span
 from pxn.errors import PxnError
+from pxn.run_summary import RunSummary
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.analytic import analytic
@@ -64,7 +65,6 @@ from pxn.sim.predict import (
     summarize_replicates,
 )
 from pxn.sim.workload import Cost, Work, estimate
-from pxn.trace import RunSummary
 
 OBJECTIVES = ("time", "cost", "score")
 FULL_GRID_MAX = 64  # allocations simulated in full without racing

@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from pxn.run_summary import RunSummary
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.predict import SINGLE, Interval, Prediction, simulate_shapes, summarize_replicates
-from pxn.trace import RunSummary
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import simpy
 
+from pxn.run_summary import RunSummary
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.accounting import Accountant
@@ -48,7 +49,7 @@ from pxn.sim.latency import CallLatency
 from pxn.sim.merge import SUBSAMPLE
 from pxn.sim.stage import CallStage
 from pxn.sim.tracing import VALSET, NoTrace, SimTrace
-from pxn.trace import ROLLOUT_PHASES, STAGES, RunSummary, TraceWriter
+from pxn.trace import ROLLOUT_PHASES, STAGES, TraceWriter
 
 # The search's stream is a child of the replicate's, keyed apart from those spawned
 # by number (the tokens' is the first spawned); the lost proposals' likewise.

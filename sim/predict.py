@@ -25,13 +25,14 @@ import numpy as np
 
 from pxn.acceptance import Acceptance
 from pxn.errors import PxnError
+from pxn.run_summary import RunSummary
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.analytic import AnalyticPrediction, analytic
 from pxn.sim.backends import Backend, LocalBackend, gather
 from pxn.sim.model import simulate_budgets, simulate_once
 from pxn.sim.workload import Cost, Work, estimate
-from pxn.trace import MERGE_STAGES, STAGES, RunSummary
+from pxn.trace import MERGE_STAGES, STAGES
 
 CHUNK = 25  # replicates per unit of work handed to a process
 SINGLE = Shape(1, 1)  # every speedup's baseline

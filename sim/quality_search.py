@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pxn.quality import Quality
+from pxn.run_summary import Repeats, SearchFigures, example_spread
 from pxn.sim.merge import subsample
 from pxn.sim.minibatches import EpochSampler
 from pxn.sim.search import SCALAR_DRAWS, Pair
-from pxn.trace import Repeats, SearchFigures, example_spread
 
 if TYPE_CHECKING:
     from pxn.sim.gepa_rules import MergeTask, ProposalTask

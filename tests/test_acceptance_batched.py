@@ -26,7 +26,7 @@ from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.analytic import analytic
 from pxn.sim.model import simulate_once
-from pxn.trace import read_one
+from pxn.trace_reading import read_one
 
 HALVED = TRUE.replace(acceptance=Acceptance(0.4, batched=0.5))
 

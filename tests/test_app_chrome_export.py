@@ -12,7 +12,8 @@ from conftest import run_pxn
 
 from pxn.app.chrome import REFLECTIONS, WORKERS, chrome_trace
 from pxn.shape import Shape
-from pxn.trace import Iteration, Reflection, Rollout, Stage, Trace, read_one
+from pxn.trace import Iteration, Reflection, Rollout, Stage
+from pxn.trace_reading import Trace, read_one
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,8 @@ from pxn.api.plots import (
 from pxn.calibrate.traces.fit import fit_latency
 from pxn.calibrate.validate import validate_runs
 from pxn.shape import Shape
-from pxn.trace import Rollout, read_one
+from pxn.trace import Rollout
+from pxn.trace_reading import read_one
 
 SMALL = TRUE.replace(budget=400)
 

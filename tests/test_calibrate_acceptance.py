@@ -24,7 +24,7 @@ from pxn.calibrate.traces.acceptance import (
 )
 from pxn.calibrate.traces.units import cut_into_units
 from pxn.shape import Shape
-from pxn.trace import read_one
+from pxn.trace_reading import read_one
 
 
 def single_steps(outcomes: np.ndarray) -> Steps:

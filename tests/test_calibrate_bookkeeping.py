@@ -20,7 +20,8 @@ from pxn.calibrate.traces.bookkeeping import (
     fit_front_share,
 )
 from pxn.calibrate.traces.units import cut_into_units
-from pxn.trace import Decision, Reflection, RunStart, Trace
+from pxn.trace import Decision, Reflection, RunStart
+from pxn.trace_reading import Trace
 
 
 def drawn_parents(share: float, steps: int, p: int, seed: int, accept: float = 1.0) -> Parents:

@@ -14,7 +14,8 @@ from calibrate_helpers import TRUE, write_traces
 
 from pxn.calibrate.traces.pipeline import calibrate_traces
 from pxn.shape import Shape
-from pxn.trace import Merge, read_trace
+from pxn.trace import Merge
+from pxn.trace_reading import read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 # Real runs recorded before the merge (trace version 1): the advise check's.

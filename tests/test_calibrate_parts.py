@@ -16,7 +16,8 @@ from pxn.calibrate.traces.tokens import fit_tokens
 from pxn.calibrate.traces.units import cut_into_units
 from pxn.errors import PxnError
 from pxn.shape import Shape
-from pxn.trace import Decision, Reflection, Resume, Rollout, RunStart, Trace, read_one
+from pxn.trace import Decision, Reflection, Resume, Rollout, RunStart
+from pxn.trace_reading import Trace, read_one
 
 
 def bernoulli(p: np.ndarray, seed: int) -> np.ndarray:

@@ -113,8 +113,9 @@ def test_a_dspy_gepa_log_dir_and_its_mlflow_run_tell_what_its_recording_tells(tm
     from dspy_program import Topic, examples, optimizer
 
     from pxn.calibrate.past_runs.to_trace import past_run_events, write_past_run_trace
+    from pxn.run_summary import summarize
     from pxn.runner.dspy_recording import recorded
-    from pxn.trace import read_trace, summarize
+    from pxn.trace_reading import read_trace
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     task = DummyLM({"": {"topic": "none"}})  # never right: no parent is skipped as perfect

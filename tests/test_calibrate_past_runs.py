@@ -28,8 +28,10 @@ from pxn.calibrate.past_runs.safe_pickle import load_admitted
 from pxn.calibrate.past_runs.timing import given_wall_clock
 from pxn.calibrate.past_runs.to_trace import past_run_events, write_past_run_trace
 from pxn.errors import PxnError
+from pxn.run_summary import summarize
 from pxn.runner.record import recording
-from pxn.trace import NoProposal, read_trace, summarize
+from pxn.trace import NoProposal
+from pxn.trace_reading import read_trace
 
 SUMMARY_FIGURES = (
     "iterations",

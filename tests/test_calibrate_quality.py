@@ -25,9 +25,11 @@ from pxn.calibrate.traces.quality import (
 )
 from pxn.errors import PxnError
 from pxn.quality import Quality
+from pxn.run_summary import summarize
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once
-from pxn.trace import TraceWriter, Validation, load_traces, read_trace, summarize
+from pxn.trace import TraceWriter, Validation
+from pxn.trace_reading import load_traces, read_trace
 
 TRUE = {"seed_score": 0.4, "change_mean": 0.2, "ceiling": 0.8, "eval_noise": 0.3}
 

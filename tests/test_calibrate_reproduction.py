@@ -14,7 +14,7 @@ from conftest import run_pxn
 from pxn.api import calibrate
 from pxn.calibrate.reproduction import FIGURES, reproduce
 from pxn.shape import Shape
-from pxn.trace import read_one
+from pxn.trace_reading import read_one
 
 MESSY = Path(__file__).resolve().parents[1] / "experiments" / "messy_runs" / "runs"
 

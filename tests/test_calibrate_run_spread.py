@@ -24,7 +24,7 @@ from pxn.calibrate.traces.run_spread import fit_run_spread
 from pxn.calibrate.traces.units import Calls, cut_into_units
 from pxn.load import Load, Loads
 from pxn.shape import Shape
-from pxn.trace import load_traces
+from pxn.trace_reading import load_traces
 
 
 def synthetic_calls(

@@ -39,11 +39,11 @@ from pxn.calibrate.summaries.infer import (
 )
 from pxn.calibrate.summaries.priors import Prior, Priors
 from pxn.errors import PxnError
+from pxn.run_summary import RunSummary
 from pxn.scenario import CalibratedOn, Scenario
 from pxn.shape import Shape
 from pxn.sim.backends import LocalBackend
 from pxn.sim.model import simulate_once
-from pxn.trace import RunSummary
 
 SETUP = """[setup]
 budget = 400

@@ -32,7 +32,8 @@ from pxn.runner.record import recording
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.schedule import makespan
-from pxn.trace import Rollout, read_trace
+from pxn.trace import Rollout
+from pxn.trace_reading import read_trace
 
 ROLLOUT = Distribution("lognorm", params={"s": 0.6, "scale": 2.0})
 # The helpers' truth with a lognormal rollout, small enough for many runs.

@@ -17,10 +17,11 @@ from conftest import run_pxn
 from pxn.app.validation_report import validation_csv, validation_json, validation_table
 from pxn.calibrate.traces.overhead import fit_overhead
 from pxn.calibrate.validate import Honesty, ScenarioValidation, validate_runs
+from pxn.run_summary import summarize
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once
 from pxn.sim.predict import sweep
-from pxn.trace import read_one, read_trace, summarize
+from pxn.trace_reading import read_one, read_trace
 from pxn.uncertainty import Uncertainty
 
 SMALL = TRUE.replace(budget=800)

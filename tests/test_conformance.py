@@ -45,7 +45,8 @@ from pxn.runner.synthetic import (
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once
-from pxn.trace import Rollout, TraceWriter, read_trace
+from pxn.trace import Rollout, TraceWriter
+from pxn.trace_reading import read_trace
 
 INSTANT = Distribution("empirical", samples=(0.0,))  # a call that takes no time
 

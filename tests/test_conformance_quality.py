@@ -30,6 +30,7 @@ from pxn.calibrate.search_conformance import (
     progress_inside,
 )
 from pxn.quality import Quality
+from pxn.run_summary import RunSummary, summarize
 from pxn.runner.lm import CallSite
 from pxn.runner.recording.totals import trace_totals
 from pxn.runner.synthetic import RunGrid, run_grid
@@ -46,7 +47,8 @@ from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once
 from pxn.sim.predict import Band
-from pxn.trace import RunSummary, TraceWriter, read_trace, summarize
+from pxn.trace import TraceWriter
+from pxn.trace_reading import read_trace
 
 SEED = np.random.SeedSequence(7)
 

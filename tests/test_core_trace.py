@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pxn.errors import PxnError
+from pxn.run_summary import summarize
 from pxn.trace import (
     SCHEMA_VERSION,
     Decision,
@@ -22,10 +23,8 @@ from pxn.trace import (
     Stage,
     TraceWriter,
     event_to_dict,
-    load_traces,
-    read_trace,
-    summarize,
 )
+from pxn.trace_reading import load_traces, read_trace
 
 
 def header() -> RunStart:

@@ -20,9 +20,11 @@ from pathlib import Path
 import pytest
 from sim_helpers import searched
 
+from pxn.run_summary import summarize
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once
-from pxn.trace import Resume, TraceWriter, read_trace, summarize
+from pxn.trace import Resume, TraceWriter
+from pxn.trace_reading import read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = ROOT / "experiments" / "learning_curves_evidence"

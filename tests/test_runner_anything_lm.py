@@ -16,7 +16,8 @@ from pxn.runner.config import RunConfig
 from pxn.runner.record import recording
 from pxn.runner.run import run_gepa
 from pxn.runner.topic_task import make_topic_task
-from pxn.trace import Reflection, Rollout, read_trace
+from pxn.trace import Reflection, Rollout
+from pxn.trace_reading import read_trace
 
 pytestmark = pytest.mark.lm
 

@@ -49,18 +49,8 @@ from pxn.runner.recording.totals import max_concurrency, trace_totals
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once
-from pxn.trace import (
-    Decision,
-    Merge,
-    Reflection,
-    Resume,
-    Rollout,
-    RunEnd,
-    Stage,
-    Trace,
-    TraceWriter,
-    read_trace,
-)
+from pxn.trace import Decision, Merge, Reflection, Resume, Rollout, RunEnd, Stage, TraceWriter
+from pxn.trace_reading import Trace, read_trace
 
 PROGRAM = Path(__file__).parent / "dspy_program.py"
 

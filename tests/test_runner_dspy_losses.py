@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from pxn.api import calibrate
-from pxn.trace import LOST_REASONS, NoProposal, Reflection, read_one, summarize
+from pxn.run_summary import summarize
+from pxn.trace import LOST_REASONS, NoProposal, Reflection
+from pxn.trace_reading import read_one
 
 PROGRAM = Path(__file__).resolve().parents[1] / "experiments" / "messy_runs" / "program.py"
 

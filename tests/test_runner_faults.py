@@ -15,7 +15,8 @@ from fault_server import FaultServer
 
 from pxn.runner.recording.totals import trace_totals
 from pxn.runner.run import RunConfig, run_gepa
-from pxn.trace import Attempt, Reflection, Rollout, RunEnd, read_trace
+from pxn.trace import Attempt, Reflection, Rollout, RunEnd
+from pxn.trace_reading import read_trace
 
 PLANTED = "sk-test-PLANTED0123456789abcdef"
 

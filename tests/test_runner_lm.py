@@ -17,7 +17,8 @@ from record_helpers import check_prefixes
 
 from pxn.runner.recording.totals import trace_totals
 from pxn.runner.run import RunConfig, run_gepa
-from pxn.trace import STAGES, Reflection, Rollout, RunEnd, Stage, read_trace
+from pxn.trace import STAGES, Reflection, Rollout, RunEnd, Stage
+from pxn.trace_reading import read_trace
 
 pytestmark = pytest.mark.lm
 

@@ -31,17 +31,8 @@ from pxn.runner.record import recording
 from pxn.runner.run import run_engine
 from pxn.runner.synthetic import SyntheticTaskModel
 from pxn.sim.merge import MergeSchedule
-from pxn.trace import (
-    Decision,
-    Merge,
-    NoProposal,
-    Reflection,
-    Rollout,
-    Stage,
-    Trace,
-    Validation,
-    read_trace,
-)
+from pxn.trace import Decision, Merge, NoProposal, Reflection, Rollout, Stage, Validation
+from pxn.trace_reading import Trace, read_trace
 
 # gepa's seed 3 at this budget: two merges accepted and two rejected (their parents clash).
 GEPA_SEED = 3

@@ -43,7 +43,8 @@ from pxn.errors import PxnError
 from pxn.runner.dspy_recording import recorded
 from pxn.runner.record import recording
 from pxn.scenario import Scenario
-from pxn.trace import Rollout, RunEnd, read_trace
+from pxn.trace import Rollout, RunEnd
+from pxn.trace_reading import read_trace
 
 
 def arguments(**kw: Any) -> dict[str, Any]:

@@ -38,7 +38,8 @@ from pxn.runner.config import RunConfig, plan
 from pxn.runner.recording.totals import max_concurrency, trace_totals
 from pxn.runner.tasks import Task
 from pxn.runner.topic_task import make_topic_task
-from pxn.trace import Attempt, Decision, Rollout, Stage, TraceWriter, read_trace
+from pxn.trace import Attempt, Decision, Rollout, Stage, TraceWriter
+from pxn.trace_reading import read_trace
 
 TESTS = Path(__file__).parent
 

@@ -31,20 +31,12 @@ from record_helpers import (
 
 from pxn.calibrate.traces.units import cut_into_units
 from pxn.errors import PxnError
+from pxn.run_summary import summarize
 from pxn.runner.prompt_prefix import prompt_text, shared_prefix_chars
 from pxn.runner.record import ReflectionReport, RunFinished, recording
 from pxn.runner.recording.totals import max_concurrency, trace_totals
-from pxn.trace import (
-    Decision,
-    Iteration,
-    NoProposal,
-    Reflection,
-    Resume,
-    Rollout,
-    RunEnd,
-    read_trace,
-    summarize,
-)
+from pxn.trace import Decision, Iteration, NoProposal, Reflection, Resume, Rollout, RunEnd
+from pxn.trace_reading import read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -23,7 +23,8 @@ from pxn.runner.recording.totals import trace_totals
 from pxn.runner.tasks import LMCall, Task
 from pxn.runner.topic_task import TopicExample, make_topic_task
 from pxn.runner.topic_task import program as topic_program
-from pxn.trace import Decision, Iteration, Reflection, Resume, Rollout, RunEnd, RunStart, read_trace
+from pxn.trace import Decision, Iteration, Reflection, Resume, Rollout, RunEnd, RunStart
+from pxn.trace_reading import read_trace
 
 TESTS = str(Path(__file__).parent)
 

@@ -36,6 +36,7 @@ from pxn.api.prediction_report import (
 from pxn.load import Load, Loads
 from pxn.prices import Prices
 from pxn.rate_limits import RateLimit, RateLimits
+from pxn.run_summary import summarize
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.analytic import analytic
@@ -43,15 +44,8 @@ from pxn.sim.model import simulate_once
 from pxn.sim.predict import Interval, sweep
 from pxn.sim.schedule import Bucket, list_schedule, rate_limited_schedule
 from pxn.tokens import Tokens
-from pxn.trace import (
-    Reflection,
-    Rollout,
-    RunEnd,
-    Stage,
-    TraceWriter,
-    read_trace,
-    summarize,
-)
+from pxn.trace import Reflection, Rollout, RunEnd, Stage, TraceWriter
+from pxn.trace_reading import read_trace
 
 REPLICATES = 300
 ALPHA = 0.001

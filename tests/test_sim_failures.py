@@ -15,12 +15,14 @@ from sim_helpers import make_scenario, searched
 from pxn.calibrate.traces.pipeline import calibrate_traces
 from pxn.errors import PxnError
 from pxn.failures import Failures
+from pxn.run_summary import summarize
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.gepa_rules import ProposalTask
 from pxn.sim.model import simulate_once
 from pxn.sim.reflections import reflection_passes
-from pxn.trace import NoProposal, Reflection, TraceWriter, read_trace, summarize
+from pxn.trace import NoProposal, Reflection, TraceWriter
+from pxn.trace_reading import read_trace
 
 SIGNIFICANCE = 0.001  # of each statistical test here (seeded)
 

@@ -24,6 +24,7 @@ from pxn.api.prediction_report import predictions_csv
 from pxn.api.predictions import PAPER_SHAPES
 from pxn.distribution import Distribution
 from pxn.load import Load, Loads
+from pxn.run_summary import summarize
 from pxn.scenario import Scenario
 from pxn.shape import Shape, parse_shapes
 from pxn.sim.gepa_rules import GepaChoices
@@ -44,18 +45,8 @@ from pxn.sim.schedule import (
     makespan,
     rate_limited_schedule,
 )
-from pxn.trace import (
-    ROLLOUT_PHASES,
-    Decision,
-    Iteration,
-    Reflection,
-    Rollout,
-    Stage,
-    Trace,
-    TraceWriter,
-    read_trace,
-    summarize,
-)
+from pxn.trace import ROLLOUT_PHASES, Decision, Iteration, Reflection, Rollout, Stage, TraceWriter
+from pxn.trace_reading import Trace, read_trace
 from pxn.uncertainty import Uncertainty
 
 

@@ -22,10 +22,10 @@ from sim_helpers import EVERYTHING, lognormal, make_scenario, searched
 from pxn.acceptance import Acceptance
 from pxn.distribution import Distribution
 from pxn.load import Load, Loads
+from pxn.run_summary import RunSummary
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once
-from pxn.trace import RunSummary
 
 REPLICATES = 300
 ALPHA = 0.001

@@ -24,9 +24,10 @@ from test_sim_model import rollouts_by, traced
 
 from pxn.acceptance import Acceptance
 from pxn.quality import Quality
+from pxn.run_summary import summarize
 from pxn.shape import Shape
 from pxn.sim.quality_search import ParetoFront, QualitySearch
-from pxn.trace import Decision, Validation, summarize
+from pxn.trace import Decision, Validation
 
 # -- gepa's front ----------------------------------------------------------------------
 
@@ -238,8 +239,8 @@ def test_siblings_of_one_parent_succeed_together(tmp_path: Path) -> None:
 
 def test_the_progress_band_holds_each_runs_best_so_far() -> None:
     """Hand-made runs: at each time the band's mean is the mean of the step functions."""
+    from pxn.run_summary import RunSummary
     from pxn.sim.predict import Band
-    from pxn.trace import RunSummary
 
     def run(progress, end):
         return RunSummary(end, 1, 0, 0, 0, 0, {}, 0.0, progress=progress)

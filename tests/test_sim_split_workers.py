@@ -18,7 +18,8 @@ from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once
 from pxn.sim.schedule import Bucket, split_schedule, thread_shares
-from pxn.trace import Rollout, Stage, TraceWriter, read_trace
+from pxn.trace import Rollout, Stage, TraceWriter
+from pxn.trace_reading import read_trace
 
 
 def last_end(starts: list[float], durations: list[float]) -> float:

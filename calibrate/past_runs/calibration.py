@@ -66,7 +66,7 @@ from pxn.errors import PxnError
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.backends import Backend
-from pxn.trace import Trace, load_traces
+from pxn.trace_reading import Trace, load_traces
 from pxn.uncertainty import Uncertainty
 
 SEARCH_MODELS = ("auto", "quality", "rates")

@@ -34,8 +34,9 @@ from pxn.calibrate.summaries.facts import Fact, InferenceOptions, Run, Setup, Su
 from pxn.calibrate.summaries.priors import Prior
 from pxn.calibrate.traces.quality import FIXED_TIMES, trace_summaries
 from pxn.failures import Failures
+from pxn.run_summary import summarize
 from pxn.shape import Shape
-from pxn.trace import Trace, summarize
+from pxn.trace_reading import Trace
 
 PARTICLES = 200
 MAX_GENERATIONS = 12

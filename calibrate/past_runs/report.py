@@ -17,7 +17,7 @@ import textwrap
 from pxn.calibrate.past_runs.calibration import PastCalibration
 from pxn.calibrate.past_runs.run_dir import CANDIDATES, RUN_LOG, STATE
 from pxn.durations import format_duration
-from pxn.trace import summarize
+from pxn.run_summary import summarize
 
 Z90 = 1.645  # a normal's 5-95% reaches this many sds either side
 WIDTH = 100  # columns, as every report keeps to

@@ -48,7 +48,7 @@ dollars; and the search's scores: seed_score (the seed's mean validation
 score), best_score (the best mean validation score, optimistic: chosen on
 those examples), test_score (the returned candidate's score on a held-out
 test set, with test_examples its size), acceptance, skip_share, val_gain,
-example_spread, repeat_agreement (as pxn.trace.RunSummary reads them off a
+example_spread, repeat_agreement (as pxn.run_summary.RunSummary reads them off a
 trace). Any score fact has the search inferred as the quality model
 (pxn.quality), else as acceptance rates. Every fact is at least 0. Values no
 run of gepa can have (iterations above metric calls, a score or share above

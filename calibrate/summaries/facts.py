@@ -21,9 +21,10 @@ import numpy as np
 from pxn.calibrate.summaries.priors import Prior
 from pxn.errors import PxnError
 from pxn.fields import is_number, known_keys, table
+from pxn.run_summary import RunSummary
 from pxn.scenario import CalibratedOn
 from pxn.shape import Shape
-from pxn.trace import RunStart, RunSummary
+from pxn.trace import RunStart
 
 REQUIRED_SETUP = ("budget", "valset_size", "workers")
 OPTIONAL_SETUP = (

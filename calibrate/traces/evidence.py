@@ -20,7 +20,8 @@ from pxn.calibrate.traces.run_setup import lm_servers_of, runs_ended, setup_note
 from pxn.calibrate.traces.tokens import missing_token_counts
 from pxn.calibrate.traces.units import Units, cut_into_units
 from pxn.errors import PxnError
-from pxn.trace import Decision, Loaded, Reflection, Rollout, Trace, load_traces
+from pxn.trace import Decision, Reflection, Rollout
+from pxn.trace_reading import Loaded, Trace, load_traces
 
 
 @dataclass(frozen=True)

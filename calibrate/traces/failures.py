@@ -30,14 +30,8 @@ import numpy as np
 
 from pxn.failures import Failures
 from pxn.shape import Shape
-from pxn.trace import (
-    BEFORE_REFLECTION,
-    Iteration,
-    Merge,
-    NoProposal,
-    Reflection,
-    Trace,
-)
+from pxn.trace import BEFORE_REFLECTION, Iteration, Merge, NoProposal, Reflection
+from pxn.trace_reading import Trace
 
 # The per-iteration counts, the columns of Units.losses.
 COUNTS = ("reached", "dataset_lost", "first_tries", "first_failed", "retries", "retry_failed")

@@ -31,7 +31,8 @@ import numpy as np
 import scipy.stats
 
 from pxn.calibrate.traces.overhead import in_flight, robust_slope
-from pxn.trace import Reflection, Rollout, Trace
+from pxn.trace import Reflection, Rollout
+from pxn.trace_reading import Trace
 
 ALPHA = 0.01
 DISPATCH_WINDOW = 0.1  # seconds; measured dispatch spread of one stage is under 0.02 s

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from pxn.trace import Trace
+from pxn.trace_reading import Trace
 
 UNDECLARED = {"use_merge": False, "max_merge_invocations": 5, "components": 1}
 

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.stats
 
-from pxn.trace import ROLLOUT_PHASES, Iteration, Reflection, Rollout, Stage, Trace, summarize
+from pxn.run_summary import summarize
+from pxn.trace import ROLLOUT_PHASES, Iteration, Reflection, Rollout, Stage
+from pxn.trace_reading import Trace
 
 TOLERANCE = 1e-9  # seconds
 

@@ -72,7 +72,7 @@ from pxn.errors import PxnError
 from pxn.load import Load, Loads
 from pxn.scenario import Scenario
 from pxn.sim.backends import Backend
-from pxn.trace import Loaded, Trace
+from pxn.trace_reading import Loaded, Trace
 from pxn.uncertainty import Uncertainty
 
 SEARCH_MODELS = ("auto", "quality", "rates")

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from pxn.calibrate.traces.tokens import LatencyOnTokens, fit_latency_on_tokens
-from pxn.trace import Reflection, Trace
+from pxn.trace import Reflection
+from pxn.trace_reading import Trace
 
 # The server pxn's own pool runs; it reuses the longest prefix of its last prompt.
 CACHING_SERVER = "llama-cpp-python"

@@ -2,7 +2,7 @@
 
 Each run's scored rollouts, decisions and validations give the figures the
 quality model is judged by (RunSummary's search figures, read by
-pxn.trace.summarize): the seed's score, the best, the share of proposals
+pxn.run_summary.summarize): the seed's score, the best, the share of proposals
 accepted and of tasks skipped, what a new candidate gains over its parent on
 validation, how much examples differ, and how often a parent's repeated
 evaluation agrees. Each is a fact of the kind run summaries give, so the
@@ -48,9 +48,11 @@ from pxn.calibrate.summaries.infer import Inference, infer_from_summaries
 from pxn.errors import PxnError
 from pxn.failures import Failures
 from pxn.quality import Quality
+from pxn.run_summary import RunSummary, summarize
 from pxn.shape import Shape
 from pxn.sim.backends import Backend
-from pxn.trace import Rollout, RunSummary, Trace, Validation, summarize
+from pxn.trace import Rollout, Validation
+from pxn.trace_reading import Trace
 
 MAX_LEVELS = 10  # a graded metric's most steps; finer scores are read as continuous
 # What the trace figures are fitted from: test_score is no trace's (gepa never sees it).

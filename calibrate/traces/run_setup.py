@@ -17,8 +17,9 @@ and proposals.
 from __future__ import annotations
 
 from pxn.errors import PxnError
+from pxn.run_summary import summarize
 from pxn.scenario import CalibratedOn
-from pxn.trace import Trace, summarize
+from pxn.trace_reading import Trace
 
 SETUP_FIELDS = (
     "budget",

@@ -23,7 +23,8 @@ from pxn.calibrate.traces.fit import BOOTSTRAP, SEED, LatencyFit, fit_latency, i
 from pxn.calibrate.traces.tails import no_tail
 from pxn.distribution import Distribution
 from pxn.tokens import Tokens
-from pxn.trace import Event, Reflection, Rollout, Trace
+from pxn.trace import Event, Reflection, Rollout
+from pxn.trace_reading import Trace
 
 MIN_POINTS = 5
 SUBSAMPLE = 2000

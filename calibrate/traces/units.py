@@ -37,7 +37,8 @@ from pxn.calibrate.traces.overhead import loop_end
 from pxn.calibrate.traces.untimed import untimed_calls
 from pxn.selection import Selection
 from pxn.shape import Shape
-from pxn.trace import Attempt, Decision, Iteration, Merge, Reflection, Rollout, Stage, Trace
+from pxn.trace import Attempt, Decision, Iteration, Merge, Reflection, Rollout, Stage
+from pxn.trace_reading import Trace
 
 TIMEOUT = re.compile(r"time[d ]?out", re.IGNORECASE)
 MATCH = 1e-6  # seconds: clock rounding between a call and its tries

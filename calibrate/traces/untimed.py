@@ -25,7 +25,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from pxn.errors import PxnError
-from pxn.trace import Rollout, Trace
+from pxn.trace import Rollout
+from pxn.trace_reading import Trace
 
 
 @dataclass(frozen=True)

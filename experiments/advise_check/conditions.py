@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 
 from pxn.scenario import Scenario
-from pxn.trace import Reflection, Rollout, read_trace
+from pxn.trace import Reflection, Rollout
+from pxn.trace_reading import read_trace
 
 STUDY = Path("experiments/local_validation/runs")
 CALIBRATION = ["1x1-w1-s0", "1x1-w1-s1", "1x1-w2-s0", "1x1-w2-s1"]  # as run.sh calibrates

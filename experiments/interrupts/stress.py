@@ -176,7 +176,8 @@ def judge(outcome: Outcome, work: Path) -> None:
 
 def trace_end(path: Path) -> tuple[str, str]:
     """(run_end's status, the phase of the last rollout or reflection before it)."""
-    from pxn.trace import Reflection, Rollout, read_trace
+    from pxn.trace import Reflection, Rollout
+    from pxn.trace_reading import read_trace
 
     if not path.exists():
         return "no trace", ""

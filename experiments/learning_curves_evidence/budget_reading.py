@@ -7,7 +7,7 @@ prefix: everything before the first iteration top at which the metric calls spen
 The simulator reads its replicates so (pxn.sim.model, `simulate_budgets`); this reads a
 trace so, whether the runner, the recorder or the simulator wrote it.
 
-The metric calls are counted as `pxn.trace.summarize` counts them, one per rollout event
+The metric calls are counted as `pxn.run_summary.summarize` counts them, one per rollout event
 (a recorded run's rollouts are checked against gepa's own count when it ends). The prefix
 keeps every event of the iterations before that top (the seed's validation is iteration
 0) and ends with a run_end at that top: at the start of the first iteration cut away, or
@@ -19,7 +19,9 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
-from pxn.trace import Iteration, Resume, Rollout, RunEnd, RunStart, Trace, summarize
+from pxn.run_summary import summarize
+from pxn.trace import Iteration, Resume, Rollout, RunEnd, RunStart
+from pxn.trace_reading import Trace
 
 
 def calls_before_each_top(trace: Trace) -> list[int]:

@@ -66,7 +66,9 @@ from compare import (
     shape_name,
 )
 
-from pxn.trace import Decision, Reflection, Rollout, Trace, Validation, read_one, summarize
+from pxn.run_summary import summarize
+from pxn.trace import Decision, Reflection, Rollout, Validation
+from pxn.trace_reading import Trace, read_one
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent.relative_to(ROOT)  # paths as the reports show them

@@ -219,7 +219,8 @@ def pxn(output: Path, *args: str | Path) -> None:
 
 
 def wall_clock(run: Path) -> str:
-    from pxn.trace import read_one, summarize
+    from pxn.run_summary import summarize
+    from pxn.trace_reading import read_one
 
     return f"{round(summarize(read_one(run)).wall_clock)}s"
 

@@ -39,7 +39,7 @@ from pxn.calibrate.traces.quality import seed_validation
 from pxn.quality import Quality
 from pxn.scenario import Scenario
 from pxn.shape import Shape
-from pxn.trace import read_one
+from pxn.trace_reading import read_one
 from pxn.uncertainty import Uncertainty
 
 ROOT = Path(__file__).resolve().parents[2]

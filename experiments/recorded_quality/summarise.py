@@ -30,7 +30,8 @@ from pathlib import Path
 from quality_run import Arm, arm
 from study import CALIBRATION, name
 
-from pxn.trace import read_one, summarize
+from pxn.run_summary import summarize
+from pxn.trace_reading import read_one
 
 HERE = Path(__file__).resolve().parent
 SHAPES = ("single", "2x2", "4x1", "1x4", "4x4")

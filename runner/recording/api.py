@@ -71,7 +71,8 @@ from pxn.runner.recording.stopper import Stopper, default_limit
 from pxn.runner.recording.totals import RecordedRun, run_totals
 from pxn.runner.recording.versions import check_gepa
 from pxn.runner.redact import describe_error, redact
-from pxn.trace import RunEnd, RunStart, TraceWriter, read_trace
+from pxn.trace import RunEnd, RunStart, TraceWriter
+from pxn.trace_reading import read_trace
 
 
 def recording(

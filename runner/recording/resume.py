@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from pxn.errors import PxnError
-from pxn.trace import Resume, RunStart, read_trace
+from pxn.trace import Resume, RunStart
+from pxn.trace_reading import read_trace
 
 # What an iteration is: a resumed session that changed them would append another run's iterations.
 SAME_SETUP = ("shape", "valset_size", "trainset_size", "minibatch")

@@ -17,16 +17,8 @@ from typing import Any
 from gepa.core.state import GEPAState
 
 from pxn.errors import PxnError
-from pxn.trace import (
-    Decision,
-    Iteration,
-    Merge,
-    Reflection,
-    Rollout,
-    Trace,
-    max_concurrency,
-    read_trace,
-)
+from pxn.trace import Decision, Iteration, Merge, Reflection, Rollout
+from pxn.trace_reading import Trace, max_concurrency, read_trace
 
 
 @dataclass(frozen=True)
