@@ -140,5 +140,5 @@ class Loads:
 
     @classmethod
     def shared_pool(cls, servers: int | None, slowdown: float) -> Loads:
-        """One local pool serving both models (the older lm_servers / load_slowdown keys)."""
+        """One local pool serving both models (`--lm-servers`)."""
         return cls(Load(servers, slowdown), Load(servers, slowdown))

@@ -54,9 +54,6 @@ SEARCH_MODELS = (
     "(the search model: the seed's score and what a proposal does to it; docs/scenario.md)"
 )
 
-# The older spelling of a local LM pool shared by both models: [load] replaces it.
-LEGACY_POOL_KEYS = ("lm_servers", "load_slowdown")
-
 
 @dataclass(frozen=True)
 class CalibratedOn:
@@ -445,7 +442,7 @@ class Scenario:
         refuse_non_finite(data)
         data = dict(data)
         toml_keys = set(cls.__dataclass_fields__) - {"rollout_phases", "loads", "budget_given"}
-        known_keys(data, toml_keys | {"load", *LEGACY_POOL_KEYS}, source)
+        known_keys(data, toml_keys | {"load"}, source)
         missing = [name for name in REQUIRED if name not in data]
         if "acceptance" not in data and "quality" not in data:
             missing.append("acceptance")
@@ -572,18 +569,8 @@ def _field_name(where: list[str | int]) -> str:
 
 
 def _loads(data: dict[str, Any]) -> Loads:
-    """[load], or the older top-level lm_servers / load_slowdown (one pool for both models)."""
-    legacy = {key: data.pop(key) for key in LEGACY_POOL_KEYS if key in data}
-    if "lm_servers" in legacy:
-        whole(legacy["lm_servers"], "lm_servers")
-    if "load_slowdown" in legacy:
-        at_least(legacy["load_slowdown"], "load_slowdown")
-    if "load" in data:
-        if legacy:
-            raise PxnError(f"give [load] or {' and '.join(legacy)}, not both",
-                           subject="scenario")  # fmt: skip
-        return Loads.from_dict(data.pop("load"))
-    return Loads.shared_pool(legacy.get("lm_servers"), legacy.get("load_slowdown", 0.0))
+    """[load]: each model's servers and slowdown (no limit, no slowdown when absent)."""
+    return Loads.from_dict(data.pop("load")) if "load" in data else Loads()
 
 
 def _with_value(obj: Any, parts: list[str], value: float, path: str) -> Any:

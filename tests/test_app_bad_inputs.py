@@ -180,6 +180,13 @@ def test_an_infinite_overhead_is_refused_not_simulated(tmp_path: Path) -> None:
     assert_user_error(run_pxn("simulate", path), "stage_overhead is inf")
 
 
+@pytest.mark.parametrize("key", ["lm_servers", "load_slowdown"])
+def test_a_top_level_pool_key_is_an_unknown_field(tmp_path: Path, key: str) -> None:
+    # The local LM pool is spelled [load.task] and [load.reflection] only.
+    path = scenario_with(tmp_path, **{key: 2})
+    assert_user_error(run_pxn("simulate", path), f"has an unknown field {key!r}")
+
+
 # -- run: a zero or negative count is a mistake, not a default --------------------------
 
 

@@ -318,13 +318,9 @@ def test_acceptance_outside_unit_interval(a0: float, tmp_path: Path) -> None:
         ({"rollout": {"dist": "norm", "loc": 1, "scale": 1}}, "no negative values"),
         ({"rollout": {"dist": "lognorm", "s": "wide"}}, "parameter(s) s must be numbers"),
         ({"rollout": {"dist": "lognorm"}}, "bad parameters for lognorm"),
-        ({"lm_servers": 0}, "lm_servers must be a whole number >= 1"),
-        ({"lm_servers": 2.5}, "lm_servers must be a whole number >= 1"),
-        ({"load_slowdown": -0.1}, "load_slowdown must be a number >= 0"),
         ({"load": {"task": {"servers": 0}}}, "load.task.servers must be a whole number >= 1"),
         ({"load": {"reflection": {"slowdown": -1}}}, "load.reflection.slowdown must be a number"),
         ({"load": {"task": {"server": 2}}}, "unknown field 'server' (did you mean 'servers'?)"),
-        ({"lm_servers": 2, "load": {"task": {"servers": 2}}}, "give [load] or lm_servers"),
     ],
 )
 def test_other_mistakes_each_have_their_message(changes: dict, fragment: str, tmp_path) -> None:
@@ -364,21 +360,11 @@ def test_decaying_acceptance_probability() -> None:
 
 
 def test_load_defaults_to_no_limit_and_is_not_written_unset() -> None:
-    """Scenarios written before [load] existed read and write alike."""
+    """A scenario without [load] has no limit, and writes none."""
     data = make_scenario().to_dict()
     assert "load" not in data
     scenario = Scenario.from_dict(data)
     assert scenario.loads == Loads()
-
-
-def test_the_older_pool_keys_read_as_one_pool_for_both_models() -> None:
-    data = make_scenario().to_dict() | {"lm_servers": 2, "load_slowdown": 0.3}
-    scenario = Scenario.from_dict(data)
-    assert scenario.loads == Loads(Load(2, 0.3), Load(2, 0.3))
-    assert scenario.to_dict()["load"] == {
-        "task": {"servers": 2, "slowdown": 0.3},
-        "reflection": {"servers": 2, "slowdown": 0.3},
-    }
 
 
 def test_a_prefix_cache_round_trips_and_is_refused_where_it_means_nothing(

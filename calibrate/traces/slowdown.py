@@ -62,7 +62,7 @@ class SlowdownFit:
     interval: tuple[float, float]  # profile-likelihood 95% interval
     lr_statistic: float
     pvalue: float  # F test of beta = 0; nan when not testable
-    chosen: float  # the Scenario's load_slowdown
+    chosen: float  # the Scenario's [load] slowdown
     reason: str
 
     def factor(self, load: np.ndarray) -> np.ndarray:
