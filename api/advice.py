@@ -1,5 +1,5 @@
 """Which allocation to run: `advise` ranks P, N, b and W for a budget under a deadline, a
-dollar cap and rate limits (pxn.sim.advise: the grid, the race, the ranking)."""
+dollar cap and rate limits (pxn.sim.advise_search: the grid, the race, the ranking)."""
 
 from __future__ import annotations
 
@@ -148,8 +148,10 @@ def advise(
     """
     from pxn.durations import parse_duration
     from pxn.shape import Shape
-    from pxn.sim.advise import Ask, advise_work, bound_reasons, check_ask
-    from pxn.sim.advise import advise as advise_ask
+    from pxn.sim.advise import Ask
+    from pxn.sim.advise_refusals import bound_reasons, check_ask
+    from pxn.sim.advise_search import advise as advise_ask
+    from pxn.sim.advise_search import advise_work
     from pxn.sim.backends import make_backend
 
     the_scenario = scenario_of(scenario, seed, predictors=predictors)

@@ -41,7 +41,8 @@ from pxn.calibrate.traces.slowdown import fit_slowdown
 from pxn.run_summary import summarize
 from pxn.scenario import CalibratedOn, Scenario
 from pxn.shape import Shape
-from pxn.sim.advise import Ask, advise
+from pxn.sim.advise import Ask
+from pxn.sim.advise_search import advise
 from pxn.sim.predict import sweep
 from pxn.trace import Rollout, RunStart
 from pxn.trace_reading import Trace, read_one

@@ -26,7 +26,9 @@ from pxn.prices import Prices
 from pxn.rate_limits import RateLimit, RateLimits
 from pxn.scenario import Scenario
 from pxn.sim import advise as advise_module
-from pxn.sim.advise import NOISE, Allocation, Ask, advise, parse_values
+from pxn.sim.advise import Allocation, Ask, parse_values
+from pxn.sim.advise_ranking import NOISE
+from pxn.sim.advise_search import advise
 from pxn.sim.predict import Interval
 from pxn.tokens import Tokens
 from pxn.uncertainty import Uncertainty

@@ -25,7 +25,8 @@ from pxn.errors import PxnError
 from pxn.prices import Prices
 from pxn.scenario import Scenario
 from pxn.sim import advise as advise_module
-from pxn.sim.advise import TARGET_CHANCE, Ask, advise
+from pxn.sim.advise import TARGET_CHANCE, Ask
+from pxn.sim.advise_search import advise
 from pxn.tokens import Tokens
 
 # A search that climbs over these budgets (a low seed, little evaluation noise).

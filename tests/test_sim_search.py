@@ -258,7 +258,9 @@ def test_advice_on_score_recommends_the_fastest_of_the_best_scores(tmp_path: Pat
     runners-up; a deadline that the recommendation misses moves it; without [quality] the
     objective is refused."""
     from pxn.errors import PxnError
-    from pxn.sim.advise import NOISE, Ask, advise
+    from pxn.sim.advise import Ask
+    from pxn.sim.advise_ranking import NOISE
+    from pxn.sim.advise_search import advise
 
     scenario = searched({"seed_score": 0.4, "eval_noise": 0.4}, budget=900)
     ask = Ask(budget=900, p=(1, 2, 4), n=(1, 2), b=(1, 3), workers=(8,), objective="score",

@@ -19,7 +19,8 @@ from pxn.acceptance import Acceptance
 from pxn.prices import Prices
 from pxn.scenario import Scenario
 from pxn.shape import Shape
-from pxn.sim.advise import Ask, advise
+from pxn.sim.advise import Ask
+from pxn.sim.advise_search import advise
 from pxn.sim.backends import LocalBackend
 from pxn.sim.model import simulate_once
 from pxn.sim.predict import Interval, split, sweep

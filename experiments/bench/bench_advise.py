@@ -31,7 +31,8 @@ from host import machine
 
 from pxn.api.advice_report import advice_report
 from pxn.api.report import csv_text
-from pxn.sim.advise import Ask, advise, variants, work_units
+from pxn.sim.advise import Ask, variants
+from pxn.sim.advise_search import advise, work_units
 from pxn.sim.backends import Backend, LocalBackend, RayBackend, gather
 from pxn.sim.predict import simulate_replicates
 from pxn.sim.presets import load_scenario
