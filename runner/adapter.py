@@ -189,7 +189,7 @@ class _Usage:
 
 
 class ThreadRollouts:
-    """W threads in this process, each keeping one slot id for its life (--eval-backend local)."""
+    """W threads in this process, each keeping one slot id for its life (--backend local)."""
 
     name = "local"
 

@@ -3,8 +3,8 @@ entry point.
 
     from pxn.runner.dspy_recording import recorded
 
-    optimizer = recorded(dspy.GEPA(metric=..., max_metric_calls=..., use_merge=False,
-                                   reflection_lm=..., num_threads=4), "runs/my-run")
+    optimizer = recorded(dspy.GEPA(metric=..., max_metric_calls=..., reflection_lm=...,
+                                   num_threads=4), "runs/my-run")
     program = optimizer.compile(student, trainset=trainset, valset=valset)
 
 Import these names from here: they stay here while the recorder's parts

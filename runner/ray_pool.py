@@ -1,4 +1,4 @@
-"""`pxn run --eval-backend ray`: the rollouts of a run as Ray tasks, at most W in flight.
+"""`pxn run --backend ray`: the rollouts of a run as Ray tasks, at most W in flight.
 
 The pool holds W Ray actors, one per slot (slot i = actor i), created with
 num_cpus=0: a rollout waits on an LM endpoint, not on a CPU, so W, not the
