@@ -184,9 +184,9 @@ class LMPool:
             "--n_threads",
             str(self.threads),
             # Prompt processing too: its default is every core, so K servers
-            # would run K x cores spinning threads on this machine's cores. Measured
-            # with 2 servers on 2 cores: a rollout took 6x longer while another was
-            # served (experiments/local_validation/a_oversubscribed).
+            # would run K x cores spinning threads on this machine's cores, and a
+            # rollout served beside another slows several-fold (what it cost:
+            # experiments/local_validation/README.md, "The first attempt of all").
             "--n_threads_batch",
             str(self.threads),
         ]

@@ -169,8 +169,8 @@ class RayBackend(Backend):
         ray = self._connection.open()
         task = ray.remote(num_cpus=1)(fn)
         # A few tasks per CPU in flight, not all of them: ray.wait scans its
-        # whole list on every call, and with thousands pending that cost the
-        # driver ~1 ms of CPU per task (experiments/bench/README.md).
+        # whole list on every call, so with thousands pending the driver's CPU
+        # per task grows with the work (its cost: experiments/bench/README.md).
         window = max(WINDOW_MIN, WINDOW_PER_CPU * int(ray.cluster_resources().get("CPU", 1)))
         todo = iter(enumerate(units))
         index: dict[Any, int] = {}
