@@ -283,8 +283,8 @@ def search_refusal(calibration: Calibration) -> list[str]:
 
 def from_summaries(path: Path, name: str, backend: Backend, progress: bool) -> CalibrateResult:
     from pxn.api.inference_report import generation_line, inference_header, inference_lines
-    from pxn.calibrate.summaries.facts import read_summaries
     from pxn.calibrate.summaries.infer import infer_from_summaries
+    from pxn.calibrate.summaries.reading import read_summaries
 
     read = read_summaries(path)
     with progress_bar(progress) as bar:  # on a terminal only, gone when done: errors stay one line

@@ -16,16 +16,9 @@ import scipy.stats
 from conftest import assert_user_error, run_pxn
 
 from pxn.api.inference_report import reported
-from pxn.calibrate.summaries.abc_smc import (
-    AbcSmcResult,
-    Cutoff,
-    Population,
-    Scale,
-    Settings,
-    _generation,
-    abc_smc,
-)
-from pxn.calibrate.summaries.facts import Fact, Setup, read_summaries
+from pxn.calibrate.summaries.abc_distance import Cutoff, Scale
+from pxn.calibrate.summaries.abc_smc import AbcSmcResult, Population, Settings, _generation, abc_smc
+from pxn.calibrate.summaries.facts import Fact, Setup
 from pxn.calibrate.summaries.infer import (
     FactCheck,
     _refuse_unpredicted,
@@ -38,6 +31,7 @@ from pxn.calibrate.summaries.infer import (
     simulate_points,
 )
 from pxn.calibrate.summaries.priors import Prior, Priors
+from pxn.calibrate.summaries.reading import read_summaries
 from pxn.errors import PxnError
 from pxn.run_summary import RunSummary
 from pxn.scenario import CalibratedOn, Scenario

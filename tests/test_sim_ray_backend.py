@@ -177,8 +177,8 @@ def test_an_inference_on_the_head_equals_local(tmp_path: Path, ray_head: Head) -
     """calibrate --summaries spread over Ray: the same ABC-SMC population, to the bit, as on
     local processes (its simulations come back in order and draw from their own seeds)."""
     from pxn.calibrate.summaries.abc_smc import Settings, abc_smc
-    from pxn.calibrate.summaries.facts import read_summaries
     from pxn.calibrate.summaries.infer import on_scale, run_model, spread_over
+    from pxn.calibrate.summaries.reading import read_summaries
 
     path = tmp_path / "s.toml"
     path.write_text(

@@ -68,31 +68,27 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 import numpy as np
 
-from pxn.calibrate.summaries.priors import NORMAL_IQR, Priors
+from pxn.calibrate.summaries.abc_distance import (
+    SPREAD_FLOOR,
+    Cutoff,
+    MapInOrder,
+    Scale,
+    Simulator,
+    errors,
+    simulate_all,
+    spread,
+)
+from pxn.calibrate.summaries.abc_moves import Chain
+from pxn.calibrate.summaries.priors import Priors
 
-SPREAD_FLOOR = 1e-3  # a figure every run agrees on still counts, on a 0.1% scale
-CHUNK = 8  # particles per unit of work handed to a process
 STEP_SCALE = 2.38**2  # over d: the random-walk Metropolis step of Roberts and Rosenthal (2001)
 # The step lengths a generation's first step tries, longest first, as shares of that step.
 LADDER = (1.0, 0.5, 0.25, 0.125, 0.0625)
 GOOD_RATE = 0.2  # the longest step accepted at least this often is taken
 RESAMPLE, FIRST_STEP, MORE_STEPS = 0, 1, 2  # stream keys within a generation
-
-
-class Simulator(Protocol):
-    """A picklable model of the facts: one run of each at a working-space point."""
-
-    def figures(self, point: np.ndarray, seed: int, cutoff: Cutoff | None) -> np.ndarray:
-        """Each fact's figure on its scale; with a cutoff, NaN past the facts it stopped at."""
-        ...
-
-
-# run(fn, units) -> [fn(*unit) for unit in units], spread over processes, in order
-MapInOrder = Callable[[Callable[..., Any], list[tuple]], list[Any]]
 
 
 @dataclass(frozen=True)
@@ -117,40 +113,6 @@ class Generation:
     acceptance_rate: float  # of those steps
     simulations: int  # runs begun (a run stopped at a cutoff counts as one)
     distinct: int  # distinct particles after it
-
-
-@dataclass(frozen=True)
-class Scale:
-    """The fixed distance: each fact's unit, and the tolerance the noise allows."""
-
-    noise: np.ndarray  # (m,) each figure's run-to-run sd, from the pilot
-    units: np.ndarray  # (m,) the larger of that and the fact's reporting precision
-    noise_level: float
-    rerun_level: float  # the distance a true setting's runs keep from facts of one run
-    simulations: int  # the pilot's
-
-    def distance(self, figures: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
-        return np.sqrt(np.sum((errors(figures, low, high) / self.units) ** 2, axis=-1))
-
-
-@dataclass(frozen=True)
-class Cutoff:
-    """A tolerance a simulation may stop at: past it, the setting is rejected whatever its
-    remaining figures (each only adds to the distance), so they need not be simulated."""
-
-    scale: Scale
-    low: np.ndarray
-    high: np.ndarray
-    tolerance: float
-
-    def exceeded(self, figures: np.ndarray) -> bool:
-        """Whether the figures known so far (the others NaN) already lie beyond it."""
-        known = ~np.isnan(figures)
-        misses = errors(figures[known], self.low[known], self.high[known]) / self.scale.units[known]
-        return bool(np.sqrt(np.sum(misses**2)) > self.tolerance)
-
-    def within(self, figures: np.ndarray) -> bool:
-        return bool(self.scale.distance(figures, self.low, self.high) <= self.tolerance)
 
 
 @dataclass(frozen=True)
@@ -183,38 +145,6 @@ class AbcSmcResult:
     @property
     def simulations(self) -> int:
         return sum(g.simulations for g in self.history) + self.scale.simulations
-
-
-def errors(figures: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
-    """How far each figure lies outside its target interval (inf where it is not a number)."""
-    with np.errstate(invalid="ignore"):  # an infinite figure beside an infinite bound
-        excess = np.maximum(np.maximum(low - figures, figures - high), 0.0)
-    return np.where(np.isfinite(figures), excess, np.inf)
-
-
-def spread(figures: np.ndarray) -> np.ndarray:
-    """Each figure's spread over a population's runs: its IQR as a normal sd."""
-    spread = []
-    for column in figures.T:
-        finite = column[np.isfinite(column)]
-        iqr = np.subtract(*np.percentile(finite, [75, 25])) if finite.size else 0.0
-        spread.append(max(iqr / NORMAL_IQR, SPREAD_FLOOR))
-    return np.array(spread)
-
-
-def simulate_all(
-    simulator: Simulator, run: MapInOrder, points: np.ndarray, seeds: list[int]
-) -> np.ndarray:
-    """One run of the facts at each point, in the points' order."""
-    units = [
-        (simulator, points[i : i + CHUNK], seeds[i : i + CHUNK])
-        for i in range(0, len(points), CHUNK)
-    ]
-    return np.concatenate(run(_simulate_chunk, units))
-
-
-def _simulate_chunk(simulator: Simulator, points: np.ndarray, seeds: list[int]) -> np.ndarray:
-    return np.array([simulator.figures(p, s, None) for p, s in zip(points, seeds, strict=True)])
 
 
 def abc_smc(
@@ -397,107 +327,6 @@ def _generation(
         first.simulations + more.simulations, population.distinct,
     )  # fmt: skip
     return population, generation
-
-
-@dataclass(frozen=True)
-class Walked:
-    points: np.ndarray
-    figures: np.ndarray
-    distances: np.ndarray
-    accepted: np.ndarray  # (n,) steps each chain accepted
-    simulations: int
-
-
-@dataclass(frozen=True)
-class Chain:
-    """Metropolis-Hastings ABC at one tolerance: what moves a particle (picklable)."""
-
-    priors: Priors
-    simulator: Simulator
-    cutoff: Cutoff
-    step: np.ndarray  # lower Cholesky factor of the Gaussian step's covariance
-
-    def walk(
-        self,
-        run: MapInOrder,
-        points: np.ndarray,
-        figures: np.ndarray,
-        distances: np.ndarray,
-        lengths: np.ndarray,
-        steps: int,
-        seeds: list[int],
-    ) -> Walked:
-        """Each particle `steps` steps on, of its length, its chain drawing from its seed."""
-        if steps == 0 or len(points) == 0:
-            return Walked(points, figures, distances, np.zeros(len(points), dtype=int), 0)
-        units = [
-            (self, points[i : i + CHUNK], figures[i : i + CHUNK], distances[i : i + CHUNK],
-             lengths[i : i + CHUNK], steps, seeds[i : i + CHUNK])
-            for i in range(0, len(points), CHUNK)
-        ]  # fmt: skip
-        parts = run(_walk_chunk, units)
-        return Walked(
-            np.concatenate([p.points for p in parts]),
-            np.concatenate([p.figures for p in parts]),
-            np.concatenate([p.distances for p in parts]),
-            np.concatenate([p.accepted for p in parts]),
-            sum(p.simulations for p in parts),
-        )
-
-    def move(
-        self,
-        point: np.ndarray,
-        figures: np.ndarray,
-        distance: float,
-        length: float,
-        steps: int,
-        seed: int,
-    ) -> tuple[np.ndarray, np.ndarray, float, int, int]:
-        """One particle's chain: where it ends, its figures and distance, the steps
-        accepted and the runs simulated."""
-        rng = np.random.default_rng(seed)
-        accepted = simulations = 0
-        log_prior = float(self.priors.log_density(point[None, :])[0])
-        for _ in range(steps):
-            proposal = point + length * (self.step @ rng.standard_normal(len(point)))
-            proposed_prior = float(self.priors.log_density(proposal[None, :])[0])
-            threshold = math.log(rng.random())
-            seed_of_run = int(rng.integers(0, 2**32))
-            if not threshold < proposed_prior - log_prior:  # the prior refuses it (or -inf)
-                continue
-            simulations += 1
-            proposed = self.simulator.figures(proposal, seed_of_run, self.cutoff)
-            if not self.cutoff.within(proposed):
-                continue
-            point, figures, log_prior = proposal, proposed, proposed_prior
-            distance = float(
-                self.cutoff.scale.distance(proposed, self.cutoff.low, self.cutoff.high)
-            )
-            accepted += 1
-        return point, figures, distance, accepted, simulations
-
-
-def _walk_chunk(
-    chain: Chain,
-    points: np.ndarray,
-    figures: np.ndarray,
-    distances: np.ndarray,
-    lengths: np.ndarray,
-    steps: int,
-    seeds: list[int],
-) -> Walked:
-    """One unit of work: a few particles' chains (a worker process runs it)."""
-    moved = [
-        chain.move(p, f, float(d), float(a), steps, s)
-        for p, f, d, a, s in zip(points, figures, distances, lengths, seeds, strict=True)
-    ]
-    return Walked(
-        np.array([m[0] for m in moved]),
-        np.array([m[1] for m in moved]),
-        np.array([m[2] for m in moved]),
-        np.array([m[3] for m in moved], dtype=int),
-        sum(m[4] for m in moved),
-    )
 
 
 def _stream(seed: int, generation: int, part: int) -> np.random.Generator:

@@ -36,15 +36,8 @@ import scipy.special
 import scipy.stats
 
 from pxn.acceptance import Acceptance
-from pxn.calibrate.summaries.abc_smc import (
-    AbcSmcResult,
-    Cutoff,
-    Generation,
-    MapInOrder,
-    Settings,
-    abc_smc,
-    simulate_all,
-)
+from pxn.calibrate.summaries.abc_distance import Cutoff, MapInOrder, simulate_all
+from pxn.calibrate.summaries.abc_smc import AbcSmcResult, Generation, Settings, abc_smc
 from pxn.calibrate.summaries.facts import Fact, Setup, Summaries
 from pxn.calibrate.summaries.priors import (
     DEFAULT_PRIORS,

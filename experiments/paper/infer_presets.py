@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from pxn.api.inference_report import generation_line, inference_header, inference_lines
-from pxn.calibrate.summaries.facts import read_summaries
 from pxn.calibrate.summaries.infer import Inference, infer_from_summaries
 from pxn.calibrate.summaries.priors import Prior
+from pxn.calibrate.summaries.reading import read_summaries
 from pxn.files import write_text_atomically
 
 HERE = Path(os.path.relpath(Path(__file__).resolve().parent))  # reports name it as run
