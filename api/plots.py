@@ -26,7 +26,7 @@ from pxn.trace import RunSummary
 
 if TYPE_CHECKING:
     from pxn.calibrate.traces.fit import LatencyFit
-    from pxn.calibrate.validate import ScenarioValidation
+    from pxn.checks.validate import ScenarioValidation
     from pxn.sim.advise import Advice, Ask, Assessment
     from pxn.sim.curves import Curve
     from pxn.trace import Trace

@@ -1,1 +1,2 @@
-"""Calibration: real traces -> Scenario; predicted against measured."""
+"""Calibration: traces, run summaries or past runs into a Scenario, and whether it reproduces
+its own runs."""

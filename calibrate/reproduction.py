@@ -1,13 +1,12 @@
 """Whether a calibrated scenario reproduces the very runs it was fitted to.
 
-Each calibration run is simulated at its own setup and shape (validate.py's
-plan: budget, V, W, b, C and the LM pool from its run_start) over many
-replicates of the scenario about to be written, its parameter draws
-included, and every figure the run measured is set beside the 5-95% of the
-replicates: wall-clock, iterations, proposals judged, accepted, full
-validations, proposals lost before gepa judged them, and the seed's and the
-best validation score. A scenario that cannot reproduce its own runs cannot be
-trusted on any other.
+Each calibration run is simulated at its own setup and shape (pxn/setups.py:
+budget, V, W, b, C and the LM pool from its run_start) over many replicates of
+the scenario about to be written, its parameter draws included, and every
+figure the run measured is set beside the 5-95% of the replicates: wall-clock,
+iterations, proposals judged, accepted, full validations, proposals lost
+before gepa judged them, and the seed's and the best validation score. A
+scenario that cannot reproduce its own runs cannot be trusted on any other.
 
 Figures fall outside a 5-95% interval by chance one time in ten, and a run
 shows eight of them, so a miss alone is no verdict. The scenario "does not
@@ -24,15 +23,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import binomtest
 
 from pxn.calibrate.traces.overhead import loop_end
-from pxn.calibrate.validate import plan_for
 from pxn.scenario import Scenario
+from pxn.setups import by_setup
 from pxn.shape import Shape
 from pxn.sim.backends import Backend
-from pxn.sim.predict import COVERAGE, PERCENTILES, simulate_shapes
-from pxn.trace import Loaded, RunSummary, Trace, summarize
+from pxn.sim.predict import simulate_shapes
+from pxn.stats import PERCENTILES, p_coverage
+from pxn.trace import RunSummary, Trace, summarize
 
 GROSS = 0.01  # a figure with fewer replicates than this as far out is a gross miss
 SIGNIFICANCE = 0.05  # of the test that the runs miss more often than chance allows
@@ -107,8 +106,8 @@ class Reproduction:
         """How likely this many misses (or more) are when every interval holds 90%."""
         if not self.checks:
             return 1.0
-        missed = len(self.misses)
-        return float(binomtest(missed, len(self.checks), 1 - COVERAGE, "greater").pvalue)
+        inside = len(self.checks) - len(self.misses)
+        return p_coverage(inside, len(self.checks), "less")
 
     @property
     def holds(self) -> bool:
@@ -172,9 +171,8 @@ def reproduce(
     skipped = tuple(f"{run_name(t)}: {reproducible(t)}" for t in traces if t not in kept)
     if not kept:
         return Reproduction((), replicates, skipped)
-    plan = plan_for(scenario, Loaded(kept), replicates)
     checks: list[FigureCheck] = []
-    for at_setup, shapes, group in plan.groups:
+    for at_setup, shapes, group in by_setup(scenario, kept):
         runs = simulate_shapes(at_setup, shapes, replicates, backend=backend)
         for trace in group:
             simulated = runs[Shape.parse(trace.run_start.shape)]

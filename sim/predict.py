@@ -32,6 +32,7 @@ from pxn.sim.analytic import AnalyticPrediction, analytic
 from pxn.sim.backends import Backend, LocalBackend, gather
 from pxn.sim.model import simulate_budgets, simulate_once
 from pxn.sim.workload import Cost, Work, estimate
+from pxn.stats import PERCENTILES
 from pxn.trace import MERGE_STAGES, STAGES
 
 CHUNK = 25  # replicates per unit of work handed to a process
@@ -41,9 +42,7 @@ SINGLE = Shape(1, 1)  # every speedup's baseline
 # most iterations, so simulating it as often as the shape asked cost the CLI over
 # half its time for a column of ratios.
 BASELINE_REPLICATES = 200
-PERCENTILES = (5, 95)  # the interval every prediction prints
 PROGRESS_POINTS = 60  # times at which a prediction's best score over time is summarised
-COVERAGE = (PERCENTILES[1] - PERCENTILES[0]) / 100  # share of runs it should hold
 
 
 @dataclass(frozen=True)

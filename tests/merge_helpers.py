@@ -19,8 +19,8 @@ from typing import Any
 from gepa.core.adapter import EvaluationBatch
 from record_helpers import VOCAB, SerialAdapter
 
+from pxn.checks.synthetic import SyntheticReflectionModel
 from pxn.runner.prompt_prefix import prompt_text
-from pxn.runner.synthetic import SyntheticReflectionModel
 from pxn.runner.tasks import Feedback, Task
 
 SEED = {"words": "w0", "more": "w1"}

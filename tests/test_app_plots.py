@@ -21,7 +21,7 @@ from pxn.api.plots import (
     validation_columns,
 )
 from pxn.calibrate.traces.fit import fit_latency
-from pxn.calibrate.validate import validate_runs
+from pxn.checks.validate import validate_runs
 from pxn.shape import Shape
 from pxn.trace import Rollout
 from pxn.trace_reading import read_one

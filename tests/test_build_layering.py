@@ -1,10 +1,11 @@
 """The import rules of the design, by folder: imports point inward.
 
-    app -> api -> {sim, runner, calibrate} -> pxn (the core)
+    app -> api -> checks -> {sim, runner, calibrate} -> pxn (the core)
 
-The core (pxn/) imports none of the five; sim imports neither runner nor
+The core (pxn/) imports none of the others; sim imports neither runner nor
 calibrate; runner imports neither sim nor calibrate; calibrate may import sim
-(to predict) but not runner; api (the Python API) imports all of those but
+(to predict) but not runner; checks (the simulator against real runs) imports
+those three but neither api nor app; api (the Python API) imports all of those but
 not app; nothing but app imports api, and nothing imports app. Imports inside functions
 count: a lazy import is still a dependency. A folder added later is checked
 too: every folder that holds a package must appear in LAYERS.
@@ -20,13 +21,14 @@ import pytest
 
 ROOT = Path(__file__).parent.parent
 APP, API = "pxn.app", "pxn.api"
-SIM, RUNNER, CALIBRATE = "pxn.sim", "pxn.runner", "pxn.calibrate"
+SIM, RUNNER, CALIBRATE, CHECKS = "pxn.sim", "pxn.runner", "pxn.calibrate", "pxn.checks"
 # folder -> the packages its modules must not import
 LAYERS = {
-    "pxn": {APP, API, SIM, RUNNER, CALIBRATE},
-    "sim": {APP, API, RUNNER, CALIBRATE},
-    "runner": {APP, API, SIM, CALIBRATE},
-    "calibrate": {APP, API, RUNNER},
+    "pxn": {APP, API, SIM, RUNNER, CALIBRATE, CHECKS},
+    "sim": {APP, API, RUNNER, CALIBRATE, CHECKS},
+    "runner": {APP, API, SIM, CALIBRATE, CHECKS},
+    "calibrate": {APP, API, RUNNER, CHECKS},
+    "checks": {APP, API},
     "api": {APP},
     "app": set(),
 }

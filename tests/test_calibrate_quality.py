@@ -126,7 +126,7 @@ def test_the_quality_model_round_trips(tmp_path: Path) -> None:
 def test_validate_sets_the_runs_best_scores_beside_their_prediction(tmp_path: Path) -> None:
     """Runs simulated from the scenario itself: their best scores are judged against the
     predicted 5-95%, and most fall inside (the model is the truth here)."""
-    from pxn.calibrate.validate import validate_runs
+    from pxn.checks.validate import validate_runs
 
     scenario = searched(TRUE, budget=400, valset_size=30)
     paths = traced_runs(tmp_path, scenario.replace(seed=99), 6)

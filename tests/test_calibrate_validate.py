@@ -14,9 +14,11 @@ import pytest
 from calibrate_helpers import TRUE, write_traces
 from conftest import run_pxn
 
-from pxn.app.validation_report import validation_csv, validation_json, validation_table
+from pxn.api.report import csv_text, json_text
+from pxn.api.tables import Grid
+from pxn.api.validation_report import validation_report
 from pxn.calibrate.traces.overhead import fit_overhead
-from pxn.calibrate.validate import Honesty, ScenarioValidation, validate_runs
+from pxn.checks.validate import Honesty, ScenarioValidation, validate_runs
 from pxn.run_summary import summarize
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once
@@ -111,14 +113,16 @@ def test_an_interrupted_run_is_shown_but_not_scored(runs: list[Path], tmp_path: 
 
 
 def test_csv_json_and_table(validation: ScenarioValidation) -> None:
-    rows = list(csv.DictReader(io.StringIO(validation_csv(validation))))
+    report = validation_report(validation)
+    rows = list(csv.DictReader(io.StringIO(csv_text(report.rows))))
     assert len(rows) == 6
     assert {"measured_wall_clock_s", "sim_wall_clock_p5_s", "analytic_error"} <= set(rows[0])
-    document = json.loads(validation_json(validation))
+    document = json.loads(json_text(report.document))
     assert document["summary"]["completed_runs"] == 6
     assert document["summary"]["sim_mape"] == pytest.approx(validation.sim_mape)
     assert len(document["runs"]) == 6
-    assert validation_table(validation).row_count == 6
+    [table] = [block for block in report.shown if isinstance(block, Grid)]
+    assert table.row_count == 6
 
 
 def test_cli_validate_writes_its_outputs(runs: list[Path], tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from conftest import assert_user_error, run_pxn
 from sim_helpers import lognormal
 
 from pxn.acceptance import Acceptance
-from pxn.calibrate.conformance import (
+from pxn.checks.conformance import (
     DEFAULT_SCENARIO,
     at_time_scale,
     dispatch,
@@ -28,13 +28,7 @@ from pxn.calibrate.conformance import (
     judge,
     scaled,
 )
-from pxn.distribution import Distribution
-from pxn.errors import PxnError
-from pxn.load import Load, Loads
-from pxn.rate_limits import RateLimit, RateLimits
-from pxn.runner.lm import CallSite
-from pxn.runner.recording.totals import trace_totals
-from pxn.runner.synthetic import (
+from pxn.checks.synthetic import (
     RunGrid,
     SyntheticReflectionModel,
     SyntheticTaskModel,
@@ -42,6 +36,12 @@ from pxn.runner.synthetic import (
     check_realisable,
     run_grid,
 )
+from pxn.distribution import Distribution
+from pxn.errors import PxnError
+from pxn.load import Load, Loads
+from pxn.rate_limits import RateLimit, RateLimits
+from pxn.runner.lm import CallSite
+from pxn.runner.recording.totals import trace_totals
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once

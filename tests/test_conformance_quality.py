@@ -21,20 +21,16 @@ from conftest import assert_user_error, run_pxn
 from sim_helpers import lognormal
 from test_conformance import small
 
-from pxn.calibrate.conformance import DEFAULT_QUALITY_SCENARIO, at_time_scale, judge
-from pxn.calibrate.search_conformance import (
+from pxn.checks.conformance import DEFAULT_QUALITY_SCENARIO, at_time_scale, judge
+from pxn.checks.search_conformance import (
     FIGURES,
     judge_search,
     p_shift,
     pooled_acceptance,
     progress_inside,
 )
-from pxn.quality import Quality
-from pxn.run_summary import RunSummary, summarize
-from pxn.runner.lm import CallSite
-from pxn.runner.recording.totals import trace_totals
-from pxn.runner.synthetic import RunGrid, run_grid
-from pxn.runner.synthetic_quality import (
+from pxn.checks.synthetic import RunGrid, run_grid
+from pxn.checks.synthetic_quality import (
     COMPONENT,
     Example,
     ProposingModel,
@@ -43,6 +39,10 @@ from pxn.runner.synthetic_quality import (
     label_of,
     quality_work,
 )
+from pxn.quality import Quality
+from pxn.run_summary import RunSummary, summarize
+from pxn.runner.lm import CallSite
+from pxn.runner.recording.totals import trace_totals
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once

@@ -36,12 +36,12 @@ from gepa.utils import NoImprovementStopper, ScoreThresholdStopper, TimeoutStopC
 from record_helpers import SEED, TRAIN, VAL, BatchLM, CallableLM, Counting
 from sim_helpers import fixed, make_scenario
 
+from pxn.checks.synthetic import SyntheticReflectionModel, SyntheticTaskModel, synthetic_task
 from pxn.errors import PxnError
 from pxn.run_summary import summarize
 from pxn.runner.config import Plan, RunConfig
 from pxn.runner.record import recording
 from pxn.runner.run import run_engine
-from pxn.runner.synthetic import SyntheticReflectionModel, SyntheticTaskModel, synthetic_task
 from pxn.trace import Reflection, Rollout
 from pxn.trace_reading import read_trace
 

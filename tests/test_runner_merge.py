@@ -26,10 +26,10 @@ from merge_helpers import (
 from sim_helpers import fixed, make_scenario
 
 from pxn.calibrate.traces.pipeline import calibrate_traces
+from pxn.checks.synthetic import SyntheticTaskModel
 from pxn.runner.config import Plan, RunConfig
 from pxn.runner.record import recording
 from pxn.runner.run import run_engine
-from pxn.runner.synthetic import SyntheticTaskModel
 from pxn.sim.merge import MergeSchedule
 from pxn.trace import Decision, Merge, NoProposal, Reflection, Rollout, Stage, Validation
 from pxn.trace_reading import Trace, read_trace

@@ -9,7 +9,7 @@ import typer
 
 from pxn.api.console import print_set_aside, say
 from pxn.api.running import DEFAULT_JOBS
-from pxn.app.commands.validate import run_validation
+from pxn.app.interrupts import stopped_by_signals
 from pxn.app.options import (
     Budget,
     Jobs,
@@ -36,12 +36,14 @@ def plot_sweep_vs_measured_command(
     jobs: Jobs = DEFAULT_JOBS,
 ) -> None:
     """Measured runs against the simulated band and the closed form, shape by shape."""
-    from pxn.api.plots import save_figure, sweep_vs_measured_figure
+    from pxn.api.checks import validate
+    from pxn.api.plots import save_figure
 
     ensure_writable_outputs(files={"output": output})
     refuse_overwriting_an_input(output, runs)
-    validation = run_validation(scenario, runs, reps, jobs)
-    say(f"wrote {save_figure(sweep_vs_measured_figure(validation), output)}")
+    with stopped_by_signals():
+        result = validate(runs, scenario, reps=reps, jobs=jobs, progress=True)
+    say(f"wrote {save_figure(result.figure(), output)}")
 
 
 @commands.command("timeline")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -12,7 +11,6 @@ import typer
 from pxn.api.console import say, stderr
 from pxn.app.options import BUDGET_HELP
 from pxn.app.output import ensure_writable_outputs
-from pxn.errors import PxnError
 from pxn.runner.waits import PROBE_TIMEOUT
 
 commands = typer.Typer()
@@ -102,42 +100,32 @@ def run_command(
     ] = PROBE_TIMEOUT,
 ) -> None:
     """Run real batched GEPA (gepa 0.1.4) and trace every rollout and reflection."""
-    from pxn.runner.config import RunConfig, check_out, plan
+    from pxn.api.runs import run
 
-    if resume is None and out is None:
-        raise PxnError("give --out runs/NAME for a new run, or --resume runs/NAME")
-    if not 0 < probe_timeout < math.inf:
-        raise PxnError(f"must be seconds > 0, got {probe_timeout}", subject="probe timeout")
-    config = RunConfig(
-        out=str(resume or out),
+    ensure_writable_outputs(directories={"run directory": resume or out})
+    result = run(
+        out,
         task=task,
         shape=shape,
         budget=budget,
         workers=workers,
         selection=selection,
         minibatch=minibatch,
-        task_lm=task_model,
-        reflection_lm=reflection_model,
+        task_model=task_model,
+        reflection_model=reflection_model,
         api_base=api_base,
         reflection_concurrency=reflection_concurrency,
         seed=seed,
-        servers=lm_servers,
-        progress=progress,
-        eval_backend=backend,
-        ray_address=address,
+        lm_servers=lm_servers,
+        backend=backend,
+        address=address,
         merge=merge,
         max_merges=max_merges,
         api=api,
-    )
-    ensure_writable_outputs(directories={"run directory": Path(config.out)})
-    if resume is None:  # bad flags fail now, before litellm's slow import
-        if not overwrite:
-            check_out(config, resume=False)
-        plan(config)
-    from pxn.runner.run import run_gepa
-
-    result = run_gepa(
-        config, resume=resume is not None, overwrite=overwrite, probe_timeout=probe_timeout
+        resume=resume,
+        overwrite=overwrite,
+        progress=progress,
+        probe_timeout=probe_timeout,
     )
     if result.status == "finished":  # resuming a finished run: nothing was changed
         say(f"pxn: {result.message}")

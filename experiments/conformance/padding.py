@@ -22,7 +22,7 @@ import numpy as np
 from gepa.core.data_loader import ensure_loader
 from gepa.strategies.batch_sampler import EpochShuffledBatchSampler
 
-from pxn.calibrate.conformance import DEFAULT_QUALITY_SCENARIO, at_time_scale
+from pxn.checks.conformance import DEFAULT_QUALITY_SCENARIO, at_time_scale
 from pxn.shape import Shape
 from pxn.sim import minibatches
 from pxn.sim.model import simulate_once

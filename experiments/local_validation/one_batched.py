@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 from sittings import calibration_single, earlier_batched
 
 from pxn.calibrate.traces.pipeline import calibrate_traces
-from pxn.calibrate.validate import validate_runs
+from pxn.checks.validate import validate_runs
 
 DRAWS = 100
 REPLICATES = 400

@@ -147,7 +147,7 @@ def tracked(arm: str, **settings):
 def quality_run(arm: str, out: Path, shape: str, seed: int) -> dict:
     from quality_run import OWN_EXAMPLES, run
 
-    from pxn.calibrate.conformance import DEFAULT_QUALITY_SCENARIO, at_time_scale
+    from pxn.checks.conformance import DEFAULT_QUALITY_SCENARIO, at_time_scale
     from pxn.shape import Shape
 
     truth = at_time_scale(DEFAULT_QUALITY_SCENARIO, 0.25)

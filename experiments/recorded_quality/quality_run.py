@@ -4,7 +4,7 @@ script a user writes, with the synthetic quality task in place of their program 
     .venv/bin/python experiments/recorded_quality/quality_run.py OUT --shape 2x2 --seed 0
 
 The task is `pxn conformance --task quality`'s (TRUTH: its default workload, every
-latency times 0.01), used as a library: pxn.runner.synthetic_quality's SyntheticSearch
+latency times 0.01), used as a library: pxn.checks.synthetic_quality's SyntheticSearch
 holds the run's candidates and examples and scores each evaluation by the quality model.
 Around it, what a user writes:
 
@@ -45,12 +45,12 @@ import numpy as np
 from gepa.core.adapter import EvaluationBatch
 from gepa.strategies.proposal_sampling import PxNSampling
 
-from pxn.calibrate.conformance import DEFAULT_QUALITY_SCENARIO, at_time_scale
+from pxn.checks.conformance import DEFAULT_QUALITY_SCENARIO, at_time_scale
+from pxn.checks.synthetic import COMPONENT, LatencyDraws
+from pxn.checks.synthetic_quality import SEED, Example, SyntheticSearch
 from pxn.distribution import Distribution
 from pxn.quality import Quality
 from pxn.runner.record import recording
-from pxn.runner.synthetic import COMPONENT, LatencyDraws
-from pxn.runner.synthetic_quality import SEED, Example, SyntheticSearch
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 

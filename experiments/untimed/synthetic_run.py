@@ -10,7 +10,7 @@ pool). A rollout sleeps a draw of ROLLOUT; without --timed it times nothing
 for the recorder (the plain adapter), with --timed each rollout runs inside
 `rec.rollout(index)`. The reflection LM is a plain callable (gepa calls it
 one prompt at a time) that sleeps a draw of REFLECTION and writes the child
-a level up with probability ACCEPTANCE (pxn.runner.synthetic's levels: a
+a level up with probability ACCEPTANCE (pxn.checks.synthetic's levels: a
 level-L candidate scores L / (L + 1) on every example, so gepa accepts
 exactly the children written a level up). Prints the run's totals as JSON.
 """
@@ -28,7 +28,7 @@ import numpy as np
 from gepa.core.adapter import EvaluationBatch
 from one_line import record
 
-from pxn.runner.synthetic import PROMPT, candidate_text, level_of, score_of
+from pxn.checks.synthetic import PROMPT, candidate_text, level_of, score_of
 from pxn.shape import Shape
 
 # The truth, in seconds as slept: a rollout's median 20 ms, a reflection's 60 ms.

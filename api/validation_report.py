@@ -7,9 +7,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pxn.api.report import Note, Report, csv_text, json_text
+from pxn.api.report import Note, Report
 from pxn.api.tables import Column, Grid
-from pxn.calibrate.validate import Check, ScenarioValidation
+from pxn.checks.validate import Check, ScenarioValidation
 from pxn.durations import format_duration, format_span
 from pxn.sim.predict import Interval
 from pxn.trace import TRACE_NAME
@@ -131,10 +131,6 @@ def lost_line(v: ScenarioValidation) -> str | None:
     )
 
 
-def validation_csv(v: ScenarioValidation) -> str:
-    return csv_text([check_row(c) for c in v.checks])
-
-
 def validation_document(v: ScenarioValidation) -> dict[str, Any]:
     return {
         "scenario": v.scenario.to_dict(),
@@ -143,10 +139,6 @@ def validation_document(v: ScenarioValidation) -> dict[str, Any]:
         "set_aside": v.rejected,
         "skipped_lines": v.skipped_lines,
     }
-
-
-def validation_json(v: ScenarioValidation) -> str:
-    return json_text(validation_document(v))
 
 
 def run_label(run: str) -> str:

@@ -1,6 +1,6 @@
 """Conformance of the search: real gepa on the task of known quality against the simulator.
 
-On the quality task (runner/synthetic_quality.py) the scores of the real
+On the quality task (synthetic_quality.py) the scores of the real
 engine's candidates follow the scenario's [quality] model exactly, so the
 figures of a run's search are each one more draw from the simulator's
 distribution for the run's setup, as its wall-clock is (conformance.py, whose
@@ -46,9 +46,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.stats
 
-from pxn.calibrate.conformance import ALPHA, Conformance, Group, p_coverage, percentile
+from pxn.checks.conformance import ALPHA, Conformance, Group
 from pxn.shape import Shape
 from pxn.sim.predict import Band, Interval
+from pxn.stats import p_coverage, percentile
 from pxn.trace import RunSummary
 
 # Each figure of a run's search, from its summary and the chosen candidate's test score.
@@ -109,7 +110,7 @@ def check_figure(
     interval = Interval.of(replicates)
     inside = sum(interval.low <= value <= interval.high for value in runs)
     shift = p_shift(runs, replicates)
-    coverage = p_coverage(inside, len(runs)) if runs else 1.0
+    coverage = p_coverage(inside, len(runs), "less") if runs else 1.0
     return FigureCheck(
         figure=figure,
         measured=runs,

@@ -40,19 +40,19 @@ from typing import Any
 
 import numpy as np
 
-from pxn.errors import PxnError
-from pxn.files import write_text_atomically
-from pxn.quality import Quality
-from pxn.runner.lm import CallSite
-from pxn.runner.prompt_prefix import prompt_text
-from pxn.runner.run import RunResult
-from pxn.runner.synthetic import (
+from pxn.checks.synthetic import (
     COMPONENT,
     PROMPT,
     SearchOutcome,
     SleepingReflectionModel,
     SyntheticWork,
 )
+from pxn.errors import PxnError
+from pxn.files import write_text_atomically
+from pxn.quality import Quality
+from pxn.runner.lm import CallSite
+from pxn.runner.prompt_prefix import prompt_text
+from pxn.runner.run import RunResult
 from pxn.runner.tasks import Feedback, LMCall, Task
 from pxn.scenario import Scenario
 

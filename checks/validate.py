@@ -20,32 +20,23 @@ level, and with a handful of runs neither test can see much.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import binomtest, norm
+from scipy.stats import norm
 
 from pxn.calibrate.traces.overhead import loop_end
-from pxn.errors import PxnError
-from pxn.load import Loads
 from pxn.scenario import Scenario
+from pxn.setups import SetupGroup, by_setup, setup_of
 from pxn.shape import Shape
-from pxn.sim.predict import (
-    COVERAGE,
-    Prediction,
-    predictions_of,
-    simulate_shapes,
-    total_replicates,
-)
-from pxn.trace import Loaded, Resume, RunSummary, Trace, load_traces, summarize
+from pxn.sim.predict import Prediction, predictions_of, simulate_shapes, total_replicates
+from pxn.stats import COVERAGE, mape, p_coverage, percentile
+from pxn.trace import Loaded, Resume, RunSummary, load_traces, summarize
 
 SIGNIFICANCE = 0.05  # of the tests that call intervals too narrow, too wide or biased
-SETUP = ("budget", "workers", "valset_size", "trainset_size", "minibatch", "reflection_concurrency")
 
 
 @dataclass(frozen=True)
@@ -115,11 +106,11 @@ class ScenarioValidation:
 
     @property
     def sim_mape(self) -> float:
-        return _mape([c.sim_error for c in self.counted])
+        return mape([c.sim_error for c in self.counted])
 
     @property
     def analytic_mape(self) -> float:
-        return _mape([c.analytic_error for c in self.counted])
+        return mape([c.analytic_error for c in self.counted])
 
     @property
     def coverage(self) -> tuple[int, int]:
@@ -227,7 +218,7 @@ class Honesty:
         if not runs:
             return cls(0, 0, 0.0, None, None, None, False, False, None,
                        "no completed run to judge the intervals by")  # fmt: skip
-        coverage_p = float(binomtest(inside, runs, COVERAGE).pvalue)
+        coverage_p = p_coverage(inside, runs)
         mean = float(np.mean(percentiles))
         # The mean of n uniform percentiles has standard deviation 1 / sqrt(12 n).
         bias_p = float(2 * norm.sf(abs(mean - 0.5) * math.sqrt(12 * runs)))
@@ -262,51 +253,13 @@ class Honesty:
         )
 
 
-def _mape(errors: list[float]) -> float:
-    return float(np.mean(np.abs(errors))) if errors else math.nan
-
-
-def percentile_of(measured: float, predicted: Sequence[float]) -> float:
-    """Share of the predicted values below `measured`, ties counted half."""
-    values = np.asarray(predicted, dtype=float)
-    below, equal = np.sum(values < measured), np.sum(values == measured)
-    return float((below + equal / 2) / len(values))
-
-
-def setup_of(trace: Trace) -> dict[str, int]:
-    start = trace.run_start
-    if start.workers == 0:  # recorded without workers= from an adapter that timed no rollout
-        raise PxnError(
-            f"{trace.path}: the run's W is unknown (its adapter timed none of its rollouts and "
-            "the recording declared no workers=W): record it with workers=W to validate it"
-        )
-    setup = {name: getattr(start, name) for name in SETUP}
-    servers = start.meta.get("lm_servers")
-    if isinstance(servers, int) and servers >= 1:  # the run's own LM pool, when it says
-        setup["lm_servers"] = servers
-    return setup
-
-
-def at_setup(scenario: Scenario, setup: dict[str, int]) -> Scenario:
-    """The scenario at a run's own setup; its LM pool, when it declares one, serves both models."""
-    setup = dict(setup)
-    servers = setup.pop("lm_servers", None)
-    if servers is not None:
-        loads = scenario.loads
-        setup["loads"] = Loads(
-            dataclasses.replace(loads.task, servers=servers),
-            dataclasses.replace(loads.reflection, servers=servers),
-        )
-    return scenario.replace(**setup)
-
-
 @dataclass(frozen=True)
 class ValidationPlan:
     """The runs read and grouped by setup, and the replicates predicting them will take."""
 
     scenario: Scenario
     loaded: Loaded
-    groups: list[tuple[Scenario, list[Shape], list[Trace]]]  # the scenario at the setup
+    groups: list[SetupGroup]
     replicates: int  # per shape
 
     @property
@@ -324,18 +277,7 @@ def plan_validation(
 def plan_for(scenario: Scenario, loaded: Loaded, replicates: int) -> ValidationPlan:
     """The runs read already, grouped: runs sharing a setup share one sweep over their
     shapes."""
-    by_setup: dict[tuple[int, ...], list[Trace]] = defaultdict(list)
-    for trace in loaded.traces:
-        by_setup[tuple(setup_of(trace).values())].append(trace)
-    groups = [
-        (
-            at_setup(scenario, setup_of(traces[0])),
-            list(dict.fromkeys(Shape.parse(t.run_start.shape) for t in traces)),
-            traces,
-        )
-        for traces in by_setup.values()
-    ]
-    return ValidationPlan(scenario, loaded, groups, replicates)
+    return ValidationPlan(scenario, loaded, by_setup(scenario, loaded.traces), replicates)
 
 
 def validate_runs(
@@ -369,7 +311,7 @@ def validate_planned(
                     measured=summarize(trace),
                     wall_clock=wall_clock,
                     predicted=predictions[shape],
-                    percentile=percentile_of(wall_clock, [r.wall_clock for r in runs[shape]]),
+                    percentile=percentile(wall_clock, [r.wall_clock for r in runs[shape]]),
                 )
             )
     order = {str(t.path): i for i, t in enumerate(loaded.traces)}

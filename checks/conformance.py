@@ -1,7 +1,7 @@
 """Conformance: does the simulator still describe the installed gepa engine?
 
-Real gepa runs on synthetic work of known latency and acceptance (the runner's
-synthetic.py) are set beside the simulator's distribution for the same
+Real gepa runs on synthetic work of known latency and acceptance (synthetic.py
+here) are set beside the simulator's distribution for the same
 scenario, shape, W, C, B, V and b. If the simulator describes the engine, each
 run is one more draw from that distribution, so
 
@@ -44,22 +44,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import scipy.stats
 
 from pxn.acceptance import Acceptance
 from pxn.calibrate.traces.overhead import fit_overhead
-from pxn.calibrate.validate import Check, at_setup, validate_runs
+from pxn.checks.validate import Check, validate_runs
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.quality import Quality
 from pxn.scenario import Scenario
+from pxn.setups import at_setup
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once
 from pxn.sim.schedule import makespan
+from pxn.stats import mape, p_coverage, p_uniform, percentile
 from pxn.trace import Decision, Reflection, Rollout, RunSummary, Stage, Trace, load_traces
 
 ALPHA = 0.01
-COVERAGE = 0.9  # the share of runs a right 5-95% interval holds
 
 # A workload of the size gepa runs take in practice, in real seconds: rollouts
 # of about 2 s, reflections of about 9 s, 30% of proposals accepted; the
@@ -132,7 +132,7 @@ def at_time_scale(scenario: Scenario, factor: float) -> Scenario:
 
 @dataclass(frozen=True)
 class RunConformance:
-    check: Check  # the run beside its prediction (calibrate/validate.py)
+    check: Check  # the run beside its prediction (validate.py)
     percentile: float  # share of simulated wall-clocks below the measured one
     trace_check: str  # "ok", or how the trace disagreed with gepa's counts
     # The simulated replicates of its setup (shared by the runs of one setup).
@@ -237,25 +237,6 @@ class Conformance(ConformingRuns):
         return f"{engine} does NOT conform: {', and '.join(reasons)} ({summary})."
 
 
-def mape(errors: Sequence[float]) -> float:
-    return float(np.mean(np.abs(errors))) if len(errors) else math.nan
-
-
-def percentile(measured: float, simulated: Sequence[float]) -> float:
-    """The share of simulated values below `measured` (ties count half)."""
-    values = np.asarray(simulated)
-    below = np.count_nonzero(values < measured) + 0.5 * np.count_nonzero(values == measured)
-    return float(below / len(values))
-
-
-def p_uniform(percentiles: Sequence[float]) -> float:
-    return float(scipy.stats.kstest(percentiles, "uniform").pvalue)
-
-
-def p_coverage(inside: int, runs: int) -> float:
-    return float(scipy.stats.binomtest(inside, runs, COVERAGE, alternative="less").pvalue)
-
-
 def dispatch(trace: Trace) -> float:
     """Seconds the stages lasted beyond the list schedule of their own calls on their slots
     (W for rollouts, C for reflections), taken in the order they started."""
@@ -333,7 +314,7 @@ def judge(
         runs=runs,
         groups=grouped(runs, overhead),
         p_uniform=p_uniform([r.percentile for r in runs]),
-        p_coverage=p_coverage(sum(r.check.inside for r in runs), len(runs)),
+        p_coverage=p_coverage(sum(r.check.inside for r in runs), len(runs), "less"),
         gepa_versions=sorted({str(t.run_start.meta.get("gepa", "unknown")) for t in counted}),
         replicates=replicates,
         acceptance_measured=accepted_share(counted),
@@ -353,7 +334,7 @@ def grouped(runs: list[RunConformance], overhead: dict[tuple[Shape, int], float]
     groups = []
     for (shape, workers), its_runs in sorted(members.items()):
         uniform = p_uniform([r.percentile for r in its_runs])
-        coverage = p_coverage(sum(r.check.inside for r in its_runs), len(its_runs))
+        coverage = p_coverage(sum(r.check.inside for r in its_runs), len(its_runs), "less")
         groups.append(
             Group(
                 shape=shape,

@@ -1,6 +1,7 @@
-"""The search's conformance as a person reads it: a row per shape and figure, and notes.
+"""Conformance as a person reads it: the time check's table of (shape, W) groups and its
+verdict; on the quality task, the search's after it, a row per shape and figure.
 
-A figure's measured mean, the simulated mean and 5-95% interval of one run,
+Of the search: a figure's measured mean, the simulated mean and 5-95% interval of one run,
 their difference, how many runs fell inside and the shift test's p-value;
 beneath, each group's pooled acceptance and how much of its runs' best score
 over time lay inside the simulated band, and the verdict. Rows (for the CSV)
@@ -15,7 +16,9 @@ import numpy as np
 
 from pxn.api.report import Note, Report
 from pxn.api.tables import Column, Grid
-from pxn.calibrate.search_conformance import FigureCheck, SearchConformance
+from pxn.api.validation_report import check_row
+from pxn.checks.conformance import Conformance
+from pxn.checks.search_conformance import FigureCheck, SearchConformance
 
 # How each figure is written: a share as a percentage, a count or a score as a number.
 FORMATS = {
@@ -150,3 +153,106 @@ def search_document(search: SearchConformance) -> dict[str, Any]:
             for g in search.groups
         ],
     }
+
+
+def with_search(time: Report, search: Report) -> Report:
+    """The time check's report with the search's after it: each run's row with its figures of
+    the search, the JSON's document with the search's under "search"."""
+    figures = {row["run"]: row for row in search.rows}
+    return Report(
+        name=time.name,
+        shown=[*time.shown, *search.shown],
+        rows=[row | figures[row["run"]] for row in time.rows],
+        document=time.document | {"search": search.document},
+    )
+
+
+def conformance_report(result: Conformance, time_scale: float, sleeps: dict[str, float]) -> Report:
+    """The groups as a table, the verdict beneath; every run in the CSV and the JSON."""
+
+    grid = Grid(
+        title=f"real gepa on synthetic work vs the simulator (time scale {time_scale:g})",
+        columns=[
+            Column("shape", left=True),
+            Column("W"),
+            Column("in", words="runs inside the simulated 5-95% interval"),
+            Column("mean\npct", words="mean percentile among the simulated runs"),
+            Column("measured", words="measured mean wall-clock"),
+            Column("simulated", words="simulated mean wall-clock"),
+            Column("sim\nMAPE", rank=1, words="simulator MAPE"),
+            Column("closed\nMAPE", rank=1, words="closed-form MAPE"),
+            Column("overhead\nms/stage", rank=2, words="gepa's overhead, ms per stage"),
+            Column("flag", left=True),
+        ],
+        caption=f"{result.replicates} simulated replicates per run's setup; seconds as slept "
+        f"(the scenario's times {time_scale:g})",
+    )
+    for g in result.groups:
+        measured = sum(r.check.wall_clock for r in g.runs) / len(g.runs)
+        simulated = sum(r.check.predicted.wall_clock.mean for r in g.runs) / len(g.runs)
+        grid.add_row(
+            g.shape.label,
+            str(g.workers),
+            f"{g.inside}/{len(g.runs)}",
+            f"{g.mean_percentile:.0%}",
+            f"{measured:.2f} s",
+            f"{simulated:.2f} s",
+            f"{g.sim_mape:.1%}",
+            f"{g.analytic_mape:.1%}",
+            f"{g.stage_overhead * 1000:.1f}",
+            "OFF" if g.flagged else "",
+        )
+    notes = [
+        Note(result.verdict, label="verdict"),
+        Note(
+            f"{result.acceptance_measured:.1%} of proposals accepted, the simulator "
+            f"{result.acceptance_simulated:.1%}; calls slept {sleeps['rollouts']:+.2%} "
+            f"(rollouts) and {sleeps['reflections']:+.2%} (reflections) beyond their draws",
+            label="acceptance",
+        ),
+    ]
+    notes += [Note(reason, label="set aside") for reason in result.rejected]
+    rows = [
+        {
+            **check_row(r.check),
+            "workers": r.check.measured_setup["workers"],
+            "percentile": r.percentile,
+            "trace_check": r.trace_check,
+        }
+        for r in result.runs
+    ]
+    document = {
+        "gepa": result.gepa_versions,
+        "conforms": result.conforms,
+        "verdict": result.verdict,
+        "time_scale": time_scale,
+        "scenario": result.scenario.to_dict(),
+        "p_uniform": result.p_uniform,
+        "p_coverage": result.p_coverage,
+        "inside": result.inside,
+        "runs_counted": len(result.runs),
+        "sim_mape": result.sim_mape,
+        "analytic_mape": result.analytic_mape,
+        "acceptance_measured": result.acceptance_measured,
+        "acceptance_simulated": result.acceptance_simulated,
+        "oversleep": sleeps,
+        "groups": [
+            {
+                "shape": g.shape.label,
+                "workers": g.workers,
+                "runs": len(g.runs),
+                "inside": g.inside,
+                "mean_percentile": g.mean_percentile,
+                "sim_mape": g.sim_mape,
+                "analytic_mape": g.analytic_mape,
+                "stage_overhead_s": g.stage_overhead,
+                "p_uniform": g.p_uniform,
+                "p_coverage": g.p_coverage,
+                "flagged": g.flagged,
+            }
+            for g in result.groups
+        ],
+        "runs": rows,
+        "set_aside": result.rejected,
+    }
+    return Report(name="conformance", shown=[grid, *notes], rows=rows, document=document)
