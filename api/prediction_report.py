@@ -15,14 +15,13 @@ calibration could remove.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from pxn.api.report import Note, Report, csv_text, json_text
 from pxn.api.tables import Column, Grid
 from pxn.durations import format_duration, format_span
 from pxn.scenario import Scenario
-from pxn.sim.curves import Curve, CurvePoint, doubling_gains
 from pxn.sim.predict import Interval, Prediction, Split
 
 EXTRAPOLATION = 2.0  # a prediction this many times the calibrated run's length is warned of
@@ -184,42 +183,86 @@ def limits_text(scenario: Scenario) -> str:
     return ", ".join([*parts, f"burst {limits.burst_seconds:g} s"])
 
 
+@dataclass(frozen=True)
+class Shown:
+    """The optional parts of a predictions table: those a run's price, scores, losses,
+    rate limits and parameter draws need, only when the predictions have them."""
+
+    priced: bool
+    scored: bool
+    losing: bool
+    limited: bool
+    draws: int
+
+    @classmethod
+    def of(cls, scenario: Scenario, predictions: list[Prediction]) -> Shown:
+        return cls(
+            priced=scenario.prices is not None,
+            scored=predictions[0].best_score is not None,
+            losing=predictions[0].no_proposal_share is not None,
+            limited=predictions[0].rate_limited,
+            draws=max(p.draws for p in predictions),
+        )
+
+
 def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid:
     """One row per shape; the columns a run's price and limits need only when it has them."""
-    priced, limited = scenario.prices is not None, predictions[0].rate_limited
-    scored = predictions[0].best_score is not None
-    losing = predictions[0].no_proposal_share is not None
-    setting = loads_text(scenario) + (f", rate limits {limits_text(scenario)}" if limited else "")
+    shown = Shown.of(scenario, predictions)
+    setting = loads_text(scenario)
+    if shown.limited:
+        setting += f", rate limits {limits_text(scenario)}"
+    if shown.draws:
+        setting += f", {shown.draws} parameter draws"
+    grid = Grid(
+        title=(
+            f"{scenario.name}: B={scenario.budget}{given_as(scenario)} metric calls, "
+            f"V={scenario.valset_size}, "
+            f"b={scenario.minibatch}, W={scenario.workers}{setting}, "
+            f"{predictions[0].replicates} replicates"
+        ),
+        columns=predictions_columns(shown),
+        caption=predictions_caption(shown),
+    )
+    for p in predictions:
+        grid.add_row(*prediction_cells(p, shown))
+    return grid
+
+
+def predictions_caption(shown: Shown) -> str:
+    """What the predictions table's columns mean, those it shows."""
     caption = (
         "wall-clock: simulated mean [5-95%]; analytic: the paper's closed form T(k), "
         "its speedup T(1)/T(k); bound: B*T_e/W"
     )
-    if priced:
+    if shown.priced:
         caption += "; dollars: mean [5-95%] per run"
-    if scored:
+    if shown.scored:
         caption += (
             "; best val: the best mean validation score a run ends with; test: that "
             "candidate's expected score on fresh examples, mean [5-95%]"
         )
-    if losing:
+    if shown.losing:
         caption += (
             "; no proposal: share of iterations whose every task was skipped or lost before "
             "gepa judged it ([failures]), mean [5-95%]"
         )
-    if limited:
+    if shown.limited:
         caption += (
             "; throttled: share of calls that waited for rate-limit capacity; "
             "rate bound: the least time the limits allow"
         )
-    draws = max(p.draws for p in predictions)
-    if draws:
-        setting += f", {draws} parameter draws"
+    if shown.draws:
         caption += (
             "; 5-95% spans the parameters' uncertainty and run-to-run noise; params: the "
             "parameters' share of the wall-clock's variance (better calibration narrows it); "
             "noise: the 5-95% of run-to-run noise alone"
         )
-    columns = [
+    return caption
+
+
+def predictions_columns(shown: Shown) -> list[Column]:
+    draws, scored, limited = shown.draws, shown.scored, shown.limited
+    return [
         Column("shape", left=True),
         Column("wall-clock"),
         Column("5-95%"),
@@ -232,10 +275,10 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid
             if scored
             else []
         ),
-        *([Column("dollars")] if priced else []),
+        *([Column("dollars")] if shown.priced else []),
         *([Column("throttled", rank=1)] if limited else []),
         Column("iterations", rank=1),
-        *([Column("no\nproposal", rank=1, words="no proposal")] if losing else []),
+        *([Column("no\nproposal", rank=1, words="no proposal")] if shown.losing else []),
         Column("full-val", rank=2),
         Column("metric\ncalls", rank=4),
         Column("util.", rank=4, words="utilisation"),
@@ -244,38 +287,31 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid
         Column("bound", rank=3),
         *([Column("rate\nbound", rank=3)] if limited else []),
     ]
-    grid = Grid(
-        title=(
-            f"{scenario.name}: B={scenario.budget}{given_as(scenario)} metric calls, "
-            f"V={scenario.valset_size}, "
-            f"b={scenario.minibatch}, W={scenario.workers}{setting}, "
-            f"{predictions[0].replicates} replicates"
-        ),
-        columns=columns,
-        caption=caption,
-    )
-    for p in predictions:
-        grid.add_row(
-            p.shape.label,
-            format_duration(p.wall_clock.mean),
-            format_span(p.wall_clock.low, p.wall_clock.high),
-            *([parameter_share_text(p.wall_clock_split)] if draws else []),
-            *([noise_text(p.wall_clock_split)] if draws else []),
-            times_text(None if p.speedup is None else p.speedup.mean),
-            *([score_text(p.test_score), score_text(p.best_score)] if scored else []),
-            *([dollars_text(p)] if priced else []),
-            *([percent(p.throttled_share.mean)] if limited else []),
-            f"{p.iterations.mean:.1f}",
-            *([share_text(p.no_proposal_share)] if losing else []),
-            percent(p.full_val_share.mean),
-            f"{p.metric_calls.mean:.0f}",
-            percent(p.utilisation.mean, 1),
-            format_duration(p.analytic.wall_clock),
-            f"{analytic_speedup(p):.2f}x",
-            format_duration(p.analytic.bound),
-            *([format_duration(p.analytic.rate_bound)] if limited else []),
-        )
-    return grid
+
+
+def prediction_cells(p: Prediction, shown: Shown) -> list[str]:
+    """One shape's row of the predictions table."""
+    draws, scored, limited = shown.draws, shown.scored, shown.limited
+    return [
+        p.shape.label,
+        format_duration(p.wall_clock.mean),
+        format_span(p.wall_clock.low, p.wall_clock.high),
+        *([parameter_share_text(p.wall_clock_split)] if draws else []),
+        *([noise_text(p.wall_clock_split)] if draws else []),
+        times_text(None if p.speedup is None else p.speedup.mean),
+        *([score_text(p.test_score), score_text(p.best_score)] if scored else []),
+        *([dollars_text(p)] if shown.priced else []),
+        *([percent(p.throttled_share.mean)] if limited else []),
+        f"{p.iterations.mean:.1f}",
+        *([share_text(p.no_proposal_share)] if shown.losing else []),
+        percent(p.full_val_share.mean),
+        f"{p.metric_calls.mean:.0f}",
+        percent(p.utilisation.mean, 1),
+        format_duration(p.analytic.wall_clock),
+        f"{analytic_speedup(p):.2f}x",
+        format_duration(p.analytic.bound),
+        *([format_duration(p.analytic.rate_bound)] if limited else []),
+    ]
 
 
 def given_as(scenario: Scenario) -> str:
@@ -364,197 +400,3 @@ def predictions_report(
         rows=[prediction_row(scenario, p) for p in predictions],
         document=predictions_document(scenario, predictions),
     )
-
-
-# -- learning curves: several budgets ---------------------------------------------------
-
-
-def gain_text(interval: Interval | None) -> str:
-    """A paired gain as a person reads it: +0.012 [-0.020-+0.045]; "-" at the first budget."""
-    if interval is None:
-        return "-"
-    return f"{interval.mean:+.3f} [{interval.low:+.2f}/{interval.high:+.2f}]"
-
-
-def over_limits(p: Prediction, deadline: float | None, max_dollars: float | None) -> bool:
-    """Whether the run's 95th percentile is past the deadline or the cap."""
-    late = deadline is not None and p.wall_clock.high > deadline
-    dear = max_dollars is not None and p.dollars is not None and p.dollars.high > max_dollars
-    return late or dear
-
-
-def knee_text(curve: Curve) -> str:
-    """Where doubling the budget stops paying for this shape, and what a run to it costs."""
-    shape = curve.shape.label
-    knee = curve.knee
-    if knee is None:
-        gains = doubling_gains(curve.points)
-        if not gains:
-            return f"{shape}: the budgets asked span less than a doubling: no knee to name"
-        point, gain = gains[-1]
-        return (
-            f"{shape}: no knee within the budgets asked: doubling B={point.budget} still adds "
-            f"{gain:+.3f} to the expected test score, at least its run-to-run noise "
-            f"(sd {point.test_noise:.3f})"
-        )
-    w = knee.wall_clock
-    cost = "" if knee.dollars is None else f" and costs {dollars_span(knee.dollars)}"
-    given = "" if knee.given == str(knee.budget) else f" ({knee.given})"
-    return (
-        f"{shape}: the knee is B={knee.budget}{given}: past it, doubling the budget adds "
-        f"{knee.gain_per_doubling:+.3f} to the expected test score, less than its run-to-run "
-        f"noise (sd {knee.noise:.3f}); a run to it takes {format_duration(w.mean)} "
-        f"[{format_span(w.low, w.high)}]{cost}"
-    )
-
-
-def dollars_span(d: Interval) -> str:
-    return f"${d.mean:,.2f} [{d.low:,.2f}-{d.high:,.2f}]"
-
-
-def curves_table(
-    scenario: Scenario, curves: list[Curve], deadline: float | None, max_dollars: float | None
-) -> Grid:
-    """A row per shape and budget: scores, their paired gain, wall-clock and dollars."""
-    priced = scenario.prices is not None
-    scored = scenario.quality is not None
-    limited = deadline is not None or max_dollars is not None
-    budgets = ", ".join(
-        p.given if p.given == str(p.budget) else f"{p.budget} ({p.given})" for p in curves[0].points
-    )
-    caption = f"wall-clock{', dollars' if priced else ''}: simulated mean and 5-95%"
-    if scored:
-        caption += (
-            "; test: the chosen candidate's expected score on fresh examples, best val: the "
-            "best mean validation score, mean [5-95%]; gain: the test score over the previous "
-            "budget's, run by run (one run read at both budgets), mean [5th/95th percentile]"
-        )
-    if limited:
-        caption += "; over: the 95th percentile past the deadline or the cap"
-    grid = Grid(
-        title=(
-            f"{scenario.name}: learning curves, B = {budgets} metric calls, V="
-            f"{scenario.valset_size}, b={scenario.minibatch}, W={scenario.workers}, "
-            f"{curves[0].last.prediction.replicates} replicates, one run each read at every B"
-        ),
-        columns=[
-            *([Column("", left=True)] if limited else []),
-            Column("shape", left=True),
-            Column("budget", left=True),
-            *(
-                [
-                    Column("test"),
-                    Column("gain", words="test score gain"),
-                    Column("best val", rank=2),
-                ]
-                if scored
-                else []
-            ),
-            Column("wall-clock"),
-            Column("5-95%", rank=1),
-            *(
-                [Column("dollars"), Column("$ 5-95%", rank=1, words="dollars 5-95%")]
-                if priced
-                else []
-            ),
-            Column("iterations", rank=2),
-        ],
-        caption=caption,
-    )
-    for curve in curves:
-        for point in curve.points:
-            p = point.prediction
-            grid.add_row(
-                *(["over" if over_limits(p, deadline, max_dollars) else ""] if limited else []),
-                curve.shape.label,
-                point.given
-                if point.given == str(point.budget)
-                else f"{point.budget} ({point.given})",
-                *(
-                    [score_text(p.test_score), gain_text(point.test_gain), score_text(p.best_score)]
-                    if scored
-                    else []
-                ),
-                format_duration(p.wall_clock.mean),
-                format_span(p.wall_clock.low, p.wall_clock.high),
-                *(dollar_cells(p.dollars) if priced else []),
-                f"{p.iterations.mean:.1f}",
-            )
-    return grid
-
-
-def dollar_cells(d: Interval) -> list[str]:
-    """The mean and the 5-95%, two cells: $5.67 and 4.85-6.45."""
-    return [f"${d.mean:,.2f}", f"{d.low:,.2f}-{d.high:,.2f}"]
-
-
-def curve_row(scenario: Scenario, point: CurvePoint) -> dict[str, Any]:
-    """One flat record per shape and budget: the columns of the curves' CSV."""
-    row: dict[str, Any] = {"shape": point.prediction.shape.label, "budget": point.budget}
-    row["budget_given"] = point.given
-    row |= {k: v for k, v in prediction_row(scenario, point.prediction).items() if k != "shape"}
-    for name in ("test_gain", "best_gain"):
-        interval = getattr(point, name)
-        row[f"{name}_mean"] = None if interval is None else interval.mean
-        row[f"{name}_p5"] = None if interval is None else interval.low
-        row[f"{name}_p95"] = None if interval is None else interval.high
-    row["test_score_sd"] = point.test_noise
-    return row
-
-
-def curves_report(
-    scenario: Scenario,
-    curves: list[Curve],
-    deadline: float | None,
-    max_dollars: float | None,
-    notes: tuple[str, ...] = (),
-) -> Report:
-    """Each shape's learning curve in every form; the knee in words."""
-    shown: list = [curves_table(scenario, curves, deadline, max_dollars)]
-    if scenario.quality is not None:
-        shown += [Note(knee_text(curve), label="knee") for curve in curves]
-    else:
-        shown.append(
-            Note(
-                "the scenario has no [quality] model: what each budget buys in score, and the "
-                "knee, are not predicted; wall-clock and dollars are"
-            )
-        )
-    predictions = [point.prediction for curve in curves for point in curve.points]
-    shown += [
-        Note(note) for note in (*notes, *dict.fromkeys(n for p in predictions for n in p.notes))
-    ]
-    warning = extrapolation_warning(scenario, [curve.last.prediction for curve in curves])
-    if warning is not None:
-        shown.append(warning)
-    return Report(
-        name="sweep",
-        shown=shown,
-        rows=[curve_row(scenario, point) for curve in curves for point in curve.points],
-        document={
-            "scenario": scenario.to_dict(),
-            "budgets": {str(p.budget): p.given for p in curves[0].points},
-            "deadline_s": deadline,
-            "max_dollars": max_dollars,
-            "curves": [curve_document(scenario, curve) for curve in curves],
-            "notes": list(notes),
-        },
-    )
-
-
-def curve_document(scenario: Scenario, curve: Curve) -> dict[str, Any]:
-    return {
-        "shape": curve.shape.label,
-        "knee": None if curve.knee is None else asdict(curve.knee),
-        "points": [
-            {
-                "budget": point.budget,
-                "budget_given": point.given,
-                "test_gain": None if point.test_gain is None else asdict(point.test_gain),
-                "best_gain": None if point.best_gain is None else asdict(point.best_gain),
-                "test_score_sd": point.test_noise,
-                "prediction": prediction_document(scenario, point.prediction),
-            }
-            for point in curve.points
-        ],
-    }

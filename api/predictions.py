@@ -90,7 +90,8 @@ class SweepResult(Result):
     notes: tuple[str, ...] = ()  # DSPy's levels outside the budgets asked
 
     def report(self) -> Report:
-        from pxn.api.prediction_report import curves_report, predictions_report
+        from pxn.api.curves_report import curves_report
+        from pxn.api.prediction_report import predictions_report
 
         if self.curves:
             report = curves_report(
