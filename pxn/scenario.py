@@ -3,21 +3,18 @@
 A scenario is the workload and the machine (budget, data sizes, worker pool,
 latencies, acceptance, load, tokens, prices, limits) and, when it was
 inferred, how uncertain its parameters are; the shape P x N is what you vary
-over it. Scenarios load from TOML and write back to it, and every mistake in
-one is reported as a `PxnError` naming the field and the fix.
+over it. Scenarios load from TOML and write back to it (pxn.scenario_toml),
+and every mistake in one is reported as a `PxnError` naming the field and the
+fix.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
-
-import tomli_w
 
 from pxn.acceptance import Acceptance
 from pxn.distribution import Distribution
@@ -39,15 +36,6 @@ WORKER_SPLITS = ("pooled", "per_candidate")
 # Who runs the loop (Scenario.optimizer): gepa.optimize, or dspy.GEPA, whose adapter
 # proposes the texts itself, one reflection at a time.
 OPTIMIZERS = ("gepa", "dspy.GEPA")
-
-# What a scenario cannot do without, each as a line to add: the smallest scenario.
-REQUIRED = {
-    "budget": "budget = 3000 (B, gepa's max_metric_calls)",
-    "valset_size": "valset_size = 100 (V, the validation set's size)",
-    "workers": "workers = 16 (W, rollouts at once)",
-    "rollout": '[rollout] median = "4s", p90 = "9s" (a metric call\'s latency)',
-    "reflection": '[reflection] median = "30s", p90 = "1 min" (a reflection\'s latency)',
-}
 # How proposals fare: one of these (Scenario._search_model).
 SEARCH_MODELS = (
     "[acceptance] a0 = 0.25 (the chance a child beats its parent), or a [quality] table "
@@ -381,196 +369,32 @@ class Scenario:
         state.pop("_applied_draws", None)
         return state
 
-    # -- TOML ---------------------------------------------------------------------
+    # -- TOML: pxn.scenario_toml's, imported when called (it imports this module) ------
 
     def to_dict(self) -> dict[str, Any]:
-        rollout = self.rollout.to_dict()
-        if self.rollout_phases:
-            rollout["phases"] = {p: d.to_dict() for p, d in self.rollout_phases.items()}
-        top: dict[str, Any] = {
-            "name": self.name,
-            "description": self.description,
-            "budget": self.budget if self.budget_given is None else self.budget_given,
-            "valset_size": self.valset_size,
-            "trainset_size": self.trainset_size,
-            "minibatch": self.minibatch,
-            "workers": self.workers,
-            "reflection_concurrency": self.reflection_concurrency,
-            "stage_overhead": self.stage_overhead,
-            "skip_perfect": self.skip_perfect,
-            "selection": str(self.selection),
-            "seed": self.seed,
-        }
-        # Written only when set, so a scenario without them reads as it always did
-        # (and TOML has no None).
-        if self.front_share != 1.0:
-            top["front_share"] = self.front_share
-        if self.duplicate_children:
-            top["duplicate_children"] = self.duplicate_children
-        if self.worker_split != "pooled":
-            top["worker_split"] = self.worker_split
-        if self.optimizer != "gepa":
-            top["optimizer"] = self.optimizer
-        if self.predictors is not None:
-            top["predictors"] = self.predictors
-        if self.merge:
-            top |= {"merge": True, "max_merges": self.max_merges, "components": self.components}
-            if self.merge_acceptance is not None:
-                top["merge_acceptance"] = self.merge_acceptance
-        top |= {"rollout": rollout, "reflection": self.reflection.to_dict()}
-        if self.acceptance is not None:
-            top["acceptance"] = self.acceptance.to_dict()
-        if self.quality is not None:
-            top["quality"] = self.quality.to_dict()
-        optional = {
-            "failures": self.failures.to_dict(),
-            "load": self.loads.to_dict(),
-            "tokens": None if self.tokens is None else self.tokens.to_dict(),
-            "prices": None if self.prices is None else self.prices.to_dict(),
-            "rate_limits": None if self.rate_limits == RateLimits() else self.rate_limits.to_dict(),
-            "uncertainty": None if self.uncertainty is None else self.uncertainty.to_dict(),
-            "calibrated_on": None if self.calibrated_on is None else asdict(self.calibrated_on),
-        }
-        return top | {k: v for k, v in optional.items() if v}
+        from pxn.scenario_toml import scenario_to_dict
+
+        return scenario_to_dict(self)
 
     def to_toml(self, header: str = "") -> str:
-        comment = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
-        return comment + tomli_w.dumps(self.to_dict())
+        from pxn.scenario_toml import scenario_to_toml
+
+        return scenario_to_toml(self, header)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "scenario") -> Scenario:
-        refuse_non_finite(data)
-        data = dict(data)
-        toml_keys = set(cls.__dataclass_fields__) - {"rollout_phases", "loads", "budget_given"}
-        known_keys(data, toml_keys | {"load"}, source)
-        missing = [name for name in REQUIRED if name not in data]
-        if "acceptance" not in data and "quality" not in data:
-            missing.append("acceptance")
-        if missing:
-            fixes = [REQUIRED.get(name, SEARCH_MODELS) for name in missing]
-            raise PxnError(
-                f"is missing {', '.join(missing)}: add {'; '.join(fixes)}", subject=source
-            )
-        # gepa validates on the trainset when given no valset: then the two are one set.
-        data.setdefault("trainset_size", data["valset_size"])
-        if isinstance(data["budget"], str):  # dspy.GEPA's spelling: its metric calls
-            data["budget_given"] = data["budget"]
-            data["budget"] = _dspy_budget(data)
-        rollout, phases = data.pop("rollout"), {}
-        if isinstance(rollout, dict):  # [rollout.phases.NAME]: a phase's own latency
-            rollout = dict(rollout)
-            phases = table(rollout.pop("phases", {}), "[rollout.phases]")
-        parsed: dict[str, Any] = {
-            "name": str(data.pop("name", Path(source).stem)),
-            "rollout": Distribution.from_dict(rollout, "rollout latency"),
-            "rollout_phases": {
-                phase: Distribution.from_dict(latency, f"rollout latency in {phase}")
-                for phase, latency in phases.items()
-            },
-            "reflection": Distribution.from_dict(data.pop("reflection"), "reflection latency"),
-            "loads": _loads(data),
-        }
-        if "acceptance" in data:
-            parsed["acceptance"] = Acceptance.from_dict(data.pop("acceptance"))
-        if "quality" in data:
-            parsed["quality"] = Quality.from_dict(data.pop("quality"))
-        if "failures" in data:
-            parsed["failures"] = Failures.from_dict(data.pop("failures"))
-        if "selection" in data:
-            parsed["selection"] = Selection.parse(str(data.pop("selection")))
-        if "tokens" in data:
-            parsed["tokens"] = Tokens.from_dict(data.pop("tokens"), data.get("minibatch", 3))
-        if "prices" in data:
-            parsed["prices"] = Prices.from_dict(data.pop("prices"))
-        if "rate_limits" in data:
-            parsed["rate_limits"] = RateLimits.from_dict(data.pop("rate_limits"))
-        if "uncertainty" in data:
-            parsed["uncertainty"] = Uncertainty.from_dict(data.pop("uncertainty"))
-        if "calibrated_on" in data:
-            parsed["calibrated_on"] = CalibratedOn.from_dict(data.pop("calibrated_on"))
-        scenario = cls(**parsed, **data).validate()
-        scenario.validate_draws()
-        return scenario
+        from pxn.scenario_toml import scenario_from_dict
+
+        return scenario_from_dict(data, source)
 
     @classmethod
     def load(cls, path: str | Path) -> Scenario:
-        path = Path(path)
-        try:
-            raw = path.read_bytes()
-            if b"\0" in raw:  # valid UTF-8 perhaps, but no text file holds a NUL
-                raise UnicodeError
-            data = tomllib.loads(raw.decode("utf-8"))
-        except UnicodeError:
-            raise PxnError("is not a TOML text file (it holds binary data)",
-                           subject=f"scenario {path}") from None  # fmt: skip
-        except OSError as exc:
-            raise PxnError(f"cannot read scenario {path}: {exc.strerror}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise PxnError(f"is not valid TOML: {exc}", subject=f"scenario {path}") from None
-        return cls.from_dict(data, str(path))
+        from pxn.scenario_toml import load_scenario_file
+
+        return load_scenario_file(path)
 
     def save(self, path: str | Path, header: str = "") -> None:
         write_text_atomically(path, self.to_toml(header))
-
-
-def _dspy_budget(data: dict[str, Any]) -> int:
-    """The metric calls of a TOML budget spelled as dspy.GEPA takes it (pxn.budget)."""
-    from pxn.budget import metric_calls_of
-
-    predictors = data.get("predictors", data.get("components", 1))
-    for name, value in (("predictors", predictors), ("valset_size", data["valset_size"]),
-                        ("trainset_size", data["trainset_size"])):  # fmt: skip
-        whole(value, name)
-    return metric_calls_of(
-        data["budget"],
-        predictors=predictors,
-        valset_size=data["valset_size"],
-        trainset_size=data["trainset_size"],
-    )
-
-
-def refuse_non_finite(data: dict[str, Any]) -> None:
-    """Refuse a NaN or infinity anywhere in a scenario's TOML, named by its table and index.
-
-    TOML spells them nan and inf; no field of a scenario means them, and one
-    let through makes every prediction NaN or never ending.
-    """
-    found = _non_finite(data, [])
-    if found is not None:
-        where, value = found
-        raise PxnError(
-            f"is {value}: a scenario's numbers must be finite", subject=_field_name(where)
-        )
-
-
-def _non_finite(value: Any, where: list[str | int]) -> tuple[list[str | int], float] | None:
-    """The first NaN or infinity in `value` (tables and lists, however deep) and its path."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return where, value
-    if isinstance(value, dict):
-        items: Any = value.items()
-    elif isinstance(value, list):
-        items = enumerate(value)
-    else:
-        return None
-    for key, item in items:
-        found = _non_finite(item, [*where, key])
-        if found is not None:
-            return found
-    return None
-
-
-def _field_name(where: list[str | int]) -> str:
-    """A path as the TOML file shows it: ["rollout", "samples", 3] -> "[rollout] samples[3]"."""
-    in_list = next((i for i, part in enumerate(where) if isinstance(part, int)), len(where))
-    table, key = where[: in_list - 1], where[in_list - 1 :]
-    name = str(key[0]) + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in key[1:])
-    return f"[{'.'.join(map(str, table))}] {name}" if table else name
-
-
-def _loads(data: dict[str, Any]) -> Loads:
-    """[load]: each model's servers and slowdown (no limit, no slowdown when absent)."""
-    return Loads.from_dict(data.pop("load")) if "load" in data else Loads()
 
 
 def _with_value(obj: Any, parts: list[str], value: float, path: str) -> Any:
