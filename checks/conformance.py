@@ -52,11 +52,9 @@ from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.quality import Quality
 from pxn.scenario import Scenario
-from pxn.setups import at_setup
 from pxn.shape import Shape
-from pxn.sim.model import simulate_once
 from pxn.sim.schedule import makespan
-from pxn.stats import mape, p_coverage, p_uniform, percentile
+from pxn.stats import mape, p_coverage, p_uniform
 from pxn.trace import Decision, Reflection, Rollout, RunSummary, Stage, Trace, load_traces
 
 ALPHA = 0.01
@@ -133,10 +131,14 @@ def at_time_scale(scenario: Scenario, factor: float) -> Scenario:
 @dataclass(frozen=True)
 class RunConformance:
     check: Check  # the run beside its prediction (validate.py)
-    percentile: float  # share of simulated wall-clocks below the measured one
     trace_check: str  # "ok", or how the trace disagreed with gepa's counts
     # The simulated replicates of its setup (shared by the runs of one setup).
     simulated: list[RunSummary] = field(default_factory=list, repr=False)
+
+    @property
+    def percentile(self) -> float:
+        """The share of simulated wall-clocks below the measured one."""
+        return self.check.percentile
 
     @property
     def group(self) -> tuple[Shape, int]:
@@ -262,11 +264,6 @@ def engine_overhead(traces: Sequence[Trace]) -> float:
     return max(0.0, (between.total + inside) / between.stages) if between.stages else 0.0
 
 
-def simulated_runs(scenario: Scenario, shape: Shape, replicates: int) -> list[RunSummary]:
-    """Replicates 0..R-1, the very ones validate_runs' prediction summarises."""
-    return [simulate_once(scenario, shape, r) for r in range(replicates)]
-
-
 def judge(
     scenario: Scenario,
     paths: Sequence[str | Path],
@@ -293,19 +290,9 @@ def judge(
         validation = validate_runs(with_overhead, [t.path for t in traces], replicates, jobs)
         rejected += [f"{c.run}: {c.status}, not a whole run" for c in validation.checks
                      if not c.complete]  # fmt: skip
-        samples: dict[tuple[int, ...], list[RunSummary]] = {}
         for check in validation.counted:
-            setup = tuple(check.measured_setup.values())
-            if setup not in samples:
-                at = at_setup(with_overhead, check.measured_setup)
-                samples[setup] = simulated_runs(at, shape, replicates)
             checked = (trace_checks or {}).get(check.run, "ok")
-            wall_clocks = [r.wall_clock for r in samples[setup]]
-            runs.append(
-                RunConformance(
-                    check, percentile(check.wall_clock, wall_clocks), checked, samples[setup]
-                )
-            )
+            runs.append(RunConformance(check, checked, validation.simulated[check.run]))
     if not runs:
         raise PxnError("none of the runs completed: there is nothing to judge")
     counted = [t for t in loaded.traces if str(t.path) in {r.check.run for r in runs}]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +98,8 @@ class ScenarioValidation:
     rejected: list[str]
     skipped_lines: list[str]
     replicates: int
+    # Each run's simulated replicates, by its path: runs of one setup and shape share one list.
+    simulated: dict[str, list[RunSummary]] = field(default_factory=dict, repr=False)
 
     @property
     def counted(self) -> list[Check]:
@@ -294,6 +296,7 @@ def validate_planned(
     each n replicates finish)."""
     loaded, replicates = plan.loaded, plan.replicates
     checks: list[Check] = []
+    simulated: dict[str, list[RunSummary]] = {}
     for the_scenario, shapes, traces in plan.groups:
         runs = simulate_shapes(the_scenario, shapes, replicates, jobs, on_progress)
         predictions = dict(zip(shapes, predictions_of(the_scenario, shapes, runs), strict=True))
@@ -301,6 +304,7 @@ def validate_planned(
             shape = Shape.parse(trace.run_start.shape)
             end = trace.run_end
             wall_clock = loop_end(trace)
+            simulated[str(trace.path)] = runs[shape]
             checks.append(
                 Check(
                     run=str(trace.path),
@@ -317,5 +321,5 @@ def validate_planned(
     order = {str(t.path): i for i, t in enumerate(loaded.traces)}
     checks.sort(key=lambda c: order[c.run])
     return ScenarioValidation(
-        plan.scenario, checks, loaded.rejected, loaded.skipped_lines, replicates
+        plan.scenario, checks, loaded.rejected, loaded.skipped_lines, replicates, simulated
     )
