@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pxn.api.inference_report import WIDTH, parameter_lines
-from pxn.calibrate.traces.acceptance import BatchedFit
+from pxn.calibrate.traces.acceptance_batched import BatchedFit
 from pxn.calibrate.traces.fit import LatencyFit
 from pxn.calibrate.traces.pipeline import Calibration
 from pxn.calibrate.traces.run_spread import RunSpreadFit

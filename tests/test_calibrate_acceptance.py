@@ -16,12 +16,8 @@ import pytest
 import scipy.stats
 from calibrate_helpers import TRUE, write_traces
 
-from pxn.calibrate.traces.acceptance import (
-    DECAY_MIN_PROPOSALS,
-    Steps,
-    fit_acceptance,
-    fit_correlation,
-)
+from pxn.calibrate.traces.acceptance import DECAY_MIN_PROPOSALS, fit_acceptance, fit_correlation
+from pxn.calibrate.traces.acceptance_likelihood import Steps
 from pxn.calibrate.traces.units import cut_into_units
 from pxn.shape import Shape
 from pxn.trace_reading import read_one

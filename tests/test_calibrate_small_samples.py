@@ -29,10 +29,10 @@ from pxn.calibrate.traces.acceptance import (
     DECAY_MIN_ACCEPTED,
     DECAY_MIN_PROPOSALS,
     DECAY_MIN_STEPS,
-    Steps,
     fit_acceptance,
     fit_correlation,
 )
+from pxn.calibrate.traces.acceptance_likelihood import Steps
 from pxn.calibrate.traces.fit import fit_latency
 from pxn.calibrate.traces.load_effect import fit_load_effects
 from pxn.calibrate.traces.phases import PHASE_ALPHA, PHASE_TEST_MIN, phase_test

@@ -49,6 +49,9 @@ kept correlation, on the beta-binomial). Where the traces cannot fit it (one
 kind of iteration only), the point estimate keeps 1 and the parameter draws take
 it from a prior (BATCHED_PRIOR_LOG_SD), so predictions of the kind never run
 carry not knowing it.
+
+The iterations (Steps) and their likelihoods are acceptance_likelihood.py's, the
+batched ratio acceptance_batched.py's.
 """
 
 from __future__ import annotations
@@ -62,6 +65,15 @@ import scipy.optimize
 import scipy.stats
 
 from pxn.acceptance import Acceptance
+from pxn.calibrate.traces.acceptance_batched import BatchedFit, fit_batched, with_ratio_test
+from pxn.calibrate.traces.acceptance_likelihood import (
+    TAU_SPAN,
+    Steps,
+    bernoulli_log_likelihood,
+    betabinomial_log_likelihood,
+    profile_a0,
+    step_means,
+)
 from pxn.errors import PxnError
 
 DECAY_ALPHA = 0.05  # significance the decay must reach to replace the constant
@@ -70,68 +82,11 @@ DECAY_MIN_PROPOSALS = 20
 DECAY_MIN_ACCEPTED = 5
 DECAY_MIN_STEPS = 5
 DECAY_PERMUTATIONS = 199  # rearrangements of the iterations for the decay's p-value
-TAU_SPAN = 10  # tau is at least the proposals seen / TAU_SPAN
 CORRELATION_ALPHA = 0.05
 CORRELATION_MIN_STEPS = 5  # iterations of two proposals or more the correlation test needs
-RATIO_MIN_PROPOSALS = 10  # judged by single iterations, and by batched ones, to fit `batched`
-RATIO_ALPHA = 0.05
-# Where the traces cannot pin `batched`, parameter draws take it from a lognormal
-# prior with median 1: the paper's figures imply one rate for single and 2x2 iterations, the
-# local study's task 0.69; the prior's 90% range, 0.66 to 1.51, holds both and is
-# symmetric about 1 on the log scale, so it says "unknown", not "lower".
-BATCHED_PRIOR_LOG_SD = 0.25
-BATCHED_PRIOR_SEED = 20261204
 SEED = 20260731  # fixed, so the same traces give the same p-value
-SLOWEST_RATE = 0.02  # decay rates searched start at this / (the proposals seen): nearly constant
-RATE_POINTS = 47
 RHO_MAX = 0.999
-_EPS = 1e-9
-_NEWTON_STEPS = 12
 _CHUNK = 16  # rearranged data sets profiled at once (bounds the memory of the search)
-
-
-@dataclass(frozen=True)
-class Steps:
-    """The judged iterations of one or more runs, one entry per iteration."""
-
-    made: np.ndarray  # proposals judged in the run before this iteration
-    judged: np.ndarray
-    passed: np.ndarray
-    batched: np.ndarray  # bool: the iteration's run proposes more than one at a time
-
-    @classmethod
-    def of(cls, made, judged, passed, batched=None) -> Steps:
-        columns = (np.asarray(v, dtype=float) for v in (made, judged, passed))
-        made, judged, passed = columns
-        flags = np.zeros(len(made), dtype=bool) if batched is None else np.asarray(batched, bool)
-        return cls(made, judged, passed, flags)
-
-    def take(self, rows: np.ndarray) -> Steps:
-        return Steps(self.made[rows], self.judged[rows], self.passed[rows], self.batched[rows])
-
-    @property
-    def proposals(self) -> int:
-        return int(self.judged.sum())
-
-    @property
-    def accepted(self) -> int:
-        return int(self.passed.sum())
-
-    @property
-    def until(self) -> float:
-        """The most proposals any iteration was made after."""
-        return float(self.made.max())
-
-    @property
-    def tau_floor(self) -> float:
-        """The steepest decay the data resolve: one iteration, and a TAU_SPAN-th of the span."""
-        positive = self.made[self.made > 0]
-        return float(max(positive.min(), self.until / TAU_SPAN)) if len(positive) else math.inf
-
-    def rates(self) -> np.ndarray:
-        """The decay rates (per proposal) searched: 0, then up to 1 / tau_floor."""
-        slowest = SLOWEST_RATE / self.until
-        return np.concatenate([[0.0], np.geomspace(slowest, 1 / self.tau_floor, RATE_POINTS)])
 
 
 @dataclass(frozen=True)
@@ -141,18 +96,6 @@ class CorrelationFit:
     lr_statistic: float
     pvalue: float  # chi-bar-square: half the chi-square(1) tail
     chosen: float
-    reason: str
-
-
-@dataclass(frozen=True)
-class BatchedFit:
-    identified: bool  # both single and batched iterations judged enough proposals
-    single: tuple[int, int]  # accepted, judged: single iterations
-    batched: tuple[int, int]  # accepted, judged: batched iterations
-    ratio: float  # the batched iterations' a0 over the single iterations' (1 when not identified)
-    interval: tuple[float, float]  # 95%, Katz's log interval on the counts
-    lr_statistic: float
-    pvalue: float  # against one a0 for both; nan when not identified
     reason: str
 
 
@@ -180,36 +123,9 @@ class AcceptanceFit:
         return self.accepted / self.proposals
 
 
-def _log_likelihood(steps: Steps, passed: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """Bernoulli log-likelihood summed over the last axis (iterations); p broadcasts against it."""
-    p = np.clip(p, _EPS, 1 - _EPS)
-    return np.sum(passed * np.log(p) + (steps.judged - passed) * np.log1p(-p), axis=-1)
-
-
-def _profile(steps: Steps, passed: np.ndarray, rates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each decay rate, a0's MLE and the log-likelihood there.
-
-    `passed` is (..., iterations): one row per data set. Returns arrays of shape
-    (..., rates). a0's log-likelihood is concave, so Newton's method from the
-    moment estimate converges in a few steps; it is kept inside (0, 1).
-    """
-    w = np.exp(-np.outer(rates, steps.made))  # (rates, iterations)
-    x = passed[..., None, :]  # (..., 1, iterations)
-    failed = steps.judged - x
-    a = np.sum(x, axis=-1) / np.sum(steps.judged * w, axis=-1)
-    a = np.clip(a, _EPS, 1 - _EPS)
-    for _ in range(_NEWTON_STEPS):
-        aw = np.clip(a[..., None] * w, _EPS, 1 - _EPS)
-        gradient = np.sum(x / a[..., None] - failed * w / (1 - aw), axis=-1)
-        curvature = -np.sum(x / a[..., None] ** 2 + failed * (w / (1 - aw)) ** 2, axis=-1)
-        step = np.where(curvature < 0, gradient / np.minimum(curvature, -_EPS), 0.0)
-        a = np.clip(a - step, _EPS, 1 - _EPS)
-    return a, _log_likelihood(steps, x, a[..., None] * w)
-
-
 def _decay_statistic(steps: Steps, passed: np.ndarray) -> np.ndarray:
     """Twice the log-likelihood gain of the best decay on the grid over constant (rate 0)."""
-    _, ll = _profile(steps, passed, steps.rates())
+    _, ll = profile_a0(steps, passed, steps.rates())
     return 2 * (ll.max(axis=-1) - ll[..., 0])
 
 
@@ -220,9 +136,13 @@ def fit_decay(steps: Steps) -> tuple[float, float, float]:
     """
     if steps.until <= 0:
         a = steps.accepted / steps.proposals
-        return a, 0.0, float(_log_likelihood(steps, steps.passed, np.full(len(steps.made), a)))
+        return (
+            a,
+            0.0,
+            float(bernoulli_log_likelihood(steps, steps.passed, np.full(len(steps.made), a))),
+        )
     grid = steps.rates()
-    a, ll = _profile(steps, steps.passed, grid)
+    a, ll = profile_a0(steps, steps.passed, grid)
     best = int(np.argmax(ll))
     if best == 0:
         return float(a[0]), 0.0, float(ll[0])
@@ -230,11 +150,11 @@ def fit_decay(steps: Steps) -> tuple[float, float, float]:
     low, high = grid[best - 1], grid[min(best + 1, len(grid) - 1)]
 
     def negative(rate: float) -> float:
-        return -float(_profile(steps, steps.passed, np.array([rate]))[1][0])
+        return -float(profile_a0(steps, steps.passed, np.array([rate]))[1][0])
 
     result = scipy.optimize.minimize_scalar(negative, bounds=(low, high), method="bounded")
     rate = float(result.x) if -result.fun > ll[best] else float(grid[best])
-    a_at, ll_at = _profile(steps, steps.passed, np.array([rate]))
+    a_at, ll_at = profile_a0(steps, steps.passed, np.array([rate]))
     return float(a_at[0]), rate, float(ll_at[0])
 
 
@@ -286,18 +206,6 @@ def decay_untestable(steps: Steps) -> str:
     return ", ".join(wanting)
 
 
-def _betabinomial(steps: Steps, mean: np.ndarray, rho: float) -> float:
-    m = np.clip(mean, _EPS, 1 - _EPS)
-    if rho <= 0:
-        return float(np.sum(scipy.stats.binom.logpmf(steps.passed, steps.judged, m)))
-    spread = 1 / rho - 1
-    return float(
-        np.sum(
-            scipy.stats.betabinom.logpmf(steps.passed, steps.judged, m * spread, (1 - m) * spread)
-        )
-    )
-
-
 def fit_rho(steps: Steps, mean: np.ndarray) -> float:
     """rho's maximum-likelihood estimate given each iteration's mean (0 at the boundary)."""
     several = steps.judged >= 2
@@ -305,9 +213,11 @@ def fit_rho(steps: Steps, mean: np.ndarray) -> float:
         return 0.0
     informative, m = steps.take(several), mean[several]
     result = scipy.optimize.minimize_scalar(
-        lambda rho: -_betabinomial(informative, m, rho), bounds=(1e-6, RHO_MAX), method="bounded"
+        lambda rho: -betabinomial_log_likelihood(informative, m, rho),
+        bounds=(1e-6, RHO_MAX),
+        method="bounded",
     )
-    if -result.fun <= _betabinomial(informative, m, 0.0):
+    if -result.fun <= betabinomial_log_likelihood(informative, m, 0.0):
         return 0.0
     return float(result.x)
 
@@ -332,8 +242,8 @@ def fit_correlation(steps: Steps, mean: np.ndarray) -> CorrelationFit:
         0.0,
         2
         * (
-            _betabinomial(informative, mean[several], rho)
-            - _betabinomial(informative, mean[several], 0.0)
+            betabinomial_log_likelihood(informative, mean[several], rho)
+            - betabinomial_log_likelihood(informative, mean[several], 0.0)
         ),
     )
     pvalue = 0.5 * float(scipy.stats.chi2.sf(statistic, df=1)) if statistic > 0 else 1.0
@@ -358,102 +268,6 @@ def _decay_reason(steps: Steps, statistic: float, pvalue: float, tau: float) -> 
     return reason
 
 
-def step_means(steps: Steps, acceptance: Acceptance) -> np.ndarray:
-    """Each iteration's mean acceptance under `acceptance`, a batched iteration's by its ratio."""
-    mean = np.broadcast_to(acceptance.probability(steps.made), steps.made.shape)
-    scale = np.where(steps.batched, acceptance.batched, 1.0)
-    return np.minimum(np.asarray(mean, dtype=float) * scale, 1.0)
-
-
-def split_a0(steps: Steps, rate: float) -> tuple[float, float]:
-    """a0's maximum-likelihood estimate on the single iterations and on the batched ones,
-    at this decay rate per proposal (0: constant, and a0 is the share passed)."""
-    a0 = []
-    for rows in (~steps.batched, steps.batched):
-        part = steps.take(rows)
-        a0.append(float(_profile(part, part.passed, np.array([rate]))[0][0]))
-    return a0[0], a0[1]
-
-
-def batched_prior(rng: np.random.Generator, size: int) -> np.ndarray:
-    """Ratios from the prior for a `batched` the traces cannot pin."""
-    return np.exp(BATCHED_PRIOR_LOG_SD * rng.standard_normal(size))
-
-
-def batched_prior_words() -> str:
-    low, high = np.exp(BATCHED_PRIOR_LOG_SD * np.array([-1, 1]) * scipy.stats.norm.ppf(0.95))
-    return f"lognormal, median 1, 90% in [{low:.2f}, {high:.2f}]"
-
-
-def batched_unidentified(steps: Steps) -> str:
-    """Why the iterations cannot fit a batched ratio ("" when they can)."""
-    single = int(steps.judged[~steps.batched].sum())
-    batched = int(steps.judged[steps.batched].sum())
-    if batched == 0 or single == 0:
-        return f"only {'single' if batched == 0 else 'batched'} iterations"
-    if min(single, batched) < RATIO_MIN_PROPOSALS:
-        return (
-            f"{single} single and {batched} batched proposals (needs {RATIO_MIN_PROPOSALS} of each)"
-        )
-    if steps.passed[~steps.batched].sum() == 0:
-        return "no single iteration's proposal passed"
-    return ""
-
-
-def fit_batched(steps: Steps, mean: Acceptance) -> tuple[BatchedFit, Acceptance]:
-    """The batched iterations' ratio, and the mean acceptance with it (a0 the single ones')."""
-    counts = [
-        (int(steps.passed[rows].sum()), int(steps.judged[rows].sum()))
-        for rows in (~steps.batched, steps.batched)
-    ]
-    why_not = batched_unidentified(steps)
-    if why_not:
-        reason = (
-            f"not identifiable: {why_not}; kept 1 (every iteration the same acceptance), and "
-            f"parameter draws take it from its prior ({batched_prior_words()})"
-        )
-        return BatchedFit(False, *counts, 1.0, (1.0, 1.0), 0.0, math.nan, reason), mean
-    rate = 0.0 if mean.tau is None else 1 / mean.tau
-    single, batched = split_a0(steps, rate)
-    ratio = batched / single
-    fit = BatchedFit(True, *counts, ratio, katz_interval(ratio, *counts), 0.0, math.nan, "")
-    return fit, dataclasses.replace(mean, a0=single, batched=ratio)
-
-
-def katz_interval(ratio: float, single: tuple[int, int], batched: tuple[int, int]):
-    """The ratio's 95% interval on the log scale (Katz et al. 1978), half a proposal added
-    to a count of nought so that the interval stays finite."""
-    variance = sum(1 / max(passed, 0.5) - 1 / judged for passed, judged in (single, batched))
-    half = float(scipy.stats.norm.ppf(0.975)) * math.sqrt(max(variance, 0.0))
-    centre = max(ratio, 0.5 / batched[1] / (single[0] / single[1]))
-    return (centre * math.exp(-half), centre * math.exp(half))
-
-
-def with_ratio_test(
-    steps: Steps, fit: BatchedFit, pooled: Acceptance, chosen: Acceptance
-) -> BatchedFit:
-    """The likelihood-ratio test of the fitted ratio against one a0 for every iteration."""
-    if not fit.identified:
-        return fit
-    rho = chosen.correlation
-    statistic = max(
-        0.0,
-        2
-        * (
-            _betabinomial(steps, step_means(steps, chosen), rho)
-            - _betabinomial(steps, step_means(steps, pooled), rho)
-        ),
-    )
-    pvalue = float(scipy.stats.chi2.sf(statistic, df=1))
-    words = f"LR={statistic:.2f}, p={pvalue:.2g}"
-    verdict = (
-        f"batched iterations differ ({words})"
-        if pvalue < RATIO_ALPHA
-        else f"the data do not tell it from 1 ({words}); the draws carry its uncertainty"
-    )
-    return dataclasses.replace(fit, lr_statistic=statistic, pvalue=pvalue, reason=verdict)
-
-
 def fit_acceptance(steps: Steps) -> AcceptanceFit:
     """Fit the mean (constant or decaying) and the within-iteration correlation."""
     n, k = steps.proposals, steps.accepted
@@ -464,7 +278,9 @@ def fit_acceptance(steps: Steps) -> AcceptanceFit:
         )
     wilson = scipy.stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
     rate0 = k / n
-    constant_ll = float(_log_likelihood(steps, steps.passed, np.full(len(steps.made), rate0)))
+    constant_ll = float(
+        bernoulli_log_likelihood(steps, steps.passed, np.full(len(steps.made), rate0))
+    )
     a0, rate, decay_ll = fit_decay(steps) if 0 < k < n else (rate0, 0.0, constant_ll)
     statistic = max(0.0, 2 * (decay_ll - constant_ll))
     tau = 1 / rate if rate > 0 else math.inf

@@ -39,16 +39,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pxn.acceptance import Acceptance
-from pxn.calibrate.traces.acceptance import (
+from pxn.calibrate.traces.acceptance import fit_decay, fit_rho
+from pxn.calibrate.traces.acceptance_batched import (
     BATCHED_PRIOR_SEED,
     BatchedFit,
     batched_prior,
     batched_unidentified,
-    fit_decay,
-    fit_rho,
     split_a0,
-    step_means,
 )
+from pxn.calibrate.traces.acceptance_likelihood import step_means
 from pxn.calibrate.traces.bookkeeping import share_mle, skip_share
 from pxn.calibrate.traces.failures import refit_failures
 from pxn.calibrate.traces.fit import censored_params

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pxn.calibrate.traces.acceptance import Steps
+from pxn.calibrate.traces.acceptance_likelihood import Steps
 from pxn.calibrate.traces.bookkeeping import Parents, dropped_after_passing
 from pxn.calibrate.traces.failures import COUNTS, iteration_counts
 from pxn.calibrate.traces.load_effect import call_loads
