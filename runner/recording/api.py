@@ -3,8 +3,8 @@
 
 The recording's arguments are checked when it is made, gepa's by `rec.wrap`
 (arguments.py, anything_arguments.py), before anything is created. Entering
-checks the gepa release and the run directory, which no other recording in
-the process may be writing into; `rec.wrap(...)`, inside the block only,
+checks the gepa release and the run directory (run_directory.py), which no
+other recording in the process may be writing into; `rec.wrap(...)`, inside the block only,
 returns the keyword arguments with the adapter, the reflection LM, the
 selection, the callbacks and the stoppers wrapped (the user's keep working),
 and writes run_start, or resuming, a resume event; leaving the block,
@@ -27,8 +27,6 @@ running on from its trace. The recorder's parts write the events between
 
 from __future__ import annotations
 
-import shutil
-import threading
 import time
 import warnings
 from collections.abc import Sequence
@@ -37,7 +35,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gepa.core.state import GEPAState
 from gepa.strategies.proposal_selection import AllImprovements
 
 from pxn.errors import PxnError
@@ -58,11 +55,11 @@ from pxn.runner.recording.labels import RolloutLabels
 from pxn.runner.recording.lm_wrapper import wrap_reflection_lm
 from pxn.runner.recording.recorder import Recorder
 from pxn.runner.recording.reports import ReflectionReport, RolloutNote, RolloutReport
-from pxn.runner.recording.resume import (
-    check_resumable,
-    check_same_setup,
-    drop_torn_line,
-    resume_event,
+from pxn.runner.recording.resume import check_same_setup, drop_torn_line, resume_event
+from pxn.runner.recording.run_directory import (
+    claim_run_directory,
+    gepa_saved_state,
+    no_longer_recorded,
 )
 from pxn.runner.recording.run_start import gepa_shape, run_start
 from pxn.runner.recording.selection_wrapper import RecordingSelection
@@ -242,18 +239,9 @@ class Recording:
                 "records one run: create a new recording(...) for the next one",
                 subject="a recording",
             )
-        exists = self.trace_path.exists()
-        if self._resume and not exists:
-            raise PxnError(f"{self.out} holds no trace to resume", subject="run directory")
-        if exists and not (self._resume or self._overwrite):
-            raise PxnError(
-                f"{self.out} already holds a trace: resume it, overwrite it, or choose a new "
-                "directory",
-                subject="run directory",
-            )
-        if self._resume:
-            check_resumable(self.out)
-        self._claimed = being_recorded(self.out)
+        self._claimed = claim_run_directory(
+            self.out, self.trace_path, resume=self._resume, overwrite=self._overwrite
+        )
         self._entered = self._used = True
         return self
 
@@ -333,7 +321,7 @@ class Recording:
         self._run_meta = {**meta, **self._meta}
         if self._resume:
             check_same_setup(self.out, self._run_start(kwargs, None))
-        saved = self._saved_state(run_dir)
+        saved = gepa_saved_state(run_dir, resume=self._resume, overwrite=self._overwrite)
         p, n = (int(x) for x in gepa_shape(kwargs.get("sampling_strategy")).split("x"))
         labels = RolloutLabels(kwargs["trainset"], kwargs.get("valset"))
         self._start_trace()
@@ -386,20 +374,6 @@ class Recording:
             if self._stops is not None
             else self._run_meta,
         )
-
-    def _saved_state(self, run_dir: Path) -> GEPAState | None:
-        saved = (run_dir / "gepa_state.bin").exists()
-        if self._resume and saved:
-            return GEPAState.load(str(run_dir))
-        if not self._resume and self._overwrite and run_dir.exists():
-            shutil.rmtree(run_dir)  # else gepa would resume from the old run's state
-        elif saved and not self._resume:
-            raise PxnError(
-                f"{run_dir} holds gepa's saved state of an earlier run, which gepa would "
-                "continue: resume that run's recording, overwrite it, or give a new run_dir",
-                subject="run_dir",
-            )
-        return None
 
     def _start_trace(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
@@ -475,30 +449,6 @@ class Recording:
         """This session opened a new trace and wrote nothing to it."""
         path = self.trace_path
         return not self._resume and path.exists() and path.stat().st_size == 0
-
-
-_RECORDED: set[Path] = set()  # the run directories a `with recording(...)` block writes into
-_RECORDED_LOCK = threading.Lock()
-
-
-def being_recorded(out: Path) -> Path:
-    """Claim `out` for a recording (its resolved path); refused when another recording in this
-    process writes there (a recording nested in one into the same directory)."""
-    where = out.resolve()
-    with _RECORDED_LOCK:
-        if where in _RECORDED:
-            raise PxnError(
-                f"{out} is being recorded into already (by a recording around this one?): give "
-                "each run its own directory",
-                subject="run directory",
-            )
-        _RECORDED.add(where)
-    return where
-
-
-def no_longer_recorded(claimed: Path) -> None:
-    with _RECORDED_LOCK:
-        _RECORDED.discard(claimed)
 
 
 def _ending(
