@@ -17,7 +17,7 @@ import numpy as np
 from pxn.api.report import Note, Report
 from pxn.api.tables import Column, Grid
 from pxn.api.validation_report import check_row
-from pxn.checks.conformance import Conformance
+from pxn.checks.conformance import Conformance, Group
 from pxn.checks.search_conformance import FigureCheck, SearchConformance
 
 # How each figure is written: a share as a percentage, a count or a score as a number.
@@ -169,39 +169,6 @@ def with_search(time: Report, search: Report) -> Report:
 
 def conformance_report(result: Conformance, time_scale: float, sleeps: dict[str, float]) -> Report:
     """The groups as a table, the verdict beneath; every run in the CSV and the JSON."""
-
-    grid = Grid(
-        title=f"real gepa on synthetic work vs the simulator (time scale {time_scale:g})",
-        columns=[
-            Column("shape", left=True),
-            Column("W"),
-            Column("in", words="runs inside the simulated 5-95% interval"),
-            Column("mean\npct", words="mean percentile among the simulated runs"),
-            Column("measured", words="measured mean wall-clock"),
-            Column("simulated", words="simulated mean wall-clock"),
-            Column("sim\nMAPE", rank=1, words="simulator MAPE"),
-            Column("closed\nMAPE", rank=1, words="closed-form MAPE"),
-            Column("overhead\nms/stage", rank=2, words="gepa's overhead, ms per stage"),
-            Column("flag", left=True),
-        ],
-        caption=f"{result.replicates} simulated replicates per run's setup; seconds as slept "
-        f"(the scenario's times {time_scale:g})",
-    )
-    for g in result.groups:
-        measured = sum(r.check.wall_clock for r in g.runs) / len(g.runs)
-        simulated = sum(r.check.predicted.wall_clock.mean for r in g.runs) / len(g.runs)
-        grid.add_row(
-            g.shape.label,
-            str(g.workers),
-            f"{g.inside}/{len(g.runs)}",
-            f"{g.mean_percentile:.0%}",
-            f"{measured:.2f} s",
-            f"{simulated:.2f} s",
-            f"{g.sim_mape:.1%}",
-            f"{g.analytic_mape:.1%}",
-            f"{g.stage_overhead * 1000:.1f}",
-            "OFF" if g.flagged else "",
-        )
     notes = [
         Note(result.verdict, label="verdict"),
         Note(
@@ -236,23 +203,62 @@ def conformance_report(result: Conformance, time_scale: float, sleeps: dict[str,
         "acceptance_measured": result.acceptance_measured,
         "acceptance_simulated": result.acceptance_simulated,
         "oversleep": sleeps,
-        "groups": [
-            {
-                "shape": g.shape.label,
-                "workers": g.workers,
-                "runs": len(g.runs),
-                "inside": g.inside,
-                "mean_percentile": g.mean_percentile,
-                "sim_mape": g.sim_mape,
-                "analytic_mape": g.analytic_mape,
-                "stage_overhead_s": g.stage_overhead,
-                "p_uniform": g.p_uniform,
-                "p_coverage": g.p_coverage,
-                "flagged": g.flagged,
-            }
-            for g in result.groups
-        ],
+        "groups": [group_record(g) for g in result.groups],
         "runs": rows,
         "set_aside": result.rejected,
     }
-    return Report(name="conformance", shown=[grid, *notes], rows=rows, document=document)
+    shown = [groups_table(result, time_scale), *notes]
+    return Report(name="conformance", shown=shown, rows=rows, document=document)
+
+
+def groups_table(result: Conformance, time_scale: float) -> Grid:
+    """A row per (shape, W) group: how many of its runs fell inside, the errors, the flag."""
+    grid = Grid(
+        title=f"real gepa on synthetic work vs the simulator (time scale {time_scale:g})",
+        columns=[
+            Column("shape", left=True),
+            Column("W"),
+            Column("in", words="runs inside the simulated 5-95% interval"),
+            Column("mean\npct", words="mean percentile among the simulated runs"),
+            Column("measured", words="measured mean wall-clock"),
+            Column("simulated", words="simulated mean wall-clock"),
+            Column("sim\nMAPE", rank=1, words="simulator MAPE"),
+            Column("closed\nMAPE", rank=1, words="closed-form MAPE"),
+            Column("overhead\nms/stage", rank=2, words="gepa's overhead, ms per stage"),
+            Column("flag", left=True),
+        ],
+        caption=f"{result.replicates} simulated replicates per run's setup; seconds as slept "
+        f"(the scenario's times {time_scale:g})",
+    )
+    for g in result.groups:
+        measured = sum(r.check.wall_clock for r in g.runs) / len(g.runs)
+        simulated = sum(r.check.predicted.wall_clock.mean for r in g.runs) / len(g.runs)
+        grid.add_row(
+            g.shape.label,
+            str(g.workers),
+            f"{g.inside}/{len(g.runs)}",
+            f"{g.mean_percentile:.0%}",
+            f"{measured:.2f} s",
+            f"{simulated:.2f} s",
+            f"{g.sim_mape:.1%}",
+            f"{g.analytic_mape:.1%}",
+            f"{g.stage_overhead * 1000:.1f}",
+            "OFF" if g.flagged else "",
+        )
+    return grid
+
+
+def group_record(g: Group) -> dict[str, Any]:
+    return {
+        "shape": g.shape.label,
+        "workers": g.workers,
+        "runs": len(g.runs),
+        "inside": g.inside,
+        "mean_percentile": g.mean_percentile,
+        "sim_mape": g.sim_mape,
+        "analytic_mape": g.analytic_mape,
+        "stage_overhead_s": g.stage_overhead,
+        "p_uniform": g.p_uniform,
+        "p_coverage": g.p_coverage,
+        "flagged": g.flagged,
+    }
