@@ -41,36 +41,23 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import gepa  # imported before any timing starts, as litellm is below
 import litellm
 from gepa.core.result import GEPAResult
 from gepa.core.state import GEPAState
-from gepa.optimize_anything import (
-    EngineConfig,
-    GEPAConfig,
-    MergeConfig,
-    ReflectionConfig,
-    TrackingConfig,
-    optimize_anything,
-)
-from gepa.strategies.proposal_sampling import PxNSampling
 
 from pxn.errors import PxnError
 from pxn.files import write_text_atomically
 from pxn.runner.adapter import (
     InstrumentedAdapter,
-    Item,
     RolloutPool,
-    RolloutRequest,
     ThreadRollouts,
-    run_rollout,
     score_split,
     wrap_split,
 )
-from pxn.runner.config import Plan, RunConfig, check_out, make_selection, plan
+from pxn.runner.config import Plan, RunConfig, check_out, plan
+from pxn.runner.gepa_loop import TaskEvaluator, run_gepa_optimize, run_optimize_anything
 from pxn.runner.lm import ChatModel, LMClient
 from pxn.runner.lm_pool import LMPool, PoolInfo, running_pool
-from pxn.runner.progress import LiveProgress
 from pxn.runner.record import (
     RecordedRun,
     Recording,
@@ -82,7 +69,6 @@ from pxn.runner.record import (
 from pxn.runner.redact import redact
 from pxn.runner.reflection import InstrumentedReflectionLM
 from pxn.runner.retry import RetryPolicy
-from pxn.runner.tasks import Task
 from pxn.runner.waits import PROBE_TIMEOUT, on_stderr, quiet
 from pxn.trace_reading import read_trace
 
@@ -152,28 +138,8 @@ def run_gepa(
 
             # Connected first: an unreachable head fails before the LM pool starts.
             rollouts = stack.enter_context(RayRollouts(config.workers, config.ray_address))
-        needs_pool = config.task_lm is None or config.reflection_lm is None
-        if pool is None and needs_pool:
-            pool = running_pool()  # a `pxn lm serve` pool, if one is up
-        if pool is None and needs_pool:
-            # Its servers' logs stay with the run.
-            pool = stack.enter_context(LMPool(config.servers, log_dir=out / "lm-logs", tell=tell))
-        task_client = LMClient(
-            config.task_lm or (pool.model if pool else ""),
-            pool=None if config.task_lm else pool,
-            api_base=config.api_base,
-            policy=policy,
-            seed=config.seed,
-        )
-        refl_client = LMClient(
-            config.reflection_lm or (pool.model if pool else ""),
-            pool=None if config.reflection_lm else pool,
-            api_base=config.api_base,
-            policy=policy,
-            seed=config.seed + 1,
-        )
-        for client, role in ((task_client, "task"), (refl_client, "reflection")):
-            client.probe(role, probe_timeout, tell)
+        pool = _lm_pool(config, pool, stack, out, tell)
+        task_client, refl_client = _probed_clients(config, pool, policy, probe_timeout, tell)
         if rollouts is not None:
             from pxn.runner.ray_pool import Endpoint
 
@@ -200,6 +166,51 @@ def run_gepa(
             lm_servers=lm_servers,
             rollouts=rollouts,
         )
+
+
+def _lm_pool(
+    config: RunConfig,
+    pool: PoolInfo | None,
+    stack: ExitStack,
+    out: Path,
+    tell: Callable[[str], None],
+) -> PoolInfo | None:
+    """The local LM pool for the models the config does not name: `pool` when given, else a
+    running `pxn lm serve` pool, else one started for this run (closed with `stack`)."""
+    needs_pool = config.task_lm is None or config.reflection_lm is None
+    if pool is None and needs_pool:
+        pool = running_pool()  # a `pxn lm serve` pool, if one is up
+    if pool is None and needs_pool:
+        # Its servers' logs stay with the run.
+        pool = stack.enter_context(LMPool(config.servers, log_dir=out / "lm-logs", tell=tell))
+    return pool
+
+
+def _probed_clients(
+    config: RunConfig,
+    pool: PoolInfo | None,
+    policy: RetryPolicy,
+    probe_timeout: float,
+    tell: Callable[[str], None],
+) -> tuple[LMClient, LMClient]:
+    """The task's and the reflection's LM clients, each probed once."""
+    task_client = LMClient(
+        config.task_lm or (pool.model if pool else ""),
+        pool=None if config.task_lm else pool,
+        api_base=config.api_base,
+        policy=policy,
+        seed=config.seed,
+    )
+    refl_client = LMClient(
+        config.reflection_lm or (pool.model if pool else ""),
+        pool=None if config.reflection_lm else pool,
+        api_base=config.api_base,
+        policy=policy,
+        seed=config.seed + 1,
+    )
+    for client, role in ((task_client, "task"), (refl_client, "reflection")):
+        client.probe(role, probe_timeout, tell)
+    return task_client, refl_client
 
 
 @contextmanager
@@ -300,7 +311,8 @@ def run_engine(
         evaluator = TaskEvaluator(task, task_client, rec)
         try:
             return _record(
-                config, pl, rec, lambda: _optimize_anything(config, pl, rec, evaluator, reflection),
+                config, pl, rec,
+                lambda: run_optimize_anything(config, pl, rec, evaluator, reflection),
                 pool, test, versions,
             )  # fmt: skip
         finally:
@@ -309,7 +321,7 @@ def run_engine(
     adapter = InstrumentedAdapter(task, task_client, rec, config.workers, pool)
     try:
         return _record(
-            config, pl, rec, lambda: _gepa_optimize(config, pl, rec, adapter, reflection),
+            config, pl, rec, lambda: run_gepa_optimize(config, pl, rec, adapter, reflection),
             adapter.pool, test, versions,
         )  # fmt: skip
     finally:
@@ -347,118 +359,6 @@ def _record(
     if gepa_result is None or run.status != "completed":
         return RunResult(out=out, status=run.status, message=run.message)
     return _finish(config, pl, gepa_result, pool, run, test, versions)
-
-
-def _gepa_optimize(
-    config: RunConfig,
-    pl: Plan,
-    rec: Recording,
-    adapter: InstrumentedAdapter,
-    reflection: InstrumentedReflectionLM,
-) -> GEPAResult:
-    """gepa.optimize on the task, with pxn's adapter and reflection LM, recorded."""
-    task = pl.task
-    gepa_dir = rec.out / "gepa"
-    kwargs = rec.wrap(
-        seed_candidate=dict(task.seed_candidate),
-        trainset=wrap_split("train", task.train),
-        valset=wrap_split("val", task.val),
-        adapter=adapter,
-        reflection_lm=reflection,
-        reflection_prompt_template=task.reflection_prompt_template,
-        reflection_minibatch_size=task.minibatch,
-        sampling_strategy=PxNSampling(pl.p, pl.n),
-        selection_strategy=make_selection(config.selection),
-        candidate_selection_strategy="pareto",
-        max_metric_calls=pl.budget,
-        run_dir=str(gepa_dir),
-        # gepa 0.1.4 keys its cache by example position, so validation lookups would
-        # hit train rollouts: off.
-        cache_evaluation=False,
-        use_merge=config.merge,
-        max_merge_invocations=config.max_merges,
-        raise_on_exception=True,
-        display_progress_bar=False,
-        logger=GepaLog(gepa_dir / "run_log.txt"),
-        seed=config.seed,
-    )
-    with LiveProgress(rec.progress, pl.budget, enabled=config.progress):
-        return gepa.optimize(**kwargs)
-
-
-def _optimize_anything(
-    config: RunConfig,
-    pl: Plan,
-    rec: Recording,
-    evaluator: TaskEvaluator,
-    reflection: InstrumentedReflectionLM,
-) -> GEPAResult:
-    """optimize_anything on the task (generalization: a dataset and a valset), the task's
-    program and metric as its evaluator on W of gepa's threads, recorded. gepa's
-    optimize_anything defaults stand where pxn run has no flag (its frontier, no skipping
-    of perfect parents)."""
-    task = pl.task
-    gepa_dir = rec.out / "gepa"
-    engine = EngineConfig(
-        run_dir=str(gepa_dir),
-        seed=config.seed,
-        max_metric_calls=pl.budget,
-        parallel=True,
-        max_workers=config.workers,
-        sampling_strategy=PxNSampling(pl.p, pl.n),
-        selection_strategy=make_selection(config.selection),
-        raise_on_exception=True,
-        display_progress_bar=False,
-        use_cloudpickle=False,  # the state holds texts and scores: plain pickle reads it back
-    )
-    reflection_config = ReflectionConfig(
-        reflection_lm=reflection,
-        reflection_minibatch_size=task.minibatch,
-        **(
-            {"reflection_prompt_template": task.reflection_prompt_template}
-            if task.reflection_prompt_template is not None
-            else {}
-        ),
-    )
-    kwargs = rec.wrap(
-        seed_candidate=dict(task.seed_candidate),
-        evaluator=evaluator,
-        dataset=wrap_split("train", task.train),
-        valset=wrap_split("val", task.val),
-        config=GEPAConfig(
-            engine=engine,
-            reflection=reflection_config,
-            tracking=TrackingConfig(logger=GepaLog(gepa_dir / "run_log.txt")),
-            merge=MergeConfig(max_merge_invocations=config.max_merges) if config.merge else None,
-        ),
-    )
-    with LiveProgress(rec.progress, pl.budget, enabled=config.progress):
-        return optimize_anything(**kwargs)
-
-
-class TaskEvaluator:
-    """A task's program and metric as optimize_anything's evaluator: one rollout of the
-    candidate on an example, its score and what the reflection LM sees (the task's record).
-    The recording times the call; this tells it the rollout's tokens, cost and tries. A
-    rollout whose LM call still fails after its retries scores 0, its error in side_info."""
-
-    def __init__(self, task: Task, lm: ChatModel, rec: Recording):
-        self.task = task
-        self.lm = lm
-        self.rec = rec
-
-    def __call__(self, candidate: dict[str, str], example: Item) -> tuple[float, dict[str, Any]]:
-        rec = self.rec
-        request = RolloutRequest(candidate, example.payload, rec.phase, rec.iteration)
-        outcome = run_rollout(self.task, self.lm, request, rec.clock)
-        note = rec.rollout_note()
-        if note is not None:
-            note.tokens_in, note.tokens_out = outcome.tokens_in, outcome.tokens_out
-            note.cost, note.attempts = outcome.cost, outcome.attempts
-        side_info: dict[str, Any] = dict(outcome.record)
-        if outcome.error is not None:
-            side_info["Error"] = outcome.error
-        return outcome.score, side_info
 
 
 def _score_completed_loop(
@@ -537,15 +437,3 @@ def _finish(
     # Whole or not at all: a resume takes a result.json as the sign the run is finished.
     write_text_atomically(out / "result.json", text + "\n")
     return RunResult(out=out, status=run.status, message=message, result=result, warnings=warnings)
-
-
-class GepaLog:
-    """gepa's log, to a file only (its default logger also prints), every line redacted."""
-
-    def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-
-    def log(self, message: str) -> None:
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(redact(str(message)) + "\n")
