@@ -69,7 +69,34 @@ def latency_lines(fit: LatencyFit, quantity: str = "latency", unit: str = "s") -
 
 
 def calibration_lines(cal: Calibration) -> list[str]:
-    s = cal.scenario
+    lines = trace_lines(cal)
+    lines.extend(setup_lines(cal))
+    lines.extend(rollout_lines(cal))
+    lines.extend(phase_lines(cal))
+    lines.extend(latency_lines(cal.reflection))
+    lines.extend(tokens_out_lines(cal))
+    lines.extend(token_lines(cal))
+    lines.extend(acceptance_lines(cal))
+    lines.extend(quality_lines(cal))
+    k = cal.skip
+    lines.append(
+        f"perfect-parent skips: {k.tasks - k.reflected} of {k.tasks} tasks -> "
+        f"skip_perfect={k.probability:.3f}"
+    )
+    lines.extend(failure_lines(cal))
+    lines.extend(overhead_lines(cal))
+    lines.extend(concurrency_lines(cal))
+    lines.extend(load_effect_lines(cal))
+    lines.extend(slowdown_lines(cal))
+    lines.extend(bookkeeping_lines(cal))
+    lines.extend(merge_lines(cal))
+    lines.extend(draws_lines(cal))
+    lines.extend(f"note: {note}" for note in cal.notes)
+    return lines
+
+
+def trace_lines(cal: Calibration) -> list[str]:
+    """The traces read (each with its digest), those set aside, and the lines skipped."""
     loaded = cal.loaded
     lines = [f"calibrated from {len(cal.traces)} trace(s):"]
     for trace in cal.traces:
@@ -88,11 +115,17 @@ def calibration_lines(cal: Calibration) -> list[str]:
         lines.extend(f"  {line}" for line in skipped[:10])
         if len(skipped) > 10:
             lines.append(f"  ... and {len(skipped) - 10} more")
-    lines.append(
+    return lines
+
+
+def setup_lines(cal: Calibration) -> list[str]:
+    """The runs' setup, and how long a run the traces saw ([calibrated_on])."""
+    s = cal.scenario
+    lines = [
         f"setup: B={s.budget}, V={s.valset_size}, train={s.trainset_size}, "
         f"b={s.minibatch}, W={s.workers}, C={s.reflection_concurrency}, "
         f"selection={s.selection}"
-    )
+    ]
     seen = s.calibrated_on
     if seen is not None:
         lines.append(
@@ -100,9 +133,12 @@ def calibration_lines(cal: Calibration) -> list[str]:
             f"calls and {seen.proposals} proposals ([calibrated_on]); a prediction for a longer "
             "run extrapolates, and its report says by how much"
         )
-    lines.extend(rollout_lines(cal))
-    lines.extend(phase_lines(cal))
-    lines.extend(latency_lines(cal.reflection))
+    return lines
+
+
+def tokens_out_lines(cal: Calibration) -> list[str]:
+    """Latency against the tokens a call wrote, per kind of call."""
+    lines = []
     for t in cal.tokens:
         lo, hi = t.per_token_ci
         lines.append(
@@ -110,26 +146,27 @@ def calibration_lines(cal: Calibration) -> list[str]:
             f"{t.per_token * 1000:.3g} ms/token [95% {lo * 1000:.3g}, {hi * 1000:.3g}], "
             f"Spearman {t.spearman:.2f}"
         )
-    lines.extend(token_lines(cal))
-    lines.extend(acceptance_lines(cal))
-    lines.extend(quality_lines(cal))
-    k = cal.skip
-    lines.append(
-        f"perfect-parent skips: {k.tasks - k.reflected} of {k.tasks} tasks -> "
-        f"skip_perfect={k.probability:.3f}"
-    )
-    lines.extend(failure_lines(cal))
+    return lines
+
+
+def overhead_lines(cal: Calibration) -> list[str]:
+    """The engine's overhead between stages, and the time after gepa's loop."""
     o = cal.overhead
     gaps = ", ".join(f"{name} {gap:.3g} s" for name, gap in o.gap_by_stage.items())
-    lines.append(
+    lines = [
         f"engine overhead: {o.total:.4g} s outside {o.stages} stages -> "
         f"stage_overhead={o.per_stage:.4g} s (mean gap before: {gaps})"
-    )
+    ]
     if o.after_loop > 0:
         lines.append(
             f"after gepa's loop: {o.after_loop:.4g} s before run_end in all (not gepa's loop, "
             "e.g. a test-set evaluation; left out of the scenario)"
         )
+    return lines
+
+
+def concurrency_lines(cal: Calibration) -> list[str]:
+    """The rollouts and reflections seen in flight, and what dspy.GEPA's recordings imply."""
     c = cal.concurrency
     rollouts = (
         f"peak {c.peak} rollouts in flight of W={c.workers}; the workers busy "
@@ -137,9 +174,9 @@ def calibration_lines(cal: Calibration) -> list[str]:
         if c.peak
         else f"no rollout timed, so none seen in flight (W={c.workers})"
     )
-    lines.append(
+    lines = [
         f"concurrency: {rollouts}; reflections peak {c.reflection_peak} of C={c.reflection_slots}"
-    )
+    ]
     if cal.scenario.worker_split == "per_candidate":
         lines.append(
             "workers: recorded from dspy.GEPA, whose adapter splits its num_threads among a "
@@ -150,6 +187,12 @@ def calibration_lines(cal: Calibration) -> list[str]:
             "reflections: recorded from dspy.GEPA, whose adapter proposes one text at a time, "
             "so reflections never overlap whatever P x N -> optimizer=dspy.GEPA, C=1"
         )
+    return lines
+
+
+def load_effect_lines(cal: Calibration) -> list[str]:
+    """Latency against the LM calls in flight at a call's start (plain correlation)."""
+    lines = []
     for effect in cal.load_effects:
         if math.isnan(effect.spearman):
             continue
@@ -161,11 +204,6 @@ def calibration_lines(cal: Calibration) -> list[str]:
             f"{effect.spearman:.2f} (p={effect.pvalue:.2g}), {effect.slope:+.3g} s per extra "
             f"call; mean by load {levels}"
         )
-    lines.extend(slowdown_lines(cal))
-    lines.extend(bookkeeping_lines(cal))
-    lines.extend(merge_lines(cal))
-    lines.extend(draws_lines(cal))
-    lines.extend(f"note: {note}" for note in cal.notes)
     return lines
 
 
