@@ -170,6 +170,18 @@ class Scenario:
         return self.acceptance if self.quality is None else self.quality
 
     def validate(self) -> Scenario:
+        """Every field checked, in the order a reader meets them: the run's sizes, gepa's
+        loop, the latencies and the search, the machine's load, tokens, prices and limits.
+        Each mistake is one PxnError naming the field."""
+        self._validate_sizes()
+        self._validate_loop()
+        self._validate_calls()
+        self._validate_load_and_costs()
+        if self.calibrated_on is not None:
+            self.calibrated_on.validate()
+        return self
+
+    def _validate_sizes(self) -> None:
         for name in ("budget", "valset_size", "trainset_size", "workers", "minibatch",
                      "reflection_concurrency"):  # fmt: skip
             whole(getattr(self, name), name)
@@ -191,6 +203,8 @@ class Scenario:
                     "program's predictors are the texts gepa merges; give one of the two",
                     subject="predictors",
                 )
+
+    def _validate_loop(self) -> None:
         at_least(self.stage_overhead, "stage_overhead", unit=" seconds")
         share(self.skip_perfect, "skip_perfect", top_open=True)
         share(self.duplicate_children, "duplicate_children", top_open=True)
@@ -215,6 +229,8 @@ class Scenario:
                 'a time: set reflection_concurrency = 1 (or optimizer = "gepa")',
                 subject="reflection_concurrency",
             )
+
+    def _validate_calls(self) -> None:
         self.rollout.validate("rollout latency")
         for phase, latency in self.rollout_phases.items():
             if phase not in ROLLOUT_PHASES:
@@ -231,6 +247,8 @@ class Scenario:
                 "seed_validation to predict runs on this one",
                 subject="quality seed_validation",
             )
+
+    def _validate_load_and_costs(self) -> None:
         self.loads.validate()
         if self.tokens is not None:
             self.tokens.validate()
@@ -249,9 +267,6 @@ class Scenario:
                 "together (a local server's cache, a hosted API's limits); drop one",
                 subject="load.reflection.prefix_seconds",
             )
-        if self.calibrated_on is not None:
-            self.calibrated_on.validate()
-        return self
 
     @property
     def merges(self) -> bool:
