@@ -58,7 +58,7 @@ class AdviseResult(Result):
 
     def figure(self) -> Figure:
         """Time against dollars (or iterations, without prices) of every allocation."""
-        from pxn.api.plots import advice_figure
+        from pxn.api.advice_plot import advice_figure
 
         if not self.advice.assessments:
             raise PxnError(

@@ -89,7 +89,7 @@ class CalibrateResult(Result):
 
     def figure(self, fit: str = "rollout") -> Figure:
         """One fit's diagnostics: its histogram with every fitted density, and a Q-Q plot."""
-        from pxn.api.plots import latency_fit_figure
+        from pxn.api.fit_plot import latency_fit_figure
 
         fits = self.fits()
         if fit not in fits:

@@ -61,7 +61,7 @@ class ValidateResult(Result):
 
     def figure(self) -> Figure:
         """Measured runs against the simulated band and the closed form, shape by shape."""
-        from pxn.api.plots import sweep_vs_measured_figure
+        from pxn.api.validation_plot import sweep_vs_measured_figure
 
         return sweep_vs_measured_figure(self.validation)
 

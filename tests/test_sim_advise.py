@@ -19,7 +19,8 @@ from conftest import run_pxn
 from sim_helpers import fixed, make_scenario
 
 from pxn.acceptance import Acceptance
-from pxn.api.plots import error_bar, pareto_front
+from pxn.api.advice_plot import pareto_front
+from pxn.api.plots import error_bar
 from pxn.durations import parse_duration
 from pxn.errors import PxnError
 from pxn.prices import Prices

@@ -55,7 +55,8 @@ def plot_timeline_command(
     ] = None,
 ) -> None:
     """One run as a Gantt chart of its workers and reflections, coloured by phase."""
-    from pxn.api.plots import save_figure, timeline_figure
+    from pxn.api.plots import save_figure
+    from pxn.api.timeline_plot import timeline_figure
     from pxn.trace import read_one
 
     ensure_writable_outputs(files={"output": output})
