@@ -18,9 +18,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from pxn.run_summary import RunSummary
 from pxn.scenario import Scenario
 from pxn.sim.predict import Interval, Prediction
-from pxn.trace import RunSummary
 
 if TYPE_CHECKING:
     from pxn.sim.curves import Curve

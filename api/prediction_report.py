@@ -18,7 +18,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pxn.api.report import Note, Report, csv_text, json_text
+from pxn.api.report import Note, Report
 from pxn.api.tables import Column, Grid
 from pxn.durations import format_duration, format_span
 from pxn.scenario import Scenario
@@ -140,14 +140,6 @@ def predictions_document(scenario: Scenario, predictions: list[Prediction]) -> d
         "scenario": scenario.to_dict(),
         "predictions": [prediction_document(scenario, p) for p in predictions],
     }
-
-
-def predictions_csv(scenario: Scenario, predictions: list[Prediction]) -> str:
-    return csv_text([prediction_row(scenario, p) for p in predictions])
-
-
-def predictions_json(scenario: Scenario, predictions: list[Prediction]) -> str:
-    return json_text(predictions_document(scenario, predictions))
 
 
 def loads_text(scenario: Scenario) -> str:

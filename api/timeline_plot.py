@@ -12,7 +12,7 @@ from matplotlib.patches import Rectangle
 from pxn.api.plots import Picture, time_unit
 
 if TYPE_CHECKING:
-    from pxn.trace import Trace
+    from pxn.trace_reading import Trace
 
 
 PHASE_COLOURS = {

@@ -12,7 +12,7 @@ from pxn.api.tables import Column, Grid
 from pxn.checks.validate import Check, ScenarioValidation
 from pxn.durations import format_duration, format_span
 from pxn.sim.predict import Interval
-from pxn.trace import TRACE_NAME
+from pxn.trace_reading import TRACE_NAME
 
 
 def check_row(c: Check) -> dict[str, Any]:

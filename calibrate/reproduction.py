@@ -25,13 +25,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from pxn.calibrate.traces.overhead import loop_end
+from pxn.run_summary import RunSummary, summarize
 from pxn.scenario import Scenario
 from pxn.setups import by_setup
 from pxn.shape import Shape
 from pxn.sim.backends import Backend
 from pxn.sim.predict import simulate_shapes
 from pxn.stats import PERCENTILES, p_coverage
-from pxn.trace import RunSummary, Trace, summarize
+from pxn.trace_reading import Trace
 
 GROSS = 0.01  # a figure with fewer replicates than this as far out is a gross miss
 SIGNIFICANCE = 0.05  # of the test that the runs miss more often than chance allows

@@ -51,11 +51,13 @@ from pxn.checks.validate import Check, validate_runs
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.quality import Quality
+from pxn.run_summary import RunSummary
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.schedule import makespan
 from pxn.stats import mape, p_coverage, p_uniform
-from pxn.trace import Decision, Reflection, Rollout, RunSummary, Stage, Trace, load_traces
+from pxn.trace import Decision, Reflection, Rollout, Stage
+from pxn.trace_reading import Trace, load_traces
 
 ALPHA = 0.01
 

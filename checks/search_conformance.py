@@ -47,10 +47,10 @@ import numpy as np
 import scipy.stats
 
 from pxn.checks.conformance import ALPHA, Conformance, Group
+from pxn.run_summary import RunSummary
 from pxn.shape import Shape
 from pxn.sim.predict import Band, Interval
 from pxn.stats import p_coverage, percentile
-from pxn.trace import RunSummary
 
 # Each figure of a run's search, from its summary and the chosen candidate's test score.
 FIGURES: dict[str, Callable[[RunSummary, float], float]] = {

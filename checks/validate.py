@@ -29,12 +29,14 @@ import numpy as np
 from scipy.stats import norm
 
 from pxn.calibrate.traces.overhead import loop_end
+from pxn.run_summary import RunSummary, summarize
 from pxn.scenario import Scenario
 from pxn.setups import SetupGroup, by_setup, setup_of
 from pxn.shape import Shape
 from pxn.sim.predict import Prediction, predictions_of, simulate_shapes, total_replicates
 from pxn.stats import COVERAGE, mape, p_coverage, percentile
-from pxn.trace import Loaded, Resume, RunSummary, load_traces, summarize
+from pxn.trace import Resume
+from pxn.trace_reading import Loaded, load_traces
 
 SIGNIFICANCE = 0.05  # of the tests that call intervals too narrow, too wide or biased
 

@@ -12,7 +12,7 @@ from pxn.errors import PxnError
 from pxn.load import Loads
 from pxn.scenario import Scenario
 from pxn.shape import Shape
-from pxn.trace import Trace
+from pxn.trace_reading import Trace
 
 SETUP = ("budget", "workers", "valset_size", "trainset_size", "minibatch", "reflection_concurrency")
 

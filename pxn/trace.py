@@ -17,7 +17,6 @@ its reflections) and a version 1 trace as 2 without merges.
 from __future__ import annotations
 
 import functools
-import importlib
 import json
 import math
 import threading
@@ -123,7 +122,7 @@ class Rollout(Event):
     cost: float | None = None
     error: str | None = None
     attempts: int = 1
-    # Where it ran when Ray ran it (`pxn run --eval-backend ray`): the Ray node id and
+    # Where it ran when Ray ran it (`pxn run --backend ray`): the Ray node id and
     # task id. `worker` stays the worker 0..W-1 on every backend.
     node: str | None = None
     task_id: str | None = None
@@ -383,22 +382,3 @@ class TraceWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-# Trace reading and the run summary left this module; these names stay importable from
-# here until the modules that still import them here import them from their new homes.
-_MOVED = {
-    "Loaded": "pxn.trace_reading",
-    "TRACE_NAME": "pxn.trace_reading",
-    "Trace": "pxn.trace_reading",
-    "load_traces": "pxn.trace_reading",
-    "read_one": "pxn.trace_reading",
-    "RunSummary": "pxn.run_summary",
-    "summarize": "pxn.run_summary",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        return getattr(importlib.import_module(_MOVED[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

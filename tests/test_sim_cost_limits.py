@@ -27,12 +27,8 @@ from sim_helpers import fixed, lognormal, make_scenario
 from test_core_trace import header
 
 from pxn.acceptance import Acceptance
-from pxn.api.prediction_report import (
-    dollars_text,
-    predictions_csv,
-    predictions_json,
-    predictions_table,
-)
+from pxn.api.prediction_report import dollars_text, predictions_report, predictions_table
+from pxn.api.report import csv_text, json_text
 from pxn.load import Load, Loads
 from pxn.prices import Prices
 from pxn.rate_limits import RateLimit, RateLimits
@@ -523,7 +519,9 @@ def test_output_shows_dollars_throttling_and_the_rate_bound_only_when_they_apply
     assert "$" not in text and "throttled" not in text and "rate bound" not in text
 
     for prediction, applies in ((limited, True), (free, False)):
-        [row] = csv.DictReader(io.StringIO(predictions_csv(scenario, [prediction])))
+        [row] = csv.DictReader(
+            io.StringIO(csv_text(predictions_report(scenario, [prediction]).rows))
+        )
         for column in (
             "dollars_mean",
             "dollars_p5",
@@ -534,10 +532,12 @@ def test_output_shows_dollars_throttling_and_the_rate_bound_only_when_they_apply
             "rate_bound_s",
         ):
             assert (row[column] != "") == applies, column
-        [data] = json.loads(predictions_json(scenario, [prediction]))["predictions"]
+        [data] = json.loads(json_text(predictions_report(scenario, [prediction]).document))[
+            "predictions"
+        ]
         assert (data["dollars"] is None) == (not applies)
         assert (data["throttled_share"] is None) == (not applies)
-    [row] = csv.DictReader(io.StringIO(predictions_csv(scenario, [limited])))
+    [row] = csv.DictReader(io.StringIO(csv_text(predictions_report(scenario, [limited]).rows)))
     assert float(row["dollars_mean"]) == pytest.approx(limited.dollars.mean)
     assert float(row["rate_bound_s"]) == pytest.approx(limited.analytic.rate_bound)
 

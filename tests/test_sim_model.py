@@ -20,8 +20,9 @@ from scipy import stats
 from sim_helpers import EVERYTHING, fixed, lognormal, make_scenario, max_concurrency
 
 from pxn.acceptance import Acceptance
-from pxn.api.prediction_report import predictions_csv
+from pxn.api.prediction_report import predictions_report
 from pxn.api.predictions import PAPER_SHAPES
+from pxn.api.report import csv_text
 from pxn.distribution import Distribution
 from pxn.load import Load, Loads
 from pxn.run_summary import summarize
@@ -679,7 +680,7 @@ def test_committed_paper_prediction_reproduces_from_its_seed(preset: str) -> Non
         pytest.skip(f"no committed prediction at {committed}")
     scenario = load_scenario(preset).replace(seed=0)
     predictions = sweep(scenario, parse_shapes(PAPER_SHAPES), 200, jobs=2)
-    ours = list(csv.reader(io.StringIO(predictions_csv(scenario, predictions))))
+    ours = list(csv.reader(io.StringIO(csv_text(predictions_report(scenario, predictions).rows))))
     theirs = list(csv.reader(committed.open(newline="", encoding="utf-8")))
     assert ours[0] == theirs[0] and len(ours) == len(theirs)
     for mine, kept in zip(ours[1:], theirs[1:], strict=True):

@@ -57,7 +57,7 @@ def plot_timeline_command(
     """One run as a Gantt chart of its workers and reflections, coloured by phase."""
     from pxn.api.plots import save_figure
     from pxn.api.timeline_plot import timeline_figure
-    from pxn.trace import read_one
+    from pxn.trace_reading import read_one
 
     ensure_writable_outputs(files={"output": output})
     refuse_overwriting_an_input(output, [trace])

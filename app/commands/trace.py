@@ -23,7 +23,7 @@ def trace_export(
     """Write a trace in Chrome's trace event format, for Perfetto or chrome://tracing."""
     from pxn.app.chrome import chrome_trace_json
     from pxn.files import write_text_atomically
-    from pxn.trace import read_one
+    from pxn.trace_reading import read_one
 
     ensure_writable_outputs(files={"chrome": chrome})
     refuse_overwriting_an_input(chrome, [trace], "chrome")
