@@ -59,13 +59,20 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.optimize
 import scipy.stats
 
 from pxn.acceptance import Acceptance
-from pxn.calibrate.traces.acceptance_batched import BatchedFit, fit_batched, with_ratio_test
+from pxn.calibrate.traces.acceptance_batched import (
+    BatchedFit,
+    batched_unidentified,
+    fit_batched,
+    split_a0,
+    with_ratio_test,
+)
 from pxn.calibrate.traces.acceptance_likelihood import (
     TAU_SPAN,
     Steps,
@@ -75,6 +82,9 @@ from pxn.calibrate.traces.acceptance_likelihood import (
     step_means,
 )
 from pxn.errors import PxnError
+
+if TYPE_CHECKING:
+    from pxn.calibrate.traces.resample import Resample
 
 DECAY_ALPHA = 0.05  # significance the decay must reach to replace the constant
 # Below any of these, decay is not testable: acceptance stays constant.
@@ -87,6 +97,7 @@ CORRELATION_MIN_STEPS = 5  # iterations of two proposals or more the correlation
 SEED = 20260731  # fixed, so the same traces give the same p-value
 RHO_MAX = 0.999
 _CHUNK = 16  # rearranged data sets profiled at once (bounds the memory of the search)
+NO_DECAY_TAU = 1e9  # proposals: a draw whose refitted decay rate is 0 (tau must be finite)
 
 
 @dataclass(frozen=True)
@@ -319,3 +330,32 @@ def fit_acceptance(steps: Steps) -> AcceptanceFit:
         chosen=chosen,
         reason=reason,
     )
+
+
+def draw_acceptance(resample: Resample) -> dict[str, float]:
+    """Acceptance refitted to a resample with the point estimate's model: decay or constant,
+    the batched iterations' ratio if fitted, the correlation if kept."""
+    steps, chosen = resample.units.steps, resample.scenario.acceptance
+    if steps.proposals == 0:
+        return {}
+    rate = 0.0
+    if chosen.tau is None:
+        refitted = Acceptance(steps.accepted / steps.proposals)
+    else:
+        a0, rate, _ = fit_decay(steps)
+        refitted = Acceptance(a0, 1 / rate if rate > 0 else NO_DECAY_TAU, chosen.decay_until)
+    if chosen.batched != 1:
+        if batched_unidentified(steps):  # this resample lost one kind: the point's ratio
+            ratio = min(chosen.batched, 1 / refitted.a0)
+            refitted = dataclasses.replace(refitted, batched=ratio)
+        else:
+            single, batched = split_a0(steps, rate)
+            refitted = dataclasses.replace(refitted, a0=single, batched=batched / single)
+    draw = {"acceptance.a0": refitted.a0}
+    if refitted.tau is not None:
+        draw["acceptance.tau"] = refitted.tau
+    if refitted.batched != 1:
+        draw["acceptance.batched"] = refitted.batched
+    if chosen.correlation > 0:
+        draw["acceptance.correlation"] = fit_rho(steps, step_means(steps, refitted))
+    return draw

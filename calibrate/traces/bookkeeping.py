@@ -37,12 +37,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.special
 import scipy.stats
 
 from pxn.trace import Decision
+
+if TYPE_CHECKING:
+    from pxn.calibrate.traces.resample import Resample
 
 ALPHA = 0.05
 SHARE_GRID = np.linspace(0.005, 1.0, 200)
@@ -209,3 +213,23 @@ def skip_share(tasks: float, reflected: float) -> float:
 def fit_skip(tasks: np.ndarray, reflected: np.ndarray) -> SkipFit:
     """From each unit's tasks of a completed iteration and those that reached a reflection."""
     return SkipFit(int(tasks.sum()), int(reflected.sum()), skip_share(tasks.sum(), reflected.sum()))
+
+
+def draw_skip(resample: Resample) -> dict[str, float]:
+    units = resample.units
+    return {"skip_perfect": skip_share(units.tasks.sum(), units.unskipped.sum())}
+
+
+def draw_front_share(resample: Resample) -> dict[str, float]:
+    if resample.scenario.front_share < 1:
+        informative = resample.units.parents.informative()
+        if len(informative.drawn):
+            return {"front_share": share_mle(informative)[0]}
+    return {}
+
+
+def draw_duplicates(resample: Resample) -> dict[str, float]:
+    units = resample.units
+    if resample.scenario.duplicate_children > 0 and units.later.sum() > 0:
+        return {"duplicate_children": min(float(units.dropped.sum() / units.later.sum()), 0.99)}
+    return {}

@@ -32,34 +32,28 @@ and its latency shift, the prices.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pxn.acceptance import Acceptance
-from pxn.calibrate.traces.acceptance import fit_decay, fit_rho
-from pxn.calibrate.traces.acceptance_batched import (
-    BATCHED_PRIOR_SEED,
-    BatchedFit,
-    batched_prior,
-    batched_unidentified,
-    split_a0,
-)
-from pxn.calibrate.traces.acceptance_likelihood import step_means
-from pxn.calibrate.traces.bookkeeping import share_mle, skip_share
-from pxn.calibrate.traces.failures import refit_failures
-from pxn.calibrate.traces.fit import censored_params
-from pxn.calibrate.traces.merges import merge_rate
-from pxn.calibrate.traces.prefix_cache import refit_prefix_seconds
-from pxn.calibrate.traces.run_spread import RunSpreadFit, refit_run_spread
-from pxn.calibrate.traces.served import latency_sample, served_alone
-from pxn.calibrate.traces.slowdown import ROLE_KIND, refit_beta
-from pxn.calibrate.traces.tails import TailFit, censor
-from pxn.calibrate.traces.units import Calls, Units
-from pxn.calibrate.traces.untimed_latency import refit_untimed
-from pxn.distribution import Distribution
+from pxn.calibrate.traces.acceptance import draw_acceptance
+from pxn.calibrate.traces.acceptance_batched import BATCHED_PRIOR_SEED, BatchedFit, batched_prior
+from pxn.calibrate.traces.bookkeeping import draw_duplicates, draw_front_share, draw_skip
+from pxn.calibrate.traces.failures import draw_failures
+from pxn.calibrate.traces.fit import draw_reflection
+from pxn.calibrate.traces.merges import draw_merge_acceptance
+from pxn.calibrate.traces.overhead import draw_stage_overhead
+from pxn.calibrate.traces.phases import draw_rollout_phases
+from pxn.calibrate.traces.prefix_cache import draw_prefix_seconds
+from pxn.calibrate.traces.resample import Resample
+from pxn.calibrate.traces.run_spread import RunSpreadFit, draw_run_spreads
+from pxn.calibrate.traces.served import served_alone
+from pxn.calibrate.traces.slowdown import draw_slowdowns
+from pxn.calibrate.traces.tokens import draw_token_counts
+from pxn.calibrate.traces.units import Units
+from pxn.calibrate.traces.untimed_latency import draw_rollout
 from pxn.uncertainty import Uncertainty
 
 if TYPE_CHECKING:
@@ -67,12 +61,22 @@ if TYPE_CHECKING:
 
 SEED = 20260801
 RUN_SPREAD_SEED = 20261207  # the unsupported spreads' draws: a generator of their own
-NO_DECAY_TAU = 1e9  # proposals: a draw whose refitted decay rate is 0 (tau must be finite)
-TOKEN_FIELDS = {
-    "rollout_input": ("rollout", "tokens_in"),
-    "rollout_output": ("rollout", "tokens_out"),
-    "reflection_output": ("reflection", "tokens_out"),
-}
+# Every part's refit but the slowdowns', in the order a draw's parameters are written.
+REFITS: tuple[Callable[[Resample], dict[str, float]], ...] = (
+    draw_rollout,
+    draw_rollout_phases,
+    draw_reflection,
+    draw_run_spreads,
+    draw_acceptance,
+    draw_stage_overhead,
+    draw_skip,
+    draw_failures,
+    draw_front_share,
+    draw_duplicates,
+    draw_merge_acceptance,
+    draw_token_counts,
+    draw_prefix_seconds,
+)
 
 
 @dataclass(frozen=True)
@@ -158,148 +162,13 @@ def with_unsupported_run_spreads(
 
 
 def one_draw(cal: Calibration, units: Units) -> dict[str, float]:
-    """Every parameter of the calibrated scenario, refitted to these units."""
-    scenario, servers = cal.scenario, cal.servers
-    draw: dict[str, float] = {}
-    betas = {}
-    for role, fit in cal.slowdowns.items():
-        betas[role] = 0.0
-        if fit.chosen > 0:
-            calls = units.calls
-            rows = fit.calls(calls.kind) & ~calls.censored
-            groups = fit.groups(calls.kind, calls.phase)[rows]
-            refitted = refit_beta(groups, calls.load[rows], calls.latency[rows], servers)
-            betas[role] = fit.chosen if refitted is None else refitted
-            draw[f"load.{role}.slowdown"] = betas[role]
-    served, _ = served_alone(units.calls, betas, servers, scenario.tokens)
-    if cal.untimed is None:
-        draw |= _latency("rollout", scenario.rollout, served, cal.rollout.tail, "rollout")
-    else:
-        observed, timed_out = latency_sample(served, "rollout")
-        refitted = refit_untimed(
-            scenario.rollout, units.spans, observed, timed_out, servers, betas.get("task", 0.0)
-        )
-        draw |= {f"rollout.{name}": value for name, value in refitted.items()}
-    for phase, latency in scenario.rollout_phases.items():
-        draw |= _latency(
-            f"rollout.phases.{phase}", latency, served, cal.rollout.tail, "rollout", phase
-        )
-    draw |= _latency("reflection", scenario.reflection, served, cal.reflection.tail, "reflection")
-    for role in ROLE_KIND:
-        if scenario.loads.of(role).run_spread > 0:
-            draw[f"load.{role}.run_spread"] = refit_run_spread(served, units.design, role)
-    draw |= _acceptance(cal, units)
-    if units.stages.sum() > 0:
-        draw["stage_overhead"] = float(units.gap.sum() / units.stages.sum())
-    draw["skip_perfect"] = skip_share(units.tasks.sum(), units.unskipped.sum())
-    draw |= refit_failures(scenario.failures, units.losses)
-    if scenario.front_share < 1:
-        informative = units.parents.informative()
-        if len(informative.drawn):
-            draw["front_share"] = share_mle(informative)[0]
-    if scenario.duplicate_children > 0 and units.later.sum() > 0:
-        draw["duplicate_children"] = min(float(units.dropped.sum() / units.later.sum()), 0.99)
-    if scenario.merge_acceptance is not None:
-        draw["merge_acceptance"] = merge_rate(units.merges.sum(), units.merges_accepted.sum())
-    if cal.token_counts is not None:
-        draw |= _token_counts(cal, units.calls)
-    if scenario.loads.reflection.prefix_seconds > 0:
-        draw |= _prefix_seconds(cal, units.calls, betas)
-    return draw
-
-
-def _prefix_seconds(cal: Calibration, calls: Calls, betas: dict[str, float]) -> dict[str, float]:
-    """The prefix cache's saving refitted to the resampled reflections, in the units of the
-    point fit (served alone, before any shift for b); the point value when a draw cannot
-    see the slope."""
-    served, _ = served_alone(calls, betas, cal.servers, None)
-    rows = served.of("reflection") & ~served.censored
-    pairs = list(zip(served.event[rows], served.latency[rows].tolist(), strict=True))
-    refitted = refit_prefix_seconds(pairs)
-    point = cal.scenario.loads.reflection.prefix_seconds
-    return {"load.reflection.prefix_seconds": point if refitted is None else refitted}
-
-
-def _latency(
-    path: str,
-    point: Distribution,
-    served: Calls,
-    tail: TailFit,
-    kind: str,
-    phase: str | None = None,
-) -> dict[str, float]:
-    observed, timed_out = latency_sample(served, kind, phase)
-    return _refit(path, point, observed, timed_out, tail.low if tail.capped else None)
-
-
-def _refit(
-    path: str,
-    point: Distribution,
-    observed: np.ndarray,
-    timed_out: np.ndarray,
-    censor_at: float | None,
-) -> dict[str, float]:
-    """The point distribution's parameters refitted to this sample (none if it is too small).
-
-    An empirical distribution's draw is its scale: the sample's mean (zeros and
-    timed-out tries included) over the calibration sample's.
-    """
-    if point.empirical:
-        everything = np.concatenate([observed, timed_out])
-        if len(everything) == 0 or np.mean(point.samples) <= 0:
-            return {}
-        ratio = everything.mean() / np.mean(point.samples)
-        return {f"{path}.scale": float(ratio * point.params.get("scale", 1.0))}
-    values = observed[observed > 0]
-    if len(values) < 2 or np.ptp(values) == 0:
-        return {}
-    below, censored = values, timed_out
-    if censor_at is not None:
-        below, censored = censor(values, timed_out, censor_at)
-    if len(below) < 2:
-        return {}
-    with np.errstate(all="ignore"):
-        params = censored_params(point.dist, below, censored, start=dict(point.params))
-    if not all(np.isfinite(v) and v > 0 for v in params.values()):
-        return {}
-    return {f"{path}.{name}": value for name, value in params.items()}
-
-
-def _acceptance(cal: Calibration, units: Units) -> dict[str, float]:
-    steps, chosen = units.steps, cal.scenario.acceptance
-    if steps.proposals == 0:
-        return {}
-    rate = 0.0
-    if chosen.tau is None:
-        refitted = Acceptance(steps.accepted / steps.proposals)
-    else:
-        a0, rate, _ = fit_decay(steps)
-        refitted = Acceptance(a0, 1 / rate if rate > 0 else NO_DECAY_TAU, chosen.decay_until)
-    if chosen.batched != 1:
-        if batched_unidentified(steps):  # this resample lost one kind: the point's ratio
-            ratio = min(chosen.batched, 1 / refitted.a0)
-            refitted = replace(refitted, batched=ratio)
-        else:
-            single, batched = split_a0(steps, rate)
-            refitted = replace(refitted, a0=single, batched=batched / single)
-    draw = {"acceptance.a0": refitted.a0}
-    if refitted.tau is not None:
-        draw["acceptance.tau"] = refitted.tau
-    if refitted.batched != 1:
-        draw["acceptance.batched"] = refitted.batched
-    if chosen.correlation > 0:
-        draw["acceptance.correlation"] = fit_rho(steps, step_means(steps, refitted))
-    return draw
-
-
-def _token_counts(cal: Calibration, calls: Calls) -> dict[str, float]:
-    """The token-count families refitted to the resampled calls' counts (a call cut at a
-    timeout has no row of its own: its tries are the rows)."""
-    draw = {}
-    for name, (kind, column) in TOKEN_FIELDS.items():
-        counts = getattr(calls, column)[calls.of(kind) & ~calls.censored]
-        fit = getattr(cal.token_counts, name)
-        point = getattr(cal.scenario.tokens, name)
-        censor_at = fit.tail.low if fit.tail.capped else None
-        draw |= _refit(f"tokens.{name}", point, counts[np.isfinite(counts)], np.empty(0), censor_at)
+    """Every parameter of the calibrated scenario, refitted to these units: each model's
+    slowdown first, then every part's refit on the calls served alone at those."""
+    betas = draw_slowdowns(cal, units)
+    draw = {f"load.{role}.slowdown": betas[role] for role, fit in cal.slowdowns.items()
+            if fit.chosen > 0}  # fmt: skip
+    served, _ = served_alone(units.calls, betas, cal.servers, cal.scenario.tokens)
+    resample = Resample(cal, units, betas, served)
+    for refit in REFITS:
+        draw |= refit(resample)
     return draw

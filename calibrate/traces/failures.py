@@ -25,6 +25,7 @@ says so). A reflection that returned without a new text is not a failed call
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +33,9 @@ from pxn.failures import Failures
 from pxn.shape import Shape
 from pxn.trace import BEFORE_REFLECTION, Iteration, Merge, NoProposal, Reflection
 from pxn.trace_reading import Trace
+
+if TYPE_CHECKING:
+    from pxn.calibrate.traces.resample import Resample
 
 # The per-iteration counts, the columns of Units.losses.
 COUNTS = ("reached", "dataset_lost", "first_tries", "first_failed", "retries", "retry_failed")
@@ -144,3 +148,7 @@ def refit_failures(point: Failures, losses: np.ndarray) -> dict[str, float]:
     if point.retry is not None:
         draw["failures.retry"] = refitted.retry_failure
     return draw
+
+
+def draw_failures(resample: Resample) -> dict[str, float]:
+    return refit_failures(resample.scenario.failures, resample.units.losses)

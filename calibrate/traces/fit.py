@@ -22,14 +22,20 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.optimize
 import scipy.stats
 
+from pxn.calibrate.traces.served import latency_sample
 from pxn.calibrate.traces.tails import TailFit, censor, detect_cap
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
+
+if TYPE_CHECKING:
+    from pxn.calibrate.traces.resample import Resample
+    from pxn.calibrate.traces.units import Calls
 
 FAMILIES = ("lognorm", "gamma", "weibull_min", "expon")
 CHOICES = ("auto", "empirical", *FAMILIES)
@@ -295,3 +301,54 @@ def _param_intervals(chosen: Distribution, resamples: np.ndarray) -> dict[str, t
         for name, value in params.items():
             refits[name].append(value)
     return {name: interval(np.asarray(v)) for name, v in refits.items() if v}
+
+
+def refit_distribution(
+    path: str,
+    point: Distribution,
+    observed: np.ndarray,
+    timed_out: np.ndarray,
+    censor_at: float | None,
+) -> dict[str, float]:
+    """The point distribution's parameters refitted to a resample (none if it is too
+    small), by their paths in a parameter draw ("rollout.s").
+
+    An empirical distribution's draw is its scale: the sample's mean (zeros and
+    timed-out tries included) over the calibration sample's.
+    """
+    if point.empirical:
+        everything = np.concatenate([observed, timed_out])
+        if len(everything) == 0 or np.mean(point.samples) <= 0:
+            return {}
+        ratio = everything.mean() / np.mean(point.samples)
+        return {f"{path}.scale": float(ratio * point.params.get("scale", 1.0))}
+    values = observed[observed > 0]
+    if len(values) < 2 or np.ptp(values) == 0:
+        return {}
+    below, censored = values, timed_out
+    if censor_at is not None:
+        below, censored = censor(values, timed_out, censor_at)
+    if len(below) < 2:
+        return {}
+    with np.errstate(all="ignore"):
+        params = censored_params(point.dist, below, censored, start=dict(point.params))
+    if not all(np.isfinite(v) and v > 0 for v in params.values()):
+        return {}
+    return {f"{path}.{name}": value for name, value in params.items()}
+
+
+def refit_served(
+    path: str, point: Distribution, served: Calls, tail: TailFit, kind: str,
+    phase: str | None = None,
+) -> dict[str, float]:  # fmt: skip
+    """A latency refitted to the resample's served calls of one kind (and phase), with the
+    cap where the point fit found one."""
+    observed, timed_out = latency_sample(served, kind, phase)
+    return refit_distribution(path, point, observed, timed_out, tail.low if tail.capped else None)
+
+
+def draw_reflection(resample: Resample) -> dict[str, float]:
+    cal = resample.calibration
+    return refit_served(
+        "reflection", cal.scenario.reflection, resample.served, cal.reflection.tail, "reflection"
+    )

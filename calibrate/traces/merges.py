@@ -16,11 +16,14 @@ Without one merge judged that is 1/2, unmeasured, and a note says so.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pxn.trace_reading import Trace
+
+if TYPE_CHECKING:
+    from pxn.calibrate.traces.resample import Resample
 
 UNDECLARED = {"use_merge": False, "max_merge_invocations": 5, "components": 1}
 
@@ -87,3 +90,11 @@ def fit_merges(
             "= 0.5 is unmeasured"
         )
     return fit
+
+
+def draw_merge_acceptance(resample: Resample) -> dict[str, float]:
+    """How often a merge passed, where gepa could merge, refitted to a resample."""
+    if resample.scenario.merge_acceptance is None:
+        return {}
+    units = resample.units
+    return {"merge_acceptance": merge_rate(units.merges.sum(), units.merges_accepted.sum())}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.stats
@@ -22,6 +23,9 @@ import scipy.stats
 from pxn.run_summary import summarize
 from pxn.trace import ROLLOUT_PHASES, Iteration, Reflection, Rollout, Stage
 from pxn.trace_reading import Trace
+
+if TYPE_CHECKING:
+    from pxn.calibrate.traces.resample import Resample
 
 TOLERANCE = 1e-9  # seconds
 
@@ -131,3 +135,10 @@ def fit_concurrency(traces: list[Trace]) -> ConcurrencyFit:
         reflection_slots=max(t.run_start.reflection_concurrency for t in traces),
         reflection_peak=reflection_peak,
     )
+
+
+def draw_stage_overhead(resample: Resample) -> dict[str, float]:
+    units = resample.units
+    if units.stages.sum() > 0:
+        return {"stage_overhead": float(units.gap.sum() / units.stages.sum())}
+    return {}

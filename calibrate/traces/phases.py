@@ -15,14 +15,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import scipy.stats
 
-from pxn.calibrate.traces.fit import LatencyFit, fit_latency
+from pxn.calibrate.traces.fit import LatencyFit, fit_latency, refit_served
 from pxn.calibrate.traces.served import latency_sample
 from pxn.calibrate.traces.units import Calls
 from pxn.distribution import Distribution
 from pxn.trace import ROLLOUT_PHASES
+
+if TYPE_CHECKING:
+    from pxn.calibrate.traces.resample import Resample
 
 PHASE_TEST_MIN = 5  # points a phase needs to enter the test of phases differing
 PHASE_ALPHA = 0.01
@@ -85,3 +89,13 @@ def phase_test(samples: Sequence[Sequence[float]]) -> float:
         return float(scipy.stats.kruskal(*groups).pvalue)
     except ValueError:  # every value identical
         return math.nan
+
+
+def draw_rollout_phases(resample: Resample) -> dict[str, float]:
+    """Each phase's own latency refitted to a resample."""
+    cal, draw = resample.calibration, {}
+    for phase, latency in cal.scenario.rollout_phases.items():
+        draw |= refit_served(
+            f"rollout.phases.{phase}", latency, resample.served, cal.rollout.tail, "rollout", phase
+        )
+    return draw

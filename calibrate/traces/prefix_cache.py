@@ -19,12 +19,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pxn.calibrate.traces.served import served_alone
 from pxn.calibrate.traces.tokens import LatencyOnTokens, fit_latency_on_tokens
 from pxn.trace import Reflection
 from pxn.trace_reading import Trace
+
+if TYPE_CHECKING:
+    from pxn.calibrate.traces.resample import Resample
 
 # The server pxn's own pool runs; it reuses the longest prefix of its last prompt.
 CACHING_SERVER = "llama-cpp-python"
@@ -97,3 +102,19 @@ def refit_prefix_seconds(pairs: Sequence[tuple[Reflection, float]]) -> float | N
     if latency is None or prefix is None or not latency.input_effect:
         return None
     return latency.per_input * prefix
+
+
+def draw_prefix_seconds(resample: Resample) -> dict[str, float]:
+    """The prefix cache's saving refitted to the resampled reflections, in the units of the
+    point fit (served alone, before any shift for b); the point value when a draw cannot
+    see the slope."""
+    point = resample.scenario.loads.reflection.prefix_seconds
+    if point <= 0:
+        return {}
+    served, _ = served_alone(
+        resample.units.calls, resample.betas, resample.calibration.servers, None
+    )
+    rows = served.of("reflection") & ~served.censored
+    pairs = list(zip(served.event[rows], served.latency[rows].tolist(), strict=True))
+    refitted = refit_prefix_seconds(pairs)
+    return {"load.reflection.prefix_seconds": point if refitted is None else refitted}

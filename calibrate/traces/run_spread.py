@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.stats
@@ -45,6 +46,9 @@ import scipy.stats
 from pxn.calibrate.traces.slowdown import ROLE_KIND
 from pxn.calibrate.traces.units import Calls
 from pxn.load import RUN_SPREAD_MAX
+
+if TYPE_CHECKING:
+    from pxn.calibrate.traces.resample import Resample
 
 ALPHA = 0.05  # leaving a real spread out narrows every interval: keep it when plausible
 CONFIDENCE = 0.95
@@ -201,3 +205,14 @@ def refit_run_spread(calls: Calls, design: tuple[str, ...], role: str) -> float:
     """A parameter draw's run_spread: the moment estimate on resampled runs (0 if none)."""
     anova = _anova(calls, ROLE_KIND[role], design)
     return 0.0 if anova is None else anova.spread
+
+
+def draw_run_spreads(resample: Resample) -> dict[str, float]:
+    """Each kept run spread refitted to a resample, each drawn copy of a run a run of its own."""
+    scenario, draw = resample.scenario, {}
+    for role in ROLE_KIND:
+        if scenario.loads.of(role).run_spread > 0:
+            draw[f"load.{role}.run_spread"] = refit_run_spread(
+                resample.served, resample.units.design, role
+            )
+    return draw

@@ -40,10 +40,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.optimize
 import scipy.stats
+
+if TYPE_CHECKING:
+    from pxn.calibrate.traces.pipeline import Calibration
+    from pxn.calibrate.traces.units import Units
 
 ALPHA = 0.01  # a slowdown changes every prediction: it must be clearly supported
 BETA_MAX = 20.0  # search range; a call 20 times slower per extra call is beyond any pool
@@ -219,3 +224,18 @@ def fit_model_slowdowns(
             unidentified = unidentified or ModelSlowdown(role, fit, "")
         fits[role] = identified or unidentified
     return fits
+
+
+def draw_slowdowns(cal: Calibration, units: Units) -> dict[str, float]:
+    """Each model's slowdown refitted to a resample, where one was kept (on the same calls
+    and groups); 0 where none was. The draw's other refits read the calls at these."""
+    betas = {}
+    for role, fit in cal.slowdowns.items():
+        betas[role] = 0.0
+        if fit.chosen > 0:
+            calls = units.calls
+            rows = fit.calls(calls.kind) & ~calls.censored
+            groups = fit.groups(calls.kind, calls.phase)[rows]
+            refitted = refit_beta(groups, calls.load[rows], calls.latency[rows], cal.servers)
+            betas[role] = fit.chosen if refitted is None else refitted
+    return betas

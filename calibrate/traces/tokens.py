@@ -15,16 +15,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.stats
 
-from pxn.calibrate.traces.fit import BOOTSTRAP, SEED, LatencyFit, fit_latency, interval
+from pxn.calibrate.traces.fit import (
+    BOOTSTRAP,
+    SEED,
+    LatencyFit,
+    fit_latency,
+    interval,
+    refit_distribution,
+)
 from pxn.calibrate.traces.tails import no_tail
 from pxn.distribution import Distribution
 from pxn.tokens import Tokens
 from pxn.trace import Event, Reflection, Rollout
 from pxn.trace_reading import Trace
+
+if TYPE_CHECKING:
+    from pxn.calibrate.traces.resample import Resample
 
 MIN_POINTS = 5
 SUBSAMPLE = 2000
@@ -350,3 +361,27 @@ def fit_token_counts(
         latency_reason=reason,
         chosen=tokens,
     )
+
+
+TOKEN_FIELDS = {
+    "rollout_input": ("rollout", "tokens_in"),
+    "rollout_output": ("rollout", "tokens_out"),
+    "reflection_output": ("reflection", "tokens_out"),
+}
+
+
+def draw_token_counts(resample: Resample) -> dict[str, float]:
+    """The token-count families refitted to the resampled calls' counts (a call cut at a
+    timeout has no row of its own: its tries are the rows)."""
+    cal, calls, draw = resample.calibration, resample.units.calls, {}
+    if cal.token_counts is None:
+        return draw
+    for name, (kind, column) in TOKEN_FIELDS.items():
+        counts = getattr(calls, column)[calls.of(kind) & ~calls.censored]
+        fit = getattr(cal.token_counts, name)
+        point = getattr(cal.scenario.tokens, name)
+        censor_at = fit.tail.low if fit.tail.capped else None
+        draw |= refit_distribution(
+            f"tokens.{name}", point, counts[np.isfinite(counts)], np.empty(0), censor_at
+        )
+    return draw

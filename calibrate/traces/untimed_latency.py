@@ -22,13 +22,18 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pxn.calibrate.traces.fit import BOOTSTRAP, FamilyFit, LatencyFit, interval
+from pxn.calibrate.traces.fit import BOOTSTRAP, FamilyFit, LatencyFit, interval, refit_served
 from pxn.calibrate.traces.makespan import SpanFit, Spans, fit_spans, refit_spans
+from pxn.calibrate.traces.served import latency_sample
 from pxn.calibrate.traces.tails import no_tail
 from pxn.distribution import Distribution
+
+if TYPE_CHECKING:
+    from pxn.calibrate.traces.resample import Resample
 
 SEED = 20261207
 POOR_FIT = 0.01  # a KS p-value of the spans below this earns a note
@@ -149,3 +154,21 @@ def _notes(fit: UntimedFit, choice: str, notes: list[str]) -> None:
             f"the spans fit the makespan model poorly (KS p={fit.fit.ks_pvalue:.2g}): check "
             "that W is the pool the adapter ran each call's examples on"
         )
+
+
+def draw_rollout(resample: Resample) -> dict[str, float]:
+    """The rollout latency refitted to a resample: to its spans and timed latencies where
+    the point fit was (at the resample's task slowdown), else as any latency."""
+    cal, served = resample.calibration, resample.served
+    if cal.untimed is None:
+        return refit_served("rollout", cal.scenario.rollout, served, cal.rollout.tail, "rollout")
+    observed, timed_out = latency_sample(served, "rollout")
+    refitted = refit_untimed(
+        cal.scenario.rollout,
+        resample.units.spans,
+        observed,
+        timed_out,
+        cal.servers,
+        resample.betas.get("task", 0.0),
+    )
+    return {f"rollout.{name}": value for name, value in refitted.items()}
