@@ -68,6 +68,7 @@ import scipy.stats
 from pxn.acceptance import Acceptance
 from pxn.calibrate.traces.acceptance_batched import (
     BatchedFit,
+    batched_line,
     batched_unidentified,
     fit_batched,
     split_a0,
@@ -84,6 +85,7 @@ from pxn.calibrate.traces.acceptance_likelihood import (
 from pxn.errors import PxnError
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.pipeline import Calibration
     from pxn.calibrate.traces.resample import Resample
 
 DECAY_ALPHA = 0.05  # significance the decay must reach to replace the constant
@@ -359,3 +361,20 @@ def draw_acceptance(resample: Resample) -> dict[str, float]:
     if chosen.correlation > 0:
         draw["acceptance.correlation"] = fit_rho(steps, step_means(steps, refitted))
     return draw
+
+
+def acceptance_lines(cal: Calibration) -> list[str]:
+    a = cal.acceptance
+    c = a.correlation
+    decay = f"decaying fit a0={a.decay_a0:.3f} tau={a.decay_tau:.4g} proposals"
+    if math.isfinite(a.tau_floor):
+        decay += f" (tau searched from {a.tau_floor:.4g})"
+    if a.chosen.tau is not None:
+        decay += f", held from {a.decay_until:g} proposals on (decay_until: the most the fit saw)"
+    return [
+        f"acceptance: {a.accepted}/{a.proposals} = {a.rate:.3f} over {a.steps} iterations "
+        f"[Wilson 95% {a.wilson[0]:.3f}, {a.wilson[1]:.3f}]; {decay}; {a.reason}",
+        f"  within-iteration correlation (beta-binomial): rho={c.rho:.3g}; {c.reason}"
+        + (f" -> correlation={c.chosen:.3g}" if c.chosen else ""),
+        batched_line(a.batched),
+    ]

@@ -130,3 +130,14 @@ def with_ratio_test(
         else f"the data do not tell it from 1 ({words}); the draws carry its uncertainty"
     )
     return dataclasses.replace(fit, lr_statistic=statistic, pvalue=pvalue, reason=verdict)
+
+
+def batched_line(b: BatchedFit) -> str:
+    if not b.identified:
+        return f"  batched iterations: {b.reason}"
+    (sa, sn), (ba, bn) = b.single, b.batched
+    return (
+        f"  batched iterations: {ba}/{bn} = {ba / bn:.3f} against single iterations' {sa}/{sn} = "
+        f"{sa / sn:.3f}; ratio {b.ratio:.3g} [95% {b.interval[0]:.3g}, {b.interval[1]:.3g}]: "
+        f"{b.reason} -> batched={b.ratio:.3g}"
+    )

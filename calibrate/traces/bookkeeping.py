@@ -46,6 +46,7 @@ import scipy.stats
 from pxn.trace import Decision
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.pipeline import Calibration
     from pxn.calibrate.traces.resample import Resample
 
 ALPHA = 0.05
@@ -203,6 +204,12 @@ class SkipFit:
     reflected: int  # reflections made in those iterations
     probability: float
 
+    def line(self) -> str:
+        return (
+            f"perfect-parent skips: {self.tasks - self.reflected} of {self.tasks} tasks -> "
+            f"skip_perfect={self.probability:.3f}"
+        )
+
 
 def skip_share(tasks: float, reflected: float) -> float:
     """The share of completed iterations' tasks that never reached a reflection."""
@@ -233,3 +240,22 @@ def draw_duplicates(resample: Resample) -> dict[str, float]:
     if resample.scenario.duplicate_children > 0 and units.later.sum() > 0:
         return {"duplicate_children": min(float(units.dropped.sum() / units.later.sum()), 0.99)}
     return {}
+
+
+def bookkeeping_lines(cal: Calibration) -> list[str]:
+    f, d = cal.front, cal.duplicates
+    front = f"front_share: {f.reason}"
+    if f.identified:
+        front = (
+            f"front_share (parents drawn from one front; {f.steps} iterations whose parents "
+            f"meet parents drawn earlier from it): MLE {f.share:.3g} "
+            f"[95% {f.interval[0]:.3g}, {f.interval[1]:.3g}]; {f.reason}"
+        )
+    if f.chosen < 1:
+        front += f" -> front_share={f.chosen:.3g}"
+    dup = f"duplicate_children: {d.reason}"
+    if d.shown and d.later:
+        dup += f" [Wilson 95% {d.wilson[0]:.3g}, {d.wilson[1]:.3g}]"
+    if d.chosen:
+        dup += f" -> duplicate_children={d.chosen:.3g}"
+    return [front, dup]

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pxn.errors import PxnError
 from pxn.prices import Prices
 from pxn.trace import Reflection, Rollout
+
+if TYPE_CHECKING:
+    from pxn.calibrate.traces.pipeline import Calibration
 
 
 def lookup_prices(task_model: str | None, reflection_model: str | None) -> Prices | None:
@@ -65,3 +69,25 @@ def recorded_costs(
         compared_dollars=compared_dollars,
         priced=priced if prices is not None else None,
     )
+
+
+def price_lines(cal: Calibration) -> list[str]:
+    prices, tokens, costs = cal.scenario.prices, cal.scenario.tokens, cal.costs
+    if prices is None or tokens is None:
+        return ["prices: none (--task-model NAME prices the tokens from litellm's table)"]
+    b = cal.scenario.minibatch
+    rollout = cal.scenario.mean_call_dollars("task")
+    reflection = cal.scenario.mean_call_dollars("reflection")
+    reflection_model = prices.reflection_model or "(by hand)"
+    lines = [
+        f"prices ($ per million tokens in / out, litellm's offline table): task "
+        f"{prices.task_model} {prices.task_input:g} / {prices.task_output:g}, reflection "
+        f"{reflection_model} {prices.reflection_input:g} / {prices.reflection_output:g}; "
+        f"a mean rollout ${rollout:.3g}, a mean reflection at b={b} ${reflection:.3g}"
+    ]
+    if costs.compared_dollars > 0 and costs.priced is not None:
+        lines.append(
+            f"  the traces record ${costs.compared_dollars:.4g} for the {costs.compared} calls "
+            f"with token counts; these prices give ${costs.priced:.4g} for them"
+        )
+    return lines

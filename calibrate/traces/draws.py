@@ -32,6 +32,7 @@ and its latency shift, the prices.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -172,3 +173,16 @@ def one_draw(cal: Calibration, units: Units) -> dict[str, float]:
     for refit in REFITS:
         draw |= refit(resample)
     return draw
+
+
+def draws_lines(cal: Calibration) -> list[str]:
+    """The [uncertainty] draws: how they were made and how far each parameter spreads."""
+    draws = cal.draws
+    if draws is None:
+        return ["parameter uncertainty: none drawn (--draws N writes an [uncertainty] table)"]
+    count, source = len(draws.uncertainty), draws.uncertainty.source
+    lines = [f"parameter uncertainty: {count} parameter draws, {source}"]
+    for path, (low, high) in draws.spread.items():
+        point = draws.point.get(path, math.nan)
+        lines.append(f"  {path}: {point:.4g}, 90% of draws in [{low:.4g}, {high:.4g}]")
+    return lines

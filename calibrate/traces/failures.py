@@ -35,6 +35,7 @@ from pxn.trace import BEFORE_REFLECTION, Iteration, Merge, NoProposal, Reflectio
 from pxn.trace_reading import Trace
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.pipeline import Calibration
     from pxn.calibrate.traces.resample import Resample
 
 # The per-iteration counts, the columns of Units.losses.
@@ -152,3 +153,14 @@ def refit_failures(point: Failures, losses: np.ndarray) -> dict[str, float]:
 
 def draw_failures(resample: Resample) -> dict[str, float]:
     return refit_failures(resample.scenario.failures, resample.units.losses)
+
+
+def failure_lines(cal: Calibration) -> list[str]:
+    """The proposals the runs lost before gepa judged them, and the [failures] shares."""
+    failures = cal.failures.failures
+    chosen = (
+        ", ".join(f"failures.{name}={value:.3g}" for name, value in failures.to_dict().items())
+        if failures.any
+        else "no [failures] table: no proposal was lost"
+    )
+    return [*cal.failures.lines(), f"  -> {chosen}"]

@@ -352,3 +352,46 @@ def draw_reflection(resample: Resample) -> dict[str, float]:
     return refit_served(
         "reflection", cal.scenario.reflection, resample.served, cal.reflection.tail, "reflection"
     )
+
+
+def describe_latency(latency: Distribution) -> str:
+    if latency.dist == "empirical":
+        return f"empirical bootstrap of {len(latency.samples)} samples"
+    params = ", ".join(f"{k}={v:.4g}" for k, v in latency.params.items())
+    return f"{latency.dist}({params})"
+
+
+def latency_lines(fit: LatencyFit, quantity: str = "latency", unit: str = "s") -> list[str]:
+    """A fit's lines; token counts are fitted the same way (quantity "tokens", unit "tok")."""
+    low, high = fit.mean_ci
+    mlow, mhigh = fit.median_ci
+    lines = [
+        f"{fit.what} {quantity}: n={fit.n}, mean {fit.mean:.4g} {unit} "
+        f"[95% {low:.4g}, {high:.4g}], median {fit.median:.4g} {unit} [{mlow:.4g}, {mhigh:.4g}]"
+        + (f", {fit.dropped} non-positive set aside" if fit.dropped else ""),
+        f"  chosen: {describe_latency(fit.chosen)} ({fit.reason})",
+    ]
+    if fit.param_ci:
+        cis = ", ".join(f"{k} in [{lo:.4g}, {hi:.4g}]" for k, (lo, hi) in fit.param_ci.items())
+        lines.append(f"  95% bootstrap intervals: {cis}")
+    tail = fit.tail
+    if tail.capped:
+        retries = f", cap_retries={tail.cap_retries}" if tail.cap_retries else ""
+        lines.append(
+            f"  tail: {tail.reason}: fitted with those right-censored -> cap={tail.cap:.4g}"
+            f"{retries}" + (" (a lower bound on the client's retries)" if tail.cap_retries else "")
+        )
+    elif tail.n:
+        lines.append(f"  tail: {tail.reason}")
+    if fit.relative_uncertainty > 0.2:
+        lines.append(
+            f"  uncertain: the mean is known to +-{fit.relative_uncertainty:.0%} only; "
+            "more runs would narrow it"
+        )
+    for f in fit.fits:
+        params = ", ".join(f"{k}={v:.4g}" for k, v in f.params.items())
+        lines.append(
+            f"  {f.family:<11} AIC {f.aic:10.1f}  KS D={f.ks_statistic:.3f} "
+            f"p={f.ks_pvalue:.2g}  mean {f.mean:.4g} {unit}  ({params})"
+        )
+    return lines

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.stats
@@ -33,6 +34,9 @@ import scipy.stats
 from pxn.calibrate.traces.overhead import in_flight, robust_slope
 from pxn.trace import Reflection, Rollout
 from pxn.trace_reading import Trace
+
+if TYPE_CHECKING:
+    from pxn.calibrate.traces.pipeline import Calibration
 
 ALPHA = 0.01
 DISPATCH_WINDOW = 0.1  # seconds; measured dispatch spread of one stage is under 0.02 s
@@ -103,3 +107,20 @@ def fit_load_effects(traces: list[Trace]) -> list[LoadEffect]:
         }
         effects.append(LoadEffect(what, len(load), rho, pvalue, slope, by_load))
     return effects
+
+
+def load_effect_lines(cal: Calibration) -> list[str]:
+    """Latency against the LM calls in flight at a call's start (plain correlation)."""
+    lines = []
+    for effect in cal.load_effects:
+        if math.isnan(effect.spearman):
+            continue
+        levels = ", ".join(
+            f"{load}: {mean:.3g} s (n={n})" for load, (n, mean) in effect.by_load.items()
+        )
+        lines.append(
+            f"{effect.what} latency vs LM calls in flight at its start: Spearman "
+            f"{effect.spearman:.2f} (p={effect.pvalue:.2g}), {effect.slope:+.3g} s per extra "
+            f"call; mean by load {levels}"
+        )
+    return lines

@@ -23,6 +23,7 @@ import numpy as np
 from pxn.trace_reading import Trace
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.pipeline import Calibration
     from pxn.calibrate.traces.resample import Resample
 
 UNDECLARED = {"use_merge": False, "max_merge_invocations": 5, "components": 1}
@@ -98,3 +99,25 @@ def draw_merge_acceptance(resample: Resample) -> dict[str, float]:
         return {}
     units = resample.units
     return {"merge_acceptance": merge_rate(units.merges.sum(), units.merges_accepted.sum())}
+
+
+def merge_lines(cal: Calibration) -> list[str]:
+    """gepa's merge: the runs' setup, and how often a merge passed its subsample."""
+    m = cal.merges
+    if not m.merge:
+        return ["merge: off in the runs (gepa's use_merge)"]
+    setup = (
+        f"merge: on in the runs (use_merge, at most {m.max_merges} accepted; a program of "
+        f"{m.components} component(s))"
+    )
+    if not m.merges:
+        return [f"{setup}: gepa merges only programs of two components or more"]
+    judged = (
+        f"{m.accepted}/{m.judged} merges passed their subsample"
+        if m.judged
+        else ("no merge judged")
+    )
+    return [
+        f"{setup}; {judged} -> merge_acceptance=(accepted + 1)/(judged + 2)={m.rate:.3g}",
+        "  merge latency: the merge's subsample rollouts are rollouts (phase merge_subsample)",
+    ]

@@ -25,6 +25,7 @@ from pxn.trace import ROLLOUT_PHASES, Iteration, Reflection, Rollout, Stage
 from pxn.trace_reading import Trace
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.pipeline import Calibration
     from pxn.calibrate.traces.resample import Resample
 
 TOLERANCE = 1e-9  # seconds
@@ -142,3 +143,44 @@ def draw_stage_overhead(resample: Resample) -> dict[str, float]:
     if units.stages.sum() > 0:
         return {"stage_overhead": float(units.gap.sum() / units.stages.sum())}
     return {}
+
+
+def overhead_lines(cal: Calibration) -> list[str]:
+    """The engine's overhead between stages, and the time after gepa's loop."""
+    o = cal.overhead
+    gaps = ", ".join(f"{name} {gap:.3g} s" for name, gap in o.gap_by_stage.items())
+    lines = [
+        f"engine overhead: {o.total:.4g} s outside {o.stages} stages -> "
+        f"stage_overhead={o.per_stage:.4g} s (mean gap before: {gaps})"
+    ]
+    if o.after_loop > 0:
+        lines.append(
+            f"after gepa's loop: {o.after_loop:.4g} s before run_end in all (not gepa's loop, "
+            "e.g. a test-set evaluation; left out of the scenario)"
+        )
+    return lines
+
+
+def concurrency_lines(cal: Calibration) -> list[str]:
+    """The rollouts and reflections seen in flight, and what dspy.GEPA's recordings imply."""
+    c = cal.concurrency
+    rollouts = (
+        f"peak {c.peak} rollouts in flight of W={c.workers}; the workers busy "
+        f"{c.busy_share:.0%} of their usable time in rollout stages"
+        if c.peak
+        else f"no rollout timed, so none seen in flight (W={c.workers})"
+    )
+    lines = [
+        f"concurrency: {rollouts}; reflections peak {c.reflection_peak} of C={c.reflection_slots}"
+    ]
+    if cal.scenario.worker_split == "per_candidate":
+        lines.append(
+            "workers: recorded from dspy.GEPA, whose adapter splits its num_threads among a "
+            "stage's candidates -> worker_split=per_candidate"
+        )
+    if cal.scenario.optimizer == "dspy.GEPA":
+        lines.append(
+            "reflections: recorded from dspy.GEPA, whose adapter proposes one text at a time, "
+            "so reflections never overlap whatever P x N -> optimizer=dspy.GEPA, C=1"
+        )
+    return lines

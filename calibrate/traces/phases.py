@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING
 
 import scipy.stats
 
-from pxn.calibrate.traces.fit import LatencyFit, fit_latency, refit_served
+from pxn.calibrate.traces.fit import LatencyFit, describe_latency, fit_latency, refit_served
 from pxn.calibrate.traces.served import latency_sample
 from pxn.calibrate.traces.units import Calls
 from pxn.distribution import Distribution
 from pxn.trace import ROLLOUT_PHASES
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.pipeline import Calibration
     from pxn.calibrate.traces.resample import Resample
 
 PHASE_TEST_MIN = 5  # points a phase needs to enter the test of phases differing
@@ -99,3 +100,21 @@ def draw_rollout_phases(resample: Resample) -> dict[str, float]:
             f"rollout.phases.{phase}", latency, resample.served, cal.rollout.tail, "rollout", phase
         )
     return draw
+
+
+def phase_lines(cal: Calibration) -> list[str]:
+    """The phases' own latencies: tested, and written when they differ."""
+    if len(cal.rollout_by_phase) < 2:
+        return []
+    phases = ", ".join(
+        f"{p} n={f.n} median {f.median:.3g} s" for p, f in cal.rollout_by_phase.items()
+    )
+    if math.isnan(cal.phase_pvalue):
+        return [f"  by phase: {phases} (too few per phase to test whether they differ)"]
+    test = f"Kruskal-Wallis p={cal.phase_pvalue:.2g}"
+    own = cal.scenario.rollout_phases
+    if not own:
+        return [f"  by phase: {phases} ({test}: one distribution serves every phase)"]
+    lines = [f"  by phase: {phases} ({test}: they differ; [rollout.phases] for {', '.join(own)})"]
+    lines += [f"    {p}: {describe_latency(d)}" for p, d in own.items()]
+    return lines

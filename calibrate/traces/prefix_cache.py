@@ -29,6 +29,7 @@ from pxn.trace import Reflection
 from pxn.trace_reading import Trace
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.pipeline import Calibration
     from pxn.calibrate.traces.resample import Resample
 
 # The server pxn's own pool runs; it reuses the longest prefix of its last prompt.
@@ -118,3 +119,21 @@ def draw_prefix_seconds(resample: Resample) -> dict[str, float]:
     pairs = list(zip(served.event[rows], served.latency[rows].tolist(), strict=True))
     refitted = refit_prefix_seconds(pairs)
     return {"load.reflection.prefix_seconds": point if refitted is None else refitted}
+
+
+def prefix_cache_line(cal: Calibration) -> str:
+    fit = cal.prefix_cache
+    tokens = (
+        ""
+        if fit.prefix_tokens is None
+        else f"sibling reflections share {fit.prefix_tokens:.4g} prompt tokens on average "
+        f"(n={fit.recorded}); "
+    )
+    interval = ""
+    if fit.interval is not None:
+        interval = f" [95% {fit.interval[0]:.3g}, {fit.interval[1]:.3g}]"
+    return (
+        f"reflection prefix cache: servers {'cache' if fit.caches else 'do not cache'} "
+        f"prompts: {fit.why}; {tokens}{fit.reason} "
+        f"-> load.reflection.prefix_seconds={fit.seconds:.4g}{interval}"
+    )

@@ -216,3 +216,16 @@ def draw_run_spreads(resample: Resample) -> dict[str, float]:
                 resample.served, resample.units.design, role
             )
     return draw
+
+
+def run_spread_line(fit: RunSpreadFit) -> str:
+    """How much whole runs of one setup differ in this model's speed, and what is kept."""
+    chosen = f"-> load.{fit.role}.run_spread={fit.chosen:.4g}"
+    if not fit.identified:
+        return f"  run spread: {fit.reason} {chosen}"
+    low, high = fit.interval
+    return (
+        f"  run spread: runs' mean log latency differs by sd {fit.spread:.3g} [95% {low:.3g}, "
+        f"{high:.3g}] beyond the calls' own spread ({fit.runs} runs of {fit.setups} setup(s) "
+        f"run twice or more, {fit.calls} calls); {fit.reason} {chosen}"
+    )

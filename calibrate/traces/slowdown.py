@@ -177,6 +177,14 @@ def fit_slowdown(groups, loads, latencies, servers: int | None) -> SlowdownFit:
 ROLE_KIND = {"task": "rollout", "reflection": "reflection"}
 
 
+BASES = {  # which calls a slowdown was fitted on, in the report's words
+    "own": "its own calls, each phase with its own latency",
+    "phases pooled": "its own calls, phases pooled: every phase ran at one load, so a "
+    "phase's own latency and the load's effect cannot be told apart",
+    "pool": "the calls of both models on the shared pool (its own do not show one alone)",
+}
+
+
 @dataclass(frozen=True)
 class ModelSlowdown:
     """One model's slowdown: the fit its value comes from, and which calls that fit read."""
@@ -196,6 +204,24 @@ class ModelSlowdown:
     def calls(self, kind: np.ndarray) -> np.ndarray:
         """Which calls this fit reads."""
         return np.ones(len(kind), bool) if self.basis == "pool" else kind == ROLE_KIND[self.role]
+
+    def lines(self, role: str, chosen: float) -> list[str]:
+        """The report's lines: the calls by load, and the slowdown fitted (`chosen` kept)."""
+        fit = self.fit
+        loads = "; ".join(
+            f"{group} " + ", ".join(f"{n} at {m}" for m, n in by_load.items())
+            for group, by_load in fit.loads.items()
+        )
+        lines = [f"{role} model: calls by load (calls of the model in flight): {loads}"]
+        if not fit.identified:
+            return [*lines, f"  load slowdown: {fit.reason} -> load.{role}.slowdown=0"]
+        low, high = fit.interval
+        return [
+            *lines,
+            f"  load slowdown: beta={fit.beta:.3g} [95% {low:.3g}, {high:.3g}] from {fit.n} "
+            f"calls ({BASES[self.basis]}; latency x (1 + beta (m - 1)), log least squares); "
+            f"{fit.reason} -> load.{role}.slowdown={chosen:.4g}",
+        ]
 
 
 def fit_model_slowdowns(

@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.stats
 
+from pxn.calibrate.traces.costs import price_lines
 from pxn.calibrate.traces.fit import (
     BOOTSTRAP,
     SEED,
     LatencyFit,
     fit_latency,
     interval,
+    latency_lines,
     refit_distribution,
 )
 from pxn.calibrate.traces.tails import no_tail
@@ -35,6 +37,7 @@ from pxn.trace import Event, Reflection, Rollout
 from pxn.trace_reading import Trace
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.pipeline import Calibration
     from pxn.calibrate.traces.resample import Resample
 
 MIN_POINTS = 5
@@ -385,3 +388,62 @@ def draw_token_counts(resample: Resample) -> dict[str, float]:
             f"tokens.{name}", point, counts[np.isfinite(counts)], np.empty(0), censor_at
         )
     return draw
+
+
+def tokens_out_lines(cal: Calibration) -> list[str]:
+    """Latency against the tokens a call wrote, per kind of call."""
+    lines = []
+    for t in cal.tokens:
+        lo, hi = t.per_token_ci
+        lines.append(
+            f"{t.what} latency vs tokens out (Theil-Sen, n={t.n}): {t.overhead:.3g} s + "
+            f"{t.per_token * 1000:.3g} ms/token [95% {lo * 1000:.3g}, {hi * 1000:.3g}], "
+            f"Spearman {t.spearman:.2f}"
+        )
+    return lines
+
+
+def token_lines(cal: Calibration) -> list[str]:
+    """The [tokens] table's fits and the [prices] table, or why there is none."""
+    fit = cal.token_counts
+    if fit is None:
+        return [
+            "tokens: no [tokens] table: no call in the traces reports its "
+            f"{', '.join(cal.tokens_missing)} (dollars and tokens-per-minute limits need one)"
+        ]
+    lines = []
+    for counts in (fit.rollout_input, fit.rollout_output, fit.reflection_output):
+        lines.extend(latency_lines(counts, "tokens", "tok"))
+    r, t = fit.reflection_input, fit.chosen
+    measured = ", ".join(
+        f"b={b}: n={n}, mean {mean:.4g}" for b, (n, mean) in r.by_minibatch.items()
+    )
+    ci = (
+        f" [95% {r.per_example_ci[0]:.4g}, {r.per_example_ci[1]:.4g}]"
+        if r.per_example_ci is not None
+        else ""
+    )
+    lines += [
+        f"reflection input tokens: {measured}",
+        f"  = base {t.reflection_input_base:.4g} + {t.reflection_input_per_example:.4g}{ci} "
+        f"per example x b; {r.method}; base puts the line through b={t.measured_minibatch}'s "
+        "mean" + (" (held at 0: see the note)" if r.floored else ""),
+    ]
+    lat = fit.latency
+    if lat is None:
+        lines.append(
+            f"reflection latency vs tokens: {fit.latency_reason} "
+            "-> reflection_seconds_per_input_token=0"
+        )
+    else:
+        (ilo, ihi), (olo, ohi) = lat.per_input_ci, lat.per_output_ci
+        lines += [
+            f"reflection latency vs tokens in and out (least squares, HC1 95% intervals, "
+            f"n={lat.n}, R^2 {lat.r_squared:.2f}): {lat.intercept:.3g} s "
+            f"+ {lat.per_input * 1000:.3g} ms/input token [{ilo * 1000:.3g}, {ihi * 1000:.3g}] "
+            f"+ {lat.per_output * 1000:.3g} ms/output token [{olo * 1000:.3g}, {ohi * 1000:.3g}]",
+            f"  input coefficient {fit.latency_reason} "
+            f"-> reflection_seconds_per_input_token={t.reflection_seconds_per_input_token:.4g}",
+        ]
+    lines.extend(price_lines(cal))
+    return lines

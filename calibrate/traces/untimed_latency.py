@@ -26,13 +26,22 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pxn.calibrate.traces.fit import BOOTSTRAP, FamilyFit, LatencyFit, interval, refit_served
+from pxn.calibrate.traces.fit import (
+    BOOTSTRAP,
+    FamilyFit,
+    LatencyFit,
+    describe_latency,
+    interval,
+    latency_lines,
+    refit_served,
+)
 from pxn.calibrate.traces.makespan import SpanFit, Spans, fit_spans, refit_spans
 from pxn.calibrate.traces.served import latency_sample
 from pxn.calibrate.traces.tails import no_tail
 from pxn.distribution import Distribution
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.pipeline import Calibration
     from pxn.calibrate.traces.resample import Resample
 
 SEED = 20261207
@@ -172,3 +181,23 @@ def draw_rollout(resample: Resample) -> dict[str, float]:
         resample.betas.get("task", 0.0),
     )
     return {f"rollout.{name}": value for name, value in refitted.items()}
+
+
+def rollout_lines(cal: Calibration) -> list[str]:
+    """The rollout latency's fit: to timed latencies, or to untimed calls' spans."""
+    u = cal.untimed
+    if u is None:
+        return latency_lines(cal.rollout)
+    fit = cal.rollout
+    (low, high), (mlow, mhigh) = fit.mean_ci, fit.median_ci
+    pools = ", ".join(f"{calls} on {pool}" for pool, calls in u.pools.items())
+    cis = ", ".join(f"{k} in [{lo:.4g}, {hi:.4g}]" for k, (lo, hi) in fit.param_ci.items())
+    return [
+        f"rollout latency: from the spans of {u.calls} untimed adapter calls ({u.rollouts} "
+        f"rollouts, up to {u.largest} a call; calls on each pool size: {pools})"
+        + (f" and {u.timed} timed latencies" if u.timed else "")
+        + f": mean {fit.chosen.mean():.4g} s [95% {low:.4g}, {high:.4g}], median "
+        f"{fit.chosen.params['scale']:.4g} s [{mlow:.4g}, {mhigh:.4g}]",  # a lognormal's scale
+        f"  chosen: {describe_latency(fit.chosen)} ({fit.reason})",
+        f"  95% bootstrap intervals: {cis}",
+    ]
