@@ -43,7 +43,7 @@ from pxn.calibrate.traces.bookkeeping import (
 )
 from pxn.calibrate.traces.costs import RecordedCosts, lookup_prices
 from pxn.calibrate.traces.draws import DrawsFit, parameter_draws
-from pxn.calibrate.traces.evidence import gather_evidence
+from pxn.calibrate.traces.evidence import Evidence, gather_evidence
 from pxn.calibrate.traces.failures import FailuresFit, fit_failures
 from pxn.calibrate.traces.fit import LatencyFit
 from pxn.calibrate.traces.load_effect import LoadEffect
@@ -68,8 +68,10 @@ from pxn.calibrate.traces.slowdown import ModelSlowdown
 from pxn.calibrate.traces.tokens import TokenCounts, TokenFit
 from pxn.calibrate.traces.units import Units, selection_of
 from pxn.calibrate.traces.untimed_latency import UntimedFit
+from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.load import Load, Loads
+from pxn.prices import Prices
 from pxn.scenario import Scenario
 from pxn.sim.backends import Backend
 from pxn.trace_reading import Loaded, Trace
@@ -81,10 +83,10 @@ SEARCH_MODELS = ("auto", "quality", "rates")
 @dataclass
 class Calibration:
     loaded: Loaded
-    scenario: Scenario
     units: Units
     rollout: LatencyFit
     rollout_by_phase: dict[str, LatencyFit]
+    rollout_phases: dict[str, Distribution]  # [rollout.phases]: phases with a latency of their own
     phase_pvalue: float  # Kruskal-Wallis across phases; nan when fewer than two phases
     reflection: LatencyFit
     tokens: list[TokenFit]  # latency against tokens out (reported only)
@@ -110,6 +112,7 @@ class Calibration:
     # Why the traces' scores gave no quality model, when they held scores and it was tried.
     quality_refused: str | None = None
     notes: list[str] = field(default_factory=list)
+    scenario: Scenario = field(init=False)  # assembled from the parts once they are fitted
 
     @property
     def traces(self) -> list[Trace]:
@@ -156,6 +159,25 @@ def calibrate_traces(
     evidence = parts.with_workers(
         gather_evidence(paths, lm_servers, priced=prices is not None), workers
     )
+    calibration = fit_parts(evidence, latency, prefix_cache, prices)
+    calibration.scenario = assembled_scenario(calibration, evidence, name, prices)
+    if draws:
+        calibration.draws = parameter_draws(calibration, draws)
+        calibration.scenario = calibration.scenario.replace(
+            uncertainty=calibration.draws.uncertainty
+        )
+    if search == "quality" or (search == "auto" and scored(calibration.traces)):
+        fit_search_model(calibration, search, draws, jobs, on_generation, backend)
+    calibration.scenario.validate_draws()
+    return calibration
+
+
+def fit_parts(
+    evidence: Evidence, latency: str, prefix_cache: bool | None, prices: Prices | None
+) -> Calibration:
+    """Every part fitted to the evidence, in the order each needs the ones before: the
+    slowdowns, the calls served alone at them, the latencies, tokens, run spreads and prefix
+    cache, then the search's parts, the overhead and the bookkeeping."""
     units, traces = evidence.units, evidence.traces
     slowdowns = parts.slowdowns(evidence)
     betas = {role: fit.chosen for role, fit in slowdowns.items()}
@@ -164,23 +186,46 @@ def calibrate_traces(
     phases = parts.phases(evidence, served, rollout, latency, untimed)
     token_counts = parts.token_counts(evidence, served)
     at_measured_b = parts.at_measured_b(evidence, betas, token_counts)
-    reflection = parts.latency_fit(evidence, at_measured_b, "reflection", latency)
-    run_spreads = parts.run_spreads(evidence, at_measured_b)
-    prefix = parts.prefix_cache(evidence, token_counts, prefix_cache)
-    tokens = parts.latency_on_tokens_out(evidence)
-    costs = parts.costs(evidence, prices)
-    acceptance = parts.acceptance(evidence)
-    skip = fit_skip(units.tasks, units.unskipped)
-    failures = fit_failures(traces, units.losses)
-    overhead = fit_overhead(traces)
-    concurrency = fit_concurrency(traces)
-    load_effects = parts.load_effects(evidence)
-    front = fit_front_share(units.parents)
-    duplicates = parts.duplicates(evidence)
-    merges = fit_merges(traces, units.merges, units.merges_accepted, evidence.notes)
+    # The keywords are evaluated in order: each fit's notes follow those of the fits before.
+    calibration = Calibration(
+        loaded=evidence.loaded,
+        units=units,
+        rollout=rollout,
+        rollout_by_phase=phases.by_phase,
+        rollout_phases=phases.own,
+        phase_pvalue=phases.pvalue,
+        reflection=parts.latency_fit(evidence, at_measured_b, "reflection", latency),
+        run_spreads=parts.run_spreads(evidence, at_measured_b),
+        prefix_cache=parts.prefix_cache(evidence, token_counts, prefix_cache),
+        tokens=parts.latency_on_tokens_out(evidence),
+        token_counts=token_counts,
+        tokens_missing=evidence.tokens_missing,
+        costs=parts.costs(evidence, prices),
+        acceptance=parts.acceptance(evidence),
+        skip=fit_skip(units.tasks, units.unskipped),
+        failures=fit_failures(traces, units.losses),
+        overhead=fit_overhead(traces),
+        concurrency=fit_concurrency(traces),
+        load_effects=parts.load_effects(evidence),
+        slowdowns=slowdowns,
+        lm_servers_source=evidence.lm_servers_source,
+        front=fit_front_share(units.parents),
+        duplicates=parts.duplicates(evidence),
+        merges=fit_merges(traces, units.merges, units.merges_accepted, evidence.notes),
+        notes=evidence.notes,
+        untimed=untimed,
+    )
     note_incomplete_runs(traces, evidence.notes)
+    return calibration
 
-    first = traces[0].run_start
+
+def assembled_scenario(
+    cal: Calibration, evidence: Evidence, name: str, prices: Prices | None
+) -> Scenario:
+    """The Scenario the fitted parts make, at the runs' setup, checked."""
+    traces, first = cal.traces, cal.traces[0].run_start
+    betas = {role: fit.chosen for role, fit in cal.slowdowns.items()}
+    spreads = cal.run_spreads
     scenario = Scenario(
         name=name,
         description=f"calibrated by pxn calibrate from {len(traces)} trace(s)",
@@ -191,99 +236,74 @@ def calibrate_traces(
         workers=first.workers,
         worker_split=worker_split(traces, evidence.notes),
         reflection_concurrency=first.reflection_concurrency,
-        rollout=rollout.chosen,
-        rollout_phases=phases.own,
-        reflection=reflection.chosen,
-        acceptance=acceptance.chosen,
-        stage_overhead=overhead.per_stage,
-        skip_perfect=skip.probability,
-        failures=failures.failures,
+        rollout=cal.rollout.chosen,
+        rollout_phases=cal.rollout_phases,
+        reflection=cal.reflection.chosen,
+        acceptance=cal.acceptance.chosen,
+        stage_overhead=cal.overhead.per_stage,
+        skip_perfect=cal.skip.probability,
+        failures=cal.failures.failures,
         optimizer=optimizer_of(traces),
         selection=selection_of(traces[0]),
-        front_share=front.chosen,
-        duplicate_children=duplicates.chosen,
-        **merges.scenario_fields(),
+        front_share=cal.front.chosen,
+        duplicate_children=cal.duplicates.chosen,
+        **cal.merges.scenario_fields(),
         loads=Loads(
-            Load(
-                evidence.lm_servers,
-                betas.get("task", 0.0),
-                run_spread=run_spreads["task"].chosen,
-            ),
+            Load(evidence.lm_servers, betas.get("task", 0.0), run_spread=spreads["task"].chosen),
             Load(
                 evidence.lm_servers,
                 betas.get("reflection", 0.0),
-                prefix.seconds,
-                run_spread=run_spreads["reflection"].chosen,
+                cal.prefix_cache.seconds,
+                run_spread=spreads["reflection"].chosen,
             ),
         ),
-        tokens=None if token_counts is None else token_counts.chosen,
+        tokens=None if cal.token_counts is None else cal.token_counts.chosen,
         prices=prices,
         calibrated_on=calibrated_on(traces),
     )
     try:
-        scenario.validate()
+        return scenario.validate()
     except PxnError as exc:
         raise PxnError(f"the traces give an invalid scenario: {exc}") from None
-    calibration = Calibration(
-        loaded=evidence.loaded,
-        scenario=scenario,
-        units=units,
-        rollout=rollout,
-        rollout_by_phase=phases.by_phase,
-        phase_pvalue=phases.pvalue,
-        reflection=reflection,
-        tokens=tokens,
-        token_counts=token_counts,
-        tokens_missing=evidence.tokens_missing,
-        costs=costs,
-        acceptance=acceptance,
-        skip=skip,
-        overhead=overhead,
-        concurrency=concurrency,
-        load_effects=load_effects,
-        slowdowns=slowdowns,
-        run_spreads=run_spreads,
-        prefix_cache=prefix,
-        lm_servers_source=evidence.lm_servers_source,
-        front=front,
-        duplicates=duplicates,
-        merges=merges,
-        failures=failures,
-        notes=evidence.notes,
-        untimed=untimed,
-    )
-    if draws:
-        calibration.draws = parameter_draws(calibration, draws)
-        calibration.scenario = scenario.replace(uncertainty=calibration.draws.uncertainty)
-    if search == "quality" or (search == "auto" and scored(traces)):
-        if not scored(traces):
-            raise PxnError(
-                "the traces hold no validation scores and scored rollouts to fit the quality "
-                "model to (a recording of gepa's own callbacks has them); calibrate with "
-                "acceptance rates instead",
-                subject="search model",
-            )
-        try:
-            calibration.quality = fit_quality(
-                traces,
-                draws,
-                failures.failures,
-                jobs=jobs,
-                on_generation=on_generation,
-                backend=backend,
-            )
-        except PxnError as exc:
-            if search == "quality":
-                raise
-            calibration.quality_refused = str(exc)
-            evidence.notes.append(
-                f"the quality model was not fitted ({exc}); the scenario keeps acceptance rates "
-                "(--search quality makes this an error)"
-            )
-        else:
-            calibration.scenario = with_quality(calibration.scenario, calibration.quality)
-    calibration.scenario.validate_draws()
-    return calibration
+
+
+def fit_search_model(
+    calibration: Calibration,
+    search: str,
+    draws: int,
+    jobs: int,
+    on_generation: Callable[[Generation], None] | None,
+    backend: Backend | None,
+) -> None:
+    """The quality model fitted to the traces' scores, in place of the acceptance rates; where
+    it cannot be and `search` is "auto", the rates are kept and a note says why."""
+    traces = calibration.traces
+    if not scored(traces):
+        raise PxnError(
+            "the traces hold no validation scores and scored rollouts to fit the quality "
+            "model to (a recording of gepa's own callbacks has them); calibrate with "
+            "acceptance rates instead",
+            subject="search model",
+        )
+    try:
+        calibration.quality = fit_quality(
+            traces,
+            draws,
+            calibration.failures.failures,
+            jobs=jobs,
+            on_generation=on_generation,
+            backend=backend,
+        )
+    except PxnError as exc:
+        if search == "quality":
+            raise
+        calibration.quality_refused = str(exc)
+        calibration.notes.append(
+            f"the quality model was not fitted ({exc}); the scenario keeps acceptance rates "
+            "(--search quality makes this an error)"
+        )
+    else:
+        calibration.scenario = with_quality(calibration.scenario, calibration.quality)
 
 
 def with_quality(scenario: Scenario, fit: QualityFit) -> Scenario:
