@@ -55,13 +55,14 @@ from pxn.calibrate.past_runs.to_trace import past_run_events, write_past_run_tra
 from pxn.calibrate.summaries.abc_smc import Generation
 from pxn.calibrate.summaries.facts import InferenceOptions
 from pxn.calibrate.summaries.infer import Inference, infer_from_summaries
+from pxn.calibrate.summaries.priors import Prior
 from pxn.calibrate.traces.acceptance import AcceptanceFit, fit_acceptance
 from pxn.calibrate.traces.bookkeeping import fit_front_share, fit_skip
 from pxn.calibrate.traces.failures import FailuresFit, fit_failures
 from pxn.calibrate.traces.fit import LatencyFit
 from pxn.calibrate.traces.merges import MergeFit, fit_merges
 from pxn.calibrate.traces.quality import improvable, seed_validation
-from pxn.calibrate.traces.units import cut_into_units
+from pxn.calibrate.traces.units import Units, cut_into_units
 from pxn.errors import PxnError
 from pxn.scenario import Scenario
 from pxn.shape import Shape
@@ -137,16 +138,7 @@ def calibrate_past_run(
     setup = _setup(files, run, the_log, workers, reflection_concurrency, budget)
     notes = [*run.notes]
     times = file_times(files.path, files.log_lines)
-    seed_calls = len(run.valset)
-    clocks = [
-        given_wall_clock(wall_clock) if wall_clock is not None else None,
-        None
-        if tracked is None
-        else tracked_wall_clock(tracked.start, tracked.end, tracked.last_time, tracked.run_id),
-        logged_wall_clock(the_log) if the_log is not None and the_log.timed else None,
-        files_wall_clock(times, seed_calls, run.metric_calls - seed_calls),
-    ]
-    clock = choose_wall_clock(clocks)
+    clock = _wall_clock(run, times, wall_clock, tracked, the_log)
     scored = run.val_scores is not None and search != "rates"
     if search == "quality" and run.val_scores is None:
         raise PxnError(
@@ -154,51 +146,28 @@ def calibrate_past_run(
             f"{files.state_note}; calibrate with acceptance rates instead",
             subject="search model",
         )
-    with tempfile.TemporaryDirectory(prefix="pxn-past-run-") as tmp:
-        meta = {"dspy": "3.4.1"} if setup.dspy else {}
-        events = past_run_events(
-            run,
-            workers=setup.workers,
-            reflection_concurrency=setup.reflection_concurrency,
-            budget=setup.budget,
-            meta=meta,
-        )
-        trace_path = write_past_run_trace(Path(tmp) / TRACE_FILE, events)
-        trace = load_traces([trace_path]).traces[0]
+    trace = _as_trace(run, setup)
     units = cut_into_units([trace])
     acceptance = fit_acceptance(units.steps)
     failures = fit_failures([trace], units.losses)
-    skip = fit_skip(units.tasks, units.unskipped)
-    front = fit_front_share(units.parents)
     merges = fit_merges([trace], units.merges, units.merges_accepted, notes)
     options = options or default_options(draws)
     stages, reflections = _marked_stages(run, tracked, the_log, setup.workers)
     notes += [] if stages is None else list(stages.notes)
-    priors = {} if stages is None else rollout_priors(stages)
-    priors |= {} if reflections is None else latency_priors(reflections, "reflection")
     summaries = past_run_summaries(
         trace,
         clock,
         scored=scored,
         failures=failures.failures,
         options=options,
-        priors=priors,
+        priors=_latency_priors(stages, reflections),
         path=files.path,
     )
     inference = infer_from_summaries(summaries, name, jobs, on_generation, backend)
     scenario = inference.scenario.replace(
         name=name,
         description=f"calibrated by pxn calibrate from the past run {files.path}",
-        failures=failures.failures,
-        front_share=front.chosen,
-        skip_perfect=0.0 if scored else skip.probability,
-        worker_split="per_candidate" if setup.dspy else "pooled",
-        optimizer="dspy.GEPA" if setup.dspy else "gepa",
-        **{
-            k: v
-            for k, v in merges.scenario_fields().items()
-            if not (scored and k == "merge_acceptance")
-        },
+        **_bookkeeping_fields(units, failures, merges, setup, scored),
     )
     if scored:
         scenario = _with_seed_and_headroom(scenario, trace, run)
@@ -221,6 +190,71 @@ def calibrate_past_run(
         search="quality" if scored else "rates",
         notes=notes,
     )
+
+
+def _bookkeeping_fields(
+    units: Units, failures: FailuresFit, merges: MergeFit, setup: RunSetup, scored: bool
+) -> dict[str, object]:
+    """What the run's decisions say beside the inference: lost proposals, the front's share,
+    skips (the quality model makes its own), the optimizer's scheduling, merges."""
+    return {
+        "failures": failures.failures,
+        "front_share": fit_front_share(units.parents).chosen,
+        "skip_perfect": 0.0 if scored else fit_skip(units.tasks, units.unskipped).probability,
+        "worker_split": "per_candidate" if setup.dspy else "pooled",
+        "optimizer": "dspy.GEPA" if setup.dspy else "gepa",
+        **{
+            k: v
+            for k, v in merges.scenario_fields().items()
+            if not (scored and k == "merge_acceptance")
+        },
+    }
+
+
+def _latency_priors(
+    stages: StageLatency | None, reflections: LatencyFit | None
+) -> dict[str, Prior]:
+    """The inference's priors on the latencies the run's marked stages and log lines time."""
+    priors = {} if stages is None else rollout_priors(stages)
+    return priors | ({} if reflections is None else latency_priors(reflections, "reflection"))
+
+
+def _wall_clock(
+    run: PastRun,
+    times: FileTimes,
+    given: str | None,
+    tracked: MlflowRun | None,
+    log: GepaLog | None,
+) -> WallClock:
+    """The run's wall-clock from the best source it left: the user's word, its MLflow run,
+    DSPy's log lines, its files' own times."""
+    seed_calls = len(run.valset)
+    return choose_wall_clock(
+        [
+            given_wall_clock(given) if given is not None else None,
+            None
+            if tracked is None
+            else tracked_wall_clock(tracked.start, tracked.end, tracked.last_time, tracked.run_id),
+            logged_wall_clock(log) if log is not None and log.timed else None,
+            files_wall_clock(times, seed_calls, run.metric_calls - seed_calls),
+        ]
+    )
+
+
+def _as_trace(run: PastRun, setup: RunSetup) -> Trace:
+    """The run as a trace of the one schema (scores, decisions, counts; no durations),
+    written and read back as any trace is."""
+    with tempfile.TemporaryDirectory(prefix="pxn-past-run-") as tmp:
+        meta = {"dspy": "3.4.1"} if setup.dspy else {}
+        events = past_run_events(
+            run,
+            workers=setup.workers,
+            reflection_concurrency=setup.reflection_concurrency,
+            budget=setup.budget,
+            meta=meta,
+        )
+        trace_path = write_past_run_trace(Path(tmp) / TRACE_FILE, events)
+        return load_traces([trace_path]).traces[0]
 
 
 def _marked_stages(
