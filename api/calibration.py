@@ -169,9 +169,8 @@ def calibrate(
         "tracking uri": tracking_uri,
     }
     if not past:
-        for subject, value in past_options.items():
-            if value is not None:
-                raise PxnError(PAST_RUN_ONLY, subject=subject)
+        refuse_given({subject: value is not None for subject, value in past_options.items()},
+                     PAST_RUN_ONLY)  # fmt: skip
     if summaries is not None:
         if paths:
             raise PxnError("give trace files or a summaries file, not both")
@@ -185,9 +184,7 @@ def calibrate(
             "search model": search != "auto",
             "workers": workers is not None,
         }
-        for subject, is_given in given.items():
-            if is_given:
-                raise PxnError(SUMMARIES_SAY_IT, subject=subject)
+        refuse_given(given, SUMMARIES_SAY_IT)
         with make_backend(backend, address, jobs) as the_backend:
             return from_summaries(Path(summaries), name, the_backend, progress)
     if not paths:
@@ -205,9 +202,7 @@ def calibrate(
             "reflection model": reflection_model is not None,
             "prefix cache": prefix_cache != "auto",
         }
-        for subject, is_given in given.items():
-            if is_given:
-                raise PxnError(NOT_FOR_PAST_RUNS, subject=subject)
+        refuse_given(given, NOT_FOR_PAST_RUNS)
         with make_backend(backend, address, jobs) as the_backend:
             return from_past_run(
                 str(paths[0]),
@@ -241,6 +236,13 @@ def calibrate(
             workers=workers,
             progress=progress,
         )
+
+
+def refuse_given(given: dict[str, bool], why: str) -> None:
+    """The first option given where it has no use, refused with `why`."""
+    for subject, is_given in given.items():
+        if is_given:
+            raise PxnError(why, subject=subject)
 
 
 def from_traces(
