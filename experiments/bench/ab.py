@@ -5,7 +5,7 @@
     .venv/bin/python experiments/bench/ab.py instructions DIR SCENARIO SHAPE [--reps 10]
 
 `checkout` lays a commit's code out as the pxn package (pxn/, with sim/,
-runner/, calibrate/ and app/ inside it, as setuptools maps them) in DIR, to
+runner/, calibrate/, checks/, api/ and app/ inside it, as setuptools maps them) in DIR, to
 import it from with PYTHONPATH=DIR. The working tree is the repository's
 root: its pxn/ comes first on the path and the editable install maps the
 subpackages to it.
@@ -37,7 +37,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
-SUBPACKAGES = ("sim", "runner", "calibrate", "api", "app")  # the folders setuptools maps into pxn
+# The folders setuptools maps into pxn (checks/ from 2026-12-07 on; an older commit lacks it).
+SUBPACKAGES = ("sim", "runner", "calibrate", "checks", "api", "app")
 
 # A worker: warm up, then run a chunk of replicates each time it reads a line, printing
 # the CPU seconds it took.
@@ -60,14 +61,21 @@ for line in sys.stdin:
 
 
 def checkout(commit: str, directory: Path) -> None:
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-tree", "--name-only", commit],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    present = [name for name in SUBPACKAGES if name in listed]
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", commit, "pxn", *SUBPACKAGES],
+        ["git", "-C", str(ROOT), "archive", commit, "pxn", *present],
         check=True,
         capture_output=True,
     ).stdout
     directory.mkdir(parents=True, exist_ok=False)
     subprocess.run(["tar", "-x", "-C", str(directory)], input=archive, check=True)
-    for name in SUBPACKAGES:
+    for name in present:
         shutil.move(directory / name, directory / "pxn" / name)
     print(f"{commit} laid out in {directory}: PYTHONPATH={directory}")
 
