@@ -14,14 +14,18 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = [
-    "pyproject.toml", "README.md", "LICENSE", "pxn", "sim", "runner", "calibrate", "api", "app"
-]  # fmt: skip
+# The files the build reads, and every folder setuptools maps a package from.
+PACKAGE_DIRS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+    "package-dir"
+]
+FOLDERS = sorted({folder.split("/")[0] for folder in PACKAGE_DIRS.values()})
+SOURCES = ["pyproject.toml", "README.md", "LICENSE", *FOLDERS]
 
 
 def run(*args: str | Path, cwd: Path) -> str:
@@ -63,7 +67,7 @@ def test_wheel_installs_and_imports_from_a_fresh_venv(tmp_path: Path) -> None:
         import json
         import pxn, pxn.sim, pxn.sim.model, pxn.sim.presets, pxn.runner, pxn.calibrate
         import pxn.api, pxn.app.cli
-        import pxn.calibrate.traces.pipeline, pxn.calibrate.summaries.infer
+        import pxn.calibrate.traces.pipeline, pxn.calibrate.summaries.infer, pxn.checks.conformance
         from pxn.shape import Shape
         from pxn.sim.model import simulate_once
         from pxn.sim.presets import load_scenario, preset_names
