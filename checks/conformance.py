@@ -47,7 +47,7 @@ import numpy as np
 
 from pxn.acceptance import Acceptance
 from pxn.calibrate.traces.overhead import fit_overhead
-from pxn.checks.validate import Check, validate_runs
+from pxn.checks.validate import Check, plan_for, validate_planned
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.quality import Quality
@@ -57,7 +57,7 @@ from pxn.shape import Shape
 from pxn.sim.schedule import makespan
 from pxn.stats import mape, p_coverage, p_uniform
 from pxn.trace import Decision, Reflection, Rollout, Stage
-from pxn.trace_reading import Trace, load_traces
+from pxn.trace_reading import Loaded, Trace, load_traces
 
 ALPHA = 0.01
 
@@ -289,7 +289,8 @@ def judge(
     rejected = list(loaded.rejected)
     for (shape, workers), traces in by_group.items():
         with_overhead = scenario.replace(stage_overhead=overhead[shape, workers])
-        validation = validate_runs(with_overhead, [t.path for t in traces], replicates, jobs)
+        plan = plan_for(with_overhead, Loaded(traces), replicates)  # read once, above
+        validation = validate_planned(plan, jobs)
         rejected += [f"{c.run}: {c.status}, not a whole run" for c in validation.checks
                      if not c.complete]  # fmt: skip
         for check in validation.counted:
