@@ -192,6 +192,7 @@ def conformance(
 def task_and_workload(task: str | None, scenario: ScenarioLike | None) -> tuple[str, Scenario]:
     """The synthetic task and the scenario it runs: the given ones, or each one's default."""
     from pxn.checks.conformance import DEFAULT_QUALITY_SCENARIO, DEFAULT_SCENARIO
+    from pxn.scenario import Scenario
 
     if task not in (None, *TASK_SHAPES):
         raise PxnError(f"is levels or quality: got {task!r}", subject="task")
@@ -199,13 +200,14 @@ def task_and_workload(task: str | None, scenario: ScenarioLike | None) -> tuple[
         kind = task or "levels"
         return kind, DEFAULT_QUALITY_SCENARIO if kind == "quality" else DEFAULT_SCENARIO
     base = scenario_of(scenario)
+    named = base.name if isinstance(scenario, Scenario) else scenario  # not a dataclass's repr
     kind = task or ("quality" if base.quality is not None else "levels")
     if kind == "quality" and base.quality is None:
-        raise PxnError(f"quality needs a scenario with a [quality] table; {scenario} has "
+        raise PxnError(f"quality needs a scenario with a [quality] table; {named} has "
                        "[acceptance] rates: leave the task out to run it on the levels task",
                        subject="task")  # fmt: skip
     if kind == "levels" and base.quality is not None:
-        raise PxnError(f"levels realises [acceptance] rates; {scenario} has a [quality] table: "
+        raise PxnError(f"levels realises [acceptance] rates; {named} has a [quality] table: "
                        "leave the task out to run it on the quality task",
                        subject="task")  # fmt: skip
     return kind, base
