@@ -21,7 +21,8 @@ from pxn.app.options import Format, Jobs, Out, Reps, Wide
 from pxn.app.output import Output
 
 commands = typer.Typer()
-LEVELS_WORKERS, QUALITY_WORKERS = (",".join(map(str, TASK_WORKERS[k])) for k in TASK_SHAPES)
+LEVELS_WORKERS = ",".join(map(str, TASK_WORKERS["levels"]))
+QUALITY_WORKERS = ",".join(map(str, TASK_WORKERS["quality"]))
 
 
 @commands.command("conformance")
