@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import tomllib
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -130,24 +131,21 @@ def scenario_from_dict(data: dict[str, Any], source: str = "scenario") -> Scenar
         "reflection": Distribution.from_dict(data.pop("reflection"), "reflection latency"),
         "loads": _loads(data),
     }
-    if "acceptance" in data:
-        parsed["acceptance"] = Acceptance.from_dict(data.pop("acceptance"))
-    if "quality" in data:
-        parsed["quality"] = Quality.from_dict(data.pop("quality"))
-    if "failures" in data:
-        parsed["failures"] = Failures.from_dict(data.pop("failures"))
-    if "selection" in data:
-        parsed["selection"] = Selection.parse(str(data.pop("selection")))
-    if "tokens" in data:
-        parsed["tokens"] = Tokens.from_dict(data.pop("tokens"), data.get("minibatch", 3))
-    if "prices" in data:
-        parsed["prices"] = Prices.from_dict(data.pop("prices"))
-    if "rate_limits" in data:
-        parsed["rate_limits"] = RateLimits.from_dict(data.pop("rate_limits"))
-    if "uncertainty" in data:
-        parsed["uncertainty"] = Uncertainty.from_dict(data.pop("uncertainty"))
-    if "calibrated_on" in data:
-        parsed["calibrated_on"] = CalibratedOn.from_dict(data.pop("calibrated_on"))
+    # The optional tables, each read by its own type, in this order (the first bad one is told).
+    readers: dict[str, Callable[[Any], Any]] = {
+        "acceptance": Acceptance.from_dict,
+        "quality": Quality.from_dict,
+        "failures": Failures.from_dict,
+        "selection": lambda value: Selection.parse(str(value)),
+        "tokens": lambda value: Tokens.from_dict(value, data.get("minibatch", 3)),
+        "prices": Prices.from_dict,
+        "rate_limits": RateLimits.from_dict,
+        "uncertainty": Uncertainty.from_dict,
+        "calibrated_on": CalibratedOn.from_dict,
+    }
+    for key, read in readers.items():
+        if key in data:
+            parsed[key] = read(data.pop(key))
     scenario = Scenario(**parsed, **data).validate()
     scenario.validate_draws()
     return scenario
