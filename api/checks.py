@@ -215,13 +215,14 @@ def task_and_workload(task: str | None, scenario: ScenarioLike | None) -> tuple[
 
 def workers_of(workers: str | Sequence[int]) -> list[int]:
     """Worker pools as given: "4,16" or a list of whole numbers, distinct, each >= 1."""
-    pools = list(workers) if not isinstance(workers, str) else []
     if isinstance(workers, str):
         try:
             pools = [int(part) for part in workers.split(",") if part.strip()]
         except ValueError:
             raise PxnError(f"are whole numbers like 4,16: got {workers!r}",
                            subject="workers") from None  # fmt: skip
+    else:
+        pools = list(workers)
     if not pools or min(pools) < 1 or len(set(pools)) < len(pools):
         raise PxnError(f"are distinct whole numbers >= 1 like 4,16: got {workers!r}",
                        subject="workers")  # fmt: skip
