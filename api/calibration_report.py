@@ -20,6 +20,7 @@ from pxn.calibrate.traces.overhead import concurrency_lines, overhead_lines
 from pxn.calibrate.traces.phases import phase_lines
 from pxn.calibrate.traces.pipeline import Calibration
 from pxn.calibrate.traces.prefix_cache import prefix_cache_line
+from pxn.calibrate.traces.prompt_lengths import prompt_line
 from pxn.calibrate.traces.run_spread import run_spread_line
 from pxn.calibrate.traces.tokens import token_lines, tokens_out_lines
 from pxn.calibrate.traces.untimed_latency import rollout_lines
@@ -38,6 +39,7 @@ def calibration_lines(cal: Calibration) -> list[str]:
     lines.extend(setup_lines(cal))
     lines.extend(rollout_lines(cal))
     lines.extend(phase_lines(cal))
+    lines.append(prompt_line(cal))
     lines.extend(latency_lines(cal.reflection))
     lines.extend(tokens_out_lines(cal))
     lines.extend(token_lines(cal))

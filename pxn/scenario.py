@@ -24,6 +24,7 @@ from pxn.fields import at_least, known_keys, share, table, whole
 from pxn.files import write_text_atomically
 from pxn.load import Loads
 from pxn.prices import Prices
+from pxn.prompt_lengths import PromptLengths
 from pxn.quality import Quality
 from pxn.rate_limits import RateLimits
 from pxn.selection import Selection
@@ -113,6 +114,8 @@ class Scenario:
     optimizer: str = "gepa"
     # A phase's own rollout latency, where it differs from `rollout`.
     rollout_phases: dict[str, Distribution] = field(default_factory=dict)
+    # How a candidate's prompt length scales its rollouts (None: every candidate's as the seed's).
+    prompt: PromptLengths | None = None
     loads: Loads = field(default_factory=Loads)  # [load] in TOML
     # Dollars and provider limits; all optional (without them: no cost, no throttling).
     tokens: Tokens | None = None
@@ -218,6 +221,8 @@ class Scenario:
             )
         self._validate_merge()
         self.failures.validate()
+        if self.prompt is not None:
+            self.prompt.validate()
         if self.optimizer not in OPTIMIZERS:
             raise PxnError(
                 f"must be one of {', '.join(map(repr, OPTIMIZERS))}: got {self.optimizer!r}",

@@ -24,6 +24,7 @@ from pxn.failures import Failures
 from pxn.fields import known_keys, table, whole
 from pxn.load import Loads
 from pxn.prices import Prices
+from pxn.prompt_lengths import PromptLengths
 from pxn.quality import Quality
 from pxn.rate_limits import RateLimits
 from pxn.scenario import SEARCH_MODELS, CalibratedOn, Scenario
@@ -84,6 +85,7 @@ def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
     limits = scenario.rate_limits
     optional = {
         "failures": scenario.failures.to_dict(),
+        "prompt": None if scenario.prompt is None else scenario.prompt.to_dict(),
         "load": scenario.loads.to_dict(),
         "tokens": None if scenario.tokens is None else scenario.tokens.to_dict(),
         "prices": None if scenario.prices is None else scenario.prices.to_dict(),
@@ -136,6 +138,7 @@ def scenario_from_dict(data: dict[str, Any], source: str = "scenario") -> Scenar
         "acceptance": Acceptance.from_dict,
         "quality": Quality.from_dict,
         "failures": Failures.from_dict,
+        "prompt": PromptLengths.from_dict,
         "selection": lambda value: Selection.parse(str(value)),
         "tokens": lambda value: Tokens.from_dict(value, data.get("minibatch", 3)),
         "prices": Prices.from_dict,

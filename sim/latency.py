@@ -11,7 +11,8 @@ Each rollout phase draws from its own distribution where the scenario gives
 one (Scenario.rollout_latency); phases without one share the rollout's draws.
 
 A run's own conditions (Load.run_factor) scale every draw of its model by one
-factor, drawn once per run, before the load.
+factor, drawn once per run, before the load; a rollout's draw is scaled too by
+its candidate's prompt length (CandidateLengths), also before the load.
 
 A model serving m calls at once (itself included) takes Load.factor(m)
 times a call's draw, m counted at the call's start by the stage's schedule
@@ -27,6 +28,7 @@ import numpy as np
 
 from pxn.distribution import Distribution
 from pxn.load import Load
+from pxn.prompt_lengths import PromptLengths
 
 
 class Draws:
@@ -131,3 +133,29 @@ class CallLatency:
     def draw(self, phase: str, n: int) -> np.ndarray:
         """n calls' latencies as drawn, shifted, in this run's conditions, before any load."""
         return self.draws[phase].take(n)
+
+
+class CandidateLengths:
+    """Each candidate's prompt length in one run, relative to the seed's (pxn.prompt_lengths).
+
+    A proposal is first seen when its minibatch is evaluated: its length is drawn then,
+    and a child that joins the pool, or an accepted merge, keeps it under its pool id.
+    """
+
+    def __init__(self, prompt: PromptLengths, rng: np.random.Generator):
+        self.prompt = prompt
+        self.rng = rng
+        self.length = {"0": 1.0}  # the seed's
+
+    def factors(self, candidates: list[str]) -> np.ndarray:
+        """Each candidate's rollouts' latency over the seed's."""
+        for candidate in candidates:
+            if candidate not in self.length:
+                drawn = self.rng.integers(len(self.prompt.lengths))
+                self.length[candidate] = self.prompt.lengths[drawn]
+        return np.array([self.prompt.factor(self.length[c]) for c in candidates])
+
+    def joined(self, proposals: list[str], pool_ids: list[str]) -> None:
+        """Proposals that joined the pool keep their lengths under their pool ids."""
+        for proposal, pool_id in zip(proposals, pool_ids, strict=True):
+            self.length[pool_id] = self.length[proposal]

@@ -45,16 +45,18 @@ from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.accounting import Accountant
 from pxn.sim.gepa_rules import GepaChoices, MergeTask, ProposalTask
-from pxn.sim.latency import CallLatency
+from pxn.sim.latency import CallLatency, CandidateLengths
 from pxn.sim.merge import SUBSAMPLE
 from pxn.sim.stage import CallStage
 from pxn.sim.tracing import VALSET, NoTrace, SimTrace
 from pxn.trace import ROLLOUT_PHASES, STAGES, TraceWriter
 
 # The search's stream is a child of the replicate's, keyed apart from those spawned
-# by number (the tokens' is the first spawned); the lost proposals' likewise.
+# by number (the tokens' is the first spawned); the lost proposals' and the candidates'
+# prompt lengths likewise.
 SEARCH_STREAM = 1 << 16
 FAILURES_STREAM = 1 << 17
+PROMPTS_STREAM = 1 << 18
 
 
 def replicate_rng(seed: int, replicate: int) -> np.random.Generator:
@@ -74,6 +76,13 @@ def failures_rng(seed: int, replicate: int) -> np.random.Generator:
     )
 
 
+def prompts_rng(seed: int, replicate: int) -> np.random.Generator:
+    """Replicate r's stream for its proposals' prompt lengths (pxn.prompt_lengths)."""
+    return np.random.default_rng(
+        np.random.SeedSequence(seed, spawn_key=(replicate, PROMPTS_STREAM))
+    )
+
+
 class SimulatedRun:
     """One simulated run: its stages, gepa's choices, and what gepa counts."""
 
@@ -86,6 +95,7 @@ class SimulatedRun:
         search: np.random.Generator | None = None,
         failures: np.random.Generator | None = None,
         budgets_to_note: Sequence[int] = (),
+        prompts: np.random.Generator | None = None,
     ):
         """`budgets_to_note`: smaller budgets whose runs' summaries to keep (`prefixes`)."""
         self.env = env = simpy.Environment()
@@ -118,8 +128,10 @@ class SimulatedRun:
         )
         overhead = scenario.stage_overhead
         split = scenario.workers if scenario.worker_split == "per_candidate" else None
+        # Each candidate's prompt length, where it scales its rollouts (scenario.prompt).
+        self.lengths = None if prompts is None else CandidateLengths(scenario.prompt, prompts)
         self.rollouts = CallStage(
-            env, "task", rollout_latency, overhead, self.accountant.task, trace, split_workers=split
+            env, "task", rollout_latency, overhead, self.accountant.task, trace, split, self.lengths
         )
         self.reflections = CallStage(
             env, "reflection", reflection_latency, overhead, self.accountant.reflection, trace
@@ -230,6 +242,8 @@ def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
             new = [str(choices.candidates + i) for i in range(len(joined))]  # pool ids, in order
             trace.decisions(iteration, env.now, tasks, joined, new)
             if joined:
+                if run.lengths is not None:
+                    run.lengths.joined([task.proposal for task in joined], new)
                 scores = choices.join(tasks, joined)
                 yield run.rollouts.run(iteration, "full_val", [(c, VALSET) for c in new], v, scores)
                 run.metric_calls += len(new) * v
@@ -293,6 +307,8 @@ def merge_step(
     trace.merge(iteration, env.now, merge, name, new)
     if new is None:
         return
+    if run.lengths is not None:
+        run.lengths.joined([name], [new])
     scores = choices.join_merge(merge)
     yield run.rollouts.run(iteration, "full_val", [(new, VALSET)], v, scores)
     run.metric_calls += v
@@ -314,8 +330,9 @@ def replicate_run(
     applied, scenario.for_replicate), its random streams its own."""
     search = None if scenario.quality is None else search_rng(scenario.seed, replicate)
     failures = failures_rng(scenario.seed, replicate) if scenario.failures.any else None
+    prompts = None if scenario.prompt is None else prompts_rng(scenario.seed, replicate)
     rng = replicate_rng(scenario.seed, replicate)
-    return SimulatedRun(scenario, shape, rng, trace, search, failures, budgets_to_note)
+    return SimulatedRun(scenario, shape, rng, trace, search, failures, budgets_to_note, prompts)
 
 
 def simulate_once(

@@ -36,7 +36,7 @@ import numpy as np
 import simpy
 
 from pxn.sim.accounting import ModelAccount
-from pxn.sim.latency import CallLatency
+from pxn.sim.latency import CallLatency, CandidateLengths
 from pxn.sim.schedule import (
     cached_makespan,
     list_schedule,
@@ -102,8 +102,10 @@ class CallStage:
         account: ModelAccount,
         trace: NoTrace,
         split_workers: int | None = None,
+        lengths: CandidateLengths | None = None,
     ):
-        """`split_workers`: W, when a stage's workers are split among its candidates."""
+        """`split_workers`: W, when a stage's workers are split among its candidates;
+        `lengths`: the candidates' prompt lengths, when they scale these calls."""
         self.env = env
         self.role = role
         self.latency = latency
@@ -114,6 +116,7 @@ class CallStage:
         self.slowdown = latency.load.slowdown
         self.prefix_seconds = latency.load.prefix_seconds
         self.split_workers = split_workers
+        self.lengths = lengths
         # Each call's tokens are needed by a tokens-per-minute limit, or to trace them.
         self.per_call_tokens = account.per_call or trace.enabled
         self.trace = trace
@@ -141,6 +144,8 @@ class CallStage:
         """
         n = len(items) * per_item
         draws = self.latency.draw(name, n)
+        if self.lengths is not None:  # each item's calls at its candidate's prompt length
+            draws = draws * np.repeat(self.lengths.factors([owner for owner, _ in items]), per_item)
         account = self.account
         tokens = account.draw(n, self.per_call_tokens)
         overhead = 0.0 if one_at_a_time else self.overhead

@@ -17,6 +17,7 @@ from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.load import Load, Loads
 from pxn.prices import Prices
+from pxn.prompt_lengths import PromptLengths
 from pxn.quality import Quality
 from pxn.rate_limits import RateLimit, RateLimits
 from pxn.scenario import Scenario
@@ -405,6 +406,28 @@ def test_a_run_spread_round_trips_and_is_refused_out_of_range(tmp_path: Path) ->
     for value, problem in ((-0.1, "must be a number >= 0"), (1.5, "must be at most 1")):
         message = load_error(tmp_path, base | {"load": {"task": {"run_spread": value}}})
         assert problem in message and "load.task.run_spread" in message, message
+
+
+def test_prompt_lengths_round_trip_and_each_mistake_is_named(tmp_path: Path) -> None:
+    prompt = make_scenario(prompt=PromptLengths(0.8, (1.0, 1.7, 0.9)))
+    path = tmp_path / "prompt.toml"
+    prompt.save(path)
+    assert Scenario.load(path) == prompt
+    assert prompt.to_dict()["prompt"] == {"exponent": 0.8, "lengths": [1.0, 1.7, 0.9]}
+    assert "prompt" not in make_scenario().to_dict()  # unset, unwritten
+    base = make_scenario().to_dict()
+    for table, problem in (
+        ({"exponent": -0.5, "lengths": [1.0]}, "prompt.exponent must be in [0, 3]: got -0.5"),
+        ({"exponent": 1, "lengths": []}, "prompt.lengths must be a non-empty list"),
+        ({"exponent": 1, "lengths": [1.0, 0]}, "prompt.lengths must be a non-empty list"),
+        ({"exponent": 1, "lengths": ["long"]}, "prompt.lengths must be a list of numbers"),
+        ({"exponent": "steep", "lengths": [1]}, "prompt.exponent must be a number"),
+        ({"lengths": [1.0]}, "[prompt] is missing field(s) exponent"),
+        ({"exponent": 1, "lengths": [1], "slope": 2}, "unknown field 'slope'"),
+    ):
+        message = load_error(tmp_path, base | {"prompt": table})
+        assert problem in message, message
+        assert "\n" not in message
 
 
 def test_a_run_factor_has_mean_one_and_the_spread_as_its_log_sd() -> None:

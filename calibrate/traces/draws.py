@@ -48,6 +48,7 @@ from pxn.calibrate.traces.merges import draw_merge_acceptance
 from pxn.calibrate.traces.overhead import draw_stage_overhead
 from pxn.calibrate.traces.phases import draw_rollout_phases
 from pxn.calibrate.traces.prefix_cache import draw_prefix_seconds
+from pxn.calibrate.traces.prompt_lengths import refit_exponent
 from pxn.calibrate.traces.resample import Resample
 from pxn.calibrate.traces.run_spread import RunSpreadFit, draw_run_spreads
 from pxn.calibrate.traces.served import served_alone
@@ -164,11 +165,17 @@ def with_unsupported_run_spreads(
 
 def one_draw(cal: Calibration, units: Units) -> dict[str, float]:
     """Every parameter of the calibrated scenario, refitted to these units: each model's
-    slowdown first, then every part's refit on the calls served alone at those."""
+    slowdown first, then the prompt's exponent at those, then every part's refit on the
+    calls served alone at both."""
     betas = draw_slowdowns(cal, units)
     draw = {f"load.{role}.slowdown": betas[role] for role, fit in cal.slowdowns.items()
             if fit.chosen > 0}  # fmt: skip
-    served, _ = served_alone(units.calls, betas, cal.servers, cal.scenario.tokens)
+    exponent = None
+    if cal.prompt.chosen is not None:
+        load_only, _ = served_alone(units.calls, betas, cal.servers, None)
+        exponent = draw["prompt.exponent"] = refit_exponent(cal.prompt, load_only)
+    factor = cal.prompt.factors(units.calls, exponent)
+    served, _ = served_alone(units.calls, betas, cal.servers, cal.scenario.tokens, factor)
     resample = Resample(cal, units, betas, served)
     for refit in REFITS:
         draw |= refit(resample)

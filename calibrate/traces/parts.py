@@ -17,6 +17,7 @@ from pxn.calibrate.traces.fit import LatencyFit, fit_latency
 from pxn.calibrate.traces.load_effect import LoadEffect, fit_load_effects
 from pxn.calibrate.traces.phases import PhaseFits, fit_phases
 from pxn.calibrate.traces.prefix_cache import PrefixCacheFit, fit_prefix_cache
+from pxn.calibrate.traces.prompt_lengths import PromptFit, fit_prompt_lengths
 from pxn.calibrate.traces.run_spread import RunSpreadFit, fit_run_spread
 from pxn.calibrate.traces.served import latency_sample, served_alone
 from pxn.calibrate.traces.slowdown import ROLE_KIND, ModelSlowdown, fit_model_slowdowns
@@ -59,9 +60,16 @@ def slowdowns(evidence: Evidence) -> dict[str, ModelSlowdown]:
     return fits
 
 
-def served(evidence: Evidence, betas: dict[str, float]) -> Calls:
+def prompt_lengths(evidence: Evidence, betas: dict[str, float]) -> PromptFit:
+    """How a candidate's prompt length scales its rollouts, from the calls at the slowdowns."""
+    load_only, _ = served_alone(evidence.units.calls, betas, evidence.lm_servers, None)
+    return fit_prompt_lengths(evidence.traces, load_only)
+
+
+def served(evidence: Evidence, betas: dict[str, float], prompt: PromptFit) -> Calls:
     """The calls as the simulator draws them, each at its own run's b."""
-    calls, waited = served_alone(evidence.units.calls, betas, evidence.lm_servers, None)
+    calls = evidence.units.calls
+    calls, waited = served_alone(calls, betas, evidence.lm_servers, None, prompt.factors(calls))
     for kind in waited:
         evidence.notes.append(
             f"every {kind} may have waited for the one server: its latency is fitted as the "
@@ -74,11 +82,15 @@ def served(evidence: Evidence, betas: dict[str, float]) -> Calls:
 
 
 def at_measured_b(
-    evidence: Evidence, betas: dict[str, float], token_counts: TokenCounts | None
+    evidence: Evidence,
+    betas: dict[str, float],
+    token_counts: TokenCounts | None,
+    prompt: PromptFit,
 ) -> Calls:
     """The calls as the simulator draws them, reflections shifted to the measured b."""
     tokens = None if token_counts is None else token_counts.chosen
-    return served_alone(evidence.units.calls, betas, evidence.lm_servers, tokens)[0]
+    calls = evidence.units.calls
+    return served_alone(calls, betas, evidence.lm_servers, tokens, prompt.factors(calls))[0]
 
 
 def rollout_latency(

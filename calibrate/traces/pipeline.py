@@ -6,7 +6,8 @@ run_start declares it, their units), with every run's W known where
 adapter calls that timed none of their rollouts need it (untimed.py); then
 each model's load slowdown
 (slowdown.py), the calls as the simulator draws them, served alone
-(served.py), the rollout latency with its cap (fit.py, tails.py) and each
+(served.py) at their candidates' prompt lengths (prompt_lengths.py), the
+rollout latency with its cap (fit.py, tails.py) and each
 phase's own when the phases differ (phases.py), or, when some calls timed
 none of their rollouts, from their spans as makespans (untimed_latency.py,
 makespan.py), the [tokens] table
@@ -55,6 +56,7 @@ from pxn.calibrate.traces.overhead import (
     fit_overhead,
 )
 from pxn.calibrate.traces.prefix_cache import PrefixCacheFit
+from pxn.calibrate.traces.prompt_lengths import PromptFit
 from pxn.calibrate.traces.quality import QualityFit, fit_quality, scored
 from pxn.calibrate.traces.run_setup import (
     budget_of,
@@ -87,6 +89,7 @@ class Calibration:
     rollout: LatencyFit
     rollout_by_phase: dict[str, LatencyFit]
     rollout_phases: dict[str, Distribution]  # [rollout.phases]: phases with a latency of their own
+    prompt: PromptFit  # how a candidate's prompt length scales its rollouts ([prompt])
     phase_pvalue: float  # Kruskal-Wallis across phases; nan when fewer than two phases
     reflection: LatencyFit
     tokens: list[TokenFit]  # latency against tokens out (reported only)
@@ -181,11 +184,12 @@ def fit_parts(
     units, traces = evidence.units, evidence.traces
     slowdowns = parts.slowdowns(evidence)
     betas = {role: fit.chosen for role, fit in slowdowns.items()}
-    served = parts.served(evidence, betas)
+    prompt = parts.prompt_lengths(evidence, betas)
+    served = parts.served(evidence, betas, prompt)
     rollout, untimed = parts.rollout_latency(evidence, served, latency, betas)
     phases = parts.phases(evidence, served, rollout, latency, untimed)
     token_counts = parts.token_counts(evidence, served)
-    at_measured_b = parts.at_measured_b(evidence, betas, token_counts)
+    at_measured_b = parts.at_measured_b(evidence, betas, token_counts, prompt)
     # The keywords are evaluated in order: each fit's notes follow those of the fits before.
     calibration = Calibration(
         loaded=evidence.loaded,
@@ -193,6 +197,7 @@ def fit_parts(
         rollout=rollout,
         rollout_by_phase=phases.by_phase,
         rollout_phases=phases.own,
+        prompt=prompt,
         phase_pvalue=phases.pvalue,
         reflection=parts.latency_fit(evidence, at_measured_b, "reflection", latency),
         run_spreads=parts.run_spreads(evidence, at_measured_b),
@@ -238,6 +243,7 @@ def assembled_scenario(
         reflection_concurrency=first.reflection_concurrency,
         rollout=cal.rollout.chosen,
         rollout_phases=cal.rollout_phases,
+        prompt=cal.prompt.chosen,
         reflection=cal.reflection.chosen,
         acceptance=cal.acceptance.chosen,
         stage_overhead=cal.overhead.per_stage,

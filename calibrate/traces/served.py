@@ -1,11 +1,12 @@
 """Each call's latency as the simulator draws it: served alone, at the measured b.
 
 The simulator draws a latency, stops it at a cap, shifts a reflection's for a
-b other than the one it was measured at (Tokens.reflection_latency_shift) and
+b other than the one it was measured at (Tokens.reflection_latency_shift),
+scales a rollout's by its candidate's prompt length (pxn.prompt_lengths) and
 stretches it by its model's load factor (Load.factor). Calibration undoes the
-last two in reverse: it divides each call's latency by the factor of its
-model's slowdown at the call's load, then shifts a reflection back to the
-measured b. A call that started with more than `servers` calls of its model
+last three in reverse: it divides each call's latency by the factor of its
+model's slowdown at the call's load and by its prompt's factor, then shifts a
+reflection back to the measured b. A call that started with more than `servers` calls of its model
 in flight may have waited for a server, and the simulator adds that wait
 itself: such calls are left out, unless every call of a kind would be. Then
 they are kept: on one server, which serves calls one at a time, each less its
@@ -26,9 +27,14 @@ from pxn.tokens import Tokens
 
 
 def served_alone(
-    calls: Calls, slowdown: dict[str, float], servers: int | None, tokens: Tokens | None
+    calls: Calls,
+    slowdown: dict[str, float],
+    servers: int | None,
+    tokens: Tokens | None,
+    prompt_factor: np.ndarray | None = None,
 ) -> tuple[Calls, list[str]]:
-    """The calls kept, their latencies as drawn; and the kinds kept with their waits in."""
+    """The calls kept, their latencies as drawn; and the kinds kept with their waits in.
+    `prompt_factor`: each call's latency over its seed's, at its candidate's prompt length."""
     keep = np.ones(len(calls.load), bool) if servers is None else calls.load <= servers
     waited = []
     for kind in ROLE_KIND.values():
@@ -47,6 +53,8 @@ def served_alone(
         latency = np.where(alone, latency - kept.wait, latency)
         factor[alone] = 1.0
     latency = latency / factor
+    if prompt_factor is not None:
+        latency = latency / prompt_factor[keep]
     if tokens is not None:
         reflections = kept.kind == "reflection"
         shifts = {b: tokens.reflection_latency_shift(b) for b in np.unique(kept.minibatch)}
