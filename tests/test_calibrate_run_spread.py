@@ -175,7 +175,7 @@ def test_the_report_and_the_file_say_what_was_found(tmp_path: Path) -> None:
     assert "-> load.reflection.run_spread=0" in reflection_line
     assert f"# {task_line}" in out.read_text()
     lone = run_pxn("calibrate", runs[0], "-o", tmp_path / "lone.toml", "--draws", "0")
-    assert "run spread: not identifiable: no setup was run twice" in lone.stdout
+    assert "run spread: not identifiable: no setup was run twice; kept 0, each model" in lone.stdout
 
 
 def test_a_scenario_without_draws_of_the_spread_keeps_it_fixed(tmp_path: Path) -> None:
@@ -184,3 +184,16 @@ def test_a_scenario_without_draws_of_the_spread_keeps_it_fixed(tmp_path: Path) -
     drawn = scenario.with_parameters({"load.task.run_spread": 0.05})
     assert drawn.loads.task.run_spread == 0.05
     assert replace(drawn.loads.task, run_spread=0.2) == scenario.loads.task
+
+
+def test_one_run_per_setup_draws_each_spread_from_the_prior(tmp_path: Path) -> None:
+    """No setup run twice: the spread cannot be measured, so it is kept 0 in the scenario and
+    its draws spread over the prior's [0, 0.4], as the next run's conditions may."""
+    runs = write_traces(tmp_path, TRUE.replace(budget=300), Shape(1, 1), range(1))
+    cal = calibrate_traces(runs, draws=40, search="rates")
+    for role in ("task", "reflection"):
+        assert cal.run_spreads[role].drawn_from_prior
+        assert cal.scenario.loads.of(role).run_spread == 0
+        spreads = [d[f"load.{role}.run_spread"] for d in cal.scenario.uncertainty.draws]
+        assert min(spreads) >= 0 and max(spreads) <= run_spread.RUN_SPREAD_PRIOR
+        assert max(spreads) - min(spreads) > 0.2

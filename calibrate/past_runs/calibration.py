@@ -58,10 +58,12 @@ from pxn.calibrate.summaries.infer import Inference, infer_from_summaries
 from pxn.calibrate.summaries.priors import Prior
 from pxn.calibrate.traces.acceptance import AcceptanceFit, fit_acceptance
 from pxn.calibrate.traces.bookkeeping import fit_front_share, fit_skip
+from pxn.calibrate.traces.draws import RUN_SPREAD_SEED
 from pxn.calibrate.traces.failures import FailuresFit, fit_failures
 from pxn.calibrate.traces.fit import LatencyFit
 from pxn.calibrate.traces.merges import MergeFit, fit_merges
 from pxn.calibrate.traces.quality import improvable, seed_validation
+from pxn.calibrate.traces.run_spread import PRIOR_SOURCE, with_prior_run_spreads
 from pxn.calibrate.traces.units import Units, cut_into_units
 from pxn.errors import PxnError
 from pxn.scenario import Scenario
@@ -171,6 +173,13 @@ def calibrate_past_run(
     )
     if scored:
         scenario = _with_seed_and_headroom(scenario, trace, run)
+    if scenario.uncertainty is not None:  # one run cannot show how the next one's differ
+        draws = with_prior_run_spreads(
+            scenario.uncertainty.draws, np.random.default_rng(RUN_SPREAD_SEED)
+        )
+        source = f"{scenario.uncertainty.source}; {PRIOR_SOURCE}"
+        scenario = scenario.replace(uncertainty=Uncertainty(source, draws))
+        notes.append(f"run spread: not identifiable from one run: {PRIOR_SOURCE}")
     scenario.validate()
     scenario.validate_draws()
     return PastCalibration(

@@ -99,7 +99,7 @@ def parameter_draws(cal: Calibration, count: int) -> DrawsFit:
     draws = with_unsupported_run_spreads(draws, cal.run_spreads.values())
     point = one_draw(cal, units)
     for fit in cal.run_spreads.values():
-        if fit.drawn_from_confidence:  # kept 0, drawn from its interval
+        if fit.drawn_from_confidence or fit.drawn_from_prior:  # kept 0, drawn
             point[f"load.{fit.role}.run_spread"] = fit.chosen
     if not cal.acceptance.batched.identified and draws and "acceptance.batched" in draws[0]:
         point["acceptance.batched"] = cal.scenario.acceptance.batched
@@ -151,13 +151,14 @@ def with_batched_prior(draws: tuple[dict[str, float], ...], fit: BatchedFit):
 def with_unsupported_run_spreads(
     draws: tuple[dict[str, float], ...], fits: Iterable[RunSpreadFit]
 ) -> tuple[dict[str, float], ...]:
-    """Each draw's run_spread from its confidence distribution where the runs measured
-    one but the test kept 0 (run_spread.py). Drawn from its own generator, so the other
-    parameters' draws do not move."""
+    """Each draw's run_spread where it was kept 0: from its confidence distribution where
+    the runs measured one but the test kept 0, from the prior where no setup was run twice
+    (run_spread.py). Drawn from its own generator, so the other parameters' draws do not
+    move."""
     rng = np.random.default_rng(RUN_SPREAD_SEED)
     for fit in fits:
-        if fit.drawn_from_confidence and draws:
-            spreads = fit.confidence_draws(rng, len(draws))
+        if (fit.drawn_from_confidence or fit.drawn_from_prior) and draws:
+            spreads = fit.unsupported_draws(rng, len(draws))
             path = f"load.{fit.role}.run_spread"
             draws = tuple(d | {path: s} for d, s in zip(draws, spreads, strict=True))
     return draws

@@ -26,6 +26,11 @@ The parameter bootstrap (draws.py) says how well the runs pin the mean
 latency (sd sigma_runs / sqrt(runs)); a new run differs from that mean by its
 own shift besides (sd sigma_runs): run_spread is that second part.
 
+Where no setup was run twice the spread cannot be measured, yet the next
+run's conditions will differ from this one's. It is kept at 0, and its
+parameter draws come from a prior, uniform on [0, RUN_SPREAD_PRIOR]: up to
+the widest spread pxn's studies measured from repeated runs (docs/limits.md).
+
 A spread the test does not support is kept at 0, but its parameter draws
 come from its confidence distribution within the 95% interval (the F pivot
 at a uniform quantile: zero in about the test's p-value's share of draws, up
@@ -51,6 +56,11 @@ if TYPE_CHECKING:
     from pxn.calibrate.traces.resample import Resample
 
 ALPHA = 0.05  # leaving a real spread out narrows every interval: keep it when plausible
+RUN_SPREAD_PRIOR = 0.4  # log-sd: an unmeasured spread's draws are uniform up to this
+PRIOR_SOURCE = (
+    f"each model's run spread drawn from a prior uniform on [0, {RUN_SPREAD_PRIOR:g}], the "
+    "widest pxn's studies measured (calibrate from two runs of one setup to measure it)"
+)
 CONFIDENCE = 0.95
 
 
@@ -75,6 +85,18 @@ class RunSpreadFit:
     def drawn_from_confidence(self) -> bool:
         """Whether the draws come from the confidence distribution (identified, kept 0)."""
         return self.identified and self.chosen == 0
+
+    @property
+    def drawn_from_prior(self) -> bool:
+        """Whether the draws come from the prior (no setup was run twice)."""
+        return not self.identified
+
+    def unsupported_draws(self, rng: np.random.Generator, count: int) -> list[float]:
+        """`count` spreads for a spread kept at 0: from its confidence distribution, or,
+        unmeasured, from the prior."""
+        if self.drawn_from_prior:
+            return rng.uniform(0.0, RUN_SPREAD_PRIOR, size=count).tolist()
+        return self.confidence_draws(rng, count)
 
     def confidence_draws(self, rng: np.random.Generator, count: int) -> list[float]:
         """`count` spreads from sigma_runs' confidence distribution within its 95% interval:
@@ -171,8 +193,7 @@ def fit_run_spread(calls: Calls, design: tuple[str, ...], role: str) -> RunSprea
         return RunSpreadFit(
             role, int(np.sum(calls.of(ROLE_KIND[role]))), 0, 0, False, math.nan,
             (math.nan, math.nan), math.nan, (0, 0), math.nan, 0.0,
-            "not identifiable: no setup was run twice; kept 0 (a new run's own conditions "
-            "are left out of the intervals: calibrate from two runs of one setup)",
+            f"not identifiable: no setup was run twice; kept 0, {PRIOR_SOURCE}",
         )  # fmt: skip
     pvalue = anova.pvalue()
     supported = pvalue < ALPHA and anova.spread > 0
@@ -199,6 +220,19 @@ def fit_run_spread(calls: Calls, design: tuple[str, ...], role: str) -> RunSprea
         ms_calls=anova.ms_calls,
         n0=anova.n0,
     )
+
+
+def with_prior_run_spreads(
+    draws: tuple[dict[str, float], ...], rng: np.random.Generator
+) -> tuple[dict[str, float], ...]:
+    """Each draw with both models' run spread from the prior, where one run is all there is
+    and the draws hold none (a run already made, calibrated from its run_dir)."""
+    for role in ROLE_KIND:
+        path = f"load.{role}.run_spread"
+        spreads = rng.uniform(0.0, RUN_SPREAD_PRIOR, size=len(draws)).tolist()
+        pairs = zip(draws, spreads, strict=True)
+        draws = tuple(d if path in d else d | {path: s} for d, s in pairs)
+    return draws
 
 
 def refit_run_spread(calls: Calls, design: tuple[str, ...], role: str) -> float:
