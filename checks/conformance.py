@@ -28,7 +28,7 @@ import numpy as np
 
 from pxn.acceptance import Acceptance
 from pxn.calibrate.traces.overhead import fit_overhead
-from pxn.checks.validate import Check, plan_for, validate_planned
+from pxn.checks.validate import Check, plan_validation, validate_planned
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.quality import Quality
@@ -270,7 +270,7 @@ def judge(
     rejected = list(loaded.rejected)
     for (shape, workers), traces in by_group.items():
         with_overhead = scenario.replace(stage_overhead=overhead[shape, workers])
-        plan = plan_for(with_overhead, Loaded(traces), replicates)  # read once, above
+        plan = plan_validation(with_overhead, Loaded(traces), replicates)
         validation = validate_planned(plan, jobs)
         rejected += [f"{c.run}: {c.status}, not a whole run" for c in validation.checks
                      if not c.complete]  # fmt: skip

@@ -262,15 +262,11 @@ class ValidationPlan:
 
 
 def plan_validation(
-    scenario: Scenario, paths: Sequence[str | Path], replicates: int = 200
+    scenario: Scenario, paths: Sequence[str | Path] | Loaded, replicates: int = 200
 ) -> ValidationPlan:
-    """Read the runs; runs sharing a setup share one sweep over their shapes."""
-    return plan_for(scenario, load_traces(paths), replicates)
-
-
-def plan_for(scenario: Scenario, loaded: Loaded, replicates: int) -> ValidationPlan:
-    """The runs read already, grouped: runs sharing a setup share one sweep over their
+    """Read the runs (unless read already); runs sharing a setup share one sweep over their
     shapes."""
+    loaded = paths if isinstance(paths, Loaded) else load_traces(paths)
     return ValidationPlan(scenario, loaded, by_setup(scenario, loaded.traces), replicates)
 
 
