@@ -78,15 +78,12 @@ DEFAULT_QUALITY_SCENARIO = DEFAULT_SCENARIO.replace(
 
 
 def scaled(distribution: Distribution, factor: float) -> Distribution:
-    """The distribution of `factor` times a draw (any scipy family: loc and scale
-    stretch together; an empirical sample by its scale; the cap with them)."""
+    """The distribution of `factor` times a draw: its scale, loc (an empirical one has none)
+    and cap stretch together."""
     params = dict(distribution.params)
-    if distribution.empirical:
-        params["scale"] = params.get("scale", 1.0) * factor
-    else:
-        params["scale"] = params.get("scale", 1.0) * factor
-        if "loc" in params:
-            params["loc"] *= factor
+    params["scale"] = params.get("scale", 1.0) * factor
+    if "loc" in params:
+        params["loc"] *= factor
     cap = None if distribution.cap is None else distribution.cap * factor
     return dataclasses.replace(distribution, params=params, cap=cap)
 

@@ -244,8 +244,7 @@ def search_group(
     measured = [
         figures_of(run.check.measured, test_scores.get(run.check.run)) for run in group.runs
     ]
-    simulated = [figures_of(r, math.nan if r.test_score is None else r.test_score)
-                 for r in replicates]  # fmt: skip
+    simulated = [figures_of(r, r.test_score) for r in replicates]
     figures = [
         check_figure(name, [m[name] for m in measured], [s[name] for s in simulated], threshold)
         for name in FIGURES
