@@ -42,10 +42,9 @@ from pxn.trace_reading import Loaded, Trace, load_traces
 
 ALPHA = 0.01
 
-# A workload of the size gepa runs take in practice, in real seconds: rollouts
-# of about 2 s, reflections of about 9 s, 30% of proposals accepted; the
-# trainset holds the widest default iteration's minibatches (8x2 at b = 3) without
-# wrapping, and the budget gives the widest shape a few iterations.
+# A workload of the size real gepa runs take: rollouts of about 2 s, reflections of about
+# 9 s, 30% accepted; the trainset holds the widest default iteration's minibatches (8x2 at
+# b = 3) without wrapping, and the budget gives the widest shape a few iterations.
 DEFAULT_SCENARIO = Scenario(
     name="conformance",
     description="the default workload of `pxn conformance`",
@@ -60,11 +59,9 @@ DEFAULT_SCENARIO = Scenario(
     acceptance=Acceptance(0.3),
 ).validate()
 
-# The quality task's workload (`--task quality`): the same latencies and data, the
-# search's quality model instead of rates. A binary metric, as most gepa tasks have
-# (so perfect parents are skipped); a seed scoring 0.3, proposals helping a little on
-# average and stopping at 0.8, evaluations with noise of their own; a validation set
-# of 20 (scores step by 0.05) and a budget giving single about 50 iterations.
+# `--task quality`: the same latencies and data with a quality model instead of rates: a
+# binary metric (so perfect parents are skipped), V = 20, a budget giving single about 50
+# iterations.
 DEFAULT_QUALITY_SCENARIO = DEFAULT_SCENARIO.replace(
     name="conformance-quality",
     description="the quality task's default workload of `pxn conformance --task quality`",
@@ -89,11 +86,8 @@ def scaled(distribution: Distribution, factor: float) -> Distribution:
 
 
 def at_time_scale(scenario: Scenario, factor: float) -> Scenario:
-    """What synthetic work realises of `scenario`, every latency times `factor`.
-
-    Without tokens and prices (nothing is paid), parameter uncertainty (its own
-    values are the truth) and stage_overhead (gepa's own work is measured instead).
-    """
+    """What synthetic work realises of `scenario`, every latency times `factor`, without
+    tokens, prices, parameter uncertainty and stage_overhead (synthetic.py says why)."""
     if not (isinstance(factor, int | float) and 0 < factor < math.inf):
         raise PxnError(f"must be a number > 0: got {factor!r}", subject="time scale")
     return dataclasses.replace(

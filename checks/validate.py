@@ -139,13 +139,11 @@ class ScenarioValidation:
 
 @dataclass(frozen=True)
 class AcceptanceCheck:
-    """Accepted proposals measured against the predictions' own rate, run by run.
+    """Accepted proposals measured against the predictions' own rate, run by run: a run
+    accepting fewer validates less and reflects more, whatever the latencies.
 
-    A run accepting fewer proposals than its scenario does validates less and
-    reflects more: its wall-clock follows, whatever the latencies. `expected`
-    applies each run's simulated accepted-per-proposal to the proposals it made;
-    `z` is the difference in binomial standard errors (proposals taken as
-    independent, so siblings accepted together make it larger than it is).
+    `expected` applies each run's simulated accepted-per-proposal to the proposals it made;
+    `z` is the difference in binomial standard errors (proposals taken as independent).
     """
 
     proposals: int
