@@ -1,12 +1,7 @@
 """Distribution: a non-negative random quantity, a call's latency or its tokens.
 
-Any scipy.stats continuous distribution, or an empirical sample to resample
-from, optionally with a bounded tail: a `cap` no sampled value exceeds (a
-max_tokens that ends a reply, or a client timeout), and `cap_retries` for a
-timeout that abandons the call at the cap and tries again with a fresh
-sample. In TOML a latency may also be a typical value and a spread (median
-and p90, median and log-sd, or mean and sd), read as the lognormal that
-matches them (`lognormal_from`).
+In TOML a latency may also be a typical value and a spread, read as the lognormal
+that matches them (`lognormal_from`).
 """
 
 from __future__ import annotations
