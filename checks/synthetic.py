@@ -21,8 +21,9 @@ What the models realise of a scenario, in its seconds:
   accepts exactly the children a level up. Each child carries its own tag so
   siblings are never one text.
 Refused (check_realisable): rate limits, skip_perfect, duplicate_children, a
-prefix cache, merges of several components. Not used: tokens, prices,
-stage_overhead (conformance measures gepa's own) and parameter uncertainty.
+prefix cache, merges of several components. Not used: tokens and prices (nothing
+is paid), stage_overhead (gepa's own work is measured) and parameter uncertainty
+(the scenario's values are the truth).
 """
 
 from __future__ import annotations
