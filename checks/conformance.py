@@ -136,6 +136,10 @@ class ConformingRuns:
     def analytic_mape(self) -> float:
         return mape([r.check.analytic_error for r in self.runs])
 
+    @property
+    def mean_percentile(self) -> float:
+        return float(np.mean([r.percentile for r in self.runs]))
+
 
 @dataclass(frozen=True)
 class Group(ConformingRuns):
@@ -148,10 +152,6 @@ class Group(ConformingRuns):
     p_uniform: float  # Kolmogorov-Smirnov: the percentiles are uniform
     p_coverage: float  # one-sided binomial: as many inside as a right interval holds
     flagged: bool
-
-    @property
-    def mean_percentile(self) -> float:
-        return float(np.mean([r.percentile for r in self.runs]))
 
     @property
     def where(self) -> str:
@@ -208,7 +208,7 @@ class Conformance(ConformingRuns):
         if flagged:
             reasons.append("off at " + "; ".join(flagged))
         if not flagged and min(self.p_uniform, self.p_coverage) < ALPHA / 2:
-            side = "slower" if np.mean([r.percentile for r in self.runs]) > 0.5 else "faster"
+            side = "slower" if self.mean_percentile > 0.5 else "faster"
             reasons.append(f"over all runs gepa is {side} than simulated")
         return f"{engine} does NOT conform: {', and '.join(reasons)} ({summary})."
 
