@@ -1,37 +1,18 @@
 """Conformance: does the simulator still describe the installed gepa engine?
 
-Real gepa runs on synthetic work of known latency and acceptance (synthetic.py
-here) are set beside the simulator's distribution for the same
-scenario, shape, W, C, B, V and b. If the simulator describes the engine, each
-run is one more draw from that distribution, so
+Real gepa runs on synthetic work (synthetic.py) are set beside the simulator's
+distribution for the same scenario and setup. If the simulator describes the
+engine, each run's percentile among the simulated wall-clocks is uniform and
+about 90% of runs lie inside the simulated 5-95% interval. Per (shape, W)
+group, a group is flagged when its percentiles are not plausibly uniform
+(Kolmogorov-Smirnov) or too few are inside (one-sided binomial against 90%),
+each at ALPHA / (2 x groups); the whole set conforms when no group is flagged
+and neither test rejects over all runs at ALPHA / 2. MAPE is reported, not
+tested: one run's distance from the mean is mostly its own luck.
 
-- its percentile among the simulated wall-clocks is uniform on [0, 1], and
-- about 90% of runs lie inside the simulated 5-95% interval.
-
-Both are tested, over all runs and per (shape, W) group: a group is flagged
-when its runs' percentiles are not plausibly uniform (Kolmogorov-Smirnov) or
-too few of them are inside (one-sided binomial against 90%), each at
-ALPHA / (2 x groups) (Bonferroni over the groups and the two tests); the
-whole set conforms when no group is flagged and neither test rejects over all
-runs at ALPHA / 2. MAPE of the simulated mean and of the closed form is
-reported beside them, not tested: a single run's distance from the mean is
-mostly its own luck.
-
-The time scale: synthetic calls sleep the scenario's seconds times a factor
-(0.01: a 2 s rollout sleeps 20 ms) so a run takes seconds. What the engine
-adds does not shrink with it: gepa's own work between stages (saving its
-state, sampling, merging scores: milliseconds a stage, more with more
-proposals) and, inside a stage, handing each call to a free thread (a
-fraction of a millisecond a call). At this scale that is a few percent of a
-run instead of nothing. It is measured, not guessed: for each shape and W
-(the dispatch grows with the calls a slot runs in turn), the seconds its runs
-spent outside stages (calibrate's overhead fit) plus the seconds each stage
-lasted beyond the list schedule of its own calls on its slots, per stage,
-become `stage_overhead` in the scenario the simulator predicts those runs
-with, and the report shows it. What is judged is then
-the stage model: barriers, list scheduling on W slots, the C-wide
-reflections, the budget's stopping rule and how acceptance leads to full
-validation.
+What gepa adds between and inside stages does not shrink with the time scale,
+so it is measured per shape and W (engine_overhead) and given to the simulator
+as `stage_overhead`: what is judged is the stage model itself (docs/validation.md).
 """
 
 from __future__ import annotations
@@ -47,7 +28,7 @@ import numpy as np
 
 from pxn.acceptance import Acceptance
 from pxn.calibrate.traces.overhead import fit_overhead
-from pxn.checks.validate import Check, plan_for, validate_planned
+from pxn.checks.validate import Check, plan_validation, validate_planned
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.quality import Quality
@@ -61,10 +42,9 @@ from pxn.trace_reading import Loaded, Trace, load_traces
 
 ALPHA = 0.01
 
-# A workload of the size gepa runs take in practice, in real seconds: rollouts
-# of about 2 s, reflections of about 9 s, 30% of proposals accepted; the
-# trainset holds the widest default iteration's minibatches (8x2 at b = 3) without
-# wrapping, and the budget gives the widest shape a few iterations.
+# A workload of the size real gepa runs take: rollouts of about 2 s, reflections of about
+# 9 s, 30% accepted; the trainset holds the widest default iteration's minibatches (8x2 at
+# b = 3) without wrapping, and the budget gives the widest shape a few iterations.
 DEFAULT_SCENARIO = Scenario(
     name="conformance",
     description="the default workload of `pxn conformance`",
@@ -79,11 +59,9 @@ DEFAULT_SCENARIO = Scenario(
     acceptance=Acceptance(0.3),
 ).validate()
 
-# The quality task's workload (`--task quality`): the same latencies and data, the
-# search's quality model instead of rates. A binary metric, as most gepa tasks have
-# (so perfect parents are skipped); a seed scoring 0.3, proposals helping a little on
-# average and stopping at 0.8, evaluations with noise of their own; a validation set
-# of 20 (scores step by 0.05) and a budget giving single about 50 iterations.
+# `--task quality`: the same latencies and data with a quality model instead of rates: a
+# binary metric (so perfect parents are skipped), V = 20, a budget giving single about 50
+# iterations.
 DEFAULT_QUALITY_SCENARIO = DEFAULT_SCENARIO.replace(
     name="conformance-quality",
     description="the quality task's default workload of `pxn conformance --task quality`",
@@ -97,25 +75,19 @@ DEFAULT_QUALITY_SCENARIO = DEFAULT_SCENARIO.replace(
 
 
 def scaled(distribution: Distribution, factor: float) -> Distribution:
-    """The distribution of `factor` times a draw (any scipy family: loc and scale
-    stretch together; an empirical sample by its scale; the cap with them)."""
+    """The distribution of `factor` times a draw: its scale, loc (an empirical one has none)
+    and cap stretch together."""
     params = dict(distribution.params)
-    if distribution.empirical:
-        params["scale"] = params.get("scale", 1.0) * factor
-    else:
-        params["scale"] = params.get("scale", 1.0) * factor
-        if "loc" in params:
-            params["loc"] *= factor
+    params["scale"] = params.get("scale", 1.0) * factor
+    if "loc" in params:
+        params["loc"] *= factor
     cap = None if distribution.cap is None else distribution.cap * factor
     return dataclasses.replace(distribution, params=params, cap=cap)
 
 
 def at_time_scale(scenario: Scenario, factor: float) -> Scenario:
-    """What synthetic work realises of `scenario`, every latency times `factor`.
-
-    Without tokens and prices (nothing is paid), parameter uncertainty (its own
-    values are the truth) and stage_overhead (gepa's own work is measured instead).
-    """
+    """What synthetic work realises of `scenario`, every latency times `factor`, without
+    tokens, prices, parameter uncertainty and stage_overhead (synthetic.py says why)."""
     if not (isinstance(factor, int | float) and 0 < factor < math.inf):
         raise PxnError(f"must be a number > 0: got {factor!r}", subject="time scale")
     return dataclasses.replace(
@@ -164,6 +136,10 @@ class ConformingRuns:
     def analytic_mape(self) -> float:
         return mape([r.check.analytic_error for r in self.runs])
 
+    @property
+    def mean_percentile(self) -> float:
+        return float(np.mean([r.percentile for r in self.runs]))
+
 
 @dataclass(frozen=True)
 class Group(ConformingRuns):
@@ -176,10 +152,6 @@ class Group(ConformingRuns):
     p_uniform: float  # Kolmogorov-Smirnov: the percentiles are uniform
     p_coverage: float  # one-sided binomial: as many inside as a right interval holds
     flagged: bool
-
-    @property
-    def mean_percentile(self) -> float:
-        return float(np.mean([r.percentile for r in self.runs]))
 
     @property
     def where(self) -> str:
@@ -236,7 +208,7 @@ class Conformance(ConformingRuns):
         if flagged:
             reasons.append("off at " + "; ".join(flagged))
         if not flagged and min(self.p_uniform, self.p_coverage) < ALPHA / 2:
-            side = "slower" if np.mean([r.percentile for r in self.runs]) > 0.5 else "faster"
+            side = "slower" if self.mean_percentile > 0.5 else "faster"
             reasons.append(f"over all runs gepa is {side} than simulated")
         return f"{engine} does NOT conform: {', and '.join(reasons)} ({summary})."
 
@@ -289,7 +261,7 @@ def judge(
     rejected = list(loaded.rejected)
     for (shape, workers), traces in by_group.items():
         with_overhead = scenario.replace(stage_overhead=overhead[shape, workers])
-        plan = plan_for(with_overhead, Loaded(traces), replicates)  # read once, above
+        plan = plan_validation(with_overhead, Loaded(traces), replicates)
         validation = validate_planned(plan, jobs)
         rejected += [f"{c.run}: {c.status}, not a whole run" for c in validation.checks
                      if not c.complete]  # fmt: skip

@@ -1,40 +1,22 @@
 """Conformance of the search: real gepa on the task of known quality against the simulator.
 
-On the quality task (synthetic_quality.py) the scores of the real
-engine's candidates follow the scenario's [quality] model exactly, so the
-figures of a run's search are each one more draw from the simulator's
-distribution for the run's setup, as its wall-clock is (conformance.py, whose
-judge this reads: the runs, their groups by shape and W, and the simulated
-replicates of each group's setup, stage overhead included). The figures:
+On the quality task (synthetic_quality.py) a run's search figures are each one
+more draw from the simulator's distribution for its setup, as its wall-clock
+is (conformance.py's judge gives the runs, groups and replicates). The
+figures (FIGURES): acceptance, the skipped share, iterations, the best
+validation score at the end (the chosen candidate's) and the chosen
+candidate's test score.
 
-- acceptance: accepted / judged proposals;
-- skipped: the share of the sampled (parent, minibatch) tasks gepa skipped,
-  the parent being perfect on the minibatch;
-- iterations;
-- best score: the best mean validation score at the end, which is the chosen
-  candidate's (gepa 0.1.4 chooses by it);
-- test score: the chosen candidate's expected score on a fresh example,
-  known exactly on the synthetic task (the simulator knows it too).
-
-Per group and figure the runs are set beside the replicates: how many lie
-inside the replicates' 5-95% interval (one-sided binomial against 90%: too
-few inside flags it; a figure taking few values makes the interval hold more
-than 90%, which the one-sided test lets pass), and whether they lie higher or
-lower than the replicates (two-sided Mann-Whitney U, runs and replicates
-taken as two samples of one population). A (group, figure) is flagged when
-either test rejects at ALPHA / (2 x the pairs); the search conforms when none
-is flagged and no group's pooled acceptance is off.
-
-Pooled acceptance (sum accepted / sum proposals over a group's runs) is set
-beside the replicates' by a z test of two ratio estimators with each run a
-cluster, since siblings' verdicts are correlated and a binomial test would be
-overconfident: Var(sum a / sum p) ~ sum (a_i - r p_i)^2 / (n (n - 1) mean(p)^2).
-It is tested at ALPHA / groups.
-
-The best score over wall-clock is set beside the replicates' band
-(sim.predict.Band): for each run, the share of the band's times (from when
-its seed is validated) at which its best score so far lies inside the band.
-It is reported, not tested: a curve's points are not independent.
+Per group and figure: the runs inside the replicates' 5-95% interval
+(one-sided binomial against 90%; a figure of few values holds more, which
+passes) and a shift between runs and replicates (two-sided Mann-Whitney U),
+flagged when either rejects at ALPHA / (2 x the pairs). A group's pooled
+acceptance is a z test of two ratio estimators with each run a cluster
+(siblings' verdicts are correlated, so a binomial test is overconfident):
+Var(sum a / sum p) ~ sum (a_i - r p_i)^2 / (n (n - 1) mean(p)^2), at
+ALPHA / groups. The share of time a run's best score lies inside the
+replicates' band (sim.predict.Band) is reported, not tested: a curve's points
+are not independent.
 """
 
 from __future__ import annotations
@@ -262,8 +244,7 @@ def search_group(
     measured = [
         figures_of(run.check.measured, test_scores.get(run.check.run)) for run in group.runs
     ]
-    simulated = [figures_of(r, math.nan if r.test_score is None else r.test_score)
-                 for r in replicates]  # fmt: skip
+    simulated = [figures_of(r, r.test_score) for r in replicates]
     figures = [
         check_figure(name, [m[name] for m in measured], [s[name] for s in simulated], threshold)
         for name in FIGURES

@@ -1,51 +1,29 @@
 """Synthetic work of known latency and acceptance for the real gepa engine (`pxn conformance`).
 
-The idea of LLM-Emu: run the real serving code with only the model replaced
-by sampled latencies. Here the real `gepa.optimize` with PxNSampling, the
-runner's W-slot adapter (batch_evaluate), its reflection LM (batch_complete
-on C threads), its recorder and trace all run unchanged (run.run_engine);
-only the two language models are synthetic: each call sleeps a latency drawn
-from a Scenario, and the replies realise the scenario's acceptance through
-gepa's own decision. What a run then takes beyond the sleeps is the engine's.
+The real `gepa.optimize` with PxNSampling and the runner's adapter, reflection
+LM, recorder and trace run unchanged (run.run_engine); only the two language
+models are synthetic (docs/validation.md). A `SyntheticWork` is the task gepa
+optimises and the reflection model writing its children: here the levels,
+realising [acceptance] rates; synthetic_quality.py realises a [quality] model.
 
-The search is a `SyntheticWork`, the task gepa optimises and the reflection
-model writing its children: here the levels below, which realise
-[acceptance] rates; synthetic_quality.py's task of known quality realises a
-[quality] scenario.
-
-What the synthetic work realises of a scenario, in the scenario's seconds:
-- a rollout makes one task-model call sleeping a draw of
-  `scenario.rollout_latency(phase)` (its cap and cap_retries included, as
-  Distribution.sample applies them); a reflection sleeps a draw of
-  `scenario.reflection`;
-- load per model (`scenario.loads`): at most `servers` calls are served at
-  once (a call waits inside the model for a server), and a call served while
-  m calls of its model are (itself included) sleeps 1 + slowdown (m - 1)
-  times its draw. As calibration reads a trace, m is the most calls served
-  over the call's first DISPATCH_WINDOW: the calls a stage releases together
-  reach the model one thread at a time, microseconds apart, yet count each
-  other (as the simulator has them start at one instant);
-- a run's own conditions (`run_spread`): each run draws one z, and every
-  call of a model sleeps Load.run_factor(z) times its draw besides;
-- acceptance: a candidate's text carries a level L, and the metric scores
-  every example of a level-L candidate L / (L + 1): strictly increasing in L
-  and below 1, so gepa never skips a parent as perfect. A reflection on a
-  level-L parent writes its child at L + 1 with the iteration's acceptance rate,
-  else at L. gepa accepts a child when its minibatch sum strictly beats its
-  parent's, which is exactly when the child is a level up. The iteration's rate
-  is `acceptance.step_rate(rng, made)` with `made` the proposals of earlier
-  iterations, drawn once per iteration: siblings share it (the correlation
-  within an iteration) and it decays with the proposals made before the iteration;
-- every child's text carries its own tag, so siblings are never one text
-  (gepa would keep only one of identical children).
-Refused, as not realised: provider rate limits, skip_perfect, duplicate_children,
-a reflection prefix cache (the servers here are places, not machines keeping a
-prompt), merges of a program of several components (a candidate here is one
-text, which gepa never merges; merge = true at one component runs gepa with
-use_merge, as the simulator does).
-Not used: tokens and prices (nothing is paid), stage_overhead (gepa's own
-work is what it is; conformance measures it) and parameter uncertainty (the
-scenario's own values are the truth).
+What the models realise of a scenario, in its seconds:
+- a rollout sleeps a draw of `scenario.rollout_latency(phase)`, a reflection
+  one of `scenario.reflection` (caps and cap_retries as Distribution.sample);
+- load per model: at most `servers` calls at once, and a call served while m
+  calls are sleeps 1 + slowdown (m - 1) times its draw. As calibration reads a
+  trace, m is the most calls served over the call's first DISPATCH_WINDOW: a
+  stage's calls reach the model microseconds apart yet count each other;
+- each run draws one z, and every call sleeps Load.run_factor(z) times more;
+- acceptance: a level-L candidate scores L / (L + 1) on every example (below
+  1, so never skipped as perfect). A reflection writes its child at L + 1 with
+  the iteration's rate (`acceptance.step_rate`, drawn once per iteration from
+  the proposals made before it), else at L; gepa's strict minibatch rule then
+  accepts exactly the children a level up. Each child carries its own tag so
+  siblings are never one text.
+Refused (check_realisable): rate limits, skip_perfect, duplicate_children, a
+prefix cache, merges of several components. Not used: tokens and prices (nothing
+is paid), stage_overhead (gepa's own work is measured) and parameter uncertainty
+(the scenario's values are the truth).
 """
 
 from __future__ import annotations
@@ -336,8 +314,6 @@ class SyntheticWork:
 
 @dataclass
 class LevelsWork(SyntheticWork):
-    """The levels task: candidates are levels, a child a level up at the iteration's rate."""
-
     reflection: SyntheticReflectionModel
 
     def outcome(self, result: RunResult) -> SearchOutcome:

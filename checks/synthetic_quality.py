@@ -1,30 +1,19 @@
 """A synthetic task of known quality for the real gepa engine (`pxn conformance --task quality`).
 
-The task's scores follow the search's quality model (pxn.quality) exactly;
-everything else is gepa's own: its Pareto front, its minibatch-sum
-acceptance, its skipping of perfect parents, its selection and its sampler.
+The task's scores follow the quality model (pxn.quality) exactly; everything
+else is gepa's own. Candidates live in a registry keyed by their text,
+`[[candidate LABEL]]`: the seed is candidate 0, and a reflection writes a
+child of the first candidate its prompt names (gepa's template puts the
+parent's text first), its quality and residuals drawn as the model says.
+Example difficulties are drawn once per run, train and validation apart.
 
-- Candidates live in a registry keyed by their text, `[[candidate LABEL]]`:
-  the seed is candidate 0, of quality theta_0 (its expected score is
-  `seed_score`), with residuals z ~ N(0, 1) on every train and validation
-  example. A reflection on a parent writes a new candidate: the parent is the
-  first candidate named in the prompt (gepa's template puts the parent's
-  text first), its child has theta = theta_p + h(theta_p) (change_mean +
-  change_sd xi) and residuals z = inherit z_p + sqrt(1 - inherit^2) xi', all
-  drawn as it is written.
-- Examples have difficulties d ~ N(0, difficulty_sd^2), drawn once per run
-  (train and validation apart, as the simulator draws them).
-- Each evaluation of a candidate on an example scores
-  theta - d + z + eval_noise eta with the model's metric, eta fresh each time.
-
-Every draw comes from a numpy Generator keyed within the run's seed by what
-it is for, so a run's scores do not hang on the order its W rollout threads
-and C reflection threads happen to run in: the examples and the seed on one
-key; a child on its prompt's digest and how often that prompt was seen
-before (gepa writes the same prompt twice only for two tasks of one parent
-on one minibatch, which are alike); an evaluation's noise on its candidate,
-its example and how often that pair was evaluated before. Prompt and label
-digests are 64-bit BLAKE2b.
+Every draw comes from a Generator keyed within the run's seed by what it is
+for, so scores do not hang on the order the W rollout and C reflection
+threads run in: the examples and the seed on one key; a child on its prompt's
+64-bit BLAKE2b digest and how often that prompt was seen (gepa repeats a
+prompt only for two alike tasks of one parent and minibatch); an
+evaluation's noise on its candidate, example and how often that pair was
+evaluated.
 """
 
 from __future__ import annotations

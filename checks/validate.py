@@ -1,21 +1,11 @@
 """Measured runs against what the simulator and the closed form predicted for them.
 
-Each run is predicted with the calibrated Scenario set to the run's own setup
-(shape, W, budget, data sizes, minibatch, reflection concurrency, read from its
-run_start), over many simulated replicates, so the prediction does not hang
-on one seed. A run is "inside" when its measured wall-clock lies in the
-simulator's 5-95% interval: about 90% of runs should be, if the model is right.
-The measured wall-clock runs to the end of gepa's loop (its last iteration);
-whatever the runner does after it (a test-set evaluation) is shown apart.
-
-The predictions run over the scenario's parameter draws, when it has them, so
-the interval holds the parameters' uncertainty as well as run-to-run noise.
-Whether intervals are honest is judged from each run's percentile within its
-predicted distribution: if the model is right, percentiles are uniform on
-0..1, so 90% of runs fall inside and their mean is 0.5. Too few inside says
-the intervals are too narrow; a mean far from 0.5 says the predictions are
-biased (above: runs took longer than predicted). Both are tested at the 5%
-level, and with a handful of runs neither test can see much.
+Each run is predicted at its own setup (read from its run_start) over many
+replicates and the scenario's parameter draws; it is "inside" when its
+wall-clock, to the end of gepa's loop, lies in the simulated 5-95% interval.
+If the model is right, the runs' percentiles are uniform: 90% inside, mean
+0.5. Too few inside says the intervals are too narrow, a mean far from 0.5
+that predictions are biased; both tested at the 5% level (Honesty).
 """
 
 from __future__ import annotations
@@ -149,13 +139,11 @@ class ScenarioValidation:
 
 @dataclass(frozen=True)
 class AcceptanceCheck:
-    """Accepted proposals measured against the predictions' own rate, run by run.
+    """Accepted proposals measured against the predictions' own rate, run by run: a run
+    accepting fewer validates less and reflects more, whatever the latencies.
 
-    A run accepting fewer proposals than its scenario does validates less and
-    reflects more: its wall-clock follows, whatever the latencies. `expected`
-    applies each run's simulated accepted-per-proposal to the proposals it made;
-    `z` is the difference in binomial standard errors (proposals taken as
-    independent, so siblings accepted together make it larger than it is).
+    `expected` applies each run's simulated accepted-per-proposal to the proposals it made;
+    `z` is the difference in binomial standard errors (proposals taken as independent).
     """
 
     proposals: int
@@ -272,15 +260,11 @@ class ValidationPlan:
 
 
 def plan_validation(
-    scenario: Scenario, paths: Sequence[str | Path], replicates: int = 200
+    scenario: Scenario, paths: Sequence[str | Path] | Loaded, replicates: int = 200
 ) -> ValidationPlan:
-    """Read the runs; runs sharing a setup share one sweep over their shapes."""
-    return plan_for(scenario, load_traces(paths), replicates)
-
-
-def plan_for(scenario: Scenario, loaded: Loaded, replicates: int) -> ValidationPlan:
-    """The runs read already, grouped: runs sharing a setup share one sweep over their
+    """Read the runs (unless read already); runs sharing a setup share one sweep over their
     shapes."""
+    loaded = paths if isinstance(paths, Loaded) else load_traces(paths)
     return ValidationPlan(scenario, loaded, by_setup(scenario, loaded.traces), replicates)
 
 

@@ -1,24 +1,16 @@
 """Acceptance: the chance that a child beats its parent on their minibatch.
 
 A constant a0, or a decay a(i) = a0 exp(-min(i, decay_until) / tau) over the
-i proposals made before the iteration: the search finds fewer improvements as
-it goes. A decay fitted on a short run says nothing about proposals it never
-saw, so it stops at `decay_until` (calibrate sets it to the span it was
-fitted on) and holds there rather than run on to zero.
+i proposals made before the iteration. A decay fitted on a short run holds at
+`decay_until` (the span it was fitted on) rather than run on to zero.
 
-Siblings, the children of one iteration, share their parents, their
-minibatches and their moment in the run, so they tend to succeed or fail
-together. With `correlation` rho > 0 an iteration's acceptance rate is drawn
-from a Beta distribution with mean a and within-iteration correlation rho
-(the beta-binomial model): its k proposals are then accepted independently
-at that drawn rate. rho = 0 is independence.
+Siblings share their parents, minibatches and moment in the run, so they tend
+to succeed or fail together: with `correlation` rho > 0 an iteration's rate
+is drawn from a Beta of mean a and within-iteration correlation rho (the
+beta-binomial model), its k proposals accepted independently at that rate.
 
-A batched iteration (k = P x N > 1 proposals at once) may not accept as
-often as a single one: its proposals come from the same parents more often,
-on minibatches that recur across iterations, so gepa meets the same (parent,
-minibatch) pairs again. `batched` is the ratio of a batched iteration's
-acceptance to a single one's (1: the same); calibrate fits it when its
-traces hold both. docs/scenario.md gives the local study's rates.
+`batched` is a batched iteration's (k > 1) acceptance over a single one's: its
+proposals meet the same (parent, minibatch) pairs more often.
 """
 
 from __future__ import annotations

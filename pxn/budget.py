@@ -1,36 +1,18 @@
 """A budget as a gepa or DSPy user gives it, turned into B, the metric calls a run may spend.
 
-Three spellings, one a run: metric calls (`400`, gepa's max_metric_calls),
-`auto:LEVEL` (dspy.GEPA's `auto`) or `full-evals:N` (dspy.GEPA's
-`max_full_evals`). dspy.GEPA.compile turns the last two into metric calls
-before gepa runs, and so does this module, as compile does:
+Three spellings: metric calls (`400`, gepa's max_metric_calls), `auto:LEVEL`
+(dspy.GEPA's `auto`) or `full-evals:N` (its `max_full_evals`), the last two
+turned into metric calls as dspy.GEPA.compile does: `auto:LEVEL` by calling
+the installed DSPy's own `GEPA.auto_budget` with compile's arguments (so its
+levels and formula are DSPy's), `full-evals:N` as N evaluations of the train
+and validation sets (taken as separate sets). Several budgets are a list of
+spellings and ranges: `LOW..HIGH` doubles LOW while below HIGH, then HIGH.
 
-- `auto:LEVEL` by DSPy's own `GEPA.auto_budget`, called on an optimizer made
-  here for the purpose (auto_budget is a method; the optimizer is never
-  compiled), with the arguments compile passes: the program's predictors
-  (its components, at least 1), the level's candidate count from DSPy's
-  AUTO_RUN_SETTINGS, and V. compile leaves auto_budget's minibatch at its
-  own default, so b does not enter. The levels are DSPy's (an unknown one
-  is refused with DSPy's list), and so is the formula: whatever DSPy is
-  installed computes it.
-- `full-evals:N` as N full evaluations of the train and validation examples:
-  DSPy's meaning of a full evaluation, written inline in compile (there is no
-  function to call). With no separate valset DSPy counts the trainset once;
-  a scenario's V and trainset size are taken as separate sets.
-
-Several budgets (a learning curve, `pxn advise`'s budgets to try) are a list
-of these spellings and ranges: `LOW..HIGH` is LOW doubled while below HIGH,
-then HIGH (`500..4000` is 500, 1000, 2000, 4000), since what a budget buys is
-read per doubling.
-
-A budget too small to search (gepa #375: 8 metric calls on six validation
-examples made one proposal) is told apart before anything is simulated:
-after the seed's validation (V calls) every iteration of k = P x N proposals
-costs at least their parents' and children's minibatches, 2 k b calls, and
-gepa starts an iteration while any budget is left. So B affords at most
-k * ceil((B - V) / (2 k b)) proposals: fewer when children are accepted
-(V calls each), merges run or parents are skipped, a few more only when a
-wide step's minibatches wrap (k above the trainset's chunks).
+A budget too small to search (gepa #375) is told apart before anything is
+simulated: after the seed's validation (V calls) every iteration of
+k = P x N proposals costs at least 2 k b calls, and gepa starts an iteration
+while any budget is left, so B affords at most k * ceil((B - V) / (2 k b))
+proposals.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Distribution: a non-negative random quantity, a call's latency or its tokens.
 
-Any scipy.stats continuous distribution, or an empirical sample to resample
-from, optionally with a bounded tail: a `cap` no sampled value exceeds (a
-max_tokens that ends a reply, or a client timeout), and `cap_retries` for a
-timeout that abandons the call at the cap and tries again with a fresh
-sample. In TOML a latency may also be a typical value and a spread (median
-and p90, median and log-sd, or mean and sd), read as the lognormal that
-matches them (`lognormal_from`).
+In TOML a latency may also be a typical value and a spread, read as the lognormal
+that matches them (`lognormal_from`).
 """
 
 from __future__ import annotations
@@ -57,10 +52,8 @@ def _expon(rng: np.random.Generator, size: int, loc=0.0, scale=1.0) -> np.ndarra
     return rng.standard_exponential(size) * scale + loc
 
 
-# The commonest families drawn straight from numpy, as scipy's rvs draws them (the
-# same calls on the generator, the same arithmetic: equal to the bit, tested), without
-# its argument handling, which costs more than the draw: a replicate draws a block per
-# stream.
+# The commonest families drawn straight from numpy as scipy's rvs draws them (equal to the
+# bit, tested), without its argument handling, which costs more than the draw.
 DIRECT_SAMPLERS = {"lognorm": _lognorm, "gamma": _gamma, "expon": _expon}
 
 
@@ -93,13 +86,8 @@ class Distribution:
         return _frozen(self.dist, tuple(sorted(self.params.items())))
 
     def _family(self) -> Any:
-        """The scipy distribution, to call with the params as keywords (not for "empirical").
-
-        What this module computes goes through it rather than frozen(): the
-        numbers are the same, but freezing builds a new scipy object (its
-        docstrings included), and every parameter draw of an uncertain
-        scenario would freeze its own.
-        """
+        """The scipy distribution, to call with the params as keywords (not for "empirical"):
+        the same numbers as frozen() without building a scipy object per parameter draw."""
         return getattr(scipy.stats, self.dist)
 
     def uncapped_sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
@@ -143,8 +131,7 @@ class Distribution:
 
     @cached_property
     def _mean(self) -> float:
-        """mean(), worked out once per distribution: with a cap it is an integral, and the
-        closed form asks for it per phase and per shape."""
+        """mean(), worked out once: with a cap it is an integral."""
         if self.cap is None:
             return self.uncapped_mean()
         if self.empirical:

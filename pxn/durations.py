@@ -1,9 +1,7 @@
 """Durations as people write them (3h, 90m, 450ms) and read them (2.50 h, 4.2 min).
 
-A duration written as text always carries its unit: a bare 90 could mean
-seconds, minutes or hours, and a deadline read in the wrong one is off by a
-factor of 60. (A scenario's latency may be a TOML number, which is seconds:
-there a number and a text are told apart.)
+A duration written as text always carries its unit: a bare 90 read in the
+wrong one is off by a factor of 60.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The one error type a user can cause.
 
-Anything raised as `PxnError` is a mistake in the user's input (a flag, a
-scenario file, a trace). The CLI prints its message as one line on stderr and
-exits with code 2; every other exception is a bug and keeps its traceback.
-
-A library error names what was wrong in the domain's words: its `subject` is
-the input at fault ("workers", "shape", "ray address") and its `problem` what
-is wrong with it ("must be a whole number >= 1: got 0"). The CLI, which knows
-which of its flags carried that input, says the flag instead
-(`PxnError.naming`), so no flag name lives in the library.
+A `PxnError` is a mistake in the user's input (a flag, a scenario file, a
+trace): the CLI prints it as one line and exits with code 2; any other
+exception is a bug and keeps its traceback. Its `subject` is the input at
+fault in the domain's words ("workers") and its `problem` what is wrong; the
+CLI, knowing which flag carried that input, names the flag (`naming`).
 """
 
 from __future__ import annotations

@@ -1,27 +1,19 @@
 """Proposals lost before gepa judged them: how often, and at which step.
 
-A real first run loses many proposals. gepa 0.1.4 evaluates the parent on its
-minibatch, builds the reflective dataset, asks for the new texts and
-evaluates the child; a proposal can be lost after the first step (paid for,
-never judged) in two places:
+gepa 0.1.4 evaluates the parent on its minibatch, builds the reflective
+dataset, asks for the new texts and evaluates the child. A proposal can be
+lost, paid for and never judged, in two places:
 
-- before its reflection (`dataset`): the adapter could not build the
-  reflective dataset (DSPy's "No valid predictions found for any module"
-  when every minibatch rollout failed to parse), or the parent's evaluation
-  returned no trajectories. No reflection runs.
-- in its reflection (`reflection`): the call raised (an LM error, a reply
-  DSPy's proposer could not parse, an empty instruction) or returned no new
-  text. gepa then throws the iteration's whole pass of reflections away and
-  asks again for every task, one at a time, each failure now its task's
-  alone. A task whose reflection failed fails again on the retry with chance
-  `retry` (a weak model at a low temperature repeats itself: `retry` near 1),
-  a task asked again after its first try succeeded with chance `reflection`.
-  When the reflections run one at a time (C = 1: dspy.GEPA's adapter, a plain
-  callable), the first pass stops at its first failure.
+- before its reflection (`dataset`): the reflective dataset could not be
+  built (DSPy's "No valid predictions found for any module"), or the parent's
+  evaluation returned no trajectories;
+- in its reflection (`reflection`): the call raised or returned no new text.
+  gepa then throws the iteration's pass of reflections away and asks again
+  for every task one at a time; a failed task fails again with chance
+  `retry`, one that succeeded with chance `reflection`. With C = 1 the first
+  pass stops at its first failure.
 
-The proposal's parent minibatch, and its reflections, are paid for either
-way; no child is evaluated. gepa reports none of this (it logs it and goes
-on): the recorder writes each lost proposal as a `no_proposal` event.
+gepa logs these and goes on; the recorder writes each as a `no_proposal` event.
 """
 
 from __future__ import annotations

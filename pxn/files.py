@@ -1,8 +1,7 @@
 """Outputs appear whole or not at all, with the permissions any other tool would give them.
 
-A path the system will not write (no room left, a read-only file system, a
-name too long) is the user's to fix: it is a PxnError naming the path, and
-the file it would have replaced is left as it was.
+A path the system will not write (no room, a read-only file system) is a PxnError
+naming it, and the file it would have replaced is left as it was.
 """
 
 from __future__ import annotations
@@ -22,11 +21,8 @@ def umask() -> int:
 
 
 def write_text_atomically(path: str | Path, text: str) -> Path:
-    """Write to a temporary file beside `path`, then rename it into place.
-
-    The temporary file is private (mode 0600) while it is written; the file
-    put in place is readable as the umask allows, like one `open` created.
-    """
+    """Write to a private temporary file beside `path`, then rename it into place, readable
+    as the umask allows."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,10 +1,8 @@
 """Prices: dollars per million tokens, and the one place dollars are computed.
 
-A model name is priced from litellm's own price table, the JSON file litellm
-ships inside its package. It is read directly, without importing litellm
-(which takes seconds and, unless told otherwise, fetches the newest table
-over the network): the same answer offline and on every machine with the
-same pinned litellm, and no environment variable changed behind anyone's back.
+A model name is priced from the JSON price table litellm ships, read without
+importing litellm (which takes seconds and fetches the newest table over the
+network): the same answer offline and on every machine with the same litellm.
 """
 
 from __future__ import annotations
@@ -103,11 +101,8 @@ def price_table() -> dict[str, Any]:
 
 
 def model_prices(model: str) -> tuple[float, float]:
-    """(input, output) dollars per million tokens for `model`, as litellm's table prices it.
-
-    The name is looked up as given, then without its provider prefix
-    ("openai/gpt-4.1-mini" is "gpt-4.1-mini" in the table).
-    """
+    """(input, output) dollars per million tokens for `model` ("openai/gpt-4.1-mini", or
+    without its provider prefix), as litellm's table prices it."""
     prices = price_table()
     entry = prices.get(model) or prices.get(model.split("/", 1)[-1])
     if not isinstance(entry, dict):

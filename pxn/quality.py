@@ -21,12 +21,8 @@ A proposal from parent p is a child with theta = theta_p + delta,
     h(theta) = max(0, (theta* - theta) / (theta* - theta_0)),
 
 theta_0 the seed's quality and theta* the quality whose expected score is
-`ceiling`: better programs are harder to improve, a proposal's reach shrinks
-with the headroom h left, and none passes the ceiling by more than a last
-change's reach (ceiling = 1: no ceiling, h = 1; a ceiling at or below the
-seed's score: h = 0, the seed cannot be improved on). Residuals z_child = inherit
-z_parent + sqrt(1 - inherit^2) xi, xi ~ N(0, 1): a child keeps most of what
-its parent got right and wrong.
+`ceiling` (ceiling = 1: h = 1; a ceiling at or below the seed's score: h = 0).
+Residuals z_child = inherit z_parent + sqrt(1 - inherit^2) xi, xi ~ N(0, 1).
 
 A candidate's expected score on a fresh example (its test score) is
 s(theta) = E[score(x)] over x ~ N(theta, S^2), S^2 = 1 + difficulty_sd^2 +
@@ -36,31 +32,24 @@ eval_noise^2:
     continuous       Phi(theta / sqrt(1 + S^2))
 
 and theta_0 is the quality with s(theta_0) = seed_score. Latent units are
-those of the residual (sd 1); the report translates them into scores.
+those of the residual (sd 1).
 
-A merge of candidates i and j (gepa's use_merge) is, example by example, one
-of its parents: on each train and validation example it takes the latent
-theta + z of the parent that does better there with chance `merge_pick`,
-the other's otherwise. Its quality is the parents' mean plus the mean, over
-the train examples, of what it took less the parents' mean there:
+A merge of candidates i and j (gepa's use_merge) takes, on each train and
+validation example, the latent theta + z of the parent doing better there
+with chance `merge_pick`, the other's otherwise. Its quality is
 
-    theta_m = (theta_i + theta_j) / 2 + mean_e (taken_e - (l_ie + l_je) / 2),
+    theta_m = (theta_i + theta_j) / 2 + mean_e (taken_e - (l_ie + l_je) / 2)
 
-and its residual on an example is what it took less theta_m. merge_pick =
-0.5 mixes its parents blindly (a quality between theirs, on average their
-mean); 1 takes the better of both everywhere (above both).
+over the train examples, and its residual on an example what it took less theta_m.
 
-The seed's measured validation scores (`seed_validation`, one per example, as
-a recorded run measured them) condition the validation examples: each score
-bounds the latent of that first evaluation, x_e = theta_0 + t_e with
-t_e = -d_e + z_0e + eval_noise eta_e ~ N(0, S^2), to the interval the metric
-maps onto it (binary 1: x >= 0; a grade: between its thresholds; a
-continuous score: the point Phi^-1(score)). t_e is drawn from N(0, S^2)
-truncated there, then split into its three normal parts given their sum
-(each part g_i ~ N(0, v_i) independently, plus v_i / S^2 times what the sum
-lacks); d_e and z_0e are kept, the measurement's own noise is not: a new
-run's seed is evaluated afresh. The run the scores came from, and those like
-it on the same valset, then start from what was seen rather than a draw.
+The seed's measured validation scores (`seed_validation`) condition the
+validation examples: each bounds the latent of that first evaluation,
+x_e = theta_0 + t_e with t_e = -d_e + z_0e + eval_noise eta_e ~ N(0, S^2), to
+the interval the metric maps onto it (a continuous score: the point
+Phi^-1(score)). t_e is drawn from N(0, S^2) truncated there, then split into
+its three normal parts given their sum (each g_i ~ N(0, v_i), plus v_i / S^2
+times what the sum lacks); d_e and z_0e are kept, the noise is not: a new
+run's seed is evaluated afresh.
 """
 
 from __future__ import annotations

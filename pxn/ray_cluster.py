@@ -1,9 +1,7 @@
 """Connecting to Ray: a cluster at HOST:PORT, or a private local instance.
 
-Shared by the simulator's Ray backend (sweeps, advise) and the runner's Ray
-evaluation pool, which otherwise know nothing of each other. Ray is an
-optional extra and slow to import: it is imported only when a connection is
-opened.
+Shared by the simulator's Ray backend and the runner's Ray evaluation pool. Ray
+is an optional extra, slow to import: it is imported only when a connection opens.
 """
 
 from __future__ import annotations
@@ -66,12 +64,8 @@ class Address:
         return f"{self.host}:{self.port}"
 
     def check_reachable(self, timeout: float | None = None) -> None:
-        """A Ray head answers here within `timeout` seconds (default: connect_timeout()).
-
-        ray.init retries an unreachable head for minutes, and waits as long on a
-        server that is not Ray, logging as it goes; a TCP connect and the start of
-        the gRPC handshake say the same in at most `timeout` seconds.
-        """
+        """A Ray head answers here within `timeout` seconds (default: connect_timeout()):
+        what ray.init finds out only after minutes of retries."""
         timeout = connect_timeout() if timeout is None else timeout
         deadline = time.monotonic() + timeout
         try:
@@ -121,12 +115,8 @@ def import_ray() -> Any:
 
 @dataclass
 class RayConnection:
-    """Ray at `address`, or a private local Ray of `num_cpus` CPUs.
-
-    Without an address a Ray instance is started for this process alone and
-    stopped on close. If Ray is already initialised in this process (a user's
-    own script), that connection is used and left open.
-    """
+    """Ray at `address`, or a private local Ray of `num_cpus` CPUs, stopped on close. A Ray
+    this process initialised already (a user's own script) is used and left open."""
 
     address: str | None = None
     num_cpus: int | None = None
@@ -146,9 +136,7 @@ class RayConnection:
             self._ray = ray
             return ray
         options: dict[str, Any] = {
-            # Errors only: a CLI user should not see "connecting to..." or the
-            # token-authentication notice Ray 2.60 logs at each start.
-            "logging_level": logging.ERROR,
+            "logging_level": logging.ERROR,  # no "connecting to..." notices for a CLI user
             "log_to_driver": False,  # workers' own output stays in Ray's logs
         }
         if target is None:

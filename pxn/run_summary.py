@@ -1,6 +1,5 @@
 """A run's summary from its trace, measured or simulated alike: time per stage,
-proposals and their fates, merges, dollars, and the search's scores (SearchFigures).
-"""
+proposals and their fates, merges, dollars, and the search's scores."""
 
 from __future__ import annotations
 
@@ -86,19 +85,17 @@ class RunSummary:
     dollars: float | None = None  # what the calls cost; None when nothing priced them
     throttled_calls: int = 0  # calls that waited for rate-limit capacity (simulated)
     skipped: int = 0  # proposals not made: their parent was perfect on the minibatch
-    # Tasks lost after their parent's minibatch, before gepa judged a proposal (a failed
-    # reflection, no reflective dataset: pxn.failures), and the iterations (merges aside)
-    # that judged no proposal at all.
+    # Tasks lost before gepa judged a proposal (pxn.failures), and the iterations (merges
+    # aside) that judged no proposal at all.
     failed: int = 0
     no_proposal_iterations: int = 0
     # gepa's merges (use_merge): attempted (each an iteration without proposals),
     # and accepted (each a new candidate besides `accepted`).
     merges: int = 0
     merges_accepted: int = 0
-    # The search, where scores are known (a recorded run; the quality model): the
-    # seed's and the best mean validation score, the chosen candidate's expected score
-    # on fresh examples (simulated only), (seconds, best validation score) each time it
-    # rose, and what the quality model is calibrated from (SearchFigures).
+    # The search, where scores are known: the seed's and the best mean validation score,
+    # the chosen candidate's expected score (simulated only), (seconds, best score) each
+    # time it rose, and what the quality model is calibrated from.
     seed_score: float | None = None
     best_score: float | None = None
     test_score: float | None = None

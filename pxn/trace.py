@@ -1,17 +1,11 @@
 """The one trace schema: what happened in a batched GEPA run, event by event.
 
 The real runner and the simulator both write it, so one summary serves
-measured and simulated runs, and "predicted vs measured" compares like with
-like. A trace is JSON Lines: one event per line, each written and flushed as
-it completes, so a crash leaves a valid prefix. This module is the schema and
-its writer; pxn.trace_reading reads traces, pxn.run_summary summarizes a run.
-
-Every event has `start` and `end`, in seconds since the run started (an
-instant, such as a decision, has start == end). The first line is always a
-`run_start` carrying the schema version: 3 since proposals lost before gepa
-judged them have their event, 2 since gepa's merge has its stage and its
-event; a version 2 trace reads as 3 would (its lost proposals inferred from
-its reflections) and a version 1 trace as 2 without merges.
+measured and simulated runs alike. A trace is JSON Lines, one event a line,
+each flushed as it completes, so a crash leaves a valid prefix. Every event
+has `start` and `end`, in seconds since the run started (an instant has
+start == end). The first line is a `run_start` carrying the schema version.
+pxn.trace_reading reads traces, pxn.run_summary summarizes a run.
 """
 
 from __future__ import annotations
@@ -27,7 +21,8 @@ from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
 SCHEMA_VERSION = 3
-# The versions this reader reads: 2 is 3 without no_proposal events, 1 is 2 without merges.
+# Readable versions: 2 is 3 without no_proposal events (its lost proposals inferred from its
+# reflections), 1 is 2 without merges.
 READABLE_VERSIONS = (1, 2, 3)
 
 # Rollout phases, in the order gepa runs them: the seed's validation, then in an
@@ -122,14 +117,12 @@ class Rollout(Event):
     cost: float | None = None
     error: str | None = None
     attempts: int = 1
-    # Where it ran when Ray ran it (`pxn run --backend ray`): the Ray node id and
-    # task id. `worker` stays the worker 0..W-1 on every backend.
+    # The Ray node and task id (`pxn run --backend ray`); `worker` stays 0..W-1 there too.
     node: str | None = None
     task_id: str | None = None
-    # False when nothing timed this rollout on its own (a recorded adapter that runs its
-    # examples without reporting them): start and end are then those of the adapter call
-    # that ran it, shared by that call's other untimed rollouts, and `worker` a lane, not
-    # a worker. Such a call's span is the makespan of its rollouts on the W workers.
+    # False when nothing timed this rollout on its own (a recorded adapter running its
+    # examples unreported): start and end are then the adapter call's, shared by its other
+    # untimed rollouts, and `worker` a lane, not a worker.
     timed: bool = True
 
 
@@ -147,15 +140,13 @@ class Reflection(Event):
     cost: float | None = None
     error: str | None = None
     attempts: int = 1
-    # Whether the reply held a ``` pair. Without one gepa 0.1.4 takes the WHOLE reply
-    # as the new text, chatter included; None when unknown (a simulation, a failed call).
+    # Whether the reply held a ``` pair (without one gepa 0.1.4 takes the whole reply as
+    # the new text); None when unknown (a simulation, a failed call).
     fenced: bool | None = None
-    # The tokens of the prompt before its first character that differs from the previous
-    # prompt recorded for the same parent by another job (an earlier iteration's, or an earlier
-    # sibling's in job order; a job gepa asks again is not compared with itself): prefix
-    # characters x tokens_in / prompt characters. A server that just served that prompt may
-    # reuse this prefix. None for the parent's first job, or when the prompt or tokens_in is
-    # unknown (a simulation, an LM the recorder cannot see).
+    # The prompt's tokens before its first character differing from the previous prompt
+    # recorded for the same parent by another job (prefix characters x tokens_in / prompt
+    # characters): what a server that just served that prompt may reuse. None for the
+    # parent's first job, or when the prompt or tokens_in is unknown.
     prefix_tokens: int | None = None
 
 
@@ -180,9 +171,8 @@ class Attempt(Event):
 class Resume(Event):
     """A resumed run continues here (`pxn run --resume`); times keep counting on.
 
-    gepa resumes from the state saved at the top of iteration `iteration + 1`, so
-    rollouts written before this event with a larger iteration number were lost
-    work that gepa's metric-call count (`metric_calls` here, at resume) leaves out.
+    gepa resumes from the state saved at the top of iteration `iteration + 1`: events
+    written before this one for later iterations were lost work (Trace.live).
     """
 
     kind: ClassVar[str] = "resume"
@@ -235,12 +225,10 @@ class Decision(Event):
 class Merge(Event):
     """gepa's merge of two candidates sharing an ancestor, and its verdict (an instant).
 
-    gepa 0.1.4 scores the merged program on a few validation examples (its
-    rollouts: phase merge_subsample, candidate `proposal`) and accepts it when
-    its sum there reaches the higher of its parents' sums on the same examples
-    (their scores known from their validation); accepted, it is validated in
-    full and joins the pool as `candidate`. The merge takes the iteration's
-    place: the iteration makes no proposal.
+    gepa 0.1.4 scores the merged program on a few validation examples (rollouts of phase
+    merge_subsample, candidate `proposal`) and accepts it when its sum there reaches the
+    higher of its parents'; accepted, it is validated in full and joins the pool as
+    `candidate`. The merge takes the iteration's place: it makes no proposal.
     """
 
     kind: ClassVar[str] = "merge"
@@ -272,9 +260,8 @@ NO_PROPOSAL_REASONS = SKIPPED_REASONS + LOST_REASONS + MERGE_REASONS
 class NoProposal(Event):
     """A task of an iteration that ended without a proposal gepa judged, and why (an instant).
 
-    gepa logs these and goes on, so nothing else in a trace says what its parent
-    minibatch and reflections bought. A merge that was due and found no pair is one
-    too (`proposal` "i-merge"): the iteration then proposes as usual.
+    gepa logs these and goes on, so nothing else says what its parent minibatch and
+    reflections bought. A merge due that found no pair is one too (`proposal` "i-merge").
     """
 
     kind: ClassVar[str] = "no_proposal"
@@ -285,24 +272,7 @@ class NoProposal(Event):
     error: str | None = None  # the redacted one-line error, when one was raised
 
 
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.kind: cls
-    for cls in (
-        RunStart,
-        RunEnd,
-        Iteration,
-        Stage,
-        Rollout,
-        Reflection,
-        Decision,
-        Merge,
-        NoProposal,
-        Attempt,
-        Resume,
-        Validation,
-        Budget,
-    )
-}
+EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in Event.__subclasses__()}
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:

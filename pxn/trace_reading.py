@@ -1,8 +1,5 @@
 """Reading traces: a file's valid events (Trace), what was skipped, and loading the
 traces a person points at (files or run directories), each run once.
-
-A truncated last line, an unknown event kind or a bad field is skipped and
-reported; a file that is no readable trace raises PxnError.
 """
 
 from __future__ import annotations
@@ -50,13 +47,8 @@ class Trace:
         return [e for e in self.events if isinstance(e, cls)]
 
     def live(self, cls: type[E]) -> list[E]:
-        """The events of `cls` in the run gepa finished, without those a resume threw away.
-
-        A resumed run restarts from the state saved before iteration
-        `resume.iteration + 1`; events written before the Resume for later
-        iterations belong to work gepa then redid. Counting them would count a
-        rollout or a proposal twice.
-        """
+        """The events of `cls` in the run gepa finished, without those a resume threw away
+        (written before the Resume for later iterations: work gepa then redid)."""
         kept: list[E] = []
         for event in self.events:
             if isinstance(event, Resume):
@@ -82,12 +74,10 @@ def max_concurrency(rollouts: Sequence[Rollout]) -> int:
 def read_trace(path: str | Path) -> Trace:
     """Read a trace, keeping every valid event.
 
-    A truncated last line (a crash mid-write), an unknown event kind (a newer
-    writer), a line lacking a field or holding a value of the wrong type is
-    skipped and reported in `Trace.skipped` with its line number. A file that
-    is not a trace of a version this reader reads, whose run_start is unusable, or
-    that holds a second run after the first (two traces concatenated: read as
-    one, its iterations would count twice) raises PxnError.
+    A truncated last line, an unknown event kind or a bad field is skipped and
+    reported in `Trace.skipped` with its line number. A file that is not a trace
+    of a readable version, whose run_start is unusable, or that holds a second
+    run after the first (its iterations would count twice) raises PxnError.
     """
     path = Path(path)
     try:
@@ -142,14 +132,6 @@ def _check_header(path: Path, number: int, data: Any) -> None:
         )
 
 
-# ---- finding and reading the traces a person points at ----
-#
-# A run directory is `runs/NAME/` holding `trace.jsonl`. Unusable traces (not a
-# pxn trace, a schema version this pxn does not read, no run_start, two runs in one file, no
-# rollouts) are set aside with a one-line reason when others remain; reading
-# nothing usable, or a run given twice, is a PxnError. Lines `read_trace`
-# skipped are kept, with their line numbers, for the report.
-
 TRACE_NAME = "trace.jsonl"
 
 
@@ -184,7 +166,8 @@ class Loaded:
 
 
 def load_traces(paths: Sequence[str | Path], *, need_rollouts: bool = True) -> Loaded:
-    """Read every path; keep the usable traces, fail only when none is usable."""
+    """Read every path (a file or a run directory): unusable traces are set aside with a
+    one-line reason; none usable, or a run given twice, is a PxnError."""
     if not paths:
         raise PxnError("give at least one trace file or run directory")
     traces: list[Trace] = []
@@ -208,13 +191,8 @@ def load_traces(paths: Sequence[str | Path], *, need_rollouts: bool = True) -> L
 
 
 def refuse_a_second_copy(trace: Trace, earlier: list[Trace]) -> None:
-    """Refuse a run given twice: the same file, or a copy holding the same events.
-
-    Counted twice, a run would weigh double in every fit. Two runs never hold
-    the same events (a real run's run_start has the time it started, and its
-    latencies differ; a simulated one's has its replicate); a copy edited
-    since (a test set scored later, say) is another run.
-    """
+    """Refuse a run given twice, which would weigh double in every fit: the same file, or
+    a copy holding the same events (two runs never do; an edited copy is another run)."""
     for other in earlier:
         if other.path.resolve() == trace.path.resolve():
             which = (
