@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gepa.optimize_anything import (
@@ -274,3 +275,47 @@ def anything_meta(kwargs: dict[str, Any]) -> dict[str, Any]:
     if not_modelled:
         meta["not_modelled"] = not_modelled
     return meta
+
+
+@dataclass(frozen=True)
+class RecordedParts:
+    """What the recording puts into a run (gepa.optimize's arguments, or the config)."""
+
+    run_dir: str
+    callbacks: list[Any]
+    stop_callbacks: list[Any]
+    selection_strategy: Any
+    reflection_lm: Any  # the recorded reflection LM, or None (none was given)
+    resumed: bool = False  # gepa continues a saved state: its seed's validation is skipped
+
+
+def recorded_config(config: GEPAConfig | None, parts: RecordedParts) -> GEPAConfig:
+    """The user's GEPAConfig with the recorder's parts, each part changed a copy
+    (optimize_anything writes into the config it is given). A refiner naming no LM is
+    given the reflection LM as the user gave it, as gepa would, so its calls are not
+    taken for reflections."""
+    config = config or GEPAConfig()
+    given_lm = config.reflection.reflection_lm
+    reflection = config.reflection
+    if parts.reflection_lm is not None:
+        # reflection_lm_kwargs made the recorded LM already (a model name), as gepa would.
+        reflection = replace(
+            reflection, reflection_lm=parts.reflection_lm, reflection_lm_kwargs=None
+        )
+    else:
+        reflection = replace(reflection)
+    refiner = config.refiner
+    if refiner is not None:
+        refiner = replace(refiner, refiner_lm=refiner.refiner_lm or given_lm)
+    return replace(
+        config,
+        engine=replace(
+            config.engine, run_dir=parts.run_dir, selection_strategy=parts.selection_strategy
+        ),
+        reflection=reflection,
+        tracking=replace(config.tracking),
+        merge=None if config.merge is None else replace(config.merge),
+        refiner=refiner,
+        callbacks=parts.callbacks,
+        stop_callbacks=parts.stop_callbacks,
+    )

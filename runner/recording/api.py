@@ -38,35 +38,40 @@ from typing import Any
 from gepa.strategies.proposal_selection import AllImprovements
 
 from pxn.errors import PxnError
-from pxn.runner.recording.adapter_wrapper import wrap_adapter
+from pxn.runner.recording.adapter_wrapper import RecordingSelection, wrap_adapter
 from pxn.runner.recording.anything_adapter import AdapterSeam, LessRefinements, running_note
 from pxn.runner.recording.anything_arguments import (
+    RecordedParts,
     anything_meta,
     check_anything_arguments,
     gepa_view,
     is_optimize_anything,
+    recorded_config,
     workers_of,
 )
-from pxn.runner.recording.anything_config import RecordedParts, recorded_config
-from pxn.runner.recording.arguments import check_gepa_arguments, check_options, checked_out
+from pxn.runner.recording.arguments import (
+    check_gepa,
+    check_gepa_arguments,
+    check_options,
+    checked_out,
+)
 from pxn.runner.recording.callbacks import GepaCallbacks
 from pxn.runner.recording.default_adapter import default_adapter, model_label
-from pxn.runner.recording.labels import RolloutLabels
+from pxn.runner.recording.events import RolloutLabels
 from pxn.runner.recording.lm_wrapper import wrap_reflection_lm
 from pxn.runner.recording.recorder import Recorder
 from pxn.runner.recording.reports import ReflectionReport, RolloutNote, RolloutReport
-from pxn.runner.recording.resume import check_same_setup, drop_torn_line, resume_event
 from pxn.runner.recording.run_directory import (
+    check_same_setup,
     claim_run_directory,
+    drop_torn_line,
     gepa_saved_state,
     no_longer_recorded,
+    resume_event,
 )
 from pxn.runner.recording.run_start import gepa_shape, run_start
-from pxn.runner.recording.selection_wrapper import RecordingSelection
-from pxn.runner.recording.stop_reasons import StopWatch
-from pxn.runner.recording.stopper import Stopper, default_limit
+from pxn.runner.recording.stopping import Stopper, StopWatch, default_limit
 from pxn.runner.recording.totals import RecordedRun, run_totals
-from pxn.runner.recording.versions import check_gepa
 from pxn.runner.redact import describe_error, redact
 from pxn.trace import RunEnd, RunStart, TraceWriter
 from pxn.trace_reading import read_trace

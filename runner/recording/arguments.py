@@ -19,6 +19,7 @@ checked at the top of each iteration, so B <= V makes no proposal.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 from pathlib import Path
@@ -166,3 +167,27 @@ def _check_budget(kwargs: dict[str, Any], valset_size: int) -> None:
             f"gepa would stop before its first proposal; give more than {valset_size}",
             subject="max_metric_calls",
         )
+
+
+SUPPORTED_GEPA = "0.1.4"
+SUPPORTED_DSPY = "3.4.1"
+
+
+def require_release(dist: str, supported: str, what: str, install: str) -> str:
+    """The installed `dist` must be the release whose code pxn reads to record `what`
+    ("gepa", "dspy.GEPA of dspy")."""
+    version = importlib.metadata.version(dist)
+    if version != supported:
+        raise PxnError(
+            f"is {version}; pxn records {what} {supported} only (pip install {install})",
+            subject=f"{dist} version",
+        )
+    return version
+
+
+def check_gepa() -> str:
+    return require_release("gepa", SUPPORTED_GEPA, "gepa", f"gepa=={SUPPORTED_GEPA}")
+
+
+def check_dspy() -> None:
+    require_release("dspy", SUPPORTED_DSPY, "dspy.GEPA of dspy", "'gepa-pxn[dspy]'")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pxn.runner.recording.merges import merge_proposal
+from pxn.runner.recording.events import merge_proposal
 from pxn.runner.recording.recorder import Recorder
 from pxn.runner.redact import describe_error
 from pxn.trace import Budget, Iteration, Validation

@@ -33,7 +33,7 @@ from typing import Any
 
 from gepa.adapters.default_adapter.default_adapter import DefaultAdapter
 
-from pxn.runner.recording.metered_lm import MeteredLM
+from pxn.runner.recording.lm_wrapper import MeteredLM
 from pxn.runner.recording.reports import RolloutReport
 
 

@@ -44,10 +44,9 @@ import gepa
 from pxn.budget import dspy_auto_candidates
 from pxn.errors import PxnError
 from pxn.runner.recording.api import recording
-from pxn.runner.recording.arguments import check_options, checked_out
+from pxn.runner.recording.arguments import check_dspy, check_options, checked_out
 from pxn.runner.recording.dspy_rollouts import DspyRollouts
 from pxn.runner.recording.totals import RecordedRun
-from pxn.runner.recording.versions import check_dspy
 
 
 def recorded(

@@ -26,16 +26,12 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from pxn.runner.recording.bookkeeping import Position
-from pxn.runner.recording.decisions import Decisions
-from pxn.runner.recording.labels import RolloutLabels
-from pxn.runner.recording.merges import Merges
-from pxn.runner.recording.no_proposals import NoProposals
+from pxn.runner.recording.events import Decisions, Merges, NoProposals, RolloutLabels, Stages
 from pxn.runner.recording.reflections import ReflectionCalls
 from pxn.runner.recording.reports import ReflectionReport, RolloutNote, RolloutReport
 from pxn.runner.recording.rollouts import AdapterCalls
 from pxn.runner.recording.sink import TraceSink
-from pxn.runner.recording.stages import Stages
-from pxn.runner.recording.stopper import Failures
+from pxn.runner.recording.stopping import Failures
 from pxn.runner.redact import redact
 from pxn.trace import Attempt, TraceWriter
 

@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from pxn.runner.prompt_prefix import SharedPrefixes
 from pxn.runner.recording.bookkeeping import ReflectionJob
 from pxn.runner.recording.reports import ReflectionReport
-from pxn.runner.recording.sink import TraceSink
-from pxn.runner.recording.slots import Slots
+from pxn.runner.recording.sink import Slots, TraceSink
 from pxn.runner.redact import redact
 from pxn.trace import Reflection
 

@@ -24,8 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from pxn.runner.recording.reports import RolloutNote, RolloutReport
-from pxn.runner.recording.sink import TraceSink
-from pxn.runner.recording.slots import InFlight, Slots
+from pxn.runner.recording.sink import InFlight, Slots, TraceSink
 from pxn.runner.redact import describe_error, redact
 from pxn.trace import Rollout
 

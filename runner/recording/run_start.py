@@ -28,7 +28,7 @@ from typing import Any
 
 from gepa.strategies.proposal_selection import AllImprovements
 
-from pxn.runner.recording.metered_lm import GEPA_LM_BATCH_WORKERS
+from pxn.runner.recording.lm_wrapper import GEPA_LM_BATCH_WORKERS
 from pxn.trace import RunStart
 
 
