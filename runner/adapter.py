@@ -1,18 +1,11 @@
 """The instrumented GEPA adapter: rollouts on exactly W worker slots, each one traced.
 
-gepa hands `batch_evaluate` every (candidate, minibatch) pair of a stage at
-once; the adapter hands the rollouts to a pool of W slots, so at most W run
-at any instant, and reports each metric call to the recording (record.py) as
-it finishes (worker slot, times, score, tokens, cost, error, attempts), which
-writes it with its phase, candidate and example. A rollout
-whose LM call still fails after its retries scores 0 with the error
-recorded, and the run goes on.
-
-One function, `run_rollout`, runs a rollout wherever it runs. The pool is
-the only difference between evaluation backends: `ThreadRollouts` (W threads
-in this process, the default) here, `RayRollouts` (W Ray workers) in
-ray_pool.py. Both yield each rollout's outcome as it finishes, with times
-on the run's clock and the slot it ran on.
+gepa hands `batch_evaluate` every pair of a stage at once; the adapter runs
+the rollouts on a pool of W slots and reports each to the recording as it
+finishes. A rollout whose LM call still fails after its retries scores 0 with
+its error, and the run goes on. `run_rollout` runs a rollout wherever it
+runs: the pool (`ThreadRollouts` here, `RayRollouts` in ray_pool.py) is the
+only difference between backends.
 """
 
 from __future__ import annotations

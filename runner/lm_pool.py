@@ -1,16 +1,10 @@
 """A pool of local llama.cpp servers: the offline default language model.
 
-One llama.cpp server answers one request at a time, so K servers (one thread
-each) on 127.0.0.1 behind a litellm Router with least-busy routing give K
-concurrent LM workers. The default random routing often sends two requests to
-the same server, which then serves them one after the other.
-
-`LMPool` is a context manager: the servers stop when the block ends, on an
-error and on Ctrl-C. Every pool is recorded under the state directory from
-the moment its servers are spawned (lm_records.py), so `pxn lm stop` can stop
-it from another shell, even after its starter was killed with SIGKILL. Its
-servers' output goes to one log file each in `log_dir`; every error about a
-server names its log.
+One llama.cpp server answers one request at a time, so K servers behind a
+litellm Router with least-busy routing give K concurrent LM workers (random
+routing often queues two on one server). `LMPool` stops its servers when its
+block ends; it is recorded (lm_records.py) so `pxn lm stop` can stop it from
+another shell. Each server logs to its own file in `log_dir`.
 """
 
 from __future__ import annotations

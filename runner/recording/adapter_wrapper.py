@@ -1,12 +1,9 @@
-"""The user's adapter, each call recorded: one adapter call, one recorded call of rollouts.
+"""The user's adapter and gepa's selection, each call recorded on the caller's thread.
 
-The wrapper forwards to the user's adapter on the caller's thread and tells
-the recorder when a call begins and ends; it adds or removes no concurrency.
-gepa chooses its code path by what the adapter has (`batch_evaluate`: one
-call per stage, else `evaluate` pair after pair), so the wrapper has exactly
-the methods the user's adapter has. An adapter's own `propose_new_texts` is
-a reflection: gepa calls it instead of the reflection LM, one proposal at a
-time.
+gepa picks its path by what the adapter has (`batch_evaluate`: one call per
+stage, else `evaluate` pair after pair), so the wrapper has exactly its
+methods. An adapter's own `propose_new_texts` is a reflection, one proposal a
+call.
 """
 
 from __future__ import annotations

@@ -1,29 +1,17 @@
 """optimize_anything's arguments: told from gepa.optimize's, checked, and read as the
 gepa.optimize run they stand for.
 
-`rec.wrap` takes either function's keyword arguments. gepa.optimize's have a
-trainset (or an adapter, or a task_lm); optimize_anything's have none of
-these and have its own (an evaluator without a trainset, a dataset, a
-config, a batch_evaluator, an objective, a background).
+gepa.optimize's arguments have a trainset (or an adapter, or a task_lm);
+optimize_anything's have none of these. Its modes are which data it is given:
+single-task (no dataset: gepa's sets are one placeholder example, b is 1),
+multi-task (a dataset, also the valset), generalization (a dataset and a
+valset). `gepa_view` reads them as the gepa.optimize run the engine makes, so
+run_start, the labels and the budget checks are every recorded run's.
 
-optimize_anything (gepa 0.1.4) builds gepa's engine itself, from a
-GEPAConfig, around an OptimizeAnythingAdapter of its own that calls the
-evaluator once per (candidate, example). Its three modes are which data it
-is given: no dataset and no valset, a single-task search (gepa's trainset
-and valset are one placeholder example, the evaluator is called without
-one, b defaults to 1); a dataset, a multi-task search (the valset is the
-dataset); a dataset and a valset, generalization. `gepa_view` reads the
-arguments as those of the gepa.optimize run the engine makes, so run_start,
-the rollouts' labels and the budget checks are the ones every recorded run
-has.
-
-Refused, each in one line naming the argument: no evaluator or
-batch_evaluator; no seed candidate (gepa's seedless mode asks the reflection
-LM for the seed before its loop, which the recording does not cover yet);
-an empty dataset or valset; no stopping condition (the recorder adds a
-stopper of its own, so gepa would run forever); a budget that the seed's
-validation spends; cache_evaluation (a cached pair is answered without the
-evaluator yet counted as a metric call: the trace would time the cache).
+Refused, each in one line naming the argument: no evaluator; no seed
+candidate (seedless mode asks the LM for a seed outside the loop); an empty
+dataset or valset; no stopping condition; a budget the seed's validation
+spends; cache_evaluation (a cached pair counts as a metric call untimed).
 """
 
 from __future__ import annotations

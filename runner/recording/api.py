@@ -1,28 +1,12 @@
-"""The `with recording(...)` block around one gepa run (pxn.runner.record's API): a
-`gepa.optimize` run or an `optimize_anything` run, told apart by their arguments.
+"""The `with recording(...)` block around one `gepa.optimize` or `optimize_anything` run.
 
-The recording's arguments are checked when it is made, gepa's by `rec.wrap`
-(arguments.py, anything_arguments.py), before anything is created. Entering
-checks the gepa release and the run directory (run_directory.py), which no
-other recording in the process may be writing into; `rec.wrap(...)`, inside the block only,
-returns the keyword arguments with the adapter, the reflection LM, the
-selection, the callbacks and the stoppers wrapped (the user's keep working),
-and writes run_start, or resuming, a resume event; leaving the block,
-however it is left, writes run_end with the run's totals checked against
-gepa's own (`rec.result`) and, for a completed run, which stopping condition
-ended it (stop_reasons.py). One recording records one run: a second block or
-a second `rec.wrap` is refused.
-
-Where each part is reached: gepa.optimize takes them as arguments; without
-an adapter, the recording builds gepa's default adapter from task_lm first
-(default_adapter.py). optimize_anything takes them in its GEPAConfig
-(anything_config.py), except its adapter, which it builds itself: the
-recording reaches it when gepa builds it (anything_adapter.py).
-
-The trace is written event by event, so a crash leaves a valid prefix, on
-the recording's clock: seconds since the run started, a resumed run's clock
-running on from its trace. The recorder's parts write the events between
-(recorder.py); what a user sees of it all is docs/recording.md.
+Entering checks the gepa release and claims the run directory; `rec.wrap(...)`
+returns gepa's arguments with the adapter, reflection LM, selection, callbacks
+and stoppers wrapped, and writes run_start (or a resume event); leaving the
+block, however it is left, writes run_end with the run's totals checked against
+gepa's own (`rec.result`). One recording records one run. optimize_anything
+takes the parts in its GEPAConfig, except its adapter, reached when gepa builds
+it. Times are seconds since the run started, a resumed run's running on.
 """
 
 from __future__ import annotations
@@ -77,17 +61,7 @@ from pxn.trace import RunEnd, RunStart, TraceWriter
 from pxn.trace_reading import read_trace
 
 
-def recording(
-    out: str | Path,
-    *,
-    workers: int | None = None,
-    reflection_concurrency: int | None = None,
-    resume: bool = False,
-    overwrite: bool = False,
-    meta: dict[str, Any] | None = None,
-    max_reflection_failures: int | None = None,
-    reports_rollouts: bool = False,
-) -> Recording:
+class Recording:
     """A recording into directory `out` (created); use it as a context manager around
     `gepa.optimize(**rec.wrap(...))`.
 
@@ -99,31 +73,20 @@ def recording(
     reports_rollouts: when a call of your adapter raises, it has reported every rollout
       it started (`rec.report_rollout`), so a rollout it did not report never ran.
     """
-    return Recording(
-        out,
-        workers=workers,
-        reflection_concurrency=reflection_concurrency,
-        resume=resume,
-        overwrite=overwrite,
-        meta=meta or {},
-        max_reflection_failures=max_reflection_failures,
-        reports_rollouts=reports_rollouts,
-    )
 
-
-class Recording:
     def __init__(
         self,
         out: str | Path,
         *,
-        workers: int | None,
-        reflection_concurrency: int | None,
-        resume: bool,
-        overwrite: bool,
-        meta: dict[str, Any],
-        max_reflection_failures: int | None,
-        reports_rollouts: bool,
+        workers: int | None = None,
+        reflection_concurrency: int | None = None,
+        resume: bool = False,
+        overwrite: bool = False,
+        meta: dict[str, Any] | None = None,
+        max_reflection_failures: int | None = None,
+        reports_rollouts: bool = False,
     ):
+        meta = meta or {}
         check_options(
             resume=resume,
             overwrite=overwrite,
@@ -296,8 +259,7 @@ class Recording:
         return wrapped
 
     def _wrap_anything(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """optimize_anything's arguments with its config holding the recorder's parts; gepa's
-        own adapter is reached when gepa builds it (anything_adapter.py)."""
+        """optimize_anything's arguments with its config holding the recorder's parts."""
         check_anything_arguments(kwargs)
         view = gepa_view(kwargs)
         run_dir = Path(view.get("run_dir") or self.out / "gepa")
@@ -408,9 +370,7 @@ class Recording:
         if rec is not None:
             rec.settle()
         if self._nothing_written():
-            # Stopped between opening the trace and writing run_start (Ctrl-C, an error
-            # while wrapping): no run to total, and an empty file is no trace. What
-            # stopped it goes on.
+            # Stopped before run_start (Ctrl-C, an error while wrapping): no trace.
             if rec is not None:
                 rec.sink.close()
             self.trace_path.unlink()
@@ -465,3 +425,6 @@ def _ending(
     if issubclass(kind, KeyboardInterrupt):
         return "interrupted", "interrupted by the user (Ctrl-C)"
     return "failed", describe_error(exc)  # type: ignore[arg-type]
+
+
+recording = Recording

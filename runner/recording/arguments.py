@@ -1,20 +1,11 @@
 """The recording's arguments and gepa.optimize's, checked before anything runs or is written.
 
-A mistake gepa would only meet later (a budget of the wrong type, no
-stopping condition, an empty trainset) or one that would leave a trace no
-calibration can use (a budget spent by the seed's validation alone) is
-refused here, as the CLI refuses a bad flag: a PxnError whose subject is the
-argument's own name, in one line saying what to give instead. Nothing is
-created before these checks pass.
-
-Without an adapter, gepa.optimize builds its default adapter from task_lm
-(and evaluator): one of adapter and task_lm is needed, as gepa asserts.
-
-Assumptions (gepa 0.1.4): gepa.optimize needs a stopping condition
-(max_metric_calls, max_reflection_cost or stop_callbacks; the recorder adds a
-stopper of its own, so without one of the user's the run would never end);
-its first step is the seed's validation, V metric calls, and the budget is
-checked at the top of each iteration, so B <= V makes no proposal.
+A mistake gepa would meet only later (a budget of the wrong type, no stopping
+condition, an empty trainset) or one that leaves a trace no calibration can
+use (a budget the seed's validation spends: gepa's first step is V metric
+calls) is refused as the CLI refuses a bad flag, a PxnError naming the
+argument. gepa.optimize needs a stopping condition of the user's: the
+recorder adds a stopper of its own, so without one the run would never end.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """gepa's callbacks -> trace events: the callbacks object the recording gives gepa.
 
-gepa 0.1.4 calls callbacks on its main thread, between the stages of an
-iteration. They give iteration boundaries, which tasks were sampled, which
-proposals started and ended, which children joined the pool, merges and
-their verdicts, validations and budget updates. Each one but the task
-bookkeeping also means gepa has moved on from the rollout stage in flight,
-which is then written. gepa evaluates without traces only a merged
-program's subsample (its minibatches capture traces; the seed's and full
-validations tell no evaluation start), so that is how a merge's stage is
-known.
+gepa 0.1.4 calls them on its main thread, between an iteration's stages; each
+but the task bookkeeping means gepa has moved on from the rollout stage in
+flight, which is then written. Only a merged program's subsample is evaluated
+without traces, which is how a merge's stage is known.
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """DSPy's adapter, run as DSPy runs it, each rollout and proposal timed where DSPy runs it.
 
-Assumptions (DSPy 3.4.1, gepa 0.1.4):
-- Rollouts: DSPy's adapter evaluates each stage as it does unrecorded
-  (`batch_evaluate` splits `num_threads`, W, among the stage's candidates and
-  runs each candidate's `evaluate` with its share), and DSPy's callbacks time
-  each rollout where DSPy runs it: the student program's call on one example,
-  from its start to its end on its thread. The metric DSPy calls next on the
-  same thread is not in it (a metric that calls an LM makes that time show
-  between rollouts). An example is known by its input values, which DSPy
-  passes to the program as the example holds them. Tokens are what the
-  program's LM calls reported (DSPy's usage tracker), none for calls DSPy's
-  cache answered.
-- Reflections: DspyAdapter proposes the texts itself (its instruction
-  proposer on the reflection LM), and gepa calls it one proposal at a time,
-  so C = 1 and each call is one reflection event (the recording's), however
-  many LM calls it made (one per component updated); this module adds its
-  tokens and its prompt (the prompts of its LM calls, as a DSPy callback sees
-  them, joined in call order). When one raises, gepa asks again for every
-  proposal of the iteration, one by one, and the retried proposals' events carry
-  their ids again.
-- Ctrl-C: as DSPy does unrecorded, a stage evaluated in DSPy's threads runs
-  to its end first; an evaluation on the main thread stops at once, its
-  rollouts in flight written up to the interrupt and those never started not
-  written.
+Assumptions (DSPy 3.4.1, gepa 0.1.4): DSPy's callbacks time each rollout as
+the student program's call on one example, on its thread (the metric after it
+is not in it); an example is known by its input values; tokens are what its
+LM calls reported, none for cached calls. DspyAdapter proposes the texts
+itself, one proposal a call, so C = 1 and each call is one reflection event,
+with its LM calls' tokens and prompts added. At Ctrl-C a stage in DSPy's
+threads runs to its end; one on the main thread stops at once.
 """
 
 from __future__ import annotations

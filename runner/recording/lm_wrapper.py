@@ -1,15 +1,10 @@
 """The user's reflection LM, each call recorded: one LM call, one recorded call of reflections.
 
-The wrapper forwards to the user's LM on the caller's thread and tells the
-recorder when a call begins and ends; it adds or removes no concurrency.
-gepa chooses its code path by what the LM has (`batch_complete`: one call for
-all of an iteration's prompts, else one prompt at a time), so the wrapper has
-exactly the methods its inner LM has.
-
-gepa wraps a reflection LM without `total_cost` in its `TrackingLM`, which
-hides `batch_complete`; `wrap_reflection_lm` does the same first, so the
-recorded run makes the same calls the unrecorded one would. A model string
-becomes gepa's own LM, metered call by call (metered_lm.py).
+The wrapper forwards on the caller's thread and has exactly the methods its
+inner LM has (gepa picks its path by `batch_complete`). gepa wraps an LM
+without `total_cost` in its `TrackingLM`, which hides `batch_complete`;
+`wrap_reflection_lm` does the same first, so the recorded run makes the same
+calls. A model string becomes gepa's own LM, metered call by call.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """The recorder: what the wrapped parts report, turned into trace events by its parts.
 
-gepa's callbacks (callbacks.py) do not show the seed validation, the start
-of full validation, a single rollout or a single reflection: the wrapped
-adapter and reflection LM tell the recorder of each call they get, and the
-selection wrapper of every proposal and gepa's verdict (full validation comes
-next). The recorder is its parts, each keeping one kind of event, and gepa's
-callbacks move the same parts along:
-
-    position     where gepa is: the iteration's tasks, the phase, gepa's state
-    labels       which candidate and example each rollout is
-    stages       the stage events
-    rollouts     the adapter call in flight and its rollout events
-    reflections  the reflection call in flight and its reflection events
-    decisions    the decision events
-    merges       the merge events
-    no_proposals the tasks that ended without a proposal gepa judged
-    failures     the stopper's count of reflections that gave no proposal and adapter calls
-                 that raised
+gepa's callbacks do not show the seed validation, a single rollout or a
+single reflection: the wrapped adapter, reflection LM and selection tell the
+recorder of each call, and the callbacks move the same parts along. Each
+part keeps one kind of event (events.py, rollouts.py, reflections.py); the
+position is where gepa's loop is, the failures the stopper's count.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Reflections as trace events: the reflection call in flight and each of its jobs' replies.
 
-Assumption: gepa makes one reflection call at a time from its main thread; the
-LM may answer its prompts on any threads, in any order.
-
-A reflection reported with its prompt is written with `prefix_tokens`, the
-tokens its prompt shares with the previous prompt recorded for the same
-parent by another job, in job order (prompt_prefix.py); the prompt itself is
-never written. A reflection that returns before an earlier job of its parent
-in the same call is written once that job has been (at the latest when the
-call ends).
+gepa makes one reflection call at a time; the LM may answer on any threads,
+in any order. A reflection's `prefix_tokens` is what its prompt shares with
+the previous one recorded for its parent (prompt_prefix.py), so one that
+returns before an earlier job of its parent waits for it; the prompt itself
+is never written.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Rollouts as trace events: the adapter call in flight and each rollout of it.
 
-Assumptions: gepa issues one adapter call at a time from its main thread (its
-stages are synchronous), so "the call in flight" is well defined; what runs
-inside a call, on any thread, may run concurrently.
-
-A rollout the wrapped part reports (`report`) is written with its own times;
-one it does not report is written when its call returns, spanning the whole
-call and marked untimed (`timed` false), so an adapter that times nothing
-itself is recorded at the granularity gepa gives and the trace says which
-calls those are: their rollouts overlap because they share the call's span,
-not because they ran at once. When a call of an adapter that times its rollouts with
-`rollout()` (or declares that it reports each rollout it starts) raises (an
-error, Ctrl-C), a rollout still running is written up to the raise, and one
-it never reported never started: it is not written, so it counts neither as a
-metric call nor as in flight.
+gepa issues one adapter call at a time, so "the call in flight" is well
+defined. A rollout the part reports is written with its own times; one it
+does not is written when the call returns, spanning the call, untimed. When a
+call whose rollouts are timed raises, a rollout still running is written up
+to the raise and one never reported never started: it is not written.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
-"""The stopper: ending a run whose calls keep failing instead of letting it run on for nothing.
+"""Ending a run whose calls keep failing, and which stopping condition ended a run.
 
-gepa 0.1.4 logs a failed reflection and goes on, even with
-raise_on_exception=True: a proposal that started but never ended failed
-silently, and the run burns its budget. With raise_on_exception=False it
-also logs an adapter call that raised and starts the next iteration, which
-spends no budget: an adapter that always raises loops forever. After
-`limit` such failures in a row, of either kind (max(5, 2 P N) unless given),
-the stopper ends the run at the top of gepa's next iteration, with a reason
-naming the last error.
+gepa 0.1.4 logs a failed reflection and goes on, burning its budget; with
+raise_on_exception=False it also logs an adapter call that raised and starts
+the next iteration, spending nothing, so an adapter that always raises loops
+forever. After `limit` failures in a row of either kind the stopper ends the
+run at the top of gepa's next iteration, naming the last error.
 """
 
 from __future__ import annotations
