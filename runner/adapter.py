@@ -231,22 +231,13 @@ class InstrumentedAdapter:
     # believe the adapter proposes texts itself, and every reflection would fail silently.
     propose_new_texts = None
 
-    def __init__(
-        self,
-        task: Task,
-        lm: ChatModel,
-        recording: Recording,
-        workers: int,
-        pool: RolloutPool | None = None,
-    ):
+    def __init__(self, task: Task, recording: Recording, pool: RolloutPool):
         self.task = task
         self.recording = recording
-        self.pool: RolloutPool = pool if pool is not None else ThreadRollouts(task, lm, workers)
+        self.pool = pool
 
     def close(self) -> None:
         self.pool.close()
-
-    # ---- gepa's adapter interface ----
 
     def evaluate(
         self, batch: list[Item], candidate: dict[str, str], capture_traces: bool = False

@@ -145,9 +145,7 @@ class LMPool:
         try:
             for k in range(self.count):
                 self._spawn(k, weights)
-                # Recorded at once, not when ready: a kill during start-up leaves no
-                # server that `pxn lm stop` cannot find.
-                self.record.save()
+                self.record.save()  # at once: `pxn lm stop` finds a server killed starting
             for k, (proc, server) in enumerate(zip(self._procs, self.info.servers, strict=True)):
                 _wait_ready(proc, server, self.log_of(k), deadline)
             for k, server in enumerate(self.info.servers):
@@ -161,29 +159,19 @@ class LMPool:
     def _spawn(self, k: int, weights: Path) -> None:
         port = free_port()
         log = self.log_of(k)
-        cmd = [
-            sys.executable,
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            str(weights),
-            "--model_alias",
-            MODEL_ALIAS,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--n_ctx",
-            str(self.n_ctx),
-            "--n_threads",
-            str(self.threads),
-            # Prompt processing too: its default is every core, so K servers
-            # would run K x cores spinning threads on this machine's cores, and a
-            # rollout served beside another slows several-fold (what it cost:
-            # experiments/local_validation/README.md, "The first attempt of all").
-            "--n_threads_batch",
-            str(self.threads),
-        ]
+        options = {
+            "--model": weights,
+            "--model_alias": MODEL_ALIAS,
+            "--host": "127.0.0.1",
+            "--port": port,
+            "--n_ctx": self.n_ctx,
+            "--n_threads": self.threads,
+            # Prompt processing too: its default is every core, so K servers would
+            # oversubscribe the cores and slow each other several-fold.
+            "--n_threads_batch": self.threads,
+        }
+        flags = [str(x) for option in options.items() for x in option]
+        cmd = [sys.executable, "-m", "llama_cpp.server", *flags]
         # Appended to: a resumed run keeps the earlier servers' logs.
         with log.open("ab") if log is not None else open(os.devnull, "wb") as out:
             # A new session: Ctrl-C in the terminal reaches only us, and we stop
@@ -227,8 +215,7 @@ def _wait_ready(
             )
         if _answers(url):
             return
-        # Polling a server that is still loading: there is no event to wait on.
-        time.sleep(0.2)
+        time.sleep(0.2)  # still loading: there is no event to wait on
     raise PxnError(
         f"llama.cpp server on port {server.port} did not answer in {READY_TIMEOUT:g} s; "
         f"{_see_log(log)}"
@@ -244,12 +231,8 @@ def _answers(url: str) -> bool:
 
 
 def _warm_up(server: Server, log: Path | None, deadline: float) -> None:
-    """One short completion before any timed call.
-
-    A fresh server pages its weights in and sets up its compute buffers on its
-    first request (docs/runner.md has what that cost). That start-up cost
-    belongs to our local pool, not to GEPA, so it is paid here, outside the trace.
-    """
+    """One short completion before any timed call: a fresh server's first request pays its
+    start-up (docs/runner.md), which belongs to the pool, not to GEPA."""
     body = {
         "model": MODEL_ALIAS,
         "messages": [{"role": "user", "content": "Name one topic: sports, food or music."}],

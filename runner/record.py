@@ -19,7 +19,7 @@ What is recorded, and how well: docs/recording.md.
 """
 
 from pxn.runner.recording.api import Recording, recording
-from pxn.runner.recording.reports import ReflectionReport, RolloutNote, RolloutReport
+from pxn.runner.recording.calls import ReflectionReport, RolloutNote, RolloutReport
 from pxn.runner.recording.run_directory import RunFinished, check_resumable
 from pxn.runner.recording.totals import RecordedRun, completed_run
 

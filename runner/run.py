@@ -305,7 +305,7 @@ def run_engine(
         finally:
             pool.close()
             reflection.close()
-    adapter = InstrumentedAdapter(task, task_client, rec, config.workers, pool)
+    adapter = InstrumentedAdapter(task, rec, pool)
     try:
         return _record(
             config, pl, rec, lambda: run_gepa_optimize(config, pl, rec, adapter, reflection),

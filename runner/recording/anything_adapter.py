@@ -24,8 +24,8 @@ from typing import Any
 import gepa.optimize_anything as gepa_anything
 
 from pxn.errors import PxnError
+from pxn.runner.recording.calls import RolloutNote
 from pxn.runner.recording.events import candidate_key
-from pxn.runner.recording.reports import RolloutNote
 
 MINIBATCH_PHASES = ("parent_minibatch", "child_minibatch")
 

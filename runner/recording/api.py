@@ -39,12 +39,11 @@ from pxn.runner.recording.arguments import (
     check_options,
     checked_out,
 )
-from pxn.runner.recording.callbacks import GepaCallbacks
+from pxn.runner.recording.calls import ReflectionReport, RolloutNote, RolloutReport
 from pxn.runner.recording.default_adapter import default_adapter, model_label
 from pxn.runner.recording.events import RolloutLabels
 from pxn.runner.recording.lm_wrapper import wrap_reflection_lm
-from pxn.runner.recording.recorder import Recorder
-from pxn.runner.recording.reports import ReflectionReport, RolloutNote, RolloutReport
+from pxn.runner.recording.recorder import GepaCallbacks, Recorder
 from pxn.runner.recording.run_directory import (
     check_same_setup,
     claim_run_directory,

@@ -20,8 +20,8 @@ from typing import Any
 
 from gepa.adapters.default_adapter.default_adapter import DefaultAdapter
 
+from pxn.runner.recording.calls import RolloutReport
 from pxn.runner.recording.lm_wrapper import MeteredLM
-from pxn.runner.recording.reports import RolloutReport
 
 
 @dataclass(frozen=True)

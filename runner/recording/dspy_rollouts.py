@@ -24,7 +24,7 @@ from gepa.core.adapter import EvaluationBatch
 
 from pxn.runner.prompt_prefix import prompt_text
 from pxn.runner.recording.api import Recording
-from pxn.runner.recording.reports import ReflectionReport, RolloutReport
+from pxn.runner.recording.calls import ReflectionReport, RolloutReport
 from pxn.runner.redact import describe_error
 
 

@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 from gepa.lm import LM, TrackingLM
 
 from pxn.runner.prompt_prefix import prompt_text
+from pxn.runner.recording.calls import ReflectionReport
 from pxn.runner.recording.recorder import Recorder
-from pxn.runner.recording.reports import ReflectionReport
 from pxn.runner.redact import describe_error
 
 T = TypeVar("T")
