@@ -100,13 +100,9 @@ def run_rollout(
     clock: Callable[[], float],
     on_failure: Callable[[FailedAttempt], None] = lambda failed: None,
 ) -> RolloutOutcome:
-    """Run the task's program and metric on one example: the one piece of code that runs a
-    rollout, in a thread of this process or in a Ray worker.
-
-    LM calls go through `lm` (retried as retry.py says); each failed try is passed to
-    `on_failure` as it happens and kept in `RolloutOutcome.failed`. A call that still fails, or
-    a program or metric that raises, scores 0 with the error recorded.
-    """
+    """Run the task's program and metric on one example, in a thread or a Ray worker: each
+    failed LM try goes to `on_failure` and `RolloutOutcome.failed`; a call that still
+    fails, or a program or metric that raises, scores 0 with its error."""
     failed_tries: list[FailedAttempt] = []
     usage = _Usage()
     site = CallSite(request.phase, request.iteration)

@@ -38,11 +38,8 @@ class LMReply:
 
 @dataclass(frozen=True)
 class CallSite:
-    """What a call serves: a rollout phase or "reflection", in an iteration (0: the seed).
-
-    A real model is not told (its latency is its own); a synthetic one draws its
-    latency, and a reflection its verdict, by it.
-    """
+    """What a call serves: a rollout phase or "reflection", in an iteration (0: the seed);
+    a synthetic model draws its latency (and a reflection its verdict) by it."""
 
     phase: str
     iteration: int

@@ -93,12 +93,8 @@ class PoolInfo:
 
 class LMPool:
     """K llama.cpp servers serving SmolLM2 on 127.0.0.1; stopped on exit, whatever happens.
-
-    `started_by` and `shared` go into the pool's record (`shared`: a `pxn lm
-    serve` pool, which runs may use). `remove_logs`: the logs go when the pool
-    stops cleanly (a run keeps its own in its run directory); after a failed
-    start they stay, since the error names them.
-    """
+    `shared`: a `pxn lm serve` pool, which runs may use; `remove_logs`: the logs go when
+    it stops cleanly (after a failed start they stay: the error names them)."""
 
     def __init__(
         self,

@@ -39,10 +39,8 @@ class LastJob:
 
 
 class SharedPrefixes:
-    """The last prompts recorded for each parent, and the prefix the next one shares with them.
-
-    Not thread-safe: the caller counts one parent's prompts in their order, one at a time.
-    """
+    """The last prompts recorded for each parent, and the prefix the next one shares with
+    them. Not thread-safe: the caller counts one parent's prompts in order."""
 
     def __init__(self) -> None:
         self._last: dict[str, LastJob] = {}

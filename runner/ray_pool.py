@@ -110,12 +110,8 @@ class RolloutWorker:
 
 
 class RayRollouts:
-    """W Ray actors on the cluster at `address`, or on a private local Ray started for the run.
-
-    `open()` connects (an unreachable head is the user's error, one line);
-    `start()` creates the workers and checks each reaches the LM; `close()`
-    ends them and stops a private Ray.
-    """
+    """W Ray actors on the cluster at `address`, or on a private local Ray started for the
+    run; `start()` creates them and checks each reaches the LM."""
 
     name = "ray"
 

@@ -259,12 +259,8 @@ def run_engine(
     rollouts: RolloutPool | None = None,
     meta: dict[str, Any] | None = None,
 ) -> RunResult:
-    """Run gepa on `pl.task` with these models into config.out; `meta` joins run_start's.
-
-    The inputs are checked already (plan, check_out); `rollouts` is where rollouts
-    run (default: config.workers threads of this process). Recorded by the same
-    public recording every gepa.optimize run can use (record.py).
-    """
+    """Run gepa on `pl.task` with these models into config.out, inputs checked already;
+    `rollouts` default to config.workers threads; `meta` joins run_start's."""
     task = pl.task
     out = Path(config.out)
     test = wrap_split("test", task.test)

@@ -30,6 +30,7 @@ from gepa.optimize_anything import (
 
 from pxn.errors import PxnError
 from pxn.fields import whole
+from pxn.runner.recording.arguments import check_budget_after_seed, check_callbacks
 
 GEPA_OPTIMIZE_ONLY = ("trainset", "adapter", "task_lm")
 ANYTHING_ONLY = ("dataset", "config", "batch_evaluator", "objective", "background")
@@ -112,14 +113,7 @@ def _check_config(config: GEPAConfig, valset_size: int) -> None:
         )
     budget = engine.max_metric_calls
     if budget is not None:
-        whole(budget, "config.engine.max_metric_calls")
-        if budget <= valset_size:
-            raise PxnError(
-                f"{budget} leaves nothing after the seed's validation ({valset_size} metric "
-                f"calls): gepa would stop before its first proposal; give more than "
-                f"{valset_size}",
-                subject="config.engine.max_metric_calls",
-            )
+        check_budget_after_seed(budget, valset_size, "config.engine.max_metric_calls")
     if engine.max_candidate_proposals is not None:
         whole(engine.max_candidate_proposals, "config.engine.max_candidate_proposals")
     if engine.parallel and engine.max_workers is not None:
@@ -127,12 +121,7 @@ def _check_config(config: GEPAConfig, valset_size: int) -> None:
     minibatch = config.reflection.reflection_minibatch_size
     if minibatch is not None:
         whole(minibatch, "config.reflection.reflection_minibatch_size")
-    callbacks = config.callbacks
-    if callbacks is not None and not isinstance(callbacks, list | tuple):
-        raise PxnError(
-            f"must be a list of callback objects: got {type(callbacks).__name__}",
-            subject="config.callbacks",
-        )
+    check_callbacks(config.callbacks, "config.callbacks")
     if (
         config.reflection.reflection_lm is None
         and config.reflection.custom_candidate_proposer is None

@@ -118,8 +118,6 @@ class Recording:
         self._resumed = False
         self.result: RecordedRun | None = None
 
-    # ---- the run's clock and the parts' reports ----
-
     def clock(self) -> float:
         """Seconds since the run started (a resumed run's clock runs on from its trace)."""
         return self._offset + (time.perf_counter() - self._t0)
@@ -196,8 +194,6 @@ class Recording:
                 subject="the recording",
             )
         return self._recorder
-
-    # ---- the run's start ----
 
     def __enter__(self) -> Recording:
         check_gepa()
@@ -349,8 +345,6 @@ class Recording:
         elif self.trace_path.exists():  # overwrite
             self.trace_path.unlink()
         self._t0 = time.perf_counter()
-
-    # ---- the run's end ----
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any):
         self._entered = False

@@ -94,11 +94,13 @@ def check_gepa_arguments(kwargs: dict[str, Any]) -> None:
     minibatch = kwargs.get("reflection_minibatch_size")
     if minibatch is not None:
         whole(minibatch, "reflection_minibatch_size")
-    callbacks = kwargs.get("callbacks")
+    check_callbacks(kwargs.get("callbacks"), "callbacks")
+
+
+def check_callbacks(callbacks: Any, name: str) -> None:
     if callbacks is not None and not isinstance(callbacks, list | tuple):
         raise PxnError(
-            f"must be a list of callback objects: got {type(callbacks).__name__}",
-            subject="callbacks",
+            f"must be a list of callback objects: got {type(callbacks).__name__}", subject=name
         )
 
 
@@ -151,12 +153,17 @@ def _check_budget(kwargs: dict[str, Any], valset_size: int) -> None:
                 subject="max_metric_calls",
             )
         return
-    whole(budget, "max_metric_calls")
+    check_budget_after_seed(budget, valset_size, "max_metric_calls")
+
+
+def check_budget_after_seed(budget: Any, valset_size: int, name: str) -> None:
+    """A whole budget that leaves metric calls after the seed's validation."""
+    whole(budget, name)
     if budget <= valset_size:
         raise PxnError(
             f"{budget} leaves nothing after the seed's validation ({valset_size} metric calls): "
             f"gepa would stop before its first proposal; give more than {valset_size}",
-            subject="max_metric_calls",
+            subject=name,
         )
 
 

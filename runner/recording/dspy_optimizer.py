@@ -44,12 +44,8 @@ def recorded(
     overwrite: bool = False,
     max_reflection_failures: int | None = None,
 ) -> RecordedGEPA:
-    """`optimizer` (a dspy.GEPA), whose `compile` records its run into directory `out`.
-
-    resume / overwrite: what to do when `out` already holds a trace (as for
-    pxn.runner.record.recording); max_reflection_failures: reflections in a row
-    that give no proposal before the run is stopped.
-    """
+    """`optimizer` (a dspy.GEPA), whose `compile` records its run into directory `out`;
+    the options are `recording`'s."""
     check_dspy()
     if not isinstance(optimizer, dspy.GEPA):
         raise PxnError(

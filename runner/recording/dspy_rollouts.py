@@ -29,12 +29,8 @@ from pxn.runner.redact import describe_error
 
 
 class DspyRollouts:
-    """DSPy's adapter, run as DSPy runs it, each rollout timed where DSPy runs it.
-
-    Given to the recording as the user's adapter: its wrapper tells the recorder of
-    each stage and each proposal; this one reports each rollout's times and tokens
-    and each proposal's tokens.
-    """
+    """DSPy's adapter, given to the recording as the user's: it reports each rollout's times
+    and tokens and each proposal's tokens."""
 
     def __init__(self, inner: Any, rec: Recording):
         self.inner = inner
@@ -161,13 +157,9 @@ class Timed:
 
 
 class RolloutClock(BaseCallback):
-    """DSPy callbacks timing the rollouts of one adapter call where DSPy runs them.
-
-    A rollout is the student program's call on one example, from its start to its
-    end, on the thread DSPy runs it on: a program call whose caller is an `Evaluate`
-    of one of the call's batches (DSPy's callback ids say who called whom). Its
-    tokens are those of the LM calls made inside it.
-    """
+    """DSPy callbacks timing the rollouts of one adapter call where DSPy runs them: a
+    program call whose caller is an `Evaluate` of one of the call's batches (DSPy's
+    callback ids say who called whom)."""
 
     def __init__(self, rec: Recording, items: list[tuple[dict[str, str], list[Any]]]):
         self._rec = rec

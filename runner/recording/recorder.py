@@ -74,8 +74,6 @@ class Recorder:
         """gepa has moved on: the rollout stage in flight, if any, is written."""
         self.stages.settle()
 
-    # ---- the adapter wrapper's calls ----
-
     def begin_rollouts(self, items: Sequence[tuple[dict[str, str], Sequence[Any]]]) -> None:
         phase, state = self.position.phase, self.position.state
         start = self.clock()
@@ -102,8 +100,6 @@ class Recorder:
         book = self.position.book
         self.no_proposals.dataset_failed(book, error, self.clock())
         book.task_skipped()
-
-    # ---- the reflection LM wrapper's calls ----
 
     def begin_reflections(self, count: int) -> None:
         """gepa asks the LM for `count` replies, one per reflection job, in job order."""
@@ -140,8 +136,6 @@ class Recorder:
                 error=redact(error),
             )
         )
-
-    # ---- the selection wrapper's report ----
 
     def selected(self, proposals: list[Any], chosen: list[Any]) -> None:
         self.stages.settle()

@@ -10,11 +10,8 @@ from pxn.trace import Event, TraceWriter
 
 
 class TraceSink:
-    """Writes events one at a time; after `close`, drops them.
-
-    After an interrupt, threads of the user's code may still finish a call while the
-    trace is already closed by run_end: those late events are dropped.
-    """
+    """Writes events one at a time; after `close` (run_end), drops the late events of the
+    user's threads still finishing a call after an interrupt."""
 
     def __init__(self, writer: TraceWriter):
         self._writer = writer
