@@ -1,18 +1,11 @@
 """The instrumented GEPA adapter: rollouts on exactly W worker slots, each one traced.
 
-gepa hands `batch_evaluate` every (candidate, minibatch) pair of a stage at
-once; the adapter hands the rollouts to a pool of W slots, so at most W run
-at any instant, and reports each metric call to the recording (record.py) as
-it finishes (worker slot, times, score, tokens, cost, error, attempts), which
-writes it with its phase, candidate and example. A rollout
-whose LM call still fails after its retries scores 0 with the error
-recorded, and the run goes on.
-
-One function, `run_rollout`, runs a rollout wherever it runs. The pool is
-the only difference between evaluation backends: `ThreadRollouts` (W threads
-in this process, the default) here, `RayRollouts` (W Ray workers) in
-ray_pool.py. Both yield each rollout's outcome as it finishes, with times
-on the run's clock and the slot it ran on.
+gepa hands `batch_evaluate` every pair of a stage at once; the adapter runs
+the rollouts on a pool of W slots and reports each to the recording as it
+finishes. A rollout whose LM call still fails after its retries scores 0 with
+its error, and the run goes on. `run_rollout` runs a rollout wherever it
+runs: the pool (`ThreadRollouts` here, `RayRollouts` in ray_pool.py) is the
+only difference between backends.
 """
 
 from __future__ import annotations
@@ -107,13 +100,9 @@ def run_rollout(
     clock: Callable[[], float],
     on_failure: Callable[[FailedAttempt], None] = lambda failed: None,
 ) -> RolloutOutcome:
-    """Run the task's program and metric on one example: the one piece of code that runs a
-    rollout, in a thread of this process or in a Ray worker.
-
-    LM calls go through `lm` (retried as retry.py says); each failed try is passed to
-    `on_failure` as it happens and kept in `RolloutOutcome.failed`. A call that still fails, or
-    a program or metric that raises, scores 0 with the error recorded.
-    """
+    """Run the task's program and metric on one example, in a thread or a Ray worker: each
+    failed LM try goes to `on_failure` and `RolloutOutcome.failed`; a call that still
+    fails, or a program or metric that raises, scores 0 with its error."""
     failed_tries: list[FailedAttempt] = []
     usage = _Usage()
     site = CallSite(request.phase, request.iteration)
@@ -238,22 +227,13 @@ class InstrumentedAdapter:
     # believe the adapter proposes texts itself, and every reflection would fail silently.
     propose_new_texts = None
 
-    def __init__(
-        self,
-        task: Task,
-        lm: ChatModel,
-        recording: Recording,
-        workers: int,
-        pool: RolloutPool | None = None,
-    ):
+    def __init__(self, task: Task, recording: Recording, pool: RolloutPool):
         self.task = task
         self.recording = recording
-        self.pool: RolloutPool = pool if pool is not None else ThreadRollouts(task, lm, workers)
+        self.pool = pool
 
     def close(self) -> None:
         self.pool.close()
-
-    # ---- gepa's adapter interface ----
 
     def evaluate(
         self, batch: list[Item], candidate: dict[str, str], capture_traces: bool = False

@@ -5,6 +5,8 @@ gepa's own log written to a file, redacted.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +21,13 @@ from gepa.optimize_anything import (
     optimize_anything,
 )
 from gepa.strategies.proposal_sampling import PxNSampling
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
 
 from pxn.runner.adapter import InstrumentedAdapter, Item, RolloutRequest, run_rollout, wrap_split
 from pxn.runner.config import Plan, RunConfig, make_selection
 from pxn.runner.lm import ChatModel
-from pxn.runner.progress import LiveProgress
 from pxn.runner.record import Recording
 from pxn.runner.redact import redact
 from pxn.runner.reflection import InstrumentedReflectionLM
@@ -152,3 +156,43 @@ class GepaLog:
     def log(self, message: str) -> None:
         with self.path.open("a", encoding="utf-8") as f:
             f.write(redact(str(message)) + "\n")
+
+
+class LiveProgress:
+    """Renders from the recording's progress snapshot; rich refreshes it from its own thread."""
+
+    def __init__(
+        self, snapshot: Callable[[], dict[str, Any]], budget: int, *, enabled: bool = True
+    ):
+        # iteration, accepted, best_val and metric_calls so far (gepa reports none for the
+        # seed validation: the rollouts recorded count it).
+        self.snapshot = snapshot
+        self.budget = budget
+        self.enabled = enabled
+        self._t0 = time.perf_counter()
+        self._live: Live | None = None
+
+    def __rich__(self) -> Text:
+        now = self.snapshot()
+        used = now["metric_calls"]
+        elapsed = time.perf_counter() - self._t0
+        eta = elapsed * (self.budget - used) / used if 0 < used < self.budget else 0.0
+        best = "-" if now["best_val"] is None else f"{now['best_val']:.3f}"
+        return Text(
+            f"metric calls {used}/{self.budget}  iteration {now['iteration']}  "
+            f"accepted {now['accepted']}  best val {best}  "
+            f"elapsed {elapsed:5.1f}s  eta {eta:5.1f}s"
+        )
+
+    def __enter__(self) -> LiveProgress:
+        console = Console(stderr=True)
+        # A live line only makes sense on a terminal; piped output stays clean.
+        if self.enabled and console.is_terminal:
+            self._live = Live(self, console=console, refresh_per_second=4, transient=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(None, None, None)
+            self._live = None

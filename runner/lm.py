@@ -1,16 +1,9 @@
 """One way to call a language model, whichever it is: the local pool or a litellm model string.
 
-`ChatModel` is what the runner asks of a model: `complete` a chat with a
-clock and a report of each failed try. `LMClient` is the real one: every call
-returns its text with the tokens and cost litellm reports, and goes through
-the bounded retry loop so each failed attempt is reported. Keys come only
-from the environment (litellm reads them); nothing here stores or prints one.
-(synthetic.py's models implement the same interface with sleeps.)
-
-`probe` is the one call made before a run starts: bounded by its own
-timeout (a model behind an address that accepts but never answers would
-otherwise hold the run for max_attempts x the per-attempt timeout), and a
-failure is the user's error, in one line naming the model and its address.
+`ChatModel` is what the runner asks of a model; `LMClient` is the real one,
+every call through the bounded retry loop with the tokens and cost litellm
+reports. Keys come only from the environment. `probe` is the one call made
+before a run, bounded by its own timeout, a failure the user's error.
 """
 
 from __future__ import annotations
@@ -45,11 +38,8 @@ class LMReply:
 
 @dataclass(frozen=True)
 class CallSite:
-    """What a call serves: a rollout phase or "reflection", in an iteration (0: the seed).
-
-    A real model is not told (its latency is its own); a synthetic one draws its
-    latency, and a reflection its verdict, by it.
-    """
+    """What a call serves: a rollout phase or "reflection", in an iteration (0: the seed);
+    a synthetic model draws its latency (and a reflection its verdict) by it."""
 
     phase: str
     iteration: int

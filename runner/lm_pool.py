@@ -1,16 +1,10 @@
 """A pool of local llama.cpp servers: the offline default language model.
 
-One llama.cpp server answers one request at a time, so K servers (one thread
-each) on 127.0.0.1 behind a litellm Router with least-busy routing give K
-concurrent LM workers. The default random routing often sends two requests to
-the same server, which then serves them one after the other.
-
-`LMPool` is a context manager: the servers stop when the block ends, on an
-error and on Ctrl-C. Every pool is recorded under the state directory from
-the moment its servers are spawned (lm_records.py), so `pxn lm stop` can stop
-it from another shell, even after its starter was killed with SIGKILL. Its
-servers' output goes to one log file each in `log_dir`; every error about a
-server names its log.
+One llama.cpp server answers one request at a time, so K servers behind a
+litellm Router with least-busy routing give K concurrent LM workers (random
+routing often queues two on one server). `LMPool` stops its servers when its
+block ends; it is recorded (lm_records.py) so `pxn lm stop` can stop it from
+another shell. Each server logs to its own file in `log_dir`.
 """
 
 from __future__ import annotations
@@ -99,12 +93,8 @@ class PoolInfo:
 
 class LMPool:
     """K llama.cpp servers serving SmolLM2 on 127.0.0.1; stopped on exit, whatever happens.
-
-    `started_by` and `shared` go into the pool's record (`shared`: a `pxn lm
-    serve` pool, which runs may use). `remove_logs`: the logs go when the pool
-    stops cleanly (a run keeps its own in its run directory); after a failed
-    start they stay, since the error names them.
-    """
+    `shared`: a `pxn lm serve` pool, which runs may use; `remove_logs`: the logs go when
+    it stops cleanly (after a failed start they stay: the error names them)."""
 
     def __init__(
         self,
@@ -151,9 +141,7 @@ class LMPool:
         try:
             for k in range(self.count):
                 self._spawn(k, weights)
-                # Recorded at once, not when ready: a kill during start-up leaves no
-                # server that `pxn lm stop` cannot find.
-                self.record.save()
+                self.record.save()  # at once: `pxn lm stop` finds a server killed starting
             for k, (proc, server) in enumerate(zip(self._procs, self.info.servers, strict=True)):
                 _wait_ready(proc, server, self.log_of(k), deadline)
             for k, server in enumerate(self.info.servers):
@@ -167,29 +155,19 @@ class LMPool:
     def _spawn(self, k: int, weights: Path) -> None:
         port = free_port()
         log = self.log_of(k)
-        cmd = [
-            sys.executable,
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            str(weights),
-            "--model_alias",
-            MODEL_ALIAS,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--n_ctx",
-            str(self.n_ctx),
-            "--n_threads",
-            str(self.threads),
-            # Prompt processing too: its default is every core, so K servers
-            # would run K x cores spinning threads on this machine's cores, and a
-            # rollout served beside another slows several-fold (what it cost:
-            # experiments/local_validation/README.md, "The first attempt of all").
-            "--n_threads_batch",
-            str(self.threads),
-        ]
+        options = {
+            "--model": weights,
+            "--model_alias": MODEL_ALIAS,
+            "--host": "127.0.0.1",
+            "--port": port,
+            "--n_ctx": self.n_ctx,
+            "--n_threads": self.threads,
+            # Prompt processing too: its default is every core, so K servers would
+            # oversubscribe the cores and slow each other several-fold.
+            "--n_threads_batch": self.threads,
+        }
+        flags = [str(x) for option in options.items() for x in option]
+        cmd = [sys.executable, "-m", "llama_cpp.server", *flags]
         # Appended to: a resumed run keeps the earlier servers' logs.
         with log.open("ab") if log is not None else open(os.devnull, "wb") as out:
             # A new session: Ctrl-C in the terminal reaches only us, and we stop
@@ -233,8 +211,7 @@ def _wait_ready(
             )
         if _answers(url):
             return
-        # Polling a server that is still loading: there is no event to wait on.
-        time.sleep(0.2)
+        time.sleep(0.2)  # still loading: there is no event to wait on
     raise PxnError(
         f"llama.cpp server on port {server.port} did not answer in {READY_TIMEOUT:g} s; "
         f"{_see_log(log)}"
@@ -250,12 +227,8 @@ def _answers(url: str) -> bool:
 
 
 def _warm_up(server: Server, log: Path | None, deadline: float) -> None:
-    """One short completion before any timed call.
-
-    A fresh server pages its weights in and sets up its compute buffers on its
-    first request (docs/runner.md has what that cost). That start-up cost
-    belongs to our local pool, not to GEPA, so it is paid here, outside the trace.
-    """
+    """One short completion before any timed call: a fresh server's first request pays its
+    start-up (docs/runner.md), which belongs to the pool, not to GEPA."""
     body = {
         "model": MODEL_ALIAS,
         "messages": [{"role": "user", "content": "Name one topic: sports, food or music."}],

@@ -1,16 +1,11 @@
 """The records of local LM pools: one file per pool under the state directory.
 
-Every pool of llama.cpp servers, whoever started it (`pxn lm serve`, `pxn
-run`, a script), writes `pools/<id>.json` under the state directory as soon
-as its first server is spawned, and removes it when it stops them. A pool whose
-starter was killed (kill -9) leaves its record, and its servers, behind:
-`pxn lm stop` reads the record and ends them. A pool's id is its first
-server's port: unique while the pool lives, even with two pools in one process.
-
-Pids are recycled, so a record also holds its starter's start time, and a
-server counts as alive only while a llama.cpp server listening on its port
-runs under its pid (Linux /proc). A record whose starter and servers are all
-gone is stale: the commands that read records remove it and say so.
+Every pool of llama.cpp servers writes `pools/<id>.json` (its id: its first
+server's port) as soon as its first server is spawned, and removes it when it
+stops them, so `pxn lm stop` can end a pool whose starter was killed. Pids
+are recycled: a server counts as alive only while a llama.cpp server
+listening on its port runs under its pid. A record whose starter and servers
+are all gone is stale and removed.
 """
 
 from __future__ import annotations

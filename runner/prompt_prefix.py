@@ -1,23 +1,12 @@
 """How much of a reflection's prompt it shares with the previous prompt of its parent.
 
 gepa's reflection prompt is its template's head, the parent's text, the
-template's middle, then the minibatch's examples and the template's tail. So
-two reflections of one parent (siblings in an iteration, or the parent's
-reflections in different iterations) share the head, the parent's text and the
-middle, and part at the first example that differs. A server that keeps the
-prompt it served last and reuses the prefix a new prompt shares with it
-(llama-cpp-python's cache) then skips that prefix when it serves siblings
-back to back; this counts the prefix for every reflection, whichever server
-served the one before, so calibration can price what a shared server saves.
-A job gepa asks again (its iteration's first pass failed) sends the same prompt:
-it is compared with the parent's job before it, as a sibling, not with itself.
-
-Assumptions: the prompt is the messages' contents joined by newlines (what
-the server reads, up to its chat template); tokens spread evenly over the
-prompt's characters, since the LM reports only the prompt's token count
-(tokens_in): the prefix's tokens are prefix characters x tokens_in / prompt
-characters. Two prompts of each parent are kept: its last job's, and the
-one before (for a repeated job).
+middle, then the minibatch's examples and the tail: two reflections of one
+parent share everything up to the first differing example. A server that
+reuses the prefix of the prompt it served last (llama-cpp-python's cache)
+skips it; this counts it for every reflection so calibration can price it.
+A job gepa asks again is compared with the parent's job before it. Tokens
+are taken as spread evenly over the prompt's characters.
 """
 
 from __future__ import annotations
@@ -50,10 +39,8 @@ class LastJob:
 
 
 class SharedPrefixes:
-    """The last prompts recorded for each parent, and the prefix the next one shares with them.
-
-    Not thread-safe: the caller counts one parent's prompts in their order, one at a time.
-    """
+    """The last prompts recorded for each parent, and the prefix the next one shares with
+    them. Not thread-safe: the caller counts one parent's prompts in order."""
 
     def __init__(self) -> None:
         self._last: dict[str, LastJob] = {}

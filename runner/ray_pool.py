@@ -1,35 +1,16 @@
 """`pxn run --backend ray`: the rollouts of a run as Ray tasks, at most W in flight.
 
-The pool holds W Ray actors, one per slot (slot i = actor i), created with
-num_cpus=0: a rollout waits on an LM endpoint, not on a CPU, so W, not the
-cluster's CPU count, bounds the concurrency, and a run of W = 64 needs no 64
-CPUs. Each rollout is one actor task running `adapter.run_rollout`, the
-same function the thread pool runs; a slot gets its next rollout only when
-its last one is back, so at most W run at once, as with W threads.
+W Ray actors, one per slot, each created with num_cpus=0 (a rollout waits on
+an LM, not a CPU) and run `adapter.run_rollout`, as the thread pool does; a
+slot gets its next rollout only when its last is back. Actors, not plain
+tasks: idle 0-CPU task workers are killed and each new one pays its imports
+inside a stage (docs/ray.md); actors are warmed before the run's clock starts.
 
-Actors, not plain tasks: a worker process of plain 0-CPU tasks is killed
-after a second idle once more than the node's CPU count exist, and each new
-one pays its imports inside a stage (docs/ray.md has what that cost). Actors
-keep W warm processes for the whole run; they are created, imports done and
-the LM reached once, before the run's clock starts.
-
-Times: each rollout is timed inside its task with time.time() (the driver's
-run clock is not readable in another process), then put on the run's clock
-through an anchor taken at the start of each stage, and clamped to the
-interval between the driver's submit and its receipt of the result (the
-rollout certainly ran within it). This is the time the call really ran; Ray's
-dispatch overhead is the gap between rollouts of one slot. It assumes the
-nodes' clocks agree with the driver's (NTP-synchronised); on one machine they
-are the same clock.
-
-What a task carries: the candidate, the example and the index of the local
-LM server to use. Each actor loads the task itself by its spec (a built-in
-name, or module:function, which must be importable on every node: Ray adds
-the driver's working directory to the workers' path, and a private local Ray
-inherits PYTHONPATH). Keys never travel in task arguments: litellm reads
-them from the worker's environment. A private local Ray inherits the
-driver's; on a cluster started with `ray start`, set the key in the
-environment of every node before starting it.
+Each rollout is timed inside its task with time.time(), put on the run's
+clock through an anchor taken at each stage's start, and clamped between the
+driver's submit and receipt; this assumes the nodes' clocks agree. Tasks
+carry no keys (litellm reads them from each worker's environment) and each
+actor loads the task by its spec, which must be importable on every node.
 """
 
 from __future__ import annotations
@@ -129,12 +110,8 @@ class RolloutWorker:
 
 
 class RayRollouts:
-    """W Ray actors on the cluster at `address`, or on a private local Ray started for the run.
-
-    `open()` connects (an unreachable head is the user's error, one line);
-    `start()` creates the workers and checks each reaches the LM; `close()`
-    ends them and stops a private Ray.
-    """
+    """W Ray actors on the cluster at `address`, or on a private local Ray started for the
+    run; `start()` creates them and checks each reaches the LM."""
 
     name = "ray"
 

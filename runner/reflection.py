@@ -1,16 +1,11 @@
 """pxn's own reflection LM: the P*N reflections of an iteration run at once, cap C, each retried.
 
-gepa 0.1.4 runs reflections concurrently only when the reflection LM object
-has `batch_complete(messages_list)`; a plain callable is called one prompt at
-a time. It also wraps any LM lacking `total_cost` in a tracker that hides
-`batch_complete`, so this object exposes the cost and token totals itself.
-
-Each LM call is reported to the recording (record.py) with its own times,
-slot, tokens and failed tries. When one call of a batch fails after its
-retries, `batch_complete` raises; gepa then retries the batch task by task
-through `__call__`, which answers the tasks that succeeded from the batch's
-results (no second LM call, reported as none) and re-raises for the failed
-ones, so gepa drops exactly those.
+gepa 0.1.4 runs reflections concurrently only through `batch_complete`, and
+hides it behind a tracker for an LM without `total_cost`, so this object keeps
+its own totals. When one call of a batch fails after its retries, gepa retries
+the batch task by task through `__call__`, which answers the tasks that
+succeeded from the batch's results (no second LM call) and re-raises for the
+failed ones.
 """
 
 from __future__ import annotations

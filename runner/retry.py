@@ -1,10 +1,8 @@
 """Bounded retries with exponential backoff for LM calls, every attempt reported.
 
-Transient failures (rate limits, timeouts, dropped connections, 5xx) are
-retried; a mistake that a retry cannot fix (bad key, bad request, unknown
-model) fails at once. The caller gets every failed attempt through
-`on_failure`, so the trace shows each one, and decides what a final failure
-means (a rollout scores 0; a reflection is lost).
+Transient failures are retried; one a retry cannot fix (bad key, bad request,
+unknown model) fails at once. The caller gets every failed attempt through
+`on_failure` and decides what a final failure means.
 """
 
 from __future__ import annotations

@@ -1,29 +1,16 @@
 """`run_gepa(config)`: one real batched GEPA run, traced event by event.
 
-Flow: validate every input (nothing is written before the run can start) ->
-start the local LM pool unless models were given -> probe both LMs once ->
-`run_engine`: create runs/NAME with config.json -> gepa.optimize with
-PxNSampling(p, n) (and gepa's merge when asked), pxn's adapter and
-reflection LM, recorded by the public
-recording (record.py, as any user's run is: trace.jsonl, then run_end with
-the trace's totals checked against gepa's) -> score the best candidate on the
-test split -> result.json. With `api="optimize_anything"` gepa's primary API
-runs instead, in its generalization mode (the task's train split as its
-dataset, its val split as its valset): the task's program and metric are its
-evaluator, on W of gepa's own threads (EngineConfig.max_workers), the same
-reflection LM in its ReflectionConfig, recorded with the same one line.
+Inputs validated (nothing written before the run can start) -> the local LM
+pool unless models were given -> both LMs probed once -> `run_engine`:
+config.json, gepa.optimize (or optimize_anything, in its generalization mode)
+with PxNSampling(p, n) and pxn's adapter and reflection LM, recorded by the
+public recording as any user's run -> the best candidate scored on the test
+split -> result.json. `run_engine` takes any `ChatModel`, so `pxn
+conformance`'s synthetic models run the same path.
 
-`run_engine` takes the task and both models as given, so the same engine and
-recording path run on any `ChatModel`: the real clients here, the synthetic
-ones of synthetic.py (`pxn conformance`).
-
-gepa's own state lives in runs/NAME/gepa (its run_dir), so `resume=True`
-continues an interrupted run into the same trace; a finished run is left as it
-is (status "finished"), and `overwrite=True` starts afresh in a used directory.
-The test split's scoring is the last step a resume finishes: interrupted after
-gepa's loop completed (run_end written, result.json not), a resume scores the
-best candidate of gepa's saved state on the test split and writes result.json,
-leaving the trace and gepa's state as they are.
+gepa's state lives in runs/NAME/gepa, so `resume=True` continues an
+interrupted run into the same trace; the test split's scoring is the last
+step a resume finishes.
 """
 
 from __future__ import annotations
@@ -272,12 +259,8 @@ def run_engine(
     rollouts: RolloutPool | None = None,
     meta: dict[str, Any] | None = None,
 ) -> RunResult:
-    """Run gepa on `pl.task` with these models into config.out; `meta` joins run_start's.
-
-    The inputs are checked already (plan, check_out); `rollouts` is where rollouts
-    run (default: config.workers threads of this process). Recorded by the same
-    public recording every gepa.optimize run can use (record.py).
-    """
+    """Run gepa on `pl.task` with these models into config.out, inputs checked already;
+    `rollouts` default to config.workers threads; `meta` joins run_start's."""
     task = pl.task
     out = Path(config.out)
     test = wrap_split("test", task.test)
@@ -318,7 +301,7 @@ def run_engine(
         finally:
             pool.close()
             reflection.close()
-    adapter = InstrumentedAdapter(task, task_client, rec, config.workers, pool)
+    adapter = InstrumentedAdapter(task, rec, pool)
     try:
         return _record(
             config, pl, rec, lambda: run_gepa_optimize(config, pl, rec, adapter, reflection),

@@ -1,13 +1,9 @@
 """The built-in `topics` task, designed so a 135M model's real proposals can win.
 
-The prompt that pins the task and the answer format is fixed, and GEPA
-optimizes only a short `hint` line inside it: a bad hint costs little, a
-fitting one ("words like soup mean food") can help. The task LM samples at
-temperature 1.0, so scores vary from one evaluation to the next, and the
-metric gives partial credit, so a minibatch sum rarely ties. On this model
-the gains are mostly noise; the task exists to drive the machinery with real
-proposals and real latencies. Why it is built so (what SmolLM2-135M did with
-other designs): docs/runner.md.
+GEPA optimizes only a short `hint` line inside a fixed prompt, the task LM
+samples at temperature 1.0 and the metric gives partial credit: the task
+drives the machinery with real proposals and latencies. Why it is built so:
+docs/runner.md.
 """
 
 from __future__ import annotations

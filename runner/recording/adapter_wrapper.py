@@ -1,16 +1,16 @@
-"""The user's adapter, each call recorded: one adapter call, one recorded call of rollouts.
+"""The user's adapter and gepa's selection, each call recorded on the caller's thread.
 
-The wrapper forwards to the user's adapter on the caller's thread and tells
-the recorder when a call begins and ends; it adds or removes no concurrency.
-gepa chooses its code path by what the adapter has (`batch_evaluate`: one
-call per stage, else `evaluate` pair after pair), so the wrapper has exactly
-the methods the user's adapter has. An adapter's own `propose_new_texts` is
-a reflection: gepa calls it instead of the reflection LM, one proposal at a
-time.
+gepa picks its path by what the adapter has (`batch_evaluate`: one call per
+stage, else `evaluate` pair after pair), so the wrapper has exactly its
+methods. An adapter's own `propose_new_texts` is a reflection, one proposal a
+call.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
+from collections.abc import Sequence
 from typing import Any
 
 from gepa.core.adapter import EvaluationBatch
@@ -18,7 +18,6 @@ from gepa.core.adapter import EvaluationBatch
 from pxn.errors import PxnError
 from pxn.runner.recording.lm_wrapper import reflections
 from pxn.runner.recording.recorder import Recorder
-from pxn.runner.recording.scores import score_problem
 from pxn.runner.redact import describe_error
 
 
@@ -95,3 +94,38 @@ class BatchRecordingAdapter(RecordingAdapter):
 def wrap_adapter(adapter: Any, recorder: Recorder, *, skip_seed_val: bool) -> RecordingAdapter:
     cls = BatchRecordingAdapter if hasattr(adapter, "batch_evaluate") else RecordingAdapter
     return cls(adapter, recorder, skip_seed_val=skip_seed_val)
+
+
+def score_problem(items: Sequence[tuple[Any, Sequence[Any]]], results: Sequence[Any]) -> str | None:
+    """What is wrong with an adapter call's `results` (one EvaluationBatch per pair of
+    `items`), in words; None when each pair has one finite score per example. gepa takes
+    them on trust: too few scores fail deep inside it or go unnoticed, and a NaN makes
+    every comparison false, so the run accepts nothing."""
+    if len(results) != len(items):
+        return f"returned {len(results)} evaluation batches for {len(items)} candidates"
+    for (_, batch), result in zip(items, results, strict=True):
+        scores = list(getattr(result, "scores", None) or [])
+        if len(scores) != len(batch):
+            return (
+                f"returned {len(scores)} scores for {len(batch)} examples: return one score "
+                "per example, in the batch's order"
+            )
+        for score in scores:
+            if not isinstance(score, numbers.Real):
+                return f"returned the score {score!r}: each score is a number"
+            if not math.isfinite(score):
+                return f"returned the score {score!r}: gepa compares sums, so each is finite"
+    return None
+
+
+class RecordingSelection:
+    """Wraps gepa's selection strategy to see every proposal and which were chosen."""
+
+    def __init__(self, inner: Any, recorder: Recorder):
+        self.inner = inner
+        self.recorder = recorder
+
+    def select(self, proposals: list[Any], state: Any, acceptance_criterion: Any) -> list[Any]:
+        chosen = self.inner.select(proposals, state, acceptance_criterion)
+        self.recorder.selected(proposals, chosen)
+        return chosen

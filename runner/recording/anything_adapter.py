@@ -1,38 +1,18 @@
 """optimize_anything's own adapter, reached and timed: each evaluator call one timed rollout.
 
-optimize_anything (gepa 0.1.4) builds its OptimizeAnythingAdapter inside,
-looking the class up in its module when it runs, and hands it straight to
-the engine it builds: that lookup is the only seam. While a recorded run is
-being set up (from `rec.wrap` until gepa has built its adapter, or the
-recording ends), the name stands for `AdapterSeam.build`, which makes gepa's
-own adapter with gepa's own arguments and, for the run whose run_dir is the
-recording's, hands back that adapter timed and then recorded as any user's
-(adapter_wrapper.py); any other run in the process gets gepa's adapter as
-is. This is process-wide: one recorded optimize_anything set up at a time.
+optimize_anything (gepa 0.1.4) looks its OptimizeAnythingAdapter class up in
+its module when it builds the engine: that lookup is the only seam. While a
+recorded run is set up, the name stands for `AdapterSeam.build`, which hands
+the recording's run (found by its run_dir) gepa's own adapter, timed and then
+recorded as any user's; other runs get it as is. This is process-wide: one
+recorded optimize_anything set up at a time.
 
-What is timed, where it runs (on gepa's threads, concurrency untouched):
-
-- each evaluator call: gepa's adapter calls it once per (candidate,
-  example) pair, on up to EngineConfig.max_workers threads when parallel.
-  The call is found among the adapter call's pairs by the candidate's texts
-  and the example's identity, so the rollout carries its label; its score is
-  the evaluator's, as gepa got it (0 with the error in side_info when the
-  evaluator raised under raise_on_exception=False);
-- with a refiner (RefinerConfig), each example's whole loop, as gepa runs it
-  on one thread: the evaluator, then up to max_refinements refiner LM calls
-  each followed by an evaluation of the refined candidate. It is one
-  rollout, scored as gepa scores the example (the best of the evaluations).
-  gepa counts each evaluation of a minibatch's loop as a metric call but one
-  per example in a validation; `refined_calls` holds the minibatch
-  evaluations beyond the first of each loop, which the recording's check
-  adds to the rollouts;
-- an evaluator that knows more of its call than its time (the tokens its LM
-  calls used, their tries) tells it on the rollout's note while it runs
-  (`running_note()`, `rec.rollout_note()`: the note of the rollout timed on
-  this thread);
-- a batch_evaluator gets all of an adapter call's pairs in one call of its
-  own: its rollouts span that call, untimed, as any adapter's that times
-  nothing.
+Timed where it runs, on gepa's threads: each evaluator call (found among the
+adapter call's pairs by the candidate's texts and the example's identity);
+with a refiner, each example's whole loop as one rollout, `refined_calls`
+holding the extra minibatch evaluations gepa counts as metric calls; an
+evaluator may tell its tokens and tries on `running_note()`. A
+batch_evaluator's rollouts span its call, untimed.
 """
 
 from __future__ import annotations
@@ -44,8 +24,8 @@ from typing import Any
 import gepa.optimize_anything as gepa_anything
 
 from pxn.errors import PxnError
-from pxn.runner.recording.labels import candidate_key
-from pxn.runner.recording.reports import RolloutNote
+from pxn.runner.recording.calls import RolloutNote
+from pxn.runner.recording.events import candidate_key
 
 MINIBATCH_PHASES = ("parent_minibatch", "child_minibatch")
 

@@ -1,35 +1,24 @@
 """optimize_anything's arguments: told from gepa.optimize's, checked, and read as the
 gepa.optimize run they stand for.
 
-`rec.wrap` takes either function's keyword arguments. gepa.optimize's have a
-trainset (or an adapter, or a task_lm); optimize_anything's have none of
-these and have its own (an evaluator without a trainset, a dataset, a
-config, a batch_evaluator, an objective, a background).
+gepa.optimize's arguments have a trainset (or an adapter, or a task_lm);
+optimize_anything's have none of these. Its modes are which data it is given:
+single-task (no dataset: gepa's sets are one placeholder example, b is 1),
+multi-task (a dataset, also the valset), generalization (a dataset and a
+valset). `gepa_view` reads them as the gepa.optimize run the engine makes, so
+run_start, the labels and the budget checks are every recorded run's.
 
-optimize_anything (gepa 0.1.4) builds gepa's engine itself, from a
-GEPAConfig, around an OptimizeAnythingAdapter of its own that calls the
-evaluator once per (candidate, example). Its three modes are which data it
-is given: no dataset and no valset, a single-task search (gepa's trainset
-and valset are one placeholder example, the evaluator is called without
-one, b defaults to 1); a dataset, a multi-task search (the valset is the
-dataset); a dataset and a valset, generalization. `gepa_view` reads the
-arguments as those of the gepa.optimize run the engine makes, so run_start,
-the rollouts' labels and the budget checks are the ones every recorded run
-has.
-
-Refused, each in one line naming the argument: no evaluator or
-batch_evaluator; no seed candidate (gepa's seedless mode asks the reflection
-LM for the seed before its loop, which the recording does not cover yet);
-an empty dataset or valset; no stopping condition (the recorder adds a
-stopper of its own, so gepa would run forever); a budget that the seed's
-validation spends; cache_evaluation (a cached pair is answered without the
-evaluator yet counted as a metric call: the trace would time the cache).
+Refused, each in one line naming the argument: no evaluator; no seed
+candidate (seedless mode asks the LM for a seed outside the loop); an empty
+dataset or valset; no stopping condition; a budget the seed's validation
+spends; cache_evaluation (a cached pair counts as a metric call untimed).
 """
 
 from __future__ import annotations
 
 import difflib
 import inspect
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gepa.optimize_anything import (
@@ -41,6 +30,7 @@ from gepa.optimize_anything import (
 
 from pxn.errors import PxnError
 from pxn.fields import whole
+from pxn.runner.recording.arguments import check_budget_after_seed, check_callbacks
 
 GEPA_OPTIMIZE_ONLY = ("trainset", "adapter", "task_lm")
 ANYTHING_ONLY = ("dataset", "config", "batch_evaluator", "objective", "background")
@@ -123,14 +113,7 @@ def _check_config(config: GEPAConfig, valset_size: int) -> None:
         )
     budget = engine.max_metric_calls
     if budget is not None:
-        whole(budget, "config.engine.max_metric_calls")
-        if budget <= valset_size:
-            raise PxnError(
-                f"{budget} leaves nothing after the seed's validation ({valset_size} metric "
-                f"calls): gepa would stop before its first proposal; give more than "
-                f"{valset_size}",
-                subject="config.engine.max_metric_calls",
-            )
+        check_budget_after_seed(budget, valset_size, "config.engine.max_metric_calls")
     if engine.max_candidate_proposals is not None:
         whole(engine.max_candidate_proposals, "config.engine.max_candidate_proposals")
     if engine.parallel and engine.max_workers is not None:
@@ -138,12 +121,7 @@ def _check_config(config: GEPAConfig, valset_size: int) -> None:
     minibatch = config.reflection.reflection_minibatch_size
     if minibatch is not None:
         whole(minibatch, "config.reflection.reflection_minibatch_size")
-    callbacks = config.callbacks
-    if callbacks is not None and not isinstance(callbacks, list | tuple):
-        raise PxnError(
-            f"must be a list of callback objects: got {type(callbacks).__name__}",
-            subject="config.callbacks",
-        )
+    check_callbacks(config.callbacks, "config.callbacks")
     if (
         config.reflection.reflection_lm is None
         and config.reflection.custom_candidate_proposer is None
@@ -274,3 +252,47 @@ def anything_meta(kwargs: dict[str, Any]) -> dict[str, Any]:
     if not_modelled:
         meta["not_modelled"] = not_modelled
     return meta
+
+
+@dataclass(frozen=True)
+class RecordedParts:
+    """What the recording puts into a run (gepa.optimize's arguments, or the config)."""
+
+    run_dir: str
+    callbacks: list[Any]
+    stop_callbacks: list[Any]
+    selection_strategy: Any
+    reflection_lm: Any  # the recorded reflection LM, or None (none was given)
+    resumed: bool = False  # gepa continues a saved state: its seed's validation is skipped
+
+
+def recorded_config(config: GEPAConfig | None, parts: RecordedParts) -> GEPAConfig:
+    """The user's GEPAConfig with the recorder's parts, each part changed a copy
+    (optimize_anything writes into the config it is given). A refiner naming no LM is
+    given the reflection LM as the user gave it, as gepa would, so its calls are not
+    taken for reflections."""
+    config = config or GEPAConfig()
+    given_lm = config.reflection.reflection_lm
+    reflection = config.reflection
+    if parts.reflection_lm is not None:
+        # reflection_lm_kwargs made the recorded LM already (a model name), as gepa would.
+        reflection = replace(
+            reflection, reflection_lm=parts.reflection_lm, reflection_lm_kwargs=None
+        )
+    else:
+        reflection = replace(reflection)
+    refiner = config.refiner
+    if refiner is not None:
+        refiner = replace(refiner, refiner_lm=refiner.refiner_lm or given_lm)
+    return replace(
+        config,
+        engine=replace(
+            config.engine, run_dir=parts.run_dir, selection_strategy=parts.selection_strategy
+        ),
+        reflection=reflection,
+        tracking=replace(config.tracking),
+        merge=None if config.merge is None else replace(config.merge),
+        refiner=refiner,
+        callbacks=parts.callbacks,
+        stop_callbacks=parts.stop_callbacks,
+    )

@@ -1,28 +1,12 @@
-"""The `with recording(...)` block around one gepa run (pxn.runner.record's API): a
-`gepa.optimize` run or an `optimize_anything` run, told apart by their arguments.
+"""The `with recording(...)` block around one `gepa.optimize` or `optimize_anything` run.
 
-The recording's arguments are checked when it is made, gepa's by `rec.wrap`
-(arguments.py, anything_arguments.py), before anything is created. Entering
-checks the gepa release and the run directory (run_directory.py), which no
-other recording in the process may be writing into; `rec.wrap(...)`, inside the block only,
-returns the keyword arguments with the adapter, the reflection LM, the
-selection, the callbacks and the stoppers wrapped (the user's keep working),
-and writes run_start, or resuming, a resume event; leaving the block,
-however it is left, writes run_end with the run's totals checked against
-gepa's own (`rec.result`) and, for a completed run, which stopping condition
-ended it (stop_reasons.py). One recording records one run: a second block or
-a second `rec.wrap` is refused.
-
-Where each part is reached: gepa.optimize takes them as arguments; without
-an adapter, the recording builds gepa's default adapter from task_lm first
-(default_adapter.py). optimize_anything takes them in its GEPAConfig
-(anything_config.py), except its adapter, which it builds itself: the
-recording reaches it when gepa builds it (anything_adapter.py).
-
-The trace is written event by event, so a crash leaves a valid prefix, on
-the recording's clock: seconds since the run started, a resumed run's clock
-running on from its trace. The recorder's parts write the events between
-(recorder.py); what a user sees of it all is docs/recording.md.
+Entering checks the gepa release and claims the run directory; `rec.wrap(...)`
+returns gepa's arguments with the adapter, reflection LM, selection, callbacks
+and stoppers wrapped, and writes run_start (or a resume event); leaving the
+block, however it is left, writes run_end with the run's totals checked against
+gepa's own (`rec.result`). One recording records one run. optimize_anything
+takes the parts in its GEPAConfig, except its adapter, reached when gepa builds
+it. Times are seconds since the run started, a resumed run's running on.
 """
 
 from __future__ import annotations
@@ -38,51 +22,45 @@ from typing import Any
 from gepa.strategies.proposal_selection import AllImprovements
 
 from pxn.errors import PxnError
-from pxn.runner.recording.adapter_wrapper import wrap_adapter
+from pxn.runner.recording.adapter_wrapper import RecordingSelection, wrap_adapter
 from pxn.runner.recording.anything_adapter import AdapterSeam, LessRefinements, running_note
 from pxn.runner.recording.anything_arguments import (
+    RecordedParts,
     anything_meta,
     check_anything_arguments,
     gepa_view,
     is_optimize_anything,
+    recorded_config,
     workers_of,
 )
-from pxn.runner.recording.anything_config import RecordedParts, recorded_config
-from pxn.runner.recording.arguments import check_gepa_arguments, check_options, checked_out
-from pxn.runner.recording.callbacks import GepaCallbacks
+from pxn.runner.recording.arguments import (
+    check_gepa,
+    check_gepa_arguments,
+    check_options,
+    checked_out,
+)
+from pxn.runner.recording.calls import ReflectionReport, RolloutNote, RolloutReport
 from pxn.runner.recording.default_adapter import default_adapter, model_label
-from pxn.runner.recording.labels import RolloutLabels
+from pxn.runner.recording.events import RolloutLabels
 from pxn.runner.recording.lm_wrapper import wrap_reflection_lm
-from pxn.runner.recording.recorder import Recorder
-from pxn.runner.recording.reports import ReflectionReport, RolloutNote, RolloutReport
-from pxn.runner.recording.resume import check_same_setup, drop_torn_line, resume_event
+from pxn.runner.recording.recorder import GepaCallbacks, Recorder
 from pxn.runner.recording.run_directory import (
+    check_same_setup,
     claim_run_directory,
+    drop_torn_line,
     gepa_saved_state,
     no_longer_recorded,
+    resume_event,
 )
 from pxn.runner.recording.run_start import gepa_shape, run_start
-from pxn.runner.recording.selection_wrapper import RecordingSelection
-from pxn.runner.recording.stop_reasons import StopWatch
-from pxn.runner.recording.stopper import Stopper, default_limit
+from pxn.runner.recording.stopping import Stopper, StopWatch, default_limit
 from pxn.runner.recording.totals import RecordedRun, run_totals
-from pxn.runner.recording.versions import check_gepa
 from pxn.runner.redact import describe_error, redact
 from pxn.trace import RunEnd, RunStart, TraceWriter
 from pxn.trace_reading import read_trace
 
 
-def recording(
-    out: str | Path,
-    *,
-    workers: int | None = None,
-    reflection_concurrency: int | None = None,
-    resume: bool = False,
-    overwrite: bool = False,
-    meta: dict[str, Any] | None = None,
-    max_reflection_failures: int | None = None,
-    reports_rollouts: bool = False,
-) -> Recording:
+class Recording:
     """A recording into directory `out` (created); use it as a context manager around
     `gepa.optimize(**rec.wrap(...))`.
 
@@ -94,31 +72,20 @@ def recording(
     reports_rollouts: when a call of your adapter raises, it has reported every rollout
       it started (`rec.report_rollout`), so a rollout it did not report never ran.
     """
-    return Recording(
-        out,
-        workers=workers,
-        reflection_concurrency=reflection_concurrency,
-        resume=resume,
-        overwrite=overwrite,
-        meta=meta or {},
-        max_reflection_failures=max_reflection_failures,
-        reports_rollouts=reports_rollouts,
-    )
 
-
-class Recording:
     def __init__(
         self,
         out: str | Path,
         *,
-        workers: int | None,
-        reflection_concurrency: int | None,
-        resume: bool,
-        overwrite: bool,
-        meta: dict[str, Any],
-        max_reflection_failures: int | None,
-        reports_rollouts: bool,
+        workers: int | None = None,
+        reflection_concurrency: int | None = None,
+        resume: bool = False,
+        overwrite: bool = False,
+        meta: dict[str, Any] | None = None,
+        max_reflection_failures: int | None = None,
+        reports_rollouts: bool = False,
     ):
+        meta = meta or {}
         check_options(
             resume=resume,
             overwrite=overwrite,
@@ -150,8 +117,6 @@ class Recording:
         self._seam: AdapterSeam | None = None  # optimize_anything's adapter, reached
         self._resumed = False
         self.result: RecordedRun | None = None
-
-    # ---- the run's clock and the parts' reports ----
 
     def clock(self) -> float:
         """Seconds since the run started (a resumed run's clock runs on from its trace)."""
@@ -230,8 +195,6 @@ class Recording:
             )
         return self._recorder
 
-    # ---- the run's start ----
-
     def __enter__(self) -> Recording:
         check_gepa()
         if self._used:
@@ -291,8 +254,7 @@ class Recording:
         return wrapped
 
     def _wrap_anything(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """optimize_anything's arguments with its config holding the recorder's parts; gepa's
-        own adapter is reached when gepa builds it (anything_adapter.py)."""
+        """optimize_anything's arguments with its config holding the recorder's parts."""
         check_anything_arguments(kwargs)
         view = gepa_view(kwargs)
         run_dir = Path(view.get("run_dir") or self.out / "gepa")
@@ -384,8 +346,6 @@ class Recording:
             self.trace_path.unlink()
         self._t0 = time.perf_counter()
 
-    # ---- the run's end ----
-
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any):
         self._entered = False
         if self._seam is not None:
@@ -403,9 +363,7 @@ class Recording:
         if rec is not None:
             rec.settle()
         if self._nothing_written():
-            # Stopped between opening the trace and writing run_start (Ctrl-C, an error
-            # while wrapping): no run to total, and an empty file is no trace. What
-            # stopped it goes on.
+            # Stopped before run_start (Ctrl-C, an error while wrapping): no trace.
             if rec is not None:
                 rec.sink.close()
             self.trace_path.unlink()
@@ -460,3 +418,6 @@ def _ending(
     if issubclass(kind, KeyboardInterrupt):
         return "interrupted", "interrupted by the user (Ctrl-C)"
     return "failed", describe_error(exc)  # type: ignore[arg-type]
+
+
+recording = Recording

@@ -1,24 +1,16 @@
 """The recording's arguments and gepa.optimize's, checked before anything runs or is written.
 
-A mistake gepa would only meet later (a budget of the wrong type, no
-stopping condition, an empty trainset) or one that would leave a trace no
-calibration can use (a budget spent by the seed's validation alone) is
-refused here, as the CLI refuses a bad flag: a PxnError whose subject is the
-argument's own name, in one line saying what to give instead. Nothing is
-created before these checks pass.
-
-Without an adapter, gepa.optimize builds its default adapter from task_lm
-(and evaluator): one of adapter and task_lm is needed, as gepa asserts.
-
-Assumptions (gepa 0.1.4): gepa.optimize needs a stopping condition
-(max_metric_calls, max_reflection_cost or stop_callbacks; the recorder adds a
-stopper of its own, so without one of the user's the run would never end);
-its first step is the seed's validation, V metric calls, and the budget is
-checked at the top of each iteration, so B <= V makes no proposal.
+A mistake gepa would meet only later (a budget of the wrong type, no stopping
+condition, an empty trainset) or one that leaves a trace no calibration can
+use (a budget the seed's validation spends: gepa's first step is V metric
+calls) is refused as the CLI refuses a bad flag, a PxnError naming the
+argument. gepa.optimize needs a stopping condition of the user's: the
+recorder adds a stopper of its own, so without one the run would never end.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 from pathlib import Path
@@ -102,11 +94,13 @@ def check_gepa_arguments(kwargs: dict[str, Any]) -> None:
     minibatch = kwargs.get("reflection_minibatch_size")
     if minibatch is not None:
         whole(minibatch, "reflection_minibatch_size")
-    callbacks = kwargs.get("callbacks")
+    check_callbacks(kwargs.get("callbacks"), "callbacks")
+
+
+def check_callbacks(callbacks: Any, name: str) -> None:
     if callbacks is not None and not isinstance(callbacks, list | tuple):
         raise PxnError(
-            f"must be a list of callback objects: got {type(callbacks).__name__}",
-            subject="callbacks",
+            f"must be a list of callback objects: got {type(callbacks).__name__}", subject=name
         )
 
 
@@ -159,10 +153,39 @@ def _check_budget(kwargs: dict[str, Any], valset_size: int) -> None:
                 subject="max_metric_calls",
             )
         return
-    whole(budget, "max_metric_calls")
+    check_budget_after_seed(budget, valset_size, "max_metric_calls")
+
+
+def check_budget_after_seed(budget: Any, valset_size: int, name: str) -> None:
+    """A whole budget that leaves metric calls after the seed's validation."""
+    whole(budget, name)
     if budget <= valset_size:
         raise PxnError(
             f"{budget} leaves nothing after the seed's validation ({valset_size} metric calls): "
             f"gepa would stop before its first proposal; give more than {valset_size}",
-            subject="max_metric_calls",
+            subject=name,
         )
+
+
+SUPPORTED_GEPA = "0.1.4"
+SUPPORTED_DSPY = "3.4.1"
+
+
+def require_release(dist: str, supported: str, what: str, install: str) -> str:
+    """The installed `dist` must be the release whose code pxn reads to record `what`
+    ("gepa", "dspy.GEPA of dspy")."""
+    version = importlib.metadata.version(dist)
+    if version != supported:
+        raise PxnError(
+            f"is {version}; pxn records {what} {supported} only (pip install {install})",
+            subject=f"{dist} version",
+        )
+    return version
+
+
+def check_gepa() -> str:
+    return require_release("gepa", SUPPORTED_GEPA, "gepa", f"gepa=={SUPPORTED_GEPA}")
+
+
+def check_dspy() -> None:
+    require_release("dspy", SUPPORTED_DSPY, "dspy.GEPA of dspy", "'gepa-pxn[dspy]'")

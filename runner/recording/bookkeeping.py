@@ -1,17 +1,10 @@
 """Which task of gepa's iteration each proposal, reflection and child belongs to.
 
-gepa's callbacks tell the tasks of an iteration in order: a parent selected
-per task, a task skipped, a proposal started (its reflection is next) or
-ended (its reflection gave texts). The reflection calls come after, in job
-order: a reflection job makes one LM call (one component per proposal,
-gepa's round-robin), and gepa 0.1.4 reflects an iteration's jobs in one pass (one
-batched call, or one call per job in job order); when any call of that pass
-raises, it throws the pass away and asks again for every job, one call per
-job in job order, a failure there failing only its job. The jobs are
-numbered accordingly: a retried job carries the same proposal id.
-
-A task's proposal id is "i-j": iteration i, task j of the iteration (tasks gepa
-skipped keep their numbers, so the others keep theirs).
+gepa's callbacks tell the tasks of an iteration in order; the reflection
+calls come after, one LM call per job, in job order. When a call of that pass
+raises, gepa 0.1.4 throws the pass away and asks again job by job, so a
+retried job keeps its proposal id: "i-j", task j of iteration i (skipped
+tasks keep their numbers).
 """
 
 from __future__ import annotations

@@ -1,26 +1,13 @@
 """gepa.optimize's default adapter, built from `task_lm` as gepa 0.1.4 builds it, each rollout
 timed where it runs.
 
-Without an adapter, gepa.optimize builds `DefaultAdapter(model=task_lm, evaluator=evaluator)`
-inside, out of the recording's reach; the recording builds the same adapter
-first and hands it to gepa as the adapter (gepa then wants task_lm and
-evaluator unset, and they are). What gepa does with it is unchanged:
-
-- DefaultAdapter has no batch_evaluate, so gepa evaluates a stage pair after
-  pair (run_start's meta says `evaluates: pair_by_pair`);
-- each call asks the task model for all of its examples' replies at once, at
-  most `max_litellm_workers` (10) in flight: W. For a model string, gepa's LM
-  does so with litellm.batch_completion on that many threads; here each
-  reply is the same litellm call made by gepa's LM on its own thread of a
-  pool that size, so it is timed and metered alone (tokens, cost), replies
-  stripped as gepa's LM strips them. A callable model is called one message
-  after another, as DefaultAdapter calls it, each call timed;
-- the evaluator (ContainsAnswerEvaluator by default) scores every reply once
-  all are in, on gepa's thread: its time is between the call's last reply and
-  the call's end, not in any rollout. A rollout's score is the evaluator's.
-
-A call that raises (a reply that still failed after litellm's retries) has
-its examples written spanning the call with the error, as any adapter's.
+Without an adapter gepa builds `DefaultAdapter(model=task_lm, evaluator=...)`
+out of the recording's reach, so the recording builds the same one first. It
+has no batch_evaluate (gepa evaluates pair after pair); each call asks for its
+examples' replies at most `max_litellm_workers` (10, W) at once, here each on
+its own thread through gepa's LM so it is timed and metered alone. The
+evaluator scores the replies on gepa's thread after the last one, outside any
+rollout.
 """
 
 from __future__ import annotations
@@ -33,8 +20,8 @@ from typing import Any
 
 from gepa.adapters.default_adapter.default_adapter import DefaultAdapter
 
-from pxn.runner.recording.metered_lm import MeteredLM
-from pxn.runner.recording.reports import RolloutReport
+from pxn.runner.recording.calls import RolloutReport
+from pxn.runner.recording.lm_wrapper import MeteredLM
 
 
 @dataclass(frozen=True)

@@ -4,28 +4,15 @@
                                    num_threads=4), "runs/my-run")
     program = optimizer.compile(student, trainset=trainset, valset=valset)
 
-Everything else in the script stays as it was; `optimizer.result` then holds
-the run's totals (RecordedRun) and runs/my-run/trace.jsonl the trace. The
-recording itself is api.py's, the one used for any `gepa.optimize` run and by
-`pxn run`; the DSPy modules only reach into DSPy (DSPy 3.4.1, gepa 0.1.4):
-this one the optimizer, dspy_rollouts.py the rollouts and proposals,
-dspy_usage.py their tokens and prompts.
-
-Assumptions:
-- `dspy.GEPA.compile` builds its DspyAdapter inside and hands it straight to
-  `gepa.optimize`, a name it imports when it runs: that is the only seam, so
-  while a recorded compile runs, `gepa.optimize` is the recorded one. This is
-  process-wide: one recorded compile at a time.
-- W is `num_threads` (else `dspy.settings.num_threads`), declared in run_start.
-- The optimizer runs as created, DSPy's defaults included (`use_merge=True`,
-  `max_merge_invocations=5`): gepa's merges are recorded as any run's.
-- DSPy's cache answers repeated calls in no time; with it on the trace
-  measures the cache, so a warning says so and run_start's meta records it.
-- A budget given as `auto` or `max_full_evals` is DSPy's to turn into metric
-  calls (compile does, before gepa runs): run_start's budget is the one DSPy
-  handed gepa, and its meta says where it came from (`budget_from`, spelled
-  as pxn's --budget takes it, e.g. "auto:light") and for how many predictors
-  (the components of the seed candidate DSPy handed gepa: its count).
+`optimizer.result` then holds the run's totals and runs/my-run/trace.jsonl the
+trace, recorded by api.py as any run. Assumptions (DSPy 3.4.1, gepa 0.1.4):
+compile hands its DspyAdapter to `gepa.optimize`, looked up when it runs, so
+while a recorded compile runs (one at a time per process) that name is the
+recorded one; W is `num_threads` (else `dspy.settings.num_threads`); the
+optimizer runs with DSPy's defaults, merges included; DSPy's cache makes the
+trace measure the cache, so a warning says so; a budget given as `auto` or
+`max_full_evals` is the one DSPy handed gepa, its origin in meta's
+`budget_from`.
 """
 
 from __future__ import annotations
@@ -44,10 +31,9 @@ import gepa
 from pxn.budget import dspy_auto_candidates
 from pxn.errors import PxnError
 from pxn.runner.recording.api import recording
-from pxn.runner.recording.arguments import check_options, checked_out
+from pxn.runner.recording.arguments import check_dspy, check_options, checked_out
 from pxn.runner.recording.dspy_rollouts import DspyRollouts
 from pxn.runner.recording.totals import RecordedRun
-from pxn.runner.recording.versions import check_dspy
 
 
 def recorded(
@@ -58,12 +44,8 @@ def recorded(
     overwrite: bool = False,
     max_reflection_failures: int | None = None,
 ) -> RecordedGEPA:
-    """`optimizer` (a dspy.GEPA), whose `compile` records its run into directory `out`.
-
-    resume / overwrite: what to do when `out` already holds a trace (as for
-    pxn.runner.record.recording); max_reflection_failures: reflections in a row
-    that give no proposal before the run is stopped.
-    """
+    """`optimizer` (a dspy.GEPA), whose `compile` records its run into directory `out`;
+    the options are `recording`'s."""
     check_dspy()
     if not isinstance(optimizer, dspy.GEPA):
         raise PxnError(

@@ -1,55 +1,36 @@
 """DSPy's adapter, run as DSPy runs it, each rollout and proposal timed where DSPy runs it.
 
-Assumptions (DSPy 3.4.1, gepa 0.1.4):
-- Rollouts: DSPy's adapter evaluates each stage as it does unrecorded
-  (`batch_evaluate` splits `num_threads`, W, among the stage's candidates and
-  runs each candidate's `evaluate` with its share), and DSPy's callbacks time
-  each rollout where DSPy runs it: the student program's call on one example,
-  from its start to its end on its thread. The metric DSPy calls next on the
-  same thread is not in it (a metric that calls an LM makes that time show
-  between rollouts). An example is known by its input values, which DSPy
-  passes to the program as the example holds them. Tokens are what the
-  program's LM calls reported (DSPy's usage tracker), none for calls DSPy's
-  cache answered.
-- Reflections: DspyAdapter proposes the texts itself (its instruction
-  proposer on the reflection LM), and gepa calls it one proposal at a time,
-  so C = 1 and each call is one reflection event (the recording's), however
-  many LM calls it made (one per component updated); this module adds its
-  tokens and its prompt (the prompts of its LM calls, as a DSPy callback sees
-  them, joined in call order). When one raises, gepa asks again for every
-  proposal of the iteration, one by one, and the retried proposals' events carry
-  their ids again.
-- Ctrl-C: as DSPy does unrecorded, a stage evaluated in DSPy's threads runs
-  to its end first; an evaluation on the main thread stops at once, its
-  rollouts in flight written up to the interrupt and those never started not
-  written.
+Assumptions (DSPy 3.4.1, gepa 0.1.4): DSPy's callbacks time each rollout as
+the student program's call on one example, on its thread (the metric after it
+is not in it); an example is known by its input values; tokens are what its
+LM calls reported, none for cached calls. DspyAdapter proposes the texts
+itself, one proposal a call, so C = 1 and each call is one reflection event,
+with its LM calls' tokens and prompts added. At Ctrl-C a stage in DSPy's
+threads runs to its end; one on the main thread stops at once.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import dspy
 from dspy.utils.callback import ACTIVE_CALL_ID, BaseCallback
+from dspy.utils.usage_tracker import UsageTracker
 from gepa.core.adapter import EvaluationBatch
 
+from pxn.runner.prompt_prefix import prompt_text
 from pxn.runner.recording.api import Recording
-from pxn.runner.recording.dspy_usage import SharedUsage, lm_prompts, lm_usage
-from pxn.runner.recording.reports import ReflectionReport, RolloutReport
+from pxn.runner.recording.calls import ReflectionReport, RolloutReport
 from pxn.runner.redact import describe_error
 
 
 class DspyRollouts:
-    """DSPy's adapter, run as DSPy runs it, each rollout timed where DSPy runs it.
-
-    Given to the recording as the user's adapter: its wrapper tells the recorder of
-    each stage and each proposal; this one reports each rollout's times and tokens
-    and each proposal's tokens.
-    """
+    """DSPy's adapter, given to the recording as the user's: it reports each rollout's times
+    and tokens and each proposal's tokens."""
 
     def __init__(self, inner: Any, rec: Recording):
         self.inner = inner
@@ -176,13 +157,9 @@ class Timed:
 
 
 class RolloutClock(BaseCallback):
-    """DSPy callbacks timing the rollouts of one adapter call where DSPy runs them.
-
-    A rollout is the student program's call on one example, from its start to its
-    end, on the thread DSPy runs it on: a program call whose caller is an `Evaluate`
-    of one of the call's batches (DSPy's callback ids say who called whom). Its
-    tokens are those of the LM calls made inside it.
-    """
+    """DSPy callbacks timing the rollouts of one adapter call where DSPy runs them: a
+    program call whose caller is an `Evaluate` of one of the call's batches (DSPy's
+    callback ids say who called whom)."""
 
     def __init__(self, rec: Recording, items: list[tuple[dict[str, str], list[Any]]]):
         self._rec = rec
@@ -252,3 +229,57 @@ class RolloutClock(BaseCallback):
                 error=r.error,
             )
             self._rec.report_rollout(r.index, report)
+
+
+class SharedUsage(UsageTracker):
+    """DSPy's usage tracker, shared with the threads DSPy starts (it gives each thread a copy
+    of the tracker in force, so a rollout's calls would be lost to the rollout)."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SharedUsage:
+        return self
+
+    def tokens(self) -> tuple[int | None, int | None]:
+        """Prompt and completion tokens; None when no call was billed (none was made, or DSPy's
+        cache answered every one)."""
+        totals = self.get_total_tokens().values()
+        if not totals:
+            return None, None
+        return (
+            sum(t.get("prompt_tokens") or 0 for t in totals),
+            sum(t.get("completion_tokens") or 0 for t in totals),
+        )
+
+
+@contextmanager
+def lm_usage() -> Iterator[SharedUsage]:
+    """The LM usage of the DSPy code run in the block, on this thread and the threads it starts."""
+    usage = SharedUsage()
+    with dspy.context(usage_tracker=usage):
+        yield usage
+
+
+class PromptsSeen(BaseCallback):
+    """DSPy callbacks noting the prompt of each LM call made while they are in force."""
+
+    def __init__(self) -> None:
+        self._prompts: list[str] = []
+        self._lock = threading.Lock()
+
+    def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+        messages = inputs.get("messages") or inputs.get("prompt")
+        if messages is not None:
+            with self._lock:
+                self._prompts.append(prompt_text(messages))
+
+    def text(self) -> str | None:
+        """The prompts joined in call order; None when no LM call was seen."""
+        with self._lock:
+            return "\n".join(self._prompts) if self._prompts else None
+
+
+@contextmanager
+def lm_prompts() -> Iterator[PromptsSeen]:
+    """The prompts of the DSPy LM calls made in the block."""
+    seen = PromptsSeen()
+    with dspy.context(callbacks=[*dspy.settings.get("callbacks", []), seen]):
+        yield seen

@@ -1,29 +1,24 @@
 """The user's reflection LM, each call recorded: one LM call, one recorded call of reflections.
 
-The wrapper forwards to the user's LM on the caller's thread and tells the
-recorder when a call begins and ends; it adds or removes no concurrency.
-gepa chooses its code path by what the LM has (`batch_complete`: one call for
-all of an iteration's prompts, else one prompt at a time), so the wrapper has
-exactly the methods its inner LM has.
-
-gepa wraps a reflection LM without `total_cost` in its `TrackingLM`, which
-hides `batch_complete`; `wrap_reflection_lm` does the same first, so the
-recorded run makes the same calls the unrecorded one would. A model string
-becomes gepa's own LM, metered call by call (metered_lm.py).
+The wrapper forwards on the caller's thread and has exactly the methods its
+inner LM has (gepa picks its path by `batch_complete`). gepa wraps an LM
+without `total_cost` in its `TrackingLM`, which hides `batch_complete`;
+`wrap_reflection_lm` does the same first, so the recorded run makes the same
+calls. A model string becomes gepa's own LM, metered call by call.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from gepa.lm import TrackingLM
+from gepa.lm import LM, TrackingLM
 
 from pxn.runner.prompt_prefix import prompt_text
-from pxn.runner.recording.metered_lm import GEPA_LM_BATCH_WORKERS, MeteredLM
+from pxn.runner.recording.calls import ReflectionReport
 from pxn.runner.recording.recorder import Recorder
-from pxn.runner.recording.reports import ReflectionReport
 from pxn.runner.redact import describe_error
 
 T = TypeVar("T")
@@ -136,3 +131,55 @@ def reflections(
         raise
     rec.end_reflections(replies(result), None)
     return result
+
+
+# gepa's LM.batch_complete default: litellm.batch_completion's max_workers.
+GEPA_LM_BATCH_WORKERS = 10
+
+
+class MeteredLM(LM):
+    """gepa's own litellm LM (what gepa builds from a model string), telling each call's tokens
+    and cost: gepa's LM only keeps totals, so the increments it adds under its lock are
+    noted per thread, and every call runs on its own thread (`batch_complete` below)."""
+
+    def __init__(self, model: str, **kwargs: Any):
+        self._local = threading.local()
+        super().__init__(model, **kwargs)
+
+    def usage(self) -> tuple[int, int, float]:
+        """Tokens in, out and cost added on this thread since the last `usage()` call."""
+        got = getattr(self._local, "got", (0, 0, 0.0))
+        self._local.got = (0, 0, 0.0)
+        return got
+
+    def _note(self, position: int, delta: float) -> None:
+        got = list(getattr(self._local, "got", (0, 0, 0.0)))
+        got[position] += delta
+        self._local.got = tuple(got)
+
+    @property  # type: ignore[override]
+    def _total_tokens_in(self) -> int:
+        return self.__dict__.get("_tin", 0)
+
+    @_total_tokens_in.setter
+    def _total_tokens_in(self, value: int) -> None:
+        self._note(0, value - self.__dict__.get("_tin", 0))
+        self.__dict__["_tin"] = value
+
+    @property  # type: ignore[override]
+    def _total_tokens_out(self) -> int:
+        return self.__dict__.get("_tout", 0)
+
+    @_total_tokens_out.setter
+    def _total_tokens_out(self, value: int) -> None:
+        self._note(1, value - self.__dict__.get("_tout", 0))
+        self.__dict__["_tout"] = value
+
+    @property  # type: ignore[override]
+    def _total_cost(self) -> float:
+        return self.__dict__.get("_cost", 0.0)
+
+    @_total_cost.setter
+    def _total_cost(self, value: float) -> None:
+        self._note(2, value - self.__dict__.get("_cost", 0.0))
+        self.__dict__["_cost"] = value

@@ -1,22 +1,14 @@
-"""The recorder: what the wrapped parts report, turned into trace events by its parts.
+"""The recorder: gepa's callbacks and what the wrapped parts report, turned into trace events.
 
-gepa's callbacks (callbacks.py) do not show the seed validation, the start
-of full validation, a single rollout or a single reflection: the wrapped
-adapter and reflection LM tell the recorder of each call they get, and the
-selection wrapper of every proposal and gepa's verdict (full validation comes
-next). The recorder is its parts, each keeping one kind of event, and gepa's
-callbacks move the same parts along:
-
-    position     where gepa is: the iteration's tasks, the phase, gepa's state
-    labels       which candidate and example each rollout is
-    stages       the stage events
-    rollouts     the adapter call in flight and its rollout events
-    reflections  the reflection call in flight and its reflection events
-    decisions    the decision events
-    merges       the merge events
-    no_proposals the tasks that ended without a proposal gepa judged
-    failures     the stopper's count of reflections that gave no proposal and adapter calls
-                 that raised
+gepa's callbacks (gepa 0.1.4 calls them on its main thread, between an
+iteration's stages) do not show the seed validation, a single rollout or a
+single reflection: the wrapped adapter, reflection LM and selection tell the
+recorder of each call. Each callback but the task bookkeeping means gepa has
+moved on from the rollout stage in flight, which is then written; only a
+merged program's subsample is evaluated without traces, which is how a
+merge's stage is known. Each part keeps one kind of event (events.py,
+calls.py); the position is where gepa's loop is, the failures the stopper's
+count.
 """
 
 from __future__ import annotations
@@ -26,18 +18,25 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from pxn.runner.recording.bookkeeping import Position
-from pxn.runner.recording.decisions import Decisions
-from pxn.runner.recording.labels import RolloutLabels
-from pxn.runner.recording.merges import Merges
-from pxn.runner.recording.no_proposals import NoProposals
-from pxn.runner.recording.reflections import ReflectionCalls
-from pxn.runner.recording.reports import ReflectionReport, RolloutNote, RolloutReport
-from pxn.runner.recording.rollouts import AdapterCalls
+from pxn.runner.recording.calls import (
+    AdapterCalls,
+    ReflectionCalls,
+    ReflectionReport,
+    RolloutNote,
+    RolloutReport,
+)
+from pxn.runner.recording.events import (
+    Decisions,
+    Merges,
+    NoProposals,
+    RolloutLabels,
+    Stages,
+    merge_proposal,
+)
 from pxn.runner.recording.sink import TraceSink
-from pxn.runner.recording.stages import Stages
-from pxn.runner.recording.stopper import Failures
-from pxn.runner.redact import redact
-from pxn.trace import Attempt, TraceWriter
+from pxn.runner.recording.stopping import Failures
+from pxn.runner.redact import describe_error, redact
+from pxn.trace import Attempt, Budget, Iteration, TraceWriter, Validation
 
 
 class Recorder:
@@ -75,8 +74,6 @@ class Recorder:
         """gepa has moved on: the rollout stage in flight, if any, is written."""
         self.stages.settle()
 
-    # ---- the adapter wrapper's calls ----
-
     def begin_rollouts(self, items: Sequence[tuple[dict[str, str], Sequence[Any]]]) -> None:
         phase, state = self.position.phase, self.position.state
         start = self.clock()
@@ -103,8 +100,6 @@ class Recorder:
         book = self.position.book
         self.no_proposals.dataset_failed(book, error, self.clock())
         book.task_skipped()
-
-    # ---- the reflection LM wrapper's calls ----
 
     def begin_reflections(self, count: int) -> None:
         """gepa asks the LM for `count` replies, one per reflection job, in job order."""
@@ -142,9 +137,135 @@ class Recorder:
             )
         )
 
-    # ---- the selection wrapper's report ----
-
     def selected(self, proposals: list[Any], chosen: list[Any]) -> None:
         self.stages.settle()
         self.decisions.judged(proposals, chosen, self.clock())
         self.position.phase = "full_val"  # gepa validates the chosen children next
+
+
+class GepaCallbacks:
+    def __init__(self, recorder: Recorder):
+        self._rec = recorder
+        # Read by the live progress line.
+        self.metric_calls = 0  # gepa's count, from on_budget_updated
+        self.best_val: float | None = None
+
+    def on_optimization_start(self, event: dict[str, Any]) -> None:
+        self._rec.position.phase = "seed_val"
+
+    def on_iteration_start(self, event: dict[str, Any]) -> None:
+        rec = self._rec
+        number = event["iteration"]
+        rec.stages.new_iteration(number)
+        rec.position.new_iteration(number, rec.clock(), event["state"])
+        rec.labels.forget_children()
+        rec.decisions.new_iteration(number)
+        rec.merges.new_iteration(number)
+        rec.no_proposals.new_iteration()
+
+    def on_candidate_selected(self, event: dict[str, Any]) -> None:
+        self._rec.position.book.parent_selected(event["candidate_idx"])
+
+    def on_evaluation_start(self, event: dict[str, Any]) -> None:
+        self._rec.settle()
+        if not event["capture_traces"]:
+            self._rec.position.phase = "merge_subsample"
+            return
+        parent = event["candidate_idx"] is not None
+        self._rec.position.phase = "parent_minibatch" if parent else "child_minibatch"
+
+    def on_evaluation_end(self, event: dict[str, Any]) -> None:
+        self._rec.settle()
+
+    def on_evaluation_skipped(self, event: dict[str, Any]) -> None:
+        rec = self._rec
+        book = rec.position.book
+        rec.no_proposals.skipped(book, str(event.get("reason")), rec.clock())
+        book.task_skipped()
+
+    def on_error(self, event: dict[str, Any]) -> None:
+        """gepa caught an exception in the iteration; it logs it and goes on."""
+        self._rec.no_proposals.iteration_failed(describe_error(event["exception"]))
+
+    def on_proposal_start(self, event: dict[str, Any]) -> None:
+        self._rec.position.book.proposal_started()
+
+    def on_proposal_end(self, event: dict[str, Any]) -> None:
+        book, state = self._rec.position.book, self._rec.position.state
+        task = book.proposal_ended()
+        if task is None or state is None:
+            return
+        # The child is its parent with the new texts; remember it to label its rollouts.
+        parent = state.program_candidates[book.task_parents[task]]
+        child = {**parent, **event["new_instructions"]}
+        self._rec.labels.child_proposed(child, book.proposal_id(task))
+
+    def on_merge_attempted(self, event: dict[str, Any]) -> None:
+        rec = self._rec
+        rec.settle()
+        rec.merges.attempted_now(list(event["parent_ids"]), rec.position.state, rec.clock())
+        proposal = merge_proposal(rec.position.iteration)
+        rec.labels.child_proposed(dict(event["merged_candidate"]), proposal)
+        rec.position.phase = "full_val"  # gepa validates an accepted merge next
+
+    def on_merge_accepted(self, event: dict[str, Any]) -> None:
+        self._rec.settle()
+        self._rec.merges.decided(accepted=True, candidate=event["new_candidate_idx"])
+
+    def on_merge_rejected(self, event: dict[str, Any]) -> None:
+        self._rec.merges.decided(accepted=False)
+
+    def on_candidate_accepted(self, event: dict[str, Any]) -> None:
+        rec = self._rec
+        rec.settle()
+        idx = event["new_candidate_idx"]
+        rec.decisions.joined(rec.position.state.program_candidates[idx], idx)
+
+    def on_valset_evaluated(self, event: dict[str, Any]) -> None:
+        rec = self._rec
+        rec.settle()
+        score = event["average_score"]
+        now = rec.clock()
+        rec.sink.write(
+            Validation(
+                start=now,
+                end=now,
+                iteration=event["iteration"],
+                candidate=str(event["candidate_idx"]),
+                score=float(score),
+                examples=int(event["num_examples_evaluated"]),
+            )
+        )
+        if self.best_val is None or score > self.best_val:
+            self.best_val = score
+
+    def on_budget_updated(self, event: dict[str, Any]) -> None:
+        rec = self._rec
+        rec.settle()
+        self.metric_calls = event["metric_calls_used"]
+        now = rec.clock()
+        rec.sink.write(
+            Budget(
+                start=now,
+                end=now,
+                iteration=event["iteration"],
+                metric_calls=int(event["metric_calls_used"]),
+                delta=int(event["metric_calls_delta"]),
+            )
+        )
+
+    def on_iteration_end(self, event: dict[str, Any]) -> None:
+        rec = self._rec
+        rec.settle()
+        book = rec.position.book
+        now = rec.clock()
+        rec.stages.end_iteration(now)
+        rec.decisions.end_iteration()
+        rec.merges.end_iteration()
+        rec.no_proposals.end_iteration(book, rec.decisions.judged_ids, rec.position.state, now)
+        rec.sink.write(Iteration(start=book.start, end=now, iteration=book.number))
+        rec.failures.iteration_ended(len(book.started), book.ended)
+
+    def on_optimization_end(self, event: dict[str, Any]) -> None:
+        self._rec.settle()
+        self._rec.position.state = event["final_state"]

@@ -2,21 +2,11 @@
 shape, budget, W, C, seed, the merge's setup and the names of the parts; no argument's value
 beyond those (keys in `reflection_lm_kwargs` never reach it).
 
-An adapter without batch_evaluate is evaluated pair after pair: a stage's
-candidates one after another, each call on up to W. meta says so
-(`evaluates: pair_by_pair`), and, in `not_modelled`, what that means for a
-prediction: the simulator pools the W workers across a stage's candidates.
-`not_modelled` holds one line for each part of the run the simulator does
-not model, for calibration to say.
-
-The merge's setup is in meta: `use_merge`, `max_merge_invocations` (gepa's
-defaults: off, 5) and `components`, the seed candidate's count of texts (gepa
-merges only programs of two or more).
-
-C, when not given, is what gepa does with the reflection LM: one reflection
-at a time when the adapter proposes the texts or the LM has no
-`batch_complete`, gepa's LM's thread cap for a model string, else every
-prompt of an iteration at once.
+meta's `not_modelled` holds one line for each part of the run the simulator
+does not model (an adapter evaluated pair after pair, say). C, when not
+given, is what gepa does with the reflection LM: one at a time for an
+adapter that proposes or an LM without `batch_complete`, gepa's thread cap
+for a model string, else every prompt of an iteration at once.
 """
 
 from __future__ import annotations
@@ -28,7 +18,7 @@ from typing import Any
 
 from gepa.strategies.proposal_selection import AllImprovements
 
-from pxn.runner.recording.metered_lm import GEPA_LM_BATCH_WORKERS
+from pxn.runner.recording.lm_wrapper import GEPA_LM_BATCH_WORKERS
 from pxn.trace import RunStart
 
 

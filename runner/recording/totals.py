@@ -1,11 +1,6 @@
 """A recorded run's totals, and the trace's totals against gepa's own: the recorder's proof
-that it missed nothing.
-
-Checked at the end of every recorded run, over the whole run however often it
-was resumed (a mismatch is named in run_end's result and in a warning), and
-asserted by the integration tests. Only a completed run is checked: while a
-run is cut short gepa's counts lag the calls made, and the trace holds the
-true ones.
+that it missed nothing. Only a completed run is checked: cut short, gepa's counts lag the
+calls made.
 """
 
 from __future__ import annotations

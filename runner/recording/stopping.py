@@ -1,18 +1,10 @@
-"""Which stopping condition ended a run, said in run_end's message.
+"""Ending a run whose calls keep failing, and which stopping condition ended a run.
 
-gepa 0.1.4 asks its stoppers at the top of each iteration as one
-CompositeStopper in "any" mode: the first that says stop ends the run and
-the ones after it are not asked. Their order is fixed by gepa: the user's
-stop_callbacks as given (the recorder's own stopper last among them), then
-those gepa builds from its arguments: the file stopper on run_dir/gepa.stop,
-max_metric_calls, max_candidate_proposals (optimize_anything only) and
-max_reflection_cost.
-
-The user's stoppers are wrapped (`WatchedStopper`) to see which one said
-stop; the wrapper has every attribute of the stopper it wraps (gepa reads
-`max_metric_calls` off each stopper to tell its callbacks the budget left).
-gepa's own are free of side effects, so they are asked again, in gepa's
-order, once the loop is over: the first that holds is the one that ended it.
+gepa 0.1.4 logs a failed reflection and goes on, burning its budget; with
+raise_on_exception=False it also logs an adapter call that raised and starts
+the next iteration, spending nothing, so an adapter that always raises loops
+forever. After `limit` failures in a row of either kind the stopper ends the
+run at the top of gepa's next iteration, naming the last error.
 """
 
 from __future__ import annotations
@@ -22,8 +14,61 @@ from pathlib import Path
 from typing import Any
 
 
+def default_limit(p: int, n: int) -> int:
+    """Failed reflections in a row allowed at shape P x N: two iterations' worth, at least 5."""
+    return max(5, 2 * p * n)
+
+
+class Failures:
+    """Counts the proposals that failed silently, iteration by iteration, and the adapter
+    calls that raised, call by call."""
+
+    def __init__(self, limit: int):
+        self._limit = limit
+        self._in_a_row = 0
+        self._last_error: str | None = None
+        self._adapter_in_a_row = 0
+        self.stop_reason: str | None = None
+
+    def adapter_call_ended(self, error: str | None) -> None:
+        """An adapter call returned (`error` None) or raised `error`."""
+        self._adapter_in_a_row = 0 if error is None else self._adapter_in_a_row + 1
+        if self._adapter_in_a_row >= self._limit and self.stop_reason is None:
+            self.stop_reason = (
+                f"stopped: {self._adapter_in_a_row} adapter calls in a row raised (last error: "
+                f"{error}); check the adapter"
+            )
+
+    def failed(self, error: str) -> None:
+        """A reflection call raised `error`."""
+        self._last_error = error
+
+    def iteration_ended(self, started: int, ended: int) -> None:
+        """Of the iteration's proposals, `started` started and `ended` gave texts."""
+        lost = started - ended
+        self._in_a_row = lost if ended > 0 else self._in_a_row + lost
+        if self._in_a_row >= self._limit and self.stop_reason is None:
+            last = self._last_error
+            self.stop_reason = (
+                f"stopped: {self._in_a_row} reflections in a row produced no "
+                f"proposal{f' (last error: {last})' if last else ''}; check the reflection model"
+            )
+
+
+class Stopper:
+    """gepa's StopperProtocol over the failures' verdict (a plain callable is enough); gepa
+    checks it at the top of every iteration."""
+
+    def __init__(self, failures: Failures):
+        self.failures = failures
+
+    def __call__(self, state: Any) -> bool:
+        return self.failures.stop_reason is not None
+
+
 class WatchedStopper:
-    """A user's stopper, called as gepa calls it, noting when it first says stop."""
+    """A user's stopper, called as gepa calls it, noting when it first says stop; it has the
+    inner stopper's attributes (gepa reads `max_metric_calls` off each stopper)."""
 
     def __init__(self, inner: Any, watch: StopWatch):
         self.inner = inner
@@ -41,7 +86,13 @@ class WatchedStopper:
 
 @dataclass
 class StopWatch:
-    """The stopping conditions of one run: the user's, watched, and gepa's own, read."""
+    """Which stopping condition ended a run, for run_end's message.
+
+    gepa asks its stoppers in a fixed order (the user's, the recorder's last, then the
+    stop file, max_metric_calls, max_candidate_proposals, max_reflection_cost) and the
+    first that says stop ends the run. The user's are watched as they are called;
+    gepa's own have no side effects, so they are asked again once the loop is over.
+    """
 
     run_dir: Path
     max_metric_calls: int | None = None
