@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pxn.api.budgets import budgets_of, proposal_warnings
 from pxn.api.console import WorkProgress
@@ -19,8 +19,7 @@ if TYPE_CHECKING:
 
     from pxn.api.report import Report
     from pxn.api.running import ScenarioLike
-    from pxn.sim.advise import Advice, Allocation, Assessment
-    from pxn.sim.predict import Prediction
+    from pxn.sim.advise import Advice, Assessment
 
     Values = str | int | Iterable[int]
 
@@ -53,9 +52,6 @@ class AdviseResult(Result):
 
         return advice_report(self.advice)
 
-    def records(self) -> Sequence[AllocationRecord]:
-        return [AllocationRecord.of(x) for x in self.advice.assessments]
-
     def figure(self) -> Figure:
         """Time against dollars (or iterations, without prices) of every allocation."""
         from pxn.api.advice_plot import advice_figure
@@ -65,32 +61,6 @@ class AdviseResult(Result):
                 "nothing was simulated, so there is nothing to draw: " + "; ".join(self.reasons)
             )
         return advice_figure(self.advice)
-
-
-@dataclass(frozen=True)
-class AllocationRecord:
-    """One allocation as a frame's row reads it: its prediction and how it was judged."""
-
-    allocation: Allocation
-    prediction: Prediction
-    wall_clock_se: float  # standard error of the mean wall-clock
-    dollars_se: float | None
-    meets_deadline: bool | None  # None: no deadline asked
-    within_cap: bool | None  # None: no dollar cap asked
-    limited_by: str  # what sets this allocation's pace, and which constraint is near
-    # Per replicate, in replicate order.
-    wall_clocks: tuple[float, ...]
-    dollar_values: tuple[float, ...] | None
-    test_scores: tuple[float, ...] | None  # the quality model's
-    target_chance: float | None = None  # the share of runs reaching the target score asked
-
-    @classmethod
-    def of(cls, x: Assessment) -> AllocationRecord:
-        target = x.ask.target_score
-        fields: dict[str, Any] = {
-            name: getattr(x, name) for name in cls.__dataclass_fields__ if name != "target_chance"
-        }
-        return cls(**fields, target_chance=None if target is None else x.chance(target))
 
 
 def values_of(values: Values, what: str) -> tuple[int, ...]:

@@ -3,10 +3,10 @@ summaries by simulation-based inference (pxn.calibrate)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pxn.api.console import progress_bar
 from pxn.api.results import Result
@@ -72,8 +72,12 @@ class CalibrateResult(Result):
             document = {"reproduction": self.reproduction.to_dict(), **document}
         return Report(name="calibration", shown=list(self.lines), rows=[], document=document)
 
-    def records(self) -> Sequence[Scenario]:
-        return [self.scenario]
+    def rows(self) -> list[dict[str, Any]]:
+        """One row, the scenario's parameters: its JSON document, flattened (no CSV has
+        them)."""
+        from pxn.api.report import flattened
+
+        return [flattened(self.scenario.to_dict())]
 
     def fits(self) -> dict[str, LatencyFit]:
         """The latency fits, by what they fit ("rollout", "reflection", "rollout full_val", ...):

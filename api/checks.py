@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from pxn.api.running import ScenarioLike, ShapesLike
     from pxn.checks.conformance import Conformance
     from pxn.checks.search_conformance import SearchConformance
-    from pxn.checks.validate import Check, ScenarioValidation
+    from pxn.checks.validate import ScenarioValidation
     from pxn.scenario import Scenario
 
 # Each synthetic task's default shapes and worker pools: the levels task's time check at two
@@ -49,9 +49,6 @@ class ValidateResult(Result):
         from pxn.api.validation_report import validation_report
 
         return validation_report(self.validation)
-
-    def records(self) -> Sequence[Check]:
-        return self.validation.checks
 
     def summary(self) -> str:
         """The verdict in one line, as the table's caption says it."""
@@ -118,9 +115,6 @@ class ConformanceResult(Result):
 
         report = conformance_report(self.time, self.time_scale, self.oversleep)
         return report if self.search is None else with_search(report, search_report(self.search))
-
-    def records(self) -> Sequence[object]:
-        return self.time.runs
 
 
 def conformance(

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from pxn.api.report import Note, Report
+from pxn.api.report import Note, Report, interval_columns
 from pxn.api.tables import Column, Grid
 from pxn.api.validation_report import check_row
 from pxn.checks.conformance import Conformance, Group
@@ -129,9 +129,7 @@ def search_document(search: SearchConformance) -> dict[str, Any]:
                     {
                         "figure": f.figure,
                         "measured_mean": f.mean,
-                        "simulated_mean": f.simulated.mean,
-                        "simulated_p5": f.simulated.low,
-                        "simulated_p95": f.simulated.high,
+                        **interval_columns("simulated", f.simulated),
                         "inside": f.inside,
                         "counted": len(f.measured),
                         "mean_percentile": float(np.mean(f.percentiles)),

@@ -14,7 +14,7 @@ from pxn.api.prediction_report import (
     prediction_row,
     score_text,
 )
-from pxn.api.report import Note, Report
+from pxn.api.report import Note, Report, interval_columns
 from pxn.api.tables import Column, Grid
 from pxn.durations import format_duration, format_span
 from pxn.scenario import Scenario
@@ -146,11 +146,8 @@ def curve_row(scenario: Scenario, point: CurvePoint) -> dict[str, Any]:
     row: dict[str, Any] = {"shape": point.prediction.shape.label, "budget": point.budget}
     row["budget_given"] = point.given
     row |= {k: v for k, v in prediction_row(scenario, point.prediction).items() if k != "shape"}
-    for name in ("test_gain", "best_gain"):
-        interval = getattr(point, name)
-        row[f"{name}_mean"] = None if interval is None else interval.mean
-        row[f"{name}_p5"] = None if interval is None else interval.low
-        row[f"{name}_p95"] = None if interval is None else interval.high
+    row |= interval_columns("test_gain", point.test_gain)
+    row |= interval_columns("best_gain", point.best_gain)
     row["test_score_sd"] = point.test_noise
     return row
 

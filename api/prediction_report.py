@@ -18,7 +18,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pxn.api.report import Note, Report
+from pxn.api.report import Note, Report, interval_columns
 from pxn.api.tables import Column, Grid
 from pxn.durations import format_duration, format_span
 from pxn.scenario import Scenario
@@ -75,24 +75,14 @@ def prediction_row(scenario: Scenario, p: Prediction) -> dict[str, Any]:
     """One flat record per shape: the columns of the CSV."""
     row: dict[str, Any] = {"shape": p.shape.label, "p": p.shape.p, "n": p.shape.n, "k": p.shape.k}
     row["replicates"] = p.replicates
-    for name in ("wall_clock", "iterations", "full_val_share", "metric_calls"):
-        interval = getattr(p, name)
-        unit = "_s" if name == "wall_clock" else ""
-        row[f"{name}_mean{unit}"] = interval.mean
-        row[f"{name}_p5{unit}"] = interval.low
-        row[f"{name}_p95{unit}"] = interval.high
-    row["speedup_vs_single"] = None if p.speedup is None else p.speedup.mean
-    row["speedup_p5"] = None if p.speedup is None else p.speedup.low
-    row["speedup_p95"] = None if p.speedup is None else p.speedup.high
-    for name in ("best_score", "test_score"):  # the search's outcome: the quality model's
-        interval = getattr(p, name)
-        row[f"{name}_mean"] = None if interval is None else interval.mean
-        row[f"{name}_p5"] = None if interval is None else interval.low
-        row[f"{name}_p95"] = None if interval is None else interval.high
-    share = p.no_proposal_share
-    row["no_proposal_share_mean"] = None if share is None else share.mean
-    row["no_proposal_share_p5"] = None if share is None else share.low
-    row["no_proposal_share_p95"] = None if share is None else share.high
+    row |= interval_columns("wall_clock", p.wall_clock, "_s")
+    for name in ("iterations", "full_val_share", "metric_calls"):
+        row |= interval_columns(name, getattr(p, name))
+    speedup = interval_columns("speedup", p.speedup)
+    row["speedup_vs_single"] = speedup.pop("speedup_mean")
+    row |= speedup
+    for name in ("best_score", "test_score", "no_proposal_share"):  # None: not predicted
+        row |= interval_columns(name, getattr(p, name))
     row["proposals_mean"] = p.proposals.mean
     row["accepted_mean"] = p.accepted.mean
     row["utilisation_mean"] = p.utilisation.mean
@@ -105,13 +95,8 @@ def prediction_row(scenario: Scenario, p: Prediction) -> dict[str, Any]:
     row["analytic_q_k"] = p.analytic.q_k
     row["bound_s"] = p.analytic.bound
     # Cost and provider limits: empty when the scenario has no prices, no limits.
-    for name, interval in (
-        ("dollars", p.dollars),
-        ("throttled_share", p.throttled_share if p.rate_limited else None),
-    ):
-        row[f"{name}_mean"] = None if interval is None else interval.mean
-        row[f"{name}_p5"] = None if interval is None else interval.low
-        row[f"{name}_p95"] = None if interval is None else interval.high
+    row |= interval_columns("dollars", p.dollars)
+    row |= interval_columns("throttled_share", p.throttled_share if p.rate_limited else None)
     row["rate_bound_s"] = p.analytic.rate_bound if p.rate_limited else None
     # Over parameter draws: the parameters' share of the spread, and the noise alone.
     split = p.wall_clock_split

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pxn.api.report import Report
     from pxn.api.running import ScenarioLike, ShapesLike
     from pxn.scenario import Scenario
-    from pxn.sim.curves import Curve, CurvePoint
+    from pxn.sim.curves import Curve
     from pxn.sim.predict import Prediction
 
 PAPER_SHAPES = "single,2x1,2x2,4x1,2x4,8x1,2x8,4x4,8x2"
@@ -48,9 +48,6 @@ class SimulateResult(Result):
 
         report = predictions_report(self.scenario, [self.prediction], stages=True)
         return with_warnings(report, self.warnings)
-
-    def records(self) -> Sequence[Prediction]:
-        return [self.prediction]
 
     def figure(self) -> Figure:
         """The shape's wall-clock band, closed form and bound, as `sweep` draws each shape."""
@@ -100,12 +97,6 @@ class SweepResult(Result):
         else:
             report = predictions_report(self.scenario, list(self.predictions))
         return with_warnings(report, self.warnings)
-
-    def records(self) -> Sequence[Prediction | CurvePoint]:
-        """The predictions; with curves, every shape's points (a budget each)."""
-        if self.curves:
-            return [point for curve in self.curves for point in curve.points]
-        return self.predictions
 
     def figure(self) -> Figure:
         """Predicted wall-clock per shape with its interval, the closed form, and speedup."""

@@ -40,6 +40,23 @@ class Report:
     document: dict[str, Any]  # the JSON
 
 
+def interval_columns(name: str, interval: Any, unit: str = "") -> dict[str, Any]:
+    """An interval's CSV columns: NAME_mean, NAME_p5 and NAME_p95 (each with `unit`), all
+    None for no interval."""
+    ends = ("mean", "low", "high")
+    values = [None] * 3 if interval is None else [getattr(interval, end) for end in ends]
+    return dict(zip((f"{name}_{c}{unit}" for c in ("mean", "p5", "p95")), values, strict=True))
+
+
+def flattened(document: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A document's nested tables as one flat row: {"loads": {"task": x}} -> loads_task."""
+    row: dict[str, Any] = {}
+    for key, value in document.items():
+        name = f"{prefix}_{key}" if prefix else key
+        row |= flattened(value, name) if isinstance(value, dict) else {name: value}
+    return row
+
+
 def csv_text(rows: list[dict[str, Any]]) -> str:
     """Rows as CSV with a header (the first row's keys); nothing for no rows."""
     if not rows:

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pxn.api.report import Note, Report
+from pxn.api.report import Note, Report, interval_columns
 from pxn.api.tables import Column, Grid
 from pxn.checks.validate import Check, ScenarioValidation
 from pxn.durations import format_duration, format_span
@@ -26,18 +26,14 @@ def check_row(c: Check) -> dict[str, Any]:
         "resumed": c.resumed,
         "measured_wall_clock_s": c.wall_clock,
         "after_loop_s": c.after_loop,
-        "sim_wall_clock_mean_s": p.wall_clock.mean,
-        "sim_wall_clock_p5_s": p.wall_clock.low,
-        "sim_wall_clock_p95_s": p.wall_clock.high,
+        **interval_columns("sim_wall_clock", p.wall_clock, "_s"),
         "sim_error": c.sim_error,
         "inside_interval": c.inside,
         "percentile": c.percentile,
         "analytic_wall_clock_s": p.analytic.wall_clock,
         "analytic_error": c.analytic_error,
         "measured_iterations": m.iterations,
-        "sim_iterations_mean": p.iterations.mean,
-        "sim_iterations_p5": p.iterations.low,
-        "sim_iterations_p95": p.iterations.high,
+        **interval_columns("sim_iterations", p.iterations),
         "analytic_iterations": p.analytic.iterations,
         "sim_iterations_error": _relative(p.iterations.mean, m.iterations),
         "analytic_iterations_error": _relative(p.analytic.iterations, m.iterations),
@@ -57,9 +53,7 @@ def check_row(c: Check) -> dict[str, Any]:
         "sim_failed_share_mean": _mean(p.failed_share),
         "replicates": p.replicates,
         "measured_best_score": m.best_score,
-        "sim_best_score_mean": None if p.best_score is None else p.best_score.mean,
-        "sim_best_score_p5": None if p.best_score is None else p.best_score.low,
-        "sim_best_score_p95": None if p.best_score is None else p.best_score.high,
+        **interval_columns("sim_best_score", p.best_score),
         "best_score_inside": c.score_inside,
     }
 
