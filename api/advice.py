@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from pxn.api.budgets import budgets_of, proposal_warnings
-from pxn.api.console import WorkProgress
 from pxn.api.results import Result
-from pxn.api.running import DEFAULT_JOBS, checked_work, scenario_of
+from pxn.api.running import DEFAULT_JOBS, metered, scenario_of
 from pxn.budget import FEW_PROPOSALS
 from pxn.errors import PxnError
 
@@ -122,7 +122,6 @@ def advise(
     from pxn.sim.advise_refusals import bound_reasons, check_ask
     from pxn.sim.advise_search import advise as advise_ask
     from pxn.sim.advise_search import advise_work
-    from pxn.sim.backends import make_backend
 
     the_scenario = scenario_of(scenario, seed, predictors=predictors)
     budgets = budgets_of(the_scenario, budget, predictors)
@@ -148,17 +147,16 @@ def advise(
     )
     if bound_reasons(the_scenario, ask):  # refused before anything is simulated
         return AdviseResult(with_notes(advise_ask(the_scenario, ask), warnings, budgets.notes))
-    meter = WorkProgress(
-        "simulating allocations", "replicates", ask.grid_size * ask.first_round, shown=progress
-    )
-    with meter.told_when_stopped():
-        guess = checked_work(
-            advise_work(the_scenario, ask), "this search", backend, address, jobs, SMALLER_ASK
-        )
-        race = " for the race's first round" if ask.first_round < ask.replicates else ""
-        meter.estimate = guess + race
-        with make_backend(backend, address, jobs) as the_backend, meter:
-            advice = advise_ask(the_scenario, ask, the_backend, on_progress=meter.update)
+    with metered(
+        ask.grid_size * ask.first_round,
+        partial(advise_work, the_scenario, ask),
+        "this search",
+        SMALLER_ASK,
+        (jobs, backend, address, progress),
+        "simulating allocations",
+        " for the race's first round" if ask.first_round < ask.replicates else "",
+    ) as (meter, the_backend):
+        advice = advise_ask(the_scenario, ask, the_backend, on_progress=meter.update)
     return AdviseResult(with_notes(advice, warnings, budgets.notes))
 
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pxn.api.budgets import budgets_of, proposal_warnings
 from pxn.api.report import Note
 from pxn.api.results import Result
-from pxn.api.running import DEFAULT_JOBS, checked_work, run_sweep, scenario_of, shapes_of
+from pxn.api.running import DEFAULT_JOBS, metered, run_sweep, scenario_of, shapes_of
 from pxn.budget import FEW_PROPOSALS
 from pxn.errors import PxnError
 from pxn.shape import Shape
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from pxn.api.report import Report
-    from pxn.api.running import ScenarioLike, ShapesLike
+    from pxn.api.running import ScenarioLike, ShapesLike, Spread
     from pxn.scenario import Scenario
     from pxn.sim.curves import Curve
     from pxn.sim.predict import Prediction
@@ -185,7 +186,7 @@ def simulate(
     the_shape = shape if isinstance(shape, Shape) else Shape.parse(shape)
     the_scenario = scenario_of(scenario, seed, workers, budget, predictors, minibatch)
     warnings = scenario_warnings(the_scenario, [the_shape], min_proposals, progress)
-    [prediction] = run_sweep(the_scenario, [the_shape], reps, jobs, backend, address, progress)
+    [prediction] = run_sweep(the_scenario, [the_shape], reps, (jobs, backend, address, progress))
     return SimulateResult(the_scenario, prediction, warnings)
 
 
@@ -240,7 +241,7 @@ def sweep(
             )  # fmt: skip
         the_scenario = the_scenario.replace(budget=asked.values[0])
     warnings = scenario_warnings(the_scenario, the_shapes, min_proposals, progress)
-    predictions = run_sweep(the_scenario, the_shapes, reps, jobs, backend, address, progress)
+    predictions = run_sweep(the_scenario, the_shapes, reps, (jobs, backend, address, progress))
     return SweepResult(
         the_scenario, tuple(predictions), (), seconds, max_dollars, warnings=warnings
     )
@@ -263,33 +264,26 @@ def sweep_curves(
     names: dict[int, str],
     notes: tuple[str, ...],
     limits: tuple[float | None, float | None, int],
-    spread: tuple[int, str, str | None, bool],
+    spread: Spread,
 ) -> SweepResult:
-    """Every shape's learning curve over the budgets of `names`, the replicates counted on
-    stderr when asked (`spread`: jobs, backend, address, progress)."""
-    from pxn.api.console import WorkProgress
-    from pxn.sim.backends import make_backend
+    """Every shape's learning curve over the budgets of `names` (`limits`: the deadline,
+    the dollar cap and the fewest proposals warned of)."""
     from pxn.sim.curves import sweep_curves as curves_of
     from pxn.sim.predict import check_sweep, sweep_work, total_replicates
 
     deadline, max_dollars, min_proposals = limits
-    jobs, backend, address, progress = spread
-    check_sweep(shapes, reps, jobs)  # before the progress bar draws anything
+    check_sweep(shapes, reps, spread[0])  # before the progress bar draws anything
     longest = scenario.replace(budget=max(names))
     warnings = proposal_warnings(
-        list(names), scenario.valset_size, scenario.minibatch, shapes, min_proposals, progress
+        list(names), scenario.valset_size, scenario.minibatch, shapes, min_proposals, spread[3]
     )
-    meter = WorkProgress(
-        "simulating", "replicates", total_replicates(longest, shapes, reps), shown=progress
-    )
-    with meter.told_when_stopped():
-        work = sweep_work(longest, shapes, reps)
-        meter.estimate = checked_work(work, "this sweep", backend, address, jobs, SMALLER_CURVES)
-        with make_backend(backend, address, jobs) as the_backend, meter:
-            curves = curves_of(
-                scenario, shapes, reps, names, jobs=jobs, on_progress=meter.advance,
-                backend=the_backend,
-            )  # fmt: skip
+    total = total_replicates(longest, shapes, reps)
+    work = partial(sweep_work, longest, shapes, reps)
+    with metered(total, work, "this sweep", SMALLER_CURVES, spread) as (meter, backend):
+        curves = curves_of(
+            scenario, shapes, reps, names, jobs=spread[0], on_progress=meter.advance,
+            backend=backend,
+        )  # fmt: skip
     return SweepResult(
         longest,
         tuple(curve.last.prediction for curve in curves),

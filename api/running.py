@@ -14,7 +14,9 @@ less of.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,11 +27,13 @@ from pxn.shape import Shape, parse_shapes
 
 if TYPE_CHECKING:  # imported when the work runs: `pxn --help` needs none of numpy and scipy
     from pxn.scenario import Scenario
+    from pxn.sim.backends import Backend
     from pxn.sim.predict import Prediction
     from pxn.sim.workload import Work
 
     ScenarioLike = Scenario | str | Path
     ShapesLike = str | Iterable[Shape | str]
+    Spread = tuple[int, str, str | None, bool]  # jobs, backend, address, progress
 
 DEFAULT_JOBS = min(2, os.cpu_count() or 1)  # local processes, unless asked for more
 SMALLER_SWEEP = "ask for fewer replicates or a smaller budget, or fewer or smaller shapes"
@@ -105,33 +109,39 @@ def checked_work(
     return f"{roughly(work.wall_seconds(processes))} on {processes} process(es) if idle"
 
 
-def run_sweep(
-    scenario: Scenario,
-    shapes: list[Shape],
-    reps: int,
-    jobs: int,
-    backend: str,
-    address: str | None,
-    progress: bool,
-) -> list[Prediction]:
-    """Every shape's prediction, the replicates counted on stderr when `progress`."""
+@contextmanager
+def metered(
+    total: int,
+    work: Callable[[], Work],
+    what: str,
+    smaller: str,
+    spread: Spread,
+    description: str = "simulating",
+    race: str = "",
+) -> Iterator[tuple[WorkProgress, Backend]]:
+    """The progress of `total` replicates and the backend to run them on; within, the work is
+    judged first (`checked_work`), and Ctrl-C's note says how far it got."""
     from pxn.sim.backends import make_backend
-    from pxn.sim.predict import check_sweep, sweep, sweep_work, total_replicates
 
-    check_sweep(shapes, reps, jobs)  # before the progress bar draws anything
-    meter = WorkProgress(
-        "simulating", "replicates", total_replicates(scenario, shapes, reps), shown=progress
-    )
+    jobs, backend, address, progress = spread
+    meter = WorkProgress(description, "replicates", total, shown=progress)
     with meter.told_when_stopped():
-        work = sweep_work(scenario, shapes, reps)
-        meter.estimate = checked_work(work, "this sweep", backend, address, jobs, SMALLER_SWEEP)
+        meter.estimate = checked_work(work(), what, backend, address, jobs, smaller) + race
         # Opened (Ray connected) before the bar too: a bad address is one line.
         with make_backend(backend, address, jobs) as the_backend, meter:
-            return sweep(
-                scenario,
-                shapes,
-                reps,
-                jobs=jobs,
-                on_progress=meter.advance,
-                backend=the_backend,
-            )
+            yield meter, the_backend
+
+
+def run_sweep(
+    scenario: Scenario, shapes: list[Shape], reps: int, spread: Spread
+) -> list[Prediction]:
+    """Every shape's prediction, the replicates counted on stderr when asked."""
+    from pxn.sim.predict import check_sweep, sweep, sweep_work, total_replicates
+
+    check_sweep(shapes, reps, spread[0])  # before the progress bar draws anything
+    total = total_replicates(scenario, shapes, reps)
+    work = partial(sweep_work, scenario, shapes, reps)
+    with metered(total, work, "this sweep", SMALLER_SWEEP, spread) as (meter, backend):
+        return sweep(
+            scenario, shapes, reps, jobs=spread[0], on_progress=meter.advance, backend=backend
+        )
