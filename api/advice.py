@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
-from pxn.api.budgets import budgets_of, proposal_warnings
-from pxn.api.results import Result
-from pxn.api.running import DEFAULT_JOBS, metered, scenario_of
+from pxn.api.report import Result
+from pxn.api.running import DEFAULT_JOBS, budgets_of, metered, proposal_warnings, scenario_of
 from pxn.budget import FEW_PROPOSALS
 from pxn.errors import PxnError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pxn.api.prediction_report import extrapolation_warning
+from pxn.api.prediction_report import extrapolation_warning, score_text
 from pxn.api.report import Note, Report, interval_columns
 from pxn.api.tables import Column, Grid
 from pxn.durations import format_duration, format_span
@@ -53,10 +53,6 @@ def budgets_asked(ask: Ask) -> str:
 
 def caveat(advice: Advice) -> str:
     return CAVEAT if advice.scenario.quality is None else SCORED
-
-
-def score_text(interval) -> str:
-    return f"{interval.mean:.3f} [{interval.low:.3f}-{interval.high:.3f}]"
 
 
 def describe(x: Assessment) -> str:

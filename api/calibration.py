@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pxn.api.console import progress_bar
-from pxn.api.results import Result
+from pxn.api.report import Result
 from pxn.api.running import DEFAULT_JOBS
 from pxn.errors import PxnError
 from pxn.fields import whole

@@ -51,7 +51,8 @@ def knee_text(curve: Curve) -> str:
             f"(sd {point.test_noise:.3f})"
         )
     w = knee.wall_clock
-    cost = "" if knee.dollars is None else f" and costs {dollars_span(knee.dollars)}"
+    d = knee.dollars
+    cost = "" if d is None else f" and costs ${d.mean:,.2f} [{d.low:,.2f}-{d.high:,.2f}]"
     given = "" if knee.given == str(knee.budget) else f" ({knee.given})"
     return (
         f"{shape}: the knee is B={knee.budget}{given}: past it, doubling the budget adds "
@@ -59,10 +60,6 @@ def knee_text(curve: Curve) -> str:
         f"noise (sd {knee.noise:.3f}); a run to it takes {format_duration(w.mean)} "
         f"[{format_span(w.low, w.high)}]{cost}"
     )
-
-
-def dollars_span(d: Interval) -> str:
-    return f"${d.mean:,.2f} [{d.low:,.2f}-{d.high:,.2f}]"
 
 
 def curves_table(

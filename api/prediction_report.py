@@ -42,28 +42,22 @@ def percent(share: float, places: int = 0) -> str:
     return f"{share:.{places}%}" if math.isfinite(share) else "-"
 
 
-def times_text(ratio: float | None) -> str:
-    """A speedup, as in "2.45x"; "-" when there is none (no single run to compare with)."""
-    return "-" if ratio is None else f"{ratio:.2f}x"
-
-
-def noise_text(split: Split | None) -> str:
-    return "-" if split is None else format_span(split.noise.low, split.noise.high)
-
-
-def parameter_share_text(split: Split | None) -> str:
-    """The parameters' share of a spread; "-" without draws (or with one replicate each)."""
-    return "-" if split is None else percent(split.parameter_share)
-
-
-def analytic_speedup(p: Prediction) -> float:
-    """The closed form's T(1)/T(k): the ratio of its wall-clock for single to this shape's."""
-    return p.analytic_single / p.analytic.wall_clock
+def split_cells(split: Split | None) -> list[str]:
+    """The parameters' share of the spread and the noise's 5-95%; "-" without draws (or with
+    one replicate each)."""
+    if split is None:
+        return ["-", "-"]
+    return [percent(split.parameter_share), format_span(split.noise.low, split.noise.high)]
 
 
 def share_text(interval: Interval) -> str:
     """A share's interval as a person reads it: 42% [25-58%]."""
     return f"{interval.mean:.0%} [{interval.low:.0%}-{interval.high:.0%}]"
+
+
+def analytic_speedup(p: Prediction) -> float:
+    """The closed form's T(1)/T(k): the ratio of its wall-clock for single to this shape's."""
+    return p.analytic_single / p.analytic.wall_clock
 
 
 def score_text(interval: Interval) -> str:
@@ -273,9 +267,8 @@ def prediction_cells(p: Prediction, shown: Shown) -> list[str]:
         p.shape.label,
         format_duration(p.wall_clock.mean),
         format_span(p.wall_clock.low, p.wall_clock.high),
-        *([parameter_share_text(p.wall_clock_split)] if draws else []),
-        *([noise_text(p.wall_clock_split)] if draws else []),
-        times_text(None if p.speedup is None else p.speedup.mean),
+        *(split_cells(p.wall_clock_split) if draws else []),
+        "-" if p.speedup is None else f"{p.speedup.mean:.2f}x",
         *([score_text(p.test_score), score_text(p.best_score)] if scored else []),
         *([dollars_text(p)] if shown.priced else []),
         *([percent(p.throttled_share.mean)] if limited else []),

@@ -1,11 +1,6 @@
-"""Predict before paying: `simulate` one shape, `sweep` many, at one budget or along a
-learning curve of several (`sweep(budgets=...)`: sim.curves).
-
-Each shape's replicates run the simulator (pxn.sim.predict), on local
-processes (`jobs`) or a Ray cluster (`backend="ray"`, `address`); replicate r
-always draws from its own stream, so the same seed gives the same prediction
-to the bit however the work is spread. Single (1x1) is simulated too when it
-is not asked for: it is every speedup's baseline.
+"""Predict before paying: `simulate` one shape, `sweep` many, at one budget or along
+learning curves (`sweep(budgets=...)`). Single is simulated too when not asked for:
+it is every speedup's baseline.
 """
 
 from __future__ import annotations
@@ -16,10 +11,16 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pxn.api.budgets import budgets_of, proposal_warnings
-from pxn.api.report import Note
-from pxn.api.results import Result
-from pxn.api.running import DEFAULT_JOBS, metered, run_sweep, scenario_of, shapes_of
+from pxn.api.report import Note, Result
+from pxn.api.running import (
+    DEFAULT_JOBS,
+    budgets_of,
+    metered,
+    proposal_warnings,
+    run_sweep,
+    scenario_of,
+    shapes_of,
+)
 from pxn.budget import FEW_PROPOSALS
 from pxn.errors import PxnError
 from pxn.shape import Shape

@@ -1,9 +1,5 @@
-"""One way for every command to show its result (--format) and write it (--out).
-
-A command hands the `Report` of its result (pxn.api.report) to its `Output`,
-which checks the asked format and the output paths before any work starts,
-prints one form on stdout, and writes the files whole (a figure first: if it
-cannot be drawn, nothing is written).
+"""A command's result shown (--format) and written (--out), its paths checked before
+any work starts.
 """
 
 from __future__ import annotations
@@ -33,15 +29,10 @@ def ensure_writable_outputs(
     files: Mapping[str, Path | None] | None = None,
     directories: Mapping[str, Path | None] | None = None,
 ) -> None:
-    """Refuse, before any work, every output path that could not be written.
-
-    `files` and `directories` map the input naming a path (its subject: "trace",
-    "out", "plots") to the path; None (not asked for) is skipped. A path is
-    writable when its directory, or the nearest existing one above it, takes a
-    new file: that is tried, not inferred from permission bits, which say
-    nothing for root or a read-only or virtual file system. Nothing is left
-    behind by the check.
-    """
+    """Refuse, before any work, every output path (by its subject: "trace", "out"; None:
+    not asked for) that could not be written: its directory, or the nearest existing one
+    above, is tried with a new file (permission bits say nothing for root or a read-only
+    file system)."""
     for subject, path in (files or {}).items():
         if path is not None:
             check_file(path, subject)

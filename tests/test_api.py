@@ -27,8 +27,7 @@ from pxn.api import (
     sweep,
 )
 from pxn.api.plots import save_figure
-from pxn.api.report import json_text
-from pxn.api.results import PANDAS_MISSING
+from pxn.api.report import PANDAS_MISSING, json_text
 from pxn.api.tables import MAX_WIDTH
 from pxn.errors import PxnError
 from pxn.scenario import Scenario
