@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING
 
-from pxn.api.budgets import budgets_of, proposal_warnings
-from pxn.api.console import WorkProgress
-from pxn.api.results import Result
-from pxn.api.running import DEFAULT_JOBS, checked_work, scenario_of
+from pxn.api.report import Result
+from pxn.api.running import DEFAULT_JOBS, budgets_of, metered, proposal_warnings, scenario_of
 from pxn.budget import FEW_PROPOSALS
 from pxn.errors import PxnError
 
@@ -19,8 +18,7 @@ if TYPE_CHECKING:
 
     from pxn.api.report import Report
     from pxn.api.running import ScenarioLike
-    from pxn.sim.advise import Advice, Allocation, Assessment
-    from pxn.sim.predict import Prediction
+    from pxn.sim.advise import Advice, Assessment
 
     Values = str | int | Iterable[int]
 
@@ -53,9 +51,6 @@ class AdviseResult(Result):
 
         return advice_report(self.advice)
 
-    def records(self) -> Sequence[AllocationRecord]:
-        return [AllocationRecord.of(x) for x in self.advice.assessments]
-
     def figure(self) -> Figure:
         """Time against dollars (or iterations, without prices) of every allocation."""
         from pxn.api.advice_plot import advice_figure
@@ -65,32 +60,6 @@ class AdviseResult(Result):
                 "nothing was simulated, so there is nothing to draw: " + "; ".join(self.reasons)
             )
         return advice_figure(self.advice)
-
-
-@dataclass(frozen=True)
-class AllocationRecord:
-    """One allocation as a frame's row reads it: its prediction and how it was judged."""
-
-    allocation: Allocation
-    prediction: Prediction
-    wall_clock_se: float  # standard error of the mean wall-clock
-    dollars_se: float | None
-    meets_deadline: bool | None  # None: no deadline asked
-    within_cap: bool | None  # None: no dollar cap asked
-    limited_by: str  # what sets this allocation's pace, and which constraint is near
-    # Per replicate, in replicate order.
-    wall_clocks: tuple[float, ...]
-    dollar_values: tuple[float, ...] | None
-    test_scores: tuple[float, ...] | None  # the quality model's
-    target_chance: float | None = None  # the share of runs reaching the target score asked
-
-    @classmethod
-    def of(cls, x: Assessment) -> AllocationRecord:
-        target = x.ask.target_score
-        fields: dict[str, Any] = {
-            name: getattr(x, name) for name in cls.__dataclass_fields__ if name != "target_chance"
-        }
-        return cls(**fields, target_chance=None if target is None else x.chance(target))
 
 
 def values_of(values: Values, what: str) -> tuple[int, ...]:
@@ -152,7 +121,6 @@ def advise(
     from pxn.sim.advise_refusals import bound_reasons, check_ask
     from pxn.sim.advise_search import advise as advise_ask
     from pxn.sim.advise_search import advise_work
-    from pxn.sim.backends import make_backend
 
     the_scenario = scenario_of(scenario, seed, predictors=predictors)
     budgets = budgets_of(the_scenario, budget, predictors)
@@ -178,17 +146,16 @@ def advise(
     )
     if bound_reasons(the_scenario, ask):  # refused before anything is simulated
         return AdviseResult(with_notes(advise_ask(the_scenario, ask), warnings, budgets.notes))
-    meter = WorkProgress(
-        "simulating allocations", "replicates", ask.grid_size * ask.first_round, shown=progress
-    )
-    with meter.told_when_stopped():
-        guess = checked_work(
-            advise_work(the_scenario, ask), "this search", backend, address, jobs, SMALLER_ASK
-        )
-        race = " for the race's first round" if ask.first_round < ask.replicates else ""
-        meter.estimate = guess + race
-        with make_backend(backend, address, jobs) as the_backend, meter:
-            advice = advise_ask(the_scenario, ask, the_backend, on_progress=meter.update)
+    with metered(
+        ask.grid_size * ask.first_round,
+        partial(advise_work, the_scenario, ask),
+        "this search",
+        SMALLER_ASK,
+        (jobs, backend, address, progress),
+        "simulating allocations",
+        " for the race's first round" if ask.first_round < ask.replicates else "",
+    ) as (meter, the_backend):
+        advice = advise_ask(the_scenario, ask, the_backend, on_progress=meter.update)
     return AdviseResult(with_notes(advice, warnings, budgets.notes))
 
 

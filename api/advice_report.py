@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pxn.api.prediction_report import extrapolation_warning
-from pxn.api.report import Note, Report
+from pxn.api.prediction_report import extrapolation_warning, score_text
+from pxn.api.report import Note, Report, interval_columns
 from pxn.api.tables import Column, Grid
 from pxn.durations import format_duration, format_span
 from pxn.sim.advise import TARGET_CHANCE, Advice, Ask, Assessment
@@ -53,10 +53,6 @@ def budgets_asked(ask: Ask) -> str:
 
 def caveat(advice: Advice) -> str:
     return CAVEAT if advice.scenario.quality is None else SCORED
-
-
-def score_text(interval) -> str:
-    return f"{interval.mean:.3f} [{interval.low:.3f}-{interval.high:.3f}]"
 
 
 def describe(x: Assessment) -> str:
@@ -234,20 +230,14 @@ def assessment_row(advice: Advice, x: Assessment) -> dict[str, Any]:
     row["within_cap"] = x.within_cap
     row["limited_by"] = x.limited_by
     row["replicates"] = p.replicates
-    row["wall_clock_mean_s"] = p.wall_clock.mean
-    row["wall_clock_p5_s"] = p.wall_clock.low
-    row["wall_clock_p95_s"] = p.wall_clock.high
+    row |= interval_columns("wall_clock", p.wall_clock, "_s")
     row["wall_clock_se_s"] = x.wall_clock_se
     split = p.wall_clock_split
     row["wall_clock_parameter_share"] = None if split is None else split.parameter_share
-    for name in ("mean", "low", "high"):
-        column = {"mean": "mean", "low": "p5", "high": "p95"}[name]
-        row[f"dollars_{column}"] = None if p.dollars is None else getattr(p.dollars, name)
+    row |= interval_columns("dollars", p.dollars)
     row["dollars_se"] = x.dollars_se
-    for name in ("best_score", "test_score"):
-        interval = getattr(p, name)
-        for end, column in (("mean", "mean"), ("low", "p5"), ("high", "p95")):
-            row[f"{name}_{column}"] = None if interval is None else getattr(interval, end)
+    row |= interval_columns("best_score", p.best_score)
+    row |= interval_columns("test_score", p.test_score)
     row["test_score_se"] = None if x.test_scores is None else x.objective("score")[1]
     if advice.ask.target_score is not None:
         row["target_chance"] = x.chance(advice.ask.target_score)

@@ -3,13 +3,14 @@ summaries by simulation-based inference (pxn.calibrate)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pxn.api.console import progress_bar
-from pxn.api.results import Result
+from pxn.api.report import Result
 from pxn.api.running import DEFAULT_JOBS
 from pxn.errors import PxnError
 from pxn.fields import whole
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from pxn.api.report import Report
     from pxn.calibrate.past_runs.calibration import PastCalibration
     from pxn.calibrate.reproduction import Reproduction
+    from pxn.calibrate.summaries.abc_smc import Generation
     from pxn.calibrate.summaries.infer import Inference
     from pxn.calibrate.traces.fit import LatencyFit
     from pxn.calibrate.traces.pipeline import Calibration
@@ -39,6 +41,7 @@ PAST_RUN_ONLY = (
     "applies to a run calibrated from its run_dir (or its MLflow run); a trace says it itself"
 )
 NOT_FOR_PAST_RUNS = "applies to traces; a past run's calibration infers its latencies instead"
+PAST_RUN_REFUSES = ("latency", "LM servers", "task model", "reflection model", "prefix cache")
 
 
 @dataclass(frozen=True)
@@ -72,8 +75,12 @@ class CalibrateResult(Result):
             document = {"reproduction": self.reproduction.to_dict(), **document}
         return Report(name="calibration", shown=list(self.lines), rows=[], document=document)
 
-    def records(self) -> Sequence[Scenario]:
-        return [self.scenario]
+    def rows(self) -> list[dict[str, Any]]:
+        """One row, the scenario's parameters: its JSON document, flattened (no CSV has
+        them)."""
+        from pxn.api.report import flattened
+
+        return [flattened(self.scenario.to_dict())]
 
     def fits(self) -> dict[str, LatencyFit]:
         """The latency fits, by what they fit ("rollout", "reflection", "rollout full_val", ...):
@@ -171,19 +178,20 @@ def calibrate(
     if not past:
         refuse_given({subject: value is not None for subject, value in past_options.items()},
                      PAST_RUN_ONLY)  # fmt: skip
+    # The traces' options, by subject: whether each was given.
+    given = {
+        "latency": latency != "auto",
+        "LM servers": lm_servers is not None,
+        "task model": task_model is not None,
+        "reflection model": reflection_model is not None,
+        "draws": draws is not None,
+        "prefix cache": prefix_cache != "auto",
+        "search model": search != "auto",
+        "workers": workers is not None,
+    }
     if summaries is not None:
         if paths:
             raise PxnError("give trace files or a summaries file, not both")
-        given = {
-            "latency": latency != "auto",
-            "LM servers": lm_servers is not None,
-            "task model": task_model is not None,
-            "reflection model": reflection_model is not None,
-            "draws": draws is not None,
-            "prefix cache": prefix_cache != "auto",
-            "search model": search != "auto",
-            "workers": workers is not None,
-        }
         refuse_given(given, SUMMARIES_SAY_IT)
         with make_backend(backend, address, jobs) as the_backend:
             return from_summaries(Path(summaries), name, the_backend, progress)
@@ -195,14 +203,7 @@ def calibrate(
                 "give one past run at a time (a run_dir, or mlflow:RUN_ID): its calibration "
                 "reads one run; traces of several runs calibrate together"
             )
-        given = {
-            "latency": latency != "auto",
-            "LM servers": lm_servers is not None,
-            "task model": task_model is not None,
-            "reflection model": reflection_model is not None,
-            "prefix cache": prefix_cache != "auto",
-        }
-        refuse_given(given, NOT_FOR_PAST_RUNS)
+        refuse_given({s: given[s] for s in PAST_RUN_REFUSES}, NOT_FOR_PAST_RUNS)
         with make_backend(backend, address, jobs) as the_backend:
             return from_past_run(
                 str(paths[0]),
@@ -238,6 +239,24 @@ def calibrate(
         )
 
 
+@contextmanager
+def generations_told(
+    progress: bool, what: str, total: int | None = None, visible: bool = True
+) -> Iterator[Callable[[Generation], None]]:
+    """A function telling each ABC-SMC generation on a progress bar: on a terminal only,
+    gone when done (errors stay one line); shown from the first generation on."""
+    from pxn.api.inference_report import generation_line
+
+    with progress_bar(progress) as bar:
+        task = bar.add_task(what, total=total, visible=visible)
+
+        def told(generation: Generation) -> None:
+            advance = 0 if total is None else 1
+            bar.update(task, advance=advance, visible=True, description=generation_line(generation))
+
+        yield told
+
+
 def refuse_given(given: dict[str, bool], why: str) -> None:
     """The first option given where it has no use, refused with `why`."""
     for subject, is_given in given.items():
@@ -249,16 +268,11 @@ def from_traces(
     paths: list[str | Path], progress: bool, backend: Backend, **options
 ) -> CalibrateResult:
     from pxn.api.calibration_report import calibration_header, calibration_lines
-    from pxn.api.inference_report import generation_line
     from pxn.calibrate.reproduction import reproduce
     from pxn.calibrate.traces.pipeline import calibrate_traces
 
-    with progress_bar(progress) as bar:  # the quality model's inference, when there is one
-        task = bar.add_task("quality model: ABC-SMC", total=None, visible=False)
-
-        def told(generation) -> None:
-            bar.update(task, visible=True, description=generation_line(generation))
-
+    # The quality model's inference, when there is one.
+    with generations_told(progress, "quality model: ABC-SMC", visible=False) as told:
         calibration = calibrate_traces(paths, on_generation=told, backend=backend, **options)
     reproduction = reproduce(calibration.scenario, calibration.traces, backend=backend)
     first = [*reproduction.lines(), *search_refusal(calibration)]
@@ -284,17 +298,13 @@ def search_refusal(calibration: Calibration) -> list[str]:
 
 
 def from_summaries(path: Path, name: str, backend: Backend, progress: bool) -> CalibrateResult:
-    from pxn.api.inference_report import generation_line, inference_header, inference_lines
+    from pxn.api.inference_report import inference_header, inference_lines
     from pxn.calibrate.summaries.infer import infer_from_summaries
     from pxn.calibrate.summaries.reading import read_summaries
 
     read = read_summaries(path)
-    with progress_bar(progress) as bar:  # on a terminal only, gone when done: errors stay one line
-        task = bar.add_task("ABC-SMC", total=read.options.max_generations + 1)
-
-        def told(generation) -> None:
-            bar.update(task, advance=1, description=generation_line(generation))
-
+    total = read.options.max_generations + 1
+    with generations_told(progress, "ABC-SMC", total) as told:
         inference = infer_from_summaries(read, name, on_generation=told, backend=backend)
     return CalibrateResult(
         inference.scenario,
@@ -331,19 +341,13 @@ def from_past_run(
     *,
     backend: Backend,
     progress: bool,
-    name: str,
-    draws: int,
-    search: str,
-    workers: int | None,
-    wall_clock: str | None,
-    reflection_concurrency: int | None,
-    budget: int | None,
     shape: str | None,
-    log: str | Path | None,
     tracking_uri: str | None,
+    **options: Any,
 ) -> CalibrateResult:
-    """A past run (a run_dir, or an MLflow run and the run_dir it names) calibrated."""
-    from pxn.api.inference_report import generation_line, inference_header, inference_lines
+    """A past run (a run_dir, or an MLflow run and the run_dir it names) calibrated;
+    `options` are calibrate_past_run's."""
+    from pxn.api.inference_report import inference_header, inference_lines
     from pxn.calibrate.past_runs.calibration import calibrate_past_run
     from pxn.calibrate.past_runs.mlflow_run import (
         find_tracked_run,
@@ -374,26 +378,14 @@ def from_past_run(
                     subject=f"MLflow store {tracking_uri}",
                 )
             tracked = read_mlflow_run(f"mlflow:{found}", tracking_uri)
-    with progress_bar(progress) as bar:
-        task = bar.add_task("ABC-SMC", total=None)
-
-        def told(generation) -> None:
-            bar.update(task, description=generation_line(generation))
-
+    with generations_told(progress, "ABC-SMC") as told:
         calibration = calibrate_past_run(
             run_dir,
-            wall_clock=wall_clock,
-            workers=workers,
-            reflection_concurrency=reflection_concurrency,
-            budget=budget,
             shape=None if shape is None else Shape.parse(shape),
-            log=log,
             tracked=tracked,
-            name=name,
-            draws=draws,
-            search=search,
             on_generation=told,
             backend=backend,
+            **options,
         )
     intro = past_run_lines(calibration)
     return CalibrateResult(

@@ -1,9 +1,5 @@
-"""Check the simulator against reality: `validate` sets measured runs beside a scenario's
-predictions for their setups; `conformance` runs the installed gepa on synthetic work of
-known latency and acceptance (or quality) and says whether the simulator still describes it.
-
-The checks themselves are pxn.checks; this is what the `pxn validate` and `pxn conformance`
-commands call, and what they print is each result's report.
+"""The simulator against reality: `validate` (measured runs beside their predictions)
+and `conformance` (the installed gepa on synthetic work), as pxn.checks does them.
 """
 
 from __future__ import annotations
@@ -15,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pxn.api.console import WorkProgress, print_set_aside
-from pxn.api.results import Result
+from pxn.api.report import Result
 from pxn.api.running import DEFAULT_JOBS, scenario_of
 from pxn.errors import PxnError
 
@@ -28,7 +24,7 @@ if TYPE_CHECKING:
     from pxn.api.running import ScenarioLike, ShapesLike
     from pxn.checks.conformance import Conformance
     from pxn.checks.search_conformance import SearchConformance
-    from pxn.checks.validate import Check, ScenarioValidation
+    from pxn.checks.validate import ScenarioValidation
     from pxn.scenario import Scenario
 
 # Each synthetic task's default shapes and worker pools: the levels task's time check at two
@@ -46,22 +42,19 @@ class ValidateResult(Result):
     validation: ScenarioValidation
 
     def report(self) -> Report:
-        from pxn.api.validation_report import validation_report
+        from pxn.api.checks_report import validation_report
 
         return validation_report(self.validation)
 
-    def records(self) -> Sequence[Check]:
-        return self.validation.checks
-
     def summary(self) -> str:
         """The verdict in one line, as the table's caption says it."""
-        from pxn.api.validation_report import summary_line
+        from pxn.api.checks_report import summary_line
 
         return summary_line(self.validation)
 
     def figure(self) -> Figure:
         """Measured runs against the simulated band and the closed form, shape by shape."""
-        from pxn.api.validation_plot import sweep_vs_measured_figure
+        from pxn.api.plots import sweep_vs_measured_figure
 
         return sweep_vs_measured_figure(self.validation)
 
@@ -114,13 +107,10 @@ class ConformanceResult(Result):
         return [self.time.verdict] + ([self.search.verdict] if self.search else [])
 
     def report(self) -> Report:
-        from pxn.api.conformance_report import conformance_report, search_report, with_search
+        from pxn.api.checks_report import conformance_report, search_report, with_search
 
         report = conformance_report(self.time, self.time_scale, self.oversleep)
         return report if self.search is None else with_search(report, search_report(self.search))
-
-    def records(self) -> Sequence[object]:
-        return self.time.runs
 
 
 def conformance(

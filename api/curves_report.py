@@ -14,7 +14,7 @@ from pxn.api.prediction_report import (
     prediction_row,
     score_text,
 )
-from pxn.api.report import Note, Report
+from pxn.api.report import Note, Report, interval_columns
 from pxn.api.tables import Column, Grid
 from pxn.durations import format_duration, format_span
 from pxn.scenario import Scenario
@@ -51,7 +51,8 @@ def knee_text(curve: Curve) -> str:
             f"(sd {point.test_noise:.3f})"
         )
     w = knee.wall_clock
-    cost = "" if knee.dollars is None else f" and costs {dollars_span(knee.dollars)}"
+    d = knee.dollars
+    cost = "" if d is None else f" and costs ${d.mean:,.2f} [{d.low:,.2f}-{d.high:,.2f}]"
     given = "" if knee.given == str(knee.budget) else f" ({knee.given})"
     return (
         f"{shape}: the knee is B={knee.budget}{given}: past it, doubling the budget adds "
@@ -59,10 +60,6 @@ def knee_text(curve: Curve) -> str:
         f"noise (sd {knee.noise:.3f}); a run to it takes {format_duration(w.mean)} "
         f"[{format_span(w.low, w.high)}]{cost}"
     )
-
-
-def dollars_span(d: Interval) -> str:
-    return f"${d.mean:,.2f} [{d.low:,.2f}-{d.high:,.2f}]"
 
 
 def curves_table(
@@ -146,11 +143,8 @@ def curve_row(scenario: Scenario, point: CurvePoint) -> dict[str, Any]:
     row: dict[str, Any] = {"shape": point.prediction.shape.label, "budget": point.budget}
     row["budget_given"] = point.given
     row |= {k: v for k, v in prediction_row(scenario, point.prediction).items() if k != "shape"}
-    for name in ("test_gain", "best_gain"):
-        interval = getattr(point, name)
-        row[f"{name}_mean"] = None if interval is None else interval.mean
-        row[f"{name}_p5"] = None if interval is None else interval.low
-        row[f"{name}_p95"] = None if interval is None else interval.high
+    row |= interval_columns("test_gain", point.test_gain)
+    row |= interval_columns("best_gain", point.best_gain)
     row["test_score_sd"] = point.test_noise
     return row
 

@@ -18,7 +18,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pxn.api.report import Note, Report
+from pxn.api.report import Note, Report, interval_columns
 from pxn.api.tables import Column, Grid
 from pxn.durations import format_duration, format_span
 from pxn.scenario import Scenario
@@ -42,28 +42,22 @@ def percent(share: float, places: int = 0) -> str:
     return f"{share:.{places}%}" if math.isfinite(share) else "-"
 
 
-def times_text(ratio: float | None) -> str:
-    """A speedup, as in "2.45x"; "-" when there is none (no single run to compare with)."""
-    return "-" if ratio is None else f"{ratio:.2f}x"
-
-
-def noise_text(split: Split | None) -> str:
-    return "-" if split is None else format_span(split.noise.low, split.noise.high)
-
-
-def parameter_share_text(split: Split | None) -> str:
-    """The parameters' share of a spread; "-" without draws (or with one replicate each)."""
-    return "-" if split is None else percent(split.parameter_share)
-
-
-def analytic_speedup(p: Prediction) -> float:
-    """The closed form's T(1)/T(k): the ratio of its wall-clock for single to this shape's."""
-    return p.analytic_single / p.analytic.wall_clock
+def split_cells(split: Split | None) -> list[str]:
+    """The parameters' share of the spread and the noise's 5-95%; "-" without draws (or with
+    one replicate each)."""
+    if split is None:
+        return ["-", "-"]
+    return [percent(split.parameter_share), format_span(split.noise.low, split.noise.high)]
 
 
 def share_text(interval: Interval) -> str:
     """A share's interval as a person reads it: 42% [25-58%]."""
     return f"{interval.mean:.0%} [{interval.low:.0%}-{interval.high:.0%}]"
+
+
+def analytic_speedup(p: Prediction) -> float:
+    """The closed form's T(1)/T(k): the ratio of its wall-clock for single to this shape's."""
+    return p.analytic_single / p.analytic.wall_clock
 
 
 def score_text(interval: Interval) -> str:
@@ -75,24 +69,14 @@ def prediction_row(scenario: Scenario, p: Prediction) -> dict[str, Any]:
     """One flat record per shape: the columns of the CSV."""
     row: dict[str, Any] = {"shape": p.shape.label, "p": p.shape.p, "n": p.shape.n, "k": p.shape.k}
     row["replicates"] = p.replicates
-    for name in ("wall_clock", "iterations", "full_val_share", "metric_calls"):
-        interval = getattr(p, name)
-        unit = "_s" if name == "wall_clock" else ""
-        row[f"{name}_mean{unit}"] = interval.mean
-        row[f"{name}_p5{unit}"] = interval.low
-        row[f"{name}_p95{unit}"] = interval.high
-    row["speedup_vs_single"] = None if p.speedup is None else p.speedup.mean
-    row["speedup_p5"] = None if p.speedup is None else p.speedup.low
-    row["speedup_p95"] = None if p.speedup is None else p.speedup.high
-    for name in ("best_score", "test_score"):  # the search's outcome: the quality model's
-        interval = getattr(p, name)
-        row[f"{name}_mean"] = None if interval is None else interval.mean
-        row[f"{name}_p5"] = None if interval is None else interval.low
-        row[f"{name}_p95"] = None if interval is None else interval.high
-    share = p.no_proposal_share
-    row["no_proposal_share_mean"] = None if share is None else share.mean
-    row["no_proposal_share_p5"] = None if share is None else share.low
-    row["no_proposal_share_p95"] = None if share is None else share.high
+    row |= interval_columns("wall_clock", p.wall_clock, "_s")
+    for name in ("iterations", "full_val_share", "metric_calls"):
+        row |= interval_columns(name, getattr(p, name))
+    speedup = interval_columns("speedup", p.speedup)
+    row["speedup_vs_single"] = speedup.pop("speedup_mean")
+    row |= speedup
+    for name in ("best_score", "test_score", "no_proposal_share"):  # None: not predicted
+        row |= interval_columns(name, getattr(p, name))
     row["proposals_mean"] = p.proposals.mean
     row["accepted_mean"] = p.accepted.mean
     row["utilisation_mean"] = p.utilisation.mean
@@ -105,13 +89,8 @@ def prediction_row(scenario: Scenario, p: Prediction) -> dict[str, Any]:
     row["analytic_q_k"] = p.analytic.q_k
     row["bound_s"] = p.analytic.bound
     # Cost and provider limits: empty when the scenario has no prices, no limits.
-    for name, interval in (
-        ("dollars", p.dollars),
-        ("throttled_share", p.throttled_share if p.rate_limited else None),
-    ):
-        row[f"{name}_mean"] = None if interval is None else interval.mean
-        row[f"{name}_p5"] = None if interval is None else interval.low
-        row[f"{name}_p95"] = None if interval is None else interval.high
+    row |= interval_columns("dollars", p.dollars)
+    row |= interval_columns("throttled_share", p.throttled_share if p.rate_limited else None)
     row["rate_bound_s"] = p.analytic.rate_bound if p.rate_limited else None
     # Over parameter draws: the parameters' share of the spread, and the noise alone.
     split = p.wall_clock_split
@@ -288,9 +267,8 @@ def prediction_cells(p: Prediction, shown: Shown) -> list[str]:
         p.shape.label,
         format_duration(p.wall_clock.mean),
         format_span(p.wall_clock.low, p.wall_clock.high),
-        *([parameter_share_text(p.wall_clock_split)] if draws else []),
-        *([noise_text(p.wall_clock_split)] if draws else []),
-        times_text(None if p.speedup is None else p.speedup.mean),
+        *(split_cells(p.wall_clock_split) if draws else []),
+        "-" if p.speedup is None else f"{p.speedup.mean:.2f}x",
         *([score_text(p.test_score), score_text(p.best_score)] if scored else []),
         *([dollars_text(p)] if shown.priced else []),
         *([percent(p.throttled_share.mean)] if limited else []),

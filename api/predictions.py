@@ -1,24 +1,26 @@
-"""Predict before paying: `simulate` one shape, `sweep` many, at one budget or along a
-learning curve of several (`sweep(budgets=...)`: sim.curves).
-
-Each shape's replicates run the simulator (pxn.sim.predict), on local
-processes (`jobs`) or a Ray cluster (`backend="ray"`, `address`); replicate r
-always draws from its own stream, so the same seed gives the same prediction
-to the bit however the work is spread. Single (1x1) is simulated too when it
-is not asked for: it is every speedup's baseline.
+"""Predict before paying: `simulate` one shape, `sweep` many, at one budget or along
+learning curves (`sweep(budgets=...)`). Single is simulated too when not asked for:
+it is every speedup's baseline.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pxn.api.budgets import budgets_of, proposal_warnings
-from pxn.api.report import Note
-from pxn.api.results import Result
-from pxn.api.running import DEFAULT_JOBS, checked_work, run_sweep, scenario_of, shapes_of
+from pxn.api.report import Note, Result
+from pxn.api.running import (
+    DEFAULT_JOBS,
+    budgets_of,
+    metered,
+    proposal_warnings,
+    run_sweep,
+    scenario_of,
+    shapes_of,
+)
 from pxn.budget import FEW_PROPOSALS
 from pxn.errors import PxnError
 from pxn.shape import Shape
@@ -27,9 +29,9 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from pxn.api.report import Report
-    from pxn.api.running import ScenarioLike, ShapesLike
+    from pxn.api.running import ScenarioLike, ShapesLike, Spread
     from pxn.scenario import Scenario
-    from pxn.sim.curves import Curve, CurvePoint
+    from pxn.sim.curves import Curve
     from pxn.sim.predict import Prediction
 
 PAPER_SHAPES = "single,2x1,2x2,4x1,2x4,8x1,2x8,4x4,8x2"
@@ -48,9 +50,6 @@ class SimulateResult(Result):
 
         report = predictions_report(self.scenario, [self.prediction], stages=True)
         return with_warnings(report, self.warnings)
-
-    def records(self) -> Sequence[Prediction]:
-        return [self.prediction]
 
     def figure(self) -> Figure:
         """The shape's wall-clock band, closed form and bound, as `sweep` draws each shape."""
@@ -100,12 +99,6 @@ class SweepResult(Result):
         else:
             report = predictions_report(self.scenario, list(self.predictions))
         return with_warnings(report, self.warnings)
-
-    def records(self) -> Sequence[Prediction | CurvePoint]:
-        """The predictions; with curves, every shape's points (a budget each)."""
-        if self.curves:
-            return [point for curve in self.curves for point in curve.points]
-        return self.predictions
 
     def figure(self) -> Figure:
         """Predicted wall-clock per shape with its interval, the closed form, and speedup."""
@@ -194,7 +187,7 @@ def simulate(
     the_shape = shape if isinstance(shape, Shape) else Shape.parse(shape)
     the_scenario = scenario_of(scenario, seed, workers, budget, predictors, minibatch)
     warnings = scenario_warnings(the_scenario, [the_shape], min_proposals, progress)
-    [prediction] = run_sweep(the_scenario, [the_shape], reps, jobs, backend, address, progress)
+    [prediction] = run_sweep(the_scenario, [the_shape], reps, (jobs, backend, address, progress))
     return SimulateResult(the_scenario, prediction, warnings)
 
 
@@ -249,7 +242,7 @@ def sweep(
             )  # fmt: skip
         the_scenario = the_scenario.replace(budget=asked.values[0])
     warnings = scenario_warnings(the_scenario, the_shapes, min_proposals, progress)
-    predictions = run_sweep(the_scenario, the_shapes, reps, jobs, backend, address, progress)
+    predictions = run_sweep(the_scenario, the_shapes, reps, (jobs, backend, address, progress))
     return SweepResult(
         the_scenario, tuple(predictions), (), seconds, max_dollars, warnings=warnings
     )
@@ -272,33 +265,26 @@ def sweep_curves(
     names: dict[int, str],
     notes: tuple[str, ...],
     limits: tuple[float | None, float | None, int],
-    spread: tuple[int, str, str | None, bool],
+    spread: Spread,
 ) -> SweepResult:
-    """Every shape's learning curve over the budgets of `names`, the replicates counted on
-    stderr when asked (`spread`: jobs, backend, address, progress)."""
-    from pxn.api.console import WorkProgress
-    from pxn.sim.backends import make_backend
+    """Every shape's learning curve over the budgets of `names` (`limits`: the deadline,
+    the dollar cap and the fewest proposals warned of)."""
     from pxn.sim.curves import sweep_curves as curves_of
     from pxn.sim.predict import check_sweep, sweep_work, total_replicates
 
     deadline, max_dollars, min_proposals = limits
-    jobs, backend, address, progress = spread
-    check_sweep(shapes, reps, jobs)  # before the progress bar draws anything
+    check_sweep(shapes, reps, spread[0])  # before the progress bar draws anything
     longest = scenario.replace(budget=max(names))
     warnings = proposal_warnings(
-        list(names), scenario.valset_size, scenario.minibatch, shapes, min_proposals, progress
+        list(names), scenario.valset_size, scenario.minibatch, shapes, min_proposals, spread[3]
     )
-    meter = WorkProgress(
-        "simulating", "replicates", total_replicates(longest, shapes, reps), shown=progress
-    )
-    with meter.told_when_stopped():
-        work = sweep_work(longest, shapes, reps)
-        meter.estimate = checked_work(work, "this sweep", backend, address, jobs, SMALLER_CURVES)
-        with make_backend(backend, address, jobs) as the_backend, meter:
-            curves = curves_of(
-                scenario, shapes, reps, names, jobs=jobs, on_progress=meter.advance,
-                backend=the_backend,
-            )  # fmt: skip
+    total = total_replicates(longest, shapes, reps)
+    work = partial(sweep_work, longest, shapes, reps)
+    with metered(total, work, "this sweep", SMALLER_CURVES, spread) as (meter, backend):
+        curves = curves_of(
+            scenario, shapes, reps, names, jobs=spread[0], on_progress=meter.advance,
+            backend=backend,
+        )  # fmt: skip
     return SweepResult(
         longest,
         tuple(curve.last.prediction for curve in curves),

@@ -1,35 +1,44 @@
-"""How the API runs simulations: the scenario asked for, the work refused when it could never
-finish here, and the sweep with its progress on stderr.
+"""What the API's commands share: the scenario with the overrides given, the budgets asked
+about, the work judged before it starts (sim.workload: refused when it could never
+finish here), and the replicates counted on stderr.
 
-A scenario is given as a Scenario, a preset's name or a TOML path; the
-overrides (seed, workers, minibatch, budget) replace its own values when given, a
-budget in metric calls or as dspy.GEPA takes it (pxn.budget: auto:LEVEL and
-full-evals:N, worked out for the program's predictors and the scenario's V
-and trainset size). Work
-is judged before it starts (sim.workload): more than this machine's memory,
-or days of CPU on the processes asked for, is refused with what to ask for
-less of.
+Several budgets are each named as given; a DSPy scenario asked about several gets
+DSPy's auto levels within them as points of their own ("auto:light"), so a user sees
+where DSPy's defaults stand; those outside are named in a note, not simulated (a level
+far past the budgets asked would lengthen every replicate). A budget too small to
+search is warned of before anything is simulated.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pxn.api.console import WorkProgress
-from pxn.budget import metric_calls_of
+from pxn.api.console import WorkProgress, say, stderr
+from pxn.budget import (
+    FEW_PROPOSALS,
+    dspy_auto_levels,
+    metric_calls_of,
+    resolve_budgets,
+    too_few_proposals,
+)
 from pxn.errors import PxnError
 from pxn.shape import Shape, parse_shapes
 
 if TYPE_CHECKING:  # imported when the work runs: `pxn --help` needs none of numpy and scipy
     from pxn.scenario import Scenario
+    from pxn.sim.backends import Backend
     from pxn.sim.predict import Prediction
     from pxn.sim.workload import Work
 
     ScenarioLike = Scenario | str | Path
     ShapesLike = str | Iterable[Shape | str]
+    Spread = tuple[int, str, str | None, bool]  # jobs, backend, address, progress
 
 DEFAULT_JOBS = min(2, os.cpu_count() or 1)  # local processes, unless asked for more
 SMALLER_SWEEP = "ask for fewer replicates or a smaller budget, or fewer or smaller shapes"
@@ -87,51 +96,127 @@ def shapes_of(shapes: ShapesLike) -> list[Shape]:
     return parse_shapes(",".join(s.label if isinstance(s, Shape) else str(s) for s in shapes))
 
 
-def processes_of(backend: str, address: str | None, jobs: int) -> int | None:
-    """The processes the work will be spread over; None: a Ray cluster's, unknown here."""
-    return None if backend == "ray" and address is not None else jobs
-
-
 def checked_work(
     work: Work, what: str, backend: str, address: str | None, jobs: int, smaller: str
 ) -> str:
     """Refuse work that could never finish here; else what it should take, in words."""
     from pxn.sim.workload import check_work, roughly
 
-    processes = processes_of(backend, address, jobs)
+    # None: a Ray cluster's processes, unknown here.
+    processes = None if backend == "ray" and address is not None else jobs
     check_work(work, processes, what, smaller)
     if processes is None:  # a cluster's size is unknown: its time is not judged here
         return f"{roughly(work.seconds)} of CPU"
     return f"{roughly(work.wall_seconds(processes))} on {processes} process(es) if idle"
 
 
-def run_sweep(
-    scenario: Scenario,
-    shapes: list[Shape],
-    reps: int,
-    jobs: int,
-    backend: str,
-    address: str | None,
-    progress: bool,
-) -> list[Prediction]:
-    """Every shape's prediction, the replicates counted on stderr when `progress`."""
+@contextmanager
+def metered(
+    total: int,
+    work: Callable[[], Work],
+    what: str,
+    smaller: str,
+    spread: Spread,
+    description: str = "simulating",
+    race: str = "",
+) -> Iterator[tuple[WorkProgress, Backend]]:
+    """The progress of `total` replicates and the backend to run them on; within, the work is
+    judged first (`checked_work`), and Ctrl-C's note says how far it got."""
     from pxn.sim.backends import make_backend
-    from pxn.sim.predict import check_sweep, sweep, sweep_work, total_replicates
 
-    check_sweep(shapes, reps, jobs)  # before the progress bar draws anything
-    meter = WorkProgress(
-        "simulating", "replicates", total_replicates(scenario, shapes, reps), shown=progress
-    )
+    jobs, backend, address, progress = spread
+    meter = WorkProgress(description, "replicates", total, shown=progress)
     with meter.told_when_stopped():
-        work = sweep_work(scenario, shapes, reps)
-        meter.estimate = checked_work(work, "this sweep", backend, address, jobs, SMALLER_SWEEP)
+        meter.estimate = checked_work(work(), what, backend, address, jobs, smaller) + race
         # Opened (Ray connected) before the bar too: a bad address is one line.
         with make_backend(backend, address, jobs) as the_backend, meter:
-            return sweep(
-                scenario,
-                shapes,
-                reps,
-                jobs=jobs,
-                on_progress=meter.advance,
-                backend=the_backend,
-            )
+            yield meter, the_backend
+
+
+def run_sweep(
+    scenario: Scenario, shapes: list[Shape], reps: int, spread: Spread
+) -> list[Prediction]:
+    """Every shape's prediction, the replicates counted on stderr when asked."""
+    from pxn.sim.predict import check_sweep, sweep, sweep_work, total_replicates
+
+    check_sweep(shapes, reps, spread[0])  # before the progress bar draws anything
+    total = total_replicates(scenario, shapes, reps)
+    work = partial(sweep_work, scenario, shapes, reps)
+    with metered(total, work, "this sweep", SMALLER_SWEEP, spread) as (meter, backend):
+        return sweep(
+            scenario, shapes, reps, jobs=spread[0], on_progress=meter.advance, backend=backend
+        )
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """The budgets asked about, smallest first, with how each was given."""
+
+    names: dict[int, str]  # B -> as given ("2000", "auto:light")
+    notes: tuple[str, ...] = field(default=())  # DSPy's levels left out, and why
+
+    @property
+    def values(self) -> tuple[int, ...]:
+        return tuple(self.names)
+
+
+def budgets_of(
+    scenario: Scenario, given: int | str | Sequence[int | str] | None, predictors: int | None
+) -> Budgets:
+    """The budgets `given` (None: the scenario's own), for the scenario's V, trainset and
+    the program's predictors (by default the scenario's), DSPy's levels among them."""
+    predictors = scenario.program_predictors if predictors is None else predictors
+    if given is None:
+        return Budgets({scenario.budget: scenario.budget_given or str(scenario.budget)})
+    names = resolve_budgets(
+        given,
+        predictors=predictors,
+        valset_size=scenario.valset_size,
+        trainset_size=scenario.trainset_size,
+    )
+    if len(names) == 1 or not scenario.from_dspy:
+        return Budgets(names)
+    low, high = min(names), max(names)
+    levels = dspy_auto_levels(predictors, scenario.valset_size)
+    outside = {label: calls for label, calls in levels.items() if not low <= calls <= high}
+    for label, calls in levels.items():
+        if label not in outside:
+            names[calls] = label
+    notes = ()
+    if outside:
+        listed = ", ".join(f"{label} (B={calls})" for label, calls in outside.items())
+        notes = (
+            f"DSPy's {listed} for a program of {predictors} predictor(s) and V="
+            f"{scenario.valset_size} fall outside the budgets asked ({low}-{high}): widen "
+            "them to see where they stand",
+        )
+    return Budgets(dict(sorted(names.items())), notes)
+
+
+def proposal_warnings(
+    budgets: Sequence[int],
+    valset_size: int,
+    minibatch: int,
+    shapes: Sequence[Shape],
+    min_proposals: int = FEW_PROPOSALS,
+    told: bool = False,
+) -> list[str]:
+    """The budgets that afford fewer than `min_proposals` proposals, the narrowest shape's
+    (the fewest) at b: the largest such budget in full, the smaller ones counted. Said on
+    stderr when `told`."""
+    if min_proposals < 1:
+        raise PxnError(f"must be a whole number >= 1: got {min_proposals}", subject="min proposals")
+    k = min(shape.k for shape in shapes)
+    flagged = [
+        (budget, reason)
+        for budget in sorted(budgets)
+        if (reason := too_few_proposals(budget, valset_size, minibatch, k, min_proposals))
+    ]
+    if not flagged:
+        return []
+    reason = flagged[-1][1]
+    more = len(flagged) - 1
+    warning = reason + (f" (and {more} smaller budget(s) asked afford fewer)" if more else "")
+    if told:
+        say(f"pxn: warning: {warning}", stderr)
+    return [warning]

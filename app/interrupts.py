@@ -1,11 +1,5 @@
-"""Ctrl-C and SIGTERM end a command the same way: the work stops, one line says so.
-
-SIGTERM (a supervisor, `kill`) is turned into an exception like Ctrl-C's for
-the command's duration, so the same unwinding stops the work (a process pool
-is terminated on the way out, sim/backends.py) and the command exits with the
-shell's code for the signal: 130 for Ctrl-C, 143 for SIGTERM. Results are
-written only after the work and whole (pxn.files), so work stopped before its
-end has written nothing.
+"""Ctrl-C and SIGTERM end a command the same way: the work stops, one line says so,
+and the exit code is the shell's for the signal (130, 143).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""One way for every command to show its result (--format) and write it (--out).
-
-A command hands the `Report` of its result (pxn.api.report) to its `Output`,
-which checks the asked format and the output paths before any work starts,
-prints one form on stdout, and writes the files whole (a figure first: if it
-cannot be drawn, nothing is written).
+"""A command's result shown (--format) and written (--out), its paths checked before
+any work starts.
 """
 
 from __future__ import annotations
@@ -33,21 +29,16 @@ def ensure_writable_outputs(
     files: Mapping[str, Path | None] | None = None,
     directories: Mapping[str, Path | None] | None = None,
 ) -> None:
-    """Refuse, before any work, every output path that could not be written.
-
-    `files` and `directories` map the input naming a path (its subject: "trace",
-    "out", "plots") to the path; None (not asked for) is skipped. A path is
-    writable when its directory, or the nearest existing one above it, takes a
-    new file: that is tried, not inferred from permission bits, which say
-    nothing for root or a read-only or virtual file system. Nothing is left
-    behind by the check.
-    """
+    """Refuse, before any work, every output path (by its subject: "trace", "out"; None:
+    not asked for) that could not be written: its directory, or the nearest existing one
+    above, is tried with a new file (permission bits say nothing for root or a read-only
+    file system)."""
     for subject, path in (files or {}).items():
         if path is not None:
-            check_file(path, subject)
+            check_writable(path, subject)
     for subject, path in (directories or {}).items():
         if path is not None:
-            check_directory(path, subject)
+            check_writable(path, subject, directory=True)
 
 
 def refuse_overwriting_an_input(output: Path, inputs: list[Path], subject: str = "output") -> None:
@@ -57,20 +48,15 @@ def refuse_overwriting_an_input(output: Path, inputs: list[Path], subject: str =
             raise PxnError(f"{output} is one of the inputs; write elsewhere", subject=subject)
 
 
-def check_directory(path: Path, subject: str) -> None:
-    """Refuse a directory that cannot be created or written, before the work it would hold."""
+def check_writable(path: Path, subject: str, directory: bool = False) -> None:
+    """Refuse a file (or directory) path that cannot be written, before the work it would
+    hold."""
     with refused_if_failing(path, subject):
-        if path.exists() and not path.is_dir():
+        if directory and path.exists() and not path.is_dir():
             raise PxnError(f"{path} is a file, not a directory", subject=subject)
-        check_creatable(path, path, subject)
-
-
-def check_file(path: Path, subject: str) -> None:
-    """Refuse a file path that cannot be written, before the work it would hold."""
-    with refused_if_failing(path, subject):
-        if path.is_dir():
+        if not directory and path.is_dir():
             raise PxnError(f"{path} is a directory, not a file", subject=subject)
-        check_creatable(path.parent, path, subject)
+        check_creatable(path if directory else path.parent, path, subject)
 
 
 @contextmanager
@@ -116,7 +102,7 @@ class Output:
         if self.format not in FORMATS:
             raise PxnError(f"is table, csv or json: got {self.format!r}", subject="format")
         if self.out is not None:
-            check_directory(self.out, "out")
+            check_writable(self.out, "out", directory=True)
 
     def show(self, report: Report) -> None:
         """The report on stdout in the asked format."""

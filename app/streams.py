@@ -1,10 +1,5 @@
-"""Standard output and error for a reader that may stop reading (`pxn calibrate ... | head`).
-
-When the reader goes, what the command still prints is dropped (the stream
-is pointed at the null device, as Python's own note on SIGPIPE does it) and
-the command's work goes on to its end: every file it was asked to write is
-written, and its exit code is its own. Nothing is said of the closed pipe: no
-traceback, no "Exception ignored" at exit.
+"""Standard output and error for a reader that may stop reading (`pxn ... | head`):
+what is still printed is dropped, silently, and the work goes on to its end.
 """
 
 from __future__ import annotations

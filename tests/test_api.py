@@ -27,8 +27,7 @@ from pxn.api import (
     sweep,
 )
 from pxn.api.plots import save_figure
-from pxn.api.report import json_text
-from pxn.api.results import PANDAS_MISSING, columns
+from pxn.api.report import PANDAS_MISSING, json_text
 from pxn.api.tables import MAX_WIDTH
 from pxn.errors import PxnError
 from pxn.scenario import Scenario
@@ -207,29 +206,37 @@ def test_frames_need_pandas_and_say_how_to_get_it(
     assert str(raised.value) == PANDAS_MISSING and "pip install pandas" in PANDAS_MISSING
 
 
-def test_a_frames_columns_are_its_records_fields(
+def test_a_frames_rows_are_the_csvs(
     swept: SweepResult, advised: AdviseResult, calibrated: CalibrateResult
 ) -> None:
-    row = columns(swept.records()[1])
-    assert row["shape"] == "2x2" and (row["shape_p"], row["shape_n"]) == (2, 2)
+    row = swept.rows()[1]
+    assert row == swept.report().rows[1]  # one column scheme: the frame's is the CSV's
+    assert row["shape"] == "2x2" and (row["p"], row["n"]) == (2, 2)
     wall = swept.predictions[1].wall_clock
-    assert (row["wall_clock_mean"], row["wall_clock_low"], row["wall_clock_high"]) == (
+    assert (row["wall_clock_mean_s"], row["wall_clock_p5_s"], row["wall_clock_p95_s"]) == (
         wall.mean,
         wall.low,
         wall.high,
     )
-    assert row["analytic_wall_clock"] == swept.predictions[1].analytic.wall_clock
-    assert row["stage_time_reflection"] == swept.predictions[1].stage_time["reflection"]
-    # A field that is None still has its columns: every row of a frame has the same ones.
-    assert {"wall_clock_split_parameter_share", "wall_clock_split_noise_low"} <= set(row)
-    allocation = columns(advised.records()[0])
-    assert allocation["allocation"] == advised.advice.assessments[0].allocation.label
-    assert "prediction_wall_clock_mean" in allocation and "wall_clock_se" in allocation
-    assert columns(calibrated.records()[0])["name"] == "recording"
+    assert row["analytic_wall_clock_s"] == swept.predictions[1].analytic.wall_clock
+    assert row["stage_reflection_s"] == swept.predictions[1].stage_time["reflection"]
+    # A figure that is None still has its columns: every row of a frame has the same ones.
+    assert {"wall_clock_parameter_share", "wall_clock_noise_p5_s"} <= set(row)
+    allocation = advised.rows()[0]
+    chosen = advised.advice.assessments[0].allocation
+    assert (allocation["p"], allocation["n"], allocation["b"], allocation["workers"]) == (
+        chosen.p,
+        chosen.n,
+        chosen.b,
+        chosen.workers,
+    )
+    assert "wall_clock_mean_s" in allocation and "wall_clock_se_s" in allocation
+    assert calibrated.rows()[0]["name"] == "recording"
     if HAS_PANDAS:  # pxn does not install it: the frame itself only where it is
         frame = swept.to_frame()
         assert list(frame.columns) == list(row) and len(frame) == 2
-        assert frame["wall_clock_mean"].tolist() == [p.wall_clock.mean for p in swept.predictions]
+        means = [p.wall_clock.mean for p in swept.predictions]
+        assert frame["wall_clock_mean_s"].tolist() == means
 
 
 def test_progress_is_shown_only_when_asked(capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,7 +10,7 @@ import pytest
 from calibrate_helpers import TRUE, write_traces
 from conftest import run_pxn
 
-from pxn.app.chrome import REFLECTIONS, WORKERS, chrome_trace
+from pxn.app.commands.trace import REFLECTIONS, WORKERS, chrome_trace
 from pxn.shape import Shape
 from pxn.trace import Iteration, Reflection, Rollout, Stage
 from pxn.trace_reading import Trace, read_one

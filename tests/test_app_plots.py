@@ -12,9 +12,8 @@ from calibrate_helpers import TRUE, write_traces
 from conftest import run_pxn
 
 from pxn.api.fit_plot import latency_fit_figure, latency_scale
-from pxn.api.plots import save_figure, time_unit
+from pxn.api.plots import save_figure, sweep_vs_measured_figure, time_unit, validation_columns
 from pxn.api.timeline_plot import timeline_figure
-from pxn.api.validation_plot import sweep_vs_measured_figure, validation_columns
 from pxn.calibrate.traces.fit import fit_latency
 from pxn.checks.validate import validate_runs
 from pxn.shape import Shape

@@ -14,9 +14,9 @@ import pytest
 from calibrate_helpers import TRUE, write_traces
 from conftest import run_pxn
 
+from pxn.api.checks_report import validation_report
 from pxn.api.report import csv_text, json_text
 from pxn.api.tables import Grid
-from pxn.api.validation_report import validation_report
 from pxn.calibrate.traces.overhead import fit_overhead
 from pxn.checks.validate import Honesty, ScenarioValidation, validate_runs
 from pxn.run_summary import summarize

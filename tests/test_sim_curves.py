@@ -99,7 +99,7 @@ def test_the_apis_sweep_draws_and_reports_the_curves(tmp_path: Path) -> None:
     assert [p.budget for p in result.curves[0].points] == [150, 300, 600]
     assert result.scenario.budget == 600
     assert [p.shape for p in result.predictions] == SHAPES  # at the largest budget
-    assert len(result.records()) == 6
+    assert len(result.rows()) == 6
     text = str(result)
     assert "learning curves, B = 150, 300, 600 metric calls" in text and "knee" in text
     report = result.report()

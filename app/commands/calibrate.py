@@ -9,18 +9,13 @@ import typer
 
 from pxn.api.console import say, stderr, stdout
 from pxn.api.running import DEFAULT_JOBS
-from pxn.app.options import Address, Backend, Format, Jobs
+from pxn.app.options import Address, Backend, Format, Jobs, flag_for
 from pxn.app.output import ensure_writable_outputs, refuse_overwriting_an_input
 from pxn.errors import PxnError
 
 commands = typer.Typer()
-# What a trace or a past run may lack, by the subject of the error that asks for it.
-ASKED_FOR = {
-    "workers": "--workers",
-    "reflection concurrency": "--reflection-concurrency",
-    "wall clock": "--wall-clock",
-    "tracking uri": "--tracking-uri",
-}
+# What a trace or a past run may lack: the subjects of the errors that ask for its flag.
+ASKED_FOR = ("workers", "reflection concurrency", "wall clock", "tracking uri")
 
 
 @commands.command()
@@ -210,7 +205,7 @@ def calibrate(
     except PxnError as exc:  # what the traces or the run lack: this command's flag gives it
         if exc.subject not in ASKED_FOR:
             raise
-        raise exc.naming(ASKED_FOR[exc.subject]) from None
+        raise exc.naming(flag_for(exc.subject, "calibrate")) from None
     if strict and not result.reproduces:
         shown.show(result.report())
         say(f"not written: {output} (--strict: the scenario does not reproduce its runs)", stderr)

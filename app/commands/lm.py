@@ -9,28 +9,22 @@ from typing import Annotated
 import typer
 
 from pxn.api.console import say, stderr
+from pxn.app.interrupts import raise_terminated
 
 commands = typer.Typer(help="The local LM pool (llama.cpp + SmolLM2-135M).", no_args_is_help=True)
 
 
-class Stopped(Exception):
-    """SIGTERM arrived: `pxn lm stop` or a supervisor asks the pool to end."""
-
-
-def stop(*_: object) -> None:
-    raise Stopped
-
-
 def wait_for_stop() -> None:
-    """Block until Ctrl-C or SIGTERM, then return; the SIGTERM handler is put back after."""
-    previous = signal.signal(signal.SIGTERM, stop)
+    """Block until Ctrl-C or SIGTERM (`pxn lm stop`, a supervisor), then return; the SIGTERM
+    handler is put back after."""
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
     try:
         while True:
             # Not signal.pause(): a signal flagged just before it is entered would never
             # end it. A signal ends a sleep at once; one flagged just before a sleep is
             # handled when that sleep ends, within a second.
             time.sleep(1.0)
-    except (KeyboardInterrupt, Stopped):
+    except KeyboardInterrupt:  # SIGTERM's Terminated too
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
