@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.stats
-from calibrate_helpers import TRUE, write_traces
+from calibrate_helpers import TRUE, untimed_copy, write_traces
 from conftest import run_pxn
 
 from pxn.calibrate.traces import run_spread
@@ -197,3 +197,17 @@ def test_one_run_per_setup_draws_each_spread_from_the_prior(tmp_path: Path) -> N
         spreads = [d[f"load.{role}.run_spread"] for d in cal.scenario.uncertainty.draws]
         assert min(spreads) >= 0 and max(spreads) <= run_spread.RUN_SPREAD_PRIOR
         assert max(spreads) - min(spreads) > 0.2
+
+
+def test_repeated_runs_whose_rollouts_are_untimed_draw_no_prior(tmp_path: Path) -> None:
+    """Two runs of one setup whose adapter timed no rollout: the rollouts' spread cannot be
+    measured, but the setup was repeated, so no prior stands in; the reflections' is fitted."""
+    runs = write_traces(tmp_path, TRUE.replace(budget=300), Shape(1, 1), range(2))
+    untimed = [
+        untimed_copy(r / "trace.jsonl", tmp_path / f"untimed-{i}") for i, r in enumerate(runs)
+    ]
+    cal = calibrate_traces(untimed, draws=20, search="rates")
+    task = cal.run_spreads["task"]
+    assert not task.drawn_from_prior and "not measurable" in task.reason
+    assert all("load.task.run_spread" not in d for d in cal.scenario.uncertainty.draws)
+    assert cal.run_spreads["reflection"].identified

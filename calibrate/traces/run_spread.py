@@ -26,7 +26,7 @@ The parameter bootstrap (draws.py) says how well the runs pin the mean
 latency (sd sigma_runs / sqrt(runs)); a new run differs from that mean by its
 own shift besides (sd sigma_runs): run_spread is that second part.
 
-Where no setup was run twice the spread cannot be measured, yet the next
+Where no setup was run twice (one run of each) the spread cannot be measured, yet the next
 run's conditions will differ from this one's. It is kept at 0, and its
 parameter draws come from a prior, uniform on [0, RUN_SPREAD_PRIOR]: up to
 the widest spread pxn's studies measured from repeated runs (docs/limits.md).
@@ -80,6 +80,7 @@ class RunSpreadFit:
     reason: str
     ms_calls: float = math.nan  # the calls' mean square and calls per run, for the draws
     n0: float = math.nan
+    one_run_per_setup: bool = False  # no setup was run twice: the draws come from the prior
 
     @property
     def drawn_from_confidence(self) -> bool:
@@ -89,7 +90,7 @@ class RunSpreadFit:
     @property
     def drawn_from_prior(self) -> bool:
         """Whether the draws come from the prior (no setup was run twice)."""
-        return not self.identified
+        return self.one_run_per_setup
 
     def unsupported_draws(self, rng: np.random.Generator, count: int) -> list[float]:
         """`count` spreads for a spread kept at 0: from its confidence distribution, or,
@@ -190,10 +191,16 @@ def fit_run_spread(calls: Calls, design: tuple[str, ...], role: str) -> RunSprea
     """One model's run_spread from its calls (served alone) and the runs' setups."""
     anova = _anova(calls, ROLE_KIND[role], design)
     if anova is None:
+        lone = len(set(design)) == len(design)
+        reason = (
+            f"not identifiable: no setup was run twice; kept 0, {PRIOR_SOURCE}"
+            if lone
+            else "not measurable: no setup run twice has timed calls of this model; kept 0"
+        )
         return RunSpreadFit(
             role, int(np.sum(calls.of(ROLE_KIND[role]))), 0, 0, False, math.nan,
-            (math.nan, math.nan), math.nan, (0, 0), math.nan, 0.0,
-            f"not identifiable: no setup was run twice; kept 0, {PRIOR_SOURCE}",
+            (math.nan, math.nan), math.nan, (0, 0), math.nan, 0.0, reason,
+            one_run_per_setup=lone,
         )  # fmt: skip
     pvalue = anova.pvalue()
     supported = pvalue < ALPHA and anova.spread > 0
