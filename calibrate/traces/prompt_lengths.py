@@ -110,16 +110,14 @@ def fit_prompt_lengths(traces: Sequence[Trace], served: Calls) -> PromptFit:
     else:
         chosen = PromptLengths(min(exponent, MAX_EXPONENT), tuple(round(x, 4) for x in lengths))
         reason = "latency grows with the prompt: each proposal's length drawn from the runs'"
-    fit = PromptFit(tuple(lengths), exponent, stderr, n, chosen, reason, length_of)
-    return fit
+    return PromptFit(tuple(lengths), exponent, stderr, n, chosen, reason, length_of)
 
 
 def slope(served: Calls, length_of: dict[int, float]) -> tuple[float, float, int]:
     """Least-squares slope of log latency on log length over the timed, finished rollouts of
     known length: (slope, its standard error, rollouts); nan where they cannot show one."""
-    rows = served.of("rollout") & ~served.censored & (served.latency > 0)
     known = np.array([id(e) in length_of for e in served.event], bool)
-    rows &= known
+    rows = served.of("rollout") & ~served.censored & (served.latency > 0) & known
     x = np.log([length_of[id(e)] for e in served.event[rows]])
     y = np.log(served.latency[rows])
     n = len(x)
