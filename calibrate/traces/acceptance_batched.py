@@ -1,6 +1,6 @@
 """The batched iterations' acceptance over the single ones' (`batched`): fitted where the
 traces hold enough of both kinds, tested against one a0 for both, else drawn from its
-prior. acceptance.py's docstring says why.
+prior (docs/calibration.md, "Acceptance").
 """
 
 from __future__ import annotations
@@ -114,14 +114,9 @@ def with_ratio_test(
     if not fit.identified:
         return fit
     rho = chosen.correlation
-    statistic = max(
-        0.0,
-        2
-        * (
-            betabinomial_log_likelihood(steps, step_means(steps, chosen), rho)
-            - betabinomial_log_likelihood(steps, step_means(steps, pooled), rho)
-        ),
-    )
+    gain = betabinomial_log_likelihood(steps, step_means(steps, chosen), rho)
+    gain -= betabinomial_log_likelihood(steps, step_means(steps, pooled), rho)
+    statistic = max(0.0, 2 * gain)
     pvalue = float(scipy.stats.chi2.sf(statistic, df=1))
     words = f"LR={statistic:.2f}, p={pvalue:.2g}"
     verdict = (
