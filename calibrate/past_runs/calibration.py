@@ -1,20 +1,13 @@
 """A scenario from a run already made, with no recorder: what was measured, inferred, assumed.
 
-The run's directory (run_dir.py, past_run.py) becomes a trace of the one
-schema (to_trace.py), read back through the one reader. From that trace the
-calibration pipeline's own fits take what a trace without durations can
-give: the proposals lost before gepa judged them (failures), the skips,
-how often parents recur (front_share), duplicate children, gepa's merge
-setup and how often a merge passed, acceptance (reported). The search's
-quality model and the latencies are then inferred together from the run's
-figures and its wall-clock (inference.py), the wall-clock taken from the
-best source the run left (timing.py). Nothing of the run's is written: its
-trace lives in a temporary directory for as long as it is read.
-
-Until the pipeline reads a trace without durations itself (the latency,
-load, token and overhead fits would otherwise fit the trace's order-only
-clock), its duration-free parts are called here one by one, in the
-pipeline's order.
+The run's directory becomes a trace of the one schema (to_trace.py), read back through
+the one reader; the pipeline's duration-free fits (failures, skips, front_share,
+duplicates, merges, acceptance) are called on it one by one, in the pipeline's order,
+since its latency, load, token and overhead fits would fit the order-only clock. The
+search's quality model and the latencies are inferred together from the run's figures
+and its wall-clock (timing.py): facts of the kind run summaries give, read by the
+summaries' inference. The split between rollouts and reflections is what the priors and
+the run's structure leave it; the posterior's draws carry that.
 """
 
 from __future__ import annotations
@@ -27,9 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pxn.calibrate.past_runs.file_times import FileTimes, file_times
 from pxn.calibrate.past_runs.gepa_log import GepaLog, parse_log, read_log_file
-from pxn.calibrate.past_runs.inference import default_options, past_run_summaries
 from pxn.calibrate.past_runs.mlflow_run import MlflowRun
 from pxn.calibrate.past_runs.past_run import PastRun, past_run
 from pxn.calibrate.past_runs.run_dir import GEPA_LOG, RunDirFiles, read_run_dir
@@ -41,11 +32,12 @@ from pxn.calibrate.past_runs.stage_times import (
     latency_priors,
     log_stage_spans,
     mlflow_stage_spans,
-    rollout_priors,
 )
 from pxn.calibrate.past_runs.timing import (
+    FileTimes,
     WallClock,
     choose_wall_clock,
+    file_times,
     files_wall_clock,
     given_wall_clock,
     logged_wall_clock,
@@ -53,7 +45,7 @@ from pxn.calibrate.past_runs.timing import (
 )
 from pxn.calibrate.past_runs.to_trace import past_run_events, write_past_run_trace
 from pxn.calibrate.summaries.abc_smc import Generation
-from pxn.calibrate.summaries.facts import InferenceOptions
+from pxn.calibrate.summaries.facts import Fact, InferenceOptions, Run, Setup, Summaries
 from pxn.calibrate.summaries.infer import Inference, infer_from_summaries
 from pxn.calibrate.summaries.priors import Prior
 from pxn.calibrate.traces.acceptance import AcceptanceFit, fit_acceptance
@@ -61,16 +53,24 @@ from pxn.calibrate.traces.bookkeeping import fit_front_share, fit_skip
 from pxn.calibrate.traces.failures import FailuresFit, fit_failures
 from pxn.calibrate.traces.fit import LatencyFit
 from pxn.calibrate.traces.merges import MergeFit, fit_merges
-from pxn.calibrate.traces.quality import improvable, seed_validation
+from pxn.calibrate.traces.pipeline import SEARCH_MODELS
+from pxn.calibrate.traces.quality import (
+    FIXED_TIMES,
+    default_options,
+    improvable,
+    seed_validation,
+    trace_summaries,
+)
 from pxn.calibrate.traces.units import Units, cut_into_units
 from pxn.errors import PxnError
+from pxn.failures import Failures
+from pxn.run_summary import summarize
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.backends import Backend
 from pxn.trace_reading import Trace, load_traces
 from pxn.uncertainty import Uncertainty
 
-SEARCH_MODELS = ("auto", "quality", "rates")
 TRACE_FILE = "past-run.jsonl"
 
 
@@ -128,7 +128,7 @@ def calibrate_past_run(
     `reflection_concurrency` W and C it ran with; `budget` its max_metric_calls;
     `shape` its P x N, when the parents cannot tell it; `log` DSPy's log lines of the
     run, kept in a file; `tracked` the MLflow run gepa logged it to. `options` the
-    inference's (default: inference.PARTICLES and MAX_GENERATIONS).
+    inference's (default: traces/quality.default_options).
     """
     if search not in SEARCH_MODELS:
         raise PxnError(f"is {', '.join(SEARCH_MODELS)}: got {search!r}", subject="search model")
@@ -192,6 +192,60 @@ def calibrate_past_run(
     )
 
 
+def past_run_summaries(
+    trace: Trace,
+    wall_clock: WallClock,
+    *,
+    scored: bool,
+    failures: Failures,
+    options: InferenceOptions,
+    priors: dict[str, Prior] | None = None,
+    path: Path | None = None,
+) -> Summaries:
+    """The run's figures as facts of one run at its own setup and shape."""
+    summary = summarize(trace)
+    if scored:
+        base = trace_summaries([trace], options, failures)
+        # Labelled by the run's directory, not the temporary one its trace was read from.
+        temporary = trace.path.parent.name or trace.path.name
+        runs = base.runs
+        facts = [
+            dataclasses.replace(f, label=f.label.removeprefix(f"{temporary} ")) for f in base.facts
+        ]
+        fixed = {p: v for p, v in base.priors.items() if p not in FIXED_TIMES}
+    else:
+        start = trace.run_start
+        runs = (Run(Shape.parse(start.shape), Setup.of_trace(start)),)
+        facts = [_count("accepted", summary.accepted)]
+        fixed = {f"failures.{k}": v for k, v in failures.to_dict().items()} if failures.any else {}
+    facts += [
+        _count("iterations", summary.iterations),
+        _count("full_val_iterations", summary.full_val_iterations),
+        Fact(
+            label="wall clock",
+            quantity="wall_clock",
+            low=wall_clock.low,
+            high=wall_clock.high,
+            runs=(0,),
+            reported=wall_clock.said.removeprefix("about "),
+            unit="min",
+            per_unit=60.0,
+            precision=wall_clock.precision,
+        ),
+    ]
+    return Summaries(
+        path or trace.path,
+        tuple(runs),
+        tuple(facts),
+        {**fixed, **(priors or {})},
+        options,
+    )
+
+
+def _count(quantity: str, value: int) -> Fact:
+    return Fact(quantity.replace("_", " "), quantity, float(value), float(value), (0,), str(value))
+
+
 def _bookkeeping_fields(
     units: Units, failures: FailuresFit, merges: MergeFit, setup: RunSetup, scored: bool
 ) -> dict[str, object]:
@@ -215,7 +269,7 @@ def _latency_priors(
     stages: StageLatency | None, reflections: LatencyFit | None
 ) -> dict[str, Prior]:
     """The inference's priors on the latencies the run's marked stages and log lines time."""
-    priors = {} if stages is None else rollout_priors(stages)
+    priors = {} if stages is None else latency_priors(stages.latency, "rollout")
     return priors | ({} if reflections is None else latency_priors(reflections, "reflection"))
 
 

@@ -49,7 +49,7 @@ def past_run_lines(cal: PastCalibration) -> list[str]:
             "types only)"
         )
     else:
-        read.append(f"  {STATE}: not read ({_state_note(cal)}): no validation scores")
+        read.append(f"  {STATE}: not read (absent): no validation scores")
     if run.log is not None:
         read.append(f"  {run.log.source}: gepa's log lines, for why tasks made no proposal")
     lost = summary.failed + summary.skipped
@@ -88,10 +88,6 @@ def past_run_lines(cal: PastCalibration) -> list[str]:
         "",
     ]
     return wrapped(lines)
-
-
-def _state_note(cal: PastCalibration) -> str:
-    return "absent" if cal.run.val_scores is None else "read"
 
 
 def _time_lines(cal: PastCalibration) -> list[str]:
