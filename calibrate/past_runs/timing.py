@@ -134,10 +134,10 @@ def logged_wall_clock(log: GepaLog) -> WallClock | None:
 def tracked_wall_clock(start: float, end: float | None, last: float, run_id: str) -> WallClock:
     """From an MLflow run's start to its end (to its last metric point, while it is open)."""
     if end is None:
-        return WallClock(last - start, last - start, 0.5, f"the MLflow run {run_id}'s start to "
-                         "its last metric point (the run was never ended)", False)  # fmt: skip
-    return WallClock(end - start, end - start, 0.5, f"the MLflow run {run_id}'s start and end",
-                     False)  # fmt: skip
+        span, said = last - start, "start to its last metric point (the run was never ended)"
+    else:
+        span, said = end - start, "start and end"
+    return WallClock(span, span, 0.5, f"the MLflow run {run_id}'s {said}", False)
 
 
 def files_wall_clock(times: FileTimes, seed_calls: int, later_calls: int) -> WallClock | None:

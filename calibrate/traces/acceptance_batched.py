@@ -23,10 +23,8 @@ from pxn.calibrate.traces.acceptance_likelihood import (
 
 RATIO_MIN_PROPOSALS = 10  # judged by single iterations, and by batched ones, to fit `batched`
 RATIO_ALPHA = 0.05
-# Where the traces cannot pin `batched`, parameter draws take it from a lognormal
-# prior with median 1: the paper's figures imply one rate for single and 2x2 iterations, the
-# local study's task 0.69; the prior's 90% range, 0.66 to 1.51, holds both and is
-# symmetric about 1 on the log scale, so it says "unknown", not "lower".
+# Where the traces cannot pin `batched`, draws take it from a lognormal prior with median 1,
+# symmetric on the log scale: "unknown", not "lower" (docs/calibration.md says why this sd).
 BATCHED_PRIOR_LOG_SD = 0.25
 BATCHED_PRIOR_SEED = 20261204
 
