@@ -122,14 +122,9 @@ def calibrate_past_run(
     on_generation: Callable[[Generation], None] | None = None,
     backend: Backend | None = None,
 ) -> PastCalibration:
-    """Calibrate from a run_dir (or log_dir) as gepa wrote it (module docstring).
-
-    `wall_clock` the run's, as the user writes it ("47min"); `workers` and
-    `reflection_concurrency` W and C it ran with; `budget` its max_metric_calls;
-    `shape` its P x N, when the parents cannot tell it; `log` DSPy's log lines of the
-    run, kept in a file; `tracked` the MLflow run gepa logged it to. `options` the
-    inference's (default: traces/quality.default_options).
-    """
+    """Calibrate from a run_dir (or log_dir) as gepa wrote it: `wall_clock` as the user writes
+    it ("47min"), W, C, B and P x N where the run_dir cannot tell them, `log` DSPy's log lines
+    kept in a file, `tracked` the MLflow run gepa logged it to."""
     if search not in SEARCH_MODELS:
         raise PxnError(f"is {', '.join(SEARCH_MODELS)}: got {search!r}", subject="search model")
     files = read_run_dir(path)
@@ -139,13 +134,7 @@ def calibrate_past_run(
     notes = [*run.notes]
     times = file_times(files.path, files.log_lines)
     clock = _wall_clock(run, times, wall_clock, tracked, the_log)
-    scored = run.val_scores is not None and search != "rates"
-    if search == "quality" and run.val_scores is None:
-        raise PxnError(
-            "needs the runs' validation scores, which only gepa_state.bin keeps: "
-            f"{files.state_note}; calibrate with acceptance rates instead",
-            subject="search model",
-        )
+    scored = _scored(search, run, files)
     trace = _as_trace(run, setup)
     units = cut_into_units([trace])
     acceptance = fit_acceptance(units.steps)
@@ -244,6 +233,18 @@ def past_run_summaries(
 
 def _count(quantity: str, value: int) -> Fact:
     return Fact(quantity.replace("_", " "), quantity, float(value), float(value), (0,), str(value))
+
+
+def _scored(search: str, run: PastRun, files: RunDirFiles) -> bool:
+    """Whether the search is inferred as the quality model: where the validation scores are
+    known (gepa_state.bin), unless acceptance rates are asked for."""
+    if search == "quality" and run.val_scores is None:
+        raise PxnError(
+            "needs the runs' validation scores, which only gepa_state.bin keeps: "
+            f"{files.state_note}; calibrate with acceptance rates instead",
+            subject="search model",
+        )
+    return run.val_scores is not None and search != "rates"
 
 
 def _bookkeeping_fields(
