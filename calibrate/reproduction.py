@@ -1,19 +1,10 @@
 """Whether a calibrated scenario reproduces the very runs it was fitted to.
 
-Each calibration run is simulated at its own setup and shape (pxn/setups.py:
-budget, V, W, b, C and the LM pool from its run_start) over many replicates of
-the scenario about to be written, its parameter draws included, and every
-figure the run measured is set beside the 5-95% of the replicates: wall-clock,
-iterations, proposals judged, accepted, full validations, proposals lost
-before gepa judged them, and the seed's and the best validation score. A
-scenario that cannot reproduce its own runs cannot be trusted on any other.
-
-Figures fall outside a 5-95% interval by chance one time in ten, and a run
-shows eight of them, so a miss alone is no verdict. The scenario "does not
-reproduce" its runs when a figure lies beyond its replicates' 1-99%
-(a gross miss: fewer than 1 replicate in 100 as far out) or when more
-figures miss their 5-95% than chance allows (a binomial test against 10% at
-the 5% level).
+Each calibration run is simulated at its own setup (pxn/setups.py) over many replicates
+of the scenario, its draws included, and every figure it measured is set beside their
+5-95%. A run shows eight figures, so a miss alone is no verdict: the scenario "does not
+reproduce" its runs when a figure lies beyond its replicates' 1-99% or when more figures
+miss than chance allows (a binomial test against 10% at the 5% level).
 """
 
 from __future__ import annotations

@@ -20,12 +20,11 @@ from merge_helpers import VAL as MERGE_VAL
 from merge_helpers import AlikeLM, MergingAdapter
 from record_helpers import SEED, TRAIN, VAL, CallableLM, ProposingAdapter, ThreadedAdapter
 
-from pxn.calibrate.past_runs.file_times import file_times
 from pxn.calibrate.past_runs.gepa_log import parse_log
 from pxn.calibrate.past_runs.past_run import past_run
 from pxn.calibrate.past_runs.run_dir import read_run_dir
 from pxn.calibrate.past_runs.safe_pickle import load_admitted
-from pxn.calibrate.past_runs.timing import given_wall_clock
+from pxn.calibrate.past_runs.timing import file_times, given_wall_clock
 from pxn.calibrate.past_runs.to_trace import past_run_events, write_past_run_trace
 from pxn.errors import PxnError
 from pxn.run_summary import summarize

@@ -16,8 +16,15 @@ import scipy.stats
 from conftest import assert_user_error, run_pxn
 
 from pxn.api.inference_report import reported
-from pxn.calibrate.summaries.abc_distance import Cutoff, Scale
-from pxn.calibrate.summaries.abc_smc import AbcSmcResult, Population, Settings, _generation, abc_smc
+from pxn.calibrate.summaries.abc_smc import (
+    AbcSmcResult,
+    Cutoff,
+    Population,
+    Scale,
+    Settings,
+    _generation,
+    abc_smc,
+)
 from pxn.calibrate.summaries.facts import Fact, Setup
 from pxn.calibrate.summaries.infer import (
     FactCheck,

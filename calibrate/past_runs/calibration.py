@@ -1,20 +1,13 @@
 """A scenario from a run already made, with no recorder: what was measured, inferred, assumed.
 
-The run's directory (run_dir.py, past_run.py) becomes a trace of the one
-schema (to_trace.py), read back through the one reader. From that trace the
-calibration pipeline's own fits take what a trace without durations can
-give: the proposals lost before gepa judged them (failures), the skips,
-how often parents recur (front_share), duplicate children, gepa's merge
-setup and how often a merge passed, acceptance (reported). The search's
-quality model and the latencies are then inferred together from the run's
-figures and its wall-clock (inference.py), the wall-clock taken from the
-best source the run left (timing.py). Nothing of the run's is written: its
-trace lives in a temporary directory for as long as it is read.
-
-Until the pipeline reads a trace without durations itself (the latency,
-load, token and overhead fits would otherwise fit the trace's order-only
-clock), its duration-free parts are called here one by one, in the
-pipeline's order.
+The run's directory becomes a trace of the one schema (to_trace.py), read back through
+the one reader; the pipeline's duration-free fits (failures, skips, front_share,
+duplicates, merges, acceptance) are called on it one by one, in the pipeline's order,
+since its latency, load, token and overhead fits would fit the order-only clock. The
+search's quality model and the latencies are inferred together from the run's figures
+and its wall-clock (timing.py): facts of the kind run summaries give, read by the
+summaries' inference. The split between rollouts and reflections is what the priors and
+the run's structure leave it; the posterior's draws carry that.
 """
 
 from __future__ import annotations
@@ -27,9 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pxn.calibrate.past_runs.file_times import FileTimes, file_times
 from pxn.calibrate.past_runs.gepa_log import GepaLog, parse_log, read_log_file
-from pxn.calibrate.past_runs.inference import default_options, past_run_summaries
 from pxn.calibrate.past_runs.mlflow_run import MlflowRun
 from pxn.calibrate.past_runs.past_run import PastRun, past_run
 from pxn.calibrate.past_runs.run_dir import GEPA_LOG, RunDirFiles, read_run_dir
@@ -41,11 +32,12 @@ from pxn.calibrate.past_runs.stage_times import (
     latency_priors,
     log_stage_spans,
     mlflow_stage_spans,
-    rollout_priors,
 )
 from pxn.calibrate.past_runs.timing import (
+    FileTimes,
     WallClock,
     choose_wall_clock,
+    file_times,
     files_wall_clock,
     given_wall_clock,
     logged_wall_clock,
@@ -53,7 +45,7 @@ from pxn.calibrate.past_runs.timing import (
 )
 from pxn.calibrate.past_runs.to_trace import past_run_events, write_past_run_trace
 from pxn.calibrate.summaries.abc_smc import Generation
-from pxn.calibrate.summaries.facts import InferenceOptions
+from pxn.calibrate.summaries.facts import Fact, InferenceOptions, Run, Setup, Summaries
 from pxn.calibrate.summaries.infer import Inference, infer_from_summaries
 from pxn.calibrate.summaries.priors import Prior
 from pxn.calibrate.traces.acceptance import AcceptanceFit, fit_acceptance
@@ -62,17 +54,25 @@ from pxn.calibrate.traces.draws import RUN_SPREAD_SEED
 from pxn.calibrate.traces.failures import FailuresFit, fit_failures
 from pxn.calibrate.traces.fit import LatencyFit
 from pxn.calibrate.traces.merges import MergeFit, fit_merges
-from pxn.calibrate.traces.quality import improvable, seed_validation
+from pxn.calibrate.traces.pipeline import SEARCH_MODELS
+from pxn.calibrate.traces.quality import (
+    FIXED_TIMES,
+    default_options,
+    improvable,
+    seed_validation,
+    trace_summaries,
+)
 from pxn.calibrate.traces.run_spread import PRIOR_SOURCE, with_prior_run_spreads
 from pxn.calibrate.traces.units import Units, cut_into_units
 from pxn.errors import PxnError
+from pxn.failures import Failures
+from pxn.run_summary import summarize
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.backends import Backend
 from pxn.trace_reading import Trace, load_traces
 from pxn.uncertainty import Uncertainty
 
-SEARCH_MODELS = ("auto", "quality", "rates")
 TRACE_FILE = "past-run.jsonl"
 
 
@@ -124,14 +124,9 @@ def calibrate_past_run(
     on_generation: Callable[[Generation], None] | None = None,
     backend: Backend | None = None,
 ) -> PastCalibration:
-    """Calibrate from a run_dir (or log_dir) as gepa wrote it (module docstring).
-
-    `wall_clock` the run's, as the user writes it ("47min"); `workers` and
-    `reflection_concurrency` W and C it ran with; `budget` its max_metric_calls;
-    `shape` its P x N, when the parents cannot tell it; `log` DSPy's log lines of the
-    run, kept in a file; `tracked` the MLflow run gepa logged it to. `options` the
-    inference's (default: inference.PARTICLES and MAX_GENERATIONS).
-    """
+    """Calibrate from a run_dir (or log_dir) as gepa wrote it: `wall_clock` as the user writes
+    it ("47min"), W, C, B and P x N where the run_dir cannot tell them, `log` DSPy's log lines
+    kept in a file, `tracked` the MLflow run gepa logged it to."""
     if search not in SEARCH_MODELS:
         raise PxnError(f"is {', '.join(SEARCH_MODELS)}: got {search!r}", subject="search model")
     files = read_run_dir(path)
@@ -141,13 +136,7 @@ def calibrate_past_run(
     notes = [*run.notes]
     times = file_times(files.path, files.log_lines)
     clock = _wall_clock(run, times, wall_clock, tracked, the_log)
-    scored = run.val_scores is not None and search != "rates"
-    if search == "quality" and run.val_scores is None:
-        raise PxnError(
-            "needs the runs' validation scores, which only gepa_state.bin keeps: "
-            f"{files.state_note}; calibrate with acceptance rates instead",
-            subject="search model",
-        )
+    scored = _scored(search, run, files)
     trace = _as_trace(run, setup)
     units = cut_into_units([trace])
     acceptance = fit_acceptance(units.steps)
@@ -173,13 +162,7 @@ def calibrate_past_run(
     )
     if scored:
         scenario = _with_seed_and_headroom(scenario, trace, run)
-    if scenario.uncertainty is not None:  # one run cannot show how the next one's differ
-        draws = with_prior_run_spreads(
-            scenario.uncertainty.draws, np.random.default_rng(RUN_SPREAD_SEED)
-        )
-        source = f"{scenario.uncertainty.source}; {PRIOR_SOURCE}"
-        scenario = scenario.replace(uncertainty=Uncertainty(source, draws))
-        notes.append(f"run spread: not identifiable from one run: {PRIOR_SOURCE}")
+    scenario = _with_run_spread_prior(scenario, notes)
     scenario.validate()
     scenario.validate_draws()
     return PastCalibration(
@@ -199,6 +182,84 @@ def calibrate_past_run(
         search="quality" if scored else "rates",
         notes=notes,
     )
+
+
+def past_run_summaries(
+    trace: Trace,
+    wall_clock: WallClock,
+    *,
+    scored: bool,
+    failures: Failures,
+    options: InferenceOptions,
+    priors: dict[str, Prior] | None = None,
+    path: Path | None = None,
+) -> Summaries:
+    """The run's figures as facts of one run at its own setup and shape."""
+    summary = summarize(trace)
+    if scored:
+        base = trace_summaries([trace], options, failures)
+        # Labelled by the run's directory, not the temporary one its trace was read from.
+        temporary = trace.path.parent.name or trace.path.name
+        runs = base.runs
+        facts = [
+            dataclasses.replace(f, label=f.label.removeprefix(f"{temporary} ")) for f in base.facts
+        ]
+        fixed = {p: v for p, v in base.priors.items() if p not in FIXED_TIMES}
+    else:
+        start = trace.run_start
+        runs = (Run(Shape.parse(start.shape), Setup.of_trace(start)),)
+        facts = [_count("accepted", summary.accepted)]
+        fixed = {f"failures.{k}": v for k, v in failures.to_dict().items()} if failures.any else {}
+    facts += [
+        _count("iterations", summary.iterations),
+        _count("full_val_iterations", summary.full_val_iterations),
+        Fact(
+            label="wall clock",
+            quantity="wall_clock",
+            low=wall_clock.low,
+            high=wall_clock.high,
+            runs=(0,),
+            reported=wall_clock.said.removeprefix("about "),
+            unit="min",
+            per_unit=60.0,
+            precision=wall_clock.precision,
+        ),
+    ]
+    return Summaries(
+        path or trace.path,
+        tuple(runs),
+        tuple(facts),
+        {**fixed, **(priors or {})},
+        options,
+    )
+
+
+def _count(quantity: str, value: int) -> Fact:
+    return Fact(quantity.replace("_", " "), quantity, float(value), float(value), (0,), str(value))
+
+
+def _scored(search: str, run: PastRun, files: RunDirFiles) -> bool:
+    """Whether the search is inferred as the quality model: where the validation scores are
+    known (gepa_state.bin), unless acceptance rates are asked for."""
+    if search == "quality" and run.val_scores is None:
+        raise PxnError(
+            "needs the runs' validation scores, which only gepa_state.bin keeps: "
+            f"{files.state_note}; calibrate with acceptance rates instead",
+            subject="search model",
+        )
+    return run.val_scores is not None and search != "rates"
+
+
+def _with_run_spread_prior(scenario: Scenario, notes: list[str]) -> Scenario:
+    """The scenario's draws with each model's run spread from the prior: one run cannot
+    show how the next one's conditions differ."""
+    if scenario.uncertainty is None:
+        return scenario
+    rng = np.random.default_rng(RUN_SPREAD_SEED)
+    draws = with_prior_run_spreads(scenario.uncertainty.draws, rng)
+    source = f"{scenario.uncertainty.source}; {PRIOR_SOURCE}"
+    notes.append(f"run spread: not identifiable from one run: {PRIOR_SOURCE}")
+    return scenario.replace(uncertainty=Uncertainty(source, draws))
 
 
 def _bookkeeping_fields(
@@ -224,7 +285,7 @@ def _latency_priors(
     stages: StageLatency | None, reflections: LatencyFit | None
 ) -> dict[str, Prior]:
     """The inference's priors on the latencies the run's marked stages and log lines time."""
-    priors = {} if stages is None else rollout_priors(stages)
+    priors = {} if stages is None else latency_priors(stages.latency, "rollout")
     return priors | ({} if reflections is None else latency_priors(reflections, "reflection"))
 
 

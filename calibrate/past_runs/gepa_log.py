@@ -1,24 +1,12 @@
 """gepa's own log lines: why a task made no proposal, and, in DSPy's form, when things happened.
 
-gepa 0.1.4 logs through `logger.log(text)`: gepa.optimize given a run_dir and
-no logger writes the lines to `run_log.txt` there, without times; dspy.GEPA
-passes its own logger (dspy/teleprompt/gepa/gepa_utils.py, LoggerAdapter),
-so they reach Python's logging under DSPy's format, `%(asctime)s
-%(levelname)s %(name)s: %(message)s` with the time to the second
-(dspy/utils/logging_utils.py), on stderr, where a user keeps them if they
-kept the output. Both carry "Iteration N: ..." (N as gepa's callbacks number
-iterations, from 1; 0 for the seed).
-
-Read from them (gepa/proposer/reflective_mutation/reflective_mutation.py,
-gepa/core/engine.py, gepa/proposer/merge.py):
-- per iteration, the tasks that made no proposal and why, in task order:
-  "All subsample scores perfect" (skipped), "No trajectories", "Exception
-  building reflective dataset", then the reflections' own: "Per-task
-  reflection failed" (a line that names no iteration: it belongs to the
-  last one named), "Reflection returned no text updates"; and "Exception
-  during optimization" (the iteration ended before gepa judged anything);
-- DSPy's budget line ("Running GEPA for approx N metric calls");
-- with DSPy's times: when each line was written (timing.py reads them).
+gepa.optimize given a run_dir and no logger writes its lines to run_log.txt, untimed;
+dspy.GEPA sends them through Python's logging in DSPy's format, timed to the second.
+Both carry "Iteration N: ..." (from 1; 0 for the seed). Read from them: per iteration,
+the tasks that made no proposal and why, in task order (BEFORE_REFLECTION,
+AT_REFLECTION; "Per-task reflection failed" names no iteration and belongs to the last
+one named) and an iteration that ended in an exception; DSPy's budget line; and, with
+DSPy's times, when each line was written (timing.py, stage_times.py).
 """
 
 from __future__ import annotations

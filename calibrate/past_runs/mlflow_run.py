@@ -1,30 +1,12 @@
 """A run gepa or dspy.GEPA tracked in MLflow: its metrics, each point with its wall-clock time.
 
-gepa 0.1.4's experiment tracker (gepa/logging/experiment_tracker.py), turned
-on by `use_mlflow=True` (gepa.optimize, or dspy.GEPA which passes it on),
-starts an MLflow run around the whole optimization (gepa/api.py: `with
-experiment_tracker:` around the engine's run, the seed's validation
-included), logs its config as params (`run_dir` among them), and logs
-metrics with step = the iteration, each point stamped by MLflow with the
-time it was logged, to the millisecond:
-
-- step 0, after the seed's validation: `val_program_average`,
-  `best_score_on_valset`, `total_metric_calls`, ...;
-- step i, after the parents' minibatch evaluation:
-  `selected_program_candidate`, `total_metric_calls`
-  (reflective_mutation.py);
-- step i, after the children's minibatch evaluation, when a child was
-  judged: `subsample/before`, `subsample/after`, `total_metric_calls`;
-- step i, after each new program's full validation: `val_program_average`,
-  `new_program_idx`, `total_metric_calls` (gepa/logging/utils.py).
-
-MLflow's DSPy autolog (`mlflow.dspy.autolog(log_evals=True)`) adds a nested
-run per DSPy evaluation; gepa's metrics are what is read here. The run's own
-start and end give the wall-clock; the metrics' times mark the stages
-(stage_times.py). A run without gepa's metrics is refused in one line.
-
-MLflow is an optional extra (`pip install 'gepa-pxn[mlflow]'`), imported
-only here and only when an MLflow run is read.
+gepa 0.1.4's tracker (`use_mlflow=True`) wraps the whole optimization in an MLflow run,
+logs its config as params (`run_dir` among them) and its metrics with step = the
+iteration, each stamped to the millisecond: at step 0 after the seed's validation; at
+step i `selected_program_candidate` after the parents' minibatch, `subsample/*` after
+the children's, `val_program_average` after each full validation. The run's start and
+end give the wall-clock, the points mark the stages (stage_times.py). MLflow is an
+optional extra, imported only here.
 """
 
 from __future__ import annotations

@@ -1,30 +1,17 @@
 """A finished gepa run as its run_dir tells it: iterations, tasks, verdicts, scores, counts.
 
-Read from run_dir.py's files (and gepa's log lines where there are some,
-gepa_log.py). Per iteration (run_log.json's entry, numbered from 1 as gepa's
-callbacks number them): its tasks in the order gepa sampled them, each with
-its parent and minibatch, and, where gepa judged a child, the minibatch
-scores before and after; which children joined the pool (the new programs'
-indices, matched to the tasks that passed gepa's judge, in order, parent by
-parent); a merge's parents, ancestor and subsample scores. From the state:
-every candidate's validation scores, example by example, and gepa's count of
-metric calls.
+Per iteration (numbered from 1, as gepa's callbacks number them): its tasks in sampling
+order with parent, minibatch and, where gepa judged a child, the scores before and
+after; the new programs matched, parent by parent, to the tasks that passed; a merge.
+From the state: every candidate's validation scores and gepa's metric-call count.
 
-What the files do not say, and how it is read (the report names each):
-- why a task made no proposal: gepa's log says it where there is one; else a
-  task whose parent scored perfect (1) on every one of its minibatch's
-  examples that any other task of that parent shows is read as skipped
-  (gepa's perfect-parent skip), and any other as lost before its reflection;
-- P and N of a P x N run: tasks of one parent draw come one after another,
-  so N divides into blocks no iteration splits between two parents; where
-  several N do (an iteration's draws often pick the same parent: 1x4, 2x2
-  and 4x1 then look alike), the one nearest a square shape is taken and the
-  report asks for the shape;
-- the trainset's size: the largest training id seen, plus one (gepa's epoch
-  sampler visits every id in an epoch, so a run of an epoch or more shows
-  them all);
-- the budget: between the metric calls made before the last iteration began
-  and those made by the end (gepa checks it at the top of an iteration).
+What the files do not say is read as follows, and the report names each:
+- why a task made no proposal: the log's word; else skipped where its parent's known
+  minibatch scores were all PERFECT, else lost before its reflection;
+- P x N: a parent's N tasks come one after another, so N divides each iteration into
+  single-parent blocks; where several N do, the one nearest a square shape is taken;
+- the trainset's size: the largest training id seen, plus one;
+- the budget: between the calls made before the last iteration began and at the end.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ import textwrap
 
 from pxn.calibrate.past_runs.calibration import PastCalibration
 from pxn.calibrate.past_runs.run_dir import CANDIDATES, RUN_LOG, STATE
+from pxn.calibrate.traces.fit import LatencyFit
 from pxn.durations import format_duration
 from pxn.run_summary import summarize
 
@@ -49,7 +50,7 @@ def past_run_lines(cal: PastCalibration) -> list[str]:
             "types only)"
         )
     else:
-        read.append(f"  {STATE}: not read ({_state_note(cal)}): no validation scores")
+        read.append(f"  {STATE}: not read (absent): no validation scores")
     if run.log is not None:
         read.append(f"  {run.log.source}: gepa's log lines, for why tasks made no proposal")
     lost = summary.failed + summary.skipped
@@ -90,10 +91,6 @@ def past_run_lines(cal: PastCalibration) -> list[str]:
     return wrapped(lines)
 
 
-def _state_note(cal: PastCalibration) -> str:
-    return "absent" if cal.run.val_scores is None else "read"
-
-
 def _time_lines(cal: PastCalibration) -> list[str]:
     clock = cal.wall_clock
     lines = [f"time: wall-clock {clock.said} ({clock.source})"]
@@ -102,21 +99,13 @@ def _time_lines(cal: PastCalibration) -> list[str]:
         lines.append(f"  the files' own times: {'trusted' if times.trusted else 'not used'}: "
                      f"{times.why}")  # fmt: skip
     if cal.stages is not None:
-        fit = cal.stages.latency
-        low, high = fit.median_ci
-        lines.append(
-            f"  measured by {cal.stages.source}: {len(cal.stages.spans)} rollout stages' spans "
-            f"as makespans on W={cal.setup.workers}: rollout median "
-            f"{fit.chosen.params['scale']:.3g} s [95% {low:.3g}, {high:.3g}]"
+        spans = (
+            f"{len(cal.stages.spans)} rollout stages' spans as makespans on W={cal.setup.workers}"
         )
+        lines.append(_measured(cal.stages.source, spans, "rollout", cal.stages.latency))
     if cal.reflections is not None:
-        fit = cal.reflections
-        low, high = fit.median_ci
-        lines.append(
-            f"  measured by DSPy's log lines: {len(fit.samples)} reflections' spans, to the "
-            f"second: reflection median {fit.chosen.params['scale']:.3g} s [95% {low:.3g}, "
-            f"{high:.3g}]"
-        )
+        spans = f"{len(cal.reflections.samples)} reflections' spans, to the second"
+        lines.append(_measured("DSPy's log lines", spans, "reflection", cal.reflections))
     if cal.stages is None and cal.reflections is None:
         if cal.tracked is not None:
             lines.append("  MLflow's stage times marked too few stages to time the rollouts")
@@ -130,6 +119,14 @@ def _time_lines(cal: PastCalibration) -> list[str]:
             "priors narrowed to what was measured: the rest"
         )
     return lines
+
+
+def _measured(source: str, spans: str, kind: str, fit: LatencyFit) -> str:
+    low, high = fit.median_ci
+    median = fit.chosen.params["scale"]
+    return (
+        f"  measured by {source}: {spans}: {kind} median {median:.3g} s [95% {low:.3g}, {high:.3g}]"
+    )
 
 
 def _narrowing_lines(cal: PastCalibration) -> list[str]:

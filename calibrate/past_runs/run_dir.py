@@ -1,31 +1,13 @@
 """The files gepa 0.1.4 leaves in a run_dir (dspy.GEPA's log_dir), read and checked.
 
-gepa saves its state at the top of every iteration and once more when the
-run ends (gepa/core/state.py, GEPAState.save): `gepa_state.bin` first, then
-`run_log.json` and `candidates.json`, each written to a `.tmp` file and
-renamed over the old one. Read here, in this order:
-
-- `run_log.json`: one entry per iteration (state.full_program_trace): the
-  tasks with their parents and minibatch ids, every judged proposal's
-  minibatch scores before and after (rejected ones too), the new programs'
-  indices and the validation ids they were scored on; a merge's parents,
-  ancestor and subsample scores. Required: without it there is no search.
-- `candidates.json`: the accepted programs' texts: their number, and how
-  many components a program has (gepa's merge needs two or more).
-- `gepa_state.bin`, last and only through safe_pickle (it is a pickle, and
-  a pickle runs what it names): every candidate's score on each validation
-  example, its parents, the metric calls gepa counted, its state schema
-  version. Optional: without it the runs' validation scores are unknown
-  and the search is calibrated as acceptance rates.
-- `run_log.txt` where gepa wrote its own log there (gepa.optimize given a
-  run_dir and no logger; dspy.GEPA passes its logger, so a log_dir has
-  none): why each task that made no proposal made none (gepa_log.py).
-
-Every way a directory can be unusable is one PxnError line saying what is
-missing and what to give instead: an empty or foreign directory, a run still
-being written (a `.tmp` left by a save, or files that disagree: the state is
-written before the JSON files), a cut-short file, a state of another schema
-version.
+gepa saves `gepa_state.bin`, then `run_log.json` and `candidates.json` at the top of
+every iteration and once at the end, each through a `.tmp` file. Read: run_log.json
+(required: the tasks, parents, minibatch scores, new programs, merges), candidates.json
+(the programs and their components), gepa_state.bin only through safe_pickle (optional:
+the validation scores, parents and gepa's metric-call count; without it the search is
+calibrated as acceptance rates) and run_log.txt where gepa wrote its log there
+(gepa_log.py). Every way a directory is unusable (empty, foreign, still being written,
+cut short, another state schema) is one PxnError line saying what to give instead.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """gepa_state.bin read without running what it names: a pickle is code.
 
-Unpickling calls whatever callable the file names (`os.system`,
-`builtins.exec`, a user's class whose `__setstate__` does anything), so a
-state file from someone else can take over the machine the moment it is
-loaded with `pickle.load`, as gepa's own `GEPAState.load` does. This reader
-resolves a name only when it is one of ADMITTED: the plain containers and
-numbers Python's pickle needs by name, numpy's scalars (a metric that
-returns numpy floats leaves them in the scores) and the two gepa 0.1.4
-classes its state can hold (the evaluation cache and its entries, plain
-dataclasses). Everything else is refused, before anything is called, in
-one line naming the global; persistent ids (which a plain pickle never
-has) are refused the same way.
-
-What this admits runs no code of the file's choosing: the containers and
-numbers are built by the unpickler itself, a numpy scalar from its dtype and
-raw bytes, a gepa dataclass by `object.__new__` and its `__dict__` filled in.
+Unpickling calls whatever the file names, so gepa's own `GEPAState.load` on someone
+else's state can take over the machine. This reader resolves a name only when it is one
+of ADMITTED (Python's containers and numbers, numpy's scalars, and gepa 0.1.4's two
+evaluation-cache dataclasses); anything else, and any persistent id, is refused before
+anything is called, in one line naming it. What it admits runs no code of the file's
+choosing: numpy scalars are built from dtype and bytes, gepa's dataclasses by
+`object.__new__` and their `__dict__`.
 """
 
 from __future__ import annotations

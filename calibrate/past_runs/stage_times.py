@@ -1,41 +1,19 @@
 """The latencies from the stage times a run's MLflow run or DSPy's log keeps.
 
-gepa logs a metric point at the end of three of an iteration's stages
-(mlflow_run.py): after the parents' minibatch evaluation, after the
-children's, after each new program's full validation; and one after the
-seed's validation. Each stage is one adapter call (gepa calls the adapter
-once per stage, `batch_evaluate` over all its pairs), so where both ends of
-a rollout stage are marked its span is the makespan of its rollouts on the
-W workers, as an untimed adapter call's is in a recorded trace
-(calibrate/traces/untimed.py), and the same likelihood
-(calibrate/traces/untimed_latency.py) fits the rollout latency to them:
+Each rollout stage gepa marks is one adapter call (`batch_evaluate` over all its pairs),
+so a stage marked at both ends spans the makespan of its rollouts on the W workers, as an
+untimed adapter call does in a recorded trace; untimed_latency.py's likelihood fits the
+rollout latency to those spans. MLflow's points (mlflow_run.py) mark the seed's
+validation (the run's start to step 0), a parents' minibatch (the previous iteration's
+last point to `selected_program_candidate`, gepa's state save inside it) and a full
+validation (`subsample/after` to the iteration's last `val_program_average`). The
+reflections and the children's minibatch between them are not separable: the reflection
+latency is what the wall-clock leaves (calibration.py).
 
-- the seed's validation: from the MLflow run's start (gepa starts it just
-  before the seed's validation) to step 0's points;
-- a parents' minibatch: from the previous iteration's last point to this
-  one's `selected_program_candidate` (gepa saving its state between them is
-  inside the span: a small upward bias, larger as the state grows);
-- a full validation: from `subsample/after` (the children's evaluation
-  ended) to the last `val_program_average` of the iteration.
-
-Not separable, and so not used for a latency: the reflections and the
-children's minibatch between `selected_program_candidate` and
-`subsample/after` (gepa marks no end of the reflections). The reflection
-latency is then what the wall-clock leaves once the rollouts are timed
-(inference.py).
-
-DSPy's log lines (gepa_log.py) mark more, each to the second: the seed's
-validation from gepa's first line ("Running GEPA for approx ...") to "Base
-program full valset score"; a parents' minibatch from the previous
-iteration's last line to "Selected program"; in a single run (one task an
-iteration), its reflection from "Selected program" to the first "Proposed
-new text" (building the reflective dataset inside it), and a rejected
-child's minibatch from the last "Proposed new text" to "New subsample
-score" (an accepted child's "Accepted candidate" comes after its full
-validation: that span holds both, and is not used). A span rounded to the
-second is used only where the spans are long enough for that not to matter
-(their median at least LOG_RESOLUTION_FACTOR seconds); the reflections' are
-fitted as a lognormal and narrow its priors as the rollouts' do.
+DSPy's log lines (gepa_log.py) mark more, each to the second: the seed's validation, a
+parents' minibatch and, in a single run, the reflection ("Selected program" to the first
+"Proposed new text") and a rejected child's minibatch. Spans rounded to the second are
+used only when their median is at least LOG_RESOLUTION_FACTOR seconds.
 """
 
 from __future__ import annotations
@@ -136,11 +114,6 @@ def fit_stage_latency(spans: list[StageSpan], workers: int, source: str) -> Stag
         notes=notes,
     )
     return StageLatency(source, tuple(spans), latency, untimed, tuple(notes))
-
-
-def rollout_priors(stage: StageLatency) -> dict[str, Prior]:
-    """The rollout latency's priors narrowed to what the spans measured (latency_priors)."""
-    return latency_priors(stage.latency, "rollout")
 
 
 @dataclass(frozen=True)

@@ -1,32 +1,95 @@
 """A past run's wall-clock, from whatever the run left, and how well it is known.
 
-In the order they are preferred:
-1. the user's own figure (`--wall-clock 47min`): known to half its last
-   digit, as they wrote it;
-2. an MLflow run gepa or dspy.GEPA tracked (mlflow_run.py): its start and
-   end, to the millisecond;
-3. DSPy's log lines (gepa_log.py): its first line of gepa's ("Running GEPA
-   for approx ...", before the seed's validation) to its last, each to the
-   second: the span is known to two seconds, and the end of the last
-   iteration's work after its last line is left out (gepa logs when each of
-   its steps ends);
-4. the run_dir's files (file_times.py): start to end where the start is
-   marked; else the seed validation's end to the run's end, and the seed's
-   validation itself bounded by the rest: at most its metric calls' share of
-   the run's time after it (V calls run at once on the W workers, the rest in
-   stages of b calls and reflections, so no slower per call).
-With none of them, there is no time to calibrate the latencies from: one line
-asks for `--wall-clock`.
+In the order preferred: the user's figure (to half its last digit); an MLflow run's start
+and end (to the millisecond); DSPy's log lines, first to last (to two seconds, the work
+after the last line left out); the run_dir's files' times, start to end, or from the seed
+validation's end with the seed's validation at most its calls' share of the rest. With
+none, one line asks for `--wall-clock`.
+
+The files' times (gepa 0.1.4's writes): gepa stamps nothing, but some files are last
+written at known moments: the seed's `generated_best_outputs_valset/task_*/iter_0_prog_0.*`
+right after its validation; gepa_state.bin, run_log.json and candidates.json (in that
+order) at every iteration and at the end; an empty `run_log_stderr.txt` at the start
+(gepa.optimize's own logger). They are trusted as far as the directory kept them (cp -p,
+rsync -a, tar do; git and a plain cp do not): files out of gepa's order, or a run resumed
+from its state, are not used for time.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from pxn.calibrate.past_runs.file_times import FileTimes
 from pxn.calibrate.past_runs.gepa_log import GepaLog
+from pxn.calibrate.past_runs.run_dir import CANDIDATES, RUN_LOG, STATE
 from pxn.durations import format_duration, parse_duration
 from pxn.errors import PxnError
+
+SEED_OUTPUTS = "generated_best_outputs_valset"
+STDERR_LOG = "run_log_stderr.txt"
+RESUMED = "Loading gepa state from run dir"
+
+
+@dataclass(frozen=True)
+class FileTimes:
+    """The moments the files mark, in seconds since the epoch (None: not marked)."""
+
+    start: float | None  # the run's start (an empty run_log_stderr.txt)
+    seed_end: float | None  # the seed validation's end (its outputs)
+    end: float  # the run's end (the last save)
+    trusted: bool
+    why: str  # which files, and why they are trusted or not
+
+    @property
+    def after_seed(self) -> float | None:
+        """Seconds from the seed validation's end to the run's end."""
+        return None if self.seed_end is None else self.end - self.seed_end
+
+    @property
+    def whole(self) -> float | None:
+        """Seconds from the run's start to its end."""
+        return None if self.start is None else self.end - self.start
+
+
+def file_times(path: Path, log_lines: tuple[str, ...]) -> FileTimes:
+    """What the files' modification times say of the run at `path`."""
+    saves = [path / name for name in (STATE, RUN_LOG, CANDIDATES) if (path / name).is_file()]
+    end = max(p.stat().st_mtime for p in saves)
+    seeds = sorted(p.stat().st_mtime for p in (path / SEED_OUTPUTS).glob("task_*/iter_0_prog_0.*"))
+    seed_end = seeds[0] if seeds else None
+    stderr = path / STDERR_LOG
+    start = stderr.stat().st_mtime if stderr.is_file() and stderr.stat().st_size == 0 else None
+    marks = [m for m in (start, seed_end) if m is not None]
+    named = ", ".join(
+        [f"{STDERR_LOG} (start)"] * (start is not None)
+        + [f"{SEED_OUTPUTS}/ (the seed validation's end)"] * (seed_end is not None)
+        + [f"{saves[0].name} (the end)"]
+    )
+    if not marks:
+        why = (
+            "no file marks the run's start or its seed validation's end (no "
+            f"{SEED_OUTPUTS}/, no empty {STDERR_LOG})"
+        )
+        return FileTimes(None, None, end, False, why)
+    if any(RESUMED in line for line in log_lines):
+        return FileTimes(start, seed_end, end, False, "the run was resumed from its state "
+                         "(run_log.txt): its files' times span the pause")  # fmt: skip
+    if start is not None and seed_end is not None and start > seed_end:
+        return FileTimes(start, seed_end, end, False, f"{named}: out of the order gepa writes "
+                         "them (stamped by a copy?)")  # fmt: skip
+    saved = [p.stat().st_mtime for p in saves]
+    span = end - min(marks)
+    if span <= 0 or saved != sorted(saved):
+        why = (
+            f"{named}: not in the order gepa writes them ({', '.join(p.name for p in saves)} "
+            "last, in that order, after the seed's outputs): stamped by a copy?"
+        )
+        return FileTimes(start, seed_end, end, False, why)
+    return FileTimes(
+        start, seed_end, end, True, f"{named}: in gepa's order, {span:.0f} s apart; trusted as "
+        "far as the directory kept its times (cp -p, rsync -a, tar keep them; git, plain cp "
+        "do not)",
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -71,10 +134,10 @@ def logged_wall_clock(log: GepaLog) -> WallClock | None:
 def tracked_wall_clock(start: float, end: float | None, last: float, run_id: str) -> WallClock:
     """From an MLflow run's start to its end (to its last metric point, while it is open)."""
     if end is None:
-        return WallClock(last - start, last - start, 0.5, f"the MLflow run {run_id}'s start to "
-                         "its last metric point (the run was never ended)", False)  # fmt: skip
-    return WallClock(end - start, end - start, 0.5, f"the MLflow run {run_id}'s start and end",
-                     False)  # fmt: skip
+        span, said = last - start, "start to its last metric point (the run was never ended)"
+    else:
+        span, said = end - start, "start and end"
+    return WallClock(span, span, 0.5, f"the MLflow run {run_id}'s {said}", False)
 
 
 def files_wall_clock(times: FileTimes, seed_calls: int, later_calls: int) -> WallClock | None:

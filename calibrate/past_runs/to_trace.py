@@ -1,22 +1,10 @@
 """A past run as a trace of the one schema: scores, verdicts and counts, no durations.
 
-Every event a recorded run of the same iterations would hold is written,
-from what the run_dir says (past_run.py): the seed's validation rollouts and
-`validation`, each iteration's parent and child minibatch rollouts with their
-scores (a parent's scores are unknown where gepa judged no child of its
-task: `score` null), one `reflection` per task that reached one (its
-`error` set where it failed), the `decision`s with their minibatch sums,
-the full validations with each example's score, the merges, a `no_proposal`
-per task that made none, and the stages each iteration ran.
-
-No time is known event by event, and none is made up: every event is an
-instant at the start of its iteration's slot on an order-only clock (the
-seed at 0, iteration i at i), every rollout is marked untimed (`timed`
-false), and run_start's meta says `durations: none` and where the run came
-from. Such a trace carries the search, never a latency: pxn.calibrate's
-past-run calibration takes the search and bookkeeping from the one pipeline
-and the times from what the run left (timing.py), never from these
-instants.
+Every event a recorded run of the same iterations would hold is written from
+past_run.py's reading (a parent's scores are null where gepa judged no child of its
+task). No time is made up: each event is an instant at its iteration's slot on an
+order-only clock (iteration i at i), every rollout is untimed, and run_start's meta says
+`durations: none`. Such a trace carries the search, never a latency.
 """
 
 from __future__ import annotations
@@ -97,22 +85,32 @@ def write_past_run_trace(path: Path, events: list[Event]) -> Path:
     return path
 
 
-def _val_rollouts(run: PastRun, iteration: int, phase: str, candidate: int, at: float) -> list:
-    scores = run.val_scores[candidate] if run.val_scores is not None else {}
+def _rollouts(
+    i: int, at: float, phase: str, candidate: str, examples: list[str], scores: Any
+) -> list[Event]:
+    """One untimed rollout per example, all at the instant `at`."""
     return [
         Rollout(
             start=at,
             end=at,
-            iteration=iteration,
+            iteration=i,
             phase=phase,
             worker=lane,
-            candidate=str(candidate),
-            example=f"val/{example}",
-            score=scores.get(example),
+            candidate=candidate,
+            example=example,
+            score=score,
             timed=False,
         )
-        for lane, example in enumerate(run.valset)
+        for lane, (example, score) in enumerate(zip(examples, scores, strict=False))
     ]
+
+
+def _val_rollouts(run: PastRun, iteration: int, phase: str, candidate: int, at: float) -> list:
+    scores = run.val_scores[candidate] if run.val_scores is not None else {}
+    examples = [f"val/{example}" for example in run.valset]
+    return _rollouts(
+        iteration, at, phase, str(candidate), examples, [scores.get(e) for e in run.valset]
+    )
 
 
 def _validation(run: PastRun, iteration: int, candidate: int, at: float) -> list[Event]:
@@ -165,20 +163,8 @@ def _iteration(run: PastRun, record: IterationRecord) -> list[Event]:
 def _minibatch_rollouts(
     i: int, at: float, phase: str, candidate: str, task: Task, scores: tuple[float, ...] | None
 ) -> list[Event]:
-    return [
-        Rollout(
-            start=at,
-            end=at,
-            iteration=i,
-            phase=phase,
-            worker=lane,
-            candidate=candidate,
-            example=f"train/{example}",
-            score=None if scores is None else scores[lane],
-            timed=False,
-        )
-        for lane, example in enumerate(task.minibatch)
-    ]
+    examples = [f"train/{example}" for example in task.minibatch]
+    return _rollouts(i, at, phase, candidate, examples, scores or [None] * len(examples))
 
 
 def _proposals(run: PastRun, record: IterationRecord, at: float) -> list[Event]:
@@ -253,20 +239,8 @@ def _merge(run: PastRun, record: IterationRecord, at: float) -> list[Event]:
     i, merge = record.number, record.merge
     assert merge is not None
     proposal = f"{i}-merge"
-    rollouts = [
-        Rollout(
-            start=at,
-            end=at,
-            iteration=i,
-            phase="merge_subsample",
-            worker=lane,
-            candidate=proposal,
-            example=f"val/{example}",
-            score=score,
-            timed=False,
-        )
-        for lane, (example, score) in enumerate(zip(merge.subsample, merge.after, strict=False))
-    ]
+    examples = [f"val/{example}" for example in merge.subsample]
+    rollouts = _rollouts(i, at, "merge_subsample", proposal, examples, merge.after)
     return [
         *rollouts,
         Stage(start=at, end=at, iteration=i, name="merge_subsample"),

@@ -4,8 +4,8 @@ Many users have no traces, only what gepa or their logs report per run:
 wall-clock, iterations, metric calls, how many iterations ran full
 validation, accepted proposals, dollars, scores, with the run's shape and
 setup (W, B, V, b). reading.py reads them into facts.py's facts, priors.py says
-what is believed before, abc_smc.py is the sampler (its distance in abc_distance.py,
-its moves in abc_moves.py) and infer.py runs the simulator as its likelihood.
+what is believed before, abc_smc.py is the sampler (its distance, its runs and its
+moves) and infer.py runs the simulator as its likelihood.
 This docstring is the summaries file's reference (`pydoc
 pxn.calibrate.summaries`); experiments/paper/*.summaries.toml are worked
 examples.

@@ -1,66 +1,21 @@
 """Approximate Bayesian computation by sequential Monte Carlo with MCMC moves.
 
-The likelihood of a run's reported figures under a parameter setting has no
-formula, but the simulator can draw runs from it. ABC keeps the settings
-whose simulated figures land close to the reported ones; ABC-SMC does so for
-a population of particles under a shrinking tolerance. This is the
-replenishment sampler of Drovandi and Pettitt (2011):
+The replenishment sampler of Drovandi and Pettitt (2011), as docs/calibration.md ("The
+inference, in words") describes it: generation 0 draws `particles` settings from the
+prior; a pilot fixes each fact's unit of distance (the simulator's pooled run-to-run sd,
+or the fact's precision where larger) and the noise and rerun levels; each generation
+sets the tolerance to the larger of the noise level and the median distance, replaces
+the particles beyond it by copies of those within, and moves each copy by R steps of
+Metropolis-Hastings ABC (a Gaussian step with the particles' covariance times 2.38^2 / d,
+its length the longest of LADDER accepted at least GOOD_RATE of the time). The moves
+leave the ABC posterior at the tolerance invariant, so the weights stay equal.
 
-1. generation 0: `particles` settings from the prior, each simulated once;
-2. a pilot fixes the distance (below), once;
-3. generation t: the tolerance eps_t is the larger of the noise level and the
-   population's median distance. The particles beyond it are dropped and
-   replaced by copies of those within; each copy then takes R steps of
-   Metropolis-Hastings ABC (Marjoram et al. 2003): a Gaussian step, accepted
-   when the prior allows it (by the Metropolis ratio) and its simulated run
-   lies within eps_t. The step's covariance is the particles' within,
-   scaled by 2.38^2 / d and then by a length: the copies' first step tries
-   each length of a ladder (1, 1/2, ... 1/16), and the longest accepted at
-   least GOOD_RATE of the time (else the shortest) is kept for the rest. R
-   is the number of steps after which a copy has stayed where it was with
-   chance at most `unmoved`, at that length's acceptance rate. The moves
-   leave the ABC posterior at eps_t invariant, so every particle keeps the
-   same weight. Each move stops its runs as soon as the facts read so far put
-   it beyond the tolerance (a `Cutoff`).
-
-Distances. Each fact is a target interval on its own scale (a point is an
-interval of width zero); its error is how far the simulated figure lies
-outside it, in a fixed unit: the simulator's run-to-run sd of that figure
-(a reported figure is one run), or the fact's reporting precision where that
-is larger. A setting's distance is the root of the summed squared errors.
-The run-to-run sd comes from a pilot: the `pilot_settings` prior draws that
-fit the facts best (on the prior predictive's spread) are each simulated
-`pilot_replicates` times, and each figure's sd is pooled over them (the
-root of the mean of their variances). The unit never changes afterwards, so a
-falling tolerance means runs closer to the facts, in the facts' own terms.
-
-The noise level: the distance a run has from the facts when its setting
-reproduces every fact on average (each figure's mean on the reported value,
-a range's middle, a bound's edge); the `noise_quantile` (90%) of it over the
-pilot's runs, each setting's runs moved there. A tighter tolerance would
-reject many runs of a true setting itself: the facts, each one run, say no
-more. The rerun level: the same for a run measured against another run of
-its setting, their difference moved onto the facts; the facts being one run
-themselves, it is the distance a true setting's runs keep from them.
-
-Stopping and convergence. It has converged when
-  - a generation ran at the noise level, or
-  - the tolerance stopped decreasing (above `stalled` of the last one) while
-    moves were still accepted at least at `min_acceptance`: no setting within
-    the priors fits the facts closer, and the population is the best fit the
-    model has (the posterior predictive check then shows which facts it
-    misses), or
-  - a generation's first steps were accepted at less than `min_acceptance`
-    (that generation is abandoned) after one had run within the rerun level:
-    the population already holds the settings whose runs sit as close to the
-    facts as a true setting's would;
-and at least a quarter of the particles are distinct. It has not when a
-generation is abandoned before one ran within the rerun level, or after
-`max_generations`.
-
-Deterministic by seed: the prior draws, the pilot, the resampling and each
-particle's moves draw from streams of their own (seed, generation, ...), so
-the answer does not depend on how the simulations were spread over processes.
+It has converged when a generation ran at the noise level; or the tolerance stalled
+while moves were still accepted at `min_acceptance`; or a generation was abandoned for
+too few accepted moves after one had run within the rerun level; each with a quarter of
+the particles distinct. It fails when abandoned earlier, or after `max_generations`.
+Every random draw comes from a stream of its own (seed, generation, ...), so the answer
+does not depend on how simulations were spread over processes.
 """
 
 from __future__ import annotations
@@ -68,27 +23,198 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
-from pxn.calibrate.summaries.abc_distance import (
-    SPREAD_FLOOR,
-    Cutoff,
-    MapInOrder,
-    Scale,
-    Simulator,
-    errors,
-    simulate_all,
-    spread,
-)
-from pxn.calibrate.summaries.abc_moves import Chain
-from pxn.calibrate.summaries.priors import Priors
+from pxn.calibrate.summaries.priors import NORMAL_IQR, Priors
 
+SPREAD_FLOOR = 1e-3  # a figure every run agrees on still counts, on a 0.1% scale
+CHUNK = 8  # particles per unit of work handed to a process
 STEP_SCALE = 2.38**2  # over d: the random-walk Metropolis step of Roberts and Rosenthal (2001)
 # The step lengths a generation's first step tries, longest first, as shares of that step.
 LADDER = (1.0, 0.5, 0.25, 0.125, 0.0625)
 GOOD_RATE = 0.2  # the longest step accepted at least this often is taken
 RESAMPLE, FIRST_STEP, MORE_STEPS = 0, 1, 2  # stream keys within a generation
+
+
+class Simulator(Protocol):
+    """A picklable model of the facts: one run of each at a working-space point."""
+
+    def figures(self, point: np.ndarray, seed: int, cutoff: Cutoff | None) -> np.ndarray:
+        """Each fact's figure on its scale; with a cutoff, NaN past the facts it stopped at."""
+        ...
+
+
+# run(fn, units) -> [fn(*unit) for unit in units], spread over processes, in order
+MapInOrder = Callable[[Callable[..., Any], list[tuple]], list[Any]]
+
+
+@dataclass(frozen=True)
+class Scale:
+    """The fixed distance: each fact's unit, and the tolerance the noise allows."""
+
+    noise: np.ndarray  # (m,) each figure's run-to-run sd, from the pilot
+    units: np.ndarray  # (m,) the larger of that and the fact's reporting precision
+    noise_level: float
+    rerun_level: float  # the distance a true setting's runs keep from facts of one run
+    simulations: int  # the pilot's
+
+    def distance(self, figures: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+        return np.sqrt(np.sum((errors(figures, low, high) / self.units) ** 2, axis=-1))
+
+
+@dataclass(frozen=True)
+class Cutoff:
+    """A tolerance a simulation may stop at: past it, the setting is rejected whatever its
+    remaining figures (each only adds to the distance), so they need not be simulated."""
+
+    scale: Scale
+    low: np.ndarray
+    high: np.ndarray
+    tolerance: float
+
+    def exceeded(self, figures: np.ndarray) -> bool:
+        """Whether the figures known so far (the others NaN) already lie beyond it."""
+        known = ~np.isnan(figures)
+        misses = errors(figures[known], self.low[known], self.high[known]) / self.scale.units[known]
+        return bool(np.sqrt(np.sum(misses**2)) > self.tolerance)
+
+    def within(self, figures: np.ndarray) -> bool:
+        return bool(self.scale.distance(figures, self.low, self.high) <= self.tolerance)
+
+
+def errors(figures: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """How far each figure lies outside its target interval (inf where it is not a number)."""
+    with np.errstate(invalid="ignore"):  # an infinite figure beside an infinite bound
+        excess = np.maximum(np.maximum(low - figures, figures - high), 0.0)
+    return np.where(np.isfinite(figures), excess, np.inf)
+
+
+def spread(figures: np.ndarray) -> np.ndarray:
+    """Each figure's spread over a population's runs: its IQR as a normal sd."""
+    spread = []
+    for column in figures.T:
+        finite = column[np.isfinite(column)]
+        iqr = np.subtract(*np.percentile(finite, [75, 25])) if finite.size else 0.0
+        spread.append(max(iqr / NORMAL_IQR, SPREAD_FLOOR))
+    return np.array(spread)
+
+
+def simulate_all(
+    simulator: Simulator, run: MapInOrder, points: np.ndarray, seeds: list[int]
+) -> np.ndarray:
+    """One run of the facts at each point, in the points' order."""
+    units = [
+        (simulator, points[i : i + CHUNK], seeds[i : i + CHUNK])
+        for i in range(0, len(points), CHUNK)
+    ]
+    return np.concatenate(run(_simulate_chunk, units))
+
+
+def _simulate_chunk(simulator: Simulator, points: np.ndarray, seeds: list[int]) -> np.ndarray:
+    return np.array([simulator.figures(p, s, None) for p, s in zip(points, seeds, strict=True)])
+
+
+@dataclass(frozen=True)
+class Walked:
+    points: np.ndarray
+    figures: np.ndarray
+    distances: np.ndarray
+    accepted: np.ndarray  # (n,) steps each chain accepted
+    simulations: int
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Metropolis-Hastings ABC at one tolerance: what moves a particle (picklable)."""
+
+    priors: Priors
+    simulator: Simulator
+    cutoff: Cutoff
+    step: np.ndarray  # lower Cholesky factor of the Gaussian step's covariance
+
+    def walk(
+        self,
+        run: MapInOrder,
+        points: np.ndarray,
+        figures: np.ndarray,
+        distances: np.ndarray,
+        lengths: np.ndarray,
+        steps: int,
+        seeds: list[int],
+    ) -> Walked:
+        """Each particle `steps` steps on, of its length, its chain drawing from its seed."""
+        if steps == 0 or len(points) == 0:
+            return Walked(points, figures, distances, np.zeros(len(points), dtype=int), 0)
+        units = [
+            (self, points[i : i + CHUNK], figures[i : i + CHUNK], distances[i : i + CHUNK],
+             lengths[i : i + CHUNK], steps, seeds[i : i + CHUNK])
+            for i in range(0, len(points), CHUNK)
+        ]  # fmt: skip
+        parts = run(_walk_chunk, units)
+        return Walked(
+            np.concatenate([p.points for p in parts]),
+            np.concatenate([p.figures for p in parts]),
+            np.concatenate([p.distances for p in parts]),
+            np.concatenate([p.accepted for p in parts]),
+            sum(p.simulations for p in parts),
+        )
+
+    def move(
+        self,
+        point: np.ndarray,
+        figures: np.ndarray,
+        distance: float,
+        length: float,
+        steps: int,
+        seed: int,
+    ) -> tuple[np.ndarray, np.ndarray, float, int, int]:
+        """One particle's chain: where it ends, its figures and distance, the steps
+        accepted and the runs simulated."""
+        rng = np.random.default_rng(seed)
+        accepted = simulations = 0
+        log_prior = float(self.priors.log_density(point[None, :])[0])
+        for _ in range(steps):
+            proposal = point + length * (self.step @ rng.standard_normal(len(point)))
+            proposed_prior = float(self.priors.log_density(proposal[None, :])[0])
+            threshold = math.log(rng.random())
+            seed_of_run = int(rng.integers(0, 2**32))
+            if not threshold < proposed_prior - log_prior:  # the prior refuses it (or -inf)
+                continue
+            simulations += 1
+            proposed = self.simulator.figures(proposal, seed_of_run, self.cutoff)
+            if not self.cutoff.within(proposed):
+                continue
+            point, figures, log_prior = proposal, proposed, proposed_prior
+            distance = float(
+                self.cutoff.scale.distance(proposed, self.cutoff.low, self.cutoff.high)
+            )
+            accepted += 1
+        return point, figures, distance, accepted, simulations
+
+
+def _walk_chunk(
+    chain: Chain,
+    points: np.ndarray,
+    figures: np.ndarray,
+    distances: np.ndarray,
+    lengths: np.ndarray,
+    steps: int,
+    seeds: list[int],
+) -> Walked:
+    """One unit of work: a few particles' chains (a worker process runs it)."""
+    moved = [
+        chain.move(p, f, float(d), float(a), steps, s)
+        for p, f, d, a, s in zip(points, figures, distances, lengths, seeds, strict=True)
+    ]
+    return Walked(
+        np.array([m[0] for m in moved]),
+        np.array([m[1] for m in moved]),
+        np.array([m[2] for m in moved]),
+        np.array([m[3] for m in moved], dtype=int),
+        sum(m[4] for m in moved),
+    )
 
 
 @dataclass(frozen=True)

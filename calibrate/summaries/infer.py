@@ -1,27 +1,13 @@
 """Run summaries -> a Scenario with its uncertainty, by simulation-based inference.
 
-The simulator is the likelihood: a parameter setting is as plausible as the
-runs it simulates reproduce the reported figures (abc_smc.py). Per
-setting, every run the facts read is simulated once, a sweep's runs being
-the same runs its single and batched facts read, as the user's were each
-run once; in the listed order, so that a setting whose first runs already
-miss the tolerance stops there. The posterior predictive check runs each
-posterior draw twice, as a prediction of 200 replicates runs 100 draws.
-
-The model the facts are read through, and so its assumptions:
-- a metric call's and a reflection's latencies are lognormal, independent
-  from call to call (priors on their medians, `scale`, and log-sds, `s`);
-- acceptance is constant (a0) with correlation rho between siblings of one
-  iteration (the beta-binomial model of pxn/acceptance.py);
-- no engine overhead between stages, no skipped perfect parents, gepa's
-  default selection (every improving child);
-- with facts in dollars: a call's tokens are lognormal with log-sd
-  TOKEN_LOG_SD (only their means matter over thousands of calls), a
-  reflection reads REFLECTION_PROMPT_TOKENS plus its per-example input times
-  b, and the models are priced from litellm's table.
-Priors are priors.py's defaults unless the summaries file says
-otherwise; a parameter the facts do not pin keeps its prior's spread, and
-the report says which those are.
+The simulator is the likelihood (abc_smc.py): per setting, every run the facts read is
+simulated once, in the listed order so that a setting whose first runs miss already
+stops, a sweep's runs being the same runs its facts read. The posterior predictive check
+runs each posterior draw twice, as a prediction of 200 replicates runs 100 draws. The
+model's assumptions (lognormal latencies, constant acceptance with a sibling
+correlation, no overhead or skips, lognormal tokens with TOKEN_LOG_SD and a reflection
+prompt of REFLECTION_PROMPT_TOKENS) are docs/calibration.md's "The model the facts are
+read through".
 """
 
 from __future__ import annotations
@@ -36,8 +22,15 @@ import scipy.special
 import scipy.stats
 
 from pxn.acceptance import Acceptance
-from pxn.calibrate.summaries.abc_distance import Cutoff, MapInOrder, simulate_all
-from pxn.calibrate.summaries.abc_smc import AbcSmcResult, Generation, Settings, abc_smc
+from pxn.calibrate.summaries.abc_smc import (
+    AbcSmcResult,
+    Cutoff,
+    Generation,
+    MapInOrder,
+    Settings,
+    abc_smc,
+    simulate_all,
+)
 from pxn.calibrate.summaries.facts import Fact, Setup, Summaries
 from pxn.calibrate.summaries.priors import (
     DEFAULT_PRIORS,

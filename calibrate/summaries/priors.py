@@ -1,18 +1,14 @@
 """Priors: what is believed about a scenario's parameters before any run is seen.
 
-Each inferred parameter, named by its path in the scenario ("rollout.scale",
-"acceptance.a0"), has one of three independent priors, or is held fixed:
+Each inferred parameter, named by its scenario path ("rollout.scale"), has one of three
+independent priors, or is held fixed:
 
     loguniform [low, high]   a positive scale known to an order of magnitude
     uniform    [low, high]   a share, or a spread on a bounded range
-    lognormal  [median, s]   a positive value known roughly (what an earlier
-                             inference found, carried to the next)
+    lognormal  [median, s]   a positive value known roughly
 
-The inference works in each prior's natural coordinates, its working space:
-log of the value for loguniform and lognormal, the value itself for uniform.
-There every prior is uniform or normal, the perturbation kernel of the
-sampler is a plain Gaussian, and spreads (interquartile ranges) compare the
-same way for every parameter.
+The inference works in each prior's working space (the log for loguniform and
+lognormal), where every prior is uniform or normal and the sampler's kernel a Gaussian.
 """
 
 from __future__ import annotations

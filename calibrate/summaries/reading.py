@@ -24,7 +24,7 @@ from pxn.calibrate.summaries.facts import (
 )
 from pxn.calibrate.summaries.priors import Prior
 from pxn.errors import PxnError
-from pxn.fields import is_number, known_keys, table
+from pxn.fields import is_number, known_keys, table, whole
 from pxn.shape import Shape
 
 REQUIRED_SETUP = ("budget", "valset_size", "workers")
@@ -44,6 +44,12 @@ SIGNED_QUANTITIES = ("val_gain",)  # a new candidate may score below its parent
 TEST_SET = "test_examples"  # a run's test set size, beside its test_score
 SWEEP_KEYS = ("shapes", "most_speedup_at_least", "fastest_speedup", "dollars")
 INFERENCE_KEYS = ("seed", "particles", "draws", "min_acceptance", "max_generations")
+SWEEP_FACTS = (  # (key, quantity, label) of each fact a [sweep] statement makes
+    ("most_speedup_at_least", "most_speedup", "sweep: most batched runs' speedup"),
+    ("fastest_speedup", "fastest_speedup", "sweep: fastest batched run's speedup"),
+    ("dollars", "cheapest_dollars", "sweep: cheapest run's dollars"),
+    ("dollars", "dearest_dollars", "sweep: dearest run's dollars"),
+)
 
 
 def read_summaries(path: str | Path) -> Summaries:
@@ -138,35 +144,21 @@ def _sweep_facts(sweep: dict[str, Any], defaults: dict[str, Any], runs: list[Run
             index = len(runs) - 1
         indices.append(index)
     facts = []
-    statements = {
-        "most_speedup_at_least": ("most_speedup", "sweep: most batched runs' speedup"),
-        "fastest_speedup": ("fastest_speedup", "sweep: fastest batched run's speedup"),
-    }
-    for key, (quantity, label) in statements.items():
-        if key in sweep:
-            low, high = _number(sweep[key], f"[sweep] {key}")
-            if key == "most_speedup_at_least":
-                if low != high:
-                    raise PxnError(
-                        "is one number, the speedup most runs reach", subject=f"[sweep] {key}"
-                    )
-                high = math.inf
-            said = f">= {low:g}x" if high == math.inf else f"{_said(sweep[key])}x"
-            precision = _half_unit(sweep[key])
-            facts.append(
-                Fact(label, quantity, low, high, tuple(indices), said, precision=precision)
-            )
-    if "dollars" in sweep:
-        low, high = _number(sweep["dollars"], "[sweep] dollars")
-        for quantity, label in (
-            ("cheapest_dollars", "sweep: cheapest run's dollars"),
-            ("dearest_dollars", "sweep: dearest run's dollars"),
-        ):
-            said = f"${_said(sweep['dollars'])}"
-            precision = _half_unit(sweep["dollars"])
-            facts.append(
-                Fact(label, quantity, low, high, tuple(indices), said, precision=precision)
-            )
+    for key, quantity, label in SWEEP_FACTS:
+        if key not in sweep:
+            continue
+        low, high = _number(sweep[key], f"[sweep] {key}")
+        said = f"{_said(sweep[key])}x"
+        if key == "most_speedup_at_least":
+            if low != high:
+                raise PxnError(
+                    "is one number, the speedup most runs reach", subject=f"[sweep] {key}"
+                )
+            high, said = math.inf, f">= {low:g}x"
+        elif key == "dollars":
+            said = f"${_said(sweep[key])}"
+        precision = _half_unit(sweep[key])
+        facts.append(Fact(label, quantity, low, high, tuple(indices), said, precision=precision))
     return facts
 
 
@@ -180,12 +172,7 @@ def _options(data: Any) -> InferenceOptions:
     known_keys(fields, set(INFERENCE_KEYS), "[inference]")
     options = InferenceOptions(**fields)
     for name in ("seed", "particles", "draws", "max_generations"):
-        value = getattr(options, name)
-        least = 0 if name == "seed" else 2
-        if not (isinstance(value, int) and not isinstance(value, bool) and value >= least):
-            raise PxnError(
-                f"must be a whole number >= {least}: got {value!r}", subject=f"[inference] {name}"
-            )
+        whole(getattr(options, name), f"[inference] {name}", 0 if name == "seed" else 2)
     if not (is_number(options.min_acceptance) and 0 < options.min_acceptance < 1):
         raise PxnError(
             f"must be in (0, 1): got {options.min_acceptance!r}",
@@ -298,12 +285,7 @@ def _run(entry: dict[str, Any], where: str) -> Run:
     numbers = {}
     for key in (*REQUIRED_SETUP, "trainset_size", "minibatch", "reflection_concurrency"):
         if key in entry:
-            value = entry[key]
-            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-                raise PxnError(
-                    f"must be a whole number >= 1: got {value!r}", subject=f"{where} {key}"
-                )
-            numbers[key] = value
+            numbers[key] = whole(entry[key], f"{where} {key}")
     numbers.setdefault("trainset_size", numbers["valset_size"])
     models = {k: str(entry[k]) for k in ("task_model", "reflection_model") if k in entry}
     setup = Setup(**numbers, **models, **_metric(entry, where))
@@ -392,35 +374,32 @@ def _check_possible(given: dict[str, tuple[float, float]], run: Run, where: str)
     for key in SCORE_QUANTITIES:
         if key in given and SCALES[key] == "logit" and high(key) > 1:
             refuse(f"{key} {high(key):g} is above 1 (scores and shares are 0 to 1)")
-    if (
-        "iterations" in given
-        and "metric_calls" in given
-        and low("iterations") > high("metric_calls")
-    ):
-        refuse("has more iterations than metric calls (every iteration evaluates its parents)")
+
+    def more(key: str, than: str, problem: str, times: int = 1) -> None:
+        """Refuse `key` above `than` (times `times`), compared at their most lenient ends."""
+        if key in given and than in given and low(key) > high(than) * times:
+            refuse(problem)
+
+    more(
+        "iterations",
+        "metric_calls",
+        "has more iterations than metric calls (every iteration evaluates its parents)",
+    )
     if "metric_calls" in given and high("metric_calls") < run.setup.budget:
         refuse(
             f"has fewer metric calls than its budget {run.setup.budget} (gepa stops only "
             "once the budget is spent)"
         )
-    if (
-        "full_val_iterations" in given
-        and "iterations" in given
-        and low("full_val_iterations") > high("iterations")
-    ):
-        refuse("has more full-validation iterations than iterations")
-    if (
-        "accepted" in given
-        and "full_val_iterations" in given
-        and high("accepted") < low("full_val_iterations")
-    ):
-        refuse(
-            "has fewer accepted proposals than full-validation iterations (each validates "
-            "at least one)"
-        )
-    if (
-        "accepted" in given
-        and "iterations" in given
-        and low("accepted") > high("iterations") * run.shape.k
-    ):
-        refuse(f"has more accepted proposals than its {run.shape.label} iterations made")
+    more("full_val_iterations", "iterations", "has more full-validation iterations than iterations")
+    more(
+        "full_val_iterations",
+        "accepted",
+        "has fewer accepted proposals than full-validation iterations (each validates at least "
+        "one)",
+    )
+    more(
+        "accepted",
+        "iterations",
+        f"has more accepted proposals than its {run.shape.label} iterations made",
+        run.shape.k,
+    )

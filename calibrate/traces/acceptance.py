@@ -1,57 +1,23 @@
 """Acceptance: how often a proposal beats its parent, whether that decays, and
-whether the proposals of one iteration succeed together.
+whether the proposals of one iteration succeed together (docs/calibration.md,
+"Acceptance").
 
-The data are the gepa iterations that judged proposals: for each, the
-proposals judged in its run before it (`made`: its siblings are made at once,
-so they share it), the proposals it judged and how many passed. A child gepa
-dropped as a duplicate of a sibling passed its judge too (bookkeeping.py).
+The data are the iterations that judged proposals (acceptance_likelihood.Steps): the
+proposals judged before each (`made`, shared by its siblings), those it judged and how
+many passed; a child dropped as a duplicate of a sibling passed too.
 
-The mean. Constant a (its MLE is the share passed, with a Wilson interval),
-or the decay a(i) = a0 exp(-i / tau), fitted by maximum likelihood treating
-each proposal as a Bernoulli trial at its iteration's mean. Constant is kept
-unless the decay is supported, by a test that must be honest on small
-samples: a permutation test over iterations. Under constant acceptance the iterations
-are exchangeable, so the passed counts of the iterations that judged as many
-proposals could have come in any order. The p-value is the share of random
-rearrangements whose likelihood-ratio statistic reaches the data's: valid
-whatever the rate and whatever the within-iteration correlation, and an iteration's
-siblings, made at once, move together. Below DECAY_MIN_PROPOSALS
-proposals, DECAY_MIN_ACCEPTED accepted or DECAY_MIN_STEPS iterations, decay is
-not testable and acceptance is constant.
+The mean is constant (the share passed, with a Wilson interval) unless the decay
+a(i) = a0 exp(-i / tau) is supported by a permutation test over iterations: under a
+constant rate, iterations that judged as many proposals are exchangeable, whatever the
+rate and the within-iteration correlation. Below DECAY_MIN_PROPOSALS, DECAY_MIN_ACCEPTED
+or DECAY_MIN_STEPS decay is not testable. tau is searched from Steps.tau_floor (a decay
+faster than one iteration, or ending within a TAU_SPAN-th of the proposals seen, is not
+a trend), and a fitted decay holds from `decay_until` on: the fit says nothing past it.
 
-tau is searched from a floor (Steps.tau_floor): at least one iteration (a faster
-decay leaves every iteration after the first at nought, so the data cannot tell
-one such tau from another) and at least a TAU_SPAN-th of the proposals seen
-(a decay that ends within the first tenth of the data is the first few
-iterations, not a trend). A fit at the floor says so. A fitted decay stops at `decay_until`,
-the most proposals any iteration the fit saw was made after: it says nothing
-about a run that goes on longer.
-
-The correlation. Siblings share their parent and their moment in the run;
-with intra-iteration correlation rho an iteration's rate is drawn from a Beta with the
-iteration's mean a (the beta-binomial model). rho is fitted by maximum likelihood
-given the chosen mean, and kept only when the binomial (rho = 0) is rejected:
-rho = 0 lies on the boundary, so the likelihood-ratio statistic is referred to
-the 50:50 mixture of chi-square(0) and chi-square(1) (conservative at small
-samples).
-Iterations that judged one proposal say nothing about it, and fewer than
-CORRELATION_MIN_STEPS iterations of two proposals or more are not tested.
-
-Batched iterations. When the traces hold runs of one proposal per iteration and runs of
-several, a0 is the single iterations' and `batched` the batched iterations' a0 over it,
-each fitted by maximum likelihood with the mean's decay rate held (for a
-constant: the two shares passed). It is fitted whenever both kinds judged
-RATIO_MIN_PROPOSALS proposals or more, supported or not: a batched iteration is a
-different draw from gepa's judge, not a trend to extrapolate, and the parameter
-draws carry how well a few batched iterations pin it. Whether the data tell it from
-1 is a likelihood-ratio test against one a0 for both (chi-square(1); with a
-kept correlation, on the beta-binomial). Where the traces cannot fit it (one
-kind of iteration only), the point estimate keeps 1 and the parameter draws take
-it from a prior (BATCHED_PRIOR_LOG_SD), so predictions of the kind never run
-carry not knowing it.
-
-The iterations (Steps) and their likelihoods are acceptance_likelihood.py's, the
-batched ratio acceptance_batched.py's.
+The within-iteration correlation rho (beta-binomial) is fitted given the mean and kept
+only when the chi-bar-square test rejects rho = 0 (on the boundary); it needs
+CORRELATION_MIN_STEPS iterations of two proposals or more. The batched iterations' ratio
+is acceptance_batched.py's.
 """
 
 from __future__ import annotations
@@ -149,11 +115,8 @@ def fit_decay(steps: Steps) -> tuple[float, float, float]:
     """
     if steps.until <= 0:
         a = steps.accepted / steps.proposals
-        return (
-            a,
-            0.0,
-            float(bernoulli_log_likelihood(steps, steps.passed, np.full(len(steps.made), a))),
-        )
+        ll = bernoulli_log_likelihood(steps, steps.passed, np.full(len(steps.made), a))
+        return a, 0.0, float(ll)
     grid = steps.rates()
     a, ll = profile_a0(steps, steps.passed, grid)
     best = int(np.argmax(ll))
@@ -251,14 +214,9 @@ def fit_correlation(steps: Steps, mean: np.ndarray) -> CorrelationFit:
         )  # fmt: skip
     rho = fit_rho(steps, mean)
     informative = steps.take(several)
-    statistic = max(
-        0.0,
-        2
-        * (
-            betabinomial_log_likelihood(informative, mean[several], rho)
-            - betabinomial_log_likelihood(informative, mean[several], 0.0)
-        ),
-    )
+    gain = betabinomial_log_likelihood(informative, mean[several], rho)
+    gain -= betabinomial_log_likelihood(informative, mean[several], 0.0)
+    statistic = max(0.0, 2 * gain)
     pvalue = 0.5 * float(scipy.stats.chi2.sf(statistic, df=1)) if statistic > 0 else 1.0
     words = f"LR={statistic:.2f}, p={pvalue:.2g}"
     if rho > 0 and pvalue < CORRELATION_ALPHA:

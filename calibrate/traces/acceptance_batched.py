@@ -1,6 +1,6 @@
 """The batched iterations' acceptance over the single ones' (`batched`): fitted where the
 traces hold enough of both kinds, tested against one a0 for both, else drawn from its
-prior. acceptance.py's docstring says why.
+prior (docs/calibration.md, "Acceptance").
 """
 
 from __future__ import annotations
@@ -23,10 +23,8 @@ from pxn.calibrate.traces.acceptance_likelihood import (
 
 RATIO_MIN_PROPOSALS = 10  # judged by single iterations, and by batched ones, to fit `batched`
 RATIO_ALPHA = 0.05
-# Where the traces cannot pin `batched`, parameter draws take it from a lognormal
-# prior with median 1: the paper's figures imply one rate for single and 2x2 iterations, the
-# local study's task 0.69; the prior's 90% range, 0.66 to 1.51, holds both and is
-# symmetric about 1 on the log scale, so it says "unknown", not "lower".
+# Where the traces cannot pin `batched`, draws take it from a lognormal prior with median 1,
+# symmetric on the log scale: "unknown", not "lower" (docs/calibration.md says why this sd).
 BATCHED_PRIOR_LOG_SD = 0.25
 BATCHED_PRIOR_SEED = 20261204
 
@@ -114,14 +112,9 @@ def with_ratio_test(
     if not fit.identified:
         return fit
     rho = chosen.correlation
-    statistic = max(
-        0.0,
-        2
-        * (
-            betabinomial_log_likelihood(steps, step_means(steps, chosen), rho)
-            - betabinomial_log_likelihood(steps, step_means(steps, pooled), rho)
-        ),
-    )
+    gain = betabinomial_log_likelihood(steps, step_means(steps, chosen), rho)
+    gain -= betabinomial_log_likelihood(steps, step_means(steps, pooled), rho)
+    statistic = max(0.0, 2 * gain)
     pvalue = float(scipy.stats.chi2.sf(statistic, df=1))
     words = f"LR={statistic:.2f}, p={pvalue:.2g}"
     verdict = (

@@ -1,36 +1,14 @@
-"""gepa's bookkeeping: how often parents recur, children that repeat a sibling, and
-tasks skipped for a perfect parent.
+"""gepa's bookkeeping: how often parents recur (front_share), children that repeat a
+sibling (duplicate_children), and tasks skipped for a perfect parent (skip_perfect).
 
-front_share. gepa draws each iteration's P parents from its Pareto front, which
-collapses tied and dominated programs; the Scenario models that as P uniform
-draws (with replacement) from a front of F = max(1, ceil(front_share x
-candidates)) candidates. The evidence is how often parents drawn from one
-front coincide: d distinct among g draws has likelihood F (F - 1) ... (F - d +
-1) / F^g (which candidates form the front does not matter). The front changes
-only when a child joins the pool, so one front serves an iteration's P draws and
-those of the iterations after it up to the next acceptance: a single run's
-consecutive rejected iterations draw from one front too, and say as much as an
-iteration of several parents. Each iteration adds its draws' share of its front's
-likelihood (the group's likelihood after it over the group's before it), so
-iterations stay the unit the bootstrap resamples. It is maximised over a grid of
-shares; the likelihood is a step function of the share, so the estimate is
-the middle of the grid's plateau of maxima. The default share 1 is kept
-unless a likelihood-ratio test rejects it; 1 is the edge of the range, so the
-statistic is referred to the 50:50 chi-bar-square. A parent is observed
-through a reflection of its group; a group whose every task gepa skipped is
-not.
-
-duplicate_children. gepa validates a selected child once when its text repeats
-an earlier selected sibling's. The trace does not hold the texts, but a
-runner's decisions hold the minibatch scores: with selection 'all' a child
-that beat its parent (score after > before, gepa's default strict
-criterion) and still was not accepted was dropped as a duplicate. The share
-is those drops over the selected children after the first of their iteration (a
-binomial MLE). Traces without scores (a simulation's) cannot show it.
-
-skip_perfect. gepa skips a task whose parent scored perfectly on its
-minibatch: the share of completed iterations' tasks that never reached a
-reflection, at most SKIP_MAX.
+front_share: P parents drawn uniformly from a front of F = max(1, ceil(share x
+candidates)); d distinct among g draws from one front has likelihood F (F - 1) ...
+(F - d + 1) / F^g. One front serves every draw up to the next acceptance, each iteration
+adding its share so that iterations stay the bootstrap's unit. The likelihood is a step
+function of the share, so the estimate is the middle of the grid's plateau of maxima; 1
+is kept unless the chi-bar-square test rejects it. duplicate_children: with selection
+'all', a child that beat its parent and was not accepted was dropped as a duplicate.
+skip_perfect: the share of tasks that never reached a reflection, at most SKIP_MAX.
 """
 
 from __future__ import annotations
@@ -129,29 +107,21 @@ def fit_front_share(parents: Parents) -> FrontFit:
     informative = parents.informative()
     n = len(informative.drawn)
     if n == 0:
-        return FrontFit(
-            0,
-            False,
-            1.0,
-            (math.nan, math.nan),
-            0.0,
-            1.0,
-            1.0,
+        reason = (
             "not identifiable: no front was drawn from twice (one parent an iteration, and "
-            "an acceptance after every iteration); kept 1",
+            "an acceptance after every iteration); kept 1"
         )
+        return FrontFit(0, False, 1.0, (math.nan, math.nan), 0.0, 1.0, 1.0, reason)
     share, ll = share_mle(informative)
     statistic = max(0.0, float(2 * (ll.max() - ll[-1])))
     pvalue = 0.5 * float(scipy.stats.chi2.sf(statistic, df=1)) if statistic > 0 else 1.0
     inside = SHARE_GRID[2 * (ll.max() - ll) <= scipy.stats.chi2.ppf(0.95, df=1)]
     interval = (float(inside.min()), float(inside.max()))
+    words = f"LR={statistic:.2f}, p={pvalue:.2g}"
     if pvalue < ALPHA:
-        chosen, reason = share, f"parents recur (LR={statistic:.2f}, p={pvalue:.2g})"
+        chosen, reason = share, f"parents recur ({words})"
     else:
-        chosen, reason = (
-            1.0,
-            f"kept 1: recurrence not supported (LR={statistic:.2f}, p={pvalue:.2g})",
-        )
+        chosen, reason = 1.0, f"kept 1: recurrence not supported ({words})"
     return FrontFit(n, True, share, interval, statistic, pvalue, chosen, reason)
 
 
@@ -167,18 +137,9 @@ class DuplicateFit:
 
 
 def fit_duplicates(later: int, dropped: int, shown: bool, why_not: str) -> DuplicateFit:
-    if not shown:
-        return DuplicateFit(False, 0, 0, 0.0, (math.nan, math.nan), 0.0, f"not fitted: {why_not}")
-    if later == 0:
-        return DuplicateFit(
-            True,
-            0,
-            0,
-            0.0,
-            (math.nan, math.nan),
-            0.0,
-            "not fitted: no iteration selected two children or more",
-        )
+    if not shown or later == 0:
+        why_not = why_not if not shown else "no iteration selected two children or more"
+        return DuplicateFit(shown, 0, 0, 0.0, (math.nan, math.nan), 0.0, f"not fitted: {why_not}")
     ci = scipy.stats.binomtest(dropped, later).proportion_ci(method="wilson")
     share = dropped / later
     reason = (

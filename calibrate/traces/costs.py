@@ -1,10 +1,6 @@
-"""The [prices] table, and the dollars the traces themselves recorded.
-
-Prices come from litellm's offline price table for the model names given
-(`--task-model`, `--reflection-model`), through Prices.from_dict. Without a
-name no [prices] table is written: a trace's `cost` fields say what was paid,
-not which model's price list produced it, and prices read back from them would
-be a guess. When both are at hand the report sets them side by side.
+"""The [prices] table, from litellm's offline price table for the models named, and the
+dollars the traces recorded. A trace's `cost` does not say which price list produced it,
+so without a model name no [prices] table is written.
 """
 
 from __future__ import annotations

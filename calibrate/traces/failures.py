@@ -1,25 +1,12 @@
 """The [failures] table from the traces: how often proposals are lost before gepa judges them.
 
-pxn.failures says what the chances mean. Each iteration of a trace counts:
-
-- before its reflection: the tasks that reached their reflective dataset (not
-  skipped for a perfect parent) and those lost there (no_proposal events
-  `reflective_dataset`, `no_trajectories`);
-- its reflection calls, as gepa's passes made them (sorted by start): the
-  first pass runs until a task's proposal id comes again, which opens the
-  second (every task again, one at a time). A call of a task whose call in the
-  first pass failed is a retry; every other call, a first try. A call failed
-  when its event holds an error.
-
-`dataset` is lost over reached, `reflection` failed first tries over first
-tries, `retry` failed retries over retries (absent where no retry ran: then
-a retry fails as a first try). Counted per iteration, the unit the
-parameter draws resample (draws.py), each draw refits the three shares.
-
-A trace written before schema 3 has no no_proposal events: its tasks lost
-before their reflection were read as skipped, and `dataset` is 0 (a note
-says so). A reflection that returned without a new text is not a failed call
-(gepa asks nothing again for it); the runs' lost proposals count it.
+pxn.failures says what the chances mean. Per iteration (the unit the draws resample):
+the tasks that reached their reflective dataset and those lost there (no_proposal
+`reflective_dataset`, `no_trajectories`); and its reflection calls in gepa's passes
+(sorted by start, a task's proposal id coming again opens the second pass): a call of a
+task whose first-pass call failed is a retry, any other a first try. `retry` is absent
+where no retry ran. A trace before schema 3 has no no_proposal events: `dataset` is 0
+and a note says so. A reflection that returned no new text is not a failed call.
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
 """Do calls slow down when more of them share the machine?
 
-A call may take longer the more calls share its model: a local LM server
-sharing a CPU, a hosted API under concurrency. Here a call's load is the
-number of calls of its own model (rollouts, or reflections; itself included)
-in flight when it started: known before its own duration, so a straggler
-finishing alone at the end of a stage does not make long calls look unloaded.
-gepa's barriers keep rollouts and reflections apart, so one model's calls
-never meet the other's. Untimed rollouts (trace.Rollout.timed) are left
-out: each spans its adapter call, so its duration and its load are the
-call's.
-
-Calls that gepa releases together start a few milliseconds apart in a real
-trace (its thread pool dispatches them one by one); read at the exact start,
-the first of them would look alone. So the load is the most calls in flight
-over the call's first DISPATCH_WINDOW seconds: the count the simulator
-assigns, where such calls start at the same instant. (Never more: a call
-that takes a freed slot meets the others still running, as at its start.)
-
-The effect is declared (a note in the report) when the Spearman correlation
-of latency with load is positive beyond MIN_RHO at p < ALPHA, from at least
-MIN_CALLS calls: below that it is reported, never declared.
+A call's load is the most calls of its own model (itself included) in flight over its
+first DISPATCH_WINDOW seconds: known before its duration, and robust to gepa's pool
+dispatching a stage's calls milliseconds apart (the simulator starts them at once).
+Untimed rollouts span their adapter call and are left out. The effect is declared when
+latency's Spearman correlation with load exceeds MIN_RHO at p < ALPHA over at least
+MIN_CALLS calls; otherwise it is only reported.
 """
 
 from __future__ import annotations

@@ -1,42 +1,13 @@
 """The rollout latency from adapter calls whose rollouts nothing timed: spans as makespans.
 
-An adapter that runs a call's n examples on its own pool of W threads and
-times none of them leaves one number per call: its span (the trace's
-untimed rollouts, trace.Rollout.timed). That span is not a latency: it is
-the makespan of n latencies on w = min(n, W) workers. The model:
-
-- the latencies are independent draws of one lognormal(s, scale), within a
-  call and across calls;
-- the pool takes the examples in order, each on the worker that frees first
-  (a FIFO queue in front of w threads: list scheduling, as the simulator
-  schedules a stage);
-- the span is the makespan; what the call does besides its rollouts
-  (submitting, collecting, gepa's own bookkeeping) is in it, a small upward
-  bias on the latency.
-
-The lognormal is a scale family, so the makespan of scale-times-Y draws is
-scale times the makespan M1 of the Y's: log span = log scale + log M1(s),
-and the likelihood of a span is the density of log M1(s) at log span - log
-scale (over the span, the Jacobian). Of log M1(s):
-
-- n <= w: every rollout has a worker, so M1 is the maximum of n draws, cdf
-  F(t)^n: the density n Phi(z)^(n-1) phi(z) / s at z = log t / s, exact;
-- n > w: no closed form. It is simulated: SIMULATED makespans of standard
-  normal draws Z (fixed per (n, w): common random numbers), exp(s Z)
-  list-scheduled, on a grid of s; the skew-normal with the mean, sd and
-  skewness of their logs stands for log M1 there, its three parameters
-  interpolated linearly in log s between the grid's points (a smooth
-  surrogate of the simulated likelihood, checked against the simulator by
-  the round-trip tests).
-
-Timed latencies (a trace mixing timed and untimed calls) add their lognormal
-log density, and tries cut at a timeout their log survival. The likelihood
-is maximised over (log scale, log s) by Nelder-Mead, from the best of a few
-starting shapes, each with its scale profiled; s is kept on the grid's
-range. How well the spans fit: each span's probability under the fitted
-model (the cdf at it, F(t)^n or the skew-normal's) should be uniform; the
-Kolmogorov-Smirnov p-value of that is optimistic (the parameters come from
-the same spans), as the timed fits' is.
+An untimed adapter call leaves one span: the makespan of its n lognormal latencies
+list-scheduled on w = min(n, W) workers (docs/calibration.md, "Untimed adapter calls").
+The lognormal's scale factors out, so a span's likelihood is the density of log M1(s) at
+log span - log scale: exact for n <= w (the maximum of n draws), and for n > w a
+skew-normal matched to SIMULATED list-scheduled makespans of common random numbers on a
+grid of s, interpolated in log s. Timed latencies add their log density, tries cut at a
+timeout their log survival; (log scale, log s) is maximised by Nelder-Mead. The spans'
+KS p-value is optimistic, as the timed fits' is.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """gepa's merge from the traces: the runs' merge setup, and how often a merge passed.
 
-The setup is read, not fitted: run_start meta's use_merge,
-max_merge_invocations and components (the seed candidate's texts). A trace
-that declares none (version 1, or recorded before merges were) ran without
-merge. Where traces differ, the scenario takes the first trace's and a note
-says so.
-
-merge_acceptance (the rate a merge passes its subsample, under acceptance
-rates) is the share of the merges gepa judged (merge events) that it
-accepted, shrunk toward 1/2 since a run judges only a handful:
-(accepted + 1) / (judged + 2), the posterior mean under a uniform prior.
-Without one merge judged that is 1/2, unmeasured, and a note says so.
+The setup is read from run_start meta (use_merge, max_merge_invocations, components);
+a trace declaring none ran without merge, and where traces differ the first's is taken
+with a note. merge_acceptance is (accepted + 1) / (judged + 2), the posterior mean under
+a uniform prior, since a run judges only a handful of merges.
 """
 
 from __future__ import annotations

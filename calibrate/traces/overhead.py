@@ -1,14 +1,9 @@
 """What the stages do not explain: engine overhead, and the concurrency reached.
 
-gepa's own code runs between the stages (sampling, merging scores, saving
-state), so wall-clock minus the time inside stages is overhead; the
-simulator pays it as a fixed `stage_overhead` before each stage, so its
-estimate is that total over the number of stages. Concurrency says whether
-the pool was used as the simulator assumes: the most rollouts in flight at
-once against W, and the busy share of the rollout stages, both of the timed
-rollouts (an untimed one spans its adapter call, overlapping its call's
-others whether or not they ran at once). (Whether calls slow
-down under load is load_effect.py's question.)
+Wall-clock minus the time inside stages, over the number of stages, is the
+`stage_overhead` the simulator pays before each stage. The concurrency reached (the most
+timed rollouts in flight against W, and the stages' busy share) says whether the pool
+was used as the simulator assumes.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Rollout phases: whether their latencies differ, and which get a latency of their own.
 
-Each phase (seed_val, parent_minibatch, child_minibatch, full_val) is fitted
-alone, in its own family, with the pooled sample's cap if it has one: the
-pooled sample mixes the phases, so its family need not be any phase's. The
-phases differ when a Kruskal-Wallis test over those with PHASE_TEST_MIN
-rollouts or more gives p < PHASE_ALPHA; then each phase with PHASE_OWN_MIN
-rollouts or more gets its own latency in [rollout.phases], and [rollout] stays
-the pooled fit for the others. A phase too small for its own latency is
-fitted by "auto", for the report.
+Each phase is fitted alone (in its own family, with the pooled cap). When a
+Kruskal-Wallis test over the phases with PHASE_TEST_MIN rollouts gives p < PHASE_ALPHA,
+each phase with PHASE_OWN_MIN rollouts gets its own [rollout.phases] latency and
+[rollout] stays the pooled fit for the others.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """The reflection prefix cache: what a reflection saves when its server just served a sibling.
 
-A server that keeps the prompt it served last (llama.cpp, llama-cpp-python)
-processes only the part of the next prompt that differs from it. Sibling
-reflections (one parent, one iteration) share gepa's template head, the parent's
-text and the template middle; the runner records those tokens for every
-reflection as `prefix_tokens` (against the parent's previous prompt, so
-single runs, which never send two reflections an iteration, record them too).
-Their processing is what a sibling saves: the reflection's seconds per input
-token (the latency-against-tokens fit, tokens.py) times the mean prefix
-tokens. Its interval is the slope's 95% interval times that mean.
-
-Whether a server caches cannot be read from runs without siblings: it is
-known for pxn's own pool (its traces name llama-cpp-python) and declared for
-any other (`pxn calibrate --prefix-cache yes`).
+A caching server (llama.cpp) processes only the part of a prompt that differs from the
+one it served last; siblings share the runner's recorded `prefix_tokens`. The saving is
+the reflection's seconds per input token (tokens.py) times their mean, its interval the
+slope's. Whether a server caches is known for pxn's own pool (its traces name
+llama-cpp-python) and declared for any other (`--prefix-cache yes`).
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """The search's quality model from the scores the traces hold, inferred by simulation.
 
-Each run's scored rollouts, decisions and validations give the figures the
-quality model is judged by (RunSummary's search figures, read by
-pxn.run_summary.summarize): the seed's score, the best, the share of proposals
-accepted and of tasks skipped, what a new candidate gains over its parent on
-validation, how much examples differ, and how often a parent's repeated
-evaluation agrees. Each is a fact of the kind run summaries give, so the
-summaries' inference (calibrate/summaries/infer.py) fits the [quality] table
-to them: ABC-SMC with the simulator as the likelihood, every run simulated at
-its own setup and shape. The latencies play no part in these figures and are
-held fixed there; the proposals the runs lost (pxn.failures), which leave a
-run fewer to search with, are held at the shares the traces show. The
-posterior's draws join the scenario's parameter draws.
-The seed's validation, example by example, goes into the table as
-`seed_validation` when every trace measured it alike (the same valset):
-runs predicted from it start from the seed as measured.
-
-Runs that accepted a proposal show that the seed can be improved on: the
-posterior's draws that put the ceiling at or below the seed's score are
-dropped (the posterior conditioned on that fact), and the medians taken
-again from the rest.
-
-The metric is read off the scores: all 0 or 1 is binary; all multiples of
-1/L for some L up to MAX_LEVELS is graded; anything else continuous.
+Each run's search figures (pxn.run_summary) become facts of the kind run summaries give,
+and the summaries' inference (summaries/infer.py) fits the [quality] table to them, each
+run simulated at its own setup and shape; the latencies are held fixed and the lost
+proposals at the traces' shares. The seed's validation becomes `seed_validation` when
+every trace measured it alike. Where runs accepted a proposal, draws with the ceiling at
+or below the seed's score are dropped and the medians retaken. The metric is read off
+the scores: binary (0 or 1), graded (multiples of 1/L, L <= MAX_LEVELS) or continuous.
 """
 
 from __future__ import annotations
@@ -73,6 +57,13 @@ COUNTED_OVER: dict[str, Callable[[RunSummary], int]] = {
 PARTICLES = 200
 NO_FAILURES = Failures()
 MAX_GENERATIONS = 12
+
+
+def default_options(draws: int, seed: int = 0) -> InferenceOptions:
+    """The inference's settings for a calibration's search (and a past run's latencies)."""
+    return InferenceOptions(
+        seed=seed, particles=PARTICLES, draws=max(draws, 1), max_generations=MAX_GENERATIONS
+    )
 
 
 @dataclass(frozen=True)
@@ -160,10 +151,7 @@ def fit_quality(
 ) -> QualityFit:
     """The posterior of the [quality] table given the traces' search figures (PxnError when
     the inference cannot reproduce them or does not converge)."""
-    options = InferenceOptions(
-        seed=seed, particles=PARTICLES, draws=max(draws, 1), max_generations=MAX_GENERATIONS
-    )
-    summaries = trace_summaries(traces, options, failures)
+    summaries = trace_summaries(traces, default_options(draws, seed), failures)
     inference = infer_from_summaries(summaries, "quality", jobs, on_generation, backend)
     assert inference.scenario.quality is not None and inference.scenario.uncertainty is not None
     posterior = tuple(

@@ -1,17 +1,10 @@
 """The runs' setup as the traces declare it: read, not fitted.
 
-Budget, data sizes, b, W and the reflection concurrency C come from each trace's
-run_start; where the traces differ, the scenario takes the first trace's and
-a note says so. The LM pool's size (lm_servers) is as the caller gives it,
-else as the run_start meta declares it (the smallest when traces differ).
-A run stopped by its own stop_callbacks declares no budget (0): B is then
-the most metric calls a run made, and a note says so. How each run ended
-(its run_end, or none: cut short) is said in words, for the notes and for a
-refusal. How the workers served a stage's candidates: dspy.GEPA's adapter
-splits its num_threads among them (its recording says dspy in run_start
-meta); others pool them. The optimizer is dspy.GEPA when the first run's
-recording says dspy, gepa otherwise. [calibrated_on] is the longest run's metric calls
-and proposals.
+Budget, data sizes, b, W and C come from run_start (the first trace's where they differ,
+with a note); lm_servers as given, else the smallest the meta declares. A run stopped by
+its own callbacks declares budget 0: B is then the most metric calls a run made. Also:
+how each run ended, how the workers served a stage's candidates (dspy.GEPA splits them),
+the optimizer, and [calibrated_on].
 """
 
 from __future__ import annotations

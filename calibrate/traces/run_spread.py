@@ -1,42 +1,15 @@
 """How much runs differ in speed beyond their calls' own spread: load.*.run_spread.
 
-A run has conditions of its own (the provider's load that hour, the machine,
-the prompts its search grows) that make all its calls a little faster or
-slower together. In logs, a call's latency as the simulator draws it (served
-alone, served.py) is its group's mean (its run's setup and its phase), plus
-its run's shift, plus the call's own noise; the shifts have sd run_spread.
-
-Only runs of one setup (shape, W, C, b, servers: units.run_design) show it,
-so the analysis of variance is nested in the setups: the runs' mean square
-(the residual sum of squares the runs' shifts remove, over runs - setups
-degrees of freedom) against the calls' (what is left, over the calls less
-every mean fitted). The F test of no shift decides whether the data support
-one; the estimate is the moment one, (MS_runs - MS_calls) / n0, with n0 the
-calls per run (Searle's, for runs of unequal length); the interval is the
-F distribution's for sigma_runs^2 / sigma_calls^2 (exact for equal runs),
-times MS_calls.
-
-What it takes in: a candidate's own latency (its prompt's length, the answers
-it asks for) varies from candidate to candidate, and a run's candidates are
-its own, so their spread is in the runs' shifts too. The simulator gives
-every candidate one latency, so the run's shift carrying it is what makes
-simulated runs differ as real ones do.
-
-The parameter bootstrap (draws.py) says how well the runs pin the mean
-latency (sd sigma_runs / sqrt(runs)); a new run differs from that mean by its
-own shift besides (sd sigma_runs): run_spread is that second part.
-
-Where no setup was run twice (one run of each) the spread cannot be measured, yet the next
-run's conditions will differ from this one's. It is kept at 0, and its
-parameter draws come from a prior, uniform on [0, RUN_SPREAD_PRIOR]: up to
-the widest spread pxn's studies measured from repeated runs (docs/limits.md).
-
-A spread the test does not support is kept at 0, but its parameter draws
-come from its confidence distribution within the 95% interval (the F pivot
-at a uniform quantile: zero in about the test's p-value's share of draws, up
-to the interval's upper end in the rest): three runs that happened to agree cannot rule out
-that a fourth differs, and leaving that out made every interval too narrow
-for the runs that did (experiments/messy_runs).
+A call's log latency served alone is its group's mean (setup and phase), plus its run's
+shift, plus its own noise; run_spread is the shifts' sd (docs/calibration.md, "Run
+spread"). A one-way analysis of variance nested in the setups (units.run_design) gives
+the F test of no shift, the moment estimate (MS_runs - MS_calls) / n0 and the F interval.
+The parameter draws already carry how well the runs pin the mean; run_spread is a new
+run's own shift. An unsupported spread is kept 0 but drawn from its confidence
+distribution: three runs that happened to agree cannot rule out that a fourth differs.
+Where no setup was run twice it cannot be measured, yet the next run's conditions will
+differ: it is kept 0 and drawn from a prior, uniform on [0, RUN_SPREAD_PRIOR], up to the
+widest spread pxn's studies measured from repeated runs.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """Each call's latency as the simulator draws it: served alone, at the measured b.
 
-The simulator draws a latency, stops it at a cap, shifts a reflection's for a
-b other than the one it was measured at (Tokens.reflection_latency_shift),
-scales a rollout's by its candidate's prompt length (pxn.prompt_lengths) and
-stretches it by its model's load factor (Load.factor). Calibration undoes the
-last three in reverse: it divides each call's latency by the factor of its
-model's slowdown at the call's load and by its prompt's factor, then shifts a
-reflection back to the measured b. A call that started with more than `servers` calls of its model
-in flight may have waited for a server, and the simulator adds that wait
-itself: such calls are left out, unless every call of a kind would be. Then
-they are kept: on one server, which serves calls one at a time, each less its
-wait (Calls.wait: the server began on it when the call before it ended), the
-time the server spent on it; on more, with their waits in, an overestimate the
-caller reports.
+The simulator draws, caps, shifts a reflection for b, scales a rollout by its
+candidate's prompt length (pxn.prompt_lengths) and stretches by load; this undoes the
+last three. Calls that may have waited for a server are left out, unless every call of
+a kind would be: then on one server each is taken less its wait, on more with the wait
+in (an overestimate the caller reports).
 """
 
 from __future__ import annotations

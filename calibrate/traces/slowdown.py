@@ -1,39 +1,13 @@
-"""The Scenario's load slowdown beta, fitted from the traces.
+"""The Scenario's load slowdown beta, fitted from the traces (docs/calibration.md).
 
-The simulator stretches a call that starts while m LM calls are served
-(itself included) to 1 + beta (m - 1) times its drawn latency. In logs that
-is a shift: log latency = c(group) + log(1 + beta (m - 1)) + noise, with one
-c per group of calls that differ in length (a rollout phase; reflections).
-beta is fitted by least squares on the log latencies, profiled over c: a
-ratio of geometric means, robust to the heavy tails of latencies, and free of
-their family.
-
-Each model has its own beta (Scenario.loads), fitted from its own calls, each
-rollout phase with its own c: then beta is what load adds within a phase, not
-a difference between phases that happen to run at different loads. Where that
-leaves beta unidentified (every phase at one load), the phases are pooled and
-the report says the two are confounded there. A model whose own calls do not
-support a slowdown (all at one load, or too few away from it to tell one)
-borrows the fit of both models together when they share a known local pool
-(the same servers and CPU) and that fit supports one, and keeps 0 otherwise:
-the pool's calls are the same servers on the same cores, and a few
-reflections at two loads lack the power to stand for them.
-
-Constant latency (beta = 0) is kept unless the data support the slowdown, as
-acceptance keeps a constant rate unless decay is supported. The test is the
-F test of beta = 0 (exact for the log model's linear approximation with
-normal noise; the likelihood ratio's chi-square reference claims too many
-slowdowns on small samples). Below SLOWDOWN_MIN_CALLS calls, or with
-fewer than SLOWDOWN_MIN_OFF of them away from their group's commonest load
-(one or two calls would decide beta alone), the slowdown is not testable
-and kept 0. The interval is the profile-likelihood one.
-
-A call's m is its load from load_effect.call_loads. With lm_servers = K,
-a call that started with more than K in flight may have waited for a server,
-and its latency holds that wait (the simulator adds the queueing itself): such
-calls are set aside, from this fit and from the latency fits. beta is
-identified only where one group of calls ran at two loads or more; a single run
-whose every stage fills the pool has one load per kind, and says so.
+The simulator stretches a call started at load m to 1 + beta (m - 1) times its latency:
+log latency = c(group) + log(1 + beta (m - 1)) + noise, one c per rollout phase or for
+reflections. beta is fitted per model by least squares on the log latencies, profiled
+over c (robust to heavy tails, free of the family), and kept 0 unless the F test of
+beta = 0 rejects it (the LR's chi-square claims too many slowdowns on small samples).
+Where every phase ran at one load the phases are pooled; a model whose own calls cannot
+tell a slowdown borrows both models' fit when they share a known local pool. Calls that
+may have waited for a server (more than K in flight at their start) are set aside.
 """
 
 from __future__ import annotations

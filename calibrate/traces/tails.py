@@ -1,30 +1,13 @@
 """Bounded tails: latencies that pile up at a cap, and tries cut at a timeout.
 
-A reply cut at max_tokens, or a call a client abandons at its timeout, ends at
-a cap: the latencies pile up just under one value, far more of them than any
-smooth distribution puts there. The test: given the sample's maximum M, the
-other n - 1 latencies are independent draws of the distribution below M, so
-the count within CAP_WINDOW of M is binomial with the share the uncapped fit
-gives that window (below M). The fit is the best family fitted to every
-latency, the pile included, which fattens its tail and makes the test
-conservative. A pile of at least CAP_MIN_PILE at p < CAP_ALPHA is a cap,
-tested only on CAP_MIN_SAMPLE latencies or more: in fewer, the fitted
-family's tail, which says what pile to expect, is itself a guess. The test
-assumes latencies with a tail: one bounded by nature (a uniform one) fits no
-family's tail and can read as a cap.
-
-When the runner retried a call after a try timed out (its Attempt events say
-so), the timeout is known without a test: those tries are right-censored at
-their durations, the cap is their median duration, and cap_retries is the most
-retries any call made after timeouts and then finished (a lower bound on the
-client's limit: a call that ran out of tries shows it exactly, minus its last).
-
-The latency distribution is then fitted with every piled-up latency right-
-censored at the window's lower edge (the latency was that long at least), and
-the Scenario's distribution carries `cap` at the pile's median: the simulator
-draws from the fit and stops a draw at the cap. A cap sits on the latencies
-as served alone (after the load slowdown is divided out), where the simulator
-applies it.
+Given the maximum M, the count within CAP_WINDOW of M is binomial at the share the best
+family fitted to every latency (the pile included, so conservative) gives that window; a
+pile of CAP_MIN_PILE at p < CAP_ALPHA in CAP_MIN_SAMPLE latencies or more is a cap. A
+naturally bounded latency can read as one. Where the runner retried after timeouts the
+cap is known: those tries are right-censored, the cap is their median duration and
+cap_retries the most retries a finished call made. Piled-up latencies are censored at
+the window's edge; the cap sits on latencies served alone, where the simulator applies
+it (docs/calibration.md, "Caps").
 """
 
 from __future__ import annotations

@@ -54,6 +54,14 @@ class TokenFit:
     spearman: float  # rank correlation of latency and tokens out
 
 
+def _subsample(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """At most SUBSAMPLE of the pairs, a fixed choice: Theil-Sen weighs every pair (n^2)."""
+    if len(x) <= SUBSAMPLE:
+        return x, y
+    pick = np.random.default_rng(0).choice(len(x), size=SUBSAMPLE, replace=False)
+    return x[pick], y[pick]
+
+
 def fit_tokens(what: str, events: list[Event]) -> TokenFit | None:
     """Fit the line to the calls that report tokens_out; None when too few do."""
     pairs = [
@@ -63,11 +71,7 @@ def fit_tokens(what: str, events: list[Event]) -> TokenFit | None:
     ]
     if len(pairs) < MIN_POINTS:
         return None
-    tokens, seconds = np.array(pairs).T
-    if len(tokens) > SUBSAMPLE:
-        # Theil-Sen weighs every pair (n^2): a fixed subsample keeps it quick.
-        pick = np.random.default_rng(0).choice(len(tokens), size=SUBSAMPLE, replace=False)
-        tokens, seconds = tokens[pick], seconds[pick]
+    tokens, seconds = _subsample(*np.array(pairs).T)
     if np.ptp(tokens) == 0:
         return None  # every call wrote as many tokens: no slope to see
     slope, intercept, low, high = scipy.stats.theilslopes(seconds, tokens, alpha=0.95)
@@ -90,18 +94,11 @@ MIN_LATENCY_FIT = 10  # reflections a three-coefficient least-squares fit needs 
 def fit_counts(what: str, counts: Sequence[float], *, capped: bool) -> LatencyFit:
     """A distribution of token counts per call, by the same machinery as latencies.
 
-    Counts are whole numbers. When they run into the tens or more, one token is a
-    small step beside their spread and the continuous families describe them as
-    well as they describe latencies; when they are small or pile up at a
-    max_tokens cap, the KS test rejects every family and the empirical resample
-    is chosen, which keeps the lattice and the cap exactly. So "auto" decides.
-    A zero (an empty reply) is a point mass no family here has, and fit_latency
-    sets non-positive values aside, which would bias the mean upwards: with any
-    zero the counts are resampled as observed, zeros included.
-
-    An output may stop at max_tokens (`capped`: screened for a pile at a cap, as
-    latencies are); an input is never cut, and its few distinct prompts clump on
-    the lattice in a way the screen, made for continuous values, would misread.
+    "auto" decides: large counts fit a continuous family, small or capped ones fail KS
+    and are resampled, keeping the lattice and the cap. A zero (an empty reply) is a
+    point mass no family has, and fit_latency would set it aside and bias the mean: with
+    any zero the counts are resampled as observed. Only an output (`capped`) is screened
+    for a cap: an input is never cut, and its few distinct prompts would fool the screen.
     """
     data = np.asarray(counts, dtype=float)
     data = data[np.isfinite(data) & (data >= 0)]
@@ -126,13 +123,8 @@ def fit_counts(what: str, counts: Sequence[float], *, capped: bool) -> LatencyFi
 
 @dataclass(frozen=True)
 class ReflectionInput:
-    """A reflection's input tokens as base + per_example * b.
-
-    gepa 0.1.4 renders one prompt per reflection: its template, the parent's
-    text once, and one record per minibatch example (the adapter's
-    make_reflective_dataset; pxn's runner makes the task's record: the
-    example's input, the program's output and the metric's feedback). So the
-    input grows with b by about one record per example.
+    """A reflection's input tokens as base + per_example * b: gepa renders the template and
+    the parent's text once and one record (input, output, feedback) per minibatch example.
     """
 
     base: float
@@ -149,23 +141,12 @@ def fit_reflection_input(
 ) -> ReflectionInput:
     """Fit base and per_example from reflections' tokens_in at each b.
 
-    `rollout_records`: tokens_in + tokens_out of rollouts whose records a
-    reflection reads (parent minibatch rollouts), for the one-b estimate.
-
-    At two or more b, per_example is the Theil-Sen slope of tokens_in against b
-    (robust to the odd long parent text). At one b the two cannot be told apart
-    from reflections alone, and per_example is taken as a mean rollout's tokens
-    in plus out: a record holds an example's input and the program's output, as
-    a rollout does, and adds the feedback, but a rollout's input also holds the
-    program's own prompt and the candidate's text, which a record does not
-    repeat. The two errors go opposite ways; on a task whose prompt is long
-    beside its examples this over-states per_example, so b's effect.
-
-    Either way base is set so the line gives the mean input measured at the
-    measured b (the b the reflection latency was measured at): the dollars at
-    that b are then what was measured. When that would make base negative, base
-    is 0 and per_example the measured mean over b (the line through the origin
-    and the measured point), and `floored` says so.
+    At two or more b, per_example is the Theil-Sen slope against b. At one b it is a mean
+    of `rollout_records` (the parent minibatch rollouts' tokens in + out): a record holds
+    an example's input and output as a rollout does (plus feedback, less the program's
+    prompt), which over-states b's effect on a task with a long prompt. base puts the
+    line through the mean at the measured b, so the dollars there are as measured; where
+    that would be negative, base is 0 and `floored` says so.
     """
     by_b = {b: (len(v), float(np.mean(v))) for b, v in sorted(inputs_by_b.items()) if v}
     if not by_b:
@@ -177,9 +158,7 @@ def fit_reflection_input(
     if len(by_b) >= 2:
         b_values = np.concatenate([np.full(len(v), b, dtype=float) for b, v in inputs_by_b.items()])
         tokens = np.concatenate([np.asarray(v, dtype=float) for v in inputs_by_b.values()])
-        if len(tokens) > SUBSAMPLE:
-            pick = np.random.default_rng(0).choice(len(tokens), size=SUBSAMPLE, replace=False)
-            b_values, tokens = b_values[pick], tokens[pick]
+        b_values, tokens = _subsample(b_values, tokens)
         slope, _, low, high = scipy.stats.theilslopes(tokens, b_values, alpha=0.95)
         per_example, ci = float(slope), (float(low), float(high))
         method = f"Theil-Sen of reflection tokens_in against b over b={', '.join(map(str, by_b))}"
@@ -214,11 +193,8 @@ def fit_reflection_input(
 class LatencyOnTokens:
     """Latency = intercept + per_input * tokens_in + per_output * tokens_out.
 
-    Ordinary least squares with heteroskedasticity-robust (HC1) standard errors:
-    a longer call's latency varies more, and plain errors would then claim too
-    much. Both counts enter because a call's time is its prompt's processing
-    plus its reply's generation: when the two counts are correlated, a fit on
-    one alone would credit it with the other's time.
+    Least squares with HC1 errors (a longer call varies more); both counts enter, so
+    that correlated counts do not credit one with the other's time.
     """
 
     what: str
@@ -239,11 +215,8 @@ class LatencyOnTokens:
 def fit_latency_on_tokens(
     what: str, calls: Sequence[tuple[Event, float]]
 ) -> tuple[LatencyOnTokens | None, str]:
-    """Fit the plane to (call, seconds) pairs; None and why when it cannot be fitted.
-
-    Only calls that succeeded at the first try count: a retried call's time
-    holds its failed tries and the back-off, which no token count explains.
-    """
+    """Fit the plane to (call, seconds) pairs; None and why when it cannot be fitted. Only
+    first-try successes count: a retry's back-off is no token count's."""
     rows = [
         (1.0, float(e.tokens_in), float(e.tokens_out), seconds)  # type: ignore[attr-defined]
         for e, seconds in calls
@@ -310,11 +283,8 @@ def fit_token_counts(
     traces: Sequence[Trace], reflection_latencies: Sequence[tuple[Reflection, float]]
 ) -> TokenCounts:
     """Fit the [tokens] table; the traces must report every count (missing_token_counts).
-
-    `reflection_latencies`: (reflection, seconds) as the reflection latency was
-    fitted (served alone, when a load slowdown was fitted), so the seconds per
-    input token are in the same units as the latency they shift.
-    """
+    `reflection_latencies` are as the reflection latency was fitted (served alone), the
+    units of the shift they make."""
     rollouts = [r for t in traces for r in t.of(Rollout)]
     reflections = [r for t in traces for r in t.of(Reflection)]
 

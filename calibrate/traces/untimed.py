@@ -1,21 +1,10 @@
 """Adapter calls whose rollouts nothing timed, read from a trace; and the W their spans need.
 
-A recorded adapter call whose rollouts the adapter did not time writes each
-of them spanning the call, marked untimed (trace.Rollout.timed). gepa makes
-one adapter call at a time, so a call's untimed rollouts are those of one
-(iteration, phase, start, end), and its span is the makespan of its n
-rollouts on the run's W workers (makespan.py). Set aside, with a count: a
-call that raised (its rollouts carry the error: it stopped early), and one
-some of whose rollouts were timed (a timed rollout of the same iteration and
-phase inside its span: they shared its workers, and the untimed ones' span is
-no makespan of theirs alone).
-
-W. A span says nothing of W by itself, so a run with untimed calls needs its
-W: declared by the recording (`recording(..., workers=W)`, run_start's
-workers), else given to calibration (`workers`, which stands for every run
-whose recording did not declare one), else what the run's timed rollouts
-showed in flight (run_end's workers, a lower bound). A run with none of these
-is refused in one line that asks for it.
+A call's untimed rollouts share one (iteration, phase, start, end); its span is their
+makespan on W workers (makespan.py). Set aside with a count: a call that raised, and one
+with timed rollouts inside its span. W is the recording's `workers=`, else the
+`workers` given, else the most timed rollouts in flight (a lower bound); a run with none
+is refused in one line.
 """
 
 from __future__ import annotations

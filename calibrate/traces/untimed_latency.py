@@ -1,20 +1,9 @@
 """The rollout latency when adapter calls timed none of their rollouts: fitted to their spans.
 
-Each such call's span is the makespan of its n rollouts on its pool
-(makespan.py), read as the simulator would make it: the pool is the run's W,
-or the LM's servers when fewer (a rollout then waits for a server, so no more
-than that many run at once), and the span is divided by the task model's load
-slowdown at min(n, pool), the load every rollout of a call but the last few
-runs at (schedule.loaded_makespan). The rollouts the traces did time enter
-beside the spans, as served alone (served.py), their tries cut at a timeout
-right-censored.
-
-What this fit cannot do, and so does not: a family other than the lognormal
-(the makespan likelihood is worked out for it), an empirical latency, a cap
-(no pile of latencies shows in spans), a latency per phase (one serves them
-all). A `latency` choice it cannot follow is noted. Its intervals come from a
-bootstrap of the calls and the timed latencies, each resample refitted from
-the point estimate.
+Each span is a makespan (makespan.py) on the run's W, or the LM's servers when fewer,
+divided by the task model's load slowdown at min(n, pool); timed rollouts enter beside
+them served alone. Only a lognormal with no cap and one latency for every phase can be
+fitted from spans; a `latency` choice it cannot follow is noted.
 """
 
 from __future__ import annotations
