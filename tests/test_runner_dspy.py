@@ -335,15 +335,17 @@ def test_a_compile_is_recorded_as_gepa_ran_it_and_calibrates(
     assert check_prefixes(reflections, chunks=2) > 0 or shape == "1x1"
 
     # The round trip: the trace calibrates into a scenario of the same pool. SmolLM2 at
-    # temperature 1 now and then writes no parsable reply in a short run's few reflections:
-    # then calibrate must refuse, naming that as the reason (the DummyLM test below always
-    # calibrates).
+    # temperature 1 now and then writes no parsable reply in a short run's few reflections,
+    # or a usable one whose child never reaches gepa's judgement in so short a run: with no
+    # judged proposal calibrate must refuse, in one line naming why (the DummyLM test below
+    # always calibrates).
     ran = run_pxn("calibrate", out, "-o", tmp_path / "calibrated.toml", "--jobs", "1")
     if not trace.live(Decision):
-        assert all(f.error for f in reflections)
         assert ran.returncode == 2 and not (tmp_path / "calibrated.toml").exists()
-        assert f"all {len(reflections)} reflection(s) failed" in ran.stderr, ran.stderr
-        assert "give the reflection LM room" in ran.stderr
+        assert "no judged proposals (decision events)" in ran.stderr, ran.stderr
+        if all(f.error for f in reflections):
+            assert f"all {len(reflections)} reflection(s) failed" in ran.stderr, ran.stderr
+            assert "give the reflection LM room" in ran.stderr
         return
     assert ran.returncode == 0, ran.stderr
     scenario = Scenario.load(tmp_path / "calibrated.toml")
