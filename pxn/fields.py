@@ -23,6 +23,17 @@ def known_keys(data: dict[str, Any], known: set[str], what: str) -> None:
         raise PxnError(f"has an unknown field {unknown[0]!r}{hint}", subject=what)
 
 
+def required_table(data: Any, known: set[str], required: list[str], what: str) -> dict:
+    """The table, refused when it is not one, has a key it does not know, or lacks one of
+    `required`."""
+    fields = table(data, what)
+    known_keys(fields, known, what)
+    missing = [name for name in required if name not in fields]
+    if missing:
+        raise PxnError(f"is missing field(s) {', '.join(missing)}", subject=what)
+    return fields
+
+
 def is_number(value: Any) -> bool:
     """A TOML number (a bool is not one, though Python says it is an int)."""
     return isinstance(value, int | float) and not isinstance(value, bool)

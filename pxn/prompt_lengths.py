@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pxn.errors import PxnError
-from pxn.fields import known_keys, table
+from pxn.fields import required_table
 
 MAX_EXPONENT = 3.0  # beyond cubic in the prompt, no LM's latency grows
 
@@ -52,11 +52,8 @@ class PromptLengths:
 
     @classmethod
     def from_dict(cls, data: Any) -> PromptLengths:
-        fields = table(data, "[prompt]")
-        known_keys(fields, set(cls.__dataclass_fields__), "[prompt]")
-        missing = sorted(set(cls.__dataclass_fields__) - set(fields))
-        if missing:
-            raise PxnError(f"is missing field(s) {', '.join(missing)}", subject="[prompt]")
+        names = sorted(cls.__dataclass_fields__)
+        fields = required_table(data, set(names), names, "[prompt]")
         lengths = fields["lengths"]
         if not isinstance(lengths, list) or not all(
             isinstance(x, int | float) and not isinstance(x, bool) for x in lengths

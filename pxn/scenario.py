@@ -20,7 +20,7 @@ from pxn.acceptance import Acceptance
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.failures import Failures
-from pxn.fields import at_least, known_keys, share, table, whole
+from pxn.fields import at_least, required_table, share, whole
 from pxn.files import write_text_atomically
 from pxn.load import Loads
 from pxn.prices import Prices
@@ -63,12 +63,8 @@ class CalibratedOn:
 
     @classmethod
     def from_dict(cls, data: Any) -> CalibratedOn:
-        fields = table(data, "[calibrated_on]")
-        known_keys(fields, set(cls.__dataclass_fields__), "[calibrated_on]")
-        missing = sorted(set(cls.__dataclass_fields__) - set(fields))
-        if missing:
-            raise PxnError(f"is missing field(s) {', '.join(missing)}", subject="[calibrated_on]")
-        return cls(**fields)
+        names = sorted(cls.__dataclass_fields__)
+        return cls(**required_table(data, set(names), names, "[calibrated_on]"))
 
 
 @dataclass(frozen=True)

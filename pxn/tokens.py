@@ -6,8 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pxn.distribution import Distribution
-from pxn.errors import PxnError
-from pxn.fields import at_least, known_keys, table, whole
+from pxn.fields import at_least, required_table, whole
 
 DRAWN = ("rollout_input", "rollout_output", "reflection_output")
 FIXED = ("reflection_input_base", "reflection_input_per_example")
@@ -64,11 +63,8 @@ class Tokens:
     @classmethod
     def from_dict(cls, data: Any, minibatch: int) -> Tokens:
         """`minibatch`: the scenario's b, the measured one unless the table says otherwise."""
-        fields = table(data, "[tokens]")
-        known_keys(fields, set(cls.__dataclass_fields__), "[tokens]")
-        missing = [name for name in (*DRAWN, *FIXED) if name not in fields]
-        if missing:
-            raise PxnError(f"is missing field(s) {', '.join(missing)}", subject="[tokens]")
+        known = set(cls.__dataclass_fields__)
+        fields = required_table(data, known, [*DRAWN, *FIXED], "[tokens]")
         return cls(
             **{
                 name: Distribution.from_dict(fields[name], f"tokens.{name}", unit="tokens")
