@@ -64,23 +64,11 @@ def replicate_rng(seed: int, replicate: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(replicate,)))
 
 
-def search_rng(seed: int, replicate: int) -> np.random.Generator:
-    """Replicate r's stream for the quality model: examples, qualities, scores."""
-    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(replicate, SEARCH_STREAM)))
-
-
-def failures_rng(seed: int, replicate: int) -> np.random.Generator:
-    """Replicate r's stream for the proposals it loses (pxn.failures)."""
-    return np.random.default_rng(
-        np.random.SeedSequence(seed, spawn_key=(replicate, FAILURES_STREAM))
-    )
-
-
-def prompts_rng(seed: int, replicate: int) -> np.random.Generator:
-    """Replicate r's stream for its proposals' prompt lengths (pxn.prompt_lengths)."""
-    return np.random.default_rng(
-        np.random.SeedSequence(seed, spawn_key=(replicate, PROMPTS_STREAM))
-    )
+def stream_rng(seed: int, replicate: int, stream: int) -> np.random.Generator:
+    """Replicate r's own stream for one kind of draw (SEARCH_STREAM: the quality model's
+    examples, qualities and scores; FAILURES_STREAM: the proposals it loses;
+    PROMPTS_STREAM: its proposals' prompt lengths)."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(replicate, stream)))
 
 
 class SimulatedRun:
@@ -328,10 +316,11 @@ def replicate_run(
 ) -> SimulatedRun:
     """Replicate r's run, not yet started: `scenario` is the one it runs (its draw
     applied, scenario.for_replicate), its random streams its own."""
-    search = None if scenario.quality is None else search_rng(scenario.seed, replicate)
-    failures = failures_rng(scenario.seed, replicate) if scenario.failures.any else None
-    prompts = None if scenario.prompt is None else prompts_rng(scenario.seed, replicate)
-    rng = replicate_rng(scenario.seed, replicate)
+    seed = scenario.seed
+    search = None if scenario.quality is None else stream_rng(seed, replicate, SEARCH_STREAM)
+    failures = stream_rng(seed, replicate, FAILURES_STREAM) if scenario.failures.any else None
+    prompts = None if scenario.prompt is None else stream_rng(seed, replicate, PROMPTS_STREAM)
+    rng = replicate_rng(seed, replicate)
     return SimulatedRun(scenario, shape, rng, trace, search, failures, budgets_to_note, prompts)
 
 
