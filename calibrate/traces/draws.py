@@ -99,7 +99,7 @@ def parameter_draws(cal: Calibration, count: int) -> DrawsFit:
     draws = with_unsupported_run_spreads(draws, cal.run_spreads.values())
     point = one_draw(cal, units)
     for fit in cal.run_spreads.values():
-        if fit.drawn_from_confidence or fit.drawn_from_prior:  # kept 0, drawn
+        if fit.drawn_though_kept_0:
             point[f"load.{fit.role}.run_spread"] = fit.chosen
     if not cal.acceptance.batched.identified and draws and "acceptance.batched" in draws[0]:
         point["acceptance.batched"] = cal.scenario.acceptance.batched
@@ -157,7 +157,7 @@ def with_unsupported_run_spreads(
     move."""
     rng = np.random.default_rng(RUN_SPREAD_SEED)
     for fit in fits:
-        if (fit.drawn_from_confidence or fit.drawn_from_prior) and draws:
+        if fit.drawn_though_kept_0 and draws:
             spreads = fit.unsupported_draws(rng, len(draws))
             path = f"load.{fit.role}.run_spread"
             draws = tuple(d | {path: s} for d, s in zip(draws, spreads, strict=True))

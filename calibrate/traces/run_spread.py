@@ -53,7 +53,7 @@ class RunSpreadFit:
     reason: str
     ms_calls: float = math.nan  # the calls' mean square and calls per run, for the draws
     n0: float = math.nan
-    one_run_per_setup: bool = False  # no setup was run twice: the draws come from the prior
+    drawn_from_prior: bool = False  # no setup was run twice: the draws come from the prior
 
     @property
     def drawn_from_confidence(self) -> bool:
@@ -61,9 +61,9 @@ class RunSpreadFit:
         return self.identified and self.chosen == 0
 
     @property
-    def drawn_from_prior(self) -> bool:
-        """Whether the draws come from the prior (no setup was run twice)."""
-        return self.one_run_per_setup
+    def drawn_though_kept_0(self) -> bool:
+        """Whether the scenario keeps 0 but its draws carry a spread (unsupported_draws)."""
+        return self.drawn_from_confidence or self.drawn_from_prior
 
     def unsupported_draws(self, rng: np.random.Generator, count: int) -> list[float]:
         """`count` spreads for a spread kept at 0: from its confidence distribution, or,
@@ -173,7 +173,7 @@ def fit_run_spread(calls: Calls, design: tuple[str, ...], role: str) -> RunSprea
         return RunSpreadFit(
             role, int(np.sum(calls.of(ROLE_KIND[role]))), 0, 0, False, math.nan,
             (math.nan, math.nan), math.nan, (0, 0), math.nan, 0.0, reason,
-            one_run_per_setup=lone,
+            drawn_from_prior=lone,
         )  # fmt: skip
     pvalue = anova.pvalue()
     supported = pvalue < ALPHA and anova.spread > 0
