@@ -9,7 +9,9 @@ run's own shift. An unsupported spread is kept 0 but drawn from its confidence
 distribution: three runs that happened to agree cannot rule out that a fourth differs.
 Where no setup was run twice it cannot be measured, yet the next run's conditions will
 differ: it is kept 0 and drawn from a prior, uniform on [0, RUN_SPREAD_PRIOR], up to the
-widest spread pxn's studies measured from repeated runs.
+widest spread pxn's studies measured from repeated runs. The calibrated runs' own shifts
+are unknown too, and the bootstrap cannot resample a design's one run: a new run differs
+from the mean of n such runs by sd s sqrt(1 + 1/n), which the draws carry.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ ALPHA = 0.05  # leaving a real spread out narrows every interval: keep it when p
 RUN_SPREAD_PRIOR = 0.4  # log-sd: an unmeasured spread's draws are uniform up to this
 PRIOR_SOURCE = (
     f"each model's run spread drawn from a prior uniform on [0, {RUN_SPREAD_PRIOR:g}], the "
-    "widest pxn's studies measured (calibrate from two runs of one setup to measure it)"
+    "widest pxn's studies measured, times sqrt(1 + 1/runs) for the calibrated runs' own "
+    "unknown speed (calibrate from two runs of one setup to measure it)"
 )
 CONFIDENCE = 0.95
 
@@ -54,6 +57,7 @@ class RunSpreadFit:
     ms_calls: float = math.nan  # the calls' mean square and calls per run, for the draws
     n0: float = math.nan
     drawn_from_prior: bool = False  # no setup was run twice: the draws come from the prior
+    lone_runs: int = 0  # the runs calibrated, each its design's only one (drawn_from_prior)
 
     @property
     def drawn_from_confidence(self) -> bool:
@@ -69,7 +73,7 @@ class RunSpreadFit:
         """`count` spreads for a spread kept at 0: from its confidence distribution, or,
         unmeasured, from the prior."""
         if self.drawn_from_prior:
-            return rng.uniform(0.0, RUN_SPREAD_PRIOR, size=count).tolist()
+            return prior_spreads(rng, count, self.lone_runs)
         return self.confidence_draws(rng, count)
 
     def confidence_draws(self, rng: np.random.Generator, count: int) -> list[float]:
@@ -81,6 +85,13 @@ class RunSpreadFit:
         quantiles = scipy.stats.f.ppf(rng.uniform(tail, 1 - tail, size=count), d_runs, d_calls)
         ratios = np.maximum(0.0, (self.f_statistic / quantiles - 1) / self.n0)
         return np.minimum(np.sqrt(ratios * self.ms_calls), RUN_SPREAD_MAX).tolist()
+
+
+def prior_spreads(rng: np.random.Generator, count: int, runs: int) -> list[float]:
+    """`count` spreads of a new run against `runs` calibrated runs, each alone in its design:
+    the prior's, times sqrt(1 + 1/runs) for those runs' own shifts, which no draw resamples."""
+    spreads = rng.uniform(0.0, RUN_SPREAD_PRIOR, size=count) * math.sqrt(1 + 1 / runs)
+    return spreads.tolist()
 
 
 @dataclass(frozen=True)
@@ -173,7 +184,7 @@ def fit_run_spread(calls: Calls, design: tuple[str, ...], role: str) -> RunSprea
         return RunSpreadFit(
             role, int(np.sum(calls.of(ROLE_KIND[role]))), 0, 0, False, math.nan,
             (math.nan, math.nan), math.nan, (0, 0), math.nan, 0.0, reason,
-            drawn_from_prior=lone,
+            drawn_from_prior=lone, lone_runs=len(design) if lone else 0,
         )  # fmt: skip
     pvalue = anova.pvalue()
     supported = pvalue < ALPHA and anova.spread > 0
@@ -209,7 +220,7 @@ def with_prior_run_spreads(
     and the draws hold none (a run already made, calibrated from its run_dir)."""
     for role in ROLE_KIND:
         path = f"load.{role}.run_spread"
-        spreads = rng.uniform(0.0, RUN_SPREAD_PRIOR, size=len(draws)).tolist()
+        spreads = prior_spreads(rng, len(draws), runs=1)
         pairs = zip(draws, spreads, strict=True)
         draws = tuple(d if path in d else d | {path: s} for d, s in pairs)
     return draws
