@@ -39,11 +39,12 @@ def quality_lines(cal: Calibration) -> list[str]:
         f"{len(inference.checks)}",
         *(
             [
-                f"  {fit.contradicting} of {fit.contradicting + len(fit.draws)} posterior draws "
-                "put the ceiling at or below the seed's score, which the runs' accepted "
-                "proposals rule out: dropped, the medians taken from the rest"
+                f"  {fit.no_headroom} of {len(fit.draws)} posterior draws put the ceiling at "
+                "or below the seed's score: the point's medians taken from the rest, as the "
+                "runs found headroom; the draws keep them (on noisy scores a search that "
+                "changes nothing still accepts proposals, and a next run may find nothing)"
             ]
-            if fit.contradicting
+            if fit.no_headroom
             else []
         ),
         seed_validation_line(q),

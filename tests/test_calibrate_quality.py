@@ -155,17 +155,18 @@ def test_plot_progress_overlays_measured_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_runs_that_accepted_proposals_never_give_a_ceiling_below_the_seed(tmp_path: Path) -> None:
-    """A ceiling just above the seed: the posterior reaches below the seed's score, which runs
-    that accepted proposals refute; the written scenario and each of its draws keep above."""
+def test_runs_that_accepted_proposals_keep_the_point_above_the_seed(tmp_path: Path) -> None:
+    """A ceiling just above the seed: the posterior reaches below the seed's score. The point
+    keeps the headroom the runs found; the draws keep the rest, as a next run may find
+    nothing (noisy scores accept proposals that change nothing)."""
     truth = {"seed_score": 0.35, "change_mean": 0.3, "ceiling": 0.38, "eval_noise": 0.8}
     paths = traced_runs(tmp_path, searched(truth, budget=300, valset_size=12), 2)
     assert sum(summarize(read_trace(p / "trace.jsonl")).accepted for p in paths) > 0
     calibration = calibrate_traces(paths, draws=40, search="quality")
     fit = calibration.quality
     assert fit.quality.ceiling > fit.quality.seed_score
-    assert all(d["quality.ceiling"] > d["quality.seed_score"] for d in fit.draws)
+    without = [d for d in fit.draws if d["quality.ceiling"] <= d["quality.seed_score"]]
+    assert fit.no_headroom == len(without) > 0
     scenario = calibration.scenario
-    for i in range(len(scenario.uncertainty)):
-        quality = scenario.for_replicate(i).quality
-        assert quality.ceiling > quality.seed_score, i
+    drawn = [scenario.for_replicate(i).quality for i in range(len(scenario.uncertainty))]
+    assert sum(q.ceiling <= q.seed_score for q in drawn) == len(without)

@@ -58,7 +58,6 @@ from pxn.calibrate.traces.pipeline import SEARCH_MODELS
 from pxn.calibrate.traces.quality import (
     FIXED_TIMES,
     default_options,
-    improvable,
     seed_validation,
     trace_summaries,
 )
@@ -161,7 +160,7 @@ def calibrate_past_run(
         **_bookkeeping_fields(units, failures, merges, setup, scored),
     )
     if scored:
-        scenario = _with_seed_and_headroom(scenario, trace, run)
+        scenario = _with_seed_validation(scenario, trace)
     scenario = _with_run_spread_prior(scenario, notes)
     scenario.validate()
     scenario.validate_draws()
@@ -406,25 +405,9 @@ def _setup(
     return RunSetup(workers, concurrency, budget, dspy, tuple(said))
 
 
-def _with_seed_and_headroom(scenario: Scenario, trace: Trace, run: PastRun) -> Scenario:
-    """The seed's validation kept as measured; draws whose ceiling is at or below the seed's
-    score dropped where the run accepted a proposal (calibrate/traces/quality.py does the
-    same for a recorded run)."""
+def _with_seed_validation(scenario: Scenario, trace: Trace) -> Scenario:
+    """The seed's validation kept as measured (the draws keep every posterior draw, as
+    calibrate/traces/quality.py does for a recorded run)."""
     assert scenario.quality is not None
     quality = dataclasses.replace(scenario.quality, seed_validation=seed_validation([trace]))
-    uncertainty = scenario.uncertainty
-    accepted = any(t.candidate is not None for r in run.iterations for t in r.tasks)
-    if uncertainty is not None and accepted:
-        kept = tuple(d for d in uncertainty.draws if improvable(d))
-        if not kept:
-            raise PxnError(
-                "every posterior draw puts the ceiling at or below the seed's score, yet the run "
-                "accepted proposals: the scores cannot tell what a proposal does"
-            )
-        if len(kept) < len(uncertainty.draws):
-            order = np.resize(np.arange(len(kept)), len(uncertainty.draws))
-            uncertainty = Uncertainty(
-                f"{uncertainty.source}; draws with no headroom over the seed replaced",
-                tuple(kept[i] for i in order),
-            )
-    return scenario.replace(quality=quality, uncertainty=uncertainty)
+    return scenario.replace(quality=quality)

@@ -4,8 +4,10 @@ Each run's search figures (pxn.run_summary) become facts of the kind run summari
 and the summaries' inference (summaries/infer.py) fits the [quality] table to them, each
 run simulated at its own setup and shape; the latencies are held fixed and the lost
 proposals at the traces' shares. The seed's validation becomes `seed_validation` when
-every trace measured it alike. Where runs accepted a proposal, draws with the ceiling at
-or below the seed's score are dropped and the medians retaken. The metric is read off
+every trace measured it alike. Where runs accepted a proposal, the point is the medians
+of the draws with headroom over the seed (ceiling above its score), as the runs had; the
+draws keep the rest, since a search that changes nothing still accepts proposals on noisy
+scores, and the next run may find nothing. The metric is read off
 the scores: binary (0 or 1), graded (multiples of 1/L, L <= MAX_LEVELS) or continuous.
 """
 
@@ -73,9 +75,9 @@ class QualityFit:
     quality: Quality  # at the posterior's median
     inference: Inference
     draws: tuple[dict[str, float], ...]  # the posterior's, "quality.*" paths
-    # Posterior draws dropped for contradicting the runs (a ceiling at or below the seed's
-    # score where a run accepted a proposal), of all drawn.
-    contradicting: int = 0
+    # Draws with no headroom over the seed (a ceiling at or below its score) left out of
+    # the point's medians where a run accepted a proposal; the draws keep them.
+    no_headroom: int = 0
 
 
 def scored(traces: list[Trace]) -> bool:
@@ -176,7 +178,7 @@ def fit_quality(
         headroom = np.median([d[CEILING] - d[SEED] for d in kept])
         medians[CEILING] = min(medians[SEED] + float(headroom), 1.0)
     point = replace(quality, **{path.partition(".")[2]: v for path, v in medians.items()})
-    return QualityFit(point, inference, kept, len(posterior) - len(kept))
+    return QualityFit(point, inference, posterior, len(posterior) - len(kept))
 
 
 SEED, CEILING = "quality.seed_score", "quality.ceiling"
@@ -184,8 +186,7 @@ SEED, CEILING = "quality.seed_score", "quality.ceiling"
 
 def improvable(draw: dict[str, float]) -> bool:
     """Whether a draw lets a proposal improve on the seed: a ceiling above the seed's score
-    (at or below it, the seed cannot be improved on, which runs that accepted a proposal
-    contradict)."""
+    (at or below it, no proposal changes the seed's quality)."""
     return draw[CEILING] > draw[SEED]
 
 
