@@ -72,6 +72,13 @@ def test_the_metrics_gepa_logged_mark_the_run_and_its_stages(tracked):
     full_vals = sum(1 for r in run.iterations if r.new_programs)
     assert len(spans) == 1 + len(run.iterations) + full_vals
     assert all(s.span > 0 for s in spans)
+    # Each span names whose rollouts it holds: the seed's, the parents', the new programs'.
+    assert spans[0].phase == "seed_val" and spans[0].candidates == (0,)
+    parents = {r.number: {t.parent for t in r.tasks} for r in run.iterations}
+    programs = {r.number: r.new_programs for r in run.iterations}
+    for span in spans[1:]:
+        expected = parents if span.phase == "parent_minibatch" else programs
+        assert set(span.candidates) == set(expected[span.iteration]), span
     assert fit_stage_latency(spans, 2, "MLflow") is not None
 
 

@@ -65,6 +65,7 @@ from pxn.calibrate.traces.run_spread import PRIOR_SOURCE, with_prior_run_spreads
 from pxn.calibrate.traces.units import Units, cut_into_units
 from pxn.errors import PxnError
 from pxn.failures import Failures
+from pxn.prompt_lengths import PromptLengths
 from pxn.run_summary import summarize
 from pxn.scenario import Scenario
 from pxn.shape import Shape
@@ -152,6 +153,7 @@ def calibrate_past_run(
         options=options,
         priors=_latency_priors(stages, reflections),
         path=files.path,
+        prompt=None if stages is None else stages.candidates.chosen,
     )
     inference = infer_from_summaries(summaries, name, jobs, on_generation, backend)
     scenario = inference.scenario.replace(
@@ -192,8 +194,10 @@ def past_run_summaries(
     options: InferenceOptions,
     priors: dict[str, Prior] | None = None,
     path: Path | None = None,
+    prompt: PromptLengths | None = None,
 ) -> Summaries:
-    """The run's figures as facts of one run at its own setup and shape."""
+    """The run's figures as facts of one run at its own setup and shape, its candidates'
+    rollouts at `prompt`'s factors where the stages measured them."""
     summary = summarize(trace)
     if scored:
         base = trace_summaries([trace], options, failures)
@@ -224,6 +228,7 @@ def past_run_summaries(
             precision=wall_clock.precision,
         ),
     ]
+    runs = [dataclasses.replace(r, setup=dataclasses.replace(r.setup, prompt=prompt)) for r in runs]
     return Summaries(
         path or trace.path,
         tuple(runs),

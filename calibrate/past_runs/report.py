@@ -82,8 +82,8 @@ def past_run_lines(cal: PastCalibration) -> list[str]:
     lines += _time_lines(cal)
     lines += [
         "assumed: lognormal latencies, one for every rollout phase; no engine overhead, no "
-        "load slowdown, no difference between runs' speeds, no prefix cache (a trace "
-        "without durations shows none of them)",
+        "load slowdown, no prefix cache (a trace without durations shows none of them); "
+        "runs' speeds differing by the run spread's prior (one run cannot show how much)",
         *_narrowing_lines(cal),
         *(f"note: {note}" for note in cal.notes),
         "",
@@ -102,7 +102,9 @@ def _time_lines(cal: PastCalibration) -> list[str]:
         spans = (
             f"{len(cal.stages.spans)} rollout stages' spans as makespans on W={cal.setup.workers}"
         )
-        lines.append(_measured(cal.stages.source, spans, "rollout", cal.stages.latency))
+        kind = "the seed's rollout" if cal.stages.candidates.chosen else "rollout"
+        lines.append(_measured(cal.stages.source, spans, kind, cal.stages.latency))
+        lines.append(f"    {cal.stages.candidates.reason}")
     if cal.reflections is not None:
         spans = f"{len(cal.reflections.samples)} reflections' spans, to the second"
         lines.append(_measured("DSPy's log lines", spans, "reflection", cal.reflections))

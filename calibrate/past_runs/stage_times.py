@@ -14,6 +14,16 @@ DSPy's log lines (gepa_log.py) mark more, each to the second: the seed's validat
 parents' minibatch and, in a single run, the reflection ("Selected program" to the first
 "Proposed new text") and a rejected child's minibatch. Spans rounded to the second are
 used only when their median is at least LOG_RESOLUTION_FACTOR seconds.
+
+A candidate's rollouts take their own time (its prompt's length, its answers'), and the
+run's accepted candidates set how long its stages took. Each span of one candidate's
+rollouts (the seed's validation, a single parent's minibatch, a child's full validation)
+gives each candidate's latency factor over the seed's, by medians within each kind of
+stage. Kept where the candidates' spans differ, the seed's among them (Kruskal-Wallis,
+p < ALPHA), and one candidate's factor from the seed's by more than DIFFERS: the spans are
+then divided by their candidates' factors before the latency fit (the seed's latency),
+and the factors are the scenario's [prompt] lengths at exponent 1, each proposal's drawn
+from the accepted ones' (a run_dir keeps no token counts).
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.stats
 
 from pxn.calibrate.past_runs.gepa_log import GepaLog
 from pxn.calibrate.past_runs.mlflow_run import MlflowRun, steps
@@ -29,7 +40,9 @@ from pxn.calibrate.past_runs.past_run import IterationRecord, PastRun
 from pxn.calibrate.summaries.priors import DEFAULT_PRIORS, Prior
 from pxn.calibrate.traces.fit import LatencyFit, fit_latency
 from pxn.calibrate.traces.makespan import Spans
+from pxn.calibrate.traces.prompt_lengths import DIFFERS
 from pxn.calibrate.traces.untimed_latency import UntimedFit, fit_untimed_latency
+from pxn.prompt_lengths import PromptLengths
 
 MIN_SPANS = 3  # fewer marked stages fit no latency
 # Log times are whole seconds: spans whose median is shorter than this many seconds are
@@ -38,6 +51,8 @@ LOG_RESOLUTION_FACTOR = 5.0
 NORMAL_95 = 1.959964  # a normal's 95% reaches this many sds either side
 MIN_LOG_SD = 0.02  # a narrower prior than this would pin a latency no run pins so well
 MIN_S_WIDTH = 0.02
+ALPHA = 0.05  # the candidates' latency factors are kept below this test's p-value
+VALSET_PHASES = ("seed_val", "full_val")  # V rollouts of one candidate: one kind of stage
 
 
 @dataclass(frozen=True)
@@ -46,14 +61,40 @@ class StageSpan:
     phase: str
     span: float  # seconds
     rollouts: int
+    candidates: tuple[int, ...] = ()  # whose rollouts (empty: a child never in the pool)
+
+    @property
+    def kind(self) -> tuple[str, int]:
+        """Stages alike but for their candidates: the valset's, or minibatches of a size."""
+        return ("valset" if self.phase in VALSET_PHASES else "minibatch", self.rollouts)
+
+
+@dataclass(frozen=True)
+class CandidateFactors:
+    factors: dict[int, float]  # each candidate's latency over the seed's, where fitted
+    pvalue: float
+    spans: int  # spans of one candidate's rollouts the fit read
+    chosen: PromptLengths | None
+    reason: str
+
+    def of(self, span: StageSpan) -> float:
+        """A span's latency over the seed's: its candidates' mean factor; a child never in
+        the pool (or one unfitted) at the proposals' mean."""
+        if self.chosen is None:
+            return 1.0
+        unknown = float(np.mean(self.chosen.lengths))
+        factors = {0: 1.0} | self.factors
+        known = [factors.get(c, unknown) for c in span.candidates]
+        return float(np.mean(known)) if known else unknown
 
 
 @dataclass(frozen=True)
 class StageLatency:
     source: str  # what marked the stages: "MLflow's stage times", "DSPy's log lines"
     spans: tuple[StageSpan, ...]
-    latency: LatencyFit
+    latency: LatencyFit  # the seed's, where the candidates' factors are kept
     untimed: UntimedFit
+    candidates: CandidateFactors
     notes: tuple[str, ...]
 
 
@@ -68,37 +109,74 @@ def mlflow_stage_spans(run: PastRun, tracked: MlflowRun) -> list[StageSpan]:
             every.setdefault(step, []).extend(times)
     spans = []
     if 0 in validated:
-        spans.append(StageSpan(0, "seed_val", min(validated[0]) - tracked.start, len(run.valset)))
+        seed = min(validated[0]) - tracked.start
+        spans.append(StageSpan(0, "seed_val", seed, len(run.valset), (0,)))
     for record in run.iterations:
         i = record.number
         previous = every.get(i - 1)
         if previous and i in selected and record.merge is None:
-            spans.append(
-                StageSpan(i, "parent_minibatch", min(selected[i]) - max(previous), _parents(record))
-            )
+            span = min(selected[i]) - max(previous)
+            spans.append(StageSpan(i, "parent_minibatch", span, *_parents(record)))
         if record.new_programs and record.merge is None and i in after and i in validated:
-            spans.append(
-                StageSpan(
-                    i,
-                    "full_val",
-                    max(validated[i]) - max(after[i]),
-                    len(record.new_programs) * len(run.valset),
-                )
-            )
+            span = max(validated[i]) - max(after[i])
+            rollouts = len(record.new_programs) * len(run.valset)
+            spans.append(StageSpan(i, "full_val", span, rollouts, record.new_programs))
     return [s for s in spans if s.span > 0 and s.rollouts > 0]
 
 
-def _parents(record: IterationRecord) -> int:
-    """The parents' minibatch rollouts: each distinct (parent, minibatch) evaluated once."""
-    return sum(len(mb) for _, mb in {(t.parent, tuple(t.minibatch)) for t in record.tasks})
+def _parents(record: IterationRecord) -> tuple[int, tuple[int, ...]]:
+    """The parents' minibatch rollouts (each distinct (parent, minibatch) evaluated once) and
+    the parents."""
+    evaluated = {(t.parent, tuple(t.minibatch)) for t in record.tasks}
+    return sum(len(mb) for _, mb in evaluated), tuple(sorted({p for p, _ in evaluated}))
+
+
+def fit_candidate_factors(spans: list[StageSpan]) -> CandidateFactors:
+    """Each candidate's latency factor over the seed's from the spans of one candidate's
+    rollouts (module docstring). Spans are heavy-tailed (a makespan waits on its slowest
+    call), so by ranks and medians: each span's log over the seed's median log span of its
+    kind, a candidate's factor the median of its spans', and the test Kruskal-Wallis's over
+    the candidates, the seed among them."""
+    seed_medians = _seed_medians([s for s in spans if s.candidates == (0,)])
+    alone = [s for s in spans if len(s.candidates) == 1 and s.kind in seed_medians]
+    centred: dict[int, list[float]] = {}
+    for s in alone:
+        centred.setdefault(s.candidates[0], []).append(math.log(s.span) - seed_medians[s.kind])
+    seed = centred.pop(0, [])
+    if not centred or len(seed) < 2:
+        reason = "not fitted: no candidate but the seed timed alone in a stage the seed was"
+        return CandidateFactors({}, math.nan, len(alone), None, reason)
+    factors = {c: float(math.exp(np.median(v))) for c, v in sorted(centred.items())}
+    pvalue = float(scipy.stats.kruskal(seed, *centred.values()).pvalue)
+    said = ", ".join(f"{c}: {f:.2f}" for c, f in factors.items())
+    test = f"Kruskal-Wallis p={pvalue:.2g}, {len(alone)} spans"
+    if pvalue >= ALPHA or max(abs(f - 1) for f in factors.values()) <= DIFFERS:
+        why = f"candidates' rollouts at x {said} the seed's ({test}): not kept, as the seed's"
+        return CandidateFactors(factors, pvalue, len(alone), None, why)
+    chosen = PromptLengths(1.0, tuple(factors.values()))
+    why = (
+        f"candidates' rollouts at x {said} the seed's ({test}): kept as [prompt]: the seed's "
+        "latency fitted, each proposal's factor drawn from these (no token counts: exponent 1)"
+    )
+    return CandidateFactors(factors, pvalue, len(alone), chosen, why)
+
+
+def _seed_medians(seed_spans: list[StageSpan]) -> dict[tuple[str, int], float]:
+    """The seed's median log span in each kind of stage it was timed in."""
+    by_kind: dict[tuple[str, int], list[float]] = {}
+    for s in seed_spans:
+        by_kind.setdefault(s.kind, []).append(math.log(s.span))
+    return {kind: float(np.median(logs)) for kind, logs in by_kind.items()}
 
 
 def fit_stage_latency(spans: list[StageSpan], workers: int, source: str) -> StageLatency | None:
-    """The rollout latency the spans support (None below MIN_SPANS)."""
+    """The seed's rollout latency the spans support, each span taken at its candidates'
+    factor (None below MIN_SPANS)."""
     if len(spans) < MIN_SPANS:
         return None
+    candidates = fit_candidate_factors(spans)
     table = Spans(
-        np.array([s.span for s in spans], dtype=float),
+        np.array([s.span / candidates.of(s) for s in spans], dtype=float),
         np.array([s.rollouts for s in spans], dtype=int),
         np.full(len(spans), workers, dtype=int),
     )
@@ -113,7 +191,7 @@ def fit_stage_latency(spans: list[StageSpan], workers: int, source: str) -> Stag
         choice="auto",
         notes=notes,
     )
-    return StageLatency(source, tuple(spans), latency, untimed, tuple(notes))
+    return StageLatency(source, tuple(spans), latency, untimed, candidates, tuple(notes))
 
 
 @dataclass(frozen=True)
@@ -135,7 +213,8 @@ def log_stage_spans(run: PastRun, log: GepaLog) -> LogSpans:
     reflections: list[float] = []
     seed = _first(by_iteration.get(0, []), "Base program full valset score")
     if seed is not None:
-        rollouts.append(StageSpan(0, "seed_val", (seed - first).total_seconds(), len(run.valset)))
+        span = (seed - first).total_seconds()
+        rollouts.append(StageSpan(0, "seed_val", span, len(run.valset), (0,)))
     for record in run.iterations:
         i, lines = record.number, by_iteration.get(record.number, [])
         before = by_iteration.get(i - 1, [])
@@ -143,7 +222,7 @@ def log_stage_spans(run: PastRun, log: GepaLog) -> LogSpans:
         if selected is None or not before or record.merge is not None:
             continue
         parent_span = (selected - before[-1].time).total_seconds()
-        rollouts.append(StageSpan(i, "parent_minibatch", parent_span, _parents(record)))
+        rollouts.append(StageSpan(i, "parent_minibatch", parent_span, *_parents(record)))
         proposed = [ln.time for ln in lines if ln.text.startswith("Proposed new text")]
         if len(record.tasks) != 1 or not proposed:
             continue

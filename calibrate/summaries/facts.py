@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from pxn.calibrate.summaries.priors import Prior
+from pxn.prompt_lengths import PromptLengths
 from pxn.run_summary import RunSummary
 from pxn.scenario import CalibratedOn
 from pxn.shape import Shape
@@ -81,6 +82,7 @@ class Setup:
     reflection_model: str = ""
     metric: str = "binary"  # what a score is, where the quality model is inferred
     levels: int = 1
+    prompt: PromptLengths | None = None  # the candidates' latency factors, where measured
 
     @property
     def priced(self) -> bool:

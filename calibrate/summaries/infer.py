@@ -214,6 +214,7 @@ def base_scenario(setup: Setup, name: str, scored: bool = False) -> Scenario:
         quality=Quality(0.5, metric=setup.metric, levels=setup.levels) if scored else None,
         tokens=tokens,
         prices=prices,
+        prompt=setup.prompt,
     ).validate()
 
 
