@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -181,23 +182,21 @@ def _probed_clients(
     tell: Callable[[str], None],
 ) -> tuple[LMClient, LMClient]:
     """The task's and the reflection's LM clients, each probed once."""
-    task_client = LMClient(
-        config.task_lm or (pool.model if pool else ""),
-        pool=None if config.task_lm else pool,
-        api_base=config.api_base,
-        policy=policy,
-        seed=config.seed,
-    )
-    refl_client = LMClient(
-        config.reflection_lm or (pool.model if pool else ""),
-        pool=None if config.reflection_lm else pool,
-        api_base=config.api_base,
-        policy=policy,
-        seed=config.seed + 1,
-    )
-    for client, role in ((task_client, "task"), (refl_client, "reflection")):
+    clients = []
+    for model, role, seed in (
+        (config.task_lm, "task", config.seed),
+        (config.reflection_lm, "reflection", config.seed + 1),
+    ):
+        client = LMClient(
+            model or (pool.model if pool else ""),
+            pool=None if model else pool,
+            api_base=config.api_base,
+            policy=policy,
+            seed=seed,
+        )
         client.probe(role, probe_timeout, tell)
-    return task_client, refl_client
+        clients.append(client)
+    return clients[0], clients[1]
 
 
 @contextmanager
@@ -262,17 +261,16 @@ def run_engine(
     """Run gepa on `pl.task` with these models into config.out, inputs checked already;
     `rollouts` default to config.workers threads; `meta` joins run_start's."""
     task = pl.task
-    out = Path(config.out)
-    test = wrap_split("test", task.test)
     versions = _versions(task_client, refl_client)
     pool = rollouts if rollouts is not None else ThreadRollouts(task, task_client, config.workers)
-    if resume and _loop_completed(out):
+    finish = partial(_finish, config, pl, pool, wrap_split("test", task.test), versions)
+    if resume and _loop_completed(Path(config.out)):
         try:
-            return _score_completed_loop(config, pl, pool, test, versions)
+            return _score_completed_loop(config, finish)
         finally:
             pool.close()
     rec = recording(
-        out,
+        config.out,
         workers=config.workers,
         reflection_concurrency=pl.reflection_concurrency,
         resume=resume,
@@ -292,34 +290,22 @@ def run_engine(
     )
     if config.api == "optimize_anything":
         evaluator = TaskEvaluator(task, task_client, rec)
-        try:
-            return _record(
-                config, pl, rec,
-                lambda: run_optimize_anything(config, pl, rec, evaluator, reflection),
-                pool, test, versions,
-            )  # fmt: skip
-        finally:
-            pool.close()
-            reflection.close()
-    adapter = InstrumentedAdapter(task, rec, pool)
+        loop = partial(run_optimize_anything, config, pl, rec, evaluator, reflection)
+    else:
+        adapter = InstrumentedAdapter(task, rec, pool)
+        loop = partial(run_gepa_optimize, config, pl, rec, adapter, reflection)
     try:
-        return _record(
-            config, pl, rec, lambda: run_gepa_optimize(config, pl, rec, adapter, reflection),
-            adapter.pool, test, versions,
-        )  # fmt: skip
+        return _record(config, rec, loop, finish)
     finally:
-        adapter.close()
+        pool.close()
         reflection.close()
 
 
 def _record(
     config: RunConfig,
-    pl: Plan,
     rec: Recording,
     run_gepa_loop: Callable[[], Any],
-    pool: RolloutPool,
-    test: list[Any],
-    versions: dict[str, str],
+    finish: Callable[[Any, RecordedRun], RunResult],
 ) -> RunResult:
     """gepa under the recording (`run_gepa_loop` wraps its arguments and runs it), then
     result.json from what it recorded."""
@@ -341,29 +327,27 @@ def _record(
         raise error if error is not None else RuntimeError("the run did not start")
     if gepa_result is None or run.status != "completed":
         return RunResult(out=out, status=run.status, message=run.message)
-    return _finish(config, pl, gepa_result, pool, run, test, versions)
+    return finish(gepa_result, run)
 
 
-def _score_completed_loop(
-    config: RunConfig, pl: Plan, pool: RolloutPool, test: list[Any], versions: dict[str, str]
-) -> RunResult:
+def _score_completed_loop(config: RunConfig, finish: Callable[..., RunResult]) -> RunResult:
     """Resuming a run interrupted after gepa's loop completed: gepa's result and the whole
     run's totals as that session had them (its saved state, its trace), the test split
     scored now."""
     state = GEPAState.load(str(Path(config.out) / "gepa"))
     run = completed_run(config.out, state)
     done = "gepa's loop had completed: the best candidate was scored on the test split now"
-    return _finish(config, pl, GEPAResult.from_state(state), pool, run, test, versions, done)
+    return finish(GEPAResult.from_state(state), run, done)
 
 
 def _finish(
     config: RunConfig,
     pl: Plan,
-    gr: Any,
     pool: RolloutPool,
-    run: RecordedRun,
     test: list[Any],
     versions: dict[str, str],
+    gr: Any,
+    run: RecordedRun,
     message: str = "",
 ) -> RunResult:
     """result.json: the whole run's totals (the trace's, checked against gepa's), the best
