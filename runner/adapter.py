@@ -15,7 +15,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
+from functools import partial
 from typing import Any, Protocol
 
 from gepa.core.adapter import EvaluationBatch
@@ -177,6 +178,28 @@ class _Usage:
             self.cost = (self.cost or 0.0) + reply.cost
 
 
+class SlotThreads:
+    """A thread pool whose threads each keep one slot id, 0..workers-1, for life."""
+
+    def __init__(self, workers: int, prefix: str):
+        self._slots = itertools.count()
+        self._local = threading.local()
+        self.pool = ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix=prefix, initializer=self._init_slot
+        )
+
+    def _init_slot(self) -> None:
+        self._local.slot = next(self._slots)
+
+    @property
+    def slot(self) -> int:
+        """The slot of the calling thread, one of the pool's."""
+        return self._local.slot
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
 class ThreadRollouts:
     """W threads in this process, each keeping one slot id for its life (--backend local)."""
 
@@ -186,26 +209,19 @@ class ThreadRollouts:
         self.task = task
         self.lm = lm
         self.workers = workers
-        self._slots = itertools.count()
-        self._local = threading.local()
-        self._pool = ThreadPoolExecutor(
-            max_workers=workers, thread_name_prefix="rollout", initializer=self._init_slot
-        )
-
-    def _init_slot(self) -> None:
-        self._local.slot = next(self._slots)
+        self._threads = SlotThreads(workers, "rollout")
 
     def _execute(
         self, request: RolloutRequest, clock: Callable[[], float], on_failure: OnFailure
     ) -> tuple[int, RolloutOutcome]:
-        slot = self._local.slot
+        slot = self._threads.slot
         return slot, run_rollout(self.task, self.lm, request, clock, lambda f: on_failure(slot, f))
 
     def run(
         self, requests: Sequence[RolloutRequest], clock: Callable[[], float], on_failure: OnFailure
     ) -> Iterator[tuple[int, int, RolloutOutcome]]:
         futures = {
-            self._pool.submit(self._execute, request, clock, on_failure): index
+            self._threads.pool.submit(self._execute, request, clock, on_failure): index
             for index, request in enumerate(requests)
         }
         for future in as_completed(futures):
@@ -216,7 +232,7 @@ class ThreadRollouts:
         return {"eval_backend": "local"}
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._threads.close()
 
 
 class InstrumentedAdapter:
@@ -251,18 +267,8 @@ class InstrumentedAdapter:
             for candidate, batch in items
             for item in batch
         ]
-
-        def on_failure(slot: int, failed: FailedAttempt) -> None:
-            rec.report_attempt(
-                call="rollout",
-                slot=slot,
-                attempt=failed.attempt,
-                start=failed.start,
-                end=failed.end,
-                error=failed.error,
-            )
-
         results: list[RolloutOutcome | None] = [None] * len(requests)
+        on_failure = partial(report_failure, rec, "rollout")
         for index, slot, outcome in self.pool.run(requests, rec.clock, on_failure):
             results[index] = outcome
             rec.report_rollout(index, _report(outcome, slot))
@@ -298,20 +304,22 @@ def score_split(pool: RolloutPool, candidate: dict[str, str], examples: Sequence
     return sum(scores) / len(scores) if scores else float("nan")
 
 
-def _report(outcome: RolloutOutcome, slot: int) -> RolloutReport:
-    return RolloutReport(
-        start=outcome.start,
-        end=outcome.end,
-        score=outcome.score,
+def report_failure(rec: Recording, call: str, slot: int, failed: FailedAttempt) -> None:
+    """A failed try of a "rollout" or "reflection" LM call, told to the recording."""
+    rec.report_attempt(
+        call=call,
         slot=slot,
-        tokens_in=outcome.tokens_in,
-        tokens_out=outcome.tokens_out,
-        cost=outcome.cost,
-        error=outcome.error,
-        attempts=outcome.attempts,
-        node=outcome.node,
-        task_id=outcome.task_id,
+        attempt=failed.attempt,
+        start=failed.start,
+        end=failed.end,
+        error=failed.error,
     )
+
+
+def _report(outcome: RolloutOutcome, slot: int) -> RolloutReport:
+    """The outcome as the recording takes it: every field a RolloutReport has, on `slot`."""
+    told = {f.name: getattr(outcome, f.name) for f in fields(RolloutReport) if f.name != "slot"}
+    return RolloutReport(slot=slot, **told)
 
 
 def _ignore(slot: int, failed: FailedAttempt) -> None:
