@@ -137,6 +137,19 @@ def reflections(
 GEPA_LM_BATCH_WORKERS = 10
 
 
+def _metered(key: str, position: int, zero: float) -> property:
+    """A total of gepa's LM whose every increment is also noted for the thread that adds it."""
+
+    def get(self: MeteredLM) -> float:
+        return self.__dict__.get(key, zero)
+
+    def set(self: MeteredLM, value: float) -> None:
+        self._note(position, value - self.__dict__.get(key, zero))
+        self.__dict__[key] = value
+
+    return property(get, set)
+
+
 class MeteredLM(LM):
     """gepa's own litellm LM (what gepa builds from a model string), telling each call's tokens
     and cost: gepa's LM only keeps totals, so the increments it adds under its lock are
@@ -157,29 +170,6 @@ class MeteredLM(LM):
         got[position] += delta
         self._local.got = tuple(got)
 
-    @property  # type: ignore[override]
-    def _total_tokens_in(self) -> int:
-        return self.__dict__.get("_tin", 0)
-
-    @_total_tokens_in.setter
-    def _total_tokens_in(self, value: int) -> None:
-        self._note(0, value - self.__dict__.get("_tin", 0))
-        self.__dict__["_tin"] = value
-
-    @property  # type: ignore[override]
-    def _total_tokens_out(self) -> int:
-        return self.__dict__.get("_tout", 0)
-
-    @_total_tokens_out.setter
-    def _total_tokens_out(self, value: int) -> None:
-        self._note(1, value - self.__dict__.get("_tout", 0))
-        self.__dict__["_tout"] = value
-
-    @property  # type: ignore[override]
-    def _total_cost(self) -> float:
-        return self.__dict__.get("_cost", 0.0)
-
-    @_total_cost.setter
-    def _total_cost(self, value: float) -> None:
-        self._note(2, value - self.__dict__.get("_cost", 0.0))
-        self.__dict__["_cost"] = value
+    _total_tokens_in = _metered("_tin", 0, 0)
+    _total_tokens_out = _metered("_tout", 1, 0)
+    _total_cost = _metered("_cost", 2, 0.0)
