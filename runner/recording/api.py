@@ -43,7 +43,7 @@ from pxn.runner.recording.calls import ReflectionReport, RolloutNote, RolloutRep
 from pxn.runner.recording.default_adapter import default_adapter, model_label
 from pxn.runner.recording.events import RolloutLabels
 from pxn.runner.recording.lm_wrapper import wrap_reflection_lm
-from pxn.runner.recording.recorder import GepaCallbacks, Recorder
+from pxn.runner.recording.recorder import Recorder
 from pxn.runner.recording.run_directory import (
     check_same_setup,
     claim_run_directory,
@@ -105,7 +105,6 @@ class Recording:
         self._max_failures = max_reflection_failures
         self._reports_rollouts = reports_rollouts
         self._recorder: Recorder | None = None
-        self._callbacks: GepaCallbacks | None = None
         self._entered = False  # inside the `with` block
         self._claimed = out  # the directory it writes into, resolved when the block starts
         self._used = False  # its `with` block was entered once: one recording, one run
@@ -125,7 +124,7 @@ class Recording:
     def report_rollout(self, index: int, report: RolloutReport) -> None:
         """A rollout of the adapter call in flight, `index` its position among the call's
         examples (pairs flattened in gepa's order). Any thread."""
-        self._live().report_rollout(index, report)
+        self._live().rollouts.report(index, report)
 
     def rollout(self, index: int) -> AbstractContextManager[RolloutNote]:
         """Time one rollout where it runs, from any thread:
@@ -136,7 +135,7 @@ class Recording:
         `index` is the example's position among the adapter call's examples (pairs
         flattened in gepa's order); its slot is the lowest free while it runs, so the
         trace's W is the most in flight. A raise inside is recorded as its error."""
-        return self._live().rollout(index)
+        return self._live().rollouts.rollout(index)
 
     def rollout_note(self) -> RolloutNote | None:
         """The note of the rollout timed on this thread while it runs (an optimize_anything
@@ -146,7 +145,7 @@ class Recording:
     def report_reflection(self, index: int, report: ReflectionReport | None) -> None:
         """A reply of the reflection LM call in flight (`index`: the prompt's position);
         None when the LM answered without a call. Any thread."""
-        self._live().report_reflection(index, report)
+        self._live().reflections.report(index, report)
 
     def report_attempt(
         self, *, call: str, slot: int, attempt: int, start: float, end: float, error: str
@@ -168,14 +167,14 @@ class Recording:
 
     def progress(self) -> dict[str, Any]:
         """What the live progress line shows: iteration, accepted, metric calls, best val."""
-        rec, gepa_said = self._recorder, self._callbacks
-        if rec is None or gepa_said is None:
+        rec = self._recorder
+        if rec is None:
             return {"iteration": 0, "accepted": 0, "metric_calls": 0, "best_val": None}
         return {
             "iteration": rec.iteration,
             "accepted": rec.decisions.accepted,
-            "metric_calls": max(gepa_said.metric_calls, rec.rollouts.written),
-            "best_val": gepa_said.best_val,
+            "metric_calls": max(rec.metric_calls, rec.rollouts.written),
+            "best_val": rec.best_val,
         }
 
     @property
@@ -294,7 +293,6 @@ class Recording:
             max_failures=self._max_failures or default_limit(p, n),
             reports_rollouts=self._reports_rollouts,
         )
-        self._callbacks = GepaCallbacks(rec)
         reflection_lm = wrap_reflection_lm(
             kwargs.get("reflection_lm"), rec, kwargs.get("reflection_lm_kwargs")
         )
@@ -317,7 +315,7 @@ class Recording:
             rec.sink.write(self._run_start(kwargs, reflection_lm))
         return RecordedParts(
             run_dir=str(run_dir),
-            callbacks=[self._callbacks, *(kwargs.get("callbacks") or [])],
+            callbacks=[rec, *(kwargs.get("callbacks") or [])],
             stop_callbacks=[*watched, Stopper(rec.failures)],
             selection_strategy=RecordingSelection(
                 kwargs.get("selection_strategy") or AllImprovements(), rec

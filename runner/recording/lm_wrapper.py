@@ -60,7 +60,7 @@ class RecordingLM:
             report = ReflectionReport(
                 start=start, end=rec.clock(), prompt=prompt_text(prompt), error=describe_error(exc)
             )
-            rec.report_reflection(index, report)
+            rec.reflections.report(index, report)
             raise
         tokens_in, tokens_out, cost = self.inner.usage()
         report = ReflectionReport(
@@ -72,7 +72,7 @@ class RecordingLM:
             tokens_out=tokens_out,
             cost=cost,
         )
-        rec.report_reflection(index, report)
+        rec.reflections.report(index, report)
         return text
 
     def _recorded(self, count: int, call: Callable[[], list[str]]) -> list[str]:
