@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from gepa.adapters.default_adapter.default_adapter import DefaultAdapter
 
+from pxn.runner.recording.adapter_wrapper import AdapterAround, Items
 from pxn.runner.recording.calls import RolloutReport
-from pxn.runner.recording.lm_wrapper import MeteredLM
+from pxn.runner.recording.lm_wrapper import MeteredLM, fan_out
 
 
 @dataclass(frozen=True)
@@ -61,24 +62,11 @@ class TimedTaskLM(MeteredLM):
     ) -> list[str]:
         if kwargs:  # litellm_batch_completion_kwargs, which gepa.optimize never sets: as gepa
             return super().batch_complete(messages_list, max_workers=max_workers, **kwargs)
-        replies = self.replies
-        with ThreadPoolExecutor(max_workers=max_workers) as pool:
-            futures = [
-                pool.submit(self._one, i, messages, replies)
-                for i, messages in enumerate(messages_list)
-            ]
-            # As litellm.batch_completion: every call runs to its end before a failure is told.
-            errors = [f.exception() for f in futures]
-        failed = next((e for e in errors if e is not None), None)
-        if failed is not None:
-            raise failed
-        return [f.result().strip() for f in futures]
+        return fan_out(partial(self._one, replies=self.replies), messages_list, max_workers)
 
     def _one(self, index: int, messages: list[dict[str, Any]], replies: Replies | None) -> str:
         start = self._clock()
-        self.usage()  # this thread's count starts at this call
-        text = self(messages)
-        tokens_in, tokens_out, cost = self.usage()
+        text, (tokens_in, tokens_out, cost) = self.metered(messages)
         if replies is not None:
             replies.add(index, Reply(start, self._clock(), tokens_in, tokens_out, cost))
         return text
@@ -106,7 +94,7 @@ class TimedModelCall:
         return text
 
 
-class TimedDefaultAdapter:
+class TimedDefaultAdapter(AdapterAround):
     """gepa's DefaultAdapter for `task_lm`, each rollout reported to the recording with its
     own times and the evaluator's score."""
 
@@ -114,7 +102,7 @@ class TimedDefaultAdapter:
     propose_new_texts = None
 
     def __init__(self, inner: DefaultAdapter, recording: Any):
-        self.inner = inner
+        super().__init__(inner)
         self.recording = recording
         self.max_litellm_workers = inner.max_litellm_workers
         self._model: TimedTaskLM | TimedModelCall
@@ -123,13 +111,13 @@ class TimedDefaultAdapter:
         else:
             self._model = inner.model = TimedModelCall(inner.model, recording.clock)
 
-    def evaluate(self, batch: list[Any], candidate: dict[str, str], capture_traces: bool = False):
+    def _around(self, items: Items, call: Callable[[Items], list[Any]]) -> list[Any]:
         replies = Replies()
         if isinstance(self._model, TimedModelCall):
             self._model.start_call(replies)
         else:
             self._model.replies = replies
-        result = self.inner.evaluate(batch, candidate, capture_traces=capture_traces)
+        [result] = call(items)
         for index, reply in sorted(replies.by_index.items()):
             score = result.scores[index] if index < len(result.scores) else None
             report = RolloutReport(
@@ -141,10 +129,7 @@ class TimedDefaultAdapter:
                 cost=reply.cost,
             )
             self.recording.report_rollout(index, report)
-        return result
-
-    def make_reflective_dataset(self, candidate: Any, eval_batch: Any, components_to_update: Any):
-        return self.inner.make_reflective_dataset(candidate, eval_batch, components_to_update)
+        return [result]
 
 
 def default_adapter(task_lm: Any, evaluator: Any, recording: Any) -> TimedDefaultAdapter:

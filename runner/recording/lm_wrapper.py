@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, TypeVar
 
 from gepa.lm import LM, TrackingLM
@@ -53,16 +54,14 @@ class RecordingLM:
             return self.inner(prompt)
         rec = self.recorder
         start = rec.clock()
-        self.inner.usage()
         try:
-            text = self.inner(prompt)
+            text, (tokens_in, tokens_out, cost) = self.inner.metered(prompt)
         except Exception as exc:
             report = ReflectionReport(
                 start=start, end=rec.clock(), prompt=prompt_text(prompt), error=describe_error(exc)
             )
             rec.reflections.report(index, report)
             raise
-        tokens_in, tokens_out, cost = self.inner.usage()
         report = ReflectionReport(
             start=start,
             end=rec.clock(),
@@ -84,17 +83,11 @@ class BatchRecordingLM(RecordingLM):
 
     def batch_complete(self, messages_list: list[Any], **kwargs: Any) -> list[str]:
         if isinstance(self.inner, MeteredLM) and not kwargs:
-            return self._recorded(len(messages_list), lambda: self._fan_out(messages_list))
+            one_by_one = partial(fan_out, self._one, messages_list, GEPA_LM_BATCH_WORKERS)
+            return self._recorded(len(messages_list), one_by_one)
         return self._recorded(
             len(messages_list), lambda: list(self.inner.batch_complete(messages_list, **kwargs))
         )
-
-    def _fan_out(self, messages_list: list[Any]) -> list[str]:
-        """What gepa's LM.batch_complete does (litellm.batch_completion: at most 10 calls at
-        once, replies stripped), one call per thread so each is timed and metered alone."""
-        with ThreadPoolExecutor(max_workers=GEPA_LM_BATCH_WORKERS) as pool:
-            futures = [pool.submit(self._one, i, m) for i, m in enumerate(messages_list)]
-            return [f.result().strip() for f in futures]
 
 
 def wrap_reflection_lm(
@@ -137,6 +130,15 @@ def reflections(
 GEPA_LM_BATCH_WORKERS = 10
 
 
+def fan_out(one: Callable[[int, Any], str], messages_list: list[Any], workers: int) -> list[str]:
+    """What gepa's LM.batch_complete does (litellm.batch_completion: at most `workers` calls at
+    once, replies stripped, every call run to its end before the first failure is raised),
+    `one(index, messages)` per thread so each call is timed and metered alone."""
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(one, i, m) for i, m in enumerate(messages_list)]
+        return [f.result().strip() for f in futures]
+
+
 def _metered(key: str, position: int, zero: float) -> property:
     """A total of gepa's LM whose every increment is also noted for the thread that adds it."""
 
@@ -164,6 +166,12 @@ class MeteredLM(LM):
         got = getattr(self._local, "got", (0, 0, 0.0))
         self._local.got = (0, 0, 0.0)
         return got
+
+    def metered(self, prompt: Any) -> tuple[str, tuple[int, int, float]]:
+        """`prompt` answered on this thread, and the tokens in, out and cost the call added."""
+        self.usage()  # this thread's count starts at this call
+        text = self(prompt)
+        return text, self.usage()
 
     def _note(self, position: int, delta: float) -> None:
         got = list(getattr(self._local, "got", (0, 0, 0.0)))
