@@ -24,6 +24,7 @@ from typing import Any
 import gepa.optimize_anything as gepa_anything
 
 from pxn.errors import PxnError
+from pxn.runner.recording.adapter_wrapper import BatchAround, Items
 from pxn.runner.recording.calls import RolloutNote
 from pxn.runner.recording.events import candidate_key
 
@@ -57,7 +58,7 @@ class Pairs:
             return free.pop(0) if free else None
 
 
-class TimedAnythingAdapter:
+class TimedAnythingAdapter(BatchAround):
     """gepa's OptimizeAnythingAdapter, as gepa calls it, with each evaluator call (or, with a
     refiner, each example's loop) timed as the rollout of its pair."""
 
@@ -65,7 +66,7 @@ class TimedAnythingAdapter:
     propose_new_texts = None
 
     def __init__(self, inner: Any, recording: Any):
-        self.inner = inner
+        super().__init__(inner)
         self.recording = recording
         self.refined_calls = 0  # minibatch evaluations gepa counted beyond one per example
         self._pairs: Pairs | None = None
@@ -76,22 +77,10 @@ class TimedAnythingAdapter:
         elif inner.evaluator is not None:
             inner.evaluator = self._timed(inner.evaluator)
 
-    def evaluate(self, batch: list[Any], candidate: dict[str, str], capture_traces: bool = False):
-        return self._call(
-            [(candidate, batch)],
-            lambda: [self.inner.evaluate(batch, candidate, capture_traces=capture_traces)],
-        )[0]
-
-    def batch_evaluate(self, items: list[tuple[dict[str, str], list[Any]]], **kwargs: Any):
-        return self._call(items, lambda: self.inner.batch_evaluate(items, **kwargs))
-
-    def make_reflective_dataset(self, candidate: Any, eval_batch: Any, components_to_update: Any):
-        return self.inner.make_reflective_dataset(candidate, eval_batch, components_to_update)
-
-    def _call(self, items: list[tuple[dict[str, str], list[Any]]], call: Callable[[], Any]):
+    def _around(self, items: Items, call: Callable[[Items], list[Any]]) -> list[Any]:
         self._pairs = Pairs(items)
         try:
-            results = call()
+            results = call(items)
         finally:
             self._pairs = None
         if self.recording.phase in MINIBATCH_PHASES:

@@ -20,59 +20,36 @@ from typing import Any
 import dspy
 from dspy.utils.callback import ACTIVE_CALL_ID, BaseCallback
 from dspy.utils.usage_tracker import UsageTracker
-from gepa.core.adapter import EvaluationBatch
 
 from pxn.runner.prompt_prefix import prompt_text
+from pxn.runner.recording.adapter_wrapper import BatchAround, Items
 from pxn.runner.recording.api import Recording
 from pxn.runner.recording.calls import ReflectionReport, RolloutReport
 from pxn.runner.redact import describe_error
 
 
-class DspyRollouts:
+class DspyRollouts(BatchAround):
     """DSPy's adapter, given to the recording as the user's: it reports each rollout's times
     and tokens and each proposal's tokens."""
 
     def __init__(self, inner: Any, rec: Recording):
-        self.inner = inner
+        super().__init__(inner)
         self.rec = rec
 
-    def evaluate(
-        self, batch: list[Any], candidate: dict[str, str], capture_traces: bool = False
-    ) -> EvaluationBatch:
-        own = list(batch)
-        return self._timed(
-            [(candidate, own)],
-            lambda: [self.inner.evaluate(own, candidate, capture_traces=capture_traces)],
-        )[0]
-
-    def batch_evaluate(
-        self, items: list[tuple[dict[str, str], list[Any]]], **kwargs: Any
-    ) -> list[EvaluationBatch]:
+    def _around(self, items: Items, call: Callable[[Items], list[Any]]) -> list[Any]:
+        """`call` on a copy of each batch, DSPy's callbacks timing its rollouts (DSPy's
+        evaluation of a batch is known by the batch's identity)."""
         own = [(candidate, list(batch)) for candidate, batch in items]
-        return self._timed(own, lambda: self.inner.batch_evaluate(own, **kwargs))
-
-    def _timed(
-        self,
-        items: list[tuple[dict[str, str], list[Any]]],
-        call: Callable[[], list[EvaluationBatch]],
-    ) -> list[EvaluationBatch]:
-        """`call()` with DSPy's callbacks timing the rollouts of `items` (each batch a list of
-        this call's own, so DSPy's evaluation of it is known by identity)."""
-        clock = RolloutClock(self.rec, items)
+        clock = RolloutClock(self.rec, own)
         callbacks = [*dspy.settings.get("callbacks", []), clock]
         try:
             with dspy.context(callbacks=callbacks):
-                results = call()
+                results = call(own)
         except BaseException as exc:
             clock.report(None, describe_error(exc))
             raise
         clock.report([score for result in results for score in result.scores], None)
         return results
-
-    def make_reflective_dataset(
-        self, candidate: dict[str, str], eval_batch: Any, components_to_update: list[str]
-    ) -> Any:
-        return self.inner.make_reflective_dataset(candidate, eval_batch, components_to_update)
 
     def propose_new_texts(
         self,
