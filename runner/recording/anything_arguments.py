@@ -263,7 +263,6 @@ class RecordedParts:
     stop_callbacks: list[Any]
     selection_strategy: Any
     reflection_lm: Any  # the recorded reflection LM, or None (none was given)
-    resumed: bool = False  # gepa continues a saved state: its seed's validation is skipped
 
 
 def recorded_config(config: GEPAConfig | None, parts: RecordedParts) -> GEPAConfig:
@@ -272,17 +271,14 @@ def recorded_config(config: GEPAConfig | None, parts: RecordedParts) -> GEPAConf
     given the reflection LM as the user gave it, as gepa would, so its calls are not
     taken for reflections."""
     config = config or GEPAConfig()
-    given_lm = config.reflection.reflection_lm
-    reflection = config.reflection
+    reflection = replace(config.reflection)
     if parts.reflection_lm is not None:
         # reflection_lm_kwargs made the recorded LM already (a model name), as gepa would.
-        reflection = replace(
-            reflection, reflection_lm=parts.reflection_lm, reflection_lm_kwargs=None
-        )
-    else:
-        reflection = replace(reflection)
+        reflection.reflection_lm = parts.reflection_lm
+        reflection.reflection_lm_kwargs = None
     refiner = config.refiner
     if refiner is not None:
+        given_lm = config.reflection.reflection_lm
         refiner = replace(refiner, refiner_lm=refiner.refiner_lm or given_lm)
     return replace(
         config,

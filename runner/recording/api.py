@@ -181,11 +181,6 @@ class Recording:
     def resuming(self) -> bool:
         return self._resume
 
-    @property
-    def stop_reason(self) -> str | None:
-        """Why the recorder stopped gepa (reflections kept failing), if it did."""
-        return self._recorder.failures.stop_reason if self._recorder else None
-
     def _live(self) -> Recorder:
         if self._recorder is None:
             raise PxnError(
@@ -241,7 +236,7 @@ class Recording:
         parts = self._start(kwargs, run_dir, workers, meta)
         wrapped = {
             **kwargs,
-            "adapter": wrap_adapter(kwargs["adapter"], self._live(), skip_seed_val=parts.resumed),
+            "adapter": self._recorded_adapter(kwargs["adapter"]),
             "selection_strategy": parts.selection_strategy,
             "callbacks": parts.callbacks,
             "stop_callbacks": parts.stop_callbacks,
@@ -266,12 +261,13 @@ class Recording:
         except BaseException:
             seam.remove()
             raise
-        self._seam, self._resumed = seam, parts.resumed
+        self._seam = seam
         config = recorded_config(kwargs.get("config"), parts)
         return {**kwargs, "config": config}
 
-    def _recorded_adapter(self, timed: Any) -> Any:
-        return wrap_adapter(timed, self._live(), skip_seed_val=self._resumed)
+    def _recorded_adapter(self, adapter: Any) -> Any:
+        # Resuming gepa's saved state, gepa validates the seed again only to throw it away.
+        return wrap_adapter(adapter, self._live(), skip_seed_val=self._resumed)
 
     def _start(
         self, kwargs: dict[str, Any], run_dir: Path, workers: int | None, meta: dict[str, Any]
@@ -309,6 +305,7 @@ class Recording:
             reflection_lm=reflection_lm,
         )
         watched = self._stops.watched(list(stoppers))
+        self._resumed = saved is not None
         if self._resume:
             rec.sink.write(resume_event(self.clock(), saved))
         else:
@@ -321,7 +318,6 @@ class Recording:
                 kwargs.get("selection_strategy") or AllImprovements(), rec
             ),
             reflection_lm=reflection_lm,
-            resumed=saved is not None,
         )
 
     def _run_start(self, kwargs: dict[str, Any], reflection_lm: Any) -> RunStart:

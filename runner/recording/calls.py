@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from pxn.runner.prompt_prefix import SharedPrefixes
 from pxn.runner.recording.bookkeeping import ReflectionJob
@@ -128,16 +128,9 @@ class AdapterCalls:
                 error = describe_error(exc)
                 raise
             finally:
+                # Each of the note's fields is one of RolloutReport's.
                 report = RolloutReport(
-                    start=start,
-                    end=self._clock(),
-                    score=note.score,
-                    slot=slot,
-                    tokens_in=note.tokens_in,
-                    tokens_out=note.tokens_out,
-                    cost=note.cost,
-                    error=error,
-                    attempts=note.attempts,
+                    start=start, end=self._clock(), slot=slot, error=error, **asdict(note)
                 )
                 self.report(index, report)
 
