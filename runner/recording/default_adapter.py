@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -25,25 +25,15 @@ from pxn.runner.recording.calls import RolloutReport
 from pxn.runner.recording.lm_wrapper import MeteredLM, fan_out
 
 
-@dataclass(frozen=True)
-class Reply:
-    """One task model call of an adapter call: its times on the recording's clock and usage."""
-
-    start: float
-    end: float
-    tokens_in: int | None = None
-    tokens_out: int | None = None
-    cost: float | None = None
-
-
 class Replies:
-    """The replies of the adapter call in flight, by example position; from any thread."""
+    """The replies of the adapter call in flight, by example position, each the rollout of
+    its example but for the score; from any thread."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.by_index: dict[int, Reply] = {}
+        self.by_index: dict[int, RolloutReport] = {}
 
-    def add(self, index: int, reply: Reply) -> None:
+    def add(self, index: int, reply: RolloutReport) -> None:
         with self._lock:
             self.by_index[index] = reply
 
@@ -68,7 +58,9 @@ class TimedTaskLM(MeteredLM):
         start = self._clock()
         text, (tokens_in, tokens_out, cost) = self.metered(messages)
         if replies is not None:
-            replies.add(index, Reply(start, self._clock(), tokens_in, tokens_out, cost))
+            end = self._clock()
+            reply = RolloutReport(start, end, tokens_in=tokens_in, tokens_out=tokens_out, cost=cost)
+            replies.add(index, reply)
         return text
 
 
@@ -90,7 +82,7 @@ class TimedModelCall:
         start = self._clock()
         text = self.model(messages)
         if self.replies is not None:
-            self.replies.add(index, Reply(start, self._clock()))
+            self.replies.add(index, RolloutReport(start=start, end=self._clock()))
         return text
 
 
@@ -120,15 +112,7 @@ class TimedDefaultAdapter(AdapterAround):
         [result] = call(items)
         for index, reply in sorted(replies.by_index.items()):
             score = result.scores[index] if index < len(result.scores) else None
-            report = RolloutReport(
-                start=reply.start,
-                end=reply.end,
-                score=score,
-                tokens_in=reply.tokens_in,
-                tokens_out=reply.tokens_out,
-                cost=reply.cost,
-            )
-            self.recording.report_rollout(index, report)
+            self.recording.report_rollout(index, replace(reply, score=score))
         return [result]
 
 

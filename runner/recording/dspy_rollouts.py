@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import dspy
@@ -118,19 +118,19 @@ def _runs_with(example: Any, inputs: dict[str, Any]) -> bool:
 
 @dataclass
 class Running:
+    """A rollout of the call DSPy runs: its position, start, and its LM calls' tracker."""
+
     index: int
     start: float
     usage: SharedUsage
     scope: AbstractContextManager[Any]
 
-
-@dataclass(frozen=True)
-class Timed:
-    index: int
-    start: float
-    end: float
-    tokens: tuple[int | None, int | None]
-    error: str | None
+    def ended(self, end: float, error: str | None) -> tuple[int, RolloutReport]:
+        """Its position, and its report but for the score."""
+        tokens_in, tokens_out = self.usage.tokens()
+        return self.index, RolloutReport(
+            self.start, end, tokens_in=tokens_in, tokens_out=tokens_out, error=error
+        )
 
 
 class RolloutClock(BaseCallback):
@@ -148,7 +148,7 @@ class RolloutClock(BaseCallback):
         self._lock = threading.Lock()
         self._evaluations: dict[str, Evaluation] = {}  # Evaluate's call id -> its batch
         self._running: dict[str, Running] = {}  # the program call's id -> its rollout
-        self._done: list[Timed] = []
+        self._done: list[tuple[int, RolloutReport]] = []
 
     def on_evaluate_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
         batch = inputs.get("devset") or instance.devset
@@ -182,30 +182,19 @@ class RolloutClock(BaseCallback):
         end = self._rec.clock()
         running.scope.__exit__(None, None, None)
         error = None if exception is None else describe_error(exception)
-        timed = Timed(running.index, running.start, end, running.usage.tokens(), error)
         with self._lock:
-            self._done.append(timed)
+            self._done.append(running.ended(end, error))
 
     def report(self, scores: list[float] | None, error: str | None) -> None:
         """Report every rollout that started, in start order, once the call returned (`scores`)
         or raised (`error`: the rollouts still running are cut here)."""
         now = self._rec.clock()
         with self._lock:
-            cut = [
-                Timed(r.index, r.start, now, r.usage.tokens(), error)
-                for r in self._running.values()
-            ]
+            cut = [r.ended(now, error) for r in self._running.values()]
             rollouts = [*self._done, *cut]
-        for r in sorted(rollouts, key=lambda r: r.start):
-            report = RolloutReport(
-                start=r.start,
-                end=r.end,
-                score=None if scores is None else scores[r.index],
-                tokens_in=r.tokens[0],
-                tokens_out=r.tokens[1],
-                error=r.error,
-            )
-            self._rec.report_rollout(r.index, report)
+        for index, report in sorted(rollouts, key=lambda done: done[1].start):
+            score = None if scores is None else scores[index]
+            self._rec.report_rollout(index, replace(report, score=score))
 
 
 class SharedUsage(UsageTracker):
