@@ -1,11 +1,8 @@
 """The instrumented GEPA adapter: rollouts on exactly W worker slots, each one traced.
 
-gepa hands `batch_evaluate` every pair of a stage at once; the adapter runs
-the rollouts on a pool of W slots and reports each to the recording as it
-finishes. A rollout whose LM call still fails after its retries scores 0 with
-its error, and the run goes on. `run_rollout` runs a rollout wherever it
-runs: the pool (`ThreadRollouts` here, `RayRollouts` in ray_pool.py) is the
-only difference between backends.
+A rollout whose LM call still fails after its retries scores 0 with its error, and the
+run goes on. `run_rollout` runs a rollout wherever it runs: the pool (`ThreadRollouts`
+here, `RayRollouts` in ray_pool.py) is the only difference between backends.
 """
 
 from __future__ import annotations

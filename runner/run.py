@@ -1,16 +1,12 @@
 """`run_gepa(config)`: one real batched GEPA run, traced event by event.
 
-Inputs validated (nothing written before the run can start) -> the local LM
-pool unless models were given -> both LMs probed once -> `run_engine`:
-config.json, gepa.optimize (or optimize_anything, in its generalization mode)
-with PxNSampling(p, n) and pxn's adapter and reflection LM, recorded by the
-public recording as any user's run -> the best candidate scored on the test
-split -> result.json. `run_engine` takes any `ChatModel`, so `pxn
-conformance`'s synthetic models run the same path.
-
-gepa's state lives in runs/NAME/gepa, so `resume=True` continues an
-interrupted run into the same trace; the test split's scoring is the last
-step a resume finishes.
+Nothing is written before the run can start: inputs validated, the local LM pool
+started unless models were given, both models probed. `run_engine` then runs gepa
+(gepa.optimize or optimize_anything) with pxn's parts under the public recording, as
+any user's run, and scores the best candidate on the test split; it takes any
+`ChatModel`, so `pxn conformance`'s synthetic models run the same path. gepa's state
+lives in runs/NAME/gepa, so `resume=True` continues an interrupted run into the same
+trace, the test split's scoring being its last step.
 """
 
 from __future__ import annotations

@@ -7,11 +7,6 @@ single-task (no dataset: gepa's sets are one placeholder example, b is 1),
 multi-task (a dataset, also the valset), generalization (a dataset and a
 valset). `gepa_view` reads them as the gepa.optimize run the engine makes, so
 run_start, the labels and the budget checks are every recorded run's.
-
-Refused, each in one line naming the argument: no evaluator; no seed
-candidate (seedless mode asks the LM for a seed outside the loop); an empty
-dataset or valset; no stopping condition; a budget the seed's validation
-spends; cache_evaluation (a cached pair counts as a metric call untimed).
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """The `with recording(...)` block around one `gepa.optimize` or `optimize_anything` run.
 
-Entering checks the gepa release and claims the run directory; `rec.wrap(...)`
-returns gepa's arguments with the adapter, reflection LM, selection, callbacks
-and stoppers wrapped, and writes run_start (or a resume event); leaving the
-block, however it is left, writes run_end with the run's totals checked against
-gepa's own (`rec.result`). One recording records one run. optimize_anything
-takes the parts in its GEPAConfig, except its adapter, reached when gepa builds
-it. Times are seconds since the run started, a resumed run's running on.
+`rec.wrap(...)` returns gepa's arguments with the parts wrapped (optimize_anything's in
+its GEPAConfig, its adapter reached when gepa builds it) and writes run_start or a resume
+event; leaving the block, however it is left, writes run_end with the run's totals
+checked against gepa's own (`rec.result`). Times are seconds since the run started, a
+resumed run's running on.
 """
 
 from __future__ import annotations

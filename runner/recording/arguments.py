@@ -1,11 +1,9 @@
 """The recording's arguments and gepa.optimize's, checked before anything runs or is written.
 
-A mistake gepa would meet only later (a budget of the wrong type, no stopping
-condition, an empty trainset) or one that leaves a trace no calibration can
-use (a budget the seed's validation spends: gepa's first step is V metric
-calls) is refused as the CLI refuses a bad flag, a PxnError naming the
-argument. gepa.optimize needs a stopping condition of the user's: the
-recorder adds a stopper of its own, so without one the run would never end.
+A mistake gepa would meet only later (a budget of the wrong type, an empty trainset) or
+one that leaves a trace no calibration can use (a budget the seed's validation spends) is
+refused as the CLI refuses a bad flag. gepa.optimize needs a stopping condition of the
+user's: the recorder adds a stopper of its own, so without one the run would never end.
 """
 
 from __future__ import annotations

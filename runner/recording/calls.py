@@ -1,17 +1,15 @@
 """What the user's parts report, and the calls in flight as rollout and reflection events.
 
-gepa makes one adapter call and one reflection call at a time, so "the call
-in flight" is well defined; what runs inside may run on any threads. Times
-are on the recording's clock; a field left None is written as unknown.
+gepa makes one adapter call and one reflection call at a time, so "the call in flight"
+is well defined; what runs inside may run on any threads. A field left None is written
+as unknown. A rollout the part reports is written with its own times; one it does not
+is written when the call returns, spanning the call, untimed. When a call whose rollouts
+are timed raises, a rollout still running is written up to the raise and one never
+reported never started: it is not written.
 
-A rollout the part reports is written with its own times; one it does not is
-written when the call returns, spanning the call, untimed. When a call whose
-rollouts are timed raises, a rollout still running is written up to the
-raise and one never reported never started: it is not written.
-
-A reflection's `prefix_tokens` is what its prompt shares with the previous one
-recorded for its parent (prompt_prefix.py), so one that returns before an
-earlier job of its parent waits for it; the prompt itself is never written.
+A reflection's `prefix_tokens` is what its prompt shares with the previous one recorded
+for its parent (prompt_prefix.py), so one that returns before an earlier job of its
+parent waits for it; the prompt itself is never written.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """gepa.optimize's default adapter, built from `task_lm` as gepa 0.1.4 builds it, each rollout
 timed where it runs.
 
-Without an adapter gepa builds `DefaultAdapter(model=task_lm, evaluator=...)`
-out of the recording's reach, so the recording builds the same one first. It
-has no batch_evaluate (gepa evaluates pair after pair); each call asks for its
-examples' replies at most `max_litellm_workers` (10, W) at once, here each on
-its own thread through gepa's LM so it is timed and metered alone. The
-evaluator scores the replies on gepa's thread after the last one, outside any
-rollout.
+Without an adapter gepa builds `DefaultAdapter(model=task_lm, evaluator=...)` out of the
+recording's reach, so the recording builds the same one first. It evaluates pair after
+pair, each call asking for its examples' replies at most `max_litellm_workers` (W) at
+once, here each on its own thread so it is timed and metered alone; the evaluator scores
+them after the last one, outside any rollout.
 """
 
 from __future__ import annotations
