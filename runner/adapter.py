@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import partial
 from typing import Any, Protocol
 
@@ -128,12 +128,9 @@ def run_rollout(
     try:
         output = task.program(request.candidate, request.example, call_lm)
         fb = task.metric(request.example, output)
-    except CallFailed as exc:
-        output, error = "", exc.error
-        fb = Feedback(0.0, f"The program failed: {exc.error}")
-    except Exception as exc:  # the user's program or metric raised: score 0, go on
-        output, error = "", describe_error(exc)
-        fb = Feedback(0.0, f"The program failed: {error}")
+    except Exception as exc:  # an LM call failed for good, or the user's code raised: go on
+        error = exc.error if isinstance(exc, CallFailed) else describe_error(exc)
+        output, fb = "", Feedback(0.0, f"The program failed: {error}")
     end = clock()
     record = (
         task.record(request.example, output, fb)
@@ -156,23 +153,21 @@ def run_rollout(
     )
 
 
+@dataclass
 class _Usage:
     """Tokens, cost and attempts of one rollout's LM calls (a program may make several)."""
 
-    def __init__(self) -> None:
-        self.tokens_in: int | None = None
-        self.tokens_out: int | None = None
-        self.cost: float | None = None
-        self.attempts = 0
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
+    attempts: int = 0
 
     def add(self, reply: Any, attempts: int) -> None:
         self.attempts += attempts
-        if reply.tokens_in is not None:
-            self.tokens_in = (self.tokens_in or 0) + reply.tokens_in
-        if reply.tokens_out is not None:
-            self.tokens_out = (self.tokens_out or 0) + reply.tokens_out
-        if reply.cost is not None:
-            self.cost = (self.cost or 0.0) + reply.cost
+        for name in ("tokens_in", "tokens_out", "cost"):
+            told = getattr(reply, name)
+            if told is not None:
+                setattr(self, name, (getattr(self, name) or 0) + told)
 
 
 class SlotThreads:
@@ -297,27 +292,18 @@ def score_split(pool: RolloutPool, candidate: dict[str, str], examples: Sequence
     the trace: a failed rollout scores 0, and nothing of it is written (so its times, on
     any clock, are dropped)."""
     requests = [RolloutRequest(candidate, item.payload, "test", 0) for item in examples]
-    scores = [o.score for _, _, o in pool.run(requests, time.perf_counter, _ignore)]
+    outcomes = pool.run(requests, time.perf_counter, lambda slot, failed: None)
+    scores = [o.score for _, _, o in outcomes]
     return sum(scores) / len(scores) if scores else float("nan")
 
 
 def report_failure(rec: Recording, call: str, slot: int, failed: FailedAttempt) -> None:
-    """A failed try of a "rollout" or "reflection" LM call, told to the recording."""
-    rec.report_attempt(
-        call=call,
-        slot=slot,
-        attempt=failed.attempt,
-        start=failed.start,
-        end=failed.end,
-        error=failed.error,
-    )
+    """A failed try of a "rollout" or "reflection" LM call, told to the recording (a
+    FailedAttempt's fields are report_attempt's other arguments)."""
+    rec.report_attempt(call=call, slot=slot, **asdict(failed))
 
 
 def _report(outcome: RolloutOutcome, slot: int) -> RolloutReport:
     """The outcome as the recording takes it: every field a RolloutReport has, on `slot`."""
     told = {f.name: getattr(outcome, f.name) for f in fields(RolloutReport) if f.name != "slot"}
     return RolloutReport(slot=slot, **told)
-
-
-def _ignore(slot: int, failed: FailedAttempt) -> None:
-    """Failed tries of the test split's scoring: outside the trace."""

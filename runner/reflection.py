@@ -11,6 +11,7 @@ failed ones.
 from __future__ import annotations
 
 import threading
+from dataclasses import asdict
 from functools import partial
 from typing import Any
 
@@ -102,21 +103,18 @@ class InstrumentedReflectionLM:
             error = None
         except CallFailed as exc:
             result, attempts, error = exc, exc.attempts, exc.error
-        rec.report_reflection(
-            index,
-            ReflectionReport(
-                start=start,
-                end=rec.clock(),
-                text=reply.text if reply else None,
-                slot=slot,
-                prompt=prompt_text(messages),
-                tokens_in=reply.tokens_in if reply else None,
-                tokens_out=reply.tokens_out if reply else None,
-                cost=reply.cost if reply else None,
-                error=error,
-                attempts=attempts,
-            ),
+        # An LMReply's fields (text, tokens, cost) are ReflectionReport's too.
+        told = asdict(reply) if reply is not None else {}
+        report = ReflectionReport(
+            start=start,
+            end=rec.clock(),
+            slot=slot,
+            prompt=prompt_text(messages),
+            error=error,
+            attempts=attempts,
+            **told,
         )
+        rec.report_reflection(index, report)
         if reply is not None:
             with self._lock:
                 self.total_tokens_in += reply.tokens_in or 0
