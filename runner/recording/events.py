@@ -1,11 +1,4 @@
-"""gepa's loop as trace events: stages, merges, verdicts, lost proposals, rollout labels.
-
-A merge (use_merge) is scored on a validation subsample through `evaluate`,
-the only evaluation gepa asks without traces; its parents' and subsample
-scores and the common ancestor are in the iteration's entry of gepa's
-`full_program_trace`. A merge still waiting when its iteration ends was not
-accepted.
-"""
+"""gepa's loop as trace events: stages, merges, verdicts, lost proposals, rollout labels."""
 
 from __future__ import annotations
 
@@ -25,7 +18,9 @@ def merge_proposal(iteration: int) -> str:
 
 
 class Merges:
-    """gepa's merge of the iteration: judged (`attempted_now`), then accepted or not."""
+    """gepa's merge of the iteration, judged on a validation subsample (the only evaluation
+    gepa asks without traces), then accepted or not; its parents' and subsample scores and
+    their common ancestor are in the iteration's entry of gepa's `full_program_trace`."""
 
     def __init__(self, sink: TraceSink):
         self._sink = sink
@@ -66,13 +61,6 @@ class Merges:
         self.decided(accepted=False)
 
 
-@dataclass
-class OpenStage:
-    name: str
-    start: float
-    end: float
-
-
 class Stages:
     """A rollout stage spans the adapter calls of one phase (gepa's pair-by-pair fallback
     makes several) and is written when gepa moves on ("settled"). The reflection stage
@@ -82,7 +70,7 @@ class Stages:
     def __init__(self, sink: TraceSink):
         self._sink = sink
         self._iteration = 0
-        self._open: OpenStage | None = None
+        self._open: Stage | None = None
         self._reflection_start: float | None = None  # the parent minibatch's end
 
     def new_iteration(self, number: int) -> None:
@@ -99,19 +87,19 @@ class Stages:
         if phase == "child_minibatch" and self._reflection_start is not None:
             self._write("reflection", self._reflection_start, start)
             self._reflection_start = None
-        self._open = OpenStage(phase, start, start)
+        self._open = Stage(start=start, end=start, iteration=self._iteration, name=phase)
 
     def extend(self, end: float) -> None:
         """An adapter call of the stage in flight returned at `end`."""
         if self._open is not None:
-            self._open.end = end
+            self._open = replace(self._open, end=end)
 
     def settle(self) -> None:
         """Close the rollout stage in flight, if any: gepa has moved on."""
         stage, self._open = self._open, None
         if stage is None:
             return
-        self._write(stage.name, stage.start, stage.end)
+        self._sink.write(stage)
         if stage.name == "parent_minibatch":
             self._reflection_start = stage.end
 
