@@ -203,12 +203,8 @@ class RayRollouts:
                 index, request = nxt
                 slot, server = free.pop(), self._server()
                 submitted = clock()  # before the call: the rollout cannot start earlier
-                flying[self._actors[slot].rollout.remote(request, server)] = (
-                    index,
-                    slot,
-                    server,
-                    submitted,
-                )
+                ref = self._actors[slot].rollout.remote(request, server)
+                flying[ref] = (index, slot, server, submitted)
 
         submit()
         try:
