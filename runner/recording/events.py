@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pxn.runner.recording.bookkeeping import IterationBook
-from pxn.runner.recording.sink import TraceSink
+from pxn.runner.recording.calls import TraceSink
 from pxn.runner.redact import redact
 from pxn.trace import Decision, Merge, NoProposal, Stage
 

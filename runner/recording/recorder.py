@@ -16,6 +16,7 @@ from pxn.runner.recording.bookkeeping import Position
 from pxn.runner.recording.calls import (
     AdapterCalls,
     ReflectionCalls,
+    TraceSink,
 )
 from pxn.runner.recording.events import (
     Decisions,
@@ -25,7 +26,6 @@ from pxn.runner.recording.events import (
     Stages,
     merge_proposal,
 )
-from pxn.runner.recording.sink import TraceSink
 from pxn.runner.recording.stopping import Failures
 from pxn.runner.redact import describe_error, redact
 from pxn.trace import Attempt, Budget, Iteration, TraceWriter, Validation
