@@ -32,10 +32,10 @@ from pxn.runner.recording.anything_arguments import (
     workers_of,
 )
 from pxn.runner.recording.arguments import (
-    check_gepa,
     check_gepa_arguments,
     check_options,
     checked_out,
+    require_release,
 )
 from pxn.runner.recording.calls import ReflectionReport, RolloutNote, RolloutReport
 from pxn.runner.recording.default_adapter import default_adapter, model_label
@@ -188,7 +188,7 @@ class Recording:
         return self._recorder
 
     def __enter__(self) -> Recording:
-        check_gepa()
+        require_release("gepa")
         if self._used:
             raise PxnError(
                 "records one run: create a new recording(...) for the next one",

@@ -165,25 +165,20 @@ def check_budget_after_seed(budget: Any, valset_size: int, name: str) -> None:
         )
 
 
-SUPPORTED_GEPA = "0.1.4"
-SUPPORTED_DSPY = "3.4.1"
+# The releases whose code pxn reads to record a run: the version, what pxn records of it,
+# and how to install it.
+RELEASES = {
+    "gepa": ("0.1.4", "gepa", "gepa==0.1.4"),
+    "dspy": ("3.4.1", "dspy.GEPA of dspy", "'gepa-pxn[dspy]'"),
+}
 
 
-def require_release(dist: str, supported: str, what: str, install: str) -> str:
-    """The installed `dist` must be the release whose code pxn reads to record `what`
-    ("gepa", "dspy.GEPA of dspy")."""
+def require_release(dist: str) -> None:
+    """The installed `dist` ("gepa" or "dspy") must be the release pxn reads."""
+    supported, what, install = RELEASES[dist]
     version = importlib.metadata.version(dist)
     if version != supported:
         raise PxnError(
             f"is {version}; pxn records {what} {supported} only (pip install {install})",
             subject=f"{dist} version",
         )
-    return version
-
-
-def check_gepa() -> str:
-    return require_release("gepa", SUPPORTED_GEPA, "gepa", f"gepa=={SUPPORTED_GEPA}")
-
-
-def check_dspy() -> None:
-    require_release("dspy", SUPPORTED_DSPY, "dspy.GEPA of dspy", "'gepa-pxn[dspy]'")

@@ -31,7 +31,7 @@ import gepa
 from pxn.budget import dspy_auto_candidates
 from pxn.errors import PxnError
 from pxn.runner.recording.api import recording
-from pxn.runner.recording.arguments import check_dspy, check_options, checked_out
+from pxn.runner.recording.arguments import check_options, checked_out, require_release
 from pxn.runner.recording.dspy_rollouts import DspyRollouts
 from pxn.runner.recording.totals import RecordedRun
 
@@ -46,7 +46,7 @@ def recorded(
 ) -> RecordedGEPA:
     """`optimizer` (a dspy.GEPA), whose `compile` records its run into directory `out`;
     the options are `recording`'s."""
-    check_dspy()
+    require_release("dspy")
     if not isinstance(optimizer, dspy.GEPA):
         raise PxnError(
             f"must be a dspy.GEPA optimizer, got {type(optimizer).__name__}", subject="optimizer"
