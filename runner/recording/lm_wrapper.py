@@ -53,25 +53,18 @@ class RecordingLM:
         if not isinstance(self.inner, MeteredLM):
             return self.inner(prompt)
         rec = self.recorder
-        start = rec.clock()
+        start, told = rec.clock(), None
         try:
             text, (tokens_in, tokens_out, cost) = self.inner.metered(prompt)
+            told = {"text": text, "tokens_in": tokens_in, "tokens_out": tokens_out, "cost": cost}
         except Exception as exc:
-            report = ReflectionReport(
-                start=start, end=rec.clock(), prompt=prompt_text(prompt), error=describe_error(exc)
-            )
-            rec.reflections.report(index, report)
+            told = {"error": describe_error(exc)}
             raise
-        report = ReflectionReport(
-            start=start,
-            end=rec.clock(),
-            text=text,
-            prompt=prompt_text(prompt),
-            tokens_in=tokens_in,
-            tokens_out=tokens_out,
-            cost=cost,
-        )
-        rec.reflections.report(index, report)
+        finally:
+            if told is not None:  # None: interrupted (Ctrl-C), nothing to report
+                prompt_seen = prompt_text(prompt)
+                report = ReflectionReport(start, rec.clock(), prompt=prompt_seen, **told)
+                rec.reflections.report(index, report)
         return text
 
     def _recorded(self, count: int, call: Callable[[], list[str]]) -> list[str]:
