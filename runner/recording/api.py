@@ -363,7 +363,7 @@ class Recording:
         if rec is None:
             return False
         status, message = _ending(kind, exc, rec.failures.stop_reason)
-        state = rec.position.state
+        state = rec.state
         if status == "completed" and self._stops is not None:
             message = self._stops.ended_by(state)
         refined = self._seam.timed.refined_calls if self._seam and self._seam.timed else 0

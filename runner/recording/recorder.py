@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pxn.runner.recording.bookkeeping import Position
+from pxn.runner.recording.bookkeeping import IterationBook
 from pxn.runner.recording.calls import (
     AdapterCalls,
     ReflectionCalls,
@@ -32,8 +32,8 @@ from pxn.trace import Attempt, Budget, Iteration, TraceWriter, Validation
 
 
 class Recorder:
-    """gepa's callback object. Each part keeps one kind of event (events.py, calls.py); the
-    position is where gepa's loop is, the failures the stopper's count."""
+    """gepa's callback object. Each part keeps one kind of event (events.py, calls.py), the
+    failures the stopper's count; the book, phase and state are where gepa's loop is."""
 
     def __init__(
         self,
@@ -46,7 +46,9 @@ class Recorder:
     ):
         self.clock = clock
         self.sink = TraceSink(writer)
-        self.position = Position()
+        self.book = IterationBook(number=0, start=0.0)
+        self.phase = "seed_val"  # of the adapter call in flight (or the next one)
+        self.state: Any = None  # gepa's GEPAState, once an iteration has started
         self.labels = labels
         self.stages = Stages(self.sink)
         self.rollouts = AdapterCalls(self.sink, clock, reports_rollouts=reports_rollouts)
@@ -60,24 +62,19 @@ class Recorder:
         self.best_val: float | None = None
 
     @property
-    def phase(self) -> str:
-        """The phase of the adapter call in flight (or the next one)."""
-        return self.position.phase
-
-    @property
     def iteration(self) -> int:
-        return self.position.iteration
+        return self.book.number
 
     def settle(self) -> None:
         """gepa has moved on: the rollout stage in flight, if any, is written."""
         self.stages.settle()
 
     def begin_rollouts(self, items: Sequence[tuple[dict[str, str], Sequence[Any]]]) -> None:
-        phase, state = self.position.phase, self.position.state
+        phase, state = self.phase, self.state
         start = self.clock()
         self.stages.open(phase, start)
-        tags = self.labels.tags(items, phase, self.position.iteration, state)
-        self.rollouts.begin(phase, self.position.iteration, start, tags)
+        tags = self.labels.tags(items, phase, self.iteration, state)
+        self.rollouts.begin(phase, self.iteration, start, tags)
 
     def end_rollouts(self, scores: Sequence[float] | None, error: str | None) -> None:
         """The adapter call returned (`scores`, in gepa's order) or raised (`error`)."""
@@ -89,13 +86,13 @@ class Recorder:
     def reflective_dataset_failed(self, error: str) -> None:
         """The adapter could not build a task's reflective dataset: gepa skips the task with no
         callback (it logs the exception), so the next proposal to start is the next task's."""
-        book = self.position.book
+        book = self.book
         self.no_proposals.dataset_failed(book, error, self.clock())
         book.task_skipped()
 
     def begin_reflections(self, count: int) -> None:
         """gepa asks the LM for `count` replies, one per reflection job, in job order."""
-        book = self.position.book
+        book = self.book
         self.reflections.begin(book.number, book.next_jobs(count))
 
     def end_reflections(self, replies: Sequence[str] | None, error: str | None) -> None:
@@ -103,7 +100,7 @@ class Recorder:
         jobs = self.reflections.end(replies, error)
         if jobs is None:
             return
-        self.position.book.reflected(jobs, error)
+        self.book.reflected(jobs, error)
         if error is not None:
             self.failures.failed(error)
 
@@ -112,12 +109,12 @@ class Recorder:
     ) -> None:
         """One failed try of an LM call ("rollout" or "reflection") that was retried or given up;
         `attempt` counts tries across the whole rollout or reflection."""
-        phase = "reflection" if call == "reflection" else self.position.phase
+        phase = "reflection" if call == "reflection" else self.phase
         self.sink.write(
             Attempt(
                 start=start,
                 end=end,
-                iteration=self.position.iteration,
+                iteration=self.iteration,
                 call=call,
                 phase=phase,
                 worker=slot,
@@ -129,36 +126,38 @@ class Recorder:
     def selected(self, proposals: list[Any], chosen: list[Any]) -> None:
         self.stages.settle()
         self.decisions.judged(proposals, chosen, self.clock())
-        self.position.phase = "full_val"  # gepa validates the chosen children next
+        self.phase = "full_val"  # gepa validates the chosen children next
 
     def on_optimization_start(self, event: dict[str, Any]) -> None:
-        self.position.phase = "seed_val"
+        self.phase = "seed_val"
 
     def on_iteration_start(self, event: dict[str, Any]) -> None:
         number = event["iteration"]
         self.stages.new_iteration(number)
-        self.position.new_iteration(number, self.clock(), event["state"])
+        self.book = IterationBook(number=number, start=self.clock())
+        self.state = event["state"]
+        self.phase = "parent_minibatch"
         self.labels.forget_children()
         self.decisions.new_iteration(number)
         self.merges.new_iteration(number)
         self.no_proposals.new_iteration()
 
     def on_candidate_selected(self, event: dict[str, Any]) -> None:
-        self.position.book.parent_selected(event["candidate_idx"])
+        self.book.parent_selected(event["candidate_idx"])
 
     def on_evaluation_start(self, event: dict[str, Any]) -> None:
         self.settle()
         if not event["capture_traces"]:
-            self.position.phase = "merge_subsample"
+            self.phase = "merge_subsample"
             return
         parent = event["candidate_idx"] is not None
-        self.position.phase = "parent_minibatch" if parent else "child_minibatch"
+        self.phase = "parent_minibatch" if parent else "child_minibatch"
 
     def on_evaluation_end(self, event: dict[str, Any]) -> None:
         self.settle()
 
     def on_evaluation_skipped(self, event: dict[str, Any]) -> None:
-        book = self.position.book
+        book = self.book
         self.no_proposals.skipped(book, str(event.get("reason")), self.clock())
         book.task_skipped()
 
@@ -167,10 +166,10 @@ class Recorder:
         self.no_proposals.iteration_failed(describe_error(event["exception"]))
 
     def on_proposal_start(self, event: dict[str, Any]) -> None:
-        self.position.book.proposal_started()
+        self.book.proposal_started()
 
     def on_proposal_end(self, event: dict[str, Any]) -> None:
-        book, state = self.position.book, self.position.state
+        book, state = self.book, self.state
         task = book.proposal_ended()
         if task is None or state is None:
             return
@@ -181,10 +180,10 @@ class Recorder:
 
     def on_merge_attempted(self, event: dict[str, Any]) -> None:
         self.settle()
-        self.merges.attempted_now(list(event["parent_ids"]), self.position.state, self.clock())
-        proposal = merge_proposal(self.position.iteration)
+        self.merges.attempted_now(list(event["parent_ids"]), self.state, self.clock())
+        proposal = merge_proposal(self.iteration)
         self.labels.child_proposed(dict(event["merged_candidate"]), proposal)
-        self.position.phase = "full_val"  # gepa validates an accepted merge next
+        self.phase = "full_val"  # gepa validates an accepted merge next
 
     def on_merge_accepted(self, event: dict[str, Any]) -> None:
         self.settle()
@@ -196,7 +195,7 @@ class Recorder:
     def on_candidate_accepted(self, event: dict[str, Any]) -> None:
         self.settle()
         idx = event["new_candidate_idx"]
-        self.decisions.joined(self.position.state.program_candidates[idx], idx)
+        self.decisions.joined(self.state.program_candidates[idx], idx)
 
     def on_valset_evaluated(self, event: dict[str, Any]) -> None:
         self.settle()
@@ -231,15 +230,15 @@ class Recorder:
 
     def on_iteration_end(self, event: dict[str, Any]) -> None:
         self.settle()
-        book = self.position.book
+        book = self.book
         now = self.clock()
         self.stages.end_iteration(now)
         self.decisions.end_iteration()
         self.merges.end_iteration()
-        self.no_proposals.end_iteration(book, self.decisions.judged_ids, self.position.state, now)
+        self.no_proposals.end_iteration(book, self.decisions.judged_ids, self.state, now)
         self.sink.write(Iteration(start=book.start, end=now, iteration=book.number))
         self.failures.iteration_ended(len(book.started), book.ended)
 
     def on_optimization_end(self, event: dict[str, Any]) -> None:
         self.settle()
-        self.position.state = event["final_state"]
+        self.state = event["final_state"]
