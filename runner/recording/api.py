@@ -51,7 +51,7 @@ from pxn.runner.recording.run_directory import (
     resume_event,
 )
 from pxn.runner.recording.run_start import gepa_shape, run_start
-from pxn.runner.recording.stopping import Stopper, StopWatch, default_limit
+from pxn.runner.recording.stopping import StopWatch, default_limit
 from pxn.runner.recording.totals import RecordedRun, run_totals
 from pxn.runner.redact import describe_error, redact
 from pxn.trace import RunEnd, RunStart, TraceWriter
@@ -311,7 +311,7 @@ class Recording:
         return RecordedParts(
             run_dir=str(run_dir),
             callbacks=[rec, *(kwargs.get("callbacks") or [])],
-            stop_callbacks=[*watched, Stopper(rec.failures)],
+            stop_callbacks=[*watched, rec.failures],
             selection_strategy=RecordingSelection(
                 kwargs.get("selection_strategy") or AllImprovements(), rec
             ),

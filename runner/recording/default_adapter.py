@@ -10,7 +10,6 @@ them after the last one, outside any rollout.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -22,18 +21,9 @@ from pxn.runner.recording.adapter_wrapper import AdapterAround, Items
 from pxn.runner.recording.calls import RolloutReport
 from pxn.runner.recording.lm_wrapper import MeteredLM, fan_out
 
-
-class Replies:
-    """The replies of the adapter call in flight, by example position, each the rollout of
-    its example but for the score; from any thread."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.by_index: dict[int, RolloutReport] = {}
-
-    def add(self, index: int, reply: RolloutReport) -> None:
-        with self._lock:
-            self.by_index[index] = reply
+# The replies of the adapter call in flight by example position, each the rollout of its
+# example but for the score (set from the call's threads: an item assignment is atomic).
+Replies = dict[int, RolloutReport]
 
 
 class TimedTaskLM(MeteredLM):
@@ -58,7 +48,7 @@ class TimedTaskLM(MeteredLM):
         if replies is not None:
             end = self._clock()
             reply = RolloutReport(start, end, tokens_in=tokens_in, tokens_out=tokens_out, cost=cost)
-            replies.add(index, reply)
+            replies[index] = reply
         return text
 
 
@@ -80,7 +70,7 @@ class TimedModelCall:
         start = self._clock()
         text = self.model(messages)
         if self.replies is not None:
-            self.replies.add(index, RolloutReport(start=start, end=self._clock()))
+            self.replies[index] = RolloutReport(start=start, end=self._clock())
         return text
 
 
@@ -102,13 +92,13 @@ class TimedDefaultAdapter(AdapterAround):
             self._model = inner.model = TimedModelCall(inner.model, recording.clock)
 
     def _around(self, items: Items, call: Callable[[Items], list[Any]]) -> list[Any]:
-        replies = Replies()
+        replies: Replies = {}
         if isinstance(self._model, TimedModelCall):
             self._model.start_call(replies)
         else:
             self._model.replies = replies
         [result] = call(items)
-        for index, reply in sorted(replies.by_index.items()):
+        for index, reply in sorted(replies.items()):
             score = result.scores[index] if index < len(result.scores) else None
             self.recording.report_rollout(index, replace(reply, score=score))
         return [result]

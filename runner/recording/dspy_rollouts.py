@@ -12,8 +12,8 @@ threads runs to its end; one on the main thread stops at once.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -61,7 +61,9 @@ class DspyRollouts(BatchAround):
         and prompt."""
         start = self.rec.clock()
         error: str | None = None
-        with lm_usage() as usage, lm_prompts() as prompts:
+        usage, prompts = SharedUsage(), PromptsSeen()  # of the DSPy LM calls made in it
+        callbacks = [*dspy.settings.get("callbacks", []), prompts]
+        with dspy.context(usage_tracker=usage, callbacks=callbacks):
             try:
                 return self.inner.propose_new_texts(
                     candidate, reflective_dataset, components_to_update
@@ -216,14 +218,6 @@ class SharedUsage(UsageTracker):
         )
 
 
-@contextmanager
-def lm_usage() -> Iterator[SharedUsage]:
-    """The LM usage of the DSPy code run in the block, on this thread and the threads it starts."""
-    usage = SharedUsage()
-    with dspy.context(usage_tracker=usage):
-        yield usage
-
-
 class PromptsSeen(BaseCallback):
     """DSPy callbacks noting the prompt of each LM call made while they are in force."""
 
@@ -241,11 +235,3 @@ class PromptsSeen(BaseCallback):
         """The prompts joined in call order; None when no LM call was seen."""
         with self._lock:
             return "\n".join(self._prompts) if self._prompts else None
-
-
-@contextmanager
-def lm_prompts() -> Iterator[PromptsSeen]:
-    """The prompts of the DSPy LM calls made in the block."""
-    seen = PromptsSeen()
-    with dspy.context(callbacks=[*dspy.settings.get("callbacks", []), seen]):
-        yield seen

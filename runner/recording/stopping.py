@@ -21,7 +21,8 @@ def default_limit(p: int, n: int) -> int:
 
 class Failures:
     """Counts the proposals that failed silently, iteration by iteration, and the adapter
-    calls that raised, call by call."""
+    calls that raised, call by call; as gepa's stopper (checked at the top of every
+    iteration), it stops the run once there is a stop reason."""
 
     def __init__(self, limit: int):
         self._limit = limit
@@ -29,6 +30,9 @@ class Failures:
         self._last_error: str | None = None
         self._adapter_in_a_row = 0
         self.stop_reason: str | None = None
+
+    def __call__(self, state: Any) -> bool:
+        return self.stop_reason is not None
 
     def adapter_call_ended(self, error: str | None) -> None:
         """An adapter call returned (`error` None) or raised `error`."""
@@ -53,17 +57,6 @@ class Failures:
                 f"stopped: {self._in_a_row} reflections in a row produced no "
                 f"proposal{f' (last error: {last})' if last else ''}; check the reflection model"
             )
-
-
-class Stopper:
-    """gepa's StopperProtocol over the failures' verdict (a plain callable is enough); gepa
-    checks it at the top of every iteration."""
-
-    def __init__(self, failures: Failures):
-        self.failures = failures
-
-    def __call__(self, state: Any) -> bool:
-        return self.failures.stop_reason is not None
 
 
 class WatchedStopper:
