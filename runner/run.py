@@ -122,7 +122,11 @@ def run_gepa(
 
             # Connected first: an unreachable head fails before the LM pool starts.
             rollouts = stack.enter_context(RayRollouts(config.workers, config.ray_address))
-        pool = _lm_pool(config, pool, stack, out, tell)
+        if pool is None and (config.task_lm is None or config.reflection_lm is None):
+            # A running `pxn lm serve` pool, else one for this run (its logs stay with it).
+            pool = running_pool() or stack.enter_context(
+                LMPool(config.servers, log_dir=out / "lm-logs", tell=tell)
+            )
         task_client, refl_client = _probed_clients(config, pool, policy, probe_timeout, tell)
         if rollouts is not None:
             from pxn.runner.ray_pool import Endpoint
@@ -150,24 +154,6 @@ def run_gepa(
             lm_servers=lm_servers,
             rollouts=rollouts,
         )
-
-
-def _lm_pool(
-    config: RunConfig,
-    pool: PoolInfo | None,
-    stack: ExitStack,
-    out: Path,
-    tell: Callable[[str], None],
-) -> PoolInfo | None:
-    """The local LM pool for the models the config does not name: `pool` when given, else a
-    running `pxn lm serve` pool, else one started for this run (closed with `stack`)."""
-    needs_pool = config.task_lm is None or config.reflection_lm is None
-    if pool is None and needs_pool:
-        pool = running_pool()  # a `pxn lm serve` pool, if one is up
-    if pool is None and needs_pool:
-        # Its servers' logs stay with the run.
-        pool = stack.enter_context(LMPool(config.servers, log_dir=out / "lm-logs", tell=tell))
-    return pool
 
 
 def _probed_clients(
@@ -215,11 +201,6 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _loop_completed(out: Path) -> bool:
-    end = read_trace(out / "trace.jsonl").run_end
-    return end is not None and end.status == "completed"
-
-
 def _check_saved_state(out: Path) -> None:
     if not (out / "gepa" / "gepa_state.bin").exists():
         raise PxnError(
@@ -260,7 +241,8 @@ def run_engine(
     versions = _versions(task_client, refl_client)
     pool = rollouts if rollouts is not None else ThreadRollouts(task, task_client, config.workers)
     finish = partial(_finish, config, pl, pool, wrap_split("test", task.test), versions)
-    if resume and _loop_completed(Path(config.out)):
+    end = read_trace(Path(config.out) / "trace.jsonl").run_end if resume else None
+    if end is not None and end.status == "completed":
         try:
             return _score_completed_loop(config, finish)
         finally:

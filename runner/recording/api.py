@@ -279,7 +279,11 @@ class Recording:
         saved = gepa_saved_state(run_dir, resume=self._resume, overwrite=self._overwrite)
         p, n = (int(x) for x in gepa_shape(kwargs.get("sampling_strategy")).split("x"))
         labels = RolloutLabels(kwargs["trainset"], kwargs.get("valset"))
-        self._start_trace()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._offset = drop_torn_line(self.trace_path) if self._resume else 0.0
+        if not self._resume:
+            self.trace_path.unlink(missing_ok=True)  # overwritten
+        self._t0 = time.perf_counter()
         self._recorder = rec = Recorder(
             TraceWriter(self.trace_path, append=self._resume),
             self.clock,
@@ -328,15 +332,6 @@ class Recording:
             if self._stops is not None
             else self._run_meta,
         )
-
-    def _start_trace(self) -> None:
-        self.out.mkdir(parents=True, exist_ok=True)
-        self._offset = 0.0
-        if self._resume:
-            self._offset = drop_torn_line(self.trace_path)
-        elif self.trace_path.exists():  # overwrite
-            self.trace_path.unlink()
-        self._t0 = time.perf_counter()
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any):
         self._entered = False
