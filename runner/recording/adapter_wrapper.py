@@ -1,9 +1,8 @@
 """The user's adapter and gepa's selection, each call recorded on the caller's thread.
 
-gepa picks its path by what the adapter has (`batch_evaluate`: one call per
-stage, else `evaluate` pair after pair), so the wrapper has exactly its
-methods. An adapter's own `propose_new_texts` is a reflection, one proposal a
-call.
+gepa picks its path by what the adapter has (`batch_evaluate`: one call per stage, else
+`evaluate` pair after pair), so the wrapper has exactly its methods; an adapter's own
+`propose_new_texts` is a reflection, one proposal a call.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """optimize_anything's own adapter, reached and timed: each evaluator call one timed rollout.
 
-optimize_anything (gepa 0.1.4) looks its OptimizeAnythingAdapter class up in
-its module when it builds the engine: that lookup is the only seam. While a
-recorded run is set up, the name stands for `AdapterSeam.build`, which hands
-the recording's run (found by its run_dir) gepa's own adapter, timed and then
-recorded as any user's; other runs get it as is. This is process-wide: one
-recorded optimize_anything set up at a time.
-
-Timed where it runs, on gepa's threads: each evaluator call (found among the
-adapter call's pairs by the candidate's texts and the example's identity);
-with a refiner, each example's whole loop as one rollout, `refined_calls`
-holding the extra minibatch evaluations gepa counts as metric calls; an
-evaluator may tell its tokens and tries on `running_note()`. A
-batch_evaluator's rollouts span its call, untimed.
+optimize_anything (gepa 0.1.4) looks its OptimizeAnythingAdapter class up in its module
+when it builds the engine: that lookup is the only seam. While a recorded run is set up,
+the name stands for `AdapterSeam.build`, which hands the recording's run (found by its
+run_dir) gepa's own adapter, timed and then recorded as any user's; other runs get it as
+is (one recorded optimize_anything is set up at a time per process). An evaluator call is
+found among the adapter call's pairs by the candidate's texts and the example's identity;
+a batch_evaluator's rollouts span its call, untimed.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The user's reflection LM, each call recorded: one LM call, one recorded call of reflections.
 
-The wrapper forwards on the caller's thread and has exactly the methods its
-inner LM has (gepa picks its path by `batch_complete`). gepa wraps an LM
-without `total_cost` in its `TrackingLM`, which hides `batch_complete`;
-`wrap_reflection_lm` does the same first, so the recorded run makes the same
-calls. A model string becomes gepa's own LM, metered call by call.
+The wrapper forwards on the caller's thread and has exactly the methods gepa would use of
+the LM (gepa picks its path by `batch_complete`), so the recorded run makes the same
+calls; a model string becomes gepa's own LM, metered call by call.
 """
 
 from __future__ import annotations
