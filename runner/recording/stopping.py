@@ -69,8 +69,8 @@ class WatchedStopper:
 
     def __call__(self, state: Any) -> bool:
         stop = bool(self.inner(state))
-        if stop:
-            self._watch.said_stop(self.inner)
+        if stop and self._watch.first is None:
+            self._watch.first = self.inner
         return stop
 
     def __getattr__(self, name: str) -> Any:
@@ -98,10 +98,6 @@ class StopWatch:
     def watched(self, stoppers: list[Any]) -> list[WatchedStopper]:
         self.names = [describe(s) for s in stoppers]
         return [WatchedStopper(s, self) for s in stoppers]
-
-    def said_stop(self, stopper: Any) -> None:
-        if self.first is None:
-            self.first = stopper
 
     def ended_by(self, state: Any) -> str:
         """What ended the run, in words ("" when nothing known to gepa did: it raised)."""
