@@ -70,11 +70,10 @@ class Recorder:
         self.stages.settle()
 
     def begin_rollouts(self, items: Sequence[tuple[dict[str, str], Sequence[Any]]]) -> None:
-        phase, state = self.phase, self.state
         start = self.clock()
-        self.stages.open(phase, start)
-        tags = self.labels.tags(items, phase, self.iteration, state)
-        self.rollouts.begin(phase, self.iteration, start, tags)
+        self.stages.open(self.phase, start)
+        tags = self.labels.tags(items, self.phase, self.iteration, self.state)
+        self.rollouts.begin(self.phase, self.iteration, start, tags)
 
     def end_rollouts(self, scores: Sequence[float] | None, error: str | None) -> None:
         """The adapter call returned (`scores`, in gepa's order) or raised (`error`)."""
@@ -86,14 +85,12 @@ class Recorder:
     def reflective_dataset_failed(self, error: str) -> None:
         """The adapter could not build a task's reflective dataset: gepa skips the task with no
         callback (it logs the exception), so the next proposal to start is the next task's."""
-        book = self.book
-        self.no_proposals.dataset_failed(book, error, self.clock())
-        book.task_skipped()
+        self.no_proposals.dataset_failed(self.book, error, self.clock())
+        self.book.task_skipped()
 
     def begin_reflections(self, count: int) -> None:
         """gepa asks the LM for `count` replies, one per reflection job, in job order."""
-        book = self.book
-        self.reflections.begin(book.number, book.next_jobs(count))
+        self.reflections.begin(self.iteration, self.book.next_jobs(count))
 
     def end_reflections(self, replies: Sequence[str] | None, error: str | None) -> None:
         """The LM returned `replies` or raised `error`: a raise fails every job of the call."""
@@ -157,9 +154,8 @@ class Recorder:
         self.settle()
 
     def on_evaluation_skipped(self, event: dict[str, Any]) -> None:
-        book = self.book
-        self.no_proposals.skipped(book, str(event.get("reason")), self.clock())
-        book.task_skipped()
+        self.no_proposals.skipped(self.book, str(event.get("reason")), self.clock())
+        self.book.task_skipped()
 
     def on_error(self, event: dict[str, Any]) -> None:
         """gepa caught an exception in the iteration; it logs it and goes on."""
