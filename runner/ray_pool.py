@@ -136,7 +136,6 @@ class RayRollouts:
 
     def start(self, task_spec: str | None, endpoint: Endpoint, seed: int) -> None:
         ray = self._ray
-        self.endpoint = endpoint
         self._busy = [0] * endpoint.servers
         worker = ray.remote(RolloutWorker).options(
             num_cpus=0,  # I/O-bound: W bounds the concurrency, not the CPUs (module docstring)
