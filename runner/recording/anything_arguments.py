@@ -133,13 +133,6 @@ def single_task(kwargs: dict[str, Any]) -> bool:
     return kwargs.get("dataset") is None and kwargs.get("valset") is None
 
 
-def mode(kwargs: dict[str, Any]) -> str:
-    """optimize_anything's mode, as its docs name the three."""
-    if single_task(kwargs):
-        return "single-task search"
-    return "generalization" if kwargs.get("valset") is not None else "multi-task search"
-
-
 def trainset(kwargs: dict[str, Any]) -> list[Any]:
     """gepa's trainset as optimize_anything hands it to the engine."""
     if single_task(kwargs):
@@ -198,12 +191,9 @@ def workers_of(kwargs: dict[str, Any]) -> int | None:
     one at a time when not; None when unknown (a batch_evaluator's own concurrency, or an
     unbounded pool)."""
     config = kwargs.get("config") or GEPAConfig()
-    batch_only = kwargs.get("batch_evaluator") is not None and config.refiner is None
-    if batch_only:
+    if kwargs.get("batch_evaluator") is not None and config.refiner is None:
         return None
-    if not config.engine.parallel:
-        return 1
-    return config.engine.max_workers
+    return config.engine.max_workers if config.engine.parallel else 1
 
 
 # What the simulator does not model of an optimize_anything run, one line each (calibration
@@ -227,9 +217,11 @@ def anything_meta(kwargs: dict[str, Any]) -> dict[str, Any]:
     config = kwargs.get("config") or GEPAConfig()
     engine = config.engine
     evaluators = [n for n in ("evaluator", "batch_evaluator") if kwargs.get(n) is not None]
+    # Its mode, as optimize_anything's docs name the three.
+    searched = "generalization" if kwargs.get("valset") is not None else "multi-task search"
     meta: dict[str, Any] = {
         "api": "optimize_anything",
-        "mode": mode(kwargs),
+        "mode": "single-task search" if single_task(kwargs) else searched,
         "evaluator": " and ".join(evaluators),
         "adapter": "OptimizeAnythingAdapter",
         "parallel": bool(engine.parallel),
