@@ -90,7 +90,7 @@ class RecordingAdapter(AdapterAround):
             lambda: self.inner.propose_new_texts(
                 candidate, reflective_dataset, components_to_update
             ),
-            replies=lambda _: None,
+            texts=False,
         )
 
     def _around(self, items: Items, call: Callable[[Items], list[Any]]) -> list[Any]:

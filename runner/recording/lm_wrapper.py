@@ -8,7 +8,7 @@ calls; a model string becomes gepa's own LM, metered call by call.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
@@ -66,7 +66,7 @@ class RecordingLM:
         return text
 
     def _recorded(self, count: int, call: Callable[[], list[str]]) -> list[str]:
-        return reflections(self.recorder, count, call, replies=lambda texts: texts)
+        return reflections(self.recorder, count, call, texts=True)
 
 
 class BatchRecordingLM(RecordingLM):
@@ -98,22 +98,16 @@ def wrap_reflection_lm(
     return cls(inner, recorder)
 
 
-def reflections(
-    rec: Recorder,
-    count: int,
-    call: Callable[[], T],
-    *,
-    replies: Callable[[T], Sequence[str] | None],
-) -> T:
-    """`call()`, one reflection call of `count` jobs told to the recorder; `replies` reads the
-    reply texts from its result."""
+def reflections(rec: Recorder, count: int, call: Callable[[], T], *, texts: bool) -> T:
+    """`call()`, one reflection call of `count` jobs told to the recorder; its result is the
+    replies' texts when `texts` (else the recorder learns none)."""
     rec.begin_reflections(count)
     try:
         result = call()
     except BaseException as exc:
         rec.end_reflections(None, describe_error(exc))
         raise
-    rec.end_reflections(replies(result), None)
+    rec.end_reflections(result if texts else None, None)
     return result
 
 
