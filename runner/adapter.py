@@ -1,11 +1,8 @@
 """The instrumented GEPA adapter: rollouts on exactly W worker slots, each one traced.
 
-gepa hands `batch_evaluate` every pair of a stage at once; the adapter runs
-the rollouts on a pool of W slots and reports each to the recording as it
-finishes. A rollout whose LM call still fails after its retries scores 0 with
-its error, and the run goes on. `run_rollout` runs a rollout wherever it
-runs: the pool (`ThreadRollouts` here, `RayRollouts` in ray_pool.py) is the
-only difference between backends.
+A rollout whose LM call still fails after its retries scores 0 with its error, and the
+run goes on. `run_rollout` runs a rollout wherever it runs: the pool (`ThreadRollouts`
+here, `RayRollouts` in ray_pool.py) is the only difference between backends.
 """
 
 from __future__ import annotations
@@ -15,7 +12,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
+from functools import partial
 from typing import Any, Protocol
 
 from gepa.core.adapter import EvaluationBatch
@@ -130,12 +128,9 @@ def run_rollout(
     try:
         output = task.program(request.candidate, request.example, call_lm)
         fb = task.metric(request.example, output)
-    except CallFailed as exc:
-        output, error = "", exc.error
-        fb = Feedback(0.0, f"The program failed: {exc.error}")
-    except Exception as exc:  # the user's program or metric raised: score 0, go on
-        output, error = "", describe_error(exc)
-        fb = Feedback(0.0, f"The program failed: {error}")
+    except Exception as exc:  # an LM call failed for good, or the user's code raised: go on
+        error = exc.error if isinstance(exc, CallFailed) else describe_error(exc)
+        output, fb = "", Feedback(0.0, f"The program failed: {error}")
     end = clock()
     record = (
         task.record(request.example, output, fb)
@@ -158,23 +153,43 @@ def run_rollout(
     )
 
 
+@dataclass
 class _Usage:
     """Tokens, cost and attempts of one rollout's LM calls (a program may make several)."""
 
-    def __init__(self) -> None:
-        self.tokens_in: int | None = None
-        self.tokens_out: int | None = None
-        self.cost: float | None = None
-        self.attempts = 0
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
+    attempts: int = 0
 
     def add(self, reply: Any, attempts: int) -> None:
         self.attempts += attempts
-        if reply.tokens_in is not None:
-            self.tokens_in = (self.tokens_in or 0) + reply.tokens_in
-        if reply.tokens_out is not None:
-            self.tokens_out = (self.tokens_out or 0) + reply.tokens_out
-        if reply.cost is not None:
-            self.cost = (self.cost or 0.0) + reply.cost
+        for name in ("tokens_in", "tokens_out", "cost"):
+            told = getattr(reply, name)
+            if told is not None:
+                setattr(self, name, (getattr(self, name) or 0) + told)
+
+
+class SlotThreads:
+    """A thread pool whose threads each keep one slot id, 0..workers-1, for life."""
+
+    def __init__(self, workers: int, prefix: str):
+        self._slots = itertools.count()
+        self._local = threading.local()
+        self.pool = ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix=prefix, initializer=self._init_slot
+        )
+
+    def _init_slot(self) -> None:
+        self._local.slot = next(self._slots)
+
+    @property
+    def slot(self) -> int:
+        """The slot of the calling thread, one of the pool's."""
+        return self._local.slot
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 class ThreadRollouts:
@@ -186,26 +201,19 @@ class ThreadRollouts:
         self.task = task
         self.lm = lm
         self.workers = workers
-        self._slots = itertools.count()
-        self._local = threading.local()
-        self._pool = ThreadPoolExecutor(
-            max_workers=workers, thread_name_prefix="rollout", initializer=self._init_slot
-        )
-
-    def _init_slot(self) -> None:
-        self._local.slot = next(self._slots)
+        self._threads = SlotThreads(workers, "rollout")
 
     def _execute(
         self, request: RolloutRequest, clock: Callable[[], float], on_failure: OnFailure
     ) -> tuple[int, RolloutOutcome]:
-        slot = self._local.slot
+        slot = self._threads.slot
         return slot, run_rollout(self.task, self.lm, request, clock, lambda f: on_failure(slot, f))
 
     def run(
         self, requests: Sequence[RolloutRequest], clock: Callable[[], float], on_failure: OnFailure
     ) -> Iterator[tuple[int, int, RolloutOutcome]]:
         futures = {
-            self._pool.submit(self._execute, request, clock, on_failure): index
+            self._threads.pool.submit(self._execute, request, clock, on_failure): index
             for index, request in enumerate(requests)
         }
         for future in as_completed(futures):
@@ -216,7 +224,7 @@ class ThreadRollouts:
         return {"eval_backend": "local"}
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._threads.close()
 
 
 class InstrumentedAdapter:
@@ -251,18 +259,8 @@ class InstrumentedAdapter:
             for candidate, batch in items
             for item in batch
         ]
-
-        def on_failure(slot: int, failed: FailedAttempt) -> None:
-            rec.report_attempt(
-                call="rollout",
-                slot=slot,
-                attempt=failed.attempt,
-                start=failed.start,
-                end=failed.end,
-                error=failed.error,
-            )
-
         results: list[RolloutOutcome | None] = [None] * len(requests)
+        on_failure = partial(report_failure, rec, "rollout")
         for index, slot, outcome in self.pool.run(requests, rec.clock, on_failure):
             results[index] = outcome
             rec.report_rollout(index, _report(outcome, slot))
@@ -294,25 +292,18 @@ def score_split(pool: RolloutPool, candidate: dict[str, str], examples: Sequence
     the trace: a failed rollout scores 0, and nothing of it is written (so its times, on
     any clock, are dropped)."""
     requests = [RolloutRequest(candidate, item.payload, "test", 0) for item in examples]
-    scores = [o.score for _, _, o in pool.run(requests, time.perf_counter, _ignore)]
+    outcomes = pool.run(requests, time.perf_counter, lambda slot, failed: None)
+    scores = [o.score for _, _, o in outcomes]
     return sum(scores) / len(scores) if scores else float("nan")
 
 
+def report_failure(rec: Recording, call: str, slot: int, failed: FailedAttempt) -> None:
+    """A failed try of a "rollout" or "reflection" LM call, told to the recording (a
+    FailedAttempt's fields are report_attempt's other arguments)."""
+    rec.report_attempt(call=call, slot=slot, **asdict(failed))
+
+
 def _report(outcome: RolloutOutcome, slot: int) -> RolloutReport:
-    return RolloutReport(
-        start=outcome.start,
-        end=outcome.end,
-        score=outcome.score,
-        slot=slot,
-        tokens_in=outcome.tokens_in,
-        tokens_out=outcome.tokens_out,
-        cost=outcome.cost,
-        error=outcome.error,
-        attempts=outcome.attempts,
-        node=outcome.node,
-        task_id=outcome.task_id,
-    )
-
-
-def _ignore(slot: int, failed: FailedAttempt) -> None:
-    """Failed tries of the test split's scoring: outside the trace."""
+    """The outcome as the recording takes it: every field a RolloutReport has, on `slot`."""
+    told = {f.name: getattr(outcome, f.name) for f in fields(RolloutReport) if f.name != "slot"}
+    return RolloutReport(slot=slot, **told)

@@ -89,14 +89,12 @@ class LMClient:
         *,
         pool: PoolInfo | None = None,
         api_base: str | None = None,
-        defaults: dict[str, Any] | None = None,
         policy: RetryPolicy | None = None,
         seed: int = 0,
     ):
         self.model = model
         self.api_base = api_base
         self.pool = pool
-        self.defaults = dict(defaults or {})
         self.policy = policy or RetryPolicy()
         self._rng = random.Random(seed)
         self._seed_lock = threading.Lock()
@@ -125,7 +123,7 @@ class LMClient:
     def _once(
         self, messages: list[dict[str, Any]], kwargs: dict[str, Any], timeout: float
     ) -> LMReply:
-        params = {**self.defaults, **kwargs}
+        params = dict(kwargs)
         if self._router is not None:
             # llama.cpp's server samples with a fixed seed unless told otherwise: the same
             # prompt would give the same answer at any temperature, so scores would never

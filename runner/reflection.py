@@ -10,15 +10,16 @@ failed ones.
 
 from __future__ import annotations
 
-import itertools
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from functools import partial
 from typing import Any
 
+from pxn.runner.adapter import SlotThreads, report_failure
 from pxn.runner.lm import CallSite, ChatModel, LMReply
 from pxn.runner.prompt_prefix import prompt_text
 from pxn.runner.record import Recording, ReflectionReport
-from pxn.runner.retry import CallFailed, FailedAttempt
+from pxn.runner.retry import CallFailed
 
 
 class ReflectionFailed(RuntimeError):
@@ -36,37 +37,18 @@ class InstrumentedReflectionLM:
         self.lm = lm
         self.recording = recording
         self.lm_kwargs = dict(lm_kwargs or {})
-        self._slots = itertools.count()
-        self._local = threading.local()
-        self._pool = ThreadPoolExecutor(
-            max_workers=concurrency, thread_name_prefix="reflect", initializer=self._init_slot
-        )
+        self._threads = SlotThreads(concurrency, "reflect")
         self._lock = threading.Lock()
         # Results of the last batch, by prompt text, for gepa's task-by-task retry.
         self._answers: dict[str, list[str | CallFailed]] = {}
         self._iteration = -1
-        self._cost = 0.0
-        self._tokens_in = 0
-        self._tokens_out = 0
-
-    def _init_slot(self) -> None:
-        self._local.slot = next(self._slots)
+        # gepa reads these (and would otherwise wrap us, hiding batch_complete).
+        self.total_cost = 0.0
+        self.total_tokens_in = 0
+        self.total_tokens_out = 0
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
-
-    # gepa reads these (and would otherwise wrap us, hiding batch_complete).
-    @property
-    def total_cost(self) -> float:
-        return self._cost
-
-    @property
-    def total_tokens_in(self) -> int:
-        return self._tokens_in
-
-    @property
-    def total_tokens_out(self) -> int:
-        return self._tokens_out
+        self._threads.close()
 
     def _fresh_iteration(self) -> None:
         if self._iteration != self.recording.iteration:
@@ -81,7 +63,7 @@ class InstrumentedReflectionLM:
             self.recording.report_reflection(0, None)  # answered from the batch: no call
             answer = stored.pop(0)
         else:
-            answer = self._pool.submit(self._call, 0, messages).result()
+            answer = self._threads.pool.submit(self._call, 0, messages).result()
             if isinstance(answer, CallFailed):
                 # gepa retries a failed reflection once through this same method: keep the
                 # failure so that retry re-raises instead of making (and tracing) a new call.
@@ -93,7 +75,7 @@ class InstrumentedReflectionLM:
     def batch_complete(self, messages_list: list[list[dict[str, Any]]]) -> list[str]:
         self._fresh_iteration()
         futures = [
-            self._pool.submit(self._call, index, messages)
+            self._threads.pool.submit(self._call, index, messages)
             for index, messages in enumerate(messages_list)
         ]
         answers = [f.result() for f in futures]
@@ -106,25 +88,14 @@ class InstrumentedReflectionLM:
 
     def _call(self, index: int, messages: list[dict[str, Any]]) -> str | CallFailed:
         rec = self.recording
-        slot = self._local.slot
-
-        def on_failure(failed: FailedAttempt) -> None:
-            rec.report_attempt(
-                call="reflection",
-                slot=slot,
-                attempt=failed.attempt,
-                start=failed.start,
-                end=failed.end,
-                error=failed.error,
-            )
-
+        slot = self._threads.slot
         start = rec.clock()
         reply: LMReply | None = None
         try:
             reply, attempts = self.lm.complete(
                 messages,
                 clock=rec.clock,
-                on_failure=on_failure,
+                on_failure=partial(report_failure, rec, "reflection", slot),
                 site=CallSite("reflection", rec.iteration),
                 **self.lm_kwargs,
             )
@@ -132,24 +103,21 @@ class InstrumentedReflectionLM:
             error = None
         except CallFailed as exc:
             result, attempts, error = exc, exc.attempts, exc.error
-        rec.report_reflection(
-            index,
-            ReflectionReport(
-                start=start,
-                end=rec.clock(),
-                text=reply.text if reply else None,
-                slot=slot,
-                prompt=prompt_text(messages),
-                tokens_in=reply.tokens_in if reply else None,
-                tokens_out=reply.tokens_out if reply else None,
-                cost=reply.cost if reply else None,
-                error=error,
-                attempts=attempts,
-            ),
+        # An LMReply's fields (text, tokens, cost) are ReflectionReport's too.
+        told = asdict(reply) if reply is not None else {}
+        report = ReflectionReport(
+            start=start,
+            end=rec.clock(),
+            slot=slot,
+            prompt=prompt_text(messages),
+            error=error,
+            attempts=attempts,
+            **told,
         )
+        rec.report_reflection(index, report)
         if reply is not None:
             with self._lock:
-                self._tokens_in += reply.tokens_in or 0
-                self._tokens_out += reply.tokens_out or 0
-                self._cost += reply.cost or 0.0
+                self.total_tokens_in += reply.tokens_in or 0
+                self.total_tokens_out += reply.tokens_out or 0
+                self.total_cost += reply.cost or 0.0
         return result

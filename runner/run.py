@@ -1,16 +1,12 @@
 """`run_gepa(config)`: one real batched GEPA run, traced event by event.
 
-Inputs validated (nothing written before the run can start) -> the local LM
-pool unless models were given -> both LMs probed once -> `run_engine`:
-config.json, gepa.optimize (or optimize_anything, in its generalization mode)
-with PxNSampling(p, n) and pxn's adapter and reflection LM, recorded by the
-public recording as any user's run -> the best candidate scored on the test
-split -> result.json. `run_engine` takes any `ChatModel`, so `pxn
-conformance`'s synthetic models run the same path.
-
-gepa's state lives in runs/NAME/gepa, so `resume=True` continues an
-interrupted run into the same trace; the test split's scoring is the last
-step a resume finishes.
+Nothing is written before the run can start: inputs validated, the local LM pool
+started unless models were given, both models probed. `run_engine` then runs gepa
+(gepa.optimize or optimize_anything) with pxn's parts under the public recording, as
+any user's run, and scores the best candidate on the test split; it takes any
+`ChatModel`, so `pxn conformance`'s synthetic models run the same path. gepa's state
+lives in runs/NAME/gepa, so `resume=True` continues an interrupted run into the same
+trace, the test split's scoring being its last step.
 """
 
 from __future__ import annotations
@@ -25,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -125,7 +122,11 @@ def run_gepa(
 
             # Connected first: an unreachable head fails before the LM pool starts.
             rollouts = stack.enter_context(RayRollouts(config.workers, config.ray_address))
-        pool = _lm_pool(config, pool, stack, out, tell)
+        if pool is None and (config.task_lm is None or config.reflection_lm is None):
+            # A running `pxn lm serve` pool, else one for this run (its logs stay with it).
+            pool = running_pool() or stack.enter_context(
+                LMPool(config.servers, log_dir=out / "lm-logs", tell=tell)
+            )
         task_client, refl_client = _probed_clients(config, pool, policy, probe_timeout, tell)
         if rollouts is not None:
             from pxn.runner.ray_pool import Endpoint
@@ -155,24 +156,6 @@ def run_gepa(
         )
 
 
-def _lm_pool(
-    config: RunConfig,
-    pool: PoolInfo | None,
-    stack: ExitStack,
-    out: Path,
-    tell: Callable[[str], None],
-) -> PoolInfo | None:
-    """The local LM pool for the models the config does not name: `pool` when given, else a
-    running `pxn lm serve` pool, else one started for this run (closed with `stack`)."""
-    needs_pool = config.task_lm is None or config.reflection_lm is None
-    if pool is None and needs_pool:
-        pool = running_pool()  # a `pxn lm serve` pool, if one is up
-    if pool is None and needs_pool:
-        # Its servers' logs stay with the run.
-        pool = stack.enter_context(LMPool(config.servers, log_dir=out / "lm-logs", tell=tell))
-    return pool
-
-
 def _probed_clients(
     config: RunConfig,
     pool: PoolInfo | None,
@@ -181,23 +164,21 @@ def _probed_clients(
     tell: Callable[[str], None],
 ) -> tuple[LMClient, LMClient]:
     """The task's and the reflection's LM clients, each probed once."""
-    task_client = LMClient(
-        config.task_lm or (pool.model if pool else ""),
-        pool=None if config.task_lm else pool,
-        api_base=config.api_base,
-        policy=policy,
-        seed=config.seed,
-    )
-    refl_client = LMClient(
-        config.reflection_lm or (pool.model if pool else ""),
-        pool=None if config.reflection_lm else pool,
-        api_base=config.api_base,
-        policy=policy,
-        seed=config.seed + 1,
-    )
-    for client, role in ((task_client, "task"), (refl_client, "reflection")):
+    clients = []
+    for model, role, seed in (
+        (config.task_lm, "task", config.seed),
+        (config.reflection_lm, "reflection", config.seed + 1),
+    ):
+        client = LMClient(
+            model or (pool.model if pool else ""),
+            pool=None if model else pool,
+            api_base=config.api_base,
+            policy=policy,
+            seed=seed,
+        )
         client.probe(role, probe_timeout, tell)
-    return task_client, refl_client
+        clients.append(client)
+    return clients[0], clients[1]
 
 
 @contextmanager
@@ -218,11 +199,6 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _loop_completed(out: Path) -> bool:
-    end = read_trace(out / "trace.jsonl").run_end
-    return end is not None and end.status == "completed"
 
 
 def _check_saved_state(out: Path) -> None:
@@ -262,17 +238,17 @@ def run_engine(
     """Run gepa on `pl.task` with these models into config.out, inputs checked already;
     `rollouts` default to config.workers threads; `meta` joins run_start's."""
     task = pl.task
-    out = Path(config.out)
-    test = wrap_split("test", task.test)
     versions = _versions(task_client, refl_client)
     pool = rollouts if rollouts is not None else ThreadRollouts(task, task_client, config.workers)
-    if resume and _loop_completed(out):
+    finish = partial(_finish, config, pl, pool, wrap_split("test", task.test), versions)
+    end = read_trace(Path(config.out) / "trace.jsonl").run_end if resume else None
+    if end is not None and end.status == "completed":
         try:
-            return _score_completed_loop(config, pl, pool, test, versions)
+            return _score_completed_loop(config, finish)
         finally:
             pool.close()
     rec = recording(
-        out,
+        config.out,
         workers=config.workers,
         reflection_concurrency=pl.reflection_concurrency,
         resume=resume,
@@ -292,34 +268,22 @@ def run_engine(
     )
     if config.api == "optimize_anything":
         evaluator = TaskEvaluator(task, task_client, rec)
-        try:
-            return _record(
-                config, pl, rec,
-                lambda: run_optimize_anything(config, pl, rec, evaluator, reflection),
-                pool, test, versions,
-            )  # fmt: skip
-        finally:
-            pool.close()
-            reflection.close()
-    adapter = InstrumentedAdapter(task, rec, pool)
+        loop = partial(run_optimize_anything, config, pl, rec, evaluator, reflection)
+    else:
+        adapter = InstrumentedAdapter(task, rec, pool)
+        loop = partial(run_gepa_optimize, config, pl, rec, adapter, reflection)
     try:
-        return _record(
-            config, pl, rec, lambda: run_gepa_optimize(config, pl, rec, adapter, reflection),
-            adapter.pool, test, versions,
-        )  # fmt: skip
+        return _record(config, rec, loop, finish)
     finally:
-        adapter.close()
+        pool.close()
         reflection.close()
 
 
 def _record(
     config: RunConfig,
-    pl: Plan,
     rec: Recording,
     run_gepa_loop: Callable[[], Any],
-    pool: RolloutPool,
-    test: list[Any],
-    versions: dict[str, str],
+    finish: Callable[[Any, RecordedRun], RunResult],
 ) -> RunResult:
     """gepa under the recording (`run_gepa_loop` wraps its arguments and runs it), then
     result.json from what it recorded."""
@@ -341,29 +305,27 @@ def _record(
         raise error if error is not None else RuntimeError("the run did not start")
     if gepa_result is None or run.status != "completed":
         return RunResult(out=out, status=run.status, message=run.message)
-    return _finish(config, pl, gepa_result, pool, run, test, versions)
+    return finish(gepa_result, run)
 
 
-def _score_completed_loop(
-    config: RunConfig, pl: Plan, pool: RolloutPool, test: list[Any], versions: dict[str, str]
-) -> RunResult:
+def _score_completed_loop(config: RunConfig, finish: Callable[..., RunResult]) -> RunResult:
     """Resuming a run interrupted after gepa's loop completed: gepa's result and the whole
     run's totals as that session had them (its saved state, its trace), the test split
     scored now."""
     state = GEPAState.load(str(Path(config.out) / "gepa"))
     run = completed_run(config.out, state)
     done = "gepa's loop had completed: the best candidate was scored on the test split now"
-    return _finish(config, pl, GEPAResult.from_state(state), pool, run, test, versions, done)
+    return finish(GEPAResult.from_state(state), run, done)
 
 
 def _finish(
     config: RunConfig,
     pl: Plan,
-    gr: Any,
     pool: RolloutPool,
-    run: RecordedRun,
     test: list[Any],
     versions: dict[str, str],
+    gr: Any,
+    run: RecordedRun,
     message: str = "",
 ) -> RunResult:
     """result.json: the whole run's totals (the trace's, checked against gepa's), the best

@@ -1,16 +1,15 @@
 """The user's adapter and gepa's selection, each call recorded on the caller's thread.
 
-gepa picks its path by what the adapter has (`batch_evaluate`: one call per
-stage, else `evaluate` pair after pair), so the wrapper has exactly its
-methods. An adapter's own `propose_new_texts` is a reflection, one proposal a
-call.
+gepa picks its path by what the adapter has (`batch_evaluate`: one call per stage, else
+`evaluate` pair after pair), so the wrapper has exactly its methods; an adapter's own
+`propose_new_texts` is a reflection, one proposal a call.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gepa.core.adapter import EvaluationBatch
@@ -20,12 +19,41 @@ from pxn.runner.recording.lm_wrapper import reflections
 from pxn.runner.recording.recorder import Recorder
 from pxn.runner.redact import describe_error
 
+Items = list[tuple[dict[str, str], list[Any]]]  # gepa's (candidate, examples) pairs
 
-class RecordingAdapter:
-    """The user's adapter, each `evaluate` call recorded (gepa falls back to it pair by pair)."""
+
+class AdapterAround:
+    """An adapter whose every evaluation of `inner`'s runs inside `_around(items, call)`,
+    `call(items)` being gepa's call on the examples given (pairs as gepa passes them)."""
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+
+    def evaluate(self, batch: list[Any], candidate: dict[str, str], capture_traces: bool = False):
+        def call(items: Items) -> list[Any]:
+            return [self.inner.evaluate(items[0][1], candidate, capture_traces=capture_traces)]
+
+        return self._around([(candidate, batch)], call)[0]
+
+    def make_reflective_dataset(self, candidate: Any, eval_batch: Any, components_to_update: Any):
+        return self.inner.make_reflective_dataset(candidate, eval_batch, components_to_update)
+
+    def _around(self, items: Items, call: Callable[[Items], list[Any]]) -> list[Any]:
+        raise NotImplementedError
+
+
+class BatchAround(AdapterAround):
+    """An adapter with `batch_evaluate`: gepa evaluates a stage in one call."""
+
+    def batch_evaluate(self, items: Items, **kwargs: Any):
+        return self._around(items, lambda given: self.inner.batch_evaluate(given, **kwargs))
+
+
+class RecordingAdapter(AdapterAround):
+    """The user's adapter, each call recorded (gepa falls back to `evaluate` pair by pair)."""
 
     def __init__(self, inner: Any, recorder: Recorder, *, skip_seed_val: bool = False):
-        self.inner = inner
+        super().__init__(inner)
         self.recorder = recorder
         # On resume gepa evaluates the seed again and then throws the result away for the
         # saved state: answering without running anything keeps the trace and the bill honest.
@@ -43,10 +71,7 @@ class RecordingAdapter:
             self._skip_seed_val = False
             zeros = [0.0] * len(batch)
             return EvaluationBatch(outputs=[None] * len(batch), scores=zeros, trajectories=None)
-        return self._recorded(
-            [(candidate, batch)],
-            lambda: [self.inner.evaluate(batch, candidate, capture_traces=capture_traces)],
-        )[0]
+        return super().evaluate(batch, candidate, capture_traces)
 
     def make_reflective_dataset(self, candidate: Any, eval_batch: Any, components_to_update: Any):
         try:
@@ -65,14 +90,14 @@ class RecordingAdapter:
             lambda: self.inner.propose_new_texts(
                 candidate, reflective_dataset, components_to_update
             ),
-            replies=lambda _: None,
+            texts=False,
         )
 
-    def _recorded(self, items: list[tuple[dict[str, str], list[Any]]], call: Any) -> list[Any]:
+    def _around(self, items: Items, call: Callable[[Items], list[Any]]) -> list[Any]:
         rec = self.recorder
         rec.begin_rollouts(items)
         try:
-            results = call()
+            results = call(items)
         except BaseException as exc:
             rec.end_rollouts(None, describe_error(exc))
             raise
@@ -84,11 +109,8 @@ class RecordingAdapter:
         return results
 
 
-class BatchRecordingAdapter(RecordingAdapter):
+class BatchRecordingAdapter(RecordingAdapter, BatchAround):
     """An adapter with `batch_evaluate`: one recorded call per stage."""
-
-    def batch_evaluate(self, items: list[tuple[dict[str, str], list[Any]]], **kwargs: Any):
-        return self._recorded(items, lambda: self.inner.batch_evaluate(items, **kwargs))
 
 
 def wrap_adapter(adapter: Any, recorder: Recorder, *, skip_seed_val: bool) -> RecordingAdapter:

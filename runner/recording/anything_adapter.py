@@ -1,18 +1,12 @@
 """optimize_anything's own adapter, reached and timed: each evaluator call one timed rollout.
 
-optimize_anything (gepa 0.1.4) looks its OptimizeAnythingAdapter class up in
-its module when it builds the engine: that lookup is the only seam. While a
-recorded run is set up, the name stands for `AdapterSeam.build`, which hands
-the recording's run (found by its run_dir) gepa's own adapter, timed and then
-recorded as any user's; other runs get it as is. This is process-wide: one
-recorded optimize_anything set up at a time.
-
-Timed where it runs, on gepa's threads: each evaluator call (found among the
-adapter call's pairs by the candidate's texts and the example's identity);
-with a refiner, each example's whole loop as one rollout, `refined_calls`
-holding the extra minibatch evaluations gepa counts as metric calls; an
-evaluator may tell its tokens and tries on `running_note()`. A
-batch_evaluator's rollouts span its call, untimed.
+optimize_anything (gepa 0.1.4) looks its OptimizeAnythingAdapter class up in its module
+when it builds the engine: that lookup is the only seam. While a recorded run is set up,
+the name stands for `AdapterSeam.build`, which hands the recording's run (found by its
+run_dir) gepa's own adapter, timed and then recorded as any user's; other runs get it as
+is (one recorded optimize_anything is set up at a time per process). An evaluator call is
+found among the adapter call's pairs by the candidate's texts and the example's identity;
+a batch_evaluator's rollouts span its call, untimed.
 """
 
 from __future__ import annotations
@@ -24,6 +18,7 @@ from typing import Any
 import gepa.optimize_anything as gepa_anything
 
 from pxn.errors import PxnError
+from pxn.runner.recording.adapter_wrapper import BatchAround, Items
 from pxn.runner.recording.calls import RolloutNote
 from pxn.runner.recording.events import candidate_key
 
@@ -57,7 +52,7 @@ class Pairs:
             return free.pop(0) if free else None
 
 
-class TimedAnythingAdapter:
+class TimedAnythingAdapter(BatchAround):
     """gepa's OptimizeAnythingAdapter, as gepa calls it, with each evaluator call (or, with a
     refiner, each example's loop) timed as the rollout of its pair."""
 
@@ -65,7 +60,7 @@ class TimedAnythingAdapter:
     propose_new_texts = None
 
     def __init__(self, inner: Any, recording: Any):
-        self.inner = inner
+        super().__init__(inner)
         self.recording = recording
         self.refined_calls = 0  # minibatch evaluations gepa counted beyond one per example
         self._pairs: Pairs | None = None
@@ -76,22 +71,10 @@ class TimedAnythingAdapter:
         elif inner.evaluator is not None:
             inner.evaluator = self._timed(inner.evaluator)
 
-    def evaluate(self, batch: list[Any], candidate: dict[str, str], capture_traces: bool = False):
-        return self._call(
-            [(candidate, batch)],
-            lambda: [self.inner.evaluate(batch, candidate, capture_traces=capture_traces)],
-        )[0]
-
-    def batch_evaluate(self, items: list[tuple[dict[str, str], list[Any]]], **kwargs: Any):
-        return self._call(items, lambda: self.inner.batch_evaluate(items, **kwargs))
-
-    def make_reflective_dataset(self, candidate: Any, eval_batch: Any, components_to_update: Any):
-        return self.inner.make_reflective_dataset(candidate, eval_batch, components_to_update)
-
-    def _call(self, items: list[tuple[dict[str, str], list[Any]]], call: Callable[[], Any]):
+    def _around(self, items: Items, call: Callable[[Items], list[Any]]) -> list[Any]:
         self._pairs = Pairs(items)
         try:
-            results = call()
+            results = call(items)
         finally:
             self._pairs = None
         if self.recording.phase in MINIBATCH_PHASES:

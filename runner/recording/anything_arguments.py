@@ -7,11 +7,6 @@ single-task (no dataset: gepa's sets are one placeholder example, b is 1),
 multi-task (a dataset, also the valset), generalization (a dataset and a
 valset). `gepa_view` reads them as the gepa.optimize run the engine makes, so
 run_start, the labels and the budget checks are every recorded run's.
-
-Refused, each in one line naming the argument: no evaluator; no seed
-candidate (seedless mode asks the LM for a seed outside the loop); an empty
-dataset or valset; no stopping condition; a budget the seed's validation
-spends; cache_evaluation (a cached pair counts as a metric call untimed).
 """
 
 from __future__ import annotations
@@ -138,13 +133,6 @@ def single_task(kwargs: dict[str, Any]) -> bool:
     return kwargs.get("dataset") is None and kwargs.get("valset") is None
 
 
-def mode(kwargs: dict[str, Any]) -> str:
-    """optimize_anything's mode, as its docs name the three."""
-    if single_task(kwargs):
-        return "single-task search"
-    return "generalization" if kwargs.get("valset") is not None else "multi-task search"
-
-
 def trainset(kwargs: dict[str, Any]) -> list[Any]:
     """gepa's trainset as optimize_anything hands it to the engine."""
     if single_task(kwargs):
@@ -203,12 +191,9 @@ def workers_of(kwargs: dict[str, Any]) -> int | None:
     one at a time when not; None when unknown (a batch_evaluator's own concurrency, or an
     unbounded pool)."""
     config = kwargs.get("config") or GEPAConfig()
-    batch_only = kwargs.get("batch_evaluator") is not None and config.refiner is None
-    if batch_only:
+    if kwargs.get("batch_evaluator") is not None and config.refiner is None:
         return None
-    if not config.engine.parallel:
-        return 1
-    return config.engine.max_workers
+    return config.engine.max_workers if config.engine.parallel else 1
 
 
 # What the simulator does not model of an optimize_anything run, one line each (calibration
@@ -232,9 +217,11 @@ def anything_meta(kwargs: dict[str, Any]) -> dict[str, Any]:
     config = kwargs.get("config") or GEPAConfig()
     engine = config.engine
     evaluators = [n for n in ("evaluator", "batch_evaluator") if kwargs.get(n) is not None]
+    # Its mode, as optimize_anything's docs name the three.
+    searched = "generalization" if kwargs.get("valset") is not None else "multi-task search"
     meta: dict[str, Any] = {
         "api": "optimize_anything",
-        "mode": mode(kwargs),
+        "mode": "single-task search" if single_task(kwargs) else searched,
         "evaluator": " and ".join(evaluators),
         "adapter": "OptimizeAnythingAdapter",
         "parallel": bool(engine.parallel),
@@ -263,7 +250,6 @@ class RecordedParts:
     stop_callbacks: list[Any]
     selection_strategy: Any
     reflection_lm: Any  # the recorded reflection LM, or None (none was given)
-    resumed: bool = False  # gepa continues a saved state: its seed's validation is skipped
 
 
 def recorded_config(config: GEPAConfig | None, parts: RecordedParts) -> GEPAConfig:
@@ -272,17 +258,14 @@ def recorded_config(config: GEPAConfig | None, parts: RecordedParts) -> GEPAConf
     given the reflection LM as the user gave it, as gepa would, so its calls are not
     taken for reflections."""
     config = config or GEPAConfig()
-    given_lm = config.reflection.reflection_lm
-    reflection = config.reflection
+    reflection = replace(config.reflection)
     if parts.reflection_lm is not None:
         # reflection_lm_kwargs made the recorded LM already (a model name), as gepa would.
-        reflection = replace(
-            reflection, reflection_lm=parts.reflection_lm, reflection_lm_kwargs=None
-        )
-    else:
-        reflection = replace(reflection)
+        reflection.reflection_lm = parts.reflection_lm
+        reflection.reflection_lm_kwargs = None
     refiner = config.refiner
     if refiner is not None:
+        given_lm = config.reflection.reflection_lm
         refiner = replace(refiner, refiner_lm=refiner.refiner_lm or given_lm)
     return replace(
         config,

@@ -1,12 +1,10 @@
 """The `with recording(...)` block around one `gepa.optimize` or `optimize_anything` run.
 
-Entering checks the gepa release and claims the run directory; `rec.wrap(...)`
-returns gepa's arguments with the adapter, reflection LM, selection, callbacks
-and stoppers wrapped, and writes run_start (or a resume event); leaving the
-block, however it is left, writes run_end with the run's totals checked against
-gepa's own (`rec.result`). One recording records one run. optimize_anything
-takes the parts in its GEPAConfig, except its adapter, reached when gepa builds
-it. Times are seconds since the run started, a resumed run's running on.
+`rec.wrap(...)` returns gepa's arguments with the parts wrapped (optimize_anything's in
+its GEPAConfig, its adapter reached when gepa builds it) and writes run_start or a resume
+event; leaving the block, however it is left, writes run_end with the run's totals
+checked against gepa's own (`rec.result`). Times are seconds since the run started, a
+resumed run's running on.
 """
 
 from __future__ import annotations
@@ -34,16 +32,16 @@ from pxn.runner.recording.anything_arguments import (
     workers_of,
 )
 from pxn.runner.recording.arguments import (
-    check_gepa,
     check_gepa_arguments,
     check_options,
     checked_out,
+    require_release,
 )
 from pxn.runner.recording.calls import ReflectionReport, RolloutNote, RolloutReport
 from pxn.runner.recording.default_adapter import default_adapter, model_label
 from pxn.runner.recording.events import RolloutLabels
 from pxn.runner.recording.lm_wrapper import wrap_reflection_lm
-from pxn.runner.recording.recorder import GepaCallbacks, Recorder
+from pxn.runner.recording.recorder import Recorder
 from pxn.runner.recording.run_directory import (
     check_same_setup,
     claim_run_directory,
@@ -53,7 +51,7 @@ from pxn.runner.recording.run_directory import (
     resume_event,
 )
 from pxn.runner.recording.run_start import gepa_shape, run_start
-from pxn.runner.recording.stopping import Stopper, StopWatch, default_limit
+from pxn.runner.recording.stopping import StopWatch, default_limit
 from pxn.runner.recording.totals import RecordedRun, run_totals
 from pxn.runner.redact import describe_error, redact
 from pxn.trace import RunEnd, RunStart, TraceWriter
@@ -105,7 +103,6 @@ class Recording:
         self._max_failures = max_reflection_failures
         self._reports_rollouts = reports_rollouts
         self._recorder: Recorder | None = None
-        self._callbacks: GepaCallbacks | None = None
         self._entered = False  # inside the `with` block
         self._claimed = out  # the directory it writes into, resolved when the block starts
         self._used = False  # its `with` block was entered once: one recording, one run
@@ -125,7 +122,7 @@ class Recording:
     def report_rollout(self, index: int, report: RolloutReport) -> None:
         """A rollout of the adapter call in flight, `index` its position among the call's
         examples (pairs flattened in gepa's order). Any thread."""
-        self._live().report_rollout(index, report)
+        self._live().rollouts.report(index, report)
 
     def rollout(self, index: int) -> AbstractContextManager[RolloutNote]:
         """Time one rollout where it runs, from any thread:
@@ -136,7 +133,7 @@ class Recording:
         `index` is the example's position among the adapter call's examples (pairs
         flattened in gepa's order); its slot is the lowest free while it runs, so the
         trace's W is the most in flight. A raise inside is recorded as its error."""
-        return self._live().rollout(index)
+        return self._live().rollouts.rollout(index)
 
     def rollout_note(self) -> RolloutNote | None:
         """The note of the rollout timed on this thread while it runs (an optimize_anything
@@ -146,7 +143,7 @@ class Recording:
     def report_reflection(self, index: int, report: ReflectionReport | None) -> None:
         """A reply of the reflection LM call in flight (`index`: the prompt's position);
         None when the LM answered without a call. Any thread."""
-        self._live().report_reflection(index, report)
+        self._live().reflections.report(index, report)
 
     def report_attempt(
         self, *, call: str, slot: int, attempt: int, start: float, end: float, error: str
@@ -168,24 +165,19 @@ class Recording:
 
     def progress(self) -> dict[str, Any]:
         """What the live progress line shows: iteration, accepted, metric calls, best val."""
-        rec, gepa_said = self._recorder, self._callbacks
-        if rec is None or gepa_said is None:
+        rec = self._recorder
+        if rec is None:
             return {"iteration": 0, "accepted": 0, "metric_calls": 0, "best_val": None}
         return {
             "iteration": rec.iteration,
             "accepted": rec.decisions.accepted,
-            "metric_calls": max(gepa_said.metric_calls, rec.rollouts.written),
-            "best_val": gepa_said.best_val,
+            "metric_calls": max(rec.metric_calls, rec.rollouts.written),
+            "best_val": rec.best_val,
         }
 
     @property
     def resuming(self) -> bool:
         return self._resume
-
-    @property
-    def stop_reason(self) -> str | None:
-        """Why the recorder stopped gepa (reflections kept failing), if it did."""
-        return self._recorder.failures.stop_reason if self._recorder else None
 
     def _live(self) -> Recorder:
         if self._recorder is None:
@@ -196,7 +188,7 @@ class Recording:
         return self._recorder
 
     def __enter__(self) -> Recording:
-        check_gepa()
+        require_release("gepa")
         if self._used:
             raise PxnError(
                 "records one run: create a new recording(...) for the next one",
@@ -242,7 +234,7 @@ class Recording:
         parts = self._start(kwargs, run_dir, workers, meta)
         wrapped = {
             **kwargs,
-            "adapter": wrap_adapter(kwargs["adapter"], self._live(), skip_seed_val=parts.resumed),
+            "adapter": self._recorded_adapter(kwargs["adapter"]),
             "selection_strategy": parts.selection_strategy,
             "callbacks": parts.callbacks,
             "stop_callbacks": parts.stop_callbacks,
@@ -267,12 +259,13 @@ class Recording:
         except BaseException:
             seam.remove()
             raise
-        self._seam, self._resumed = seam, parts.resumed
+        self._seam = seam
         config = recorded_config(kwargs.get("config"), parts)
         return {**kwargs, "config": config}
 
-    def _recorded_adapter(self, timed: Any) -> Any:
-        return wrap_adapter(timed, self._live(), skip_seed_val=self._resumed)
+    def _recorded_adapter(self, adapter: Any) -> Any:
+        # Resuming gepa's saved state, gepa validates the seed again only to throw it away.
+        return wrap_adapter(adapter, self._live(), skip_seed_val=self._resumed)
 
     def _start(
         self, kwargs: dict[str, Any], run_dir: Path, workers: int | None, meta: dict[str, Any]
@@ -286,7 +279,11 @@ class Recording:
         saved = gepa_saved_state(run_dir, resume=self._resume, overwrite=self._overwrite)
         p, n = (int(x) for x in gepa_shape(kwargs.get("sampling_strategy")).split("x"))
         labels = RolloutLabels(kwargs["trainset"], kwargs.get("valset"))
-        self._start_trace()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._offset = drop_torn_line(self.trace_path) if self._resume else 0.0
+        if not self._resume:
+            self.trace_path.unlink(missing_ok=True)  # overwritten
+        self._t0 = time.perf_counter()
         self._recorder = rec = Recorder(
             TraceWriter(self.trace_path, append=self._resume),
             self.clock,
@@ -294,7 +291,6 @@ class Recording:
             max_failures=self._max_failures or default_limit(p, n),
             reports_rollouts=self._reports_rollouts,
         )
-        self._callbacks = GepaCallbacks(rec)
         reflection_lm = wrap_reflection_lm(
             kwargs.get("reflection_lm"), rec, kwargs.get("reflection_lm_kwargs")
         )
@@ -311,19 +307,19 @@ class Recording:
             reflection_lm=reflection_lm,
         )
         watched = self._stops.watched(list(stoppers))
+        self._resumed = saved is not None
         if self._resume:
             rec.sink.write(resume_event(self.clock(), saved))
         else:
             rec.sink.write(self._run_start(kwargs, reflection_lm))
         return RecordedParts(
             run_dir=str(run_dir),
-            callbacks=[self._callbacks, *(kwargs.get("callbacks") or [])],
-            stop_callbacks=[*watched, Stopper(rec.failures)],
+            callbacks=[rec, *(kwargs.get("callbacks") or [])],
+            stop_callbacks=[*watched, rec.failures],
             selection_strategy=RecordingSelection(
                 kwargs.get("selection_strategy") or AllImprovements(), rec
             ),
             reflection_lm=reflection_lm,
-            resumed=saved is not None,
         )
 
     def _run_start(self, kwargs: dict[str, Any], reflection_lm: Any) -> RunStart:
@@ -336,15 +332,6 @@ class Recording:
             if self._stops is not None
             else self._run_meta,
         )
-
-    def _start_trace(self) -> None:
-        self.out.mkdir(parents=True, exist_ok=True)
-        self._offset = 0.0
-        if self._resume:
-            self._offset = drop_torn_line(self.trace_path)
-        elif self.trace_path.exists():  # overwrite
-            self.trace_path.unlink()
-        self._t0 = time.perf_counter()
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any):
         self._entered = False
@@ -371,7 +358,7 @@ class Recording:
         if rec is None:
             return False
         status, message = _ending(kind, exc, rec.failures.stop_reason)
-        state = rec.position.state
+        state = rec.state
         if status == "completed" and self._stops is not None:
             message = self._stops.ended_by(state)
         refined = self._seam.timed.refined_calls if self._seam and self._seam.timed else 0

@@ -1,11 +1,9 @@
 """The recording's arguments and gepa.optimize's, checked before anything runs or is written.
 
-A mistake gepa would meet only later (a budget of the wrong type, no stopping
-condition, an empty trainset) or one that leaves a trace no calibration can
-use (a budget the seed's validation spends: gepa's first step is V metric
-calls) is refused as the CLI refuses a bad flag, a PxnError naming the
-argument. gepa.optimize needs a stopping condition of the user's: the
-recorder adds a stopper of its own, so without one the run would never end.
+A mistake gepa would meet only later (a budget of the wrong type, an empty trainset) or
+one that leaves a trace no calibration can use (a budget the seed's validation spends) is
+refused as the CLI refuses a bad flag. gepa.optimize needs a stopping condition of the
+user's: the recorder adds a stopper of its own, so without one the run would never end.
 """
 
 from __future__ import annotations
@@ -167,25 +165,20 @@ def check_budget_after_seed(budget: Any, valset_size: int, name: str) -> None:
         )
 
 
-SUPPORTED_GEPA = "0.1.4"
-SUPPORTED_DSPY = "3.4.1"
+# The releases whose code pxn reads to record a run: the version, what pxn records of it,
+# and how to install it.
+RELEASES = {
+    "gepa": ("0.1.4", "gepa", "gepa==0.1.4"),
+    "dspy": ("3.4.1", "dspy.GEPA of dspy", "'gepa-pxn[dspy]'"),
+}
 
 
-def require_release(dist: str, supported: str, what: str, install: str) -> str:
-    """The installed `dist` must be the release whose code pxn reads to record `what`
-    ("gepa", "dspy.GEPA of dspy")."""
+def require_release(dist: str) -> None:
+    """The installed `dist` ("gepa" or "dspy") must be the release pxn reads."""
+    supported, what, install = RELEASES[dist]
     version = importlib.metadata.version(dist)
     if version != supported:
         raise PxnError(
             f"is {version}; pxn records {what} {supported} only (pip install {install})",
             subject=f"{dist} version",
         )
-    return version
-
-
-def check_gepa() -> str:
-    return require_release("gepa", SUPPORTED_GEPA, "gepa", f"gepa=={SUPPORTED_GEPA}")
-
-
-def check_dspy() -> None:
-    require_release("dspy", SUPPORTED_DSPY, "dspy.GEPA of dspy", "'gepa-pxn[dspy]'")

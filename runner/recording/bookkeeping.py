@@ -10,7 +10,6 @@ tasks keep their numbers).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -82,22 +81,3 @@ class IterationBook:
         task = ok_tasks[self.ended - 1]
         self.proposed.add(task)
         return task if task < len(self.task_parents) else None
-
-
-@dataclass
-class Position:
-    """Where gepa's loop is: the iteration's book, the phase of the adapter call in flight (or
-    the next one), and gepa's GEPAState once an iteration has started."""
-
-    book: IterationBook = field(default_factory=lambda: IterationBook(number=0, start=0.0))
-    phase: str = "seed_val"
-    state: Any = None
-
-    @property
-    def iteration(self) -> int:
-        return self.book.number
-
-    def new_iteration(self, number: int, start: float, state: Any) -> None:
-        self.book = IterationBook(number=number, start=start)
-        self.state = state
-        self.phase = "parent_minibatch"

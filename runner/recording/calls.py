@@ -1,17 +1,16 @@
-"""What the user's parts report, and the calls in flight as rollout and reflection events.
+"""What the user's parts report, the calls in flight as rollout and reflection events, and
+the trace every part of the recorder writes to, from any thread.
 
-gepa makes one adapter call and one reflection call at a time, so "the call
-in flight" is well defined; what runs inside may run on any threads. Times
-are on the recording's clock; a field left None is written as unknown.
+gepa makes one adapter call and one reflection call at a time, so "the call in flight"
+is well defined; what runs inside may run on any threads. A field left None is written
+as unknown. A rollout the part reports is written with its own times; one it does not
+is written when the call returns, spanning the call, untimed. When a call whose rollouts
+are timed raises, a rollout still running is written up to the raise and one never
+reported never started: it is not written.
 
-A rollout the part reports is written with its own times; one it does not is
-written when the call returns, spanning the call, untimed. When a call whose
-rollouts are timed raises, a rollout still running is written up to the
-raise and one never reported never started: it is not written.
-
-A reflection's `prefix_tokens` is what its prompt shares with the previous one
-recorded for its parent (prompt_prefix.py), so one that returns before an
-earlier job of its parent waits for it; the prompt itself is never written.
+A reflection's `prefix_tokens` is what its prompt shares with the previous one recorded
+for its parent (prompt_prefix.py), so one that returns before an earlier job of its
+parent waits for it; the prompt itself is never written.
 """
 
 from __future__ import annotations
@@ -19,13 +18,75 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from pxn.runner.prompt_prefix import SharedPrefixes
 from pxn.runner.recording.bookkeeping import ReflectionJob
-from pxn.runner.recording.sink import InFlight, Slots, TraceSink
 from pxn.runner.redact import describe_error, redact
-from pxn.trace import Reflection, Rollout
+from pxn.trace import Event, Reflection, Rollout, TraceWriter
+
+
+class TraceSink:
+    """Writes events one at a time; after `close` (run_end), drops the late events of the
+    user's threads still finishing a call after an interrupt."""
+
+    def __init__(self, writer: TraceWriter):
+        self._writer = writer
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def write(self, event: Event) -> None:
+        with self._lock:
+            if not self._closed:
+                self._writer.write(event)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._writer.close()
+
+
+class Slots:
+    """Small slot numbers for work in flight: each interval takes the lowest slot none of whose
+    intervals it overlaps, so as many slots are used as were busy at once (for intervals
+    reported in start order; reported out of order, at worst a few more)."""
+
+    def __init__(self) -> None:
+        self._busy: list[list[tuple[float, float]]] = []
+        self._lock = threading.Lock()
+
+    def take(self, start: float, end: float) -> int:
+        with self._lock:
+            for slot, intervals in enumerate(self._busy):
+                if all(e <= start or end <= s for s, e in intervals):
+                    intervals.append((start, end))
+                    return slot
+            self._busy.append([(start, end)])
+            return len(self._busy) - 1
+
+    def forget_before(self, time: float) -> None:
+        """Work that ended before `time` can overlap nothing reported from now on."""
+        with self._lock:
+            self._busy = [[(s, e) for s, e in slot if e > time] for slot in self._busy]
+
+
+class InFlight:
+    """The lowest slot free right now, for work timed as it starts and ends."""
+
+    def __init__(self) -> None:
+        self._busy: set[int] = set()
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def slot(self) -> Iterator[int]:
+        with self._lock:
+            slot = next(i for i in range(len(self._busy) + 1) if i not in self._busy)
+            self._busy.add(slot)
+        try:
+            yield slot
+        finally:
+            with self._lock:
+                self._busy.discard(slot)
 
 
 @dataclass(frozen=True)
@@ -128,16 +189,9 @@ class AdapterCalls:
                 error = describe_error(exc)
                 raise
             finally:
+                # Each of the note's fields is one of RolloutReport's.
                 report = RolloutReport(
-                    start=start,
-                    end=self._clock(),
-                    score=note.score,
-                    slot=slot,
-                    tokens_in=note.tokens_in,
-                    tokens_out=note.tokens_out,
-                    cost=note.cost,
-                    error=error,
-                    attempts=note.attempts,
+                    start=start, end=self._clock(), slot=slot, error=error, **asdict(note)
                 )
                 self.report(index, report)
 

@@ -1,50 +1,29 @@
 """gepa.optimize's default adapter, built from `task_lm` as gepa 0.1.4 builds it, each rollout
 timed where it runs.
 
-Without an adapter gepa builds `DefaultAdapter(model=task_lm, evaluator=...)`
-out of the recording's reach, so the recording builds the same one first. It
-has no batch_evaluate (gepa evaluates pair after pair); each call asks for its
-examples' replies at most `max_litellm_workers` (10, W) at once, here each on
-its own thread through gepa's LM so it is timed and metered alone. The
-evaluator scores the replies on gepa's thread after the last one, outside any
-rollout.
+Without an adapter gepa builds `DefaultAdapter(model=task_lm, evaluator=...)` out of the
+recording's reach, so the recording builds the same one first. It evaluates pair after
+pair, each call asking for its examples' replies at most `max_litellm_workers` (W) at
+once, here each on its own thread so it is timed and metered alone; the evaluator scores
+them after the last one, outside any rollout.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from gepa.adapters.default_adapter.default_adapter import DefaultAdapter
 
+from pxn.runner.recording.adapter_wrapper import AdapterAround, Items
 from pxn.runner.recording.calls import RolloutReport
-from pxn.runner.recording.lm_wrapper import MeteredLM
+from pxn.runner.recording.lm_wrapper import MeteredLM, fan_out
 
-
-@dataclass(frozen=True)
-class Reply:
-    """One task model call of an adapter call: its times on the recording's clock and usage."""
-
-    start: float
-    end: float
-    tokens_in: int | None = None
-    tokens_out: int | None = None
-    cost: float | None = None
-
-
-class Replies:
-    """The replies of the adapter call in flight, by example position; from any thread."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.by_index: dict[int, Reply] = {}
-
-    def add(self, index: int, reply: Reply) -> None:
-        with self._lock:
-            self.by_index[index] = reply
+# The replies of the adapter call in flight by example position, each the rollout of its
+# example but for the score (set from the call's threads: an item assignment is atomic).
+Replies = dict[int, RolloutReport]
 
 
 class TimedTaskLM(MeteredLM):
@@ -61,26 +40,15 @@ class TimedTaskLM(MeteredLM):
     ) -> list[str]:
         if kwargs:  # litellm_batch_completion_kwargs, which gepa.optimize never sets: as gepa
             return super().batch_complete(messages_list, max_workers=max_workers, **kwargs)
-        replies = self.replies
-        with ThreadPoolExecutor(max_workers=max_workers) as pool:
-            futures = [
-                pool.submit(self._one, i, messages, replies)
-                for i, messages in enumerate(messages_list)
-            ]
-            # As litellm.batch_completion: every call runs to its end before a failure is told.
-            errors = [f.exception() for f in futures]
-        failed = next((e for e in errors if e is not None), None)
-        if failed is not None:
-            raise failed
-        return [f.result().strip() for f in futures]
+        return fan_out(partial(self._one, replies=self.replies), messages_list, max_workers)
 
     def _one(self, index: int, messages: list[dict[str, Any]], replies: Replies | None) -> str:
         start = self._clock()
-        self.usage()  # this thread's count starts at this call
-        text = self(messages)
-        tokens_in, tokens_out, cost = self.usage()
+        text, (tokens_in, tokens_out, cost) = self.metered(messages)
         if replies is not None:
-            replies.add(index, Reply(start, self._clock(), tokens_in, tokens_out, cost))
+            end = self._clock()
+            reply = RolloutReport(start, end, tokens_in=tokens_in, tokens_out=tokens_out, cost=cost)
+            replies[index] = reply
         return text
 
 
@@ -102,11 +70,11 @@ class TimedModelCall:
         start = self._clock()
         text = self.model(messages)
         if self.replies is not None:
-            self.replies.add(index, Reply(start, self._clock()))
+            self.replies[index] = RolloutReport(start=start, end=self._clock())
         return text
 
 
-class TimedDefaultAdapter:
+class TimedDefaultAdapter(AdapterAround):
     """gepa's DefaultAdapter for `task_lm`, each rollout reported to the recording with its
     own times and the evaluator's score."""
 
@@ -114,7 +82,7 @@ class TimedDefaultAdapter:
     propose_new_texts = None
 
     def __init__(self, inner: DefaultAdapter, recording: Any):
-        self.inner = inner
+        super().__init__(inner)
         self.recording = recording
         self.max_litellm_workers = inner.max_litellm_workers
         self._model: TimedTaskLM | TimedModelCall
@@ -123,28 +91,17 @@ class TimedDefaultAdapter:
         else:
             self._model = inner.model = TimedModelCall(inner.model, recording.clock)
 
-    def evaluate(self, batch: list[Any], candidate: dict[str, str], capture_traces: bool = False):
-        replies = Replies()
+    def _around(self, items: Items, call: Callable[[Items], list[Any]]) -> list[Any]:
+        replies: Replies = {}
         if isinstance(self._model, TimedModelCall):
             self._model.start_call(replies)
         else:
             self._model.replies = replies
-        result = self.inner.evaluate(batch, candidate, capture_traces=capture_traces)
-        for index, reply in sorted(replies.by_index.items()):
+        [result] = call(items)
+        for index, reply in sorted(replies.items()):
             score = result.scores[index] if index < len(result.scores) else None
-            report = RolloutReport(
-                start=reply.start,
-                end=reply.end,
-                score=score,
-                tokens_in=reply.tokens_in,
-                tokens_out=reply.tokens_out,
-                cost=reply.cost,
-            )
-            self.recording.report_rollout(index, report)
-        return result
-
-    def make_reflective_dataset(self, candidate: Any, eval_batch: Any, components_to_update: Any):
-        return self.inner.make_reflective_dataset(candidate, eval_batch, components_to_update)
+            self.recording.report_rollout(index, replace(reply, score=score))
+        return [result]
 
 
 def default_adapter(task_lm: Any, evaluator: Any, recording: Any) -> TimedDefaultAdapter:

@@ -31,7 +31,7 @@ import gepa
 from pxn.budget import dspy_auto_candidates
 from pxn.errors import PxnError
 from pxn.runner.recording.api import recording
-from pxn.runner.recording.arguments import check_dspy, check_options, checked_out
+from pxn.runner.recording.arguments import check_options, checked_out, require_release
 from pxn.runner.recording.dspy_rollouts import DspyRollouts
 from pxn.runner.recording.totals import RecordedRun
 
@@ -46,46 +46,31 @@ def recorded(
 ) -> RecordedGEPA:
     """`optimizer` (a dspy.GEPA), whose `compile` records its run into directory `out`;
     the options are `recording`'s."""
-    check_dspy()
+    require_release("dspy")
     if not isinstance(optimizer, dspy.GEPA):
         raise PxnError(
             f"must be a dspy.GEPA optimizer, got {type(optimizer).__name__}", subject="optimizer"
         )
     if optimizer.auto is not None:
         dspy_auto_candidates(optimizer.auto)  # compile would meet an unknown level as a KeyError
+    options = {
+        "resume": resume,
+        "overwrite": overwrite,
+        "max_reflection_failures": max_reflection_failures,
+    }
     out = checked_out(out)
-    check_options(
-        resume=resume, overwrite=overwrite, max_reflection_failures=max_reflection_failures
-    )
-    return RecordedGEPA(
-        optimizer,
-        out,
-        resume=resume,
-        overwrite=overwrite,
-        max_reflection_failures=max_reflection_failures,
-    )
+    check_options(**options)
+    return RecordedGEPA(optimizer, out, options)
 
 
 class RecordedGEPA:
     """A dspy.GEPA whose `compile` is recorded; every other attribute is the optimizer's."""
 
-    def __init__(
-        self,
-        optimizer: Any,
-        out: Path,
-        *,
-        resume: bool,
-        overwrite: bool,
-        max_reflection_failures: int | None,
-    ):
+    def __init__(self, optimizer: Any, out: Path, options: dict[str, Any]):
         self.optimizer = optimizer
         self.out = out
         self.result: RecordedRun | None = None
-        self._options = {
-            "resume": resume,
-            "overwrite": overwrite,
-            "max_reflection_failures": max_reflection_failures,
-        }
+        self._options = options  # recording's
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.optimizer, name)

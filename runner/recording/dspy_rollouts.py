@@ -12,67 +12,44 @@ threads runs to its end; one on the main thread stops at once.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import dspy
 from dspy.utils.callback import ACTIVE_CALL_ID, BaseCallback
 from dspy.utils.usage_tracker import UsageTracker
-from gepa.core.adapter import EvaluationBatch
 
 from pxn.runner.prompt_prefix import prompt_text
+from pxn.runner.recording.adapter_wrapper import BatchAround, Items
 from pxn.runner.recording.api import Recording
 from pxn.runner.recording.calls import ReflectionReport, RolloutReport
 from pxn.runner.redact import describe_error
 
 
-class DspyRollouts:
+class DspyRollouts(BatchAround):
     """DSPy's adapter, given to the recording as the user's: it reports each rollout's times
     and tokens and each proposal's tokens."""
 
     def __init__(self, inner: Any, rec: Recording):
-        self.inner = inner
+        super().__init__(inner)
         self.rec = rec
 
-    def evaluate(
-        self, batch: list[Any], candidate: dict[str, str], capture_traces: bool = False
-    ) -> EvaluationBatch:
-        own = list(batch)
-        return self._timed(
-            [(candidate, own)],
-            lambda: [self.inner.evaluate(own, candidate, capture_traces=capture_traces)],
-        )[0]
-
-    def batch_evaluate(
-        self, items: list[tuple[dict[str, str], list[Any]]], **kwargs: Any
-    ) -> list[EvaluationBatch]:
+    def _around(self, items: Items, call: Callable[[Items], list[Any]]) -> list[Any]:
+        """`call` on a copy of each batch, DSPy's callbacks timing its rollouts (DSPy's
+        evaluation of a batch is known by the batch's identity)."""
         own = [(candidate, list(batch)) for candidate, batch in items]
-        return self._timed(own, lambda: self.inner.batch_evaluate(own, **kwargs))
-
-    def _timed(
-        self,
-        items: list[tuple[dict[str, str], list[Any]]],
-        call: Callable[[], list[EvaluationBatch]],
-    ) -> list[EvaluationBatch]:
-        """`call()` with DSPy's callbacks timing the rollouts of `items` (each batch a list of
-        this call's own, so DSPy's evaluation of it is known by identity)."""
-        clock = RolloutClock(self.rec, items)
+        clock = RolloutClock(self.rec, own)
         callbacks = [*dspy.settings.get("callbacks", []), clock]
         try:
             with dspy.context(callbacks=callbacks):
-                results = call()
+                results = call(own)
         except BaseException as exc:
             clock.report(None, describe_error(exc))
             raise
         clock.report([score for result in results for score in result.scores], None)
         return results
-
-    def make_reflective_dataset(
-        self, candidate: dict[str, str], eval_batch: Any, components_to_update: list[str]
-    ) -> Any:
-        return self.inner.make_reflective_dataset(candidate, eval_batch, components_to_update)
 
     def propose_new_texts(
         self,
@@ -84,7 +61,9 @@ class DspyRollouts:
         and prompt."""
         start = self.rec.clock()
         error: str | None = None
-        with lm_usage() as usage, lm_prompts() as prompts:
+        usage, prompts = SharedUsage(), PromptsSeen()  # of the DSPy LM calls made in it
+        callbacks = [*dspy.settings.get("callbacks", []), prompts]
+        with dspy.context(usage_tracker=usage, callbacks=callbacks):
             try:
                 return self.inner.propose_new_texts(
                     candidate, reflective_dataset, components_to_update
@@ -141,19 +120,19 @@ def _runs_with(example: Any, inputs: dict[str, Any]) -> bool:
 
 @dataclass
 class Running:
+    """A rollout of the call DSPy runs: its position, start, and its LM calls' tracker."""
+
     index: int
     start: float
     usage: SharedUsage
     scope: AbstractContextManager[Any]
 
-
-@dataclass(frozen=True)
-class Timed:
-    index: int
-    start: float
-    end: float
-    tokens: tuple[int | None, int | None]
-    error: str | None
+    def ended(self, end: float, error: str | None) -> tuple[int, RolloutReport]:
+        """Its position, and its report but for the score."""
+        tokens_in, tokens_out = self.usage.tokens()
+        return self.index, RolloutReport(
+            self.start, end, tokens_in=tokens_in, tokens_out=tokens_out, error=error
+        )
 
 
 class RolloutClock(BaseCallback):
@@ -171,7 +150,7 @@ class RolloutClock(BaseCallback):
         self._lock = threading.Lock()
         self._evaluations: dict[str, Evaluation] = {}  # Evaluate's call id -> its batch
         self._running: dict[str, Running] = {}  # the program call's id -> its rollout
-        self._done: list[Timed] = []
+        self._done: list[tuple[int, RolloutReport]] = []
 
     def on_evaluate_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
         batch = inputs.get("devset") or instance.devset
@@ -205,30 +184,19 @@ class RolloutClock(BaseCallback):
         end = self._rec.clock()
         running.scope.__exit__(None, None, None)
         error = None if exception is None else describe_error(exception)
-        timed = Timed(running.index, running.start, end, running.usage.tokens(), error)
         with self._lock:
-            self._done.append(timed)
+            self._done.append(running.ended(end, error))
 
     def report(self, scores: list[float] | None, error: str | None) -> None:
         """Report every rollout that started, in start order, once the call returned (`scores`)
         or raised (`error`: the rollouts still running are cut here)."""
         now = self._rec.clock()
         with self._lock:
-            cut = [
-                Timed(r.index, r.start, now, r.usage.tokens(), error)
-                for r in self._running.values()
-            ]
+            cut = [r.ended(now, error) for r in self._running.values()]
             rollouts = [*self._done, *cut]
-        for r in sorted(rollouts, key=lambda r: r.start):
-            report = RolloutReport(
-                start=r.start,
-                end=r.end,
-                score=None if scores is None else scores[r.index],
-                tokens_in=r.tokens[0],
-                tokens_out=r.tokens[1],
-                error=r.error,
-            )
-            self._rec.report_rollout(r.index, report)
+        for index, report in sorted(rollouts, key=lambda done: done[1].start):
+            score = None if scores is None else scores[index]
+            self._rec.report_rollout(index, replace(report, score=score))
 
 
 class SharedUsage(UsageTracker):
@@ -250,14 +218,6 @@ class SharedUsage(UsageTracker):
         )
 
 
-@contextmanager
-def lm_usage() -> Iterator[SharedUsage]:
-    """The LM usage of the DSPy code run in the block, on this thread and the threads it starts."""
-    usage = SharedUsage()
-    with dspy.context(usage_tracker=usage):
-        yield usage
-
-
 class PromptsSeen(BaseCallback):
     """DSPy callbacks noting the prompt of each LM call made while they are in force."""
 
@@ -275,11 +235,3 @@ class PromptsSeen(BaseCallback):
         """The prompts joined in call order; None when no LM call was seen."""
         with self._lock:
             return "\n".join(self._prompts) if self._prompts else None
-
-
-@contextmanager
-def lm_prompts() -> Iterator[PromptsSeen]:
-    """The prompts of the DSPy LM calls made in the block."""
-    seen = PromptsSeen()
-    with dspy.context(callbacks=[*dspy.settings.get("callbacks", []), seen]):
-        yield seen

@@ -1,20 +1,13 @@
-"""gepa's loop as trace events: stages, merges, verdicts, lost proposals, rollout labels.
-
-A merge (use_merge) is scored on a validation subsample through `evaluate`,
-the only evaluation gepa asks without traces; its parents' and subsample
-scores and the common ancestor are in the iteration's entry of gepa's
-`full_program_trace`. A merge still waiting when its iteration ends was not
-accepted.
-"""
+"""gepa's loop as trace events: stages, merges, verdicts, lost proposals, rollout labels."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pxn.runner.recording.bookkeeping import IterationBook
-from pxn.runner.recording.sink import TraceSink
+from pxn.runner.recording.calls import TraceSink
 from pxn.runner.redact import redact
 from pxn.trace import Decision, Merge, NoProposal, Stage
 
@@ -24,21 +17,15 @@ def merge_proposal(iteration: int) -> str:
     return f"{iteration}-merge"
 
 
-@dataclass
-class PendingMerge:
-    proposal: str
-    parents: str
-    ancestor: str | None
-    time: float
-    before: float | None
-    after: float | None
-
-
 class Merges:
+    """gepa's merge of the iteration, judged on a validation subsample (the only evaluation
+    gepa asks without traces), then accepted or not; its parents' and subsample scores and
+    their common ancestor are in the iteration's entry of gepa's `full_program_trace`."""
+
     def __init__(self, sink: TraceSink):
         self._sink = sink
         self._iteration = 0
-        self._pending: PendingMerge | None = None
+        self._pending: Merge | None = None  # its verdict not yet known
 
     def new_iteration(self, number: int) -> None:
         self._iteration = number
@@ -50,45 +37,28 @@ class Merges:
         entities = entry.get("merged_entities")
         sums = [entry.get(key) for key in ("id1_subsample_scores", "id2_subsample_scores")]
         after = entry.get("new_program_subsample_scores")
-        self._pending = PendingMerge(
+        self._pending = Merge(
+            start=now,
+            end=now,
+            iteration=self._iteration,
             proposal=merge_proposal(self._iteration),
             parents=",".join(str(p) for p in parents),
             ancestor=None if entities is None else str(entities[2]),
-            time=now,
-            before=None if None in sums else float(max(sum(s) for s in sums)),
-            after=None if after is None else float(sum(after)),
+            accepted=False,
+            score_before=None if None in sums else float(max(sum(s) for s in sums)),
+            score_after=None if after is None else float(sum(after)),
         )
 
     def decided(self, accepted: bool, candidate: int | None = None) -> None:
         """gepa accepted the merge (it joined the pool as `candidate`) or rejected it."""
         pending, self._pending = self._pending, None
-        if pending is None:
-            return
-        self._sink.write(
-            Merge(
-                start=pending.time,
-                end=pending.time,
-                iteration=self._iteration,
-                proposal=pending.proposal,
-                parents=pending.parents,
-                ancestor=pending.ancestor,
-                accepted=accepted,
-                candidate=None if candidate is None else str(candidate),
-                score_before=pending.before,
-                score_after=pending.after,
-            )
-        )
+        if pending is not None:
+            joined = None if candidate is None else str(candidate)
+            self._sink.write(replace(pending, accepted=accepted, candidate=joined))
 
     def end_iteration(self) -> None:
         """A merge still waiting was not accepted."""
         self.decided(accepted=False)
-
-
-@dataclass
-class OpenStage:
-    name: str
-    start: float
-    end: float
 
 
 class Stages:
@@ -100,7 +70,7 @@ class Stages:
     def __init__(self, sink: TraceSink):
         self._sink = sink
         self._iteration = 0
-        self._open: OpenStage | None = None
+        self._open: Stage | None = None
         self._reflection_start: float | None = None  # the parent minibatch's end
 
     def new_iteration(self, number: int) -> None:
@@ -117,19 +87,19 @@ class Stages:
         if phase == "child_minibatch" and self._reflection_start is not None:
             self._write("reflection", self._reflection_start, start)
             self._reflection_start = None
-        self._open = OpenStage(phase, start, start)
+        self._open = Stage(start=start, end=start, iteration=self._iteration, name=phase)
 
     def extend(self, end: float) -> None:
         """An adapter call of the stage in flight returned at `end`."""
         if self._open is not None:
-            self._open.end = end
+            self._open = replace(self._open, end=end)
 
     def settle(self) -> None:
         """Close the rollout stage in flight, if any: gepa has moved on."""
         stage, self._open = self._open, None
         if stage is None:
             return
-        self._write(stage.name, stage.start, stage.end)
+        self._sink.write(stage)
         if stage.name == "parent_minibatch":
             self._reflection_start = stage.end
 
@@ -223,12 +193,8 @@ def _positions(data: Any) -> dict[int, int]:
 class Pending:
     """A proposal judged by gepa's selection, waiting to learn its candidate index."""
 
-    proposal: str
-    parent: str
+    decision: Decision  # rejected until it joins the pool
     key: CandidateKey
-    time: float
-    before: float
-    after: float
     selected: bool
 
 
@@ -251,19 +217,19 @@ class Decisions:
     def judged(self, proposals: list[Any], chosen: list[Any], now: float) -> None:
         """gepa's selection saw `proposals` (gepa's CandidateProposal) and chose `chosen`."""
         chosen_ids = {id(p) for p in chosen}
-        self.judged_ids |= {str(p.metadata.get("proposal_id", "?")) for p in proposals}
         for p in proposals:
-            self._pending.append(
-                Pending(
-                    proposal=str(p.metadata.get("proposal_id", "?")),
-                    parent=",".join(str(i) for i in p.parent_program_ids),
-                    key=candidate_key(p.candidate),
-                    time=now,
-                    before=float(sum(p.subsample_scores_before or [])),
-                    after=float(sum(p.subsample_scores_after or [])),
-                    selected=id(p) in chosen_ids,
-                )
+            decision = Decision(
+                start=now,
+                end=now,
+                iteration=self._iteration,
+                proposal=str(p.metadata.get("proposal_id", "?")),
+                parent=",".join(str(i) for i in p.parent_program_ids),
+                accepted=False,
+                score_before=float(sum(p.subsample_scores_before or [])),
+                score_after=float(sum(p.subsample_scores_after or [])),
             )
+            self.judged_ids.add(decision.proposal)
+            self._pending.append(Pending(decision, candidate_key(p.candidate), id(p) in chosen_ids))
 
     def joined(self, candidate: dict[str, str], index: int) -> None:
         """`candidate` joined gepa's pool as `index`: its proposal was accepted."""
@@ -271,30 +237,15 @@ class Decisions:
         for pending in self._pending:
             if pending.selected and pending.key == key:
                 self._pending.remove(pending)
-                self._decide(pending, accepted=True, candidate=str(index))
+                self.accepted += 1
+                self._sink.write(replace(pending.decision, accepted=True, candidate=str(index)))
                 break
 
     def end_iteration(self) -> None:
         """The proposals still waiting were rejected."""
         for pending in self._pending:
-            self._decide(pending, accepted=False, candidate=None)
+            self._sink.write(pending.decision)
         self._pending.clear()
-
-    def _decide(self, pending: Pending, *, accepted: bool, candidate: str | None) -> None:
-        self.accepted += accepted
-        self._sink.write(
-            Decision(
-                start=pending.time,
-                end=pending.time,
-                iteration=self._iteration,
-                proposal=pending.proposal,
-                parent=pending.parent,
-                accepted=accepted,
-                candidate=candidate,
-                score_before=pending.before,
-                score_after=pending.after,
-            )
-        )
 
 
 class NoProposals:

@@ -1,17 +1,16 @@
 """The user's reflection LM, each call recorded: one LM call, one recorded call of reflections.
 
-The wrapper forwards on the caller's thread and has exactly the methods its
-inner LM has (gepa picks its path by `batch_complete`). gepa wraps an LM
-without `total_cost` in its `TrackingLM`, which hides `batch_complete`;
-`wrap_reflection_lm` does the same first, so the recorded run makes the same
-calls. A model string becomes gepa's own LM, metered call by call.
+The wrapper forwards on the caller's thread and has exactly the methods gepa would use of
+the LM (gepa picks its path by `batch_complete`), so the recorded run makes the same
+calls; a model string becomes gepa's own LM, metered call by call.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, TypeVar
 
 from gepa.lm import LM, TrackingLM
@@ -52,31 +51,22 @@ class RecordingLM:
         if not isinstance(self.inner, MeteredLM):
             return self.inner(prompt)
         rec = self.recorder
-        start = rec.clock()
-        self.inner.usage()
+        start, told = rec.clock(), None
         try:
-            text = self.inner(prompt)
+            text, (tokens_in, tokens_out, cost) = self.inner.metered(prompt)
+            told = {"text": text, "tokens_in": tokens_in, "tokens_out": tokens_out, "cost": cost}
         except Exception as exc:
-            report = ReflectionReport(
-                start=start, end=rec.clock(), prompt=prompt_text(prompt), error=describe_error(exc)
-            )
-            rec.report_reflection(index, report)
+            told = {"error": describe_error(exc)}
             raise
-        tokens_in, tokens_out, cost = self.inner.usage()
-        report = ReflectionReport(
-            start=start,
-            end=rec.clock(),
-            text=text,
-            prompt=prompt_text(prompt),
-            tokens_in=tokens_in,
-            tokens_out=tokens_out,
-            cost=cost,
-        )
-        rec.report_reflection(index, report)
+        finally:
+            if told is not None:  # None: interrupted (Ctrl-C), nothing to report
+                prompt_seen = prompt_text(prompt)
+                report = ReflectionReport(start, rec.clock(), prompt=prompt_seen, **told)
+                rec.reflections.report(index, report)
         return text
 
     def _recorded(self, count: int, call: Callable[[], list[str]]) -> list[str]:
-        return reflections(self.recorder, count, call, replies=lambda texts: texts)
+        return reflections(self.recorder, count, call, texts=True)
 
 
 class BatchRecordingLM(RecordingLM):
@@ -84,17 +74,11 @@ class BatchRecordingLM(RecordingLM):
 
     def batch_complete(self, messages_list: list[Any], **kwargs: Any) -> list[str]:
         if isinstance(self.inner, MeteredLM) and not kwargs:
-            return self._recorded(len(messages_list), lambda: self._fan_out(messages_list))
+            one_by_one = partial(fan_out, self._one, messages_list, GEPA_LM_BATCH_WORKERS)
+            return self._recorded(len(messages_list), one_by_one)
         return self._recorded(
             len(messages_list), lambda: list(self.inner.batch_complete(messages_list, **kwargs))
         )
-
-    def _fan_out(self, messages_list: list[Any]) -> list[str]:
-        """What gepa's LM.batch_complete does (litellm.batch_completion: at most 10 calls at
-        once, replies stripped), one call per thread so each is timed and metered alone."""
-        with ThreadPoolExecutor(max_workers=GEPA_LM_BATCH_WORKERS) as pool:
-            futures = [pool.submit(self._one, i, m) for i, m in enumerate(messages_list)]
-            return [f.result().strip() for f in futures]
 
 
 def wrap_reflection_lm(
@@ -114,27 +98,43 @@ def wrap_reflection_lm(
     return cls(inner, recorder)
 
 
-def reflections(
-    rec: Recorder,
-    count: int,
-    call: Callable[[], T],
-    *,
-    replies: Callable[[T], Sequence[str] | None],
-) -> T:
-    """`call()`, one reflection call of `count` jobs told to the recorder; `replies` reads the
-    reply texts from its result."""
+def reflections(rec: Recorder, count: int, call: Callable[[], T], *, texts: bool) -> T:
+    """`call()`, one reflection call of `count` jobs told to the recorder; its result is the
+    replies' texts when `texts` (else the recorder learns none)."""
     rec.begin_reflections(count)
     try:
         result = call()
     except BaseException as exc:
         rec.end_reflections(None, describe_error(exc))
         raise
-    rec.end_reflections(replies(result), None)
+    rec.end_reflections(result if texts else None, None)
     return result
 
 
 # gepa's LM.batch_complete default: litellm.batch_completion's max_workers.
 GEPA_LM_BATCH_WORKERS = 10
+
+
+def fan_out(one: Callable[[int, Any], str], messages_list: list[Any], workers: int) -> list[str]:
+    """What gepa's LM.batch_complete does (litellm.batch_completion: at most `workers` calls at
+    once, replies stripped, every call run to its end before the first failure is raised),
+    `one(index, messages)` per thread so each call is timed and metered alone."""
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(one, i, m) for i, m in enumerate(messages_list)]
+        return [f.result().strip() for f in futures]
+
+
+def _metered(key: str, position: int, zero: float) -> property:
+    """A total of gepa's LM whose every increment is also noted for the thread that adds it."""
+
+    def get(self: MeteredLM) -> float:
+        return self.__dict__.get(key, zero)
+
+    def set(self: MeteredLM, value: float) -> None:
+        self._note(position, value - self.__dict__.get(key, zero))
+        self.__dict__[key] = value
+
+    return property(get, set)
 
 
 class MeteredLM(LM):
@@ -152,34 +152,17 @@ class MeteredLM(LM):
         self._local.got = (0, 0, 0.0)
         return got
 
+    def metered(self, prompt: Any) -> tuple[str, tuple[int, int, float]]:
+        """`prompt` answered on this thread, and the tokens in, out and cost the call added."""
+        self.usage()  # this thread's count starts at this call
+        text = self(prompt)
+        return text, self.usage()
+
     def _note(self, position: int, delta: float) -> None:
         got = list(getattr(self._local, "got", (0, 0, 0.0)))
         got[position] += delta
         self._local.got = tuple(got)
 
-    @property  # type: ignore[override]
-    def _total_tokens_in(self) -> int:
-        return self.__dict__.get("_tin", 0)
-
-    @_total_tokens_in.setter
-    def _total_tokens_in(self, value: int) -> None:
-        self._note(0, value - self.__dict__.get("_tin", 0))
-        self.__dict__["_tin"] = value
-
-    @property  # type: ignore[override]
-    def _total_tokens_out(self) -> int:
-        return self.__dict__.get("_tout", 0)
-
-    @_total_tokens_out.setter
-    def _total_tokens_out(self, value: int) -> None:
-        self._note(1, value - self.__dict__.get("_tout", 0))
-        self.__dict__["_tout"] = value
-
-    @property  # type: ignore[override]
-    def _total_cost(self) -> float:
-        return self.__dict__.get("_cost", 0.0)
-
-    @_total_cost.setter
-    def _total_cost(self, value: float) -> None:
-        self._note(2, value - self.__dict__.get("_cost", 0.0))
-        self.__dict__["_cost"] = value
+    _total_tokens_in = _metered("_tin", 0, 0)
+    _total_tokens_out = _metered("_tout", 1, 0)
+    _total_cost = _metered("_cost", 2, 0.0)

@@ -1,29 +1,22 @@
 """The recorder: gepa's callbacks and what the wrapped parts report, turned into trace events.
 
-gepa's callbacks (gepa 0.1.4 calls them on its main thread, between an
-iteration's stages) do not show the seed validation, a single rollout or a
-single reflection: the wrapped adapter, reflection LM and selection tell the
-recorder of each call. Each callback but the task bookkeeping means gepa has
-moved on from the rollout stage in flight, which is then written; only a
-merged program's subsample is evaluated without traces, which is how a
-merge's stage is known. Each part keeps one kind of event (events.py,
-calls.py); the position is where gepa's loop is, the failures the stopper's
-count.
+gepa 0.1.4 calls its callbacks on its main thread, between an iteration's stages; they do
+not show the seed validation, a single rollout or a single reflection, which the wrapped
+adapter, reflection LM and selection tell. Each callback but the task bookkeeping means
+gepa has moved on from the rollout stage in flight, which is then written; only a merged
+program's subsample is evaluated without traces, which is how a merge's stage is known.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
-from pxn.runner.recording.bookkeeping import Position
+from pxn.runner.recording.bookkeeping import IterationBook
 from pxn.runner.recording.calls import (
     AdapterCalls,
     ReflectionCalls,
-    ReflectionReport,
-    RolloutNote,
-    RolloutReport,
+    TraceSink,
 )
 from pxn.runner.recording.events import (
     Decisions,
@@ -33,13 +26,15 @@ from pxn.runner.recording.events import (
     Stages,
     merge_proposal,
 )
-from pxn.runner.recording.sink import TraceSink
 from pxn.runner.recording.stopping import Failures
 from pxn.runner.redact import describe_error, redact
 from pxn.trace import Attempt, Budget, Iteration, TraceWriter, Validation
 
 
 class Recorder:
+    """gepa's callback object. Each part keeps one kind of event (events.py, calls.py), the
+    failures the stopper's count; the book, phase and state are where gepa's loop is."""
+
     def __init__(
         self,
         writer: TraceWriter,
@@ -51,7 +46,9 @@ class Recorder:
     ):
         self.clock = clock
         self.sink = TraceSink(writer)
-        self.position = Position()
+        self.book = IterationBook(number=0, start=0.0)
+        self.phase = "seed_val"  # of the adapter call in flight (or the next one)
+        self.state: Any = None  # gepa's GEPAState, once an iteration has started
         self.labels = labels
         self.stages = Stages(self.sink)
         self.rollouts = AdapterCalls(self.sink, clock, reports_rollouts=reports_rollouts)
@@ -60,32 +57,23 @@ class Recorder:
         self.merges = Merges(self.sink)
         self.no_proposals = NoProposals(self.sink)
         self.failures = Failures(max_failures)
-
-    @property
-    def phase(self) -> str:
-        """The phase of the adapter call in flight (or the next one)."""
-        return self.position.phase
+        # Read by the live progress line.
+        self.metric_calls = 0  # gepa's count, from on_budget_updated
+        self.best_val: float | None = None
 
     @property
     def iteration(self) -> int:
-        return self.position.iteration
+        return self.book.number
 
     def settle(self) -> None:
         """gepa has moved on: the rollout stage in flight, if any, is written."""
         self.stages.settle()
 
     def begin_rollouts(self, items: Sequence[tuple[dict[str, str], Sequence[Any]]]) -> None:
-        phase, state = self.position.phase, self.position.state
         start = self.clock()
-        self.stages.open(phase, start)
-        tags = self.labels.tags(items, phase, self.position.iteration, state)
-        self.rollouts.begin(phase, self.position.iteration, start, tags)
-
-    def report_rollout(self, index: int, report: RolloutReport) -> None:
-        self.rollouts.report(index, report)
-
-    def rollout(self, index: int) -> AbstractContextManager[RolloutNote]:
-        return self.rollouts.rollout(index)
+        self.stages.open(self.phase, start)
+        tags = self.labels.tags(items, self.phase, self.iteration, self.state)
+        self.rollouts.begin(self.phase, self.iteration, start, tags)
 
     def end_rollouts(self, scores: Sequence[float] | None, error: str | None) -> None:
         """The adapter call returned (`scores`, in gepa's order) or raised (`error`)."""
@@ -97,24 +85,19 @@ class Recorder:
     def reflective_dataset_failed(self, error: str) -> None:
         """The adapter could not build a task's reflective dataset: gepa skips the task with no
         callback (it logs the exception), so the next proposal to start is the next task's."""
-        book = self.position.book
-        self.no_proposals.dataset_failed(book, error, self.clock())
-        book.task_skipped()
+        self.no_proposals.dataset_failed(self.book, error, self.clock())
+        self.book.task_skipped()
 
     def begin_reflections(self, count: int) -> None:
         """gepa asks the LM for `count` replies, one per reflection job, in job order."""
-        book = self.position.book
-        self.reflections.begin(book.number, book.next_jobs(count))
-
-    def report_reflection(self, index: int, report: ReflectionReport | None) -> None:
-        self.reflections.report(index, report)
+        self.reflections.begin(self.iteration, self.book.next_jobs(count))
 
     def end_reflections(self, replies: Sequence[str] | None, error: str | None) -> None:
         """The LM returned `replies` or raised `error`: a raise fails every job of the call."""
         jobs = self.reflections.end(replies, error)
         if jobs is None:
             return
-        self.position.book.reflected(jobs, error)
+        self.book.reflected(jobs, error)
         if error is not None:
             self.failures.failed(error)
 
@@ -123,12 +106,12 @@ class Recorder:
     ) -> None:
         """One failed try of an LM call ("rollout" or "reflection") that was retried or given up;
         `attempt` counts tries across the whole rollout or reflection."""
-        phase = "reflection" if call == "reflection" else self.position.phase
+        phase = "reflection" if call == "reflection" else self.phase
         self.sink.write(
             Attempt(
                 start=start,
                 end=end,
-                iteration=self.position.iteration,
+                iteration=self.iteration,
                 call=call,
                 phase=phase,
                 worker=slot,
@@ -140,93 +123,81 @@ class Recorder:
     def selected(self, proposals: list[Any], chosen: list[Any]) -> None:
         self.stages.settle()
         self.decisions.judged(proposals, chosen, self.clock())
-        self.position.phase = "full_val"  # gepa validates the chosen children next
-
-
-class GepaCallbacks:
-    def __init__(self, recorder: Recorder):
-        self._rec = recorder
-        # Read by the live progress line.
-        self.metric_calls = 0  # gepa's count, from on_budget_updated
-        self.best_val: float | None = None
+        self.phase = "full_val"  # gepa validates the chosen children next
 
     def on_optimization_start(self, event: dict[str, Any]) -> None:
-        self._rec.position.phase = "seed_val"
+        self.phase = "seed_val"
 
     def on_iteration_start(self, event: dict[str, Any]) -> None:
-        rec = self._rec
         number = event["iteration"]
-        rec.stages.new_iteration(number)
-        rec.position.new_iteration(number, rec.clock(), event["state"])
-        rec.labels.forget_children()
-        rec.decisions.new_iteration(number)
-        rec.merges.new_iteration(number)
-        rec.no_proposals.new_iteration()
+        self.stages.new_iteration(number)
+        self.book = IterationBook(number=number, start=self.clock())
+        self.state = event["state"]
+        self.phase = "parent_minibatch"
+        self.labels.forget_children()
+        self.decisions.new_iteration(number)
+        self.merges.new_iteration(number)
+        self.no_proposals.new_iteration()
 
     def on_candidate_selected(self, event: dict[str, Any]) -> None:
-        self._rec.position.book.parent_selected(event["candidate_idx"])
+        self.book.parent_selected(event["candidate_idx"])
 
     def on_evaluation_start(self, event: dict[str, Any]) -> None:
-        self._rec.settle()
+        self.settle()
         if not event["capture_traces"]:
-            self._rec.position.phase = "merge_subsample"
+            self.phase = "merge_subsample"
             return
         parent = event["candidate_idx"] is not None
-        self._rec.position.phase = "parent_minibatch" if parent else "child_minibatch"
+        self.phase = "parent_minibatch" if parent else "child_minibatch"
 
     def on_evaluation_end(self, event: dict[str, Any]) -> None:
-        self._rec.settle()
+        self.settle()
 
     def on_evaluation_skipped(self, event: dict[str, Any]) -> None:
-        rec = self._rec
-        book = rec.position.book
-        rec.no_proposals.skipped(book, str(event.get("reason")), rec.clock())
-        book.task_skipped()
+        self.no_proposals.skipped(self.book, str(event.get("reason")), self.clock())
+        self.book.task_skipped()
 
     def on_error(self, event: dict[str, Any]) -> None:
         """gepa caught an exception in the iteration; it logs it and goes on."""
-        self._rec.no_proposals.iteration_failed(describe_error(event["exception"]))
+        self.no_proposals.iteration_failed(describe_error(event["exception"]))
 
     def on_proposal_start(self, event: dict[str, Any]) -> None:
-        self._rec.position.book.proposal_started()
+        self.book.proposal_started()
 
     def on_proposal_end(self, event: dict[str, Any]) -> None:
-        book, state = self._rec.position.book, self._rec.position.state
+        book, state = self.book, self.state
         task = book.proposal_ended()
         if task is None or state is None:
             return
         # The child is its parent with the new texts; remember it to label its rollouts.
         parent = state.program_candidates[book.task_parents[task]]
         child = {**parent, **event["new_instructions"]}
-        self._rec.labels.child_proposed(child, book.proposal_id(task))
+        self.labels.child_proposed(child, book.proposal_id(task))
 
     def on_merge_attempted(self, event: dict[str, Any]) -> None:
-        rec = self._rec
-        rec.settle()
-        rec.merges.attempted_now(list(event["parent_ids"]), rec.position.state, rec.clock())
-        proposal = merge_proposal(rec.position.iteration)
-        rec.labels.child_proposed(dict(event["merged_candidate"]), proposal)
-        rec.position.phase = "full_val"  # gepa validates an accepted merge next
+        self.settle()
+        self.merges.attempted_now(list(event["parent_ids"]), self.state, self.clock())
+        proposal = merge_proposal(self.iteration)
+        self.labels.child_proposed(dict(event["merged_candidate"]), proposal)
+        self.phase = "full_val"  # gepa validates an accepted merge next
 
     def on_merge_accepted(self, event: dict[str, Any]) -> None:
-        self._rec.settle()
-        self._rec.merges.decided(accepted=True, candidate=event["new_candidate_idx"])
+        self.settle()
+        self.merges.decided(accepted=True, candidate=event["new_candidate_idx"])
 
     def on_merge_rejected(self, event: dict[str, Any]) -> None:
-        self._rec.merges.decided(accepted=False)
+        self.merges.decided(accepted=False)
 
     def on_candidate_accepted(self, event: dict[str, Any]) -> None:
-        rec = self._rec
-        rec.settle()
+        self.settle()
         idx = event["new_candidate_idx"]
-        rec.decisions.joined(rec.position.state.program_candidates[idx], idx)
+        self.decisions.joined(self.state.program_candidates[idx], idx)
 
     def on_valset_evaluated(self, event: dict[str, Any]) -> None:
-        rec = self._rec
-        rec.settle()
+        self.settle()
         score = event["average_score"]
-        now = rec.clock()
-        rec.sink.write(
+        now = self.clock()
+        self.sink.write(
             Validation(
                 start=now,
                 end=now,
@@ -240,11 +211,10 @@ class GepaCallbacks:
             self.best_val = score
 
     def on_budget_updated(self, event: dict[str, Any]) -> None:
-        rec = self._rec
-        rec.settle()
+        self.settle()
         self.metric_calls = event["metric_calls_used"]
-        now = rec.clock()
-        rec.sink.write(
+        now = self.clock()
+        self.sink.write(
             Budget(
                 start=now,
                 end=now,
@@ -255,17 +225,16 @@ class GepaCallbacks:
         )
 
     def on_iteration_end(self, event: dict[str, Any]) -> None:
-        rec = self._rec
-        rec.settle()
-        book = rec.position.book
-        now = rec.clock()
-        rec.stages.end_iteration(now)
-        rec.decisions.end_iteration()
-        rec.merges.end_iteration()
-        rec.no_proposals.end_iteration(book, rec.decisions.judged_ids, rec.position.state, now)
-        rec.sink.write(Iteration(start=book.start, end=now, iteration=book.number))
-        rec.failures.iteration_ended(len(book.started), book.ended)
+        self.settle()
+        book = self.book
+        now = self.clock()
+        self.stages.end_iteration(now)
+        self.decisions.end_iteration()
+        self.merges.end_iteration()
+        self.no_proposals.end_iteration(book, self.decisions.judged_ids, self.state, now)
+        self.sink.write(Iteration(start=book.start, end=now, iteration=book.number))
+        self.failures.iteration_ended(len(book.started), book.ended)
 
     def on_optimization_end(self, event: dict[str, Any]) -> None:
-        self._rec.settle()
-        self._rec.position.state = event["final_state"]
+        self.settle()
+        self.state = event["final_state"]

@@ -22,7 +22,8 @@ _RECORDED_LOCK = threading.Lock()
 
 def claim_run_directory(out: Path, trace_path: Path, *, resume: bool, overwrite: bool) -> Path:
     """Claim `out` for a recording entering its block (its resolved path): a trace there is
-    resumed or overwritten only when asked, and a resumed one must be resumable."""
+    resumed or overwritten only when asked, a resumed one must be resumable, and no other
+    recording in this process may write there (one nested in it, say)."""
     exists = trace_path.exists()
     if resume and not exists:
         raise PxnError(f"{out} holds no trace to resume", subject="run directory")
@@ -33,12 +34,6 @@ def claim_run_directory(out: Path, trace_path: Path, *, resume: bool, overwrite:
         )
     if resume:
         check_resumable(out)
-    return being_recorded(out)
-
-
-def being_recorded(out: Path) -> Path:
-    """Claim `out` for a recording (its resolved path); refused when another recording in this
-    process writes there (a recording nested in one into the same directory)."""
     where = out.resolve()
     with _RECORDED_LOCK:
         if where in _RECORDED:

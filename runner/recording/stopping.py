@@ -21,7 +21,8 @@ def default_limit(p: int, n: int) -> int:
 
 class Failures:
     """Counts the proposals that failed silently, iteration by iteration, and the adapter
-    calls that raised, call by call."""
+    calls that raised, call by call; as gepa's stopper (checked at the top of every
+    iteration), it stops the run once there is a stop reason."""
 
     def __init__(self, limit: int):
         self._limit = limit
@@ -29,6 +30,9 @@ class Failures:
         self._last_error: str | None = None
         self._adapter_in_a_row = 0
         self.stop_reason: str | None = None
+
+    def __call__(self, state: Any) -> bool:
+        return self.stop_reason is not None
 
     def adapter_call_ended(self, error: str | None) -> None:
         """An adapter call returned (`error` None) or raised `error`."""
@@ -55,17 +59,6 @@ class Failures:
             )
 
 
-class Stopper:
-    """gepa's StopperProtocol over the failures' verdict (a plain callable is enough); gepa
-    checks it at the top of every iteration."""
-
-    def __init__(self, failures: Failures):
-        self.failures = failures
-
-    def __call__(self, state: Any) -> bool:
-        return self.failures.stop_reason is not None
-
-
 class WatchedStopper:
     """A user's stopper, called as gepa calls it, noting when it first says stop; it has the
     inner stopper's attributes (gepa reads `max_metric_calls` off each stopper)."""
@@ -76,8 +69,8 @@ class WatchedStopper:
 
     def __call__(self, state: Any) -> bool:
         stop = bool(self.inner(state))
-        if stop:
-            self._watch.said_stop(self.inner)
+        if stop and self._watch.first is None:
+            self._watch.first = self.inner
         return stop
 
     def __getattr__(self, name: str) -> Any:
@@ -105,10 +98,6 @@ class StopWatch:
     def watched(self, stoppers: list[Any]) -> list[WatchedStopper]:
         self.names = [describe(s) for s in stoppers]
         return [WatchedStopper(s, self) for s in stoppers]
-
-    def said_stop(self, stopper: Any) -> None:
-        if self.first is None:
-            self.first = stopper
 
     def ended_by(self, state: Any) -> str:
         """What ended the run, in words ("" when nothing known to gepa did: it raised)."""

@@ -34,17 +34,11 @@ class Totals:
         return self.accepted + self.merges_accepted
 
 
-def counted_rollouts(trace: Trace) -> list[Rollout]:
-    """The rollouts gepa counted: without the work a resume threw away (Trace.live)."""
-    return trace.live(Rollout)
-
-
 def trace_totals(trace: Trace) -> Totals:
-    events = trace.events
-    rollouts = counted_rollouts(trace)
+    rollouts = trace.live(Rollout)  # without the work a resume threw away
     seed = any(r.phase == "seed_val" for r in rollouts)
     full = {(r.iteration, r.candidate) for r in rollouts if r.phase == "full_val"}
-    all_rollouts = [e for e in events if isinstance(e, Rollout)]
+    all_rollouts = trace.of(Rollout)
     decisions = trace.live(Decision)
     merges = trace.live(Merge)
     return Totals(
@@ -62,34 +56,25 @@ def trace_totals(trace: Trace) -> Totals:
     )
 
 
-def mismatches(
-    totals: Totals,
-    *,
-    metric_calls: int,
-    full_val_evals: int,
-    new_candidates: int,
-    iterations: int,
-    workers: int | None,
-) -> list[str]:
-    """Each failed invariant as one line; empty when the trace agrees with gepa (and, when W
-    was declared, no more timed rollouts ran at once than W: untimed ones overlap in the
-    trace by construction, max_concurrency)."""
-    problems = []
-    if totals.metric_calls != metric_calls:
-        problems.append(
-            f"trace has {totals.metric_calls} metric calls, gepa counted {metric_calls}"
-        )
-    if totals.full_val_evals != full_val_evals:
-        problems.append(
-            f"trace has {totals.full_val_evals} full validations, gepa counted {full_val_evals}"
-        )
-    if totals.new_candidates != new_candidates:
-        problems.append(
-            f"trace has {totals.new_candidates} new candidates ({totals.accepted} accepted "
-            f"proposals, {totals.merges_accepted} accepted merges), gepa added {new_candidates}"
-        )
-    if totals.iterations != iterations:
-        problems.append(f"trace has {totals.iterations} iterations, gepa ran {iterations}")
+def mismatches(totals: Totals, state: Any, workers: int | None) -> list[str]:
+    """Each failed invariant of the trace against gepa's `state` (its GEPAState) as one line;
+    empty when they agree (and, when W was declared, no more timed rollouts ran at once than
+    W: untimed ones overlap in the trace by construction, max_concurrency)."""
+    candidates = (
+        f"new candidates ({totals.accepted} accepted proposals, {totals.merges_accepted} "
+        "accepted merges)"
+    )
+    compared = [
+        ("metric calls", totals.metric_calls, "counted", state.total_num_evals),
+        ("full validations", totals.full_val_evals, "counted", state.num_full_ds_evals),
+        (candidates, totals.new_candidates, "added", len(state.program_candidates) - 1),
+        ("iterations", totals.iterations, "ran", state.i + 1),
+    ]
+    problems = [
+        f"trace has {ours} {what}, gepa {verb} {theirs}"
+        for what, ours, verb, theirs in compared
+        if ours != theirs
+    ]
     if workers is not None and totals.max_concurrent > workers:
         problems.append(f"{totals.max_concurrent} rollouts ran at once with only {workers} workers")
     return problems
@@ -128,24 +113,14 @@ def run_totals(
     every_reflection = trace.of(Reflection)
     paid = [*trace.of(Rollout), *every_reflection]
     costs = [e.cost for e in paid if e.cost is not None]
-    problems: list[str] = []
-    if status == "completed" and state is not None:
-        gepa_counts = {
-            "metric_calls": state.total_num_evals,
-            "full_val_evals": state.num_full_ds_evals,
-            "iterations": state.i + 1,
-        }
-        added = len(state.program_candidates) - 1
-        problems = mismatches(totals, workers=workers, new_candidates=added, **gepa_counts)
-    else:  # gepa's counts lag the calls made: the trace holds the true ones
-        gepa_counts = {
-            "metric_calls": totals.metric_calls,
-            "full_val_evals": totals.full_val_evals,
-            "iterations": totals.iterations,
-        }
+    checked = status == "completed" and state is not None
+    # Cut short, gepa's counts lag the calls made: the trace holds the true ones.
     return RecordedRun(
         status=status,
         message=message,
+        metric_calls=state.total_num_evals if checked else totals.metric_calls,
+        iterations=state.i + 1 if checked else totals.iterations,
+        full_val_evals=state.num_full_ds_evals if checked else totals.full_val_evals,
         proposals=totals.proposals,
         accepted=totals.accepted,
         merges=totals.merges,
@@ -158,8 +133,7 @@ def run_totals(
         workers_seen=totals.max_concurrent,
         untimed_calls=totals.untimed_calls,
         unfenced_replies=sum(r.fenced is False for r in every_reflection),
-        mismatches=tuple(problems),
-        **gepa_counts,
+        mismatches=tuple(mismatches(totals, state, workers) if checked else ()),
     )
 
 
