@@ -126,19 +126,22 @@ class Served:
 
 
 class SleepingModel:
-    """A model that only takes time: what is common to the task and the reflection model.
+    """A model that only takes time: the scenario's task or reflection model (`role`), its
+    latency and load. Thread-safe: the W rollout threads (or C reflection threads) call it
+    at once."""
 
-    Thread-safe: the W rollout threads (or C reflection threads) call it at once.
-    """
+    role = "task"
 
-    def __init__(self, name: str, load: Load, rng: np.random.Generator, conditions: float):
+    def __init__(self, scenario: Scenario, rng: np.random.Generator, conditions: float = 0.0):
         """`conditions`: the run's standard normal z, for the model's run_spread."""
-        self.model = name
-        self.load = load
-        self.run_factor = load.run_factor(conditions)
+        self.scenario = scenario
+        self.model = f"synthetic-{self.role}"
+        self.load: Load = getattr(scenario.loads, self.role)
+        self.run_factor = self.load.run_factor(conditions)
         self.rng = rng
         self._lock = threading.Lock()
-        self._servers = threading.BoundedSemaphore(load.servers) if load.servers else None
+        servers = self.load.servers
+        self._servers = threading.BoundedSemaphore(servers) if servers else None
         self._served: list[Served] = []  # calls being served now
         self._draws: dict[str, LatencyDraws] = {}
         self.calls = 0
@@ -151,7 +154,9 @@ class SleepingModel:
         return f"{self.model} (synthetic)"
 
     def latency(self, site: CallSite) -> Distribution:
-        raise NotImplementedError
+        if self.role == "task":
+            return self.scenario.rollout_latency(site.phase)
+        return self.scenario.reflection
 
     def reply(self, messages: list[dict[str, Any]], site: CallSite) -> str:
         raise NotImplementedError
@@ -210,13 +215,6 @@ class SleepingModel:
 class SyntheticTaskModel(SleepingModel):
     """The task LM: a rollout's call sleeps its phase's latency and answers "ok"."""
 
-    def __init__(self, scenario: Scenario, rng: np.random.Generator, conditions: float = 0.0):
-        super().__init__("synthetic-task", scenario.loads.task, rng, conditions)
-        self.scenario = scenario
-
-    def latency(self, site: CallSite) -> Distribution:
-        return self.scenario.rollout_latency(site.phase)
-
     def reply(self, messages: list[dict[str, Any]], site: CallSite) -> str:
         return "ok"
 
@@ -224,12 +222,7 @@ class SyntheticTaskModel(SleepingModel):
 class SleepingReflectionModel(SleepingModel):
     """A reflection LM sleeping a reflection's latency; what it writes is a subclass's."""
 
-    def __init__(self, scenario: Scenario, rng: np.random.Generator, conditions: float = 0.0):
-        super().__init__("synthetic-reflection", scenario.loads.reflection, rng, conditions)
-        self.scenario = scenario
-
-    def latency(self, site: CallSite) -> Distribution:
-        return self.scenario.reflection
+    role = "reflection"
 
 
 class SyntheticReflectionModel(SleepingReflectionModel):
