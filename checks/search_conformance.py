@@ -32,7 +32,7 @@ from pxn.checks.conformance import ALPHA, Conformance, Group
 from pxn.run_summary import RunSummary
 from pxn.shape import Shape
 from pxn.sim.predict import Band, Interval
-from pxn.stats import p_coverage, percentile
+from pxn.stats import p_coverage, percentile, z_test
 
 # Each figure of a run's search, from its summary and the chosen candidate's test score.
 FIGURES: dict[str, Callable[[RunSummary, float], float]] = {
@@ -136,11 +136,8 @@ def pooled_acceptance(
     spread = math.sqrt(variance + sim_variance)
     if math.isnan(spread):
         return PooledAcceptance(rate, sim_rate, math.nan, math.nan)
-    if spread == 0:  # every run and replicate accepted alike
-        z = 0.0 if rate == sim_rate else math.copysign(math.inf, rate - sim_rate)
-    else:
-        z = (rate - sim_rate) / spread
-    return PooledAcceptance(rate, sim_rate, z, float(2 * scipy.stats.norm.sf(abs(z))))
+    z, p_value = z_test(rate - sim_rate, spread, rate == sim_rate)
+    return PooledAcceptance(rate, sim_rate, z, p_value)
 
 
 def progress_inside(run: RunSummary, band: Band) -> float:

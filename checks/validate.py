@@ -24,7 +24,7 @@ from pxn.scenario import Scenario
 from pxn.setups import SetupGroup, by_setup, setup_of
 from pxn.shape import Shape
 from pxn.sim.predict import Prediction, predictions_of, simulate_shapes, total_replicates
-from pxn.stats import COVERAGE, mape, p_coverage, percentile
+from pxn.stats import COVERAGE, mape, p_coverage, percentile, z_test
 from pxn.trace import Resume
 from pxn.trace_reading import Loaded, load_traces
 
@@ -163,15 +163,8 @@ class AcceptanceCheck:
         proposals, accepted = sum(made), sum(c.measured.accepted for c in judged)
         expected = sum(n * a for n, a in zip(made, rates, strict=True))
         spread = math.sqrt(sum(n * a * (1 - a) for n, a in zip(made, rates, strict=True)))
-        if spread:
-            z = (accepted - expected) / spread
-        else:  # every rate 0 or 1: any other count is impossible at them
-            z = (
-                0.0
-                if math.isclose(accepted, expected)
-                else math.copysign(math.inf, accepted - expected)
-            )
-        p_value = float(2 * norm.sf(abs(z)))
+        # Every rate 0 or 1 leaves no spread: any other count is impossible at them.
+        z, p_value = z_test(accepted - expected, spread, math.isclose(accepted, expected))
         told = (
             f"the runs accepted {accepted} of {proposals} proposals ({accepted / proposals:.1%}), "
             f"their predictions expected {expected / proposals:.1%}"
