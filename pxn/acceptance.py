@@ -61,17 +61,6 @@ class Acceptance:
         spread = 1 / self.correlation - 1  # alpha + beta
         return float(rng.beta(a * spread, (1 - a) * spread))
 
-    def mean_over(self, proposals: float) -> float:
-        """The average acceptance over the first `proposals` proposals."""
-        if self.tau is None or proposals <= 0:
-            return self.a0
-        tau, until = self.tau, self.decay_until
-        decaying = proposals if until is None else min(proposals, until)
-        area = self.a0 * tau * (1 - math.exp(-decaying / tau))
-        if until is not None and proposals > until:
-            area += (proposals - until) * self.probability(until)
-        return area / proposals
-
     def validate(self) -> None:
         share(self.a0, "acceptance a0")
         if self.tau is not None and not (is_number(self.tau) and self.tau > 0):
