@@ -1,10 +1,9 @@
 """Synthetic work of known latency and acceptance for the real gepa engine (`pxn conformance`).
 
-The real `gepa.optimize` with PxNSampling and the runner's adapter, reflection
-LM, recorder and trace run unchanged (run.run_engine); only the two language
-models are synthetic (docs/validation.md). A `SyntheticWork` is the task gepa
-optimises and the reflection model writing its children: here the levels,
-realising [acceptance] rates; synthetic_quality.py realises a [quality] model.
+gepa and the runner run unchanged (run.run_engine); only the two language models are
+synthetic (docs/validation.md). A `SyntheticWork` is the task gepa optimises and the
+reflection model writing its children: here levels realising [acceptance] rates;
+synthetic_quality.py realises a [quality] model.
 
 What the models realise of a scenario, in its seconds:
 - a rollout sleeps a draw of `scenario.rollout_latency(phase)`, a reflection
