@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from pxn.errors import PxnError
-from pxn.fields import at_least, is_number, known_keys, share, table
+from pxn.fields import at_least, is_number, share, table
 
 
 @dataclass(frozen=True)
@@ -90,8 +90,7 @@ class Acceptance:
 
     @classmethod
     def from_dict(cls, data: Any) -> Acceptance:
-        fields = table(data, "[acceptance]")
-        known_keys(fields, set(cls.__dataclass_fields__), "[acceptance]")
+        fields = table(data, "[acceptance]", set(cls.__dataclass_fields__))
         if "a0" not in fields:
             raise PxnError("needs a0 (and optionally tau, decay_until, correlation, batched)",
                            subject="[acceptance]")  # fmt: skip

@@ -93,8 +93,7 @@ def read_summaries(path: str | Path) -> Summaries:
 def _from_toml(data: dict[str, Any], path: Path) -> Summaries:
     what = f"summaries {path}"
     known_keys(data, {"setup", "runs", "sweep", "priors", "inference"}, what)
-    defaults = table(data.get("setup", {}), "[setup]")
-    known_keys(defaults, {*REQUIRED_SETUP, *OPTIONAL_SETUP}, "[setup]")
+    defaults = table(data.get("setup", {}), "[setup]", {*REQUIRED_SETUP, *OPTIONAL_SETUP})
     entries = data.get("runs", [])
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise PxnError("is a list of [[runs]] tables", subject="runs")
@@ -107,7 +106,7 @@ def _from_toml(data: dict[str, Any], path: Path) -> Summaries:
         facts += _run_facts(entry, runs, run, where, _number)
         runs.append(run)
     if "sweep" in data:
-        facts += _sweep_facts(table(data["sweep"], "[sweep]"), defaults, runs)
+        facts += _sweep_facts(table(data["sweep"], "[sweep]", set(SWEEP_KEYS)), defaults, runs)
     if not runs:
         raise PxnError("has no [[runs]] and no [sweep]: nothing was reported", subject=what)
     return Summaries(
@@ -121,7 +120,6 @@ def _from_toml(data: dict[str, Any], path: Path) -> Summaries:
 
 def _sweep_facts(sweep: dict[str, Any], defaults: dict[str, Any], runs: list[Run]) -> list[Fact]:
     """The sweep's statements, each read from its runs (added to `runs` when not listed)."""
-    known_keys(sweep, set(SWEEP_KEYS), "[sweep]")
     shapes = sweep.get("shapes")
     if not (isinstance(shapes, list) and shapes and all(isinstance(s, str) for s in shapes)):
         raise PxnError(
@@ -170,8 +168,7 @@ def _priors(data: Any) -> dict[str, Prior | float]:
 
 
 def _options(data: Any) -> InferenceOptions:
-    fields = table(data, "[inference]")
-    known_keys(fields, set(INFERENCE_KEYS), "[inference]")
+    fields = table(data, "[inference]", set(INFERENCE_KEYS))
     options = InferenceOptions(**fields)
     for name in ("seed", "particles", "draws", "max_generations"):
         whole(getattr(options, name), f"[inference] {name}", 0 if name == "seed" else 2)
