@@ -43,9 +43,7 @@ class Check:
     measured: RunSummary  # as summarize() reads the trace
     wall_clock: float  # seconds to the end of gepa's loop: what the simulator models
     predicted: Prediction
-    # Share of the predicted replicates faster than the measured run (ties count half):
-    # uniform on 0..1 over many runs when the predicted distribution is right.
-    percentile: float
+    percentile: float  # among the predicted wall-clocks (stats.percentile)
 
     @property
     def after_loop(self) -> float:
