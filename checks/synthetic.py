@@ -19,8 +19,7 @@ What the models realise of a scenario, in its seconds:
   the proposals made before it), else at L; gepa's strict minibatch rule then
   accepts exactly the children a level up. Each child carries its own tag so
   siblings are never one text.
-Refused (check_realisable): rate limits, skip_perfect, duplicate_children, a
-prefix cache, merges of several components. Not used: tokens and prices (nothing
+check_realisable refuses what it cannot realise. Not used: tokens and prices (nothing
 is paid), stage_overhead (gepa's own work is measured) and parameter uncertainty
 (the scenario's values are the truth).
 """

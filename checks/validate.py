@@ -1,11 +1,7 @@
 """Measured runs against what the simulator and the closed form predicted for them.
 
-Each run is predicted at its own setup (read from its run_start) over many
-replicates and the scenario's parameter draws; it is "inside" when its
-wall-clock, to the end of gepa's loop, lies in the simulated 5-95% interval.
-If the model is right, the runs' percentiles are uniform: 90% inside, mean
-0.5. Too few inside says the intervals are too narrow, a mean far from 0.5
-that predictions are biased; both tested at the 5% level (Honesty).
+Each run is predicted at its own setup (docs/validation.md). If the model is right, the
+runs' percentiles are uniform: 90% inside the 5-95%, mean 0.5; Honesty tests both.
 """
 
 from __future__ import annotations
