@@ -118,7 +118,7 @@ def scenario_from_dict(data: dict[str, Any], source: str = "scenario") -> Scenar
             for phase, latency in phases.items()
         },
         "reflection": Distribution.from_dict(data.pop("reflection"), "reflection latency"),
-        "loads": _loads(data),
+        "loads": Loads.from_dict(data.pop("load")) if "load" in data else Loads(),
     }
     # The optional tables, each read by its own type, in this order (the first bad one is told).
     readers: dict[str, Callable[[Any], Any]] = {
@@ -212,8 +212,3 @@ def _field_name(where: list[str | int]) -> str:
     table, key = where[: in_list - 1], where[in_list - 1 :]
     name = str(key[0]) + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in key[1:])
     return f"[{'.'.join(map(str, table))}] {name}" if table else name
-
-
-def _loads(data: dict[str, Any]) -> Loads:
-    """[load]: each model's servers and slowdown (no limit, no slowdown when absent)."""
-    return Loads.from_dict(data.pop("load")) if "load" in data else Loads()
