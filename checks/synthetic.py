@@ -293,30 +293,21 @@ class SearchOutcome:
 
 @dataclass
 class SyntheticWork:
-    """A run's synthetic search: the task gepa optimises and the reflection model that
-    writes its children."""
+    """A run's synthetic search: the task gepa optimises, the reflection model that writes
+    its children, and what the search knows of the run once it ends."""
 
     task: Task
     reflection: SleepingModel
-
-    def outcome(self, result: RunResult) -> SearchOutcome:
-        raise NotImplementedError
-
-
-@dataclass
-class LevelsWork(SyntheticWork):
-    reflection: SyntheticReflectionModel
-
-    def outcome(self, result: RunResult) -> SearchOutcome:
-        return SearchOutcome(levels_up=self.reflection.levels_up)
+    outcome: Callable[[RunResult], SearchOutcome]
 
 
 def levels_work(
     scenario: Scenario, rng: np.random.Generator, conditions: float, seed: np.random.SeedSequence
-) -> LevelsWork:
+) -> SyntheticWork:
     """The synthetic search of a scenario with [acceptance] rates (`seed` is not needed: the
     verdicts draw from a stream of the reflection model's own)."""
     if scenario.acceptance is None:
         raise PxnError("the levels task realises [acceptance] rates; this scenario has a "
                        "[quality] table: run it on the quality task", subject="task")  # fmt: skip
-    return LevelsWork(synthetic_task(scenario), SyntheticReflectionModel(scenario, rng, conditions))
+    model = SyntheticReflectionModel(scenario, rng, conditions)
+    return SyntheticWork(synthetic_task(scenario), model, lambda _: SearchOutcome(model.levels_up))
