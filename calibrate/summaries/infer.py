@@ -2,12 +2,10 @@
 
 The simulator is the likelihood (abc_smc.py): per setting, every run the facts read is
 simulated once, in the listed order so that a setting whose first runs miss already
-stops, a sweep's runs being the same runs its facts read. The posterior predictive check
-runs each posterior draw twice, as a prediction of 200 replicates runs 100 draws. The
-model's assumptions (lognormal latencies, constant acceptance with a sibling
-correlation, no overhead or skips, lognormal tokens with TOKEN_LOG_SD and a reflection
-prompt of REFLECTION_PROMPT_TOKENS) are docs/calibration.md's "The model the facts are
-read through".
+stops, a sweep's runs being the same runs its facts read. The model's assumptions
+(lognormal latencies, constant acceptance with a sibling correlation, no overhead or
+skips, lognormal tokens with TOKEN_LOG_SD and a reflection prompt of
+REFLECTION_PROMPT_TOKENS) are docs/calibration.md's "The model the facts are read through".
 """
 
 from __future__ import annotations
