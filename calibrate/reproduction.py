@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -137,15 +137,8 @@ class Reproduction:
             "miss_pvalue": self.miss_pvalue,
             "skipped": list(self.skipped),
             "checks": [
-                {
-                    "run": c.run,
-                    "figure": c.figure,
-                    "measured": c.measured,
-                    "low": c.low,
-                    "high": c.high,
-                    "inside": c.inside,
-                    "gross": c.gross,
-                }
+                {k: v for k, v in asdict(c).items() if k not in ("below", "above")}
+                | {"inside": c.inside, "gross": c.gross}
                 for c in self.checks
             ],
         }

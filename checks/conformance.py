@@ -1,18 +1,11 @@
 """Conformance: does the simulator still describe the installed gepa engine?
 
-Real gepa runs on synthetic work (synthetic.py) are set beside the simulator's
-distribution for the same scenario and setup. If the simulator describes the
-engine, each run's percentile among the simulated wall-clocks is uniform and
-about 90% of runs lie inside the simulated 5-95% interval. Per (shape, W)
-group, a group is flagged when its percentiles are not plausibly uniform
-(Kolmogorov-Smirnov) or too few are inside (one-sided binomial against 90%),
-each at ALPHA / (2 x groups); the whole set conforms when no group is flagged
-and neither test rejects over all runs at ALPHA / 2. MAPE is reported, not
-tested: one run's distance from the mean is mostly its own luck.
-
-What gepa adds between and inside stages does not shrink with the time scale,
-so it is measured per shape and W (engine_overhead) and given to the simulator
-as `stage_overhead`: what is judged is the stage model itself (docs/validation.md).
+Real gepa runs on synthetic work (synthetic.py) beside the simulator's distribution for
+the same scenario and setup (docs/validation.md). A (shape, W) group is flagged when its
+percentiles are not plausibly uniform (Kolmogorov-Smirnov) or too few lie inside the
+5-95% (one-sided binomial against 90%), each at ALPHA / (2 x groups); the whole set
+conforms when no group is flagged and neither test rejects over all runs at ALPHA / 2.
+MAPE is reported, not tested: one run's distance from the mean is mostly its own luck.
 """
 
 from __future__ import annotations

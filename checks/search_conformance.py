@@ -1,22 +1,14 @@
 """Conformance of the search: real gepa on the task of known quality against the simulator.
 
-On the quality task (synthetic_quality.py) a run's search figures are each one
-more draw from the simulator's distribution for its setup, as its wall-clock
-is (conformance.py's judge gives the runs, groups and replicates). The
-figures (FIGURES): acceptance, the skipped share, iterations, the best
-validation score at the end (the chosen candidate's) and the chosen
-candidate's test score.
-
-Per group and figure: the runs inside the replicates' 5-95% interval
-(one-sided binomial against 90%; a figure of few values holds more, which
-passes) and a shift between runs and replicates (two-sided Mann-Whitney U),
-flagged when either rejects at ALPHA / (2 x the pairs). A group's pooled
-acceptance is a z test of two ratio estimators with each run a cluster
-(siblings' verdicts are correlated, so a binomial test is overconfident):
-Var(sum a / sum p) ~ sum (a_i - r p_i)^2 / (n (n - 1) mean(p)^2), at
-ALPHA / groups. The share of time a run's best score lies inside the
-replicates' band (sim.predict.Band) is reported, not tested: a curve's points
-are not independent.
+On the quality task (synthetic_quality.py) each of a run's FIGURES is one more draw from
+the simulator's distribution for its setup, as its wall-clock is (docs/validation.md, "The
+search"). Per group and figure, coverage (one-sided binomial against 90%; a figure of few
+values holds more, which passes) and a shift (two-sided Mann-Whitney U), flagged when
+either rejects at ALPHA / (2 x the pairs). A group's pooled acceptance is a z test of two
+ratio estimators with each run a cluster (siblings' verdicts are correlated, so a binomial
+test is overconfident): Var(sum a / sum p) ~ sum (a_i - r p_i)^2 / (n (n - 1) mean(p)^2),
+at ALPHA / groups. The time a run's best score lies inside the replicates' band is
+reported, not tested: a curve's points are not independent.
 """
 
 from __future__ import annotations
@@ -32,7 +24,7 @@ from pxn.checks.conformance import ALPHA, Conformance, Group
 from pxn.run_summary import RunSummary
 from pxn.shape import Shape
 from pxn.sim.predict import Band, Interval
-from pxn.stats import p_coverage, percentile
+from pxn.stats import p_coverage, percentile, z_test
 
 # Each figure of a run's search, from its summary and the chosen candidate's test score.
 FIGURES: dict[str, Callable[[RunSummary, float], float]] = {
@@ -136,11 +128,8 @@ def pooled_acceptance(
     spread = math.sqrt(variance + sim_variance)
     if math.isnan(spread):
         return PooledAcceptance(rate, sim_rate, math.nan, math.nan)
-    if spread == 0:  # every run and replicate accepted alike
-        z = 0.0 if rate == sim_rate else math.copysign(math.inf, rate - sim_rate)
-    else:
-        z = (rate - sim_rate) / spread
-    return PooledAcceptance(rate, sim_rate, z, float(2 * scipy.stats.norm.sf(abs(z))))
+    z, p_value = z_test(rate - sim_rate, spread, rate == sim_rate)
+    return PooledAcceptance(rate, sim_rate, z, p_value)
 
 
 def progress_inside(run: RunSummary, band: Band) -> float:

@@ -1,10 +1,9 @@
 """Synthetic work of known latency and acceptance for the real gepa engine (`pxn conformance`).
 
-The real `gepa.optimize` with PxNSampling and the runner's adapter, reflection
-LM, recorder and trace run unchanged (run.run_engine); only the two language
-models are synthetic (docs/validation.md). A `SyntheticWork` is the task gepa
-optimises and the reflection model writing its children: here the levels,
-realising [acceptance] rates; synthetic_quality.py realises a [quality] model.
+gepa and the runner run unchanged (run.run_engine); only the two language models are
+synthetic (docs/validation.md). A `SyntheticWork` is the task gepa optimises and the
+reflection model writing its children: here levels realising [acceptance] rates;
+synthetic_quality.py realises a [quality] model.
 
 What the models realise of a scenario, in its seconds:
 - a rollout sleeps a draw of `scenario.rollout_latency(phase)`, a reflection
@@ -20,8 +19,7 @@ What the models realise of a scenario, in its seconds:
   the proposals made before it), else at L; gepa's strict minibatch rule then
   accepts exactly the children a level up. Each child carries its own tag so
   siblings are never one text.
-Refused (check_realisable): rate limits, skip_perfect, duplicate_children, a
-prefix cache, merges of several components. Not used: tokens and prices (nothing
+check_realisable refuses what it cannot realise. Not used: tokens and prices (nothing
 is paid), stage_overhead (gepa's own work is measured) and parameter uncertainty
 (the scenario's values are the truth).
 """
@@ -126,19 +124,22 @@ class Served:
 
 
 class SleepingModel:
-    """A model that only takes time: what is common to the task and the reflection model.
+    """A model that only takes time: the scenario's task or reflection model (`role`), its
+    latency and load. Thread-safe: the W rollout threads (or C reflection threads) call it
+    at once."""
 
-    Thread-safe: the W rollout threads (or C reflection threads) call it at once.
-    """
+    role = "task"
 
-    def __init__(self, name: str, load: Load, rng: np.random.Generator, conditions: float):
+    def __init__(self, scenario: Scenario, rng: np.random.Generator, conditions: float = 0.0):
         """`conditions`: the run's standard normal z, for the model's run_spread."""
-        self.model = name
-        self.load = load
-        self.run_factor = load.run_factor(conditions)
+        self.scenario = scenario
+        self.model = f"synthetic-{self.role}"
+        self.load: Load = getattr(scenario.loads, self.role)
+        self.run_factor = self.load.run_factor(conditions)
         self.rng = rng
         self._lock = threading.Lock()
-        self._servers = threading.BoundedSemaphore(load.servers) if load.servers else None
+        servers = self.load.servers
+        self._servers = threading.BoundedSemaphore(servers) if servers else None
         self._served: list[Served] = []  # calls being served now
         self._draws: dict[str, LatencyDraws] = {}
         self.calls = 0
@@ -151,7 +152,9 @@ class SleepingModel:
         return f"{self.model} (synthetic)"
 
     def latency(self, site: CallSite) -> Distribution:
-        raise NotImplementedError
+        if self.role == "task":
+            return self.scenario.rollout_latency(site.phase)
+        return self.scenario.reflection
 
     def reply(self, messages: list[dict[str, Any]], site: CallSite) -> str:
         raise NotImplementedError
@@ -210,13 +213,6 @@ class SleepingModel:
 class SyntheticTaskModel(SleepingModel):
     """The task LM: a rollout's call sleeps its phase's latency and answers "ok"."""
 
-    def __init__(self, scenario: Scenario, rng: np.random.Generator, conditions: float = 0.0):
-        super().__init__("synthetic-task", scenario.loads.task, rng, conditions)
-        self.scenario = scenario
-
-    def latency(self, site: CallSite) -> Distribution:
-        return self.scenario.rollout_latency(site.phase)
-
     def reply(self, messages: list[dict[str, Any]], site: CallSite) -> str:
         return "ok"
 
@@ -224,12 +220,7 @@ class SyntheticTaskModel(SleepingModel):
 class SleepingReflectionModel(SleepingModel):
     """A reflection LM sleeping a reflection's latency; what it writes is a subclass's."""
 
-    def __init__(self, scenario: Scenario, rng: np.random.Generator, conditions: float = 0.0):
-        super().__init__("synthetic-reflection", scenario.loads.reflection, rng, conditions)
-        self.scenario = scenario
-
-    def latency(self, site: CallSite) -> Distribution:
-        return self.scenario.reflection
+    role = "reflection"
 
 
 class SyntheticReflectionModel(SleepingReflectionModel):
@@ -302,30 +293,21 @@ class SearchOutcome:
 
 @dataclass
 class SyntheticWork:
-    """A run's synthetic search: the task gepa optimises and the reflection model that
-    writes its children."""
+    """A run's synthetic search: the task gepa optimises, the reflection model that writes
+    its children, and what the search knows of the run once it ends."""
 
     task: Task
     reflection: SleepingModel
-
-    def outcome(self, result: RunResult) -> SearchOutcome:
-        raise NotImplementedError
-
-
-@dataclass
-class LevelsWork(SyntheticWork):
-    reflection: SyntheticReflectionModel
-
-    def outcome(self, result: RunResult) -> SearchOutcome:
-        return SearchOutcome(levels_up=self.reflection.levels_up)
+    outcome: Callable[[RunResult], SearchOutcome]
 
 
 def levels_work(
     scenario: Scenario, rng: np.random.Generator, conditions: float, seed: np.random.SeedSequence
-) -> LevelsWork:
+) -> SyntheticWork:
     """The synthetic search of a scenario with [acceptance] rates (`seed` is not needed: the
     verdicts draw from a stream of the reflection model's own)."""
     if scenario.acceptance is None:
         raise PxnError("the levels task realises [acceptance] rates; this scenario has a "
                        "[quality] table: run it on the quality task", subject="task")  # fmt: skip
-    return LevelsWork(synthetic_task(scenario), SyntheticReflectionModel(scenario, rng, conditions))
+    model = SyntheticReflectionModel(scenario, rng, conditions)
+    return SyntheticWork(synthetic_task(scenario), model, lambda _: SearchOutcome(model.levels_up))

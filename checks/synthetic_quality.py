@@ -210,32 +210,26 @@ class ProposingModel(SleepingReflectionModel):
         return f"```\n{self.search.propose(prompt_text(messages))}\n```"
 
 
-@dataclass
-class QualityWork(SyntheticWork):
-    """The quality task and its proposing reflection model, sharing one search."""
-
-    search: SyntheticSearch
-
-    def outcome(self, result: RunResult) -> SearchOutcome:
-        """The chosen candidate's expected score; every candidate's truth is written to the
-        run's search.json."""
-        text = json.dumps(self.search.truth(), indent=1)
-        write_text_atomically(result.out / TRUTH, text + "\n")
-        best = result.result["best_candidate"][COMPONENT]
-        return SearchOutcome(test_score=self.search.expected_score(best))
-
-
 def quality_work(
     scenario: Scenario,
     rng: np.random.Generator,
     conditions: float,
     seed: np.random.SeedSequence,
-) -> QualityWork:
-    """The synthetic search of a scenario with a [quality] table."""
+) -> SyntheticWork:
+    """The synthetic search of a scenario with a [quality] table: the task and its proposing
+    reflection model share one search."""
     if scenario.quality is None:
         raise PxnError("the quality task needs a scenario with a [quality] table: run one of "
                        "[acceptance] rates on the levels task", subject="task")  # fmt: skip
     sizes = {"train": scenario.trainset_size, "val": scenario.valset_size}
     search = SyntheticSearch(scenario.quality, sizes, seed)
     reflection = ProposingModel(scenario, rng, conditions, search)
-    return QualityWork(quality_task(scenario, search), reflection, search)
+
+    def outcome(result: RunResult) -> SearchOutcome:
+        """The chosen candidate's expected score; every candidate's truth goes to the run's
+        search.json."""
+        write_text_atomically(result.out / TRUTH, json.dumps(search.truth(), indent=1) + "\n")
+        best = result.result["best_candidate"][COMPONENT]
+        return SearchOutcome(test_score=search.expected_score(best))
+
+    return SyntheticWork(quality_task(scenario, search), reflection, outcome)

@@ -67,9 +67,8 @@ def run_synthetic(
     """
     check_realisable(scenario)
     key = (shape.p, shape.n, scenario.workers, replicate)
-    # Latencies of each model, the run's conditions, the search: a stream each.
+    # Latencies of each model, the run's conditions (one z for both models), the search.
     streams = np.random.SeedSequence(scenario.seed, spawn_key=key).spawn(4)
-    # The run's conditions, one z for both models, on a stream of their own.
     z = np.random.default_rng(streams[2]).standard_normal() if scenario.loads.varies_by_run else 0
     task_lm = SyntheticTaskModel(scenario, np.random.default_rng(streams[0]), float(z))
     work = make_work(scenario, np.random.default_rng(streams[1]), float(z), streams[3])

@@ -1,11 +1,7 @@
 """Measured runs against what the simulator and the closed form predicted for them.
 
-Each run is predicted at its own setup (read from its run_start) over many
-replicates and the scenario's parameter draws; it is "inside" when its
-wall-clock, to the end of gepa's loop, lies in the simulated 5-95% interval.
-If the model is right, the runs' percentiles are uniform: 90% inside, mean
-0.5. Too few inside says the intervals are too narrow, a mean far from 0.5
-that predictions are biased; both tested at the 5% level (Honesty).
+Each run is predicted at its own setup (docs/validation.md). If the model is right, the
+runs' percentiles are uniform: 90% inside the 5-95%, mean 0.5; Honesty tests both.
 """
 
 from __future__ import annotations
@@ -24,7 +20,7 @@ from pxn.scenario import Scenario
 from pxn.setups import SetupGroup, by_setup, setup_of
 from pxn.shape import Shape
 from pxn.sim.predict import Prediction, predictions_of, simulate_shapes, total_replicates
-from pxn.stats import COVERAGE, mape, p_coverage, percentile
+from pxn.stats import COVERAGE, mape, p_coverage, percentile, z_test
 from pxn.trace import Resume
 from pxn.trace_reading import Loaded, load_traces
 
@@ -43,9 +39,7 @@ class Check:
     measured: RunSummary  # as summarize() reads the trace
     wall_clock: float  # seconds to the end of gepa's loop: what the simulator models
     predicted: Prediction
-    # Share of the predicted replicates faster than the measured run (ties count half):
-    # uniform on 0..1 over many runs when the predicted distribution is right.
-    percentile: float
+    percentile: float  # among the predicted wall-clocks (stats.percentile)
 
     @property
     def after_loop(self) -> float:
@@ -163,15 +157,8 @@ class AcceptanceCheck:
         proposals, accepted = sum(made), sum(c.measured.accepted for c in judged)
         expected = sum(n * a for n, a in zip(made, rates, strict=True))
         spread = math.sqrt(sum(n * a * (1 - a) for n, a in zip(made, rates, strict=True)))
-        if spread:
-            z = (accepted - expected) / spread
-        else:  # every rate 0 or 1: any other count is impossible at them
-            z = (
-                0.0
-                if math.isclose(accepted, expected)
-                else math.copysign(math.inf, accepted - expected)
-            )
-        p_value = float(2 * norm.sf(abs(z)))
+        # Every rate 0 or 1 leaves no spread: any other count is impossible at them.
+        z, p_value = z_test(accepted - expected, spread, math.isclose(accepted, expected))
         told = (
             f"the runs accepted {accepted} of {proposals} proposals ({accepted / proposals:.1%}), "
             f"their predictions expected {expected / proposals:.1%}"

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from pxn.errors import PxnError
-from pxn.fields import at_least, is_number, known_keys, share, table
+from pxn.fields import at_least, is_number, share, table
 
 
 @dataclass(frozen=True)
@@ -61,17 +61,6 @@ class Acceptance:
         spread = 1 / self.correlation - 1  # alpha + beta
         return float(rng.beta(a * spread, (1 - a) * spread))
 
-    def mean_over(self, proposals: float) -> float:
-        """The average acceptance over the first `proposals` proposals."""
-        if self.tau is None or proposals <= 0:
-            return self.a0
-        tau, until = self.tau, self.decay_until
-        decaying = proposals if until is None else min(proposals, until)
-        area = self.a0 * tau * (1 - math.exp(-decaying / tau))
-        if until is not None and proposals > until:
-            area += (proposals - until) * self.probability(until)
-        return area / proposals
-
     def validate(self) -> None:
         share(self.a0, "acceptance a0")
         if self.tau is not None and not (is_number(self.tau) and self.tau > 0):
@@ -101,8 +90,7 @@ class Acceptance:
 
     @classmethod
     def from_dict(cls, data: Any) -> Acceptance:
-        fields = table(data, "[acceptance]")
-        known_keys(fields, set(cls.__dataclass_fields__), "[acceptance]")
+        fields = table(data, "[acceptance]", set(cls.__dataclass_fields__))
         if "a0" not in fields:
             raise PxnError("needs a0 (and optionally tau, decay_until, correlation, batched)",
                            subject="[acceptance]")  # fmt: skip

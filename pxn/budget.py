@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pxn.errors import PxnError
+from pxn.fields import whole
 
 DSPY_EXTRA = "pip install 'gepa-pxn[dspy]'"
 SPELLINGS = "metric calls (e.g. 400), auto:LEVEL or full-evals:N (dspy.GEPA's budgets)"
@@ -71,8 +72,7 @@ class Budget:
         size (DSPy's budgets depend on them; metric calls do not)."""
         if self.metric_calls is not None:
             return self.metric_calls
-        if not isinstance(predictors, int) or isinstance(predictors, bool) or predictors < 1:
-            raise PxnError(f"must be a whole number >= 1: got {predictors!r}", subject="predictors")
+        whole(predictors, "predictors")
         if self.full_evals is not None:
             return self.full_evals * (trainset_size + valset_size)
         return dspy_auto_budget(str(self.auto), predictors, valset_size)
@@ -82,8 +82,7 @@ def metric_calls_of(
     given: int | str, *, predictors: int, valset_size: int, trainset_size: int
 ) -> int:
     """B from a budget as given (Budget.parse's spellings)."""
-    budget = Budget.parse(given)
-    return budget.resolve(
+    return Budget.parse(given).resolve(
         predictors=predictors, valset_size=valset_size, trainset_size=trainset_size
     )
 

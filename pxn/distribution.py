@@ -35,11 +35,6 @@ def continuous_distribution_names() -> tuple[str, ...]:
     )
 
 
-@cache
-def _frozen(dist: str, params: tuple[tuple[str, float], ...]) -> Any:
-    return getattr(scipy.stats, dist)(**dict(params))
-
-
 def _lognorm(rng: np.random.Generator, size: int, s: float, loc=0.0, scale=1.0) -> np.ndarray:
     return np.exp(s * rng.standard_normal(size)) * scale + loc
 
@@ -81,13 +76,9 @@ class Distribution:
     def empirical(self) -> bool:
         return self.dist == EMPIRICAL
 
-    def frozen(self) -> Any:
-        """The frozen scipy distribution (not for "empirical")."""
-        return _frozen(self.dist, tuple(sorted(self.params.items())))
-
     def _family(self) -> Any:
         """The scipy distribution, to call with the params as keywords (not for "empirical"):
-        the same numbers as frozen() without building a scipy object per parameter draw."""
+        no frozen scipy object is built per parameter draw."""
         return getattr(scipy.stats, self.dist)
 
     def uncapped_sample(self, rng: np.random.Generator, size: int) -> np.ndarray:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pxn.fields import known_keys, share, table
+from pxn.fields import share, table
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,5 @@ class Failures:
 
     @classmethod
     def from_dict(cls, data: Any) -> Failures:
-        fields = table(data, "[failures]")
-        known_keys(fields, set(cls.__dataclass_fields__), "[failures]")
+        fields = table(data, "[failures]", set(cls.__dataclass_fields__))
         return cls(**fields).validate()

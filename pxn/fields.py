@@ -8,9 +8,12 @@ from typing import Any
 from pxn.errors import PxnError
 
 
-def table(data: Any, what: str) -> dict[str, Any]:
+def table(data: Any, what: str, known: set[str] | None = None) -> dict[str, Any]:
+    """The table, refused when it is not one or has a key not in `known` (when given)."""
     if not isinstance(data, dict):
         raise PxnError("must be a table", subject=what)
+    if known is not None:
+        known_keys(data, known, what)
     return data
 
 
@@ -26,8 +29,7 @@ def known_keys(data: dict[str, Any], known: set[str], what: str) -> None:
 def required_table(data: Any, known: set[str], required: list[str], what: str) -> dict:
     """The table, refused when it is not one, has a key it does not know, or lacks one of
     `required`."""
-    fields = table(data, what)
-    known_keys(fields, known, what)
+    fields = table(data, what, known)
     missing = [name for name in required if name not in fields]
     if missing:
         raise PxnError(f"is missing field(s) {', '.join(missing)}", subject=what)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pxn.errors import PxnError
-from pxn.fields import at_least, known_keys, table
+from pxn.fields import at_least, table
 
 PER_MILLION = 1_000_000
 ROLES = ("task", "reflection")  # the model the rollouts run on, and the reflection model
@@ -59,8 +59,7 @@ class Prices:
     def from_dict(cls, data: Any) -> Prices:
         """Numbers given by hand win over a model's table prices; with nothing said
         about the reflection model, it is the task model, at its prices."""
-        fields = table(data, "[prices]")
-        known_keys(fields, set(cls.__dataclass_fields__), "[prices]")
+        fields = table(data, "[prices]", set(cls.__dataclass_fields__))
         task_model = str(fields.get("task_model", ""))
         # The reflection is the task model's unless priced wholly by hand: then it has no name.
         by_hand = {"reflection_input", "reflection_output"} <= set(fields)

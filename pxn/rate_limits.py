@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pxn.errors import PxnError
-from pxn.fields import is_number, known_keys, table
+from pxn.fields import is_number, table
 from pxn.prices import ROLES
 
 
@@ -66,11 +66,9 @@ class RateLimits:
 
     @classmethod
     def from_dict(cls, data: Any) -> RateLimits:
-        fields = table(data, "[rate_limits]")
-        known_keys(fields, {*ROLES, "burst_seconds"}, "[rate_limits]")
+        fields = table(data, "[rate_limits]", {*ROLES, "burst_seconds"})
         limits = {}
         for role in ROLES:
-            sub = table(fields.get(role, {}), f"[rate_limits.{role}]")
-            known_keys(sub, {"rpm", "tpm"}, f"[rate_limits.{role}]")
+            sub = table(fields.get(role, {}), f"[rate_limits.{role}]", {"rpm", "tpm"})
             limits[role] = RateLimit(sub.get("rpm"), sub.get("tpm"))
         return cls(limits["task"], limits["reflection"], fields.get("burst_seconds", 60.0))

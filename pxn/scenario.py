@@ -32,11 +32,8 @@ from pxn.tokens import Tokens
 from pxn.trace import ROLLOUT_PHASES
 from pxn.uncertainty import Uncertainty
 
-# How a stage's W workers serve its candidates (Scenario.worker_split).
-WORKER_SPLITS = ("pooled", "per_candidate")
-# Who runs the loop (Scenario.optimizer): gepa.optimize, or dspy.GEPA, whose adapter
-# proposes the texts itself, one reflection at a time.
-OPTIMIZERS = ("gepa", "dspy.GEPA")
+WORKER_SPLITS = ("pooled", "per_candidate")  # Scenario.worker_split
+OPTIMIZERS = ("gepa", "dspy.GEPA")  # Scenario.optimizer
 # How proposals fare: one of these (Scenario._search_model).
 SEARCH_MODELS = (
     "[acceptance] a0 = 0.25 (the chance a child beats its parent), or a [quality] table "

@@ -40,6 +40,10 @@ REQUIRED = {
     "rollout": '[rollout] median = "4s", p90 = "9s" (a metric call\'s latency)',
     "reflection": '[reflection] median = "30s", p90 = "1 min" (a reflection\'s latency)',
 }
+# The top-level fields a scenario's TOML always has, in this order.
+ALWAYS_WRITTEN = ("name", "description", "budget", "valset_size", "trainset_size", "minibatch",
+                  "workers", "reflection_concurrency", "stage_overhead", "skip_perfect",
+                  "selection", "seed")  # fmt: skip
 
 
 def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
@@ -47,32 +51,15 @@ def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
     rollout = scenario.rollout.to_dict()
     if scenario.rollout_phases:
         rollout["phases"] = {p: d.to_dict() for p, d in scenario.rollout_phases.items()}
-    top: dict[str, Any] = {
-        "name": scenario.name,
-        "description": scenario.description,
-        "budget": scenario.budget if scenario.budget_given is None else scenario.budget_given,
-        "valset_size": scenario.valset_size,
-        "trainset_size": scenario.trainset_size,
-        "minibatch": scenario.minibatch,
-        "workers": scenario.workers,
-        "reflection_concurrency": scenario.reflection_concurrency,
-        "stage_overhead": scenario.stage_overhead,
-        "skip_perfect": scenario.skip_perfect,
-        "selection": str(scenario.selection),
-        "seed": scenario.seed,
-    }
+    top: dict[str, Any] = {name: getattr(scenario, name) for name in ALWAYS_WRITTEN}
+    top["selection"] = str(scenario.selection)
+    if scenario.budget_given is not None:
+        top["budget"] = scenario.budget_given
     # Written only when set, so a scenario without them reads as it always did
     # (and TOML has no None).
-    if scenario.front_share != 1.0:
-        top["front_share"] = scenario.front_share
-    if scenario.duplicate_children:
-        top["duplicate_children"] = scenario.duplicate_children
-    if scenario.worker_split != "pooled":
-        top["worker_split"] = scenario.worker_split
-    if scenario.optimizer != "gepa":
-        top["optimizer"] = scenario.optimizer
-    if scenario.predictors is not None:
-        top["predictors"] = scenario.predictors
+    for name in ("front_share", "duplicate_children", "worker_split", "optimizer", "predictors"):
+        if getattr(scenario, name) != Scenario.__dataclass_fields__[name].default:
+            top[name] = getattr(scenario, name)
     if scenario.merge:
         top |= {"merge": True, "max_merges": scenario.max_merges, "components": scenario.components}
         if scenario.merge_acceptance is not None:
@@ -131,7 +118,7 @@ def scenario_from_dict(data: dict[str, Any], source: str = "scenario") -> Scenar
             for phase, latency in phases.items()
         },
         "reflection": Distribution.from_dict(data.pop("reflection"), "reflection latency"),
-        "loads": _loads(data),
+        "loads": Loads.from_dict(data.pop("load")) if "load" in data else Loads(),
     }
     # The optional tables, each read by its own type, in this order (the first bad one is told).
     readers: dict[str, Callable[[Any], Any]] = {
@@ -225,8 +212,3 @@ def _field_name(where: list[str | int]) -> str:
     table, key = where[: in_list - 1], where[in_list - 1 :]
     name = str(key[0]) + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in key[1:])
     return f"[{'.'.join(map(str, table))}] {name}" if table else name
-
-
-def _loads(data: dict[str, Any]) -> Loads:
-    """[load]: each model's servers and slowdown (no limit, no slowdown when absent)."""
-    return Loads.from_dict(data.pop("load")) if "load" in data else Loads()

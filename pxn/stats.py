@@ -28,6 +28,13 @@ def mape(errors: Sequence[float]) -> float:
     return float(np.mean(np.abs(errors))) if len(errors) else math.nan
 
 
+def z_test(difference: float, spread: float, alike: bool) -> tuple[float, float]:
+    """z = difference / spread and its two-sided normal p; with no spread, z is 0 when the two
+    are `alike`, else infinite (any other value is impossible)."""
+    z = difference / spread if spread else 0.0 if alike else math.copysign(math.inf, difference)
+    return z, float(2 * scipy.stats.norm.sf(abs(z)))
+
+
 def p_uniform(percentiles: Sequence[float]) -> float:
     """Kolmogorov-Smirnov: whether the runs' percentiles are uniform, as right predictions'."""
     return float(scipy.stats.kstest(percentiles, "uniform").pvalue)

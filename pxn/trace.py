@@ -30,14 +30,7 @@ READABLE_VERSIONS = (1, 2, 3)
 # proposals' minibatches (and the full validation of the children kept).
 ROLLOUT_PHASES = ("seed_val", "merge_subsample", "parent_minibatch", "child_minibatch", "full_val")
 # Stage names: the rollout phases plus the reflection stage between the minibatches.
-STAGES = (
-    "seed_val",
-    "merge_subsample",
-    "parent_minibatch",
-    "reflection",
-    "child_minibatch",
-    "full_val",
-)
+STAGES = (*ROLLOUT_PHASES[:3], "reflection", *ROLLOUT_PHASES[3:])
 # The stages only a run with gepa's merge on has.
 MERGE_STAGES = ("merge_subsample",)
 

@@ -171,7 +171,7 @@ def test_a_runs_draws_do_not_hang_on_the_order_of_its_calls() -> None:
 def test_the_task_scores_by_the_search_and_the_reflection_writes_a_child() -> None:
     scenario = small_quality(reflection=lognormal(0.0001), rollout=lognormal(0.0001))
     work = quality_work(scenario, np.random.default_rng(0), 0.0, SEED)
-    task, search = work.task, work.search
+    task, search = work.task, work.reflection.search
     assert task.seed_candidate == {COMPONENT: search.seed_text}
     assert len(task.train) == 24 and len(task.val) == 10
     called = []

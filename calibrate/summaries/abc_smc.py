@@ -1,19 +1,10 @@
 """Approximate Bayesian computation by sequential Monte Carlo with MCMC moves.
 
-The replenishment sampler of Drovandi and Pettitt (2011), as docs/calibration.md ("The
-inference, in words") describes it: generation 0 draws `particles` settings from the
-prior; a pilot fixes each fact's unit of distance (the simulator's pooled run-to-run sd,
-or the fact's precision where larger) and the noise and rerun levels; each generation
-sets the tolerance to the larger of the noise level and the median distance, replaces
-the particles beyond it by copies of those within, and moves each copy by R steps of
-Metropolis-Hastings ABC (a Gaussian step with the particles' covariance times 2.38^2 / d,
-its length the longest of LADDER accepted at least GOOD_RATE of the time). The moves
-leave the ABC posterior at the tolerance invariant, so the weights stay equal.
-
-It has converged when a generation ran at the noise level; or the tolerance stalled
-while moves were still accepted at `min_acceptance`; or a generation was abandoned for
-too few accepted moves after one had run within the rerun level; each with a quarter of
-the particles distinct. It fails when abandoned earlier, or after `max_generations`.
+Drovandi and Pettitt's (2011) replenishment sampler; docs/calibration.md ("The
+inference, in words") gives its distance, noise and rerun levels, generations and
+convergence. The moves are Metropolis-Hastings ABC steps with the particles' covariance
+times 2.38^2 / d, their length the longest of LADDER accepted at least GOOD_RATE of the
+time; they leave the ABC posterior at the tolerance invariant, so the weights stay equal.
 Every random draw comes from a stream of its own (seed, generation, ...), so the answer
 does not depend on how simulations were spread over processes.
 """
@@ -105,15 +96,17 @@ def simulate_all(
     simulator: Simulator, run: MapInOrder, points: np.ndarray, seeds: list[int]
 ) -> np.ndarray:
     """One run of the facts at each point, in the points' order."""
-    units = [
-        (simulator, points[i : i + CHUNK], seeds[i : i + CHUNK])
-        for i in range(0, len(points), CHUNK)
-    ]
-    return np.concatenate(run(_simulate_chunk, units))
+    return np.concatenate(_in_chunks(run, _simulate_chunk, (simulator,), [points, seeds]))
 
 
 def _simulate_chunk(simulator: Simulator, points: np.ndarray, seeds: list[int]) -> np.ndarray:
     return np.array([simulator.figures(p, s, None) for p, s in zip(points, seeds, strict=True)])
+
+
+def _in_chunks(run: MapInOrder, fn: Callable[..., Any], head: tuple, columns: list) -> list:
+    """fn(*head, CHUNK rows of each column) over all the rows, spread by `run`, in order."""
+    rows = range(0, len(columns[0]), CHUNK)
+    return run(fn, [(*head, *(column[i : i + CHUNK] for column in columns)) for i in rows])
 
 
 @dataclass(frozen=True)
@@ -147,17 +140,11 @@ class Chain:
         """Each particle `steps` steps on, of its length, its chain drawing from its seed."""
         if steps == 0 or len(points) == 0:
             return Walked(points, figures, distances, np.zeros(len(points), dtype=int), 0)
-        units = [
-            (self, points[i : i + CHUNK], figures[i : i + CHUNK], distances[i : i + CHUNK],
-             lengths[i : i + CHUNK], steps, seeds[i : i + CHUNK])
-            for i in range(0, len(points), CHUNK)
-        ]  # fmt: skip
-        parts = run(_walk_chunk, units)
+        columns = [points, figures, distances, lengths, seeds]
+        parts = _in_chunks(run, _walk_chunk, (self, steps), columns)
+        arrays = ("points", "figures", "distances", "accepted")
         return Walked(
-            np.concatenate([p.points for p in parts]),
-            np.concatenate([p.figures for p in parts]),
-            np.concatenate([p.distances for p in parts]),
-            np.concatenate([p.accepted for p in parts]),
+            *(np.concatenate([getattr(p, name) for p in parts]) for name in arrays),
             sum(p.simulations for p in parts),
         )
 
@@ -196,11 +183,11 @@ class Chain:
 
 def _walk_chunk(
     chain: Chain,
+    steps: int,
     points: np.ndarray,
     figures: np.ndarray,
     distances: np.ndarray,
     lengths: np.ndarray,
-    steps: int,
     seeds: list[int],
 ) -> Walked:
     """One unit of work: a few particles' chains (a worker process runs it)."""
@@ -208,12 +195,13 @@ def _walk_chunk(
         chain.move(p, f, float(d), float(a), steps, s)
         for p, f, d, a, s in zip(points, figures, distances, lengths, seeds, strict=True)
     ]
+    points, figures, distances, accepted, simulations = zip(*moved, strict=True)
     return Walked(
-        np.array([m[0] for m in moved]),
-        np.array([m[1] for m in moved]),
-        np.array([m[2] for m in moved]),
-        np.array([m[3] for m in moved], dtype=int),
-        sum(m[4] for m in moved),
+        np.array(points),
+        np.array(figures),
+        np.array(distances),
+        np.array(accepted, dtype=int),
+        sum(simulations),
     )
 
 
@@ -289,9 +277,9 @@ def abc_smc(
     `precision`: each fact's reporting precision on its scale, the least unit of its error.
     """
     n = settings.particles
-    rng = _stream(seed, 0, 0)
+    rng = stream(seed, 0, 0)
     points = priors.sample(rng, n)
-    figures = simulate_all(simulator, run, points, _seeds(rng, n))
+    figures = simulate_all(simulator, run, points, seeds_from(rng, n))
     history = [Generation(0, math.inf, n, 1.0, 0, 1.0, n, n)]
     if on_generation:
         on_generation(history[0])
@@ -357,9 +345,9 @@ def pilot(
     best = np.argsort(provisional, kind="stable")[: settings.pilot_settings]
     best = best[np.isfinite(provisional[best])]
     r = settings.pilot_replicates
-    rng = _stream(seed, 0, 1)
+    rng = stream(seed, 0, 1)
     runs = simulate_all(
-        simulator, run, np.repeat(points[best], r, axis=0), _seeds(rng, len(best) * r)
+        simulator, run, np.repeat(points[best], r, axis=0), seeds_from(rng, len(best) * r)
     )
     centre = np.where(np.isfinite(high), (low + high) / 2, low)
     variances, moved, reruns = [], [], []
@@ -416,7 +404,7 @@ def _generation(
         return population, Generation(
             key[1], cutoff.tolerance, 0, 0.0, 0, 1.0, 0, population.distinct
         )
-    rng = _stream(*key, RESAMPLE)
+    rng = stream(*key, RESAMPLE)
     copies = rng.choice(inside, size=dropped)
     d = population.points.shape[1]
     # Fewer particles inside than dimensions span no volume to step in (one has no spread at
@@ -428,7 +416,7 @@ def _generation(
     start = (population.points[copies], population.figures[copies], population.distances[copies])
     # The first step tries each length of the ladder on a share of the copies.
     tried = np.resize(np.array(LADDER), dropped)
-    first = chain.walk(run, *start, tried, 1, _seeds(_stream(*key, FIRST_STEP), dropped))
+    first = chain.walk(run, *start, tried, 1, seeds_from(stream(*key, FIRST_STEP), dropped))
     rates = [
         (length, float(np.mean(first.accepted[tried == length])))
         for length in LADDER[: min(dropped, len(LADDER))]
@@ -439,7 +427,7 @@ def _generation(
     steps = 1 if rate == 1 else math.ceil(math.log(settings.unmoved) / math.log(1 - rate))
     more = chain.walk(
         run, first.points, first.figures, first.distances, np.full(dropped, length), steps - 1,
-        _seeds(_stream(*key, MORE_STEPS), dropped),
+        seeds_from(stream(*key, MORE_STEPS), dropped),
     )  # fmt: skip
     population = Population(
         np.concatenate([population.points[inside], more.points]),
@@ -455,10 +443,10 @@ def _generation(
     return population, generation
 
 
-def _stream(seed: int, generation: int, part: int) -> np.random.Generator:
+def stream(seed: int, generation: int, part: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(generation, part)))
 
 
-def _seeds(rng: np.random.Generator, size: int) -> list[int]:
+def seeds_from(rng: np.random.Generator, size: int) -> list[int]:
     """A seed per simulation or chain, from the caller's own stream."""
     return rng.integers(0, 2**32, size=size).tolist()

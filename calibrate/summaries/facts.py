@@ -164,15 +164,11 @@ class Fact:
         if self.quantity in ("cheapest_dollars", "dearest_dollars"):
             dollars = [s.dollars if s.dollars is not None else math.nan for s in sweep]
             return min(dollars) if self.quantity == "cheapest_dollars" else max(dollars)
-        batched = sorted((single_over(sweep[0], s) for s in sweep[1:]), reverse=True)
+        # Each batched run's speedup: single's wall-clock over its own.
+        batched = sorted((sweep[0].wall_clock / s.wall_clock for s in sweep[1:]), reverse=True)
         if self.quantity == "fastest_speedup":
             return batched[0]
         return batched[len(batched) // 2]  # most_speedup: more than half are at least this
-
-
-def single_over(single: RunSummary, run: RunSummary) -> float:
-    """A run's speedup: single's wall-clock over its own."""
-    return single.wall_clock / run.wall_clock
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,10 @@
 
 The simulator is the likelihood (abc_smc.py): per setting, every run the facts read is
 simulated once, in the listed order so that a setting whose first runs miss already
-stops, a sweep's runs being the same runs its facts read. The posterior predictive check
-runs each posterior draw twice, as a prediction of 200 replicates runs 100 draws. The
-model's assumptions (lognormal latencies, constant acceptance with a sibling
-correlation, no overhead or skips, lognormal tokens with TOKEN_LOG_SD and a reflection
-prompt of REFLECTION_PROMPT_TOKENS) are docs/calibration.md's "The model the facts are
-read through".
+stops, a sweep's runs being the same runs its facts read. The model's assumptions
+(lognormal latencies, constant acceptance with a sibling correlation, no overhead or
+skips, lognormal tokens with TOKEN_LOG_SD and a reflection prompt of
+REFLECTION_PROMPT_TOKENS) are docs/calibration.md's "The model the facts are read through".
 """
 
 from __future__ import annotations
@@ -29,7 +27,9 @@ from pxn.calibrate.summaries.abc_smc import (
     MapInOrder,
     Settings,
     abc_smc,
+    seeds_from,
     simulate_all,
+    stream,
 )
 from pxn.calibrate.summaries.facts import Fact, Setup, Summaries
 from pxn.calibrate.summaries.priors import (
@@ -299,7 +299,8 @@ def infer_from_summaries(
     draws = _resample(outcome, options.draws, options.seed)
     # Replicate r on draw r mod D, as a prediction runs them: each draw twice.
     runs = np.resize(draws, (PREDICTIVE_RUNS * len(draws), draws.shape[1]))
-    predictive = simulate_points(model, runs, _predictive_seeds(options.seed, len(runs)), backend)
+    seeds = seeds_from(stream(options.seed, PREDICTIVE, 1), len(runs))
+    predictive = simulate_points(model, runs, seeds, backend)
     parameters = tuple(_posterior(outcome, priors, i) for i in range(len(priors)))
     checks = tuple(
         _check_fact(f, predictive[:, j], outcome.scale.noise[j]) for j, f in enumerate(facts)
@@ -311,16 +312,14 @@ def infer_from_summaries(
         f"{options.particles} particles after {len(outcome.history) - 1} generations and "
         f"{outcome.simulations} simulations (seed {options.seed})"
     )
-    uncertainty = Uncertainty(
-        source,
-        tuple(
-            {path: _significant(value) for path, value in zip(priors.paths, row, strict=True)}
-            for row in (
-                [float(p.from_working(z)) for p, z in zip(priors.priors, draw, strict=True)]
-                for draw in draws
-            )
-        ),
+    rows = tuple(
+        {
+            path: _significant(float(p.from_working(z)))
+            for (path, p), z in zip(priors, d, strict=True)
+        }
+        for d in draws
     )
+    uncertainty = Uncertainty(source, rows)
     scenario = (
         bases[0]
         .with_parameters(priors.values(point))
@@ -333,11 +332,9 @@ def infer_from_summaries(
 def _refuse_unreproduced(
     outcome: AbcSmcResult, facts: tuple[Fact, ...], low: np.ndarray, high: np.ndarray
 ) -> None:
-    """Refuse facts that no kept run came within one unit of (one run's sd of the figure,
-    or the fact's precision where that is larger): the priors hold no setting for them.
-    Nearer, a fact is a miss the posterior predictive check reports, not an impossibility:
-    a reported figure is one run's, and a run in a tail of its setting's figures lies past
-    what a population of a few hundred runs reaches."""
+    """Refuse facts that no kept run came within one unit of: the priors hold no setting
+    for them. Nearer, a fact is a miss for the predictive check, not an impossibility: it
+    is one run's figure, and a run in a tail lies past what a few hundred runs reach."""
     figures = outcome.population.figures
     missed = []
     for j, fact in enumerate(facts):
@@ -363,8 +360,7 @@ def _refuse_unreproduced(
 
 def _refuse_unpredicted(checks: tuple[FactCheck, ...]) -> None:
     """Refuse a posterior whose predictive holds fewer than half the facts in its 5-95%: a
-    right model misses one in ten, so such a posterior does not describe the runs (issue
-    29's DSPy run held 3 of 7 while counting its lost proposals as skips)."""
+    right model misses one in ten, so such a posterior does not describe the runs."""
     inside = sum(check.inside for check in checks)
     if inside >= PREDICTIVE_FLOOR * len(checks):
         return
@@ -384,14 +380,8 @@ def _predicted(check: FactCheck) -> str:
 def _resample(outcome: AbcSmcResult, draws: int, seed: int) -> np.ndarray:
     """`draws` of the equally weighted particles (all of them, in turn, when draws exceed them)."""
     points = outcome.population.points
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(PREDICTIVE, 0)))
-    order = rng.permutation(len(points))
+    order = stream(seed, PREDICTIVE, 0).permutation(len(points))
     return points[np.resize(order, draws)]
-
-
-def _predictive_seeds(seed: int, size: int) -> list[int]:
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(PREDICTIVE, 1)))
-    return rng.integers(0, 2**32, size=size).tolist()
 
 
 def _posterior(outcome: AbcSmcResult, priors: Priors, i: int) -> ParameterPosterior:

@@ -78,9 +78,6 @@ class Prior:
             return f"lognormal, median {self.a:.4g}, log-sd {self.b:.3g}"
         return f"{self.kind} [{self.a:.4g}, {self.b:.4g}]"
 
-    def to_toml(self) -> dict[str, list[float]]:
-        return {self.kind: [self.a, self.b]}
-
     @classmethod
     def parse(cls, data: Any, path: str) -> Prior | float:
         """A prior from its TOML form, or the number a parameter is held at."""

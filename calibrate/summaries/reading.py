@@ -42,6 +42,10 @@ WALL_CLOCK_UNITS = {"wall_clock": 1.0, "wall_clock_minutes": 60.0, "wall_clock_h
 UNIT_NAMES = {"wall_clock": "s", "wall_clock_minutes": "min", "wall_clock_hours": "h"}
 SIGNED_QUANTITIES = ("val_gain",)  # a new candidate may score below its parent
 TEST_SET = "test_examples"  # a run's test set size, beside its test_score
+FACT_COLUMNS = (*WALL_CLOCK_UNITS, *RUN_QUANTITIES)
+RUN_KEYS = {"shape", *REQUIRED_SETUP, *OPTIONAL_SETUP, *FACT_COLUMNS, TEST_SET}
+SIZES = (*REQUIRED_SETUP, "trainset_size", "minibatch", "reflection_concurrency")
+WHOLE_KEYS = {*SIZES, "levels", TEST_SET}  # read as whole numbers from a CSV's text
 SWEEP_KEYS = ("shapes", "most_speedup_at_least", "fastest_speedup", "dollars")
 INFERENCE_KEYS = ("seed", "particles", "draws", "min_acceptance", "max_generations")
 SWEEP_FACTS = (  # (key, quantity, label) of each fact a [sweep] statement makes
@@ -89,8 +93,7 @@ def read_summaries(path: str | Path) -> Summaries:
 def _from_toml(data: dict[str, Any], path: Path) -> Summaries:
     what = f"summaries {path}"
     known_keys(data, {"setup", "runs", "sweep", "priors", "inference"}, what)
-    defaults = table(data.get("setup", {}), "[setup]")
-    known_keys(defaults, {*REQUIRED_SETUP, *OPTIONAL_SETUP}, "[setup]")
+    defaults = table(data.get("setup", {}), "[setup]", {*REQUIRED_SETUP, *OPTIONAL_SETUP})
     entries = data.get("runs", [])
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise PxnError("is a list of [[runs]] tables", subject="runs")
@@ -98,14 +101,12 @@ def _from_toml(data: dict[str, Any], path: Path) -> Summaries:
     facts: list[Fact] = []
     for number, entry in enumerate(entries, start=1):
         where = f"[[runs]] {number}"
-        known_keys(
-            entry, {"shape", *REQUIRED_SETUP, *OPTIONAL_SETUP, *_fact_columns(), TEST_SET}, where
-        )
+        known_keys(entry, RUN_KEYS, where)
         run = _run(defaults | entry, where)
         facts += _run_facts(entry, runs, run, where, _number)
         runs.append(run)
     if "sweep" in data:
-        facts += _sweep_facts(table(data["sweep"], "[sweep]"), defaults, runs)
+        facts += _sweep_facts(table(data["sweep"], "[sweep]", set(SWEEP_KEYS)), defaults, runs)
     if not runs:
         raise PxnError("has no [[runs]] and no [sweep]: nothing was reported", subject=what)
     return Summaries(
@@ -119,7 +120,6 @@ def _from_toml(data: dict[str, Any], path: Path) -> Summaries:
 
 def _sweep_facts(sweep: dict[str, Any], defaults: dict[str, Any], runs: list[Run]) -> list[Fact]:
     """The sweep's statements, each read from its runs (added to `runs` when not listed)."""
-    known_keys(sweep, set(SWEEP_KEYS), "[sweep]")
     shapes = sweep.get("shapes")
     if not (isinstance(shapes, list) and shapes and all(isinstance(s, str) for s in shapes)):
         raise PxnError(
@@ -168,8 +168,7 @@ def _priors(data: Any) -> dict[str, Prior | float]:
 
 
 def _options(data: Any) -> InferenceOptions:
-    fields = table(data, "[inference]")
-    known_keys(fields, set(INFERENCE_KEYS), "[inference]")
+    fields = table(data, "[inference]", set(INFERENCE_KEYS))
     options = InferenceOptions(**fields)
     for name in ("seed", "particles", "draws", "max_generations"):
         whole(getattr(options, name), f"[inference] {name}", 0 if name == "seed" else 2)
@@ -191,23 +190,15 @@ def _from_csv(text: str, path: Path) -> Summaries:
     missing = [c for c in ("shape", *REQUIRED_SETUP) if c not in columns]
     if missing:
         raise PxnError(f"is missing column(s) {', '.join(missing)}", subject=what)
-    known = {"shape", *REQUIRED_SETUP, *OPTIONAL_SETUP, *_fact_columns(), TEST_SET}
-    unknown = [c for c in columns if c not in known]
-    if unknown:
-        known_keys(dict.fromkeys(unknown), known, what)
+    known_keys(dict.fromkeys(columns), RUN_KEYS, what)
     runs: list[Run] = []
     facts: list[Fact] = []
     for number, row in enumerate(reader, start=2):
         where = f"{path.name} line {number}"
         cells = {k.strip(): v.strip() for k, v in row.items() if k and v and v.strip()}
-        entry: dict[str, Any] = {}
-        for key, cell in cells.items():
-            if key in ("shape", "task_model", "reflection_model", "metric"):
-                entry[key] = cell
-            elif key in REQUIRED_SETUP or key in OPTIONAL_SETUP or key == TEST_SET:
-                entry[key] = _whole_cell(cell, f"{where} {key}")
-            else:
-                entry[key] = cell
+        entry = {
+            k: _whole_cell(c, f"{where} {k}") if k in WHOLE_KEYS else c for k, c in cells.items()
+        }
         run = _run(entry, where)
         facts += _run_facts(entry, runs, run, where, _cell)
         runs.append(run)
@@ -236,10 +227,6 @@ def _cell(cell: Any, what: str, signed: bool = False) -> tuple[float, float]:
 
 
 # -- shared by both formats ----------------------------------------------------
-
-
-def _fact_columns() -> tuple[str, ...]:
-    return (*WALL_CLOCK_UNITS, *RUN_QUANTITIES)
 
 
 def _number(value: Any, what: str, signed: bool = False) -> tuple[float, float]:
@@ -283,7 +270,7 @@ def _run(entry: dict[str, Any], where: str) -> Run:
     if missing:
         raise PxnError(f"is missing {', '.join(missing)}", subject=where)
     numbers = {}
-    for key in (*REQUIRED_SETUP, "trainset_size", "minibatch", "reflection_concurrency"):
+    for key in SIZES:
         if key in entry:
             numbers[key] = whole(entry[key], f"{where} {key}")
     numbers.setdefault("trainset_size", numbers["valset_size"])
@@ -316,7 +303,7 @@ def _run_facts(entry: dict[str, Any], runs: list[Run], run: Run, where: str, par
     """One run's facts, refused when no gepa run could have reported them."""
     given = {
         k: parse(entry[k], f"{where} {k}", signed=k in SIGNED_QUANTITIES)
-        for k in _fact_columns()
+        for k in FACT_COLUMNS
         if k in entry
     }
     clocks = [k for k in WALL_CLOCK_UNITS if k in given]
