@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pxn.api.console import say, stderr, stdout
 from pxn.api.report import Report, csv_text, json_text, show
@@ -97,6 +97,12 @@ class Output:
     format: str = "table"
     out: Path | None = None
     wide: bool = False  # every column of every table, however wide
+
+    @classmethod
+    def taken_from(cls, flags: dict[str, Any]) -> Output:
+        """The output a command's `flags` ask for, taken out of them: the flags left are its
+        API function's keywords."""
+        return cls(flags.pop("output_format"), flags.pop("out", None), flags.pop("wide", False))
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:

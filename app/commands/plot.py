@@ -85,19 +85,12 @@ def plot_progress_command(
 ) -> None:
     """The best validation score against wall-clock per shape (the quality model's bands),
     with measured runs overlaid; give the scenario at the runs' own setup."""
+    flags = dict(locals())  # first, while the flags are all that is local
     from pxn.api.plots import save_figure
     from pxn.api.predictions import sweep
 
+    del flags["output"], flags["runs"]  # the figure's, not the sweep's
     ensure_writable_outputs(files={"output": output})
     refuse_overwriting_an_input(output, runs or [])
-    result = sweep(
-        scenario,
-        shapes=shapes,
-        reps=reps,
-        seed=seed,
-        jobs=jobs,
-        workers=workers,
-        budget=budget,
-        progress=True,
-    )
+    result = sweep(**flags, progress=True)
     say(f"wrote {save_figure(result.progress_figure(measured=runs or ()), output)}")
