@@ -10,7 +10,7 @@ import typer
 from pxn.api.console import say, stderr, stdout
 from pxn.api.running import DEFAULT_JOBS
 from pxn.app.options import Address, Backend, Format, Jobs, flag_for
-from pxn.app.output import Output, ensure_writable_outputs, refuse_overwriting_an_input
+from pxn.app.output import Output, check_writable, refuse_overwriting_an_input
 from pxn.errors import PxnError
 
 commands = typer.Typer()
@@ -169,7 +169,8 @@ def calibrate(
     shown = Output.taken_from(flags)
     for written_here in ("output", "plots", "strict"):
         del flags[written_here]
-    ensure_writable_outputs(files={"output": output}, directories={"plots": plots})
+    check_writable(output, "output")
+    check_writable(plots, "plots", directory=True)
     inputs = [*(traces or []), *([summaries] if summaries else []), *([log] if log else [])]
     refuse_overwriting_an_input(output, [p for p in inputs if not str(p).startswith("mlflow:")])
     if summaries is not None and traces:

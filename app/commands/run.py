@@ -10,7 +10,7 @@ import typer
 
 from pxn.api.console import say, stderr
 from pxn.app.options import BUDGET_HELP
-from pxn.app.output import ensure_writable_outputs
+from pxn.app.output import check_writable
 from pxn.runner.waits import PROBE_TIMEOUT
 
 commands = typer.Typer()
@@ -103,7 +103,7 @@ def run_command(
     flags = dict(locals())  # first, while the flags are all that is local
     from pxn.api.runs import run
 
-    ensure_writable_outputs(directories={"run directory": resume or out})
+    check_writable(resume or out, "run directory", directory=True)
     result = run(**flags)
     if result.status == "finished":  # resuming a finished run: nothing was changed
         say(f"pxn: {result.message}")

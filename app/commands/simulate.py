@@ -24,7 +24,7 @@ from pxn.app.options import (
     Wide,
     Workers,
 )
-from pxn.app.output import Output, ensure_writable_outputs
+from pxn.app.output import Output, check_writable
 from pxn.budget import FEW_PROPOSALS
 
 commands = typer.Typer()
@@ -59,7 +59,7 @@ def simulate(
     del flags["trace"]  # written here, from the result
     if trace is not None:
         refuse_existing_trace(trace)
-    ensure_writable_outputs(files={"trace": trace})
+    check_writable(trace, "trace")
     with stopped_by_signals():
         result = simulate_shape(**flags, progress=True)
     output.show(result.report())

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from pxn.api.console import print_set_aside, say
-from pxn.app.output import ensure_writable_outputs, refuse_overwriting_an_input
+from pxn.app.output import check_writable, refuse_overwriting_an_input
 from pxn.trace import Decision, Iteration, Reflection, Rollout, Stage
 from pxn.trace_reading import Trace
 
@@ -35,7 +35,7 @@ def trace_export(
     from pxn.files import write_text_atomically
     from pxn.trace_reading import read_one
 
-    ensure_writable_outputs(files={"chrome": chrome})
+    check_writable(chrome, "chrome")
     refuse_overwriting_an_input(chrome, [trace], "chrome")
     the_trace = read_one(trace)
     print_set_aside([], [f"{the_trace.path} {line}" for line in the_trace.skipped])
