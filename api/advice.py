@@ -96,25 +96,9 @@ def advise(
     progress: bool = False,
 ) -> AdviseResult:
     """Recommend P, N, b and W, and B among several budgets, under a deadline and a dollar
-    cap.
-
-    `budget`: the scenario's by default; metric calls or dspy.GEPA's
-    "auto:light", "full-evals:3" (`simulate`'s budgets), or several to
-    compare: "1000,2000,4000", "500..20000" (doublings) or a list, with
-    DSPy's auto levels among them for a DSPy scenario. Several are compared
-    by score: `objective="score"`, or a `target_score`.
-    `deadline` ("3h", "90m" or seconds) and `max_dollars` (the scenario
-    needs prices) bound the allocations; `objective` ranks the rest by time,
-    cost or score (the expected test score; needs a [quality] model).
-    `target_score`: the fastest (objective time) or cheapest (cost)
-    allocation whose runs reach it in 90% of simulated runs. P, N, b
-    (`minibatch`) and W (`workers`) take values to try: "1..8", "1,2,4", a
-    number or numbers; b and W default to the scenario's. Grids of more than
-    64 allocations are raced (`reps` for the contenders only) unless
-    `full_grid`. A budget affording fewer than `min_proposals` proposals is
-    warned of before anything is simulated. The other arguments are
-    `sweep`'s.
-    """
+    cap. P, N, b (`minibatch`) and W (`workers`) take the values to try as text ("1..8",
+    "1,2,4"), a number or numbers; several budgets, as text or a list. The other keywords
+    are `pxn advise`'s flags (its --help says each)."""
     from pxn.durations import parse_duration
     from pxn.shape import Shape
     from pxn.sim.advise import Ask

@@ -148,33 +148,12 @@ def calibrate(
     address: str | None = None,
     progress: bool = False,
 ) -> CalibrateResult:
-    """Fit a scenario from traces (trace files or run directories), or infer one from
-    `summaries` (a CSV or TOML file of per-run figures; pydoc pxn.calibrate.summaries).
-
-    From traces: `latency` is "auto" (lowest AIC unless KS rejects it),
-    "empirical" or a family; `lm_servers` the calls the LM serves at once when
-    the traces do not say; `task_model` and `reflection_model` price the
-    tokens (litellm's names); `draws` the parameter draws of the scenario's
-    uncertainty (default 100; 0 writes none); `prefix_cache` whether the
-    reflections' servers keep their last prompt ("yes", "no", or "auto": yes
-    for pxn's own pool); `workers` the W of the runs whose recording did not
-    declare it (needed where an adapter timed none of its rollouts); `search`
-    how proposals fare: "quality" (the quality model, inferred from the
-    traces' scores), "rates" (acceptance rates) or "auto" (the quality model
-    when the traces hold scores).
-
-    A past run instead of traces: a gepa run_dir or dspy.GEPA log_dir as gepa wrote
-    it, or `mlflow:RUN_ID` (`mlflow:experiment:NAME`, its latest run) in the store at
-    `tracking_uri` (pxn.calibrate.past_runs). Its `workers` (W) are needed, and its
-    `reflection_concurrency` (C) for a batched gepa.optimize run; its time comes from
-    `wall_clock` ("47min") when given, else from its MLflow run (found by its run_dir
-    in `tracking_uri`), `log` (dspy.GEPA's log lines, kept in a file) or its files'
-    own times; `budget` and `shape` where the directory cannot tell them.
-
-    An inference (from summaries, a past run, or of the quality model) runs on `jobs`
-    local processes, or on Ray (`backend` "ray", `address` a running head's HOST:PORT)
-    with the same result to the bit; `progress` shows its generations on stderr.
-    """
+    """Fit a scenario from `traces` (trace files or run directories) or one past run (a gepa
+    run_dir or dspy.GEPA log_dir as gepa wrote it, or `mlflow:RUN_ID` in the store at
+    `tracking_uri`; pxn.calibrate.past_runs), or infer one from `summaries` (a CSV or TOML
+    file of per-run figures; pydoc pxn.calibrate.summaries). The other keywords are `pxn
+    calibrate`'s flags (its --help says each); `progress` shows the inference's generations
+    on stderr."""
     asked = dict(locals())  # first, while the keywords are all that is local
     from pxn.sim.backends import make_backend
 
