@@ -66,11 +66,9 @@ def values_of(values: Values, what: str) -> tuple[int, ...]:
     """Values to try: text ("1..8", "64,128,512"), one number, or numbers."""
     from pxn.sim.advise import parse_values
 
-    if isinstance(values, str):
-        return parse_values(values, what)
     if isinstance(values, int):
-        return parse_values(str(values), what)
-    return parse_values(",".join(map(str, values)), what)
+        values = [values]
+    return parse_values(values if isinstance(values, str) else ",".join(map(str, values)), what)
 
 
 def advise(

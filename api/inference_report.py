@@ -25,6 +25,11 @@ if TYPE_CHECKING:
 WIDTH = 100  # columns
 
 
+def indented(text: str) -> list[str]:
+    """A paragraph under a heading line, wrapped within WIDTH."""
+    return textwrap.wrap(text, WIDTH, initial_indent="  ", subsequent_indent="    ")
+
+
 def generation_line(generation: Generation) -> str:
     if generation.number == 0:
         return f"generation 0: {generation.simulations} settings from the prior"
@@ -54,13 +59,10 @@ def inference_lines(inference: Inference) -> list[str]:
         f"ABC-SMC (MCMC moves): {options.particles} particles, seed {options.seed}, "
         f"{len(outcome.history) - 1} generations, {outcome.simulations} simulated runs",
         f"converged: {outcome.verdict}",
-        *textwrap.wrap(
+        *indented(
             "distance: each fact's miss in units of one run's sd of it (the pilot's "
             f"{outcome.scale.simulations} runs of the prior's best fits) or of its reporting "
-            f"precision; noise level {outcome.scale.noise_level:.3g}",
-            WIDTH,
-            initial_indent="  ",
-            subsequent_indent="    ",
+            f"precision; noise level {outcome.scale.noise_level:.3g}"
         ),
         *(f"  {generation_line(g)}" for g in outcome.history),
         "",
@@ -173,15 +175,12 @@ def quality_lines(cal: Calibration) -> list[str]:
     return [
         f"search: the quality model decides acceptance (the rates above are kept in the "
         f"report only); metric {metric}, read off the scores",
-        *textwrap.wrap(
+        *indented(
             f"inferred from {len(inference.summaries.facts)} figures of "
             f"{len(inference.summaries.runs)} run(s) (seed and best scores, acceptance, skips, "
             "validation gain over the parent, examples' spread, repeated evaluations' "
             f"agreement) by ABC-SMC: {len(outcome.history) - 1} generations, "
-            f"{outcome.simulations} simulated runs, {outcome.verdict}",
-            WIDTH,
-            initial_indent="  ",
-            subsequent_indent="    ",
+            f"{outcome.simulations} simulated runs, {outcome.verdict}"
         ),
         *(f"  {line}" for line in parameter_lines(inference)),
         f"  the runs' figures inside their posterior predictive 5-95%: {inside} of "
