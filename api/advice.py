@@ -127,21 +127,17 @@ def advise(
         ask.budgets, the_scenario.valset_size, max(ask.b), [narrowest], min_proposals, progress
     )
     if bound_reasons(the_scenario, ask):  # refused before anything is simulated
-        return AdviseResult(with_notes(advise_ask(the_scenario, ask), warnings, budgets.notes))
-    with metered(
-        ask.grid_size * ask.first_round,
-        partial(advise_work, the_scenario, ask),
-        "this search",
-        SMALLER_ASK,
-        (jobs, backend, address, progress),
-        "simulating allocations",
-        " for the race's first round" if ask.first_round < ask.replicates else "",
-    ) as (meter, the_backend):
-        advice = advise_ask(the_scenario, ask, the_backend, on_progress=meter.update)
-    return AdviseResult(with_notes(advice, warnings, budgets.notes))
-
-
-def with_notes(advice: Advice, warnings: list[str], notes: Sequence[str]) -> Advice:
-    """The advice with the budgets' warnings and notes first among its notes."""
-    advice.notes = [*warnings, *notes, *advice.notes]
-    return advice
+        advice = advise_ask(the_scenario, ask)
+    else:
+        with metered(
+            ask.grid_size * ask.first_round,
+            partial(advise_work, the_scenario, ask),
+            "this search",
+            SMALLER_ASK,
+            (jobs, backend, address, progress),
+            "simulating allocations",
+            " for the race's first round" if ask.first_round < ask.replicates else "",
+        ) as (meter, the_backend):
+            advice = advise_ask(the_scenario, ask, the_backend, on_progress=meter.update)
+    advice.notes = [*warnings, *budgets.notes, *advice.notes]  # the budgets' first
+    return AdviseResult(advice)
