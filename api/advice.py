@@ -66,11 +66,9 @@ def values_of(values: Values, what: str) -> tuple[int, ...]:
     """Values to try: text ("1..8", "64,128,512"), one number, or numbers."""
     from pxn.sim.advise import parse_values
 
-    if isinstance(values, str):
-        return parse_values(values, what)
     if isinstance(values, int):
-        return parse_values(str(values), what)
-    return parse_values(",".join(map(str, values)), what)
+        values = [values]
+    return parse_values(values if isinstance(values, str) else ",".join(map(str, values)), what)
 
 
 def advise(
@@ -96,25 +94,9 @@ def advise(
     progress: bool = False,
 ) -> AdviseResult:
     """Recommend P, N, b and W, and B among several budgets, under a deadline and a dollar
-    cap.
-
-    `budget`: the scenario's by default; metric calls or dspy.GEPA's
-    "auto:light", "full-evals:3" (`simulate`'s budgets), or several to
-    compare: "1000,2000,4000", "500..20000" (doublings) or a list, with
-    DSPy's auto levels among them for a DSPy scenario. Several are compared
-    by score: `objective="score"`, or a `target_score`.
-    `deadline` ("3h", "90m" or seconds) and `max_dollars` (the scenario
-    needs prices) bound the allocations; `objective` ranks the rest by time,
-    cost or score (the expected test score; needs a [quality] model).
-    `target_score`: the fastest (objective time) or cheapest (cost)
-    allocation whose runs reach it in 90% of simulated runs. P, N, b
-    (`minibatch`) and W (`workers`) take values to try: "1..8", "1,2,4", a
-    number or numbers; b and W default to the scenario's. Grids of more than
-    64 allocations are raced (`reps` for the contenders only) unless
-    `full_grid`. A budget affording fewer than `min_proposals` proposals is
-    warned of before anything is simulated. The other arguments are
-    `sweep`'s.
-    """
+    cap. P, N, b (`minibatch`) and W (`workers`) take the values to try as text ("1..8",
+    "1,2,4"), a number or numbers; several budgets, as text or a list. The other keywords
+    are `pxn advise`'s flags (its --help says each)."""
     from pxn.durations import parse_duration
     from pxn.shape import Shape
     from pxn.sim.advise import Ask
@@ -145,21 +127,17 @@ def advise(
         ask.budgets, the_scenario.valset_size, max(ask.b), [narrowest], min_proposals, progress
     )
     if bound_reasons(the_scenario, ask):  # refused before anything is simulated
-        return AdviseResult(with_notes(advise_ask(the_scenario, ask), warnings, budgets.notes))
-    with metered(
-        ask.grid_size * ask.first_round,
-        partial(advise_work, the_scenario, ask),
-        "this search",
-        SMALLER_ASK,
-        (jobs, backend, address, progress),
-        "simulating allocations",
-        " for the race's first round" if ask.first_round < ask.replicates else "",
-    ) as (meter, the_backend):
-        advice = advise_ask(the_scenario, ask, the_backend, on_progress=meter.update)
-    return AdviseResult(with_notes(advice, warnings, budgets.notes))
-
-
-def with_notes(advice: Advice, warnings: list[str], notes: Sequence[str]) -> Advice:
-    """The advice with the budgets' warnings and notes first among its notes."""
-    advice.notes = [*warnings, *notes, *advice.notes]
-    return advice
+        advice = advise_ask(the_scenario, ask)
+    else:
+        with metered(
+            ask.grid_size * ask.first_round,
+            partial(advise_work, the_scenario, ask),
+            "this search",
+            SMALLER_ASK,
+            (jobs, backend, address, progress),
+            "simulating allocations",
+            " for the race's first round" if ask.first_round < ask.replicates else "",
+        ) as (meter, the_backend):
+            advice = advise_ask(the_scenario, ask, the_backend, on_progress=meter.update)
+    advice.notes = [*warnings, *budgets.notes, *advice.notes]  # the budgets' first
+    return AdviseResult(advice)

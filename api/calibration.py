@@ -3,6 +3,7 @@ summaries by simulation-based inference (pxn.calibrate)."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,7 +42,24 @@ PAST_RUN_ONLY = (
     "applies to a run calibrated from its run_dir (or its MLflow run); a trace says it itself"
 )
 NOT_FOR_PAST_RUNS = "applies to traces; a past run's calibration infers its latencies instead"
-PAST_RUN_REFUSES = ("latency", "LM servers", "task model", "reflection model", "prefix cache")
+# Keywords refused where they have no use (the first given is named, by its words or
+# SUBJECTS'): what a summaries file says itself, what a trace says itself, and what a past
+# run's calibration infers instead.
+SUMMARIES_SAY = (
+    "latency",
+    "lm_servers",
+    "task_model",
+    "reflection_model",
+    "draws",
+    "prefix_cache",
+    "search",
+    "workers",
+)
+TRACES_SAY = ("wall_clock", "reflection_concurrency", "budget", "shape", "log", "tracking_uri")
+PAST_RUNS_INFER = ("latency", "lm_servers", "task_model", "reflection_model", "prefix_cache")
+SUBJECTS = {"lm_servers": "LM servers", "search": "search model"}
+TRACE_KEYWORDS = (*SUMMARIES_SAY, "name")  # what each calibration takes
+PAST_RUN_KEYWORDS = (*TRACES_SAY, "name", "draws", "search", "workers")
 
 
 @dataclass(frozen=True)
@@ -130,33 +148,13 @@ def calibrate(
     address: str | None = None,
     progress: bool = False,
 ) -> CalibrateResult:
-    """Fit a scenario from traces (trace files or run directories), or infer one from
-    `summaries` (a CSV or TOML file of per-run figures; pydoc pxn.calibrate.summaries).
-
-    From traces: `latency` is "auto" (lowest AIC unless KS rejects it),
-    "empirical" or a family; `lm_servers` the calls the LM serves at once when
-    the traces do not say; `task_model` and `reflection_model` price the
-    tokens (litellm's names); `draws` the parameter draws of the scenario's
-    uncertainty (default 100; 0 writes none); `prefix_cache` whether the
-    reflections' servers keep their last prompt ("yes", "no", or "auto": yes
-    for pxn's own pool); `workers` the W of the runs whose recording did not
-    declare it (needed where an adapter timed none of its rollouts); `search`
-    how proposals fare: "quality" (the quality model, inferred from the
-    traces' scores), "rates" (acceptance rates) or "auto" (the quality model
-    when the traces hold scores).
-
-    A past run instead of traces: a gepa run_dir or dspy.GEPA log_dir as gepa wrote
-    it, or `mlflow:RUN_ID` (`mlflow:experiment:NAME`, its latest run) in the store at
-    `tracking_uri` (pxn.calibrate.past_runs). Its `workers` (W) are needed, and its
-    `reflection_concurrency` (C) for a batched gepa.optimize run; its time comes from
-    `wall_clock` ("47min") when given, else from its MLflow run (found by its run_dir
-    in `tracking_uri`), `log` (dspy.GEPA's log lines, kept in a file) or its files'
-    own times; `budget` and `shape` where the directory cannot tell them.
-
-    An inference (from summaries, a past run, or of the quality model) runs on `jobs`
-    local processes, or on Ray (`backend` "ray", `address` a running head's HOST:PORT)
-    with the same result to the bit; `progress` shows its generations on stderr.
-    """
+    """Fit a scenario from `traces` (trace files or run directories) or one past run (a gepa
+    run_dir or dspy.GEPA log_dir as gepa wrote it, or `mlflow:RUN_ID` in the store at
+    `tracking_uri`; pxn.calibrate.past_runs), or infer one from `summaries` (a CSV or TOML
+    file of per-run figures; pydoc pxn.calibrate.summaries). The other keywords are `pxn
+    calibrate`'s flags (its --help says each); `progress` shows the inference's generations
+    on stderr."""
+    asked = dict(locals())  # first, while the keywords are all that is local
     from pxn.sim.backends import make_backend
 
     whole(jobs, "jobs")
@@ -167,76 +165,38 @@ def calibrate(
                        f"scenario loads): got {draws}", subject="draws")  # fmt: skip
     paths = [traces] if isinstance(traces, str | Path) else list(traces or [])
     past = _past_run_sources(paths)
-    past_options = {
-        "wall clock": wall_clock,
-        "reflection concurrency": reflection_concurrency,
-        "budget": budget,
-        "shape": shape,
-        "log": log,
-        "tracking uri": tracking_uri,
-    }
+    given = [key for key in (*SUMMARIES_SAY, *TRACES_SAY) if asked[key] != DEFAULTS[key]]
     if not past:
-        refuse_given({subject: value is not None for subject, value in past_options.items()},
-                     PAST_RUN_ONLY)  # fmt: skip
-    # The traces' options, by subject: whether each was given.
-    given = {
-        "latency": latency != "auto",
-        "LM servers": lm_servers is not None,
-        "task model": task_model is not None,
-        "reflection model": reflection_model is not None,
-        "draws": draws is not None,
-        "prefix cache": prefix_cache != "auto",
-        "search model": search != "auto",
-        "workers": workers is not None,
-    }
+        refuse_given(given, TRACES_SAY, PAST_RUN_ONLY)
     if summaries is not None:
         if paths:
             raise PxnError("give trace files or a summaries file, not both")
-        refuse_given(given, SUMMARIES_SAY_IT)
-        with make_backend(backend, address, jobs) as the_backend:
-            return from_summaries(Path(summaries), name, the_backend, progress)
-    if not paths:
+        refuse_given(given, SUMMARIES_SAY, SUMMARIES_SAY_IT)
+    elif not paths:
         raise PxnError("give trace files (or run directories), or a summaries file")
-    if past:
-        if len(paths) > 1:
-            raise PxnError(
-                "give one past run at a time (a run_dir, or mlflow:RUN_ID): its calibration "
-                "reads one run; traces of several runs calibrate together"
-            )
-        refuse_given({s: given[s] for s in PAST_RUN_REFUSES}, NOT_FOR_PAST_RUNS)
-        with make_backend(backend, address, jobs) as the_backend:
-            return from_past_run(
-                str(paths[0]),
-                backend=the_backend,
-                progress=progress,
-                name=name,
-                draws=DEFAULT_DRAWS if draws is None else draws,
-                search=search,
-                workers=workers,
-                wall_clock=wall_clock,
-                reflection_concurrency=reflection_concurrency,
-                budget=budget,
-                shape=shape,
-                log=log,
-                tracking_uri=tracking_uri,
-            )
-    if prefix_cache not in PREFIX_CACHE:
-        raise PxnError(f"must be auto, yes or no: got {prefix_cache!r}", subject="prefix cache")
-    with make_backend(backend, address, jobs) as the_backend:
-        return from_traces(
-            paths,
-            backend=the_backend,
-            name=name,
-            latency=latency,
-            lm_servers=lm_servers,
-            task_model=task_model,
-            reflection_model=reflection_model,
-            draws=DEFAULT_DRAWS if draws is None else draws,
-            prefix_cache=PREFIX_CACHE[prefix_cache],
-            search=search,
-            workers=workers,
-            progress=progress,
+    elif past and len(paths) > 1:
+        raise PxnError(
+            "give one past run at a time (a run_dir, or mlflow:RUN_ID): its calibration "
+            "reads one run; traces of several runs calibrate together"
         )
+    elif past:
+        refuse_given(given, PAST_RUNS_INFER, NOT_FOR_PAST_RUNS)
+    elif prefix_cache not in PREFIX_CACHE:
+        raise PxnError(f"must be auto, yes or no: got {prefix_cache!r}", subject="prefix cache")
+    asked["draws"] = DEFAULT_DRAWS if draws is None else draws
+    with make_backend(backend, address, jobs) as the_backend:
+        if summaries is not None:
+            return from_summaries(Path(summaries), name, the_backend, progress)
+        if past:
+            options = {key: asked[key] for key in PAST_RUN_KEYWORDS}
+            return from_past_run(str(paths[0]), backend=the_backend, progress=progress, **options)
+        options = {key: asked[key] for key in TRACE_KEYWORDS}
+        options["prefix_cache"] = PREFIX_CACHE[prefix_cache]
+        return from_traces(paths, backend=the_backend, progress=progress, **options)
+
+
+# A keyword at its default was not given.
+DEFAULTS = {key: p.default for key, p in inspect.signature(calibrate).parameters.items()}
 
 
 @contextmanager
@@ -257,11 +217,11 @@ def generations_told(
         yield told
 
 
-def refuse_given(given: dict[str, bool], why: str) -> None:
-    """The first option given where it has no use, refused with `why`."""
-    for subject, is_given in given.items():
-        if is_given:
-            raise PxnError(why, subject=subject)
+def refuse_given(given: list[str], refused: tuple[str, ...], why: str) -> None:
+    """The first of the `refused` keywords `given`, refused with `why`."""
+    for key in refused:
+        if key in given:
+            raise PxnError(why, subject=SUBJECTS.get(key, key.replace("_", " ")))
 
 
 def from_traces(

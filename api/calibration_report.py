@@ -1,6 +1,6 @@
 """The calibration as text: printed for a person, and as the Scenario's TOML header. Each
 fitted part's lines are its module's (pxn.calibrate.traces); the quality model's are
-search_calibration_report.py's."""
+inference_report.py's."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from pxn.api.search_calibration_report import quality_lines
+from pxn.api.inference_report import quality_lines
 from pxn.calibrate.traces.acceptance import acceptance_lines
 from pxn.calibrate.traces.bookkeeping import bookkeeping_lines
 from pxn.calibrate.traces.draws import draws_lines

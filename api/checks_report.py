@@ -203,25 +203,19 @@ def validation_report(v: ScenarioValidation) -> Report:
     )
 
 
-# How each figure is written: a share as a percentage, a count or a score as a number.
-FORMATS = {
-    "acceptance": "{:.1%}",
-    "skipped_share": "{:.1%}",
-    "iterations": "{:.1f}",
-    "best_score": "{:.3f}",
-    "test_score": "{:.3f}",
-}
-NAMES = {
-    "acceptance": "acceptance",
-    "skipped_share": "skipped share",
-    "iterations": "iterations",
-    "best_score": "best val score",
-    "test_score": "test score",
+# Each figure's name, and how it is written: a share as a percentage, a count or a score
+# as a number.
+FIGURES = {
+    "acceptance": ("acceptance", "{:.1%}"),
+    "skipped_share": ("skipped share", "{:.1%}"),
+    "iterations": ("iterations", "{:.1f}"),
+    "best_score": ("best val score", "{:.3f}"),
+    "test_score": ("test score", "{:.3f}"),
 }
 
 
 def shown(check: FigureCheck, value: float) -> str:
-    return FORMATS[check.figure].format(value)
+    return FIGURES[check.figure][1].format(value)
 
 
 def difference(check: FigureCheck) -> str:
@@ -257,7 +251,7 @@ def search_report(search: SearchConformance) -> Report:
             grid.add_row(
                 group.shape.label,
                 str(group.workers),
-                NAMES[check.figure],
+                FIGURES[check.figure][0],
                 shown(check, check.mean),
                 shown(check, interval.mean),
                 f"{shown(check, interval.low)}-{shown(check, interval.high)}",

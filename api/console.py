@@ -55,16 +55,9 @@ class WorkProgress:
     it only counts: the work then says how far it got when it is stopped.
     """
 
-    def __init__(
-        self,
-        description: str,
-        unit: str,
-        total: int,
-        estimate: str | None = None,
-        shown: bool = True,
-    ):
+    def __init__(self, description: str, unit: str, total: int, shown: bool = True):
         self.description, self.unit, self.total = description, unit, total
-        self.estimate = estimate  # what the work should take, said when it starts
+        self.estimate: str | None = None  # what the work should take, said when it starts
         self.shown = shown
         self.done = 0
         self.started = self.logged = 0.0

@@ -29,6 +29,11 @@ def gain_text(interval: Interval | None) -> str:
     return f"{interval.mean:+.3f} [{interval.low:+.2f}/{interval.high:+.2f}]"
 
 
+def budget_text(point: CurvePoint) -> str:
+    """A budget as given, with its metric calls where DSPy names it: 780 (auto:light)."""
+    return point.given if point.given == str(point.budget) else f"{point.budget} ({point.given})"
+
+
 def over_limits(p: Prediction, deadline: float | None, max_dollars: float | None) -> bool:
     """Whether the run's 95th percentile is past the deadline or the cap."""
     late = deadline is not None and p.wall_clock.high > deadline
@@ -69,9 +74,7 @@ def curves_table(
     priced = scenario.prices is not None
     scored = scenario.quality is not None
     limited = deadline is not None or max_dollars is not None
-    budgets = ", ".join(
-        p.given if p.given == str(p.budget) else f"{p.budget} ({p.given})" for p in curves[0].points
-    )
+    budgets = ", ".join(budget_text(p) for p in curves[0].points)
     caption = f"wall-clock{', dollars' if priced else ''}: simulated mean and 5-95%"
     if scored:
         caption += (
@@ -117,9 +120,7 @@ def curves_table(
             grid.add_row(
                 *(["over" if over_limits(p, deadline, max_dollars) else ""] if limited else []),
                 curve.shape.label,
-                point.given
-                if point.given == str(point.budget)
-                else f"{point.budget} ({point.given})",
+                budget_text(point),
                 *(
                     [score_text(p.test_score), gain_text(point.test_gain), score_text(p.best_score)]
                     if scored

@@ -1,9 +1,11 @@
-"""An inference from run summaries as text: printed, and as the written scenario's header."""
+"""An inference as text: one from run summaries, printed and as the written scenario's
+header; the quality model's from traces, as the calibration report's lines on it."""
 
 from __future__ import annotations
 
 import math
 import textwrap
+from typing import TYPE_CHECKING
 
 from pxn.calibrate.summaries.abc_smc import Generation
 from pxn.calibrate.summaries.facts import Fact
@@ -16,7 +18,16 @@ from pxn.calibrate.summaries.infer import (
     Inference,
 )
 
+if TYPE_CHECKING:
+    from pxn.calibrate.traces.pipeline import Calibration
+    from pxn.quality import Quality
+
 WIDTH = 100  # columns
+
+
+def indented(text: str) -> list[str]:
+    """A paragraph under a heading line, wrapped within WIDTH."""
+    return textwrap.wrap(text, WIDTH, initial_indent="  ", subsequent_indent="    ")
 
 
 def generation_line(generation: Generation) -> str:
@@ -48,13 +59,10 @@ def inference_lines(inference: Inference) -> list[str]:
         f"ABC-SMC (MCMC moves): {options.particles} particles, seed {options.seed}, "
         f"{len(outcome.history) - 1} generations, {outcome.simulations} simulated runs",
         f"converged: {outcome.verdict}",
-        *textwrap.wrap(
+        *indented(
             "distance: each fact's miss in units of one run's sd of it (the pilot's "
             f"{outcome.scale.simulations} runs of the prior's best fits) or of its reporting "
-            f"precision; noise level {outcome.scale.noise_level:.3g}",
-            WIDTH,
-            initial_indent="  ",
-            subsequent_indent="    ",
+            f"precision; noise level {outcome.scale.noise_level:.3g}"
         ),
         *(f"  {generation_line(g)}" for g in outcome.history),
         "",
@@ -152,3 +160,53 @@ def inference_header(inference: Inference, intro: str = "") -> str:
         *inference_lines(inference)[2:],
     ]
     return "\n".join(parts)
+
+
+def quality_lines(cal: Calibration) -> list[str]:
+    """The search's quality model, when it decides acceptance: how it was inferred from the
+    runs' scores, its posterior, and how many of the runs' figures its predictive holds."""
+    fit = cal.quality
+    if fit is None:
+        return []
+    inference, q = fit.inference, fit.quality
+    outcome = inference.outcome
+    inside = sum(check.inside for check in inference.checks)
+    metric = f"graded, {q.levels} levels" if q.metric == "graded" else q.metric
+    return [
+        f"search: the quality model decides acceptance (the rates above are kept in the "
+        f"report only); metric {metric}, read off the scores",
+        *indented(
+            f"inferred from {len(inference.summaries.facts)} figures of "
+            f"{len(inference.summaries.runs)} run(s) (seed and best scores, acceptance, skips, "
+            "validation gain over the parent, examples' spread, repeated evaluations' "
+            f"agreement) by ABC-SMC: {len(outcome.history) - 1} generations, "
+            f"{outcome.simulations} simulated runs, {outcome.verdict}"
+        ),
+        *(f"  {line}" for line in parameter_lines(inference)),
+        f"  the runs' figures inside their posterior predictive 5-95%: {inside} of "
+        f"{len(inference.checks)}",
+        *(
+            [
+                f"  {fit.no_headroom} of {len(fit.draws)} posterior draws put the ceiling at "
+                "or below the seed's score: the point's medians taken from the rest, as the "
+                "runs found headroom; the draws keep them (on noisy scores a search that "
+                "changes nothing still accepts proposals, and a next run may find nothing)"
+            ]
+            if fit.no_headroom
+            else []
+        ),
+        seed_validation_line(q),
+    ]
+
+
+def seed_validation_line(q: Quality) -> str:
+    """Whether runs predicted from the scenario start from the seed as measured."""
+    if not q.seed_validation:
+        return (
+            "  seed validation: not kept, the runs measured it differently (other valsets, noise)"
+        )
+    mean = sum(q.seed_validation) / len(q.seed_validation)
+    return (
+        f"  seed validation: kept as every run measured it ({mean:.3g} over "
+        f"{len(q.seed_validation)} examples) -> [quality] seed_validation"
+    )

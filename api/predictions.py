@@ -173,17 +173,10 @@ def simulate(
     address: str | None = None,
     progress: bool = False,
 ) -> SimulateResult:
-    """Predict one shape (P x N, e.g. "2x2", or "single") over `reps` replicates.
-
-    `scenario`: a Scenario, a preset's name or a TOML path; `seed`, `workers`
-    (W), `minibatch` (b) and `budget` (B) replace its own when given, B in
-    metric calls or as dspy.GEPA takes it ("auto:light", "full-evals:3";
-    `predictors`: the DSPy program's, for an auto budget; by default the
-    scenario's). A budget affording fewer than `min_proposals` proposals is
-    warned of before anything is simulated. `jobs`: local processes;
-    `backend` "ray" spreads the replicates over Ray (`address`: a running
-    head's HOST:PORT). `progress`: count the replicates on stderr.
-    """
+    """Predict one shape (P x N, e.g. "2x2", or "single") of `scenario` (a Scenario, a
+    preset's name or a TOML path) over `reps` replicates. The other keywords are `pxn
+    simulate`'s flags, which replace the scenario's own where given (its --help says each);
+    `progress` counts the replicates on stderr."""
     the_shape = shape if isinstance(shape, Shape) else Shape.parse(shape)
     the_scenario = scenario_of(scenario, seed, workers, budget, predictors, minibatch)
     warnings = scenario_warnings(the_scenario, [the_shape], min_proposals, progress)
@@ -210,16 +203,10 @@ def sweep(
     address: str | None = None,
     progress: bool = False,
 ) -> SweepResult:
-    """Predict many shapes ("single,2x2" or a list) over `reps` replicates each.
-
-    `budgets` ("1000,2000,4000", "500..8000" doubling, or a list; DSPy's auto
-    levels among them for a DSPy scenario) gives each shape's learning curve:
-    at every budget the test and best validation scores, wall-clock and
-    dollars with their intervals, the paired gain over the previous budget,
-    and the knee; one simulation a replicate, to the largest. `deadline`
-    ("4h") and `max_dollars` are drawn on the curves' figure and marked in
-    their table. The other arguments are `simulate`'s.
-    """
+    """Predict many shapes ("single,2x2" or a list) over `reps` replicates each; with several
+    `budgets` (text as `pxn sweep --budgets` takes it, or a list), each shape's learning
+    curve, one simulation a replicate read at every budget. The other keywords are `pxn
+    sweep`'s flags (its --help says each), and `simulate`'s."""
     from pxn.durations import parse_duration
 
     if budget is not None and budgets is not None:

@@ -14,6 +14,16 @@ if TYPE_CHECKING:
     from pxn.runner.run import RunResult
 
 
+# RunConfig's fields are run's keywords, these named otherwise.
+CONFIG_FIELDS = {
+    "task_model": "task_lm",
+    "reflection_model": "reflection_lm",
+    "lm_servers": "servers",
+    "backend": "eval_backend",
+    "address": "ray_address",
+}
+
+
 def run(
     out: str | Path | None = None,
     *,
@@ -40,12 +50,10 @@ def run(
     probe_timeout: float = PROBE_TIMEOUT,
 ) -> RunResult:
     """Run gepa for real into a new directory `out` (trace.jsonl, result.json), or continue
-    the interrupted run in `resume`. The arguments are `pxn run`'s flags: `budget` as
-    metric calls or DSPy's auto:LEVEL / full-evals:N, `task_model` and
-    `reflection_model` litellm model strings (default: the local pool of `lm_servers`),
-    `backend` "local" (W threads) or "ray", `api` gepa.optimize or optimize_anything.
-    The result's status is completed, interrupted, failed, or finished (a resumed run
-    that had nothing left to do). Bad flags are refused before anything starts."""
+    the interrupted run in `resume`; the other keywords are `pxn run`'s flags (its --help
+    says each). The result's status is completed, interrupted, failed, or finished (a
+    resumed run that had nothing left to do). Bad flags are refused before anything starts."""
+    asked = dict(locals())  # first, while the keywords are all that is local
     from pxn.runner.config import RunConfig, check_out, plan
 
     if resume is None and out is None:
@@ -55,27 +63,10 @@ def run(
         )
     if not 0 < probe_timeout < math.inf:
         raise PxnError(f"must be seconds > 0, got {probe_timeout}", subject="probe timeout")
-    config = RunConfig(
-        out=str(resume or out),
-        task=task,
-        shape=shape,
-        budget=budget,
-        workers=workers,
-        selection=selection,
-        minibatch=minibatch,
-        task_lm=task_model,
-        reflection_lm=reflection_model,
-        api_base=api_base,
-        reflection_concurrency=reflection_concurrency,
-        seed=seed,
-        servers=lm_servers,
-        progress=progress,
-        eval_backend=backend,
-        ray_address=address,
-        merge=merge,
-        max_merges=max_merges,
-        api=api,
-    )
+    for how_it_starts in ("resume", "overwrite", "probe_timeout"):
+        del asked[how_it_starts]
+    fields = {CONFIG_FIELDS.get(key, key): value for key, value in asked.items()}
+    config = RunConfig(**fields | {"out": str(resume or out)})
     if resume is None:  # bad flags fail now, before litellm's slow import
         if not overwrite:
             check_out(config, resume=False)

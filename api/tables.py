@@ -42,10 +42,6 @@ class Grid:
     rows: list[list[str]] = field(default_factory=list)
     caption: str = ""
 
-    @property
-    def row_count(self) -> int:
-        return len(self.rows)
-
     def __rich__(self) -> Table:
         """Printed as it is, a grid is its whole table (`fit` chooses for a terminal)."""
         return self.table(list(range(len(self.columns))), self.caption)

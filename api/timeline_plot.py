@@ -45,15 +45,11 @@ def timeline_figure(trace: Trace, until_iteration: int | None = None) -> Figure:
     slots = sorted({r.slot for r in reflections})
     row = {("w", w): i for i, w in enumerate(workers)}
     row |= {("r", s): len(workers) + i for i, s in enumerate(slots)}
+    calls = [(r.phase, row["w", r.worker], r) for r in rollouts]
+    calls += [("reflection", row["r", r.slot], r) for r in reflections]
     bars: dict[str, dict[int, list[tuple[float, float]]]] = {}
-    for r in rollouts:
-        bars.setdefault(r.phase, {}).setdefault(row["w", r.worker], []).append(
-            (r.start, r.duration)
-        )
-    for r in reflections:
-        bars.setdefault("reflection", {}).setdefault(row["r", r.slot], []).append(
-            (r.start, r.duration)
-        )
+    for phase, y, call in calls:
+        bars.setdefault(phase, {}).setdefault(y, []).append((call.start, call.duration))
     unit, size = time_unit(end)
     rows = len(row)
     # White edges separate calls when zoomed in; over a long run they would

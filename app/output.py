@@ -7,11 +7,10 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pxn.api.console import say, stderr, stdout
 from pxn.api.report import Report, csv_text, json_text, show
@@ -25,22 +24,6 @@ if TYPE_CHECKING:
 FORMATS = ("table", "csv", "json")
 
 
-def ensure_writable_outputs(
-    files: Mapping[str, Path | None] | None = None,
-    directories: Mapping[str, Path | None] | None = None,
-) -> None:
-    """Refuse, before any work, every output path (by its subject: "trace", "out"; None:
-    not asked for) that could not be written: its directory, or the nearest existing one
-    above, is tried with a new file (permission bits say nothing for root or a read-only
-    file system)."""
-    for subject, path in (files or {}).items():
-        if path is not None:
-            check_writable(path, subject)
-    for subject, path in (directories or {}).items():
-        if path is not None:
-            check_writable(path, subject, directory=True)
-
-
 def refuse_overwriting_an_input(output: Path, inputs: list[Path], subject: str = "output") -> None:
     """What a command writes must not replace a trace (or summaries file) it reads."""
     for given in inputs:
@@ -48,24 +31,20 @@ def refuse_overwriting_an_input(output: Path, inputs: list[Path], subject: str =
             raise PxnError(f"{output} is one of the inputs; write elsewhere", subject=subject)
 
 
-def check_writable(path: Path, subject: str, directory: bool = False) -> None:
-    """Refuse a file (or directory) path that cannot be written, before the work it would
-    hold."""
-    with refused_if_failing(path, subject):
+def check_writable(path: Path | None, subject: str, directory: bool = False) -> None:
+    """Refuse, before the work it would hold, a file (or directory) path that cannot be
+    written (None: not asked for): its directory, or the nearest existing one above, is
+    tried with a new file (permission bits say nothing for root or a read-only file system).
+    `subject` names it in the error ("trace", "out")."""
+    if path is None:
+        return
+    try:
         if directory and path.exists() and not path.is_dir():
             raise PxnError(f"{path} is a file, not a directory", subject=subject)
         if not directory and path.is_dir():
             raise PxnError(f"{path} is a directory, not a file", subject=subject)
         check_creatable(path if directory else path.parent, path, subject)
-
-
-@contextmanager
-def refused_if_failing(path: Path, subject: str) -> Iterator[None]:
-    """The system's refusal to look at or write `path` (a name too long, a missing
-    device, a read-only file system) as the user's error about it."""
-    try:
-        yield
-    except OSError as exc:
+    except OSError as exc:  # a name too long, a missing device: the user's error about it
         raise PxnError(f"{path} cannot be written: {reason_of(exc)}", subject=subject) from None
 
 
@@ -97,6 +76,12 @@ class Output:
     format: str = "table"
     out: Path | None = None
     wide: bool = False  # every column of every table, however wide
+
+    @classmethod
+    def taken_from(cls, flags: dict[str, Any]) -> Output:
+        """The output a command's `flags` ask for, taken out of them: the flags left are its
+        API function's keywords."""
+        return cls(flags.pop("output_format"), flags.pop("out", None), flags.pop("wide", False))
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:

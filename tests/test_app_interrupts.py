@@ -191,7 +191,9 @@ def test_a_log_is_told_the_work_and_then_its_progress_with_the_time_left(
     from pxn.api import console
 
     monkeypatch.setattr(console, "LOG_EVERY", 0.0)  # a line at every update
-    with console.WorkProgress("simulating", "replicates", 200, "~1 min") as progress:
+    meter = console.WorkProgress("simulating", "replicates", 200)
+    meter.estimate = "~1 min"  # as metered() sets it, once the work is judged
+    with meter as progress:
         progress.advance(50)
         progress.update(150, total=300)  # a race learns it needs more
     lines = capsys.readouterr().err.splitlines()

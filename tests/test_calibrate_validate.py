@@ -122,7 +122,7 @@ def test_csv_json_and_table(validation: ScenarioValidation) -> None:
     assert document["summary"]["sim_mape"] == pytest.approx(validation.sim_mape)
     assert len(document["runs"]) == 6
     [table] = [block for block in report.shown if isinstance(block, Grid)]
-    assert table.row_count == 6
+    assert len(table.rows) == 6
 
 
 def test_cli_validate_writes_its_outputs(runs: list[Path], tmp_path: Path) -> None:

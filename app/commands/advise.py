@@ -88,31 +88,12 @@ def advise_command(
 
     Exit code 1 when no allocation meets the ask (the reasons are printed).
     """
+    flags = dict(locals())  # first, while the flags are all that is local
     from pxn.api.advice import advise
 
-    output = Output(output_format, out, wide)
+    output = Output.taken_from(flags)
     with stopped_by_signals():
-        result = advise(
-            scenario,
-            budget=budget,
-            predictors=predictors,
-            deadline=deadline,
-            max_dollars=max_dollars,
-            target_score=target_score,
-            workers=workers,
-            p=p,
-            n=n,
-            minibatch=minibatch,
-            objective=objective,
-            reps=reps,
-            full_grid=full_grid,
-            min_proposals=min_proposals,
-            seed=seed,
-            jobs=jobs,
-            backend=backend,
-            address=address,
-            progress=True,
-        )
+        result = advise(**flags, progress=True)
     report = result.report()
     with stopped_by_signals():
         output.show(report)

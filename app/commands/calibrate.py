@@ -10,7 +10,7 @@ import typer
 from pxn.api.console import say, stderr, stdout
 from pxn.api.running import DEFAULT_JOBS
 from pxn.app.options import Address, Backend, Format, Jobs, flag_for
-from pxn.app.output import ensure_writable_outputs, refuse_overwriting_an_input
+from pxn.app.output import Output, check_writable, refuse_overwriting_an_input
 from pxn.errors import PxnError
 
 commands = typer.Typer()
@@ -162,12 +162,15 @@ def calibrate(
 ) -> None:
     """Fit latencies, the search, overhead and tokens from traces (or infer them from run
     summaries); write a Scenario TOML."""
+    flags = dict(locals())  # first, while the flags are all that is local
     from pxn.api.calibration import SUMMARIES_SAY_IT
     from pxn.api.calibration import calibrate as calibrate_scenario
-    from pxn.app.output import Output
 
-    shown = Output(output_format)
-    ensure_writable_outputs(files={"output": output}, directories={"plots": plots})
+    shown = Output.taken_from(flags)
+    for written_here in ("output", "plots", "strict"):
+        del flags[written_here]
+    check_writable(output, "output")
+    check_writable(plots, "plots", directory=True)
     inputs = [*(traces or []), *([summaries] if summaries else []), *([log] if log else [])]
     refuse_overwriting_an_input(output, [p for p in inputs if not str(p).startswith("mlflow:")])
     if summaries is not None and traces:
@@ -179,29 +182,7 @@ def calibrate(
     if summaries is None and not traces:
         raise PxnError("give trace files (or run directories), or --summaries FILE")
     try:
-        result = calibrate_scenario(
-            traces,
-            summaries=summaries,
-            name=name,
-            latency=latency,
-            lm_servers=lm_servers,
-            task_model=task_model,
-            reflection_model=reflection_model,
-            draws=draws,
-            prefix_cache=prefix_cache,
-            search=search,
-            workers=workers,
-            wall_clock=wall_clock,
-            reflection_concurrency=reflection_concurrency,
-            budget=budget,
-            shape=shape,
-            log=log,
-            tracking_uri=tracking_uri,
-            jobs=jobs,
-            backend=backend,
-            address=address,
-            progress=True,
-        )
+        result = calibrate_scenario(**flags, progress=True)
     except PxnError as exc:  # what the traces or the run lack: this command's flag gives it
         if exc.subject not in ASKED_FOR:
             raise

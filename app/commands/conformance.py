@@ -80,23 +80,13 @@ def conformance_command(
     """Run the installed gepa (PxNSampling) on synthetic work of known latency and acceptance
     (or quality), and say whether the simulator still describes it. Writes the runs' traces
     and conformance.csv/json to --out. Exit code 1 when it does not conform."""
+    flags = dict(locals())  # first, while the flags are all that is local
     from pxn.api.checks import conformance
 
-    output = Output(output_format, out, wide)
+    output = Output.taken_from(flags)
     left = "nothing written" if out is None else f"the finished runs' traces are in {out / 'runs'}"
     with stopped_by_signals(left):
-        result = conformance(
-            scenario,
-            task=task,
-            shapes=shapes,
-            workers=workers,
-            runs=runs,
-            time_scale=time_scale,
-            reps=reps,
-            jobs=jobs,
-            out=out,
-            progress=True,
-        )
+        result = conformance(**flags, out=out, progress=True)
     report = result.report()
     output.show(report)
     output.write(report, {})

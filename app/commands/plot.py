@@ -21,7 +21,7 @@ from pxn.app.options import (
     ValidateReps,
     Workers,
 )
-from pxn.app.output import ensure_writable_outputs, refuse_overwriting_an_input
+from pxn.app.output import check_writable, refuse_overwriting_an_input
 from pxn.fields import whole
 
 commands = typer.Typer(help="Figures of measured and simulated runs.", no_args_is_help=True)
@@ -39,7 +39,7 @@ def plot_sweep_vs_measured_command(
     from pxn.api.checks import validate
     from pxn.api.plots import save_figure
 
-    ensure_writable_outputs(files={"output": output})
+    check_writable(output, "output")
     refuse_overwriting_an_input(output, runs)
     with stopped_by_signals():
         result = validate(runs, scenario, reps=reps, jobs=jobs, progress=True)
@@ -59,7 +59,7 @@ def plot_timeline_command(
     from pxn.api.timeline_plot import timeline_figure
     from pxn.trace_reading import read_one
 
-    ensure_writable_outputs(files={"output": output})
+    check_writable(output, "output")
     refuse_overwriting_an_input(output, [trace])
     if iterations is not None:
         whole(iterations, "iterations", least=0)
@@ -85,19 +85,12 @@ def plot_progress_command(
 ) -> None:
     """The best validation score against wall-clock per shape (the quality model's bands),
     with measured runs overlaid; give the scenario at the runs' own setup."""
+    flags = dict(locals())  # first, while the flags are all that is local
     from pxn.api.plots import save_figure
     from pxn.api.predictions import sweep
 
-    ensure_writable_outputs(files={"output": output})
+    del flags["output"], flags["runs"]  # the figure's, not the sweep's
+    check_writable(output, "output")
     refuse_overwriting_an_input(output, runs or [])
-    result = sweep(
-        scenario,
-        shapes=shapes,
-        reps=reps,
-        seed=seed,
-        jobs=jobs,
-        workers=workers,
-        budget=budget,
-        progress=True,
-    )
+    result = sweep(**flags, progress=True)
     say(f"wrote {save_figure(result.progress_figure(measured=runs or ()), output)}")

@@ -10,7 +10,7 @@ import typer
 
 from pxn.api.console import say, stderr
 from pxn.app.options import BUDGET_HELP
-from pxn.app.output import ensure_writable_outputs
+from pxn.app.output import check_writable
 from pxn.runner.waits import PROBE_TIMEOUT
 
 commands = typer.Typer()
@@ -100,33 +100,11 @@ def run_command(
     ] = PROBE_TIMEOUT,
 ) -> None:
     """Run real batched GEPA (gepa 0.1.4) and trace every rollout and reflection."""
+    flags = dict(locals())  # first, while the flags are all that is local
     from pxn.api.runs import run
 
-    ensure_writable_outputs(directories={"run directory": resume or out})
-    result = run(
-        out,
-        task=task,
-        shape=shape,
-        budget=budget,
-        workers=workers,
-        selection=selection,
-        minibatch=minibatch,
-        task_model=task_model,
-        reflection_model=reflection_model,
-        api_base=api_base,
-        reflection_concurrency=reflection_concurrency,
-        seed=seed,
-        lm_servers=lm_servers,
-        backend=backend,
-        address=address,
-        merge=merge,
-        max_merges=max_merges,
-        api=api,
-        resume=resume,
-        overwrite=overwrite,
-        progress=progress,
-        probe_timeout=probe_timeout,
-    )
+    check_writable(resume or out, "run directory", directory=True)
+    result = run(**flags)
     if result.status == "finished":  # resuming a finished run: nothing was changed
         say(f"pxn: {result.message}")
         return

@@ -24,7 +24,7 @@ from pxn.app.options import (
     Wide,
     Workers,
 )
-from pxn.app.output import Output, ensure_writable_outputs
+from pxn.app.output import Output, check_writable
 from pxn.budget import FEW_PROPOSALS
 
 commands = typer.Typer()
@@ -51,29 +51,17 @@ def simulate(
     wide: Wide = False,
 ) -> None:
     """Predict one shape: wall-clock with interval, iterations, stages, closed form."""
+    flags = dict(locals())  # first, while the flags are all that is local
     from pxn.api.predictions import refuse_existing_trace
     from pxn.api.predictions import simulate as simulate_shape
 
-    output = Output(output_format, wide=wide)
+    output = Output.taken_from(flags)
+    del flags["trace"]  # written here, from the result
     if trace is not None:
         refuse_existing_trace(trace)
-    ensure_writable_outputs(files={"trace": trace})
+    check_writable(trace, "trace")
     with stopped_by_signals():
-        result = simulate_shape(
-            scenario,
-            shape=shape,
-            reps=reps,
-            seed=seed,
-            jobs=jobs,
-            workers=workers,
-            budget=budget,
-            predictors=predictors,
-            minibatch=minibatch,
-            min_proposals=min_proposals,
-            backend=backend,
-            address=address,
-            progress=True,
-        )
+        result = simulate_shape(**flags, progress=True)
     output.show(result.report())
     if trace is not None:
         with stopped_by_signals():  # an interruption leaves no trace, not part of one

@@ -61,28 +61,12 @@ def sweep_command(
     """Predict many shapes, or with --budgets their learning curves; print them, and write
     sweep.csv, sweep.json and sweep.png (and progress.png and, with --budgets, curves.png,
     under a quality model) to --out."""
+    flags = dict(locals())  # first, while the flags are all that is local
     from pxn.api.predictions import sweep
 
-    output = Output(output_format, out, wide)
+    output = Output.taken_from(flags)
     with stopped_by_signals():
-        result = sweep(
-            scenario,
-            shapes=shapes,
-            reps=reps,
-            seed=seed,
-            jobs=jobs,
-            workers=workers,
-            budget=budget,
-            budgets=budgets,
-            predictors=predictors,
-            minibatch=minibatch,
-            deadline=deadline,
-            max_dollars=max_dollars,
-            min_proposals=min_proposals,
-            backend=backend,
-            address=address,
-            progress=True,
-        )
+        result = sweep(**flags, progress=True)
     report = result.report()
     with stopped_by_signals():
         output.show(report)

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from pxn.api.console import print_set_aside, say
-from pxn.app.output import ensure_writable_outputs, refuse_overwriting_an_input
+from pxn.app.output import check_writable, refuse_overwriting_an_input
 from pxn.trace import Decision, Iteration, Reflection, Rollout, Stage
 from pxn.trace_reading import Trace
 
@@ -35,11 +35,11 @@ def trace_export(
     from pxn.files import write_text_atomically
     from pxn.trace_reading import read_one
 
-    ensure_writable_outputs(files={"chrome": chrome})
+    check_writable(chrome, "chrome")
     refuse_overwriting_an_input(chrome, [trace], "chrome")
     the_trace = read_one(trace)
     print_set_aside([], [f"{the_trace.path} {line}" for line in the_trace.skipped])
-    write_text_atomically(chrome, chrome_trace_json(the_trace))
+    write_text_atomically(chrome, json.dumps(chrome_trace(the_trace), allow_nan=False))
     say(f"wrote {chrome}")
 
 
@@ -71,9 +71,9 @@ def _complete(name: str, cat: str, event: Any, pid: int, tid: int, args: dict[st
 
 
 def _name(pid: int, tid: int | None, name: str) -> dict:
-    if tid is None:
-        return {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": name}}
-    return {"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}
+    """A process's name (`tid` None) or a thread row's."""
+    kind = "process_name" if tid is None else "thread_name"
+    return {"name": kind, "ph": "M", "pid": pid, "tid": tid or 0, "args": {"name": name}}
 
 
 def chrome_trace(trace: Trace) -> dict[str, Any]:
@@ -127,7 +127,3 @@ def chrome_trace(trace: Trace) -> dict[str, Any]:
         "displayTimeUnit": "ms",
         "otherData": {"source": start.source, "shape": start.shape, "trace": str(trace.path)},
     }
-
-
-def chrome_trace_json(trace: Trace) -> str:
-    return json.dumps(chrome_trace(trace), allow_nan=False)

@@ -25,11 +25,12 @@ def validate(
 ) -> None:
     """Set measured runs beside the simulator's and the closed form's predictions;
     write validation.csv, validation.json and sweep_vs_measured.png to --out."""
+    flags = dict(locals())  # first, while the flags are all that is local
     from pxn.api.checks import validate as validate_runs
 
-    output = Output(output_format, out, wide)
+    output = Output.taken_from(flags)
     with stopped_by_signals():
-        result = validate_runs(runs, scenario, reps=reps, jobs=jobs, progress=True)
+        result = validate_runs(**flags, progress=True)
     report = result.report()
     output.show(report)
     output.write(report, result.figures())
