@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pxn.api.prediction_report import extrapolation_warning, score_text
+from pxn.api.prediction_report import extrapolation_warning
 from pxn.api.report import Note, Report, interval_columns
 from pxn.api.tables import Column, Grid
 from pxn.durations import format_duration, format_span
 from pxn.sim.advise import TARGET_CHANCE, Advice, Ask, Assessment
+from pxn.sim.advise_ranking import score_text
 
 CAVEAT = (
     "Ranked by wall-clock and dollars at a fixed budget of metric calls. The scenario has "

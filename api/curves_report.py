@@ -12,12 +12,12 @@ from pxn.api.prediction_report import (
     extrapolation_warning,
     prediction_document,
     prediction_row,
-    score_text,
 )
 from pxn.api.report import Note, Report, interval_columns
 from pxn.api.tables import Column, Grid
 from pxn.durations import format_duration, format_span
 from pxn.scenario import Scenario
+from pxn.sim.advise_ranking import score_text
 from pxn.sim.curves import Curve, CurvePoint, doubling_gains
 from pxn.sim.predict import Interval, Prediction
 

@@ -22,6 +22,7 @@ from pxn.api.report import Note, Report, interval_columns
 from pxn.api.tables import Column, Grid
 from pxn.durations import format_duration, format_span
 from pxn.scenario import Scenario
+from pxn.sim.advise_ranking import score_text
 from pxn.sim.predict import Interval, Prediction, Split
 
 EXTRAPOLATION = 2.0  # a prediction this many times the calibrated run's length is warned of
@@ -58,11 +59,6 @@ def share_text(interval: Interval) -> str:
 def analytic_speedup(p: Prediction) -> float:
     """The closed form's T(1)/T(k): the ratio of its wall-clock for single to this shape's."""
     return p.analytic_single / p.analytic.wall_clock
-
-
-def score_text(interval: Interval) -> str:
-    """A score interval as a person reads it: 0.712 [0.680-0.741]."""
-    return f"{interval.mean:.3f} [{interval.low:.3f}-{interval.high:.3f}]"
 
 
 def prediction_row(scenario: Scenario, p: Prediction) -> dict[str, Any]:

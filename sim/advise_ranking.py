@@ -93,6 +93,7 @@ def what_bound(ask: Ask, best: Assessment, complete: list[Assessment]) -> str:
 
 
 def score_text(interval: Interval) -> str:
+    """A score interval as a person reads it: 0.712 [0.680-0.741]."""
     return f"{interval.mean:.3f} [{interval.low:.3f}-{interval.high:.3f}]"
 
 
