@@ -148,15 +148,16 @@ def fit_candidate_factors(spans: list[StageSpan]) -> CandidateFactors:
         return CandidateFactors({}, math.nan, len(alone), None, reason)
     factors = {c: float(math.exp(np.median(v))) for c, v in sorted(centred.items())}
     pvalue = float(scipy.stats.kruskal(seed, *centred.values()).pvalue)
-    said = ", ".join(f"{c}: {f:.2f}" for c, f in factors.items())
+    said = ", ".join(f"candidate {c} x{f:.2f}" for c, f in factors.items())
     test = f"Kruskal-Wallis p={pvalue:.2g}, {len(alone)} spans"
+    measured = f"rollouts over the seed's: {said} ({test})"
     if pvalue >= ALPHA or max(abs(f - 1) for f in factors.values()) <= DIFFERS:
-        why = f"candidates' rollouts at x {said} the seed's ({test}): not kept, as the seed's"
+        why = f"{measured}: not kept, every candidate's taken as the seed's"
         return CandidateFactors(factors, pvalue, len(alone), None, why)
     chosen = PromptLengths(1.0, tuple(factors.values()))
     why = (
-        f"candidates' rollouts at x {said} the seed's ({test}): kept as [prompt]: the seed's "
-        "latency fitted, each proposal's factor drawn from these (no token counts: exponent 1)"
+        f"{measured}: kept as [prompt], the latency fitted the seed's and each proposal's "
+        "factor drawn from these (no token counts: exponent 1)"
     )
     return CandidateFactors(factors, pvalue, len(alone), chosen, why)
 
