@@ -30,11 +30,12 @@ def test_runs_of_one_scenario_are_reproduced_figure_by_figure(tmp_path):
 
 
 def test_a_scenario_that_cannot_reproduce_its_runs_says_so_first_and_strict_refuses(tmp_path):
-    """Two runs of one workload, one with rollouts ten times slower, at two shapes (so no run
-    spread can be fitted): the scenario between them reproduces neither's wall-clock."""
+    """Two runs of one workload, one with rollouts thirty times slower, at two shapes (so no
+    run spread can be fitted, and its draws come from the prior, widened for two lone runs):
+    the scenario between them reproduces neither's wall-clock."""
     fast = write_traces(tmp_path / "fast", TRUE.replace(budget=600), Shape(1, 1), range(1))
     slow_truth = TRUE.replace(budget=600, rollout=replace(TRUE.rollout, params={"a": 3.0,
-                              "scale": 7.0}))  # fmt: skip
+                              "scale": 21.0}))  # fmt: skip
     slow = write_traces(tmp_path / "slow", slow_truth, Shape(2, 2), range(1))
     out = tmp_path / "both.toml"
     refused = run_pxn("calibrate", *fast, *slow, "-o", out, "--draws", "20", "--strict")
