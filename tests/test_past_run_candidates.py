@@ -51,3 +51,10 @@ def test_a_candidate_timed_only_where_the_seed_was_not_is_not_compared() -> None
     fit = fit_candidate_factors(spans)
     assert fit.chosen is None and fit.factors == {} and "not fitted" in fit.reason
     assert fit.of(spans[2]) == 1.0
+
+
+def test_spans_that_all_agree_claim_nothing() -> None:
+    """Log lines time spans to the second, so every span can read the same."""
+    spans = [StageSpan(i, "parent_minibatch", 6.0, 3, (i % 2,)) for i in range(1, 9)]
+    fit = fit_candidate_factors(spans)
+    assert fit.chosen is None and fit.pvalue == 1.0 and fit.factors == {1: 1.0}

@@ -73,7 +73,6 @@ class StageSpan:
 class CandidateFactors:
     factors: dict[int, float]  # each candidate's latency over the seed's, where fitted
     pvalue: float
-    spans: int  # spans of one candidate's rollouts the fit read
     chosen: PromptLengths | None
     reason: str
 
@@ -145,21 +144,23 @@ def fit_candidate_factors(spans: list[StageSpan]) -> CandidateFactors:
     seed = centred.pop(0, [])
     if not centred or len(seed) < 2:
         reason = "not fitted: no candidate but the seed timed alone in a stage the seed was"
-        return CandidateFactors({}, math.nan, len(alone), None, reason)
+        return CandidateFactors({}, math.nan, None, reason)
     factors = {c: float(math.exp(np.median(v))) for c, v in sorted(centred.items())}
-    pvalue = float(scipy.stats.kruskal(seed, *centred.values()).pvalue)
+    groups = [seed, *centred.values()]
+    tied = np.ptp(np.concatenate(groups)) == 0  # spans to the second can all agree
+    pvalue = 1.0 if tied else float(scipy.stats.kruskal(*groups).pvalue)
     said = ", ".join(f"candidate {c} x{f:.2f}" for c, f in factors.items())
     test = f"Kruskal-Wallis p={pvalue:.2g}, {len(alone)} spans"
     measured = f"rollouts over the seed's: {said} ({test})"
     if pvalue >= ALPHA or max(abs(f - 1) for f in factors.values()) <= DIFFERS:
         why = f"{measured}: not kept, every candidate's taken as the seed's"
-        return CandidateFactors(factors, pvalue, len(alone), None, why)
+        return CandidateFactors(factors, pvalue, None, why)
     chosen = PromptLengths(1.0, tuple(factors.values()))
     why = (
         f"{measured}: kept as [prompt], the latency fitted the seed's and each proposal's "
         "factor drawn from these (no token counts: exponent 1)"
     )
-    return CandidateFactors(factors, pvalue, len(alone), chosen, why)
+    return CandidateFactors(factors, pvalue, chosen, why)
 
 
 def _seed_medians(seed_spans: list[StageSpan]) -> dict[tuple[str, int], float]:
