@@ -56,8 +56,12 @@ class RunSpreadFit:
     reason: str
     ms_calls: float = math.nan  # the calls' mean square and calls per run, for the draws
     n0: float = math.nan
-    drawn_from_prior: bool = False  # no setup was run twice: the draws come from the prior
-    lone_runs: int = 0  # the runs calibrated, each its design's only one (drawn_from_prior)
+    lone_runs: int = 0  # no setup was run twice: the runs, each its design's only one
+
+    @property
+    def drawn_from_prior(self) -> bool:
+        """Whether no setup was run twice, so the draws come from the prior."""
+        return self.lone_runs > 0
 
     @property
     def drawn_from_confidence(self) -> bool:
@@ -184,7 +188,7 @@ def fit_run_spread(calls: Calls, design: tuple[str, ...], role: str) -> RunSprea
         return RunSpreadFit(
             role, int(np.sum(calls.of(ROLE_KIND[role]))), 0, 0, False, math.nan,
             (math.nan, math.nan), math.nan, (0, 0), math.nan, 0.0, reason,
-            drawn_from_prior=lone, lone_runs=len(design) if lone else 0,
+            lone_runs=len(design) if lone else 0,
         )  # fmt: skip
     pvalue = anova.pvalue()
     supported = pvalue < ALPHA and anova.spread > 0
