@@ -4,7 +4,9 @@ GEPA run is one line. Slow: creating an MLflow store runs its schema migrations.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import gepa
 import pytest
@@ -14,7 +16,11 @@ from record_helpers import SEED, TRAIN, VAL, CallableLM, ThreadedAdapter
 from pxn.calibrate.past_runs.mlflow_run import find_tracked_run, read_mlflow_run
 from pxn.calibrate.past_runs.past_run import past_run
 from pxn.calibrate.past_runs.run_dir import read_run_dir
-from pxn.calibrate.past_runs.stage_times import fit_stage_latency, mlflow_stage_spans
+from pxn.calibrate.past_runs.stage_times import (
+    fit_reflection_latency,
+    fit_stage_latency,
+    mlflow_stage_spans,
+)
 
 pytestmark = pytest.mark.slow
 mlflow = pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
@@ -67,7 +73,7 @@ def test_the_metrics_gepa_logged_mark_the_run_and_its_stages(tracked):
     latest = read_mlflow_run("mlflow:experiment:past-runs", uri)
     assert latest.run_id == run_id
     run = past_run(read_run_dir(run_dir))
-    spans = mlflow_stage_spans(run, record)
+    spans = mlflow_stage_spans(run, record).rollouts
     # The seed's validation, every iteration's parents, and each full validation.
     full_vals = sum(1 for r in run.iterations if r.new_programs)
     assert len(spans) == 1 + len(run.iterations) + full_vals
@@ -80,6 +86,49 @@ def test_the_metrics_gepa_logged_mark_the_run_and_its_stages(tracked):
         expected = parents if span.phase == "parent_minibatch" else programs
         assert set(span.candidates) == set(expected[span.iteration]), span
     assert fit_stage_latency(spans, 2, "MLflow") is not None
+
+
+REFLECTION_S = 0.5  # the slow run's reflections and rollouts, as sleeps
+ROLLOUT_S = 0.25
+
+
+class SlowAdapter(ThreadedAdapter):
+    def _run(self, candidate: dict[str, str], example: str) -> float:
+        time.sleep(ROLLOUT_S)
+        return super()._run(candidate, example)
+
+
+class SlowLM(CallableLM):
+    def __call__(self, prompt: Any) -> str:
+        time.sleep(REFLECTION_S)
+        return super().__call__(prompt)
+
+
+def test_mlflow_times_each_reflection_less_its_childs_minibatch(tmp_path, monkeypatch):
+    """A single task's span from its parent's selection to its child's minibatch score holds
+    the reflection and the child's b = 3 rollouts on W = 2 (two rollouts' time): the
+    reflection measured is the span less that, not the span."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+    in_store(uri, "slow", tmp_path)
+    run_dir = tmp_path / "run_dir"
+    gepa.optimize(
+        seed_candidate=SEED, trainset=TRAIN, valset=VAL, adapter=SlowAdapter(2),
+        reflection_lm=SlowLM(), max_metric_calls=90, run_dir=str(run_dir), use_mlflow=True,
+        mlflow_tracking_uri=uri, mlflow_experiment_name="slow",
+    )  # fmt: skip
+    run = past_run(read_run_dir(run_dir))
+    found = find_tracked_run(run_dir, uri)
+    assert found is not None
+    marked = mlflow_stage_spans(run, read_mlflow_run(f"mlflow:{found}", uri))
+    child = 2 * ROLLOUT_S
+    assert all(p.span >= REFLECTION_S + child for p in marked.proposals)
+    stages = fit_stage_latency(marked.rollouts, 2, "MLflow")
+    reflections = fit_reflection_latency(marked, stages, 2, "MLflow")
+    assert reflections is not None and reflections.latency.n == len(marked.proposals) >= 8
+    # Sleeps overrun and the bookkeeping between adds a little; the rollouts' fit, from spans
+    # that hold the same bookkeeping, takes some of it back.
+    assert REFLECTION_S - 0.05 < reflections.latency.median < REFLECTION_S + child / 2
 
 
 def test_a_run_calibrates_with_its_rollouts_timed_by_mlflow(tracked, tmp_path):
@@ -155,7 +204,7 @@ def test_a_dspy_gepa_log_dir_and_its_mlflow_run_tell_what_its_recording_tells(tm
         assert getattr(from_dir, figure) == getattr(recorded_run, figure), figure
     found = find_tracked_run(log_dir, uri)
     assert found is not None
-    spans = mlflow_stage_spans(run, read_mlflow_run(f"mlflow:{found}", uri))
+    spans = mlflow_stage_spans(run, read_mlflow_run(f"mlflow:{found}", uri)).rollouts
     assert spans and spans[0].phase == "seed_val"
 
 

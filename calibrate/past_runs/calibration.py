@@ -25,9 +25,10 @@ from pxn.calibrate.past_runs.mlflow_run import MlflowRun
 from pxn.calibrate.past_runs.past_run import PastRun, past_run
 from pxn.calibrate.past_runs.run_dir import GEPA_LOG, RunDirFiles, read_run_dir
 from pxn.calibrate.past_runs.stage_times import (
+    ReflectionLatency,
     StageLatency,
     coarse,
-    fit_reflection_spans,
+    fit_reflection_latency,
     fit_stage_latency,
     latency_priors,
     log_stage_spans,
@@ -52,7 +53,6 @@ from pxn.calibrate.traces.acceptance import AcceptanceFit, fit_acceptance
 from pxn.calibrate.traces.bookkeeping import fit_front_share, fit_skip
 from pxn.calibrate.traces.draws import RUN_SPREAD_SEED
 from pxn.calibrate.traces.failures import FailuresFit, fit_failures
-from pxn.calibrate.traces.fit import LatencyFit
 from pxn.calibrate.traces.merges import MergeFit, fit_merges
 from pxn.calibrate.traces.pipeline import SEARCH_MODELS
 from pxn.calibrate.traces.quality import (
@@ -96,7 +96,7 @@ class PastCalibration:
     file_times: FileTimes | None
     tracked: MlflowRun | None  # the MLflow run the times came from, when one was read
     stages: StageLatency | None  # the rollout latency the marked stages measured
-    reflections: LatencyFit | None  # the reflection latency DSPy's log lines timed
+    reflections: ReflectionLatency | None  # the reflection latency the marked spans timed
     inference: Inference
     scenario: Scenario
     acceptance: AcceptanceFit
@@ -286,11 +286,13 @@ def _bookkeeping_fields(
 
 
 def _latency_priors(
-    stages: StageLatency | None, reflections: LatencyFit | None
+    stages: StageLatency | None, reflections: ReflectionLatency | None
 ) -> dict[str, Prior]:
     """The inference's priors on the latencies the run's marked stages and log lines time."""
     priors = {} if stages is None else latency_priors(stages.latency, "rollout")
-    return priors | ({} if reflections is None else latency_priors(reflections, "reflection"))
+    if reflections is None:
+        return priors
+    return priors | latency_priors(reflections.latency, "reflection")
 
 
 def _wall_clock(
@@ -333,19 +335,22 @@ def _as_trace(run: PastRun, setup: RunSetup) -> Trace:
 
 def _marked_stages(
     run: PastRun, tracked: MlflowRun | None, log: GepaLog | None, workers: int
-) -> tuple[StageLatency | None, LatencyFit | None]:
-    """The rollout latency the marked stages' spans measure (MLflow's, to the millisecond,
-    before DSPy's log's, to the second), and the reflection latency the log's spans time."""
+) -> tuple[StageLatency | None, ReflectionLatency | None]:
+    """The rollout and reflection latencies the marked stages' spans measure: MLflow's, to
+    the millisecond, before DSPy's log's, to the second."""
     stages = reflections = None
     if tracked is not None:
+        source = "MLflow's stage times"
         marked = mlflow_stage_spans(run, tracked)
-        stages = fit_stage_latency(marked, workers, "MLflow's stage times")
+        stages = fit_stage_latency(marked.rollouts, workers, source)
+        reflections = fit_reflection_latency(marked, stages, workers, source)
     if log is not None and log.timed:
-        spans = log_stage_spans(run, log)
-        if stages is None and not coarse([s.span for s in spans.rollouts]):
-            stages = fit_stage_latency(spans.rollouts, workers, "DSPy's log lines")
-        if not coarse(spans.reflections):
-            reflections = fit_reflection_spans(spans.reflections)
+        source = "DSPy's log lines"
+        marked = log_stage_spans(run, log)
+        if stages is None and not coarse([s.span for s in marked.rollouts]):
+            stages = fit_stage_latency(marked.rollouts, workers, source)
+        if reflections is None:
+            reflections = fit_reflection_latency(marked, stages, workers, source)
     return stages, reflections
 
 

@@ -106,8 +106,10 @@ def _time_lines(cal: PastCalibration) -> list[str]:
         lines.append(_measured(cal.stages.source, spans, kind, cal.stages.latency))
         lines.append(f"    {cal.stages.candidates.reason}")
     if cal.reflections is not None:
-        spans = f"{len(cal.reflections.samples)} reflections' spans, to the second"
-        lines.append(_measured("DSPy's log lines", spans, "reflection", cal.reflections))
+        reflections = cal.reflections
+        lines.append(
+            _measured(reflections.source, reflections.spans, "reflection", reflections.latency)
+        )
     if cal.stages is None and cal.reflections is None:
         if cal.tracked is not None:
             lines.append("  MLflow's stage times marked too few stages to time the rollouts")

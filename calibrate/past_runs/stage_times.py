@@ -6,14 +6,17 @@ untimed adapter call does in a recorded trace; untimed_latency.py's likelihood f
 rollout latency to those spans. MLflow's points (mlflow_run.py) mark the seed's
 validation (the run's start to step 0), a parents' minibatch (the previous iteration's
 last point to `selected_program_candidate`, gepa's state save inside it) and a full
-validation (`subsample/after` to the iteration's last `val_program_average`). The
-reflections and the children's minibatch between them are not separable: the reflection
-latency is what the wall-clock leaves (calibration.py).
+validation (`subsample/after` to the iteration's last `val_program_average`). Between
+them, `selected_program_candidate` to `subsample/after`, a single task's reflection and its
+child's minibatch: the reflection is that span less the child's minibatch at its mean
+makespan under the rollout latency the stages measured.
 
 DSPy's log lines (gepa_log.py) mark more, each to the second: the seed's validation, a
 parents' minibatch and, in a single run, the reflection ("Selected program" to the first
-"Proposed new text") and a rejected child's minibatch. Spans rounded to the second are
-used only when their median is at least LOG_RESOLUTION_FACTOR seconds.
+"Proposed new text") and a child's minibatch (to "New subsample score" or "Accepted
+candidate"), so the reflection and its child's minibatch together as MLflow's are. Spans
+rounded to the second are used only when their median is at least LOG_RESOLUTION_FACTOR
+seconds.
 
 A candidate's rollouts take their own time (its prompt's length, its answers'), and the
 run's accepted candidates set how long its stages took. Each span of one candidate's
@@ -29,7 +32,7 @@ from the accepted ones' (a run_dir keeps no token counts).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.stats
@@ -38,8 +41,8 @@ from pxn.calibrate.past_runs.gepa_log import GepaLog
 from pxn.calibrate.past_runs.mlflow_run import MlflowRun, steps
 from pxn.calibrate.past_runs.past_run import IterationRecord, PastRun
 from pxn.calibrate.summaries.priors import DEFAULT_PRIORS, Prior
-from pxn.calibrate.traces.fit import LatencyFit, fit_latency
-from pxn.calibrate.traces.makespan import Spans
+from pxn.calibrate.traces.fit import MIN_FIT_POINTS, LatencyFit, fit_latency
+from pxn.calibrate.traces.makespan import Spans, mean_makespan
 from pxn.calibrate.traces.prompt_lengths import DIFFERS
 from pxn.calibrate.traces.untimed_latency import UntimedFit, fit_untimed_latency
 from pxn.prompt_lengths import PromptLengths
@@ -81,10 +84,14 @@ class CandidateFactors:
         the pool (or one unfitted) at the proposals' mean."""
         if self.chosen is None:
             return 1.0
-        unknown = float(np.mean(self.chosen.lengths))
         factors = {0: 1.0} | self.factors
-        known = [factors.get(c, unknown) for c in span.candidates]
-        return float(np.mean(known)) if known else unknown
+        known = [factors.get(c, self.proposal) for c in span.candidates]
+        return float(np.mean(known)) if known else self.proposal
+
+    @property
+    def proposal(self) -> float:
+        """A new child's latency over the seed's: the proposals' mean factor."""
+        return 1.0 if self.chosen is None else float(np.mean(self.chosen.lengths))
 
 
 @dataclass(frozen=True)
@@ -97,8 +104,39 @@ class StageLatency:
     notes: tuple[str, ...]
 
 
-def mlflow_stage_spans(run: PastRun, tracked: MlflowRun) -> list[StageSpan]:
-    """The rollout stages both of whose ends the MLflow run marks."""
+@dataclass(frozen=True)
+class ProposalSpan:
+    """A single task's reflection and then its child's minibatch, marked at both ends."""
+
+    iteration: int
+    span: float  # seconds
+    child_rollouts: int
+
+
+@dataclass(frozen=True)
+class MarkedSpans:
+    rollouts: list[StageSpan]
+    reflections: list[float] = field(default_factory=list)  # seconds, one reflection each
+    proposals: list[ProposalSpan] = field(default_factory=list)
+    to_the_second: bool = False  # DSPy's log's times
+
+    def fit_reflections(self, spans: list[float]) -> bool:
+        """Whether spans are enough, and fine enough, to fit the reflection latency to."""
+        if len(spans) < MIN_FIT_POINTS or np.ptp(spans) == 0:
+            return False
+        return not (self.to_the_second and coarse(spans))
+
+
+@dataclass(frozen=True)
+class ReflectionLatency:
+    source: str  # what marked the spans
+    spans: str  # what each span held, for the report
+    latency: LatencyFit
+
+
+def mlflow_stage_spans(run: PastRun, tracked: MlflowRun) -> MarkedSpans:
+    """The rollout stages and the single tasks' proposals both of whose ends the MLflow run
+    marks."""
     selected = steps(tracked.points("selected_program_candidate"))
     after = steps(tracked.points("subsample/after"))
     validated = steps(tracked.points("val_program_average"))
@@ -106,7 +144,7 @@ def mlflow_stage_spans(run: PastRun, tracked: MlflowRun) -> list[StageSpan]:
     for key in tracked.metrics:
         for step, times in steps(tracked.points(key)).items():
             every.setdefault(step, []).extend(times)
-    spans = []
+    spans, proposals = [], []
     if 0 in validated:
         seed = min(validated[0]) - tracked.start
         spans.append(StageSpan(0, "seed_val", seed, len(run.valset), (0,)))
@@ -116,11 +154,17 @@ def mlflow_stage_spans(run: PastRun, tracked: MlflowRun) -> list[StageSpan]:
         if previous and i in selected and record.merge is None:
             span = min(selected[i]) - max(previous)
             spans.append(StageSpan(i, "parent_minibatch", span, *_parents(record)))
+        if len(record.tasks) == 1 and record.tasks[0].judged and i in selected and i in after:
+            span = min(after[i]) - max(selected[i])
+            proposals.append(ProposalSpan(i, span, len(record.tasks[0].minibatch)))
         if record.new_programs and record.merge is None and i in after and i in validated:
             span = max(validated[i]) - max(after[i])
             rollouts = len(record.new_programs) * len(run.valset)
             spans.append(StageSpan(i, "full_val", span, rollouts, record.new_programs))
-    return [s for s in spans if s.span > 0 and s.rollouts > 0]
+    return MarkedSpans(
+        [s for s in spans if s.span > 0 and s.rollouts > 0],
+        proposals=[p for p in proposals if p.span > 0],
+    )
 
 
 def _parents(record: IterationRecord) -> tuple[int, tuple[int, ...]]:
@@ -196,16 +240,10 @@ def fit_stage_latency(spans: list[StageSpan], workers: int, source: str) -> Stag
     return StageLatency(source, tuple(spans), latency, untimed, candidates, tuple(notes))
 
 
-@dataclass(frozen=True)
-class LogSpans:
-    rollouts: list[StageSpan]
-    reflections: list[float]  # seconds, one reflection each
-
-
-def log_stage_spans(run: PastRun, log: GepaLog) -> LogSpans:
+def log_stage_spans(run: PastRun, log: GepaLog) -> MarkedSpans:
     """The stages DSPy's log lines mark (module docstring); none without their times."""
     if not log.timed:
-        return LogSpans([], [])
+        return MarkedSpans([])
     by_iteration: dict[int | None, list] = {}
     for line in log.lines:
         if line.time is not None:
@@ -213,6 +251,7 @@ def log_stage_spans(run: PastRun, log: GepaLog) -> LogSpans:
     first = next(ln.time for ln in log.lines if ln.time is not None)
     rollouts: list[StageSpan] = []
     reflections: list[float] = []
+    proposals: list[ProposalSpan] = []
     seed = _first(by_iteration.get(0, []), "Base program full valset score")
     if seed is not None:
         span = (seed - first).total_seconds()
@@ -229,15 +268,24 @@ def log_stage_spans(run: PastRun, log: GepaLog) -> LogSpans:
         if len(record.tasks) != 1 or not proposed:
             continue
         reflections.append((proposed[0] - selected).total_seconds())
-        rejected = _first(lines, "New subsample score")
-        if rejected is not None and record.tasks[0].judged:
-            child = (rejected - proposed[-1]).total_seconds()
-            rollouts.append(StageSpan(i, "child_minibatch", child, len(record.tasks[0].minibatch)))
-    return LogSpans([r for r in rollouts if r.span > 0], [r for r in reflections if r > 0])
+        judged = _first(lines, "New subsample score", "Accepted candidate")
+        if judged is None or not record.tasks[0].judged:
+            continue
+        child_rollouts = len(record.tasks[0].minibatch)
+        proposals.append(ProposalSpan(i, (judged - selected).total_seconds(), child_rollouts))
+        if _first(lines, "New subsample score") is not None:  # a rejected child's: its own
+            child = (judged - proposed[-1]).total_seconds()
+            rollouts.append(StageSpan(i, "child_minibatch", child, child_rollouts))
+    return MarkedSpans(
+        [r for r in rollouts if r.span > 0],
+        [r for r in reflections if r > 0],
+        [p for p in proposals if p.span > 0],
+        to_the_second=True,
+    )
 
 
-def _first(lines: list, start: str):
-    return next((ln.time for ln in lines if ln.text.startswith(start)), None)
+def _first(lines: list, *starts: str):
+    return next((ln.time for ln in lines if ln.text.startswith(starts)), None)
 
 
 def coarse(seconds: list[float]) -> bool:
@@ -245,11 +293,32 @@ def coarse(seconds: list[float]) -> bool:
     return not seconds or float(np.median(seconds)) < LOG_RESOLUTION_FACTOR
 
 
-def fit_reflection_spans(spans: list[float]) -> LatencyFit | None:
-    """The reflection latency as a lognormal fitted to its spans (None below MIN_SPANS)."""
-    if len(spans) < MIN_SPANS:
+def fit_reflection_latency(
+    marked: MarkedSpans, stages: StageLatency | None, workers: int, source: str
+) -> ReflectionLatency | None:
+    """The reflection latency, a lognormal, from the reflections the spans time: DSPy's
+    log's as they are, else the proposals' spans each less its child's minibatch at its
+    mean makespan under the rollout latency measured (None when neither can be fitted to)."""
+    if marked.fit_reflections(marked.reflections):
+        spans = f"{len(marked.reflections)} reflections' spans, to the second"
+        return ReflectionLatency(
+            source, spans, fit_latency("reflection", marked.reflections, "lognorm")
+        )
+    if stages is None or not marked.fit_reflections([p.span for p in marked.proposals]):
         return None
-    return fit_latency("reflection", spans, "lognorm")
+    rollout = stages.latency.chosen.params
+    scale = rollout["scale"] * stages.candidates.proposal
+    children = [
+        scale * mean_makespan(p.child_rollouts, workers, rollout["s"]) for p in marked.proposals
+    ]
+    reflections = [p.span - child for p, child in zip(marked.proposals, children, strict=True)]
+    if sum(r > 0 for r in reflections) < MIN_FIT_POINTS:  # too short to tell from the child's
+        return None
+    spans = (
+        f"{len(reflections)} single tasks' reflections, each its span to the child's minibatch "
+        f"score less that minibatch at its mean makespan ({np.mean(children):.3g} s)"
+    )
+    return ReflectionLatency(source, spans, fit_latency("reflection", reflections, "lognorm"))
 
 
 def latency_priors(fit: LatencyFit, kind: str) -> dict[str, Prior]:

@@ -62,6 +62,14 @@ def log_makespan_law(n: int, w: int) -> np.ndarray:
     )
 
 
+@functools.cache
+def mean_makespan(n: int, w: int, s: float) -> float:
+    """The mean makespan of n standard-lognormal draws of shape s (scale 1) list-scheduled
+    on min(n, w) workers."""
+    z = np.random.default_rng([SEED, n, w]).standard_normal((SIMULATED, n))
+    return float(_makespans(np.exp(s * z), min(n, w)).mean())
+
+
 def _makespans(durations: np.ndarray, w: int) -> np.ndarray:
     """Each row's makespan, its jobs taken in order by the worker that frees first."""
     free = durations[:, :w].copy()
