@@ -58,3 +58,22 @@ def test_spans_that_all_agree_claim_nothing() -> None:
     spans = [StageSpan(i, "parent_minibatch", 6.0, 3, (i % 2,)) for i in range(1, 9)]
     fit = fit_candidate_factors(spans)
     assert fit.chosen is None and fit.pvalue == 1.0 and fit.factors == {1: 1.0}
+
+
+def test_rejected_childrens_spans_are_the_proposals_lengths() -> None:
+    """DSPy's log times a rejected child's minibatch: the proposals as the run made them,
+    not only the ones it kept, give each proposal's factor."""
+    rng = np.random.default_rng(2)
+    spans = spans_of({0: 1.0, 1: 1.6}, per=8, rng=rng)
+    children = [
+        StageSpan(20 + i, "child_minibatch", 5.0 * 1.2 * float(np.exp(rng.normal(0, 0.2))), 3)
+        for i in range(10)
+    ]
+    fit = fit_candidate_factors(spans + children)
+    assert fit.chosen is not None and len(fit.chosen.lengths) == len(children)
+    assert abs(float(np.median(fit.chosen.lengths)) - 1.2) < 0.15
+    assert abs(fit.factors[1] - 1.6) < 0.2  # the kept candidate's, as before
+    assert "10 rejected children" in fit.reason
+    # Too few children to be a spread: the kept candidates' factors serve.
+    few = fit_candidate_factors(spans + children[:2])
+    assert few.chosen is not None and few.chosen.lengths == (few.factors[1],)

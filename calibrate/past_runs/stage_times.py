@@ -179,30 +179,43 @@ def fit_candidate_factors(spans: list[StageSpan]) -> CandidateFactors:
     rollouts (module docstring). Spans are heavy-tailed (a makespan waits on its slowest
     call), so by ranks and medians: each span's log over the seed's median log span of its
     kind, a candidate's factor the median of its spans', and the test Kruskal-Wallis's over
-    the candidates, the seed among them."""
+    the candidates, the seed among them. Rejected children timed alone (DSPy's log) are
+    proposals as the run made them, not only those it kept: where MIN_SPANS or more are,
+    each one's factor is a proposal's length."""
     seed_medians = _seed_medians([s for s in spans if s.candidates == (0,)])
     alone = [s for s in spans if len(s.candidates) == 1 and s.kind in seed_medians]
     centred: dict[int, list[float]] = {}
     for s in alone:
         centred.setdefault(s.candidates[0], []).append(math.log(s.span) - seed_medians[s.kind])
+    children = [
+        math.log(s.span) - seed_medians[s.kind]
+        for s in spans
+        if s.phase == "child_minibatch" and s.kind in seed_medians
+    ]
+    children = children if len(children) >= MIN_SPANS else []
     seed = centred.pop(0, [])
-    if not centred or len(seed) < 2:
+    if not (centred or children) or len(seed) < 2:
         reason = "not fitted: no candidate but the seed timed alone in a stage the seed was"
         return CandidateFactors({}, math.nan, None, reason)
     factors = {c: float(math.exp(np.median(v))) for c, v in sorted(centred.items())}
-    groups = [seed, *centred.values()]
+    groups = [seed, *centred.values(), *([children] if children else [])]
     tied = np.ptp(np.concatenate(groups)) == 0  # spans to the second can all agree
     pvalue = 1.0 if tied else float(scipy.stats.kruskal(*groups).pvalue)
-    said = ", ".join(f"candidate {c} x{f:.2f}" for c, f in factors.items())
-    test = f"Kruskal-Wallis p={pvalue:.2g}, {len(alone)} spans"
-    measured = f"rollouts over the seed's: {said} ({test})"
-    if pvalue >= ALPHA or max(abs(f - 1) for f in factors.values()) <= DIFFERS:
+    said = [f"candidate {c} x{f:.2f}" for c, f in factors.items()]
+    proposals = [math.exp(c) for c in children] or list(factors.values())
+    if children:
+        said.append(f"{len(children)} rejected children x{np.median(proposals):.2f} (median)")
+    test = f"Kruskal-Wallis p={pvalue:.2g}, {len(alone) + len(children)} spans"
+    measured = f"rollouts over the seed's: {', '.join(said)} ({test})"
+    shown = [*factors.values(), *([float(np.median(proposals))] if children else [])]
+    if pvalue >= ALPHA or max(abs(f - 1) for f in shown) <= DIFFERS:
         why = f"{measured}: not kept, every candidate's taken as the seed's"
         return CandidateFactors(factors, pvalue, None, why)
-    chosen = PromptLengths(1.0, tuple(factors.values()))
+    chosen = PromptLengths(1.0, tuple(proposals))
+    whose = "the rejected children's" if children else "these"
     why = (
         f"{measured}: kept as [prompt], the latency fitted the seed's and each proposal's "
-        "factor drawn from these (no token counts: exponent 1)"
+        f"factor drawn from {whose} (no token counts: exponent 1)"
     )
     return CandidateFactors(factors, pvalue, chosen, why)
 
