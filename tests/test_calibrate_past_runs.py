@@ -303,6 +303,24 @@ def test_a_refused_state_leaves_the_validation_scores_to_gepas_log(tmp_path, ref
     assert seed_validation([trace]) == ()
 
 
+def test_a_run_dir_reused_afresh_gives_the_last_runs_scores(
+    tmp_path, refused_run, batched_merge_run
+):
+    """gepa appends to run_log.txt: a run started afresh in a run_dir whose state was deleted
+    follows the earlier run's lines, and run_log.json is the last run's."""
+    run_dir = tmp_path / "run_dir"
+    shutil.copytree(refused_run, run_dir)
+    earlier = (batched_merge_run / "run_log.txt").read_text()
+    (run_dir / "run_log.txt").write_text(earlier + (refused_run / "run_log.txt").read_text())
+    alone = read_run_dir(refused_run)
+    both = read_run_dir(run_dir)
+    scores = past_run(both, parse_log(both.log_lines, "run_log.txt")).val_scores
+    expected = past_run(alone, parse_log(alone.log_lines, "run_log.txt")).val_scores
+    assert scores.means == expected.means and scores.per_example == expected.per_example
+    earlier_seed = parse_log(earlier.splitlines(), "earlier").seed_score
+    assert earlier_seed is not None and earlier_seed.mean != scores.means[0]
+
+
 @pytest.mark.slow
 def test_a_run_whose_state_is_refused_calibrates_its_search_from_gepas_log(tmp_path, refused_run):
     out = tmp_path / "past.toml"

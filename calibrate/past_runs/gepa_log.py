@@ -13,8 +13,10 @@ The validation scores: gepa 0.1.4 logs the seed's mean alone ("Base program full
 score: M over C / V examples"), and for each program that joins the pool (a proposal or a
 merge, one block each, in the order they join) its scores by validation id ("Individual
 valset scores for new program: {...}"), the block ending with its index in the pool ("New
-program candidate index: N"). A resumed run logs the seed's line again: the first is kept;
-an iteration it redid, its programs' blocks again: the last is kept.
+program candidate index: N"). gepa appends to run_log.txt: a resumed run logs the seed's
+line again at the iteration it resumes from (kept: the line at iteration 0), a run started
+afresh in the same run_dir at iteration 0 (kept: the last such line), and a program's block
+logged again (an iteration redone, a run started afresh) replaces the earlier one.
 """
 
 from __future__ import annotations
@@ -135,8 +137,9 @@ def parse_log(lines: list[str] | tuple[str, ...], source: str) -> GepaLog:
                 at[current].append(reason)
         if text.startswith(ITERATION_FAILED):
             failed.add(current)
-        if (seed := SEED_SCORE.match(text)) is not None and seed_score is None:
-            seed_score = _seed_score(seed)
+        if (seed := SEED_SCORE.match(text)) is not None:
+            if seed_score is None or current == 0:
+                seed_score = _seed_score(seed)
         elif text.startswith(NEW_SCORES):
             pending = _scores(text.removeprefix(NEW_SCORES))
         elif (index := NEW_INDEX.match(text)) is not None and pending is not None:
