@@ -33,7 +33,9 @@ class SearchFigures:
 
     val_gain: the mean of a new candidate's mean validation score less its parent's;
     example_spread: the sd, over validation examples, of each example's mean score over
-    the candidates validated (how much examples differ in difficulty); repeat_agreement:
+    the candidates validated (how much examples differ in difficulty; not seen where the
+    seed's validation is known as a mean alone, as gepa's log gives it: over the other
+    candidates it would be another figure); repeat_agreement:
     the share of a parent's repeated evaluations on one train example that scored as the
     one before (how noisy an evaluation is).
     """
@@ -239,9 +241,13 @@ def search_figures(
         elif r.phase == "parent_minibatch":
             repeats.add(r.candidate, r.example, r.score)
     examples = sorted(set.intersection(*map(set, by_candidate.values()))) if by_candidate else []
+    seed_unscored = any(v.iteration == 0 for v in validations) and not any(
+        r.phase == "seed_val" and r.score is not None for r in rollouts
+    )
+    spread = example_spread([[v[e] for e in examples] for v in by_candidate.values()])
     return SearchFigures(
         val_gain=sum(gains) / len(gains) if gains else math.nan,
-        example_spread=example_spread([[v[e] for e in examples] for v in by_candidate.values()]),
+        example_spread=math.nan if seed_unscored else spread,
         repeat_agreement=repeats.agreement,
     )
 

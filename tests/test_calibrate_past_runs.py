@@ -4,7 +4,9 @@ unusable directory one line, nothing written."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import pickle
 import shutil
@@ -13,12 +15,22 @@ from pathlib import Path
 import gepa
 import pytest
 from conftest import assert_user_error, run_pxn
+from gepa.core.adapter import EvaluationBatch
 from gepa.strategies.proposal_sampling import PxNSampling
 from merge_helpers import SEED as MERGE_SEED
 from merge_helpers import TRAIN as MERGE_TRAIN
 from merge_helpers import VAL as MERGE_VAL
 from merge_helpers import AlikeLM, MergingAdapter
-from record_helpers import SEED, TRAIN, VAL, CallableLM, ProposingAdapter, ThreadedAdapter
+from record_helpers import (
+    SEED,
+    TRAIN,
+    VAL,
+    CallableLM,
+    ProposingAdapter,
+    SerialAdapter,
+    ThreadedAdapter,
+)
+from record_helpers import score as word_score
 
 from pxn.calibrate.past_runs.gepa_log import parse_log
 from pxn.calibrate.past_runs.past_run import past_run
@@ -26,10 +38,11 @@ from pxn.calibrate.past_runs.run_dir import read_run_dir
 from pxn.calibrate.past_runs.safe_pickle import load_admitted
 from pxn.calibrate.past_runs.timing import file_times, given_wall_clock
 from pxn.calibrate.past_runs.to_trace import past_run_events, write_past_run_trace
-from pxn.errors import PxnError
+from pxn.calibrate.traces.quality import seed_validation
 from pxn.run_summary import summarize
 from pxn.runner.record import recording
-from pxn.trace import NoProposal
+from pxn.scenario import Scenario
+from pxn.trace import NoProposal, Rollout, Validation
 from pxn.trace_reading import read_trace
 
 SUMMARY_FIGURES = (
@@ -176,13 +189,20 @@ def test_a_crafted_state_runs_nothing_and_is_refused_in_one_line(tmp_path, singl
     state = pickle.loads((run_dir / "gepa_state.bin").read_bytes())
     state["adapter_state"] = {"x": payload}
     (run_dir / "gepa_state.bin").write_bytes(pickle.dumps(state))
-    with pytest.raises(PxnError) as raised:
-        read_run_dir(run_dir)
-    assert "refused unread" in str(raised.value) and "\n" not in str(raised.value)
+    # Left unread, and said to be: the run is read from its other files.
+    files = read_run_dir(run_dir)
+    assert files.state is None
+    assert "refused unread" in files.state_note and "\n" not in files.state_note
     assert not marker.exists()
+    # Where gepa's log gives no scores either, asking for the quality model says why in one
+    # line, the refusal among it.
+    (run_dir / "run_log.txt").unlink()
     out = tmp_path / "out.toml"
-    done = run_pxn("calibrate", run_dir, "--workers", "2", "--wall-clock", "10min", "-o", out)
-    assert_user_error(done, "refused unread")
+    done = run_pxn(
+        "calibrate", run_dir, "--workers", "2", "--wall-clock", "10min", "--search", "quality",
+        "-o", out,
+    )  # fmt: skip
+    assert_user_error(done, "refused unread", "no gepa log was read")
     assert not marker.exists() and not out.exists()
 
 
@@ -194,6 +214,203 @@ def test_the_admitted_pickle_is_what_gepa_writes(single_run):
 
     scores = {"s": np.float64(0.5), "set": {1, 2}, "t": (1, "a")}
     assert load_admitted(pickle.dumps(scores), "x") == scores
+
+
+# -- the validation scores from gepa's log lines ---------------------------------------------
+
+
+class Answer:
+    """An adapter's output of the test's own: gepa keeps the outputs in its state by default
+    (track_best_outputs=True), and no gepa state names this class."""
+
+    def __init__(self, example: str):
+        self.example = example
+
+
+class AnsweringAdapter(SerialAdapter):
+    def evaluate(self, batch: list[str], candidate: dict[str, str], capture_traces: bool = False):
+        done = super().evaluate(batch, candidate, capture_traces)
+        return EvaluationBatch(
+            outputs=[Answer(example) for example in batch],
+            scores=done.scores,
+            trajectories=done.trajectories,
+        )
+
+
+def gepa_run(run_dir: Path, adapter, lm, **kw) -> Path:
+    """A real gepa run, not recorded: its run_dir as a user's run leaves it."""
+    arguments = dict(
+        seed_candidate=SEED, trainset=TRAIN, valset=VAL, adapter=adapter, reflection_lm=lm,
+        max_metric_calls=80, display_progress_bar=False, run_dir=str(run_dir),
+    )  # fmt: skip
+    gepa.optimize(**{**arguments, **kw})
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def refused_run(tmp_path_factory) -> Path:
+    """A run whose state holds the adapter's own outputs: pxn leaves it unread."""
+    run_dir = tmp_path_factory.mktemp("refused") / "run_dir"
+    return gepa_run(run_dir, AnsweringAdapter(), CallableLM(), track_best_outputs=True)
+
+
+@pytest.fixture(scope="module")
+def batched_merge_run(tmp_path_factory) -> Path:
+    """test_runner_merge.py's 2x2 run: iterations with two new programs, merges accepted."""
+    return gepa_run(
+        tmp_path_factory.mktemp("merged") / "run_dir", MergingAdapter(), AlikeLM(),
+        seed_candidate=MERGE_SEED, trainset=MERGE_TRAIN, valset=MERGE_VAL, use_merge=True,
+        max_metric_calls=250, seed=3, sampling_strategy=PxNSampling(2, 2),
+    )  # fmt: skip
+
+
+def as_trace(run, tmp_path: Path, name: str):
+    events = past_run_events(run, workers=2, reflection_concurrency=1, budget=80, meta={})
+    return read_trace(write_past_run_trace(tmp_path / f"{name}.jsonl", events))
+
+
+def words(text: str) -> str:
+    """Text as the report prints it, its lines' wrapping undone."""
+    return " ".join(text.split())
+
+
+def test_a_refused_state_leaves_the_validation_scores_to_gepas_log(tmp_path, refused_run):
+    files = read_run_dir(refused_run)
+    assert files.state is None
+    assert f"names {__name__}.Answer, which no gepa 0.1.4 state holds" in files.state_note
+    run = past_run(files, parse_log(files.log_lines, "run_log.txt"))
+    scores = run.val_scores
+    assert scores is not None and scores.from_log
+    candidates = json.loads((refused_run / "candidates.json").read_text())
+    assert len(scores.means) == len(candidates) > 2
+    # Every new program's score on each example is what it scores there; the seed's mean alone.
+    new = zip(candidates[1:], scores.per_example[1:], scores.means[1:], strict=True)
+    for candidate, known, mean in new:
+        assert known == {i: word_score(candidate, example) for i, example in enumerate(VAL)}
+        assert mean == sum(known.values()) / len(VAL)
+    assert scores.per_example[0] == {}
+    assert scores.means[0] == pytest.approx(sum(word_score(SEED, e) for e in VAL) / len(VAL))
+    # The trace: the seed's validation at its mean, its rollouts unscored.
+    trace = as_trace(run, tmp_path, "past")
+    seed = [r for r in trace.of(Rollout) if r.phase == "seed_val"]
+    assert len(seed) == len(VAL) and all(r.score is None for r in seed)
+    summary = summarize(trace)
+    assert summary.seed_score == scores.means[0]
+    assert summary.best_score == max(scores.means)
+    # Without the seed's scores on each example their spread is not known (over the other
+    # candidates it would be another figure); the seed's validation is kept as unmeasured.
+    assert math.isnan(summary.example_spread)
+    assert seed_validation([trace]) == ()
+
+
+def test_a_run_dir_reused_afresh_gives_the_last_runs_scores(
+    tmp_path, refused_run, batched_merge_run
+):
+    """gepa appends to run_log.txt: a run started afresh in a run_dir whose state was deleted
+    follows the earlier run's lines, and run_log.json is the last run's."""
+    run_dir = tmp_path / "run_dir"
+    shutil.copytree(refused_run, run_dir)
+    earlier = (batched_merge_run / "run_log.txt").read_text()
+    (run_dir / "run_log.txt").write_text(earlier + (refused_run / "run_log.txt").read_text())
+    alone = read_run_dir(refused_run)
+    both = read_run_dir(run_dir)
+    scores = past_run(both, parse_log(both.log_lines, "run_log.txt")).val_scores
+    expected = past_run(alone, parse_log(alone.log_lines, "run_log.txt")).val_scores
+    assert scores.means == expected.means and scores.per_example == expected.per_example
+    earlier_seed = parse_log(earlier.splitlines(), "earlier").seed_score
+    assert earlier_seed is not None and earlier_seed.mean != scores.means[0]
+
+
+@pytest.mark.slow
+def test_a_run_whose_state_is_refused_calibrates_its_search_from_gepas_log(tmp_path, refused_run):
+    out = tmp_path / "past.toml"
+    done = run_pxn(
+        "calibrate", refused_run, "--workers", "2", "--wall-clock", "1min", "--draws", "20",
+        "-o", out,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = words(done.stdout)
+    assert (
+        f"run_log.txt: every new program's scores on the {len(VAL)} validation examples and "
+        "the seed's mean (gepa's log lines; gepa_state.bin names"
+    ) in said
+    assert "refused unread" in said
+    assert "missing: the seed's score on each validation example" in said
+    assert "[quality]" in out.read_text()
+    scenario = Scenario.load(out)
+    assert scenario.quality is not None and scenario.quality.seed_validation == ()
+    assert scenario.skip_perfect == 0.0  # the quality model makes its own skips
+
+
+def test_gepas_log_lines_give_the_states_validation_scores(tmp_path, batched_merge_run):
+    """The same run read twice, from its state and from its log: candidate by candidate."""
+    files = read_run_dir(batched_merge_run)
+    log = parse_log(files.log_lines, "run_log.txt")
+    from_state = past_run(files, log)
+    from_log = past_run(dataclasses.replace(files, state=None, state_note="set aside"), log)
+    # The run: batched iterations that found two new programs, and merges accepted.
+    assert any(len(r.new_programs) > 1 for r in from_state.iterations)
+    assert any(r.merge is not None and r.merge.candidate for r in from_state.iterations)
+    state, logged = from_state.val_scores, from_log.val_scores
+    assert state is not None and not state.from_log
+    assert logged is not None and logged.from_log
+    assert len(logged.means) == len(state.means) > 5
+    for candidate in range(1, len(state.means)):
+        assert logged.per_example[candidate] == state.per_example[candidate], candidate
+        assert logged.means[candidate] == state.means[candidate], candidate
+    assert logged.per_example[0] == {} and logged.means[0] == pytest.approx(state.means[0])
+    assert from_log.valset == from_state.valset
+    # The search's figures agree, but for the examples' spread, which needs the seed's.
+    with_state = summarize(as_trace(from_state, tmp_path, "state"))
+    with_log = summarize(as_trace(from_log, tmp_path, "log"))
+    for figure in ("seed_score", "best_score", "acceptance", "skip_share", "merges_accepted"):
+        assert getattr(with_log, figure) == pytest.approx(getattr(with_state, figure)), figure
+    assert with_log.figures.val_gain == pytest.approx(with_state.figures.val_gain)
+    assert math.isfinite(with_state.example_spread) and math.isnan(with_log.example_spread)
+
+
+def without_score_lines(lines: list[str]) -> list[str]:
+    scored = ("Base program full valset score", "Individual valset scores")
+    return [line for line in lines if not any(s in line for s in scored)]
+
+
+def without_first_programs_scores(lines: list[str]) -> list[str]:
+    first = next(i for i, line in enumerate(lines) if "Individual valset scores" in line)
+    return lines[:first] + lines[first + 1 :]
+
+
+@pytest.mark.parametrize(
+    ("cut", "said"),
+    [
+        (without_score_lines, "holds no validation score"),
+        (without_first_programs_scores, "lacks the scores of new program(s) 1"),
+    ],
+    ids=["no score lines", "a program's line lost"],
+)
+def test_a_log_short_of_scores_leaves_the_search_to_acceptance_rates(
+    tmp_path, refused_run, cut, said
+):
+    run_dir = tmp_path / "run_dir"
+    shutil.copytree(refused_run, run_dir)
+    log = run_dir / "run_log.txt"
+    lines = log.read_text().splitlines(keepends=True)
+    kept = cut(lines)
+    assert len(kept) < len(lines)
+    log.write_text("".join(kept))
+    files = read_run_dir(run_dir)
+    run = past_run(files, parse_log(files.log_lines, "run_log.txt"))
+    assert run.val_scores is None and said in run.val_note
+    trace = as_trace(run, tmp_path, "past")
+    assert not trace.of(Validation) and summarize(trace).best_score is None
+    out = tmp_path / "out.toml"
+    done = run_pxn(
+        "calibrate", run_dir, "--workers", "2", "--wall-clock", "1min", "--search", "quality",
+        "-o", out,
+    )  # fmt: skip
+    assert_user_error(
+        done, "needs the run's validation scores", "refused unread", said, "acceptance rates"
+    )
+    assert not out.exists()
 
 
 # -- every unusable directory is one line, and nothing is written --------------------------
@@ -339,8 +556,14 @@ def test_dspys_log_lines_are_read_with_their_times(tmp_path):
     log = read_log_file(tmp_path / "dspy.log")
     assert log.timed and logged_wall_clock(log) is not None
     recorded = read_trace(tmp_path / "run" / "trace.jsonl")
-    with_log = past_run(read_run_dir(run_dir), log)
+    files = read_run_dir(run_dir)
+    with_log = past_run(files, log)
     assert with_log.reasons_guessed == 0
+    # DSPy's lines carry the validation scores as run_log.txt's do.
+    from_log = past_run(dataclasses.replace(files, state=None, state_note="set aside"), log)
+    assert from_log.val_scores.from_log and len(from_log.val_scores.means) > 1
+    assert from_log.val_scores.per_example[1:] == with_log.val_scores.per_example[1:]
+    assert from_log.val_scores.means[0] == pytest.approx(with_log.val_scores.means[0])
     events = past_run_events(with_log, workers=2, reflection_concurrency=1, budget=150, meta={})
     trace = read_trace(write_past_run_trace(tmp_path / "past.jsonl", events))
     reasons = sorted((e.iteration, e.reason) for e in trace.of(NoProposal))

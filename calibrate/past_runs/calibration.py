@@ -136,7 +136,7 @@ def calibrate_past_run(
     notes = [*run.notes]
     times = file_times(files.path, files.log_lines)
     clock = _wall_clock(run, times, wall_clock, tracked, the_log)
-    scored = _scored(search, run, files)
+    scored = _scored(search, run)
     trace = _as_trace(run, setup)
     units = cut_into_units([trace])
     acceptance = fit_acceptance(units.steps)
@@ -242,13 +242,14 @@ def _count(quantity: str, value: int) -> Fact:
     return Fact(quantity.replace("_", " "), quantity, float(value), float(value), (0,), str(value))
 
 
-def _scored(search: str, run: PastRun, files: RunDirFiles) -> bool:
+def _scored(search: str, run: PastRun) -> bool:
     """Whether the search is inferred as the quality model: where the validation scores are
-    known (gepa_state.bin), unless acceptance rates are asked for."""
+    known (gepa_state.bin, else gepa's log lines), unless acceptance rates are asked for."""
     if search == "quality" and run.val_scores is None:
         raise PxnError(
-            "needs the runs' validation scores, which only gepa_state.bin keeps: "
-            f"{files.state_note}; calibrate with acceptance rates instead",
+            "needs the run's validation scores, which gepa_state.bin keeps and gepa's log "
+            f"lines show (its run_log.txt, or the log DSPy printed): {run.val_note}; give "
+            "either, or calibrate with acceptance rates instead",
             subject="search model",
         )
     return run.val_scores is not None and search != "rates"

@@ -1,4 +1,5 @@
-"""gepa's own log lines: why a task made no proposal, and, in DSPy's form, when things happened.
+"""gepa's own log lines: why a task made no proposal, the validation scores, and, in DSPy's
+form, when things happened.
 
 gepa.optimize given a run_dir and no logger writes its lines to run_log.txt, untimed;
 dspy.GEPA sends them through Python's logging in DSPy's format, timed to the second.
@@ -7,15 +8,26 @@ the tasks that made no proposal and why, in task order (BEFORE_REFLECTION,
 AT_REFLECTION; "Per-task reflection failed" names no iteration and belongs to the last
 one named) and an iteration that ended in an exception; DSPy's budget line; and, with
 DSPy's times, when each line was written (timing.py, stage_times.py).
+
+The validation scores: gepa 0.1.4 logs the seed's mean alone ("Base program full valset
+score: M over C / V examples"), and for each program that joins the pool (a proposal or a
+merge, one block each, in the order they join) its scores by validation id ("Individual
+valset scores for new program: {...}"), the block ending with its index in the pool ("New
+program candidate index: N"). gepa appends to run_log.txt: a resumed run logs the seed's
+line again at the iteration it resumes from (kept: the line at iteration 0), a run started
+afresh in the same run_dir at iteration 0 (kept: the last such line), and a program's block
+logged again (an iteration redone, a run started afresh) replaces the earlier one.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from pxn.errors import PxnError
 
@@ -36,6 +48,28 @@ AT_REFLECTION = {
     "Reflection returned no text updates": "no_texts",
 }
 ITERATION_FAILED = "Exception during optimization"
+# The validation scores (gepa/core/engine.py, gepa/logging/utils.py).
+SEED_SCORE = re.compile(r"Base program full valset score: (\S+) over (\d+) / (\d+) examples")
+NEW_SCORES = "Individual valset scores for new program: "
+NEW_INDEX = re.compile(r"New program candidate index: (\d+)")
+# A numpy scalar in a logged dict (a metric's np.float64, a loader's np.int64), as numpy 2
+# prints it: its number.
+NUMPY_SCALAR = re.compile(r"\b(?:np|numpy)\.\w+\(([^()]*)\)")
+
+
+class SeedScore(NamedTuple):
+    """The seed's validation as gepa logs it: its mean alone."""
+
+    mean: float
+    examples: int  # the examples it was scored on
+    valset_size: int
+
+
+class NewScores(NamedTuple):
+    """A program that joined the pool, as gepa logs it."""
+
+    iteration: int
+    scores: dict[Any, float]  # validation id -> score
 
 
 @dataclass(frozen=True)
@@ -57,6 +91,8 @@ class GepaLog:
     failed_iterations: set[int] = field(default_factory=set)
     budget: int | None = None  # DSPy's "approx N metric calls": max_metric_calls
     source: str = ""
+    seed_score: SeedScore | None = None
+    new_scores: dict[int, NewScores] = field(default_factory=dict)  # by index in the pool
 
     @property
     def timed(self) -> bool:
@@ -75,6 +111,9 @@ def parse_log(lines: list[str] | tuple[str, ...], source: str) -> GepaLog:
     failed: set[int] = set()
     budget = None
     current: int | None = None
+    seed_score: SeedScore | None = None
+    new_scores: dict[int, NewScores] = {}
+    pending: dict[Any, float] | None = None  # a new program's scores, before its index
     for raw in lines:
         time, logger, text = _split_time(raw)
         if logger is not None and not logger.startswith(GEPA_LOGGER):
@@ -98,7 +137,44 @@ def parse_log(lines: list[str] | tuple[str, ...], source: str) -> GepaLog:
                 at[current].append(reason)
         if text.startswith(ITERATION_FAILED):
             failed.add(current)
-    return GepaLog(parsed, dict(before), dict(at), failed, budget, source)
+        if (seed := SEED_SCORE.match(text)) is not None:
+            if seed_score is None or current == 0:
+                seed_score = _seed_score(seed)
+        elif text.startswith(NEW_SCORES):
+            pending = _scores(text.removeprefix(NEW_SCORES))
+        elif (index := NEW_INDEX.match(text)) is not None and pending is not None:
+            new_scores[int(index.group(1))] = NewScores(current, pending)
+            pending = None
+    return GepaLog(
+        parsed,
+        dict(before),
+        dict(at),
+        failed,
+        budget,
+        source,
+        seed_score=seed_score,
+        new_scores=new_scores,
+    )
+
+
+def _seed_score(found: re.Match[str]) -> SeedScore | None:
+    try:
+        mean = float(found.group(1))
+    except ValueError:
+        return None
+    return SeedScore(mean, int(found.group(2)), int(found.group(3)))
+
+
+def _scores(text: str) -> dict[Any, float] | None:
+    """A logged dict of scores by validation id; None when it cannot be read as one (it is
+    read as a literal: nothing in it is run)."""
+    try:
+        value = ast.literal_eval(NUMPY_SCALAR.sub(r"\1", text.strip()))
+        if not isinstance(value, dict) or not value:
+            return None
+        return {key: float(score) for key, score in value.items()}
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
 
 
 def read_log_file(path: str | Path) -> GepaLog:

@@ -3,7 +3,9 @@
 Per iteration (numbered from 1, as gepa's callbacks number them): its tasks in sampling
 order with parent, minibatch and, where gepa judged a child, the scores before and
 after; the new programs matched, parent by parent, to the tasks that passed; a merge.
-From the state: every candidate's validation scores and gepa's metric-call count.
+From the state: gepa's metric-call count. The validation scores (`ValScores`) are the
+state's where it was read, else gepa's log lines' where they give every new program's:
+those keep the seed's mean alone (gepa 0.1.4 logs no score of the seed's per example).
 
 What the files do not say is read as follows, and the report names each:
 - why a task made no proposal: the log's word; else skipped where its parent's known
@@ -18,12 +20,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pxn.calibrate.past_runs.gepa_log import GepaLog
-from pxn.calibrate.past_runs.run_dir import RunDirFiles
+from pxn.calibrate.past_runs.run_dir import STATE, RunDirFiles
 from pxn.errors import PxnError
 from pxn.shape import Shape
 
@@ -72,11 +75,31 @@ class IterationRecord:
 
 
 @dataclass(frozen=True)
+class ValScores:
+    """Every candidate's validation scores, from the one source that gave them all."""
+
+    per_example: tuple[dict[Any, float], ...]  # per candidate: validation id -> score, known
+    means: tuple[float, ...]  # per candidate: its mean validation score
+    examples: tuple[int, ...]  # per candidate: how many examples the mean is over
+    source: str  # STATE, or the log's path
+
+    @property
+    def from_log(self) -> bool:
+        return self.source != STATE
+
+    @property
+    def seed_examples_known(self) -> bool:
+        return bool(self.per_example[0])
+
+
+@dataclass(frozen=True)
 class PastRun:
     path: Path
     iterations: tuple[IterationRecord, ...]
     valset: tuple[Any, ...]  # validation ids, the seed's, in gepa's order
-    val_scores: tuple[dict[Any, float], ...] | None  # per candidate; None without the state
+    val_scores: ValScores | None  # None where neither the state nor the log gives them
+    # Why the scores are not the state's (when read from the log), or why unknown.
+    val_note: str
     shape: Shape
     shape_note: str
     minibatch: int
@@ -97,9 +120,9 @@ def past_run(files: RunDirFiles, log: GepaLog | None = None, shape: Shape | None
     is read when the directory holds it), `shape` the P x N when the user gave it."""
     notes: list[str] = []
     records = [_iteration(entry) for entry in files.run_log]
-    val_scores = files.state.val_scores if files.state is not None else None
-    valset = _valset(files, val_scores)
-    records = [_matched(r, val_scores, files) for r in records]
+    val_scores, val_note = _val_scores(files, log, records)
+    valset = _valset(files, val_scores, log)
+    records = [_matched(r, files) for r in records]
     scores_by_parent = _known_scores(records)
     guessed = 0
     with_reasons = []
@@ -127,6 +150,7 @@ def past_run(files: RunDirFiles, log: GepaLog | None = None, shape: Shape | None
         iterations=tuple(with_reasons),
         valset=valset,
         val_scores=val_scores,
+        val_note=val_note,
         shape=found_shape,
         shape_note=shape_note,
         minibatch=minibatch,
@@ -183,22 +207,69 @@ def _iteration(entry: dict[str, Any]) -> IterationRecord:
     )
 
 
-def _valset(files: RunDirFiles, val_scores: tuple[dict[Any, float], ...] | None) -> tuple:
-    if val_scores:
-        return tuple(val_scores[0])
-    for entry in files.run_log:
-        if "evaluated_val_indices" in entry:
-            return tuple(entry["evaluated_val_indices"])
-    raise PxnError(
-        f"run_dir {files.path} says neither which validation examples the seed was scored on "
-        "(gepa_state.bin) nor which a new program was (run_log.json): the validation set's "
-        "size is unknown; give the run's gepa_state.bin too"
+def _val_scores(
+    files: RunDirFiles, log: GepaLog | None, records: list[IterationRecord]
+) -> tuple[ValScores | None, str]:
+    """The state's validation scores where it was read, else the log's where it gives the
+    seed's mean and every new program's scores (each logged in the iteration run_log.json
+    found it in); and why they are not the state's, or why unknown."""
+    if files.state is not None:
+        per_example = files.state.val_scores
+        return _of(per_example, [list(s.values()) for s in per_example], STATE), ""
+    why = files.state_note
+    if log is None:
+        return None, f"{why}, and no gepa log was read"
+    if log.seed_score is None and not log.new_scores:
+        return None, f"{why}, and its log ({log.source}) holds no validation score"
+    wanted = [(r.number, program) for r in records for program in r.new_programs]
+    logged = log.new_scores
+    missing = [str(c) for i, c in wanted if c not in logged or logged[c].iteration != i]
+    if log.seed_score is None or missing:
+        lacks = ["the seed's mean"] if log.seed_score is None else []
+        if missing:
+            lacks.append(f"the scores of new program(s) {', '.join(missing)}")
+        return None, f"{why}, and its log ({log.source}) lacks {' and '.join(lacks)}"
+    seed = log.seed_score
+    new = [logged[c].scores for _, c in wanted]
+    found = _of(new, [list(s.values()) for s in new], log.source)
+    return ValScores(
+        per_example=({}, *found.per_example),
+        means=(seed.mean, *found.means),
+        examples=(seed.examples, *found.examples),
+        source=log.source,
+    ), why
+
+
+def _of(
+    per_example: Sequence[dict[Any, float]], values: list[list[float]], source: str
+) -> ValScores:
+    """ValScores of every candidate's per-example scores (`values` theirs, in order)."""
+    return ValScores(
+        per_example=tuple(per_example),
+        means=tuple(sum(v) / len(v) for v in values),
+        examples=tuple(len(v) for v in values),
+        source=source,
     )
 
 
-def _matched(
-    record: IterationRecord, val_scores: tuple[dict[Any, float], ...] | None, files: RunDirFiles
-) -> IterationRecord:
+def _valset(files: RunDirFiles, val_scores: ValScores | None, log: GepaLog | None) -> tuple:
+    if val_scores is not None and val_scores.seed_examples_known:
+        return tuple(val_scores.per_example[0])
+    for entry in files.run_log:
+        if "evaluated_val_indices" in entry:
+            return tuple(entry["evaluated_val_indices"])
+    if log is not None and log.seed_score is not None:
+        # No program was validated but the seed: only the count matters, and gepa numbers a
+        # list's examples so.
+        return tuple(range(log.seed_score.valset_size))
+    raise PxnError(
+        f"run_dir {files.path} says neither which validation examples the seed was scored on "
+        "(gepa_state.bin) nor which a new program was (run_log.json, gepa's log lines): the "
+        "validation set's size is unknown; give the run's gepa_state.bin or its gepa log too"
+    )
+
+
+def _matched(record: IterationRecord, files: RunDirFiles) -> IterationRecord:
     """The new programs matched to the merge or the tasks that passed, in order; a parent the
     state names for a program is kept to."""
     new = list(record.new_programs)

@@ -43,16 +43,7 @@ def past_run_lines(cal: PastCalibration) -> list[str]:
         f"  {CANDIDATES}: {1 + summary.accepted + summary.merges_accepted} programs, "
         f"{run.components} component(s) each",
     ]
-    if run.val_scores is not None:
-        read.append(
-            f"  {STATE}: every candidate's score on the {len(run.valset)} validation examples "
-            "(read through pxn's admitting unpickler: containers, numbers and gepa's own "
-            "types only)"
-        )
-    else:
-        read.append(f"  {STATE}: not read (absent): no validation scores")
-    if run.log is not None:
-        read.append(f"  {run.log.source}: gepa's log lines, for why tasks made no proposal")
+    read += _scores_lines(cal)
     lost = summary.failed + summary.skipped
     lines = [
         f"calibrated from a past run: {run.path} (as gepa wrote it; no recorder)",
@@ -89,6 +80,34 @@ def past_run_lines(cal: PastCalibration) -> list[str]:
         "",
     ]
     return wrapped(lines)
+
+
+def _scores_lines(cal: PastCalibration) -> list[str]:
+    """Where the validation scores were read (the state, else gepa's log lines), what they
+    lack, and the log's other use."""
+    run = cal.run
+    scores, log = run.val_scores, run.log
+    valset = f"{len(run.valset)} validation examples"
+    why = "why tasks made no proposal"
+    if scores is not None and scores.from_log:
+        missing = "the seed's score on each validation example (gepa 0.1.4 logs its mean alone)"
+        if cal.search == "quality":
+            missing += (
+                ": the examples' spread is not a fact of the inference, and the scenario keeps "
+                "no seed_validation (its runs draw the seed's scores on the examples)"
+            )
+        return [
+            f"  {scores.source}: every new program's scores on the {valset} and the seed's "
+            f"mean (gepa's log lines; {run.val_note}), and {why}",
+            f"  missing: {missing}",
+        ]
+    lines = [
+        f"  no validation scores: {run.val_note}"
+        if scores is None
+        else f"  {STATE}: every candidate's score on the {valset} (read through pxn's admitting "
+        "unpickler: containers, numbers and gepa's own types only)"
+    ]
+    return lines + ([] if log is None else [f"  {log.source}: gepa's log lines, for {why}"])
 
 
 def _time_lines(cal: PastCalibration) -> list[str]:

@@ -4,10 +4,12 @@ gepa saves `gepa_state.bin`, then `run_log.json` and `candidates.json` at the to
 every iteration and once at the end, each through a `.tmp` file. Read: run_log.json
 (required: the tasks, parents, minibatch scores, new programs, merges), candidates.json
 (the programs and their components), gepa_state.bin only through safe_pickle (optional:
-the validation scores, parents and gepa's metric-call count; without it the search is
-calibrated as acceptance rates) and run_log.txt where gepa wrote its log there
-(gepa_log.py). Every way a directory is unusable (empty, foreign, still being written,
-cut short, another state schema) is one PxnError line saying what to give instead.
+the validation scores, parents and gepa's metric-call count; one naming what no gepa
+state holds, such as the adapter's own outputs gepa keeps by default, is left unread and
+said to be) and run_log.txt where gepa wrote its log there (gepa_log.py: the validation
+scores where the state is not read). Every way a directory is unusable (empty, foreign,
+still being written, cut short, another state schema) is one PxnError line saying what
+to give instead.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pxn.calibrate.past_runs.safe_pickle import load_admitted
+from pxn.calibrate.past_runs.safe_pickle import Refused, load_admitted
 from pxn.errors import PxnError
 
 RUN_LOG, CANDIDATES, STATE = "run_log.json", "candidates.json", "gepa_state.bin"
@@ -54,7 +56,7 @@ class RunDirFiles:
     candidates: tuple[dict[str, str], ...]
     state: GepaState | None
     log_lines: tuple[str, ...]  # run_log.txt's, when gepa wrote its log there
-    state_note: str  # why the state is missing, or "" when read
+    state_note: str  # why the state was not read (absent, or refused unread), or "" when read
 
 
 def is_run_dir(path: Path) -> bool:
@@ -161,9 +163,12 @@ def _candidates(path: Path) -> tuple[dict[str, str], ...]:
 
 def _state(path: Path) -> tuple[GepaState | None, str]:
     if not path.is_file():
-        return None, f"no {STATE} in the directory"
+        return None, f"the directory holds no {STATE}"
     what = f"{path}"
-    data = load_admitted(path.read_bytes(), what)
+    try:
+        data = load_admitted(path.read_bytes(), what)
+    except Refused as refused:
+        return None, f"{STATE} {refused.problem}"
     if not isinstance(data, dict):
         raise PxnError("is not gepa's state (a pickled dict of its fields)", subject=what)
     schema = data.get("validation_schema_version")

@@ -4,7 +4,7 @@ Unpickling calls whatever the file names, so gepa's own `GEPAState.load` on some
 else's state can take over the machine. This reader resolves a name only when it is one
 of ADMITTED (Python's containers and numbers, numpy's scalars, and gepa 0.1.4's two
 evaluation-cache dataclasses); anything else, and any persistent id, is refused before
-anything is called, in one line naming it. What it admits runs no code of the file's
+anything is called (`Refused`, one line naming it). What it admits runs no code of the file's
 choosing: numpy scalars are built from dtype and bytes, gepa's dataclasses by
 `object.__new__` and their `__dict__`.
 """
@@ -44,6 +44,10 @@ ADMITTED: frozenset[tuple[str, str]] = frozenset(
 )
 
 
+class Refused(PxnError):
+    """The pickle names what no gepa 0.1.4 state holds: left unread."""
+
+
 class _AdmittingUnpickler(pickle.Unpickler):
     def __init__(self, file: io.BufferedIOBase, what: str):
         super().__init__(file)
@@ -51,24 +55,23 @@ class _AdmittingUnpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) not in ADMITTED:
-            raise PxnError(
+            raise Refused(
                 f"names {module}.{name}, which no gepa 0.1.4 state holds: refused unread (a "
-                "pickle runs what it names); move it out of the directory to calibrate from "
-                "the JSON files alone",
+                "pickle runs what it names)",
                 subject=self.what,
             )
         return super().find_class(module, name)
 
     def persistent_load(self, pid: Any) -> Any:
-        raise PxnError(
+        raise Refused(
             "holds a persistent id, which no gepa 0.1.4 state has: refused unread",
             subject=self.what,
         )
 
 
 def load_admitted(data: bytes, what: str) -> Any:
-    """The object a pickle holds, built only from ADMITTED globals; PxnError naming the first
-    other global it names (nothing it names is called), or saying it is cut short."""
+    """The object a pickle holds, built only from ADMITTED globals; Refused naming the first
+    other global it names (nothing it names is called), PxnError when it is cut short."""
     try:
         return _AdmittingUnpickler(io.BytesIO(data), what).load()
     except PxnError:

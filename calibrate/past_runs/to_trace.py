@@ -2,7 +2,8 @@
 
 Every event a recorded run of the same iterations would hold is written from
 past_run.py's reading (a parent's scores are null where gepa judged no child of its
-task). No time is made up: each event is an instant at its iteration's slot on an
+task, the seed's validation scores where only its mean was logged, its validation then
+that mean). No time is made up: each event is an instant at its iteration's slot on an
 order-only clock (iteration i at i), every rollout is untimed, and run_start's meta says
 `durations: none`. Such a trace carries the search, never a latency.
 """
@@ -106,7 +107,7 @@ def _rollouts(
 
 
 def _val_rollouts(run: PastRun, iteration: int, phase: str, candidate: int, at: float) -> list:
-    scores = run.val_scores[candidate] if run.val_scores is not None else {}
+    scores = run.val_scores.per_example[candidate] if run.val_scores is not None else {}
     examples = [f"val/{example}" for example in run.valset]
     return _rollouts(
         iteration, at, phase, str(candidate), examples, [scores.get(e) for e in run.valset]
@@ -114,17 +115,17 @@ def _val_rollouts(run: PastRun, iteration: int, phase: str, candidate: int, at: 
 
 
 def _validation(run: PastRun, iteration: int, candidate: int, at: float) -> list[Event]:
-    if run.val_scores is None or candidate >= len(run.val_scores):
+    scores = run.val_scores
+    if scores is None or candidate >= len(scores.means):
         return []
-    scores = list(run.val_scores[candidate].values())
     return [
         Validation(
             start=at,
             end=at,
             iteration=iteration,
             candidate=str(candidate),
-            score=sum(scores) / len(scores),
-            examples=len(scores),
+            score=scores.means[candidate],
+            examples=scores.examples[candidate],
         )
     ]
 
