@@ -36,9 +36,9 @@ pool per run, so it serves that run alone. MLflow's artifacts go under ARM/mlflo
 
 Where pxn refuses a run_dir's gepa_state.bin (gepa.optimize keeps the adapter's outputs in
 it by default, track_best_outputs=True, and the quality arm's outputs are its own Example
-objects, a class no gepa state names), the run_dir ways do what the refusal says: they
-calibrate from a copy of the run_dir without the state (ARM/state-refused/runs/NAME/gepa),
-as a user would, and the search is then calibrated from the JSON files alone.
+objects, a class no gepa state names), it leaves the state unread and reads the
+validation scores off gepa's log lines in run_log.txt: every new program's per example,
+the seed's mean alone.
 """
 
 from __future__ import annotations
@@ -282,25 +282,6 @@ def restore_mlflow(arm: str) -> None:
     client.set_terminated(run.info.run_id, record["status"], end_time=record["end_time"])
 
 
-def readable(run_dir: Path, arm: str) -> Path:
-    """The run_dir, or where pxn refuses its gepa_state.bin, what the refusal asks for: a copy
-    without it (ARM/state-refused/runs/NAME/gepa, its path ending as the run_dir's does, so
-    its MLflow run is still found)."""
-    from pxn.calibrate.past_runs.run_dir import STATE, read_run_dir
-    from pxn.errors import PxnError
-
-    try:
-        read_run_dir(run_dir)
-        return run_dir
-    except PxnError as exc:
-        if "refused unread" not in str(exc):
-            raise
-    copy = folder(arm) / "state-refused" / "runs" / run_dir.parent.name / run_dir.name
-    if not copy.exists():
-        shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns(STATE))
-    return copy
-
-
 def analyse(arm: str) -> None:
     plan = ARMS[arm]
     here = folder(arm)
@@ -312,7 +293,7 @@ def analyse(arm: str) -> None:
         restore_mlflow(arm)
     elif not (folder(arm) / MLFLOW_RUN).exists():
         export_mlflow(arm, ROOT / calibration / "gepa")
-    past = readable(calibration / "gepa", arm)
+    past = calibration / "gepa"
     log = calibration.with_suffix(".log")
     ways = {
         "run_dir": ["calibrate", past, *setup, "--wall-clock", wall_clock(calibration)],

@@ -10,8 +10,8 @@ every way it was calibrated, and writes:
   intervals' width (p95 - p5 over the predicted mean, averaged over the runs); the best
   validation score's mean absolute error, coverage and width (p95 - p5, in score units);
 - whether the target holds: coverage of at least 80% in every column, however wide;
-- the same rows for the LM arms' third sitting alone: runs recorded after every change
-  the earlier sittings' misses led to (README, "A third sitting");
+- the same rows for each of the LM arms' later sittings alone: runs recorded after a
+  round of changes the earlier sittings' misses led to (README, "Results");
 - per arm, every held-out run's measured values beside each way's predicted 5-95%.
 """
 
@@ -33,7 +33,13 @@ HEADER = [
     "best-score error | coverage | width |",
     "|---|---|---|---|---|---|---|---|---|",
 ]
-UNSEEN = ("1x1-s3", "2x2-s2", "4x1-s2")  # the LM arms' third sitting
+# The LM arms' later sittings: (name, runs, when they were recorded).
+LATER_SITTINGS = (
+    ("third", ("1x1-s3", "2x2-s2", "4x1-s2"),
+     "recorded after the second round of changes, before the third"),
+    ("fourth", ("1x1-s4", "2x2-s3", "4x1-s3"),
+     "recorded after the third round of changes: no change has seen them"),
+)  # fmt: skip
 
 
 def mean(values: list[float]) -> float:
@@ -142,7 +148,8 @@ def main() -> None:
         "",
         *HEADER,
     ]
-    verdicts, details, unseen = [], [], []
+    verdicts, details = [], []
+    later: dict[str, list[str]] = {sitting: [] for sitting, _, _ in LATER_SITTINGS}
     for arm in sorted(p.name for p in HERE.iterdir() if (p / "runs").is_dir()):
         found = {}
         for way in WAYS:
@@ -154,22 +161,23 @@ def main() -> None:
             lines.append(line)
             verdict = "met" if not misses else "not met: " + ", ".join(misses)
             verdicts.append(f"- {arm}, {WAYS[way]}: {verdict}")
-            third = [r for r in runs if run_name(r) in UNSEEN]
-            if third:
-                unseen.append(row(arm, way, third)[0])
+            for sitting, names, _ in LATER_SITTINGS:
+                theirs = [r for r in runs if run_name(r) in names]
+                if theirs:
+                    later[sitting].append(row(arm, way, theirs)[0])
         if found:
             details += per_run(arm, found)
     lines += ["", f"Target: coverage >= {TARGET:.0%} in every column, however wide.", ""]
     lines += [*verdicts, ""]
-    if unseen:
-        lines += [
-            "Runs no change has seen: the LM arms' third sitting alone (" + ", ".join(UNSEEN)
-            + "), recorded after the changes the earlier sittings' misses led to.",
-            "",
-            *HEADER,
-            *unseen,
-            "",
-        ]  # fmt: skip
+    for sitting, names, when in LATER_SITTINGS:
+        if later[sitting]:
+            lines += [
+                f"The LM arms' {sitting} sitting alone ({', '.join(names)}), {when}.",
+                "",
+                *HEADER,
+                *later[sitting],
+                "",
+            ]
     lines += details
     (HERE / "summary.md").write_text("\n".join(lines))
     print("\n".join(lines))
