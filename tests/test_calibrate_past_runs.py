@@ -321,14 +321,20 @@ def test_a_run_dir_reused_afresh_gives_the_last_runs_scores(
     assert earlier_seed is not None and earlier_seed.mean != scores.means[0]
 
 
-@pytest.mark.slow
-def test_a_run_whose_state_is_refused_calibrates_its_search_from_gepas_log(tmp_path, refused_run):
-    out = tmp_path / "past.toml"
+def calibrated(run_dir: Path, wall_clock: str, out: Path):
+    """`pxn calibrate` on a run_dir at W = 2 and a few draws; it must succeed."""
     done = run_pxn(
-        "calibrate", refused_run, "--workers", "2", "--wall-clock", "1min", "--draws", "20",
+        "calibrate", run_dir, "--workers", "2", "--wall-clock", wall_clock, "--draws", "20",
         "-o", out,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    return done
+
+
+@pytest.mark.slow
+def test_a_run_whose_state_is_refused_calibrates_its_search_from_gepas_log(tmp_path, refused_run):
+    out = tmp_path / "past.toml"
+    done = calibrated(refused_run, "1min", out)
     said = words(done.stdout)
     assert (
         f"run_log.txt: every new program's scores on the {len(VAL)} validation examples and "
@@ -503,11 +509,7 @@ def test_past_run_flags_are_refused_for_traces(tmp_path, single_run):
 @pytest.mark.slow
 def test_a_run_dir_calibrates_to_a_scenario_of_its_setup(tmp_path, single_run):
     out = tmp_path / "past.toml"
-    done = run_pxn(
-        "calibrate", single_run, "--workers", "2", "--wall-clock", "20min", "--draws", "20",
-        "-o", out,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    done = calibrated(single_run, "20min", out)
     assert "wall-clock 20.0 min (given (20min))" in done.stdout
     from pxn.scenario import Scenario
 
