@@ -36,9 +36,8 @@ def advise_command(
     budget: Annotated[
         str | None,
         typer.Option(
-            "--budget",
             help=f"The budget B (default: the scenario's), or budgets to compare by score: "
-            f"{BUDGETS_HELP}.",
+            f"{BUDGETS_HELP}."
         ),
     ] = None,
     predictors: Predictors = None,
@@ -47,25 +46,21 @@ def advise_command(
     target_score: Annotated[
         float | None,
         typer.Option(
-            "--target-score",
             help="A test score to reach in 90% of runs: the fastest allocation that does "
-            "(with --objective cost, the cheapest).",
+            "(with --objective cost, the cheapest)."
         ),
     ] = None,
-    workers: Annotated[
-        str | None, typer.Option("--workers", help="Pools W to try: 64,128,512 or 1..8.")
-    ] = None,
-    p: Annotated[str, typer.Option("--p", help="Parents per iteration P: 1..8 or 1,2,4.")] = "1..4",
-    n: Annotated[str, typer.Option("--n", help="Proposals per parent N.")] = "1..4",
+    workers: Annotated[str | None, typer.Option(help="Pools W to try: 64,128,512 or 1..8.")] = None,
+    p: Annotated[str, typer.Option(help="Parents per iteration P: 1..8 or 1,2,4.")] = "1..4",
+    n: Annotated[str, typer.Option(help="Proposals per parent N.")] = "1..4",
     minibatch: Annotated[
-        str | None,
-        typer.Option("--minibatch", help="Reflection minibatch sizes b (default: the scenario's)."),
+        str | None, typer.Option(help="Reflection minibatch sizes b (default: the scenario's).")
     ] = None,
     objective: Annotated[
-        str, typer.Option("--objective", help=r"time, cost or score (needs \[quality]).")
+        str, typer.Option(help=r"time, cost or score (needs \[quality]).")
     ] = "time",
     reps: Annotated[
-        int, typer.Option("--reps", help="Replicates per allocation (a race gives 20 first).")
+        int, typer.Option(help="Replicates per allocation (a race gives 20 first).")
     ] = 100,
     full_grid: Annotated[
         bool,

@@ -51,7 +51,7 @@ def plot_timeline_command(
     trace: Annotated[Path, typer.Argument(help="A trace file or run directory.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="PNG to write.")],
     iterations: Annotated[
-        int | None, typer.Option("--iterations", help="Show only up to this iteration's end.")
+        int | None, typer.Option(help="Show only up to this iteration's end.")
     ] = None,
 ) -> None:
     """One run as a Gantt chart of its workers and reflections, coloured by phase."""
@@ -76,7 +76,7 @@ def plot_progress_command(
         list[Path] | None,
         typer.Argument(help="Measured runs to overlay: trace files or run directories."),
     ] = None,
-    shapes: Annotated[str, typer.Option("--shapes", help="Comma-separated shapes.")] = "single,2x2",
+    shapes: Annotated[str, typer.Option(help="Comma-separated shapes.")] = "single,2x2",
     reps: Reps = 200,
     seed: Seed = None,
     jobs: Jobs = DEFAULT_JOBS,

@@ -33,7 +33,7 @@ commands = typer.Typer()
 @commands.command()
 def simulate(
     scenario: ScenarioArg,
-    shape: Annotated[str, typer.Option("--shape", help="PxN, e.g. 2x2, or 'single'.")] = "single",
+    shape: Annotated[str, typer.Option(help="PxN, e.g. 2x2, or 'single'.")] = "single",
     reps: Reps = 200,
     seed: Seed = None,
     jobs: Jobs = 1,
@@ -45,7 +45,7 @@ def simulate(
     backend: Backend = "local",
     address: Address = None,
     trace: Annotated[
-        Path | None, typer.Option("--trace", help="Also write replicate 0 as a trace (JSONL).")
+        Path | None, typer.Option(help="Also write replicate 0 as a trace (JSONL).")
     ] = None,
     output_format: Format = "table",
     wide: Wide = False,

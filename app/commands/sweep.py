@@ -37,15 +37,14 @@ commands = typer.Typer()
 @commands.command(name="sweep")
 def sweep_command(
     scenario: ScenarioArg,
-    shapes: Annotated[str, typer.Option("--shapes", help="Comma-separated shapes.")] = PAPER_SHAPES,
+    shapes: Annotated[str, typer.Option(help="Comma-separated shapes.")] = PAPER_SHAPES,
     reps: Reps = 200,
     seed: Seed = None,
     jobs: Jobs = DEFAULT_JOBS,
     workers: Workers = None,
     budget: Budget = None,
     budgets: Annotated[
-        str | None,
-        typer.Option("--budgets", help=f"Learning curves over budgets B: {BUDGETS_HELP}."),
+        str | None, typer.Option(help=f"Learning curves over budgets B: {BUDGETS_HELP}.")
     ] = None,
     predictors: Predictors = None,
     minibatch: Minibatch = None,
