@@ -8,22 +8,8 @@ from typing import Annotated
 import typer
 
 from pxn.api.running import DEFAULT_JOBS
+from pxn.app import options
 from pxn.app.interrupts import stopped_by_signals
-from pxn.app.options import (
-    BUDGETS_HELP,
-    Address,
-    Backend,
-    Deadline,
-    Format,
-    Jobs,
-    MaxDollars,
-    MinProposals,
-    Out,
-    Predictors,
-    ScenarioArg,
-    Seed,
-    Wide,
-)
 from pxn.app.output import Output
 from pxn.budget import FEW_PROPOSALS
 
@@ -32,17 +18,17 @@ commands = typer.Typer()
 
 @commands.command(name="advise")
 def advise_command(
-    scenario: ScenarioArg,
+    scenario: options.ScenarioArg,
     budget: Annotated[
         str | None,
         typer.Option(
             help=f"The budget B (default: the scenario's), or budgets to compare by score: "
-            f"{BUDGETS_HELP}."
+            f"{options.BUDGETS_HELP}."
         ),
     ] = None,
-    predictors: Predictors = None,
-    deadline: Deadline = None,
-    max_dollars: MaxDollars = None,
+    predictors: options.Predictors = None,
+    deadline: options.Deadline = None,
+    max_dollars: options.MaxDollars = None,
     target_score: Annotated[
         float | None,
         typer.Option(
@@ -68,14 +54,14 @@ def advise_command(
             "--full-grid", help="Simulate every allocation fully (default: race grids of 65+)."
         ),
     ] = False,
-    min_proposals: MinProposals = FEW_PROPOSALS,
-    seed: Seed = None,
-    jobs: Jobs = DEFAULT_JOBS,
-    backend: Backend = "local",
-    address: Address = None,
-    out: Out = None,
-    output_format: Format = "table",
-    wide: Wide = False,
+    min_proposals: options.MinProposals = FEW_PROPOSALS,
+    seed: options.Seed = None,
+    jobs: options.Jobs = DEFAULT_JOBS,
+    backend: options.Backend = "local",
+    address: options.Address = None,
+    out: options.Out = None,
+    output_format: options.Format = "table",
+    wide: options.Wide = False,
 ) -> None:
     """Recommend P, N, b and W (and B, among several budgets) under a deadline, a dollar cap
     and rate limits, or the fastest to reach a --target-score; write advise.csv, advise.json
