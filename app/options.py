@@ -21,31 +21,25 @@ from pxn.errors import PxnError
 ScenarioArg = Annotated[
     str, typer.Argument(help="A scenario TOML file, or a preset: livebench-math, hover.")
 ]
-Reps = Annotated[int, typer.Option("--reps", help="Simulated replicates per shape.")]
-ValidateReps = Annotated[int, typer.Option("--reps", help="Simulated replicates per run's setup.")]
+Reps = Annotated[int, typer.Option(help="Simulated replicates per shape.")]
+ValidateReps = Annotated[int, typer.Option(help="Simulated replicates per run's setup.")]
 TracesArg = Annotated[
     list[Path], typer.Argument(help="Trace files (trace.jsonl) or run directories (runs/NAME/).")
 ]
-ScenarioOpt = Annotated[
-    str, typer.Option("--scenario", help="The calibrated scenario TOML (or a preset name).")
-]
+ScenarioOpt = Annotated[str, typer.Option(help="The calibrated scenario TOML (or a preset name).")]
 Seed = Annotated[
-    int | None,
-    typer.Option("--seed", help="Base seed (default: the scenario's); same seed, same bits."),
+    int | None, typer.Option(help="Base seed (default: the scenario's); same seed, same bits.")
 ]
-Jobs = Annotated[int, typer.Option("--jobs", help="Processes to spread replicates over.")]
-Workers = Annotated[int | None, typer.Option("--workers", help="Override the worker pool W.")]
+Jobs = Annotated[int, typer.Option(help="Processes to spread replicates over.")]
+Workers = Annotated[int | None, typer.Option(help="Override the worker pool W.")]
 BUDGET_HELP = (
     "metric calls (400), or dspy.GEPA's auto:light, auto:medium, auto:heavy or full-evals:N"
 )
-Budget = Annotated[
-    str | None, typer.Option("--budget", help=f"Override the budget B: {BUDGET_HELP}.")
-]
+Budget = Annotated[str | None, typer.Option(help=f"Override the budget B: {BUDGET_HELP}.")]
 Predictors = Annotated[
     int | None,
     typer.Option(
-        "--predictors",
-        help="The DSPy program's predictors, for an auto budget (default: the scenario's, or 1).",
+        help="The DSPy program's predictors, for an auto budget (default: the scenario's, or 1)."
     ),
 ]
 BUDGETS_HELP = (
@@ -55,38 +49,26 @@ BUDGETS_HELP = (
 MinProposals = Annotated[
     int,
     typer.Option(
-        "--min-proposals",
-        help="Warn of a budget affording fewer proposals than this after the seed's validation.",
+        help="Warn of a budget affording fewer proposals than this after the seed's validation."
     ),
 ]
-Minibatch = Annotated[
-    int | None, typer.Option("--minibatch", help="Override the reflection minibatch b.")
-]
-Deadline = Annotated[
-    str | None, typer.Option("--deadline", help="Wall-clock limit: 3h, 90m, 1h30m, 600s.")
-]
-MaxDollars = Annotated[
-    float | None, typer.Option("--max-dollars", help="Dollar cap (the scenario needs prices).")
-]
+Minibatch = Annotated[int | None, typer.Option(help="Override the reflection minibatch b.")]
+Deadline = Annotated[str | None, typer.Option(help="Wall-clock limit: 3h, 90m, 1h30m, 600s.")]
+MaxDollars = Annotated[float | None, typer.Option(help="Dollar cap (the scenario needs prices).")]
 Backend = Annotated[
     str,
-    typer.Option(
-        "--backend",
-        help="local (processes on this machine) or ray (Ray tasks; needs the ray extra).",
-    ),
+    typer.Option(help="local (processes on this machine) or ray (Ray tasks; needs the ray extra)."),
 ]
 Address = Annotated[
     str | None,
     typer.Option(
-        "--address",
         help="HOST:PORT of a running Ray head (`ray start --head`); "
-        "without it --backend ray starts a private local Ray with --jobs CPUs.",
+        "without it --backend ray starts a private local Ray with --jobs CPUs."
     ),
 ]
 Format = Annotated[str, typer.Option("--format", help="What to print: table, csv or json.")]
 Out = Annotated[
-    Path | None,
-    typer.Option("--out", help="Directory to write the result into: CSV, JSON and a figure."),
+    Path | None, typer.Option(help="Directory to write the result into: CSV, JSON and a figure.")
 ]
 Wide = Annotated[
     bool, typer.Option("--wide", help="Show every column, however wide the table gets.")

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import norm
 
 from pxn.calibrate.traces.overhead import loop_end
 from pxn.run_summary import RunSummary, summarize
@@ -199,8 +198,8 @@ class Honesty:
                        "no completed run to judge the intervals by")  # fmt: skip
         coverage_p = p_coverage(inside, runs)
         mean = float(np.mean(percentiles))
-        # The mean of n uniform percentiles has standard deviation 1 / sqrt(12 n).
-        bias_p = float(2 * norm.sf(abs(mean - 0.5) * math.sqrt(12 * runs)))
+        # The mean of n uniform percentiles has standard deviation 1 / sqrt(12 n), z's unit.
+        _, bias_p = z_test((mean - 0.5) * math.sqrt(12 * runs), 1.0, alike=mean == 0.5)
         off = coverage_p < SIGNIFICANCE
         biased = None
         if bias_p < SIGNIFICANCE:

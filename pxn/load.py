@@ -137,8 +137,3 @@ class Loads:
         fields = table(data, "[load]")
         known_keys(fields, set(ROLES), "[load]")
         return cls(*(Load.from_dict(fields.get(role, {}), role) for role in ROLES))
-
-    @classmethod
-    def shared_pool(cls, servers: int | None, slowdown: float) -> Loads:
-        """One local pool serving both models (`--lm-servers`)."""
-        return cls(Load(servers, slowdown), Load(servers, slowdown))

@@ -17,7 +17,9 @@ from typing import Any
 
 from pxn.errors import PxnError
 
-RAY_EXTRA = "install the extra: pip install 'gepa-pxn[ray]'"
+RAY_MISSING = (
+    "ray needs Ray, which is not installed; install the extra: pip install 'gepa-pxn[ray]'"
+)
 CONNECT_TIMEOUT = 5.0  # seconds for a Ray head to answer, unless PXN_CONNECT_TIMEOUT says
 CONNECT_TIMEOUT_VAR = "PXN_CONNECT_TIMEOUT"
 # A Ray head's address is its GCS, a gRPC server: HTTP/2, which answers a client's
@@ -107,9 +109,7 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise PxnError(
-            f"ray needs Ray, which is not installed; {RAY_EXTRA}", subject="backend"
-        ) from None
+        raise PxnError(RAY_MISSING, subject="backend") from None
     return ray
 
 

@@ -337,10 +337,6 @@ class Scenario:
             trainset_size=self.trainset_size,
         )
 
-    def with_local_pool(self, servers: int | None, slowdown: float = 0.0) -> Scenario:
-        """This scenario on one local LM pool serving both models (validated)."""
-        return self.replace(loads=Loads.shared_pool(servers, slowdown))
-
     def with_parameters(self, values: dict[str, float]) -> Scenario:
         """This scenario with the parameters at these paths set, without its uncertainty.
 

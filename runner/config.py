@@ -133,7 +133,7 @@ def plan(config: RunConfig) -> Plan:
 def check_eval_backend(config: RunConfig) -> None:
     """The evaluation backend and Ray address, checked without importing Ray (slow to import);
     a head that does not answer is named here, before the LM pool starts."""
-    from pxn.ray_cluster import RAY_EXTRA, Address
+    from pxn.ray_cluster import RAY_MISSING, Address
 
     if config.eval_backend not in ("local", "ray"):
         raise PxnError(f"is local or ray, got {config.eval_backend!r}", subject="eval backend")
@@ -143,8 +143,7 @@ def check_eval_backend(config: RunConfig) -> None:
                            subject="ray address")  # fmt: skip
         return
     if importlib.util.find_spec("ray") is None:
-        raise PxnError(f"ray needs Ray, which is not installed; {RAY_EXTRA}",
-                       subject="eval backend")  # fmt: skip
+        raise PxnError(RAY_MISSING, subject="eval backend")
     if config.ray_address is not None:
         address = Address.parse(config.ray_address)
         address.check_reachable()  # a TCP connect: seconds sooner than ray.init says it

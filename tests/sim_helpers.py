@@ -29,6 +29,16 @@ def lognormal(mean_seconds: float, sigma: float = 0.5) -> Distribution:
     )
 
 
+def shared_pool(servers: int | None, slowdown: float) -> Loads:
+    """One local pool serving both models (`--lm-servers`)."""
+    return Loads(Load(servers, slowdown), Load(servers, slowdown))
+
+
+def with_local_pool(scenario: Scenario, servers: int | None, slowdown: float = 0.0) -> Scenario:
+    """`scenario` on one local LM pool serving both models (validated)."""
+    return scenario.replace(loads=shared_pool(servers, slowdown))
+
+
 def make_scenario(**changes: Any) -> Scenario:
     """A small, quick scenario; tests change the fields they are about.
 
@@ -36,7 +46,7 @@ def make_scenario(**changes: Any) -> Scenario:
     """
     pool = {key: changes.pop(key) for key in ("lm_servers", "load_slowdown") if key in changes}
     if pool:
-        changes["loads"] = Loads.shared_pool(pool.get("lm_servers"), pool.get("load_slowdown", 0.0))
+        changes["loads"] = shared_pool(pool.get("lm_servers"), pool.get("load_slowdown", 0.0))
     base: dict[str, Any] = {
         "name": "small",
         "budget": 400,

@@ -167,14 +167,14 @@ def test_presets_lists_each_preset_with_its_description() -> None:
 
 
 def test_the_title_names_a_local_pool_only_when_there_is_one() -> None:
-    from sim_helpers import make_scenario
+    from sim_helpers import make_scenario, with_local_pool
 
     from pxn.api.prediction_report import predictions_table
     from pxn.shape import Shape
     from pxn.sim.predict import sweep
 
     plain = make_scenario()
-    pooled = plain.with_local_pool(2, 0.4)
+    pooled = with_local_pool(plain, 2, 0.4)
     titles = [predictions_table(s, sweep(s, [Shape(1, 1)], 2)).title for s in (plain, pooled)]
     assert "LM server" not in titles[0] and "slowdown" not in titles[0]
     assert "W=8, 2 LM server(s), load slowdown 0.4, 2 replicates" in titles[1]

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from calibrate_helpers import TRUE, relative, write_traces
 from conftest import assert_user_error, run_pxn
+from sim_helpers import with_local_pool
 
 from pxn.calibrate.traces.load_effect import call_loads
 from pxn.calibrate.traces.pipeline import Calibration, calibrate_traces
@@ -28,7 +29,7 @@ from pxn.trace import Reflection, Rollout
 # Calibration round trips on simulated traces: seconds each, so outside `make quick`.
 pytestmark = pytest.mark.slow
 
-POOL = TRUE.with_local_pool(2, 0.5)
+POOL = with_local_pool(TRUE, 2, 0.5)
 
 
 @pytest.fixture(scope="module")

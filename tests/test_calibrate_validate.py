@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from calibrate_helpers import TRUE, write_traces
 from conftest import run_pxn
+from sim_helpers import with_local_pool
 
 from pxn.api.checks_report import validation_report
 from pxn.api.report import csv_text, json_text
@@ -95,10 +96,10 @@ def test_a_run_is_predicted_at_its_own_worker_count(tmp_path: Path) -> None:
 
 def test_a_run_is_predicted_on_its_own_lm_pool(tmp_path: Path) -> None:
     """A run that declares lm_servers in its run_start is predicted with that pool."""
-    [run] = write_traces(tmp_path, SMALL.with_local_pool(2), Shape(2, 2), range(1))
+    [run] = write_traces(tmp_path, with_local_pool(SMALL, 2), Shape(2, 2), range(1))
     [check] = validate_runs(SMALL, [run], replicates=20).checks
     assert check.measured_setup["lm_servers"] == 2
-    [expected] = sweep(SMALL.with_local_pool(2), [Shape(2, 2)], 20)
+    [expected] = sweep(with_local_pool(SMALL, 2), [Shape(2, 2)], 20)
     assert check.predicted.wall_clock == expected.wall_clock
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from oracle import oracle_replicates
 from scipy.stats import ks_2samp
-from sim_helpers import fixed, lognormal, make_scenario
+from sim_helpers import fixed, lognormal, make_scenario, shared_pool
 from test_core_trace import header
 
 from pxn.acceptance import Acceptance
@@ -162,7 +162,7 @@ def test_the_comparison_sees_a_limit_one_fifth_higher() -> None:
             RateLimits(task=RateLimit(tpm=3000), reflection=RateLimit(tpm=2000), burst_seconds=5),
             Loads(),
         ),
-        (RateLimits(task=RateLimit(rpm=30), burst_seconds=5), Loads.shared_pool(4, 0.5)),
+        (RateLimits(task=RateLimit(rpm=30), burst_seconds=5), shared_pool(4, 0.5)),
         (
             RateLimits(task=RateLimit(rpm=200, tpm=20_000), reflection=RateLimit(rpm=6)),
             Loads(Load(servers=6, slowdown=0.25), Load(slowdown=0.5)),

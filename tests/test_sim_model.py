@@ -17,7 +17,14 @@ from gepa.core.data_loader import ensure_loader
 from gepa.core.state import GEPAState, ValsetEvaluation
 from gepa.strategies.batch_sampler import EpochShuffledBatchSampler
 from scipy import stats
-from sim_helpers import EVERYTHING, fixed, lognormal, make_scenario, max_concurrency
+from sim_helpers import (
+    EVERYTHING,
+    fixed,
+    lognormal,
+    make_scenario,
+    max_concurrency,
+    with_local_pool,
+)
 
 from pxn.acceptance import Acceptance
 from pxn.api.prediction_report import predictions_report
@@ -359,7 +366,7 @@ def test_a_prefix_cache_changes_nothing_where_no_server_serves_two_siblings() ->
 def test_unset_lm_fields_leave_runs_identical() -> None:
     """lm_servers >= W and C with no slowdown is the same run, to the bit."""
     scenario = make_scenario()
-    wide = scenario.with_local_pool(scenario.workers + scenario.reflection_concurrency)
+    wide = with_local_pool(scenario, scenario.workers + scenario.reflection_concurrency)
     for shape in (Shape(1, 1), Shape(4, 2)):
         assert simulate_once(scenario, shape, 3) == simulate_once(wide, shape, 3)
 

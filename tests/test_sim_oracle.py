@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from oracle import OracleResult, oracle_once, oracle_replicates
 from scipy.stats import ks_2samp
-from sim_helpers import EVERYTHING, lognormal, make_scenario, searched
+from sim_helpers import EVERYTHING, lognormal, make_scenario, searched, with_local_pool
 
 from pxn.acceptance import Acceptance
 from pxn.distribution import Distribution
@@ -286,7 +286,7 @@ def test_oracle_agrees_on_a_deterministic_run() -> None:
         front_share=0.01, loads=Loads(Load(2, 0.5), Load(2, 0.5, prefix_seconds=1.5))
     )
     split = scenario.replace(worker_split="per_candidate")
-    for variant in (scenario, scenario.with_local_pool(2, 0.5), prefix_cache, split):
+    for variant in (scenario, with_local_pool(scenario, 2, 0.5), prefix_cache, split):
         [fast] = fast_replicates(variant, shape, 1)
         [oracle] = oracle_replicates(variant, shape, 1)
         assert fast.wall_clock == pytest.approx(oracle.wall_clock, rel=1e-12)
@@ -342,7 +342,7 @@ def test_the_comparison_rejects_a_model_without_the_slowdown() -> None:
     """And it sees a slowdown of 0.4 on 2 servers: the new features are not vacuous."""
     scenario, shape = SCENARIOS["lm servers < W, slowdown"]
     fast = fast_replicates(scenario, shape)
-    oracle = oracle_replicates(scenario.with_local_pool(None, 0.0), shape, REPLICATES)
+    oracle = oracle_replicates(with_local_pool(scenario, None, 0.0), shape, REPLICATES)
     result = ks_2samp([r.wall_clock for r in fast], [r.wall_clock for r in oracle])
     assert result.pvalue < ALPHA
 

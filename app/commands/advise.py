@@ -8,22 +8,8 @@ from typing import Annotated
 import typer
 
 from pxn.api.running import DEFAULT_JOBS
+from pxn.app import options
 from pxn.app.interrupts import stopped_by_signals
-from pxn.app.options import (
-    BUDGETS_HELP,
-    Address,
-    Backend,
-    Deadline,
-    Format,
-    Jobs,
-    MaxDollars,
-    MinProposals,
-    Out,
-    Predictors,
-    ScenarioArg,
-    Seed,
-    Wide,
-)
 from pxn.app.output import Output
 from pxn.budget import FEW_PROPOSALS
 
@@ -32,40 +18,35 @@ commands = typer.Typer()
 
 @commands.command(name="advise")
 def advise_command(
-    scenario: ScenarioArg,
+    scenario: options.ScenarioArg,
     budget: Annotated[
         str | None,
         typer.Option(
-            "--budget",
             help=f"The budget B (default: the scenario's), or budgets to compare by score: "
-            f"{BUDGETS_HELP}.",
+            f"{options.BUDGETS_HELP}."
         ),
     ] = None,
-    predictors: Predictors = None,
-    deadline: Deadline = None,
-    max_dollars: MaxDollars = None,
+    predictors: options.Predictors = None,
+    deadline: options.Deadline = None,
+    max_dollars: options.MaxDollars = None,
     target_score: Annotated[
         float | None,
         typer.Option(
-            "--target-score",
             help="A test score to reach in 90% of runs: the fastest allocation that does "
-            "(with --objective cost, the cheapest).",
+            "(with --objective cost, the cheapest)."
         ),
     ] = None,
-    workers: Annotated[
-        str | None, typer.Option("--workers", help="Pools W to try: 64,128,512 or 1..8.")
-    ] = None,
-    p: Annotated[str, typer.Option("--p", help="Parents per iteration P: 1..8 or 1,2,4.")] = "1..4",
-    n: Annotated[str, typer.Option("--n", help="Proposals per parent N.")] = "1..4",
+    workers: Annotated[str | None, typer.Option(help="Pools W to try: 64,128,512 or 1..8.")] = None,
+    p: Annotated[str, typer.Option(help="Parents per iteration P: 1..8 or 1,2,4.")] = "1..4",
+    n: Annotated[str, typer.Option(help="Proposals per parent N.")] = "1..4",
     minibatch: Annotated[
-        str | None,
-        typer.Option("--minibatch", help="Reflection minibatch sizes b (default: the scenario's)."),
+        str | None, typer.Option(help="Reflection minibatch sizes b (default: the scenario's).")
     ] = None,
     objective: Annotated[
-        str, typer.Option("--objective", help=r"time, cost or score (needs \[quality]).")
+        str, typer.Option(help=r"time, cost or score (needs \[quality]).")
     ] = "time",
     reps: Annotated[
-        int, typer.Option("--reps", help="Replicates per allocation (a race gives 20 first).")
+        int, typer.Option(help="Replicates per allocation (a race gives 20 first).")
     ] = 100,
     full_grid: Annotated[
         bool,
@@ -73,14 +54,14 @@ def advise_command(
             "--full-grid", help="Simulate every allocation fully (default: race grids of 65+)."
         ),
     ] = False,
-    min_proposals: MinProposals = FEW_PROPOSALS,
-    seed: Seed = None,
-    jobs: Jobs = DEFAULT_JOBS,
-    backend: Backend = "local",
-    address: Address = None,
-    out: Out = None,
-    output_format: Format = "table",
-    wide: Wide = False,
+    min_proposals: options.MinProposals = FEW_PROPOSALS,
+    seed: options.Seed = None,
+    jobs: options.Jobs = DEFAULT_JOBS,
+    backend: options.Backend = "local",
+    address: options.Address = None,
+    out: options.Out = None,
+    output_format: options.Format = "table",
+    wide: options.Wide = False,
 ) -> None:
     """Recommend P, N, b and W (and B, among several budgets) under a deadline, a dollar cap
     and rate limits, or the fastest to reach a --target-score; write advise.csv, advise.json

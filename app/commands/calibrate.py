@@ -33,50 +33,40 @@ def calibrate(
     summaries: Annotated[
         Path | None,
         typer.Option(
-            "--summaries",
             help="Infer from run summaries instead of traces: a CSV or TOML of per-run figures "
-            "(format: pydoc pxn.calibrate.summaries), by simulation-based inference.",
+            "(format: pydoc pxn.calibrate.summaries), by simulation-based inference."
         ),
     ] = None,
     jobs: Jobs = DEFAULT_JOBS,
     backend: Backend = "local",
     address: Address = None,
     plots: Annotated[
-        Path | None, typer.Option("--plots", help="Directory for fit diagnostic figures.")
+        Path | None, typer.Option(help="Directory for fit diagnostic figures.")
     ] = None,
-    name: Annotated[str, typer.Option("--name", help="The scenario's name.")] = "calibrated",
+    name: Annotated[str, typer.Option(help="The scenario's name.")] = "calibrated",
     latency: Annotated[
-        str,
-        typer.Option(
-            "--latency", help="auto (lowest AIC unless KS rejects it), empirical, or a family."
-        ),
+        str, typer.Option(help="auto (lowest AIC unless KS rejects it), empirical, or a family.")
     ] = "auto",
     lm_servers: Annotated[
         int | None,
         typer.Option(
-            "--lm-servers",
             help="Calls the LM serves at once (a local pool of K servers), when the traces "
-            "do not say; overrides them.",
+            "do not say; overrides them."
         ),
     ] = None,
     task_model: Annotated[
         str | None,
         typer.Option(
-            "--task-model",
             help="Write the prices table for this model (as litellm names it, e.g. gpt-4.1-mini), "
-            "priced from litellm's offline table.",
+            "priced from litellm's offline table."
         ),
     ] = None,
     reflection_model: Annotated[
-        str | None,
-        typer.Option(
-            "--reflection-model", help="The reflection model's name, when not the task model."
-        ),
+        str | None, typer.Option(help="The reflection model's name, when not the task model.")
     ] = None,
     draws: Annotated[
         int | None,
         typer.Option(
-            "--draws",
             help="Parameter draws to write as the scenario's uncertainty (a bootstrap of the "
             "fits over runs and their iterations; default 100); 0 writes none.",
             show_default=False,
@@ -85,69 +75,58 @@ def calibrate(
     prefix_cache: Annotated[
         str,
         typer.Option(
-            "--prefix-cache",
             help="Whether the reflections' LM servers keep the prompt they served last "
             "(llama.cpp does), so a sibling reflection served next is faster: yes, no, or auto "
-            "(yes for pxn's own local pool).",
+            "(yes for pxn's own local pool)."
         ),
     ] = "auto",
     search: Annotated[
         str,
         typer.Option(
-            "--search",
             help="How proposals fare in the scenario: quality (the quality model, inferred "
             "from the traces' scores), rates (acceptance rates), or auto (quality when the "
-            "traces hold scores).",
+            "traces hold scores)."
         ),
     ] = "auto",
     workers: Annotated[
         int | None,
         typer.Option(
-            "--workers",
             help="W, the rollouts the adapter ran at once, for runs recorded without "
-            "workers=: needed when the adapter timed none of its rollouts.",
+            "workers=: needed when the adapter timed none of its rollouts."
         ),
     ] = None,
     wall_clock: Annotated[
         str | None,
         typer.Option(
-            "--wall-clock",
             help="A past run's wall-clock (47min, 1h30m); without it, its MLflow run, its log "
-            "or its files' own times give it.",
+            "or its files' own times give it."
         ),
     ] = None,
     reflection_concurrency: Annotated[
         int | None,
-        typer.Option(
-            "--reflection-concurrency",
-            help="C, the reflections a past batched gepa.optimize run made at once.",
-        ),
+        typer.Option(help="C, the reflections a past batched gepa.optimize run made at once."),
     ] = None,
     budget: Annotated[
         int | None,
         typer.Option(
-            "--budget",
             help="A past run's max_metric_calls, when its log does not say it (default: the "
-            "metric calls it made).",
+            "metric calls it made)."
         ),
     ] = None,
     shape: Annotated[
-        str | None,
-        typer.Option("--shape", help="A past run's P x N, when its parents cannot tell it (2x2)."),
+        str | None, typer.Option(help="A past run's P x N, when its parents cannot tell it (2x2).")
     ] = None,
     log: Annotated[
         Path | None,
         typer.Option(
-            "--log",
-            help="A past dspy.GEPA run's log lines kept in a file (they carry their times).",
+            help="A past dspy.GEPA run's log lines kept in a file (they carry their times)."
         ),
     ] = None,
     tracking_uri: Annotated[
         str | None,
         typer.Option(
-            "--tracking-uri",
             help="The MLflow store a past run was tracked in (sqlite:///mlflow.db, "
-            "http://host:5000): its times are read from there.",
+            "http://host:5000): its times are read from there."
         ),
     ] = None,
     output_format: Format = "table",

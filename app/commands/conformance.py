@@ -39,7 +39,6 @@ def conformance_command(
     task: Annotated[
         str | None,
         typer.Option(
-            "--task",
             help="The synthetic task: levels (children pass at the scenario's acceptance rates) or "
             "quality (scores follow its quality model; the search is checked too). Default: "
             "the scenario's kind; levels without a scenario.",
@@ -49,7 +48,6 @@ def conformance_command(
     shapes: Annotated[
         str | None,
         typer.Option(
-            "--shapes",
             help=f"Shapes to run, e.g. single,2x2 (default: {TASK_SHAPES['levels']}; "
             f"quality: {TASK_SHAPES['quality']}).",
             show_default=False,
@@ -58,18 +56,14 @@ def conformance_command(
     workers: Annotated[
         str | None,
         typer.Option(
-            "--workers",
             help=f"Worker pools W to run each shape at (default: {LEVELS_WORKERS}; "
             f"quality: {QUALITY_WORKERS}).",
             show_default=False,
         ),
     ] = None,
-    runs: Annotated[int, typer.Option("--runs", help="Real runs per shape and W.")] = 3,
+    runs: Annotated[int, typer.Option(help="Real runs per shape and W.")] = 3,
     time_scale: Annotated[
-        float,
-        typer.Option(
-            "--time-scale", help="Synthetic calls sleep the scenario's seconds times this."
-        ),
+        float, typer.Option(help="Synthetic calls sleep the scenario's seconds times this.")
     ] = 0.01,
     reps: Reps = 200,
     jobs: Jobs = DEFAULT_JOBS,

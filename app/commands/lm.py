@@ -32,7 +32,7 @@ def wait_for_stop() -> None:
 
 @commands.command("serve")
 def lm_serve(
-    lm_servers: Annotated[int, typer.Option("--lm-servers", help="How many servers (K).")] = 2,
+    lm_servers: Annotated[int, typer.Option(help="How many servers (K).")] = 2,
 ) -> None:
     """Start K local llama.cpp servers and keep them up until Ctrl-C (or `pxn lm stop`)."""
     import os

@@ -9,18 +9,8 @@ import typer
 
 from pxn.api.console import print_set_aside, say
 from pxn.api.running import DEFAULT_JOBS
+from pxn.app import options
 from pxn.app.interrupts import stopped_by_signals
-from pxn.app.options import (
-    Budget,
-    Jobs,
-    Reps,
-    ScenarioArg,
-    ScenarioOpt,
-    Seed,
-    TracesArg,
-    ValidateReps,
-    Workers,
-)
 from pxn.app.output import check_writable, refuse_overwriting_an_input
 from pxn.fields import whole
 
@@ -29,11 +19,11 @@ commands = typer.Typer(help="Figures of measured and simulated runs.", no_args_i
 
 @commands.command("sweep-vs-measured")
 def plot_sweep_vs_measured_command(
-    runs: TracesArg,
-    scenario: ScenarioOpt,
+    runs: options.TracesArg,
+    scenario: options.ScenarioOpt,
     output: Annotated[Path, typer.Option("-o", "--output", help="PNG to write.")],
-    reps: ValidateReps = 200,
-    jobs: Jobs = DEFAULT_JOBS,
+    reps: options.ValidateReps = 200,
+    jobs: options.Jobs = DEFAULT_JOBS,
 ) -> None:
     """Measured runs against the simulated band and the closed form, shape by shape."""
     from pxn.api.checks import validate
@@ -51,7 +41,7 @@ def plot_timeline_command(
     trace: Annotated[Path, typer.Argument(help="A trace file or run directory.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="PNG to write.")],
     iterations: Annotated[
-        int | None, typer.Option("--iterations", help="Show only up to this iteration's end.")
+        int | None, typer.Option(help="Show only up to this iteration's end.")
     ] = None,
 ) -> None:
     """One run as a Gantt chart of its workers and reflections, coloured by phase."""
@@ -70,18 +60,18 @@ def plot_timeline_command(
 
 @commands.command("progress")
 def plot_progress_command(
-    scenario: ScenarioArg,
+    scenario: options.ScenarioArg,
     output: Annotated[Path, typer.Option("-o", "--output", help="PNG to write.")],
     runs: Annotated[
         list[Path] | None,
         typer.Argument(help="Measured runs to overlay: trace files or run directories."),
     ] = None,
-    shapes: Annotated[str, typer.Option("--shapes", help="Comma-separated shapes.")] = "single,2x2",
-    reps: Reps = 200,
-    seed: Seed = None,
-    jobs: Jobs = DEFAULT_JOBS,
-    workers: Workers = None,
-    budget: Budget = None,
+    shapes: Annotated[str, typer.Option(help="Comma-separated shapes.")] = "single,2x2",
+    reps: options.Reps = 200,
+    seed: options.Seed = None,
+    jobs: options.Jobs = DEFAULT_JOBS,
+    workers: options.Workers = None,
+    budget: options.Budget = None,
 ) -> None:
     """The best validation score against wall-clock per shape (the quality model's bands),
     with measured runs overlaid; give the scenario at the runs' own setup."""

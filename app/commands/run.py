@@ -18,59 +18,43 @@ commands = typer.Typer()
 
 @commands.command("run")
 def run_command(
-    out: Annotated[
-        Path | None, typer.Option("--out", help="Run directory to create, e.g. runs/x.")
-    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Run directory to create, e.g. runs/x.")] = None,
     task: Annotated[
-        str | None,
-        typer.Option("--task", help="Built-in task name (see `pxn tasks`) or module:function."),
+        str | None, typer.Option(help="Built-in task name (see `pxn tasks`) or module:function.")
     ] = None,
-    shape: Annotated[str, typer.Option("--shape", help="PxN: P parents x N proposals.")] = "1x1",
+    shape: Annotated[str, typer.Option(help="PxN: P parents x N proposals.")] = "1x1",
     budget: Annotated[
-        str,
-        typer.Option(
-            "--budget", help=f"B: {BUDGET_HELP} (for the task's components as predictors)."
-        ),
+        str, typer.Option(help=f"B: {BUDGET_HELP} (for the task's components as predictors).")
     ] = "40",
-    workers: Annotated[int, typer.Option("--workers", help="Workers W: rollouts at once.")] = 2,
-    selection: Annotated[str, typer.Option("--selection", help="all | best | topk:K")] = "all",
+    workers: Annotated[int, typer.Option(help="Workers W: rollouts at once.")] = 2,
+    selection: Annotated[str, typer.Option(help="all | best | topk:K")] = "all",
     minibatch: Annotated[
-        int | None,
-        typer.Option("--minibatch", help="Reflection minibatch b (default: the task's, 3)."),
+        int | None, typer.Option(help="Reflection minibatch b (default: the task's, 3).")
     ] = None,
     task_model: Annotated[
-        str | None, typer.Option("--task-model", help="litellm model (default: local pool).")
+        str | None, typer.Option(help="litellm model (default: local pool).")
     ] = None,
     reflection_model: Annotated[
-        str | None,
-        typer.Option("--reflection-model", help="litellm model (default: local pool)."),
+        str | None, typer.Option(help="litellm model (default: local pool).")
     ] = None,
-    api_base: Annotated[
-        str | None, typer.Option("--api-base", help="Base URL for self-hosted models.")
-    ] = None,
-    reflection_concurrency: Annotated[
-        int | None, typer.Option("--reflection-concurrency", help="Cap C (default P*N).")
-    ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="gepa's seed.")] = 0,
-    lm_servers: Annotated[int, typer.Option("--lm-servers", help="Local LM servers.")] = 2,
+    api_base: Annotated[str | None, typer.Option(help="Base URL for self-hosted models.")] = None,
+    reflection_concurrency: Annotated[int | None, typer.Option(help="Cap C (default P*N).")] = None,
+    seed: Annotated[int, typer.Option(help="gepa's seed.")] = 0,
+    lm_servers: Annotated[int, typer.Option(help="Local LM servers.")] = 2,
     resume: Annotated[
-        Path | None, typer.Option("--resume", help="Continue the interrupted run in this dir.")
+        Path | None, typer.Option(help="Continue the interrupted run in this dir.")
     ] = None,
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace the run already in --out.")
     ] = False,
     progress: Annotated[bool, typer.Option(help="Show the live progress line.")] = True,
     backend: Annotated[
-        str,
-        typer.Option(
-            "--backend", help="local (W threads) or ray (W Ray workers; needs the ray extra)."
-        ),
+        str, typer.Option(help="local (W threads) or ray (W Ray workers; needs the ray extra).")
     ] = "local",
     address: Annotated[
         str | None,
         typer.Option(
-            "--address",
-            help="HOST:PORT of a Ray head; without it --backend ray starts a private Ray.",
+            help="HOST:PORT of a Ray head; without it --backend ray starts a private Ray."
         ),
     ] = None,
     merge: Annotated[
@@ -81,22 +65,17 @@ def run_command(
         ),
     ] = False,
     max_merges: Annotated[
-        int,
-        typer.Option("--max-merges", help="With --merge: the most merges gepa accepts."),
+        int, typer.Option(help="With --merge: the most merges gepa accepts.")
     ] = 5,
     api: Annotated[
         str,
         typer.Option(
-            "--api",
             help="gepa's entry point: gepa.optimize (pxn's adapter) or optimize_anything "
-            "(the task as its evaluator).",
+            "(the task as its evaluator)."
         ),
     ] = "gepa.optimize",
     probe_timeout: Annotated[
-        float,
-        typer.Option(
-            "--probe-timeout", help="Seconds each model gets to answer one tiny call first."
-        ),
+        float, typer.Option(help="Seconds each model gets to answer one tiny call first.")
     ] = PROBE_TIMEOUT,
 ) -> None:
     """Run real batched GEPA (gepa 0.1.4) and trace every rollout and reflection."""

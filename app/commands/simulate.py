@@ -8,22 +8,8 @@ from typing import Annotated
 import typer
 
 from pxn.api.console import say, stderr
+from pxn.app import options
 from pxn.app.interrupts import stopped_by_signals
-from pxn.app.options import (
-    Address,
-    Backend,
-    Budget,
-    Format,
-    Jobs,
-    Minibatch,
-    MinProposals,
-    Predictors,
-    Reps,
-    ScenarioArg,
-    Seed,
-    Wide,
-    Workers,
-)
 from pxn.app.output import Output, check_writable
 from pxn.budget import FEW_PROPOSALS
 
@@ -32,23 +18,23 @@ commands = typer.Typer()
 
 @commands.command()
 def simulate(
-    scenario: ScenarioArg,
-    shape: Annotated[str, typer.Option("--shape", help="PxN, e.g. 2x2, or 'single'.")] = "single",
-    reps: Reps = 200,
-    seed: Seed = None,
-    jobs: Jobs = 1,
-    workers: Workers = None,
-    budget: Budget = None,
-    predictors: Predictors = None,
-    minibatch: Minibatch = None,
-    min_proposals: MinProposals = FEW_PROPOSALS,
-    backend: Backend = "local",
-    address: Address = None,
+    scenario: options.ScenarioArg,
+    shape: Annotated[str, typer.Option(help="PxN, e.g. 2x2, or 'single'.")] = "single",
+    reps: options.Reps = 200,
+    seed: options.Seed = None,
+    jobs: options.Jobs = 1,
+    workers: options.Workers = None,
+    budget: options.Budget = None,
+    predictors: options.Predictors = None,
+    minibatch: options.Minibatch = None,
+    min_proposals: options.MinProposals = FEW_PROPOSALS,
+    backend: options.Backend = "local",
+    address: options.Address = None,
     trace: Annotated[
-        Path | None, typer.Option("--trace", help="Also write replicate 0 as a trace (JSONL).")
+        Path | None, typer.Option(help="Also write replicate 0 as a trace (JSONL).")
     ] = None,
-    output_format: Format = "table",
-    wide: Wide = False,
+    output_format: options.Format = "table",
+    wide: options.Wide = False,
 ) -> None:
     """Predict one shape: wall-clock with interval, iterations, stages, closed form."""
     flags = dict(locals())  # first, while the flags are all that is local

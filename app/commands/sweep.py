@@ -8,26 +8,8 @@ import typer
 
 from pxn.api.predictions import PAPER_SHAPES
 from pxn.api.running import DEFAULT_JOBS
+from pxn.app import options
 from pxn.app.interrupts import stopped_by_signals
-from pxn.app.options import (
-    BUDGETS_HELP,
-    Address,
-    Backend,
-    Budget,
-    Deadline,
-    Format,
-    Jobs,
-    MaxDollars,
-    Minibatch,
-    MinProposals,
-    Out,
-    Predictors,
-    Reps,
-    ScenarioArg,
-    Seed,
-    Wide,
-    Workers,
-)
 from pxn.app.output import Output
 from pxn.budget import FEW_PROPOSALS
 
@@ -36,27 +18,26 @@ commands = typer.Typer()
 
 @commands.command(name="sweep")
 def sweep_command(
-    scenario: ScenarioArg,
-    shapes: Annotated[str, typer.Option("--shapes", help="Comma-separated shapes.")] = PAPER_SHAPES,
-    reps: Reps = 200,
-    seed: Seed = None,
-    jobs: Jobs = DEFAULT_JOBS,
-    workers: Workers = None,
-    budget: Budget = None,
+    scenario: options.ScenarioArg,
+    shapes: Annotated[str, typer.Option(help="Comma-separated shapes.")] = PAPER_SHAPES,
+    reps: options.Reps = 200,
+    seed: options.Seed = None,
+    jobs: options.Jobs = DEFAULT_JOBS,
+    workers: options.Workers = None,
+    budget: options.Budget = None,
     budgets: Annotated[
-        str | None,
-        typer.Option("--budgets", help=f"Learning curves over budgets B: {BUDGETS_HELP}."),
+        str | None, typer.Option(help=f"Learning curves over budgets B: {options.BUDGETS_HELP}.")
     ] = None,
-    predictors: Predictors = None,
-    minibatch: Minibatch = None,
-    deadline: Deadline = None,
-    max_dollars: MaxDollars = None,
-    min_proposals: MinProposals = FEW_PROPOSALS,
-    backend: Backend = "local",
-    address: Address = None,
-    out: Out = None,
-    output_format: Format = "table",
-    wide: Wide = False,
+    predictors: options.Predictors = None,
+    minibatch: options.Minibatch = None,
+    deadline: options.Deadline = None,
+    max_dollars: options.MaxDollars = None,
+    min_proposals: options.MinProposals = FEW_PROPOSALS,
+    backend: options.Backend = "local",
+    address: options.Address = None,
+    out: options.Out = None,
+    output_format: options.Format = "table",
+    wide: options.Wide = False,
 ) -> None:
     """Predict many shapes, or with --budgets their learning curves; print them, and write
     sweep.csv, sweep.json and sweep.png (and progress.png and, with --budgets, curves.png,

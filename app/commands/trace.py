@@ -27,9 +27,7 @@ commands = typer.Typer(help="Convert traces for other tools.", no_args_is_help=T
 @commands.command("export")
 def trace_export(
     trace: Annotated[Path, typer.Argument(help="A trace file or run directory.")],
-    chrome: Annotated[
-        Path, typer.Option("--chrome", help="Chrome trace JSON to write (open in Perfetto).")
-    ],
+    chrome: Annotated[Path, typer.Option(help="Chrome trace JSON to write (open in Perfetto).")],
 ) -> None:
     """Write a trace in Chrome's trace event format, for Perfetto or chrome://tracing."""
     from pxn.files import write_text_atomically
