@@ -84,10 +84,8 @@ class AcceptanceFit:
     proposals: int
     accepted: int
     wilson: tuple[float, float]  # 95% interval of the constant probability
-    constant_log_likelihood: float
     decay_a0: float
     decay_tau: float  # proposals; inf when the MLE is no decay at all
-    decay_log_likelihood: float
     lr_statistic: float
     lr_pvalue: float  # permutation test over iterations; nan when not testable
     decay_until: float  # the most proposals any iteration was made after
@@ -277,10 +275,8 @@ def fit_acceptance(steps: Steps) -> AcceptanceFit:
         proposals=n,
         accepted=k,
         wilson=(float(wilson.low), float(wilson.high)),
-        constant_log_likelihood=constant_ll,
         decay_a0=a0,
         decay_tau=tau,
-        decay_log_likelihood=decay_ll,
         lr_statistic=statistic,
         lr_pvalue=pvalue,
         decay_until=steps.until,

@@ -126,20 +126,17 @@ def fit_failures(traces: list[Trace], losses: np.ndarray) -> FailuresFit:
     return FailuresFit(shares(total), counts, unseen)
 
 
-def refit_failures(point: Failures, losses: np.ndarray) -> dict[str, float]:
+def draw_failures(resample: Resample) -> dict[str, float]:
     """A parameter draw's [failures], refitted to resampled units (nothing where the point
     estimate loses nothing: a scenario without losses keeps drawing none)."""
+    point = resample.scenario.failures
     if not point.any:
         return {}
-    refitted = shares(losses.sum(axis=0))
+    refitted = shares(resample.units.losses.sum(axis=0))
     draw = {"failures.dataset": refitted.dataset, "failures.reflection": refitted.reflection}
     if point.retry is not None:
         draw["failures.retry"] = refitted.retry_failure
     return draw
-
-
-def draw_failures(resample: Resample) -> dict[str, float]:
-    return refit_failures(resample.scenario.failures, resample.units.losses)
 
 
 def failure_lines(cal: Calibration) -> list[str]:

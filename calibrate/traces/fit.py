@@ -159,8 +159,7 @@ def censored_params(
     return {name: float(v) for name, v in zip(names, np.exp(best), strict=True)}
 
 
-def fit_family(family: str, data: np.ndarray, censored: np.ndarray | None = None) -> FamilyFit:
-    censored = np.empty(0) if censored is None else censored
+def fit_family(family: str, data: np.ndarray, censored: np.ndarray) -> FamilyFit:
     params = censored_params(family, data, censored)
     frozen = getattr(scipy.stats, family)(**params)
     log_likelihood = float(np.sum(frozen.logpdf(data)) + np.sum(frozen.logsf(censored)))

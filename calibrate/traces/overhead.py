@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pxn.calibrate.traces.resample import Resample
 
 TOLERANCE = 1e-9  # seconds
+SUBSAMPLE = 2000  # pairs a Theil-Sen line weighs at most
 
 
 @dataclass(frozen=True)
@@ -99,11 +100,17 @@ def _usable_slot_seconds(trace: Trace, rollouts: list[Rollout]) -> float:
     )
 
 
-def robust_slope(y: np.ndarray, x: np.ndarray, limit: int = 2000) -> float:
-    """Theil-Sen slope; pairwise slopes cost n^2, so a fixed subsample past `limit`."""
-    if len(x) > limit:
-        pick = np.random.default_rng(0).choice(len(x), size=limit, replace=False)
-        x, y = x[pick], y[pick]
+def subsample_pairs(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """At most SUBSAMPLE of the pairs, a fixed choice: Theil-Sen weighs every pair (n^2)."""
+    if len(x) <= SUBSAMPLE:
+        return x, y
+    pick = np.random.default_rng(0).choice(len(x), size=SUBSAMPLE, replace=False)
+    return x[pick], y[pick]
+
+
+def robust_slope(y: np.ndarray, x: np.ndarray) -> float:
+    """Theil-Sen slope, of a fixed subsample past SUBSAMPLE pairs."""
+    x, y = subsample_pairs(x, y)
     with np.errstate(invalid="ignore"):  # its interval, unused, is NaN for a tiny sample
         return float(scipy.stats.theilslopes(y, x).slope)
 

@@ -87,16 +87,6 @@ def fit_prefix_cache(
     )
 
 
-def refit_prefix_seconds(pairs: Sequence[tuple[Reflection, float]]) -> float | None:
-    """A parameter draw's prefix_seconds: the slope and the mean refitted to resampled calls
-    ((reflection, seconds served alone) pairs); None when the draw cannot see the slope."""
-    latency, _ = fit_latency_on_tokens("reflection", pairs)
-    prefix, _ = mean_prefix_tokens([e for e, _ in pairs])
-    if latency is None or prefix is None or not latency.input_effect:
-        return None
-    return latency.per_input * prefix
-
-
 def draw_prefix_seconds(resample: Resample) -> dict[str, float]:
     """The prefix cache's saving refitted to the resampled reflections, in the units of the
     point fit (served alone, before any shift for b); the point value when a draw cannot
@@ -109,8 +99,11 @@ def draw_prefix_seconds(resample: Resample) -> dict[str, float]:
     )
     rows = served.of("reflection") & ~served.censored
     pairs = list(zip(served.event[rows], served.latency[rows].tolist(), strict=True))
-    refitted = refit_prefix_seconds(pairs)
-    return {"load.reflection.prefix_seconds": point if refitted is None else refitted}
+    latency, _ = fit_latency_on_tokens("reflection", pairs)
+    prefix, _ = mean_prefix_tokens([e for e, _ in pairs])
+    if latency is None or prefix is None or not latency.input_effect:
+        return {"load.reflection.prefix_seconds": point}
+    return {"load.reflection.prefix_seconds": latency.per_input * prefix}
 
 
 def prefix_cache_line(cal: Calibration) -> str:

@@ -61,10 +61,10 @@ NO_FAILURES = Failures()
 MAX_GENERATIONS = 12
 
 
-def default_options(draws: int, seed: int = 0) -> InferenceOptions:
+def default_options(draws: int) -> InferenceOptions:
     """The inference's settings for a calibration's search (and a past run's latencies)."""
     return InferenceOptions(
-        seed=seed, particles=PARTICLES, draws=max(draws, 1), max_generations=MAX_GENERATIONS
+        particles=PARTICLES, draws=max(draws, 1), max_generations=MAX_GENERATIONS
     )
 
 
@@ -146,14 +146,13 @@ def fit_quality(
     traces: list[Trace],
     draws: int,
     failures: Failures = NO_FAILURES,
-    seed: int = 0,
     jobs: int = 1,
     on_generation: Callable[[Generation], None] | None = None,
     backend: Backend | None = None,
 ) -> QualityFit:
     """The posterior of the [quality] table given the traces' search figures (PxnError when
     the inference cannot reproduce them or does not converge)."""
-    summaries = trace_summaries(traces, default_options(draws, seed), failures)
+    summaries = trace_summaries(traces, default_options(draws), failures)
     inference = infer_from_summaries(summaries, "quality", jobs, on_generation, backend)
     assert inference.scenario.quality is not None and inference.scenario.uncertainty is not None
     posterior = tuple(

@@ -230,20 +230,14 @@ def with_prior_run_spreads(
     return draws
 
 
-def refit_run_spread(calls: Calls, design: tuple[str, ...], role: str) -> float:
-    """A parameter draw's run_spread: the moment estimate on resampled runs (0 if none)."""
-    anova = _anova(calls, ROLE_KIND[role], design)
-    return 0.0 if anova is None else anova.spread
-
-
 def draw_run_spreads(resample: Resample) -> dict[str, float]:
-    """Each kept run spread refitted to a resample, each drawn copy of a run a run of its own."""
+    """Each kept run spread refitted to a resample, each drawn copy of a run a run of its own:
+    the moment estimate on the resampled runs (0 if none)."""
     scenario, draw = resample.scenario, {}
-    for role in ROLE_KIND:
+    for role, kind in ROLE_KIND.items():
         if scenario.loads.of(role).run_spread > 0:
-            draw[f"load.{role}.run_spread"] = refit_run_spread(
-                resample.served, resample.units.design, role
-            )
+            anova = _anova(resample.served, kind, resample.units.design)
+            draw[f"load.{role}.run_spread"] = 0.0 if anova is None else anova.spread
     return draw
 
 

@@ -27,10 +27,7 @@ CAP_MIN_SAMPLE = 20
 @dataclass(frozen=True)
 class TailFit:
     n: int  # latencies screened
-    maximum: float
     low: float  # the window's lower edge: latencies at or above it are censored there
-    piled: int  # latencies in the window, the maximum included
-    expected: float  # of the n - 1 others, how many the uncapped fit puts in the window
     pvalue: float  # binomial test of the pile; nan when not tested
     timed_out: int  # tries the runner cut at a timeout and retried (Attempt events)
     cap: float | None
@@ -43,7 +40,7 @@ class TailFit:
 
 
 def no_tail(n: int, reason: str) -> TailFit:
-    return TailFit(n, math.nan, math.inf, 0, 0.0, math.nan, 0, None, 0, reason)
+    return TailFit(n, math.inf, math.nan, 0, None, 0, reason)
 
 
 def detect_cap(
@@ -64,10 +61,7 @@ def detect_cap(
         low = cap * (1 - CAP_WINDOW)
         return TailFit(
             n=n,
-            maximum=float(max(observed.max(initial=0.0), timed_out.max())),
             low=low,
-            piled=int(np.sum(observed >= low)),
-            expected=math.nan,
             pvalue=math.nan,
             timed_out=len(timed_out),
             cap=cap,
@@ -89,13 +83,9 @@ def detect_cap(
         f"{expected + 1:.2g} expected without a cap (binomial p={pvalue:.2g})"
     )
     if not found:
-        return TailFit(
-            n, maximum, math.inf, piled, expected, pvalue, 0, None, 0, f"no cap: {words}"
-        )
+        return TailFit(n, math.inf, pvalue, 0, None, 0, f"no cap: {words}")
     cap = float(np.median(observed[observed >= low]))
-    return TailFit(
-        n, maximum, low, piled, expected, pvalue, 0, cap, 0, f"capped at {cap:.4g}: {words}"
-    )
+    return TailFit(n, low, pvalue, 0, cap, 0, f"capped at {cap:.4g}: {words}")
 
 
 def censor(

@@ -30,6 +30,7 @@ from pxn.calibrate.traces.fit import (
     latency_lines,
     refit_distribution,
 )
+from pxn.calibrate.traces.overhead import subsample_pairs
 from pxn.calibrate.traces.tails import no_tail
 from pxn.distribution import Distribution
 from pxn.tokens import Tokens
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
     from pxn.calibrate.traces.resample import Resample
 
 MIN_POINTS = 5
-SUBSAMPLE = 2000
 
 
 @dataclass(frozen=True)
@@ -54,14 +54,6 @@ class TokenFit:
     spearman: float  # rank correlation of latency and tokens out
 
 
-def _subsample(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """At most SUBSAMPLE of the pairs, a fixed choice: Theil-Sen weighs every pair (n^2)."""
-    if len(x) <= SUBSAMPLE:
-        return x, y
-    pick = np.random.default_rng(0).choice(len(x), size=SUBSAMPLE, replace=False)
-    return x[pick], y[pick]
-
-
 def fit_tokens(what: str, events: list[Event]) -> TokenFit | None:
     """Fit the line to the calls that report tokens_out; None when too few do."""
     pairs = [
@@ -71,7 +63,7 @@ def fit_tokens(what: str, events: list[Event]) -> TokenFit | None:
     ]
     if len(pairs) < MIN_POINTS:
         return None
-    tokens, seconds = _subsample(*np.array(pairs).T)
+    tokens, seconds = subsample_pairs(*np.array(pairs).T)
     if np.ptp(tokens) == 0:
         return None  # every call wrote as many tokens: no slope to see
     slope, intercept, low, high = scipy.stats.theilslopes(seconds, tokens, alpha=0.95)
@@ -158,7 +150,7 @@ def fit_reflection_input(
     if len(by_b) >= 2:
         b_values = np.concatenate([np.full(len(v), b, dtype=float) for b, v in inputs_by_b.items()])
         tokens = np.concatenate([np.asarray(v, dtype=float) for v in inputs_by_b.values()])
-        b_values, tokens = _subsample(b_values, tokens)
+        b_values, tokens = subsample_pairs(b_values, tokens)
         slope, _, low, high = scipy.stats.theilslopes(tokens, b_values, alpha=0.95)
         per_example, ci = float(slope), (float(low), float(high))
         method = f"Theil-Sen of reflection tokens_in against b over b={', '.join(map(str, by_b))}"

@@ -138,51 +138,38 @@ class Units:
         )
 
     def take(self, chosen: np.ndarray) -> Units:
-        call_rows = _rows(self.call_unit, chosen, len(self.run))
-        span_rows = _rows(self.span_unit, chosen, len(self.run))
-        step_rows = _rows(self.step_unit, chosen, len(self.run))
-        renumber = np.arange(len(chosen))
-        return Units(
-            run=self.run[chosen],
-            design=self.design,
+        call_rows, call_unit = _rows(self.call_unit, chosen, len(self.run))
+        span_rows, span_unit = _rows(self.span_unit, chosen, len(self.run))
+        step_rows, step_unit = _rows(self.step_unit, chosen, len(self.run))
+        return dataclasses.replace(
+            self,
+            **{name: getattr(self, name)[chosen] for name in PER_UNIT},
             calls=self.calls.take(call_rows),
-            call_unit=np.repeat(
-                renumber, np.bincount(self.call_unit, minlength=len(self.run))[chosen]
-            ),
+            call_unit=call_unit,
             spans=self.spans.take(span_rows),
-            span_unit=np.repeat(
-                renumber, np.bincount(self.span_unit, minlength=len(self.run))[chosen]
-            ),
-            spans_set_aside=self.spans_set_aside,
+            span_unit=span_unit,
             steps=self.steps.take(step_rows),
             parents=self.parents.take(step_rows),
             later=self.later[step_rows],
             dropped=self.dropped[step_rows],
-            step_unit=np.repeat(
-                renumber, np.bincount(self.step_unit, minlength=len(self.run))[chosen]
-            ),
-            gap=self.gap[chosen],
-            stages=self.stages[chosen],
-            tasks=self.tasks[chosen],
-            reflected=self.reflected[chosen],
-            losses=self.losses[chosen],
-            merges=self.merges[chosen],
-            merges_accepted=self.merges_accepted[chosen],
-            retries=self.retries,
-            duplicates_shown=self.duplicates_shown,
-            duplicates_why_not=self.duplicates_why_not,
-            passes_hidden=self.passes_hidden,
+            step_unit=step_unit,
         )
 
 
-def _rows(unit_of_row: np.ndarray, chosen: np.ndarray, units: int) -> np.ndarray:
-    """The rows of the chosen units, unit by unit, a unit's rows as often as it was chosen."""
+# The fields of Units with a value per unit; the others are per row or fixed.
+PER_UNIT = ("run", "gap", "stages", "tasks", "reflected", "losses", "merges", "merges_accepted")
+
+
+def _rows(unit_of_row: np.ndarray, chosen: np.ndarray, units: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of the chosen units, unit by unit, a unit's rows as often as it was chosen;
+    and each such row's unit, numbered as the units are chosen."""
     order = np.argsort(unit_of_row, kind="stable")
     counts = np.bincount(unit_of_row, minlength=units)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     lengths = counts[chosen]
     offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return order[np.repeat(starts[chosen], lengths) + offsets]
+    rows = order[np.repeat(starts[chosen], lengths) + offsets]
+    return rows, np.repeat(np.arange(len(chosen)), lengths)
 
 
 class _Builder:

@@ -116,22 +116,6 @@ def fit_untimed_latency(
     return latency, untimed
 
 
-def refit_untimed(
-    point: Distribution,
-    spans: Spans,
-    timed: np.ndarray,
-    censored: np.ndarray,
-    servers: int | None,
-    slowdown: float,
-) -> dict[str, float]:
-    """The lognormal's parameters refitted to a resample (the parameter draws); none when the
-    resample holds fewer than two spans and latencies."""
-    if len(spans) + len(timed) < 2:
-        return {}
-    params = refit_spans(as_served(spans, servers, slowdown), timed, censored, point.params)
-    return params if all(math.isfinite(v) and v > 0 for v in params.values()) else {}
-
-
 def _notes(fit: UntimedFit, choice: str, notes: list[str]) -> None:
     pools = ", ".join(f"{calls} on {pool}" for pool, calls in fit.pools.items())
     beside = f", beside {fit.timed} timed" if fit.timed else ""
@@ -156,20 +140,19 @@ def _notes(fit: UntimedFit, choice: str, notes: list[str]) -> None:
 
 def draw_rollout(resample: Resample) -> dict[str, float]:
     """The rollout latency refitted to a resample: to its spans and timed latencies where
-    the point fit was (at the resample's task slowdown), else as any latency."""
-    cal, served = resample.calibration, resample.served
+    the point fit was (at the resample's task slowdown), else as any latency. A lognormal's
+    refit is none when the resample holds fewer than two spans and latencies."""
+    cal, served, spans = resample.calibration, resample.served, resample.units.spans
     if cal.untimed is None:
         return refit_served("rollout", cal.scenario.rollout, served, cal.rollout.tail, "rollout")
     observed, timed_out = latency_sample(served, "rollout")
-    refitted = refit_untimed(
-        cal.scenario.rollout,
-        resample.units.spans,
-        observed,
-        timed_out,
-        cal.servers,
-        resample.betas.get("task", 0.0),
-    )
-    return {f"rollout.{name}": value for name, value in refitted.items()}
+    if len(spans) + len(observed) < 2:
+        return {}
+    spans = as_served(spans, cal.servers, resample.betas.get("task", 0.0))
+    params = refit_spans(spans, observed, timed_out, cal.scenario.rollout.params)
+    if not all(math.isfinite(v) and v > 0 for v in params.values()):
+        return {}
+    return {f"rollout.{name}": value for name, value in params.items()}
 
 
 def rollout_lines(cal: Calibration) -> list[str]:
