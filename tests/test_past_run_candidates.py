@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from pxn.calibrate.past_runs.stage_times import StageSpan, fit_candidate_factors
+from pxn.calibrate.past_runs.stage_times import (
+    MarkedSpans,
+    ProposalSpan,
+    StageSpan,
+    fit_candidate_factors,
+    fit_reflection_latency,
+    fit_stage_latency,
+)
 
 
 def spans_of(factors: dict[int, float], per: int, rng: np.random.Generator) -> list[StageSpan]:
@@ -77,3 +84,19 @@ def test_rejected_childrens_spans_are_the_proposals_lengths() -> None:
     # Too few children to be a spread: the kept candidates' factors serve.
     few = fit_candidate_factors(spans + children[:2])
     assert few.chosen is not None and few.chosen.lengths == (few.factors[1],)
+
+
+def test_proposal_spans_shorter_than_their_child_are_said_to_be_set_aside() -> None:
+    """A reflection is a proposal's span less its child's minibatch at the mean makespan; a
+    span below that is no reflection, and the report says the fit leans long without it."""
+    rng = np.random.default_rng(3)
+    spans = spans_of({0: 1.0}, per=12, rng=rng)  # three-rollout minibatches about 5 s
+    stages = fit_stage_latency(spans, 2, "MLflow")
+    assert stages is not None
+    long = [ProposalSpan(i, 20.0 + i, 3) for i in range(9)]
+    short = [ProposalSpan(20 + i, 1.0, 3) for i in range(2)]
+    fit = fit_reflection_latency(MarkedSpans([], proposals=long + short), stages, 2, "MLflow")
+    assert fit is not None and fit.latency.n == len(long) and fit.latency.dropped == len(short)
+    assert "2 at or below it set aside" in fit.spans
+    few = fit_reflection_latency(MarkedSpans([], proposals=long[:7] + short), stages, 2, "x")
+    assert few is None  # 7 reflections are too few to fit

@@ -325,11 +325,13 @@ def fit_reflection_latency(
         scale * mean_makespan(p.child_rollouts, workers, rollout["s"]) for p in marked.proposals
     ]
     reflections = [p.span - child for p, child in zip(marked.proposals, children, strict=True)]
-    if sum(r > 0 for r in reflections) < MIN_FIT_POINTS:  # too short to tell from the child's
+    shorter = sum(r <= 0 for r in reflections)  # spans a fast child's minibatch left short
+    if len(reflections) - shorter < MIN_FIT_POINTS:  # too short to tell from the child's
         return None
     spans = (
         f"{len(reflections)} single tasks' reflections, each its span to the child's minibatch "
         f"score less that minibatch at its mean makespan ({np.mean(children):.3g} s)"
+        + (f"; {shorter} at or below it set aside (the fit leans long)" if shorter else "")
     )
     return ReflectionLatency(source, spans, fit_latency("reflection", reflections, "lognorm"))
 
