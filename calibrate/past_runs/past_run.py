@@ -215,7 +215,7 @@ def _val_scores(
     found it in); and why they are not the state's, or why unknown."""
     if files.state is not None:
         per_example = files.state.val_scores
-        return _of(per_example, [list(s.values()) for s in per_example], STATE), ""
+        return _of(per_example, STATE), ""
     why = files.state_note
     if log is None:
         return None, f"{why}, and no gepa log was read"
@@ -231,7 +231,7 @@ def _val_scores(
         return None, f"{why}, and its log ({log.source}) lacks {' and '.join(lacks)}"
     seed = log.seed_score
     new = [logged[c].scores for _, c in wanted]
-    found = _of(new, [list(s.values()) for s in new], log.source)
+    found = _of(new, log.source)
     return ValScores(
         per_example=({}, *found.per_example),
         means=(seed.mean, *found.means),
@@ -240,14 +240,12 @@ def _val_scores(
     ), why
 
 
-def _of(
-    per_example: Sequence[dict[Any, float]], values: list[list[float]], source: str
-) -> ValScores:
-    """ValScores of every candidate's per-example scores (`values` theirs, in order)."""
+def _of(per_example: Sequence[dict[Any, float]], source: str) -> ValScores:
+    """ValScores of every candidate's per-example scores, in order."""
     return ValScores(
         per_example=tuple(per_example),
-        means=tuple(sum(v) / len(v) for v in values),
-        examples=tuple(len(v) for v in values),
+        means=tuple(sum(s.values()) / len(s) for s in per_example),
+        examples=tuple(len(s) for s in per_example),
         source=source,
     )
 

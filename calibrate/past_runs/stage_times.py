@@ -281,13 +281,14 @@ def log_stage_spans(run: PastRun, log: GepaLog) -> MarkedSpans:
         if len(record.tasks) != 1 or not proposed:
             continue
         reflections.append((proposed[0] - selected).total_seconds())
-        judged = _first(lines, "New subsample score", "Accepted candidate")
+        rejected = _first(lines, "New subsample score")
+        judged = rejected if rejected is not None else _first(lines, "Accepted candidate")
         if judged is None or not record.tasks[0].judged:
             continue
         child_rollouts = len(record.tasks[0].minibatch)
         proposals.append(ProposalSpan(i, (judged - selected).total_seconds(), child_rollouts))
-        if _first(lines, "New subsample score") is not None:  # a rejected child's: its own
-            child = (judged - proposed[-1]).total_seconds()
+        if rejected is not None:  # a rejected child's minibatch: its own span
+            child = (rejected - proposed[-1]).total_seconds()
             rollouts.append(StageSpan(i, "child_minibatch", child, child_rollouts))
     return MarkedSpans(
         [r for r in rollouts if r.span > 0],
@@ -297,8 +298,8 @@ def log_stage_spans(run: PastRun, log: GepaLog) -> MarkedSpans:
     )
 
 
-def _first(lines: list, *starts: str):
-    return next((ln.time for ln in lines if ln.text.startswith(starts)), None)
+def _first(lines: list, start: str):
+    return next((ln.time for ln in lines if ln.text.startswith(start)), None)
 
 
 def coarse(seconds: list[float]) -> bool:
