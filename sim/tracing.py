@@ -56,51 +56,22 @@ def merge_setup(scenario: Scenario) -> dict[str, Any]:
     }
 
 
+def instant(now: float, iteration: int) -> dict[str, Any]:
+    """An event's time fields, for one at an instant of this iteration."""
+    return {"start": now, "end": now, "iteration": iteration}
+
+
 class NoTrace:
-    """No trace asked for: every event is dropped unmade."""
+    """No trace asked for: every event is dropped unmade (SimTrace's methods say what each is)."""
 
     enabled = False
     sampler: EpochSampler | None = None  # the run's, for the examples of a minibatch
 
-    def run_start(self, scenario: Scenario, shape: Shape, replicate: int) -> None:
+    def _drop(self, *event: object) -> None:
         pass
 
-    def run_end(self, wall_clock: float, metric_calls: int, iterations: int) -> None:
-        pass
-
-    def calls(self, *stage_calls: object) -> None:
-        """A stage's calls, as SimTrace.calls takes them (never asked while not `enabled`)."""
-
-    def stage(self, iteration: int, name: str, start: float, end: float) -> None:
-        pass
-
-    def decisions(
-        self,
-        iteration: int,
-        now: float,
-        judged: list[ProposalTask],
-        joined: list[ProposalTask],
-        ids: list[str],
-    ) -> None:
-        pass
-
-    def validations(
-        self, iteration: int, now: float, candidates: list[str], scores: list[float], valset: int
-    ) -> None:
-        pass
-
-    def merge(
-        self, iteration: int, now: float, merge: MergeTask, proposal: str, new: str | None
-    ) -> None:
-        pass
-
-    def no_proposals(
-        self, iteration: int, now: float, tasks: list[ProposalTask], reason: str
-    ) -> None:
-        pass
-
-    def iteration(self, iteration: int, start: float, end: float) -> None:
-        pass
+    run_start = run_end = calls = stage = decisions = validations = _drop
+    merge = no_proposals = iteration = _drop
 
 
 class SimTrace(NoTrace):
@@ -185,7 +156,7 @@ class SimTrace(NoTrace):
             spent = {}
             if tokens is not None:
                 spent = self.spent(role, tokens_in if ins is None else ins[i], outs[i])
-            common = {"start": start, "end": start + duration, "iteration": iteration}
+            common = instant(start, iteration) | {"end": start + duration}
             if role == "task":
                 score = None if scores is None else scores[i]
                 event = Rollout(
@@ -229,9 +200,7 @@ class SimTrace(NoTrace):
             candidate = joined_as.get(task.proposal)
             self.writer.write(
                 Decision(
-                    start=now,
-                    end=now,
-                    iteration=iteration,
+                    **instant(now, iteration),
                     proposal=task.proposal,
                     parent=task.parent,
                     accepted=candidate is not None,
@@ -249,9 +218,7 @@ class SimTrace(NoTrace):
             mean = sum(scores[i * valset : (i + 1) * valset]) / valset
             self.writer.write(
                 Validation(
-                    start=now,
-                    end=now,
-                    iteration=iteration,
+                    **instant(now, iteration),
                     candidate=candidate,
                     score=mean,
                     examples=valset,
@@ -265,9 +232,7 @@ class SimTrace(NoTrace):
         triplet = merge.triplet
         self.writer.write(
             Merge(
-                start=now,
-                end=now,
-                iteration=iteration,
+                **instant(now, iteration),
                 proposal=proposal,
                 parents=f"{triplet.first},{triplet.second}",
                 ancestor=str(triplet.ancestor),
@@ -285,9 +250,7 @@ class SimTrace(NoTrace):
         for task in tasks:
             self.writer.write(
                 NoProposal(
-                    start=now,
-                    end=now,
-                    iteration=iteration,
+                    **instant(now, iteration),
                     proposal=task.proposal,
                     parent=task.parent,
                     reason=reason,
