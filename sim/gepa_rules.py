@@ -102,9 +102,6 @@ class GepaChoices:
             self.schedule = MergeSchedule(scenario.max_merges)
             self.lineage = Lineage(scenario.components, self.search.rng)
 
-    def seed_validation(self) -> list[float] | None:
-        return self.search.seed_validation()
-
     def sample_tasks(self, iteration: int) -> list[ProposalTask]:
         """P parents from the front, N minibatches each, as PxNSampling does."""
         p, n = self.shape.p, self.shape.n
@@ -114,10 +111,6 @@ class GepaChoices:
             ProposalTask(parents[j // n], chunk(iteration, j), f"{iteration}-{j}")
             for j in range(p * n)
         ]
-
-    def evaluate_parents(self, iteration: int, pairs: list[Pair]) -> list[float] | None:
-        """Each distinct (parent, chunk)'s scores, a minibatch each, in order."""
-        return self.search.evaluate_parents(iteration, pairs)
 
     def skip_perfect_parents(
         self, tasks: list[ProposalTask], pairs: list[Pair]
@@ -144,10 +137,6 @@ class GepaChoices:
             return Passes(tasks, [False] * len(tasks))
         one_at_a_time = self.scenario.reflection_concurrency == 1
         return reflection_passes(tasks, failures, one_at_a_time, self.failures_rng)
-
-    def evaluate_children(self, iteration: int, tasks: list[ProposalTask]) -> list[float] | None:
-        """Each task's child, proposed and scored on its minibatch, in order."""
-        return self.search.evaluate_children(iteration, tasks)
 
     def judge(self, tasks: list[ProposalTask]) -> list[ProposalTask]:
         """The children that join the pool: passing, selected, not repeats, in order."""
@@ -196,10 +185,6 @@ class GepaChoices:
         if triplet is None:
             return None
         return MergeTask(triplet, search.merge_subsample(triplet.first, triplet.second))
-
-    def evaluate_merge(self, merge: MergeTask) -> list[float] | None:
-        """The merged program's scores on its subsample."""
-        return self.search.evaluate_merge(merge)
 
     def judge_merge(self, merge: MergeTask) -> bool:
         """gepa's verdict: the merged sum reaches its better parent's (under acceptance rates:

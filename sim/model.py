@@ -146,8 +146,14 @@ class SimulatedRun:
             self.prefixes[pending.pop()] = self.summary()
         return calls < self.scenario.budget
 
-    def record_best(self) -> None:
-        """Note the best validation score now, when it rose (the quality model)."""
+    def validated(self, iteration: int, candidates: list[str], scores: list[float] | None) -> None:
+        """New candidates' full validations ended: counted, traced and, scored, the best
+        validation score noted when it rose (the quality model)."""
+        v = self.scenario.valset_size
+        self.metric_calls += len(candidates) * v
+        if scores is None:
+            return
+        self.trace.validations(iteration, self.env.now, candidates, scores, v)
         best = self.choices.search.best_score
         if not self.progress or best > self.progress[-1][1]:
             self.progress.append((self.env.now, best))
@@ -193,12 +199,10 @@ def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
     """One gepa.optimize(..., sampling_strategy=PxNSampling(P, N)) run."""
     scenario, choices, trace, env = run.scenario, run.choices, run.trace, run.env
     b, v = scenario.minibatch, scenario.valset_size
-    scores = choices.seed_validation()
+    search = choices.search
+    scores = search.seed_validation()
     yield run.rollouts.run(0, "seed_val", [("0", VALSET)], v, scores)
-    run.metric_calls += v
-    if scores is not None:
-        trace.validations(0, env.now, ["0"], scores, v)
-        run.record_best()
+    run.validated(0, ["0"], scores)
     while run.budget_left():  # checked only here: the last iteration overshoots
         run.iterations += 1
         iteration, started = run.iterations, env.now
@@ -210,7 +214,7 @@ def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
         tasks = choices.sample_tasks(iteration)
         # Each distinct (parent, minibatch) is evaluated once, and counted once.
         pairs = list(dict.fromkeys([(task.parent, task.chunk) for task in tasks]))
-        scores = choices.evaluate_parents(iteration, pairs)
+        scores = search.evaluate_parents(iteration, pairs)
         yield run.rollouts.run(iteration, "parent_minibatch", pairs, b, scores)
         run.metric_calls += len(pairs) * b
         proposing = choices.skip_perfect_parents(tasks, pairs)
@@ -223,7 +227,7 @@ def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
             tasks = yield from reflect(run, iteration, tasks)
         if tasks:
             children = [(task.proposal, task.chunk) for task in tasks]
-            scores = choices.evaluate_children(iteration, tasks)
+            scores = search.evaluate_children(iteration, tasks)
             yield run.rollouts.run(iteration, "child_minibatch", children, b, scores)
             run.metric_calls += len(tasks) * b
             joined = choices.judge(tasks)
@@ -234,12 +238,9 @@ def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
                     run.lengths.joined([task.proposal for task in joined], new)
                 scores = choices.join(tasks, joined)
                 yield run.rollouts.run(iteration, "full_val", [(c, VALSET) for c in new], v, scores)
-                run.metric_calls += len(new) * v
                 run.accepted += len(new)
                 run.full_val_iterations += 1
-                if scores is not None:
-                    trace.validations(iteration, env.now, new, scores, v)
-                    run.record_best()
+                run.validated(iteration, new, scores)
                 choices.note_lineage(joined)
         else:
             run.no_proposal_iterations += 1
@@ -282,29 +283,25 @@ def merge_step(
     run: SimulatedRun, iteration: int, merge: MergeTask
 ) -> Generator[simpy.Event, None, None]:
     """A merge gepa found: its subsample, gepa's verdict and, accepted, its full validation."""
-    choices, trace, env = run.choices, run.trace, run.env
-    v = run.scenario.valset_size
+    choices = run.choices
     name = f"{iteration}-merge"
-    scores = choices.evaluate_merge(merge)
+    scores = choices.search.evaluate_merge(merge)
     subsample = [(name, merge.examples)]
     yield run.rollouts.run(iteration, "merge_subsample", subsample, SUBSAMPLE, scores)
     run.metric_calls += SUBSAMPLE
     run.merges += 1
     accepted = choices.judge_merge(merge)
     new = str(choices.candidates) if accepted else None
-    trace.merge(iteration, env.now, merge, name, new)
+    run.trace.merge(iteration, run.env.now, merge, name, new)
     if new is None:
         return
     if run.lengths is not None:
         run.lengths.joined([name], [new])
     scores = choices.join_merge(merge)
-    yield run.rollouts.run(iteration, "full_val", [(new, VALSET)], v, scores)
-    run.metric_calls += v
+    yield run.rollouts.run(iteration, "full_val", [(new, VALSET)], run.scenario.valset_size, scores)
     run.merges_accepted += 1
     run.full_val_iterations += 1
-    if scores is not None:
-        trace.validations(iteration, env.now, [new], scores, v)
-        run.record_best()
+    run.validated(iteration, [new], scores)
 
 
 def replicate_run(
