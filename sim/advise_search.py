@@ -103,7 +103,7 @@ def advise(
                     runs_at.append(summary)
 
     simulate({a: ask.budgets[-1] for a in setups}, range(rounds[0]))
-    search = searched_all(ask, len(setups))
+    search = f"all {len(setups)} allocations{at_budgets(ask)} with {ask.replicates} replicates each"
     if len(rounds) > 1:
         search = f"raced {len(setups)} allocations{at_budgets(ask)}: {rounds[0]} replicates each"
         contenders = allocations
@@ -123,13 +123,6 @@ def advise(
     advice = decide(ask, scenario, search, assess_all(runs, variant, ask))
     advice.notes = dropped + advice.notes
     return advice
-
-
-def searched_all(ask: Ask, setups: int) -> str:
-    """How a grid simulated in full was searched, in words."""
-    if not ask.several_budgets:
-        return f"all {setups} allocations with {ask.replicates} replicates each"
-    return f"all {setups} allocations{at_budgets(ask)} with {ask.replicates} replicates each"
 
 
 def at_budgets(ask: Ask) -> str:
@@ -169,7 +162,7 @@ def work_units(
 def assess_all(
     runs: dict[Allocation, list[RunSummary]], variant: dict[Allocation, Scenario], ask: Ask
 ) -> list[Assessment]:
-    assessments = [assess(a, variant[a], batch, ask) for a, batch in runs.items()]
+    assessments = [Assessment(a, variant[a], tuple(batch), ask) for a, batch in runs.items()]
     with_intervals(assessments)
     return assessments
 
@@ -192,9 +185,3 @@ def with_intervals(assessments: list[Assessment]) -> None:
                 continue
             for x, interval in zip(group, Interval.of_rows(rows), strict=True):
                 x.__dict__[name] = interval  # the cached_property's own slot
-
-
-def assess(
-    allocation: Allocation, scenario: Scenario, runs: list[RunSummary], ask: Ask
-) -> Assessment:
-    return Assessment(allocation, scenario, tuple(runs), ask)

@@ -354,11 +354,7 @@ def simulate_shapes(
         if on_progress:
             on_progress(len(runs))
 
-    if backend is None:
-        with LocalBackend(jobs) as local:
-            results = gather(local, simulate, units, told)
-    else:
-        results = gather(backend, simulate, units, told)
+    results = gather(backend or LocalBackend(jobs), simulate, units, told)  # local: nothing to open
     by_shape: dict[Shape, list] = {shape: [] for shape in todo}
     for (_, shape, *_), runs in zip(units, results, strict=True):
         by_shape[shape].extend(runs)  # units of a shape are in replicate order
