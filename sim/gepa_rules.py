@@ -144,7 +144,9 @@ class GepaChoices:
             for task in tasks:
                 task.texts = self.lineage.rewrite(int(task.parent))
         self.proposals += len(tasks)
-        selected = self.select(self.search.passing(tasks))
+        selected = self.search.passing(tasks)
+        if self.limit is not None and len(selected) > self.limit:  # keep the most improved
+            selected = self.search.most_improved_first(selected)[: self.limit]
         repeats = self.repeats
         if repeats and len(selected) > 1:
             again = uniforms(self.rng, len(selected) - 1)
@@ -152,12 +154,6 @@ class GepaChoices:
                 task for task, u in zip(selected[1:], again, strict=True) if u >= repeats
             ]
         return selected
-
-    def select(self, passing: list[ProposalTask]) -> list[ProposalTask]:
-        """The selection strategy: all, or the `limit` that improved most."""
-        if self.limit is None or len(passing) <= self.limit:
-            return passing
-        return self.search.most_improved_first(passing)[: self.limit]
 
     def join(self, tasks: list[ProposalTask], joined: list[ProposalTask]) -> list[float] | None:
         """The joined children enter the pool (the merge's lineage and schedule learn of

@@ -59,16 +59,12 @@ FAILURES_STREAM = 1 << 17
 PROMPTS_STREAM = 1 << 18
 
 
-def replicate_rng(seed: int, replicate: int) -> np.random.Generator:
-    """Replicate r's own stream: the same whatever process or machine runs it."""
-    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(replicate,)))
-
-
-def stream_rng(seed: int, replicate: int, stream: int) -> np.random.Generator:
-    """Replicate r's own stream for one kind of draw (SEARCH_STREAM: the quality model's
-    examples, qualities and scores; FAILURES_STREAM: the proposals it loses;
-    PROMPTS_STREAM: its proposals' prompt lengths)."""
-    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(replicate, stream)))
+def replicate_rng(seed: int, replicate: int, *stream: int) -> np.random.Generator:
+    """Replicate r's own stream, the same whatever process or machine runs it; with a
+    `stream`, its own for one kind of draw (SEARCH_STREAM: the quality model's examples,
+    qualities and scores; FAILURES_STREAM: the proposals it loses; PROMPTS_STREAM: its
+    proposals' prompt lengths)."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(replicate, *stream)))
 
 
 class SimulatedRun:
@@ -314,9 +310,9 @@ def replicate_run(
     """Replicate r's run, not yet started: `scenario` is the one it runs (its draw
     applied, scenario.for_replicate), its random streams its own."""
     seed = scenario.seed
-    search = None if scenario.quality is None else stream_rng(seed, replicate, SEARCH_STREAM)
-    failures = stream_rng(seed, replicate, FAILURES_STREAM) if scenario.failures.any else None
-    prompts = None if scenario.prompt is None else stream_rng(seed, replicate, PROMPTS_STREAM)
+    search = None if scenario.quality is None else replicate_rng(seed, replicate, SEARCH_STREAM)
+    failures = replicate_rng(seed, replicate, FAILURES_STREAM) if scenario.failures.any else None
+    prompts = None if scenario.prompt is None else replicate_rng(seed, replicate, PROMPTS_STREAM)
     rng = replicate_rng(seed, replicate)
     return SimulatedRun(scenario, shape, rng, trace, search, failures, budgets_to_note, prompts)
 

@@ -207,11 +207,9 @@ class QualitySearch:
 
     def train_residual_values(self, candidate: int) -> list[float]:
         """train_residual as a list, for the Python path."""
-        values = self.train_residual_list[candidate]
-        if values is None:
+        if self.train_residual_list[candidate] is None:
             self.train_residual(candidate)
-            values = self.train_residual_list[candidate]
-        return values
+        return self.train_residual_list[candidate]
 
     def val_scores(self, candidate: int) -> np.ndarray:
         latent = self.quality[candidate] - self.val_difficulty + self.val_residuals[candidate]
