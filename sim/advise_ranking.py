@@ -64,20 +64,14 @@ def what_bound(ask: Ask, best: Assessment, complete: list[Assessment]) -> str:
     better = [x for x in complete if not x.feasible and x.test_score.mean > score]
     if better:
         top = max(better, key=lambda x: x.test_score.mean)
-        broken = [
-            what
-            for what, holds in (
-                ("the deadline", top.meets_deadline),
-                ("the dollar cap", top.within_cap),
-            )
-            if holds is False
-        ]
-        gain, se = top.versus(best, "score")
-        past = []
+        broken, past = [], []
         if top.meets_deadline is False:
+            broken.append("the deadline")
             past.append(f"takes {format_duration(top.wall_clock.high)}")
         if top.within_cap is False:
+            broken.append("the dollar cap")
             past.append(f"costs ${top.dollars.high:,.2f}")
+        gain, se = top.versus(best, "score")
         noise = "within noise" if abs(gain) <= NOISE * se else "beyond noise"
         return (
             f"{' and '.join(broken)}: the best score beyond them, {score_text(top.test_score)} "

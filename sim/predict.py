@@ -215,11 +215,6 @@ def draw_notes(draws: int, replicates: int) -> tuple[str, ...]:
     )
 
 
-def stages_of(scenario: Scenario) -> tuple[str, ...]:
-    """The stages a run of this scenario can enter: a merge's only where gepa can merge."""
-    return STAGES if scenario.merges else tuple(s for s in STAGES if s not in MERGE_STAGES)
-
-
 def summarize_replicates(
     scenario: Scenario, shape: Shape, runs: list[RunSummary], single: list[RunSummary] | None
 ) -> Prediction:
@@ -231,6 +226,8 @@ def summarize_replicates(
     defined = 0 if scenario.uncertainty is None else len(scenario.uncertainty)
     draws = min(defined, len(runs))  # replicate r ran draw r mod D: the first R when R < D
     scored = scenario.quality is not None
+    # The stages a run can enter: a merge's only where gepa can merge.
+    stages = STAGES if scenario.merges else [s for s in STAGES if s not in MERGE_STAGES]
     return Prediction(
         shape=shape,
         replicates=len(runs),
@@ -244,7 +241,7 @@ def summarize_replicates(
         utilisation=Interval.of([r.utilisation for r in runs]),
         stage_time={
             name: float(np.mean([r.stage_time[name] for r in runs]))
-            for name in (*stages_of(scenario), "overhead")
+            for name in (*stages, "overhead")
         },
         analytic=analytic(scenario, shape, simulated_acceptance(scenario, runs)),
         speedup=None if single is None else speedup(single, runs),
@@ -271,25 +268,19 @@ def lost_shares(runs: list[RunSummary]) -> dict[str, Interval]:
     """The shares of iterations without a proposal and of tasks lost (0 where undefined: a
     run with no iteration, or none of whose tasks gepa kept)."""
 
-    def share(value: float) -> float:
-        return value if np.isfinite(value) else 0.0
-
     return {
-        "no_proposal_share": Interval.of([share(r.no_proposal_share) for r in runs]),
-        "failed_share": Interval.of([share(r.failed_share) for r in runs]),
+        name: Interval.of([v if np.isfinite(v := getattr(r, name)) else 0.0 for r in runs])
+        for name in ("no_proposal_share", "failed_share")
     }
-
-
-DSPY_REFLECTIONS = (
-    "dspy.GEPA proposes one reflection at a time: a wider shape adds reflections in sequence; "
-    "faster reflections, not more workers or concurrency, shorten them"
-)
 
 
 def optimizer_notes(scenario: Scenario, shape: Shape) -> tuple[str, ...]:
     """What the optimizer that runs the loop means for this shape, in its user's words."""
     if scenario.optimizer == "dspy.GEPA" and shape.k > 1:
-        return (DSPY_REFLECTIONS,)
+        return (
+            "dspy.GEPA proposes one reflection at a time: a wider shape adds reflections in "
+            "sequence; faster reflections, not more workers or concurrency, shorten them",
+        )
     return ()
 
 
