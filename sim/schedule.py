@@ -145,27 +145,23 @@ def split_schedule(
     """A stage whose W workers are split among its candidates: starts, threads, lengths,
     throttled calls.
 
-    The calls are `per_item` consecutive ones per candidate (its examples, in
-    order) and the stage starts at `start`. thread_shares gives the
-    candidates running at once and each one's threads; a candidate's calls
-    take its own threads in order, and it gives its place to the next
-    candidate when its last call ends. With `servers`, a call holding a
-    thread also needs one of the model's servers (FIFO, in the order the
-    calls became ready). With provider limits (`charges`, as for
-    rate_limited_schedule) a call holding its thread and server then waits
-    in line until every bucket can pay it, and pays as it starts; it is
-    throttled if that is later than it got them. A call takes
-    1 + slowdown (m - 1) times its draw, m the calls in flight at its
-    start, itself and every other call starting at that instant included. A
-    thread of a candidate whose calls are all under way idles, as DSPy's
-    does: the difference from a pooled stage, where any free worker takes
-    the next call.
+    The calls are `per_item` consecutive ones per candidate (its examples)
+    and the stage starts at `start`. A candidate's calls take its own threads
+    (thread_shares) in order; its place goes to the next candidate when its
+    last call ends. With `servers`, a call holding a thread also needs a
+    server (FIFO, in the order calls became ready); with `charges` (as for
+    rate_limited_schedule) it then waits in line until every bucket can pay
+    it, throttled if that is later than it got both. A call takes
+    1 + slowdown (m - 1) times its draw, m the calls in flight at its start,
+    those starting with it included. A thread of a candidate whose calls are
+    all under way idles, as DSPy's does (in a pooled stage any free worker
+    takes the next call).
     """
     n = len(draws)
     items = n // per_item
     at_once, threads = thread_shares(items, workers)
     capacity = math.inf if servers is None else servers
-    amounts = [list(islice(_per_call(amount, n), n)) for _, amount in charges]
+    asks = [(bucket, list(islice(_per_call(amount, n), n))) for bucket, amount in charges]
     starts = [start] * n
     slot_of = [0] * n
     durations = list(draws)
@@ -196,8 +192,7 @@ def split_schedule(
                 next_call[item] += 1
 
     def payable_at(call: int) -> float:
-        asks = zip(charges, amounts, strict=True)
-        return max((bucket.payable_at(paid[call], now) for (bucket, _), paid in asks), default=now)
+        return max((bucket.payable_at(paid[call], now) for bucket, paid in asks), default=now)
 
     for place in range(at_once):
         admit(place, place)
@@ -211,7 +206,7 @@ def split_schedule(
         starting = []
         while line and head_at <= now:  # the buckets pay the line's head, then the next
             call, thread, since = line.pop(0)
-            for (bucket, _), paid in zip(charges, amounts, strict=True):
+            for bucket, paid in asks:
                 bucket.pay(paid[call], now)
             throttled += int(now > since)
             starting.append((call, thread))
@@ -256,12 +251,9 @@ class Bucket:
     and refills continuously at per_minute / 60 a second. A call that needs
     more than the capacity waits for a full bucket and takes it below zero, so
     an oversized call is slow but never stuck. Times are seconds since the run
-    started; the state lives for the whole run, across stages.
-    At a time t the bucket holds min(capacity, level + rate * (t - time)), and
-    paying an amount at t leaves that less the amount as its level, with t as
-    its time (its methods, which split_schedule calls; rate_limited_schedule
-    and pay_at_once, on every rate-limited stage, spell the same arithmetic
-    out inline: calling the methods there cost 5% of a rate-limited replicate).
+    started; the state lives for the whole run, across stages. rate_limited_schedule
+    and pay_at_once spell its methods' arithmetic out inline (calling them
+    there cost 5% of a rate-limited replicate).
     """
 
     __slots__ = ("capacity", "level", "rate", "time")
@@ -273,7 +265,8 @@ class Bucket:
         self.time = 0.0
 
     def held(self, at: float) -> float:
-        """What the bucket holds at `at`, no earlier than its last payment."""
+        """What the bucket holds at `at`, no earlier than its last payment:
+        min(capacity, level + rate * (at - time))."""
         held = self.level + self.rate * (at - self.time)
         return self.capacity if self.capacity < held else held
 
@@ -301,30 +294,23 @@ def rate_limited_schedule(
     takes the slot that frees first, in order, and starts when that slot is
     free and every bucket in `charges` (at most two) can pay the call's amount
     (its entry in the paired sequence, or the one number for every call: 1 for
-    a request, its tokens for a token limit); the buckets are paid at that
-    moment. Calls start in order: one waiting for capacity holds up those
-    behind it (holding its slot), as a client queueing on its 429s does. A
-    call is throttled when it starts later than its slot was free. The
-    buckets are updated in place.
+    a request, its tokens for a token limit), paying it then. Calls start in
+    order: one waiting for capacity holds up those behind it (holding its
+    slot), as a client queueing on its 429s does. A call is throttled when it
+    starts later than its slot was free. The buckets are updated in place.
 
     With a load `slowdown` beta a call takes 1 + beta (m - 1) times its draw,
-    m being the calls in flight at its start: those started earlier and not
-    yet ended, itself, and every other call starting at the same instant
-    (calls released together all count each other, so a stage that is never
-    throttled gets the min(n, slots) of the unlimited model). The calls that
-    start at one instant form an open group whose lengths are fixed when the
-    next call is found to start later; their slots are held meanwhile, and
-    they end after that instant, so no later call could have taken them.
-    Without a slowdown the durations are the draws (the same list).
+    m the calls in flight at its start, every call starting at that instant
+    included (so a stage never throttled gets the unlimited model's
+    min(n, slots)). The calls starting at one instant form an open group,
+    their lengths fixed when the next call starts later; they hold their
+    slots meanwhile. Without a slowdown the durations are the draws (the same list).
 
-    The hot path of a rate-limited scenario, so written for speed: each
-    bucket's state is in local variables (a missing one is an infinite bucket
-    that never waits), min and max are spelt as the comparisons the builtins
-    make (so every result is the same float), a bucket refilled to the time a
-    call starts is computed once, and the slots never used are not put in the
-    heap (a stage of 3 calls on 512 slots touches 3). A stage that fits its
-    slots and whose whole ask the buckets hold at its start is paid in one go:
-    all its calls start then, none waits.
+    The hot path of a rate-limited scenario, so written for speed: the
+    buckets' state in local variables (a missing one never waits), min and
+    max spelt as the builtins' comparisons (the same floats), the slots
+    never used kept out of the heap. A stage that fits its slots and whose
+    whole ask the buckets hold at its start is paid in one go (pay_at_once).
     """
     if len(charges) > 2:
         raise ValueError(f"at most two buckets per call, not {len(charges)}")
