@@ -3,7 +3,7 @@ budgets) with its constraints and objective, the scenario each allocation runs, 
 allocation's replicates judged against the ask (Assessment), and the Advice.
 
 The search itself is advise_search.py: it refuses (advise_refusals.py), races
-(advise_race.py) and ranks (advise_ranking.py).
+and ranks (advise_ranking.py).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from itertools import product
 
 import numpy as np
 
@@ -116,13 +117,8 @@ class Ask:
 
     def setups(self) -> list[Allocation]:
         """The allocations of P, N, b and W, without budgets."""
-        return [
-            Allocation(p, n, b, w)
-            for w in self.workers
-            for b in self.b
-            for p in self.p
-            for n in self.n
-        ]
+        grid = product(self.workers, self.b, self.p, self.n)
+        return [Allocation(p, n, b, w) for w, b, p, n in grid]
 
     def allocations(self) -> list[Allocation]:
         """Every setup at every budget (its budget None when the ask has one)."""

@@ -3,36 +3,28 @@
 `advise` simulates every allocation of a grid at a metric-call budget, or
 at several, and ranks those that meet the deadline and the dollar cap by the
 objective: time, cost, or score (the chosen candidate's expected test score,
-under a scenario's quality model). Asked for a target score instead, it
-ranks by time or cost the allocations whose chance of reaching it is at
-least TARGET_CHANCE. Allocations whose scores cannot be told apart
-(within noise of the best, paired) are ranked by time: the fastest of them
-is recommended. Without a quality model, which allocation finds the better
-candidate is not predicted, and iterations (how often the search adapts)
-and proposals are reported beside each allocation for the user to weigh.
+under a quality model); asked for a target score, by time or cost those
+reaching it with a chance of at least TARGET_CHANCE. Of the allocations
+whose scores are within noise of the best the fastest is recommended.
+Without a quality model, iterations (how often the search adapts) and
+proposals are reported beside each allocation for the user to weigh.
 
-A large grid is raced rather than simulated in full: every allocation gets
-a few replicates, those that cannot win (clearly infeasible, or behind the
-leader by more than three standard errors of the difference; for score,
-also clearly slower than one that scores at least as well on average) are
-dropped, and the rest get the full count. Replicate r of an allocation
-always draws from its own stream, so a raced allocation's figures are those
-a full simulation would give.
+A large grid is raced: every allocation gets a few replicates, those that
+cannot win (advise_ranking.race) are dropped, and the rest get the full
+count.
+Replicate r of an allocation always draws from its own stream, so a raced
+allocation's figures are those a full simulation would give.
 
-Several budgets cost one simulation per allocation of P, N, b and W (a
-setup): a replicate runs to the largest budget still in question and every
-smaller budget's run is its prefix (model.simulate_budgets), read off at
-gepa's budget check. Budgets are compared by score (the fastest or cheapest
-run is always the smallest budget); the recommendation says which
-constraint kept it from a better score.
+Several budgets cost one simulation per setup (P, N, b and W): a replicate
+runs to the largest budget still in question and each smaller budget's run
+is its prefix (model.simulate_budgets). Budgets are compared by score (the
+fastest or cheapest run is always the smallest budget).
 
-Replicate r of every allocation runs the same seed stream and, with parameter
-uncertainty, the same parameter draw (r mod D). So allocations are compared
-pair by pair: the difference of their replicate-r figures, whose standard
-error leaves out what they share (above all a slow or fast draw of the
-parameters), both in the race and in naming ties. Feasibility is judged on
-the 95th percentile over all replicates, so a deadline or cap is met only if
-it holds across the parameters' uncertainty too.
+Replicate r of every allocation runs the same seed stream and parameter
+draw (r mod D), so allocations are compared pair by pair: the standard
+error of their replicate-r differences leaves out what they share (a slow
+or fast draw of the parameters). Feasibility is judged on the 95th
+percentile over all replicates, the parameters' uncertainty included.
 """
 
 from __future__ import annotations
@@ -44,8 +36,7 @@ from itertools import pairwise
 from pxn.run_summary import RunSummary
 from pxn.scenario import Scenario
 from pxn.sim.advise import Advice, Allocation, Ask, Assessment, all_variants, at_budget, variants
-from pxn.sim.advise_race import race
-from pxn.sim.advise_ranking import decide
+from pxn.sim.advise_ranking import decide, race
 from pxn.sim.advise_refusals import check_ask, unreachable_budgets
 from pxn.sim.backends import Backend, LocalBackend, gather
 from pxn.sim.predict import CHUNK, Interval, simulate_replicates_at
