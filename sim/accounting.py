@@ -135,19 +135,17 @@ class Accountant:
         self.prices = scenario.prices
         limits = scenario.rate_limits
         burst = limits.burst_seconds
+        task: tuple = ()  # (tokens in, tokens out), when counted
+        reflection: tuple = ()
         if scenario.counts_tokens:
             tokens = scenario.tokens
             assert tokens is not None
             token_rng = np.random.default_rng(rng.bit_generator.seed_seq.spawn(1)[0])
-            rollout_in = Draws(tokens.rollout_input, token_rng)
-            rollout_out = Draws(tokens.rollout_output, token_rng)
-            reflection_out = Draws(tokens.reflection_output, token_rng)
+            task = (Draws(tokens.rollout_input, token_rng), Draws(tokens.rollout_output, token_rng))
             reflection_in = tokens.reflection_input(scenario.minibatch)
-            self.task = ModelAccount(limits.task, burst, rollout_in, rollout_out)
-            self.reflection = ModelAccount(limits.reflection, burst, reflection_in, reflection_out)
-        else:
-            self.task = ModelAccount(limits.task, burst)
-            self.reflection = ModelAccount(limits.reflection, burst)
+            reflection = (reflection_in, Draws(tokens.reflection_output, token_rng))
+        self.task = ModelAccount(limits.task, burst, *task)
+        self.reflection = ModelAccount(limits.reflection, burst, *reflection)
 
     @property
     def throttled_calls(self) -> int:

@@ -225,15 +225,8 @@ def analytic(
     overhead, limit = scenario.stage_overhead, scenario.selection.limit
     acceptance = acceptance.for_width(k)
 
-    counts = run_counts(
-        scenario.budget - v,  # the seed validation comes first
-        2 * k * b,
-        v,
-        k,
-        acceptance,
-        limit,
-        scenario.duplicate_children,
-    )
+    afforded = scenario.budget - v  # the seed validation comes first
+    counts = run_counts(afforded, 2 * k * b, v, k, acceptance, limit, scenario.duplicate_children)
     iterations = counts.iterations
     if acceptance.tau is None:  # the same every iteration
         a = acceptance.a0

@@ -312,24 +312,26 @@ class QualitySearch:
     def add(self, children: Children, which: list[int]) -> list[np.ndarray]:
         """Children `which` join the pool, in order: each validated (its residuals on the
         train examples are drawn when first needed), and the front updated."""
-        model, rng = self.model, self.rng
+        model = self.model
         scores = []
         for i in which:
             parent = children.parents[i]
-            fresh = rng.standard_normal(len(self.val_difficulty))
-            self.quality.append(children.quality[i])
-            self.train_residuals.append(None)  # train_residual draws them when needed
-            self.train_residual_list.append(None)
-            self.pending[len(self.quality) - 1] = (parent, children.residuals[i])
-            self.val_residuals.append(
-                model.inherit * self.val_residuals[parent] + model.fresh_share * fresh
-            )
-            scores.append(self._validate_newest(parent))
+            fresh = self.rng.standard_normal(len(self.val_difficulty))
+            self.pending[len(self.quality)] = (parent, children.residuals[i])
+            val_residuals = model.inherit * self.val_residuals[parent] + model.fresh_share * fresh
+            scores.append(self._join(children.quality[i], None, val_residuals, parent))
         return scores
 
-    def _validate_newest(self, parent: int) -> np.ndarray:
-        """The candidate added last, validated: its scores join the front; `parent` is its
+    def _join(
+        self, quality: float, train: np.ndarray | None, val: np.ndarray, parent: int
+    ) -> np.ndarray:
+        """A candidate joins the pool, validated: its scores join the front. `train`: its
+        train residuals (None: drawn when first needed, train_residual); `parent`: its
         reflective parent (-1: none)."""
+        self.quality.append(quality)
+        self.train_residuals.append(train)
+        self.train_residual_list.append(None if train is None else train.tolist())
+        self.val_residuals.append(val)
         scores = self.val_scores(len(self.quality) - 1)
         self.front.add(scores)
         self.parent.append(parent)
@@ -365,8 +367,10 @@ class QualitySearch:
         return merge.after >= merge.before
 
     def join_merge(self, merge: MergeTask) -> list[float]:
-        """The accepted merge joins the pool; its validation scores."""
-        return self.add_merged(merge.child).tolist()
+        """The accepted merge joins the pool; its validation scores. Two parents: no
+        reflective gain (val_gain)."""
+        child = merge.child
+        return self._join(child.quality, child.train_residuals, child.val_residuals, -1).tolist()
 
     def merge(self, first: int, second: int) -> MergedChild:
         """The merged program of `first` and `second` (pxn.quality's merge)."""
@@ -401,14 +405,6 @@ class QualitySearch:
         if self.noise:
             latent = latent + self.noise * self.rng.standard_normal(len(examples))
         return self.model.score(latent).tolist()
-
-    def add_merged(self, child: MergedChild) -> np.ndarray:
-        """The merged program joins the pool, validated; its validation scores."""
-        self.quality.append(child.quality)
-        self.train_residuals.append(child.train_residuals)
-        self.train_residual_list.append(child.train_residuals.tolist())
-        self.val_residuals.append(child.val_residuals)
-        return self._validate_newest(-1)  # two parents: no reflective gain (val_gain)
 
     @property
     def seed_score(self) -> float:
