@@ -1,11 +1,10 @@
 """How long each call takes: its draw for the phase, the reflection's shift with b, the load.
 
-Latencies are drawn through Distribution.sample, so a capped tail is already
-in every draw (a reply cut at the cap, or a timed-out call retried: the caps
-it hit plus its last try). The cap bounds the draw, the latency measured at
-the calibrated b without load; the reflection's shift for another b and the
-load factor apply on top, so a slowed or shifted call can outlast the cap
-(the approximation: a real client timeout bounds the slowed call too).
+A capped tail is already in every draw (Distribution.sample: a reply cut at
+the cap, or a timed-out call retried). The cap bounds the latency measured
+at the calibrated b without load; the reflection's shift for another b and
+the load factor apply on top, so a slowed or shifted call can outlast the
+cap (the approximation: a real client timeout bounds the slowed call too).
 
 Each rollout phase draws from its own distribution where the scenario gives
 one (Scenario.rollout_latency); phases without one share the rollout's draws.
@@ -34,14 +33,11 @@ from pxn.prompt_lengths import PromptLengths
 class Draws:
     """Values (latencies, token counts) drawn from a distribution in blocks.
 
-    One scipy call serves many stages. A block stays a numpy array and a
-    stage takes a view of it, made a Python list only where something loops
-    over its calls (most of a block is never looked at one by one, and
-    converting all of it cost more than drawing it). A block's values that
-    do not fit the stage asking are dropped. `skip` hands out values unseen
-    (only their total counts), as `take` would. `adjust`, if given, is applied
-    to each value as its block is drawn (elementwise, so a block adjusted at
-    once holds the numbers each stage's share adjusted apart would).
+    One scipy call serves many stages: a stage takes a view of the block
+    (converting a whole block to a list cost more than drawing it); a
+    block's values that do not fit the stage asking are dropped. `skip`
+    hands out values unseen (only their total counts). `adjust`, if given,
+    is applied elementwise to each block as it is drawn.
     """
 
     BLOCK = 4096

@@ -2,14 +2,9 @@
 
 `gepa_run` is the process: it reads like `GEPAEngine.run` with `PxNSampling`,
 one stage after another with a barrier between each, and gepa's choices
-(parents, minibatches, skips, verdicts) in gepa_rules.py. A stage of calls is one
-pipeline for rollouts and reflections alike (stage.py: draw -> load ->
-schedule -> account -> trace), so a replicate costs a few SimPy events per
-stage instead of one process per rollout. Latencies (per phase, the
-reflection's shift with b, the run's own conditions, the load of each model)
-are in latency.py;
-tokens, dollars and provider limits in accounting.py; the trace, when one is
-asked for, in tracing.py.
+(parents, minibatches, skips, verdicts) in gepa_rules.py. A stage of calls
+is one pipeline for rollouts and reflections alike (stage.py), a few SimPy
+events per stage instead of one process per rollout.
 
 gepa counts a metric call per example evaluated: the seed's validation, the
 distinct (parent, minibatch) pairs of the parent stage, every child's
@@ -18,12 +13,10 @@ Reflections count nothing. gepa checks the budget only at the top of an
 iteration, so the last one overshoots it.
 
 Nothing before that check depends on the budget, so a run to budget B holds
-the run to any smaller budget c as its prefix: the state at the first
-iteration top where the metric calls reach c is where a run given c ends.
-A run told smaller budgets (`budgets_to_note`) keeps its summary at each of
-those checks (`prefixes`), so one replicate answers every budget at once;
-every random stream has then been drawn exactly as far as in the shorter run
-(tests/test_sim_prefixes.py holds the two to the bit).
+the run to any smaller budget c as its prefix, ending at the first iteration
+top where the metric calls reach c. A run told smaller budgets
+(`budgets_to_note`) keeps its summary at each of those checks (`prefixes`):
+one replicate answers every budget, to the bit (tests/test_sim_prefixes.py).
 
 With gepa's merge (use_merge), an iteration may begin with a merge
 (merge.py says when and of which candidates): its subsample is one stage of

@@ -5,27 +5,17 @@ one model released at once, then the barrier. Its pipeline: draw each call's
 latency (latency.py), load it, schedule the calls on the stage's slots,
 account for what they use (accounting.py), trace them (tracing.py). The
 stage costs one SimPy timeout: its calls are list-scheduled in one step
-(schedule.py) instead of a process each, all before the timeout starts.
+(schedule.py) instead of a process each.
 
-Every call is slowed by the calls of its model in flight at its start
-(Load.factor). Without a provider limit that is min(n, slots) for every call
-but the last ones of a stage whose slots free together (loaded_makespan),
-and the stage lasts the list schedule's makespan. With one, each call takes
-a slot (of min(W or C, servers)), then waits for its buckets holding the
-slot, then runs, slowed by the calls in flight at its real start
-(rate_limited_schedule); but a stage that fits its slots and whose whole ask
-its buckets hold at its start is paid at once (ModelAccount.pay_at_start) and
-scheduled as without limits, since none of its calls waits.
-
-Reflections on servers that keep their last prompt (Load.prefix_seconds)
-are scheduled by cached_makespan: a server that serves two reflections of
-one parent in a row saves the second the shared prefix's processing.
-
-Rollouts on workers split among a stage's candidates (worker_split =
-"per_candidate", as dspy.GEPA's batch_evaluate runs the minibatch and
-validation stages) are scheduled by split_schedule, provider limits
-included; gepa evaluates the seed's validation through the adapter's own
-evaluate, on all W.
+The schedule (each call slowed by its model's calls in flight at its start,
+Load.factor): loaded_makespan without provider limits; rate_limited_schedule
+with them, unless the stage fits its slots and its buckets hold its whole
+ask at its start (ModelAccount.pay_at_start: none of its calls waits);
+cached_makespan for reflections on servers that keep their last prompt
+(Load.prefix_seconds); split_schedule for rollouts on workers split among a
+stage's candidates (worker_split = "per_candidate", as dspy.GEPA's
+batch_evaluate runs every stage but the seed's validation, which gepa
+evaluates through the adapter's own evaluate, on all W).
 """
 
 from __future__ import annotations
