@@ -153,15 +153,11 @@ def work_units(
 def assess_all(
     runs: dict[Allocation, list[RunSummary]], variant: dict[Allocation, Scenario], ask: Ask
 ) -> list[Assessment]:
+    """Each allocation's runs assessed, with every wall-clock, dollars and test-score
+    interval worked out at once, a numpy call per figure and number of replicates: the
+    numbers Interval.of gives one by one (Interval.of_rows), which the race and the
+    ranking read of every allocation."""
     assessments = [Assessment(a, variant[a], tuple(batch), ask) for a, batch in runs.items()]
-    with_intervals(assessments)
-    return assessments
-
-
-def with_intervals(assessments: list[Assessment]) -> None:
-    """Work out every assessment's wall-clock, dollars and test-score intervals at once, a
-    numpy call per figure and number of replicates: the numbers Interval.of gives one by
-    one (Interval.of_rows), which the race and the ranking read of every allocation."""
     by_count: dict[int, list[Assessment]] = {}
     for x in assessments:
         by_count.setdefault(x.replicates, []).append(x)
@@ -176,3 +172,4 @@ def with_intervals(assessments: list[Assessment]) -> None:
                 continue
             for x, interval in zip(group, Interval.of_rows(rows), strict=True):
                 x.__dict__[name] = interval  # the cached_property's own slot
+    return assessments

@@ -208,7 +208,9 @@ def gepa_run(run: SimulatedRun) -> Generator[simpy.Event, None, None]:
         run.metric_calls += len(pairs) * b
         proposing = choices.skip_perfect_parents(tasks, pairs)
         run.skipped += len(tasks) - len(proposing)
-        trace.no_proposals(iteration, env.now, unlisted(tasks, proposing), "perfect_parent")
+        kept = {id(task) for task in proposing}
+        skipped = [task for task in tasks if id(task) not in kept]
+        trace.no_proposals(iteration, env.now, skipped, "perfect_parent")
         tasks, lost = choices.lose_before_reflection(proposing)
         trace.no_proposals(iteration, env.now, lost, "reflective_dataset")
         run.failed += len(lost)
@@ -260,12 +262,6 @@ def reflect(
 
 def reflection_items(tasks: list[ProposalTask]) -> list[tuple[str, str]]:
     return [(task.proposal, task.parent) for task in tasks]
-
-
-def unlisted(tasks: list[ProposalTask], kept: list[ProposalTask]) -> list[ProposalTask]:
-    """The tasks not in `kept`, in order."""
-    ids = {id(task) for task in kept}
-    return [task for task in tasks if id(task) not in ids]
 
 
 def merge_step(

@@ -185,7 +185,7 @@ class QualitySearch:
 
     def seed_validation(self) -> list[float]:
         """The seed's validation scores; the front starts from them."""
-        scores = self.val_scores(0)
+        scores = self.val_scores(self.quality[0], self.val_residuals[0])
         self.front.add(scores)
         self.validated.append(scores)
         return scores.tolist()
@@ -211,8 +211,12 @@ class QualitySearch:
             self.train_residual(candidate)
         return self.train_residual_list[candidate]
 
-    def val_scores(self, candidate: int) -> np.ndarray:
-        latent = self.quality[candidate] - self.val_difficulty + self.val_residuals[candidate]
+    def val_scores(
+        self, quality: float, residuals: np.ndarray, examples: slice | list[int] = slice(None)
+    ) -> np.ndarray:
+        """A candidate's scores on these validation examples (all of them unless told), one
+        evaluation each, from its quality and its validation residuals."""
+        latent = quality - self.val_difficulty[examples] + residuals[examples]
         if self.noise:
             latent += self.noise * self.rng.standard_normal(len(latent))
         return self.model.score(latent)
@@ -332,7 +336,7 @@ class QualitySearch:
         self.train_residuals.append(train)
         self.train_residual_list.append(None if train is None else train.tolist())
         self.val_residuals.append(val)
-        scores = self.val_scores(len(self.quality) - 1)
+        scores = self.val_scores(quality, val)
         self.front.add(scores)
         self.parent.append(parent)
         self.validated.append(scores)
@@ -356,7 +360,8 @@ class QualitySearch:
         """The merged program's scores on its subsample; the sums gepa judges it by."""
         first, second = merge.triplet.first, merge.triplet.second
         merge.child = self.merge(first, second)
-        scores = self.score_merged(merge.child, merge.examples)
+        child = merge.child
+        scores = self.val_scores(child.quality, child.val_residuals, merge.examples).tolist()
         known = (self.validated[p][merge.examples] for p in (first, second))
         merge.before = max(float(row.sum()) for row in known)
         merge.after = sum(scores)
@@ -398,13 +403,6 @@ class QualitySearch:
         better = self.rng.random(len(first)) < pick
         higher, lower = np.maximum(first, second), np.minimum(first, second)
         return np.where(better, higher, lower), (first + second) / 2
-
-    def score_merged(self, child: MergedChild, examples: list[int]) -> list[float]:
-        """The merged program's scores on these validation examples (one evaluation each)."""
-        latent = child.quality - self.val_difficulty[examples] + child.val_residuals[examples]
-        if self.noise:
-            latent = latent + self.noise * self.rng.standard_normal(len(examples))
-        return self.model.score(latent).tolist()
 
     @property
     def seed_score(self) -> float:

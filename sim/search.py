@@ -132,11 +132,10 @@ class RateSearch:
             draws = self.rng.integers(0, front, size=count).tolist()
         return [newest + d for d in draws]
 
-    def seed_validation(self) -> None:
-        return None
+    def no_scores(self, *asked: object) -> None:
+        """What a rate model answers where the quality model scores rollouts."""
 
-    def evaluate_parents(self, iteration: int, pairs: list[Pair]) -> None:
-        return None
+    seed_validation = evaluate_parents = evaluate_children = evaluate_merge = no_scores
 
     def perfect(self, pairs: list[Pair]) -> set[Pair]:
         """Each pair is perfect by chance."""
@@ -144,9 +143,6 @@ class RateSearch:
             return set()
         draws = uniforms(self.rng, len(pairs))
         return {pair for pair, u in zip(pairs, draws, strict=True) if u < self.skip_chance}
-
-    def evaluate_children(self, iteration: int, tasks: list[ProposalTask]) -> None:
-        return None
 
     def dominators(self) -> list[int]:
         """The candidates gepa may merge: the front's, where parents are drawn."""
@@ -169,9 +165,6 @@ class RateSearch:
 
     def merge_subsample(self, first: int, second: int) -> list[int]:
         return list(range(SUBSAMPLE))  # positions stand for the examples
-
-    def evaluate_merge(self, merge: MergeTask) -> None:
-        return None
 
     def judge_merge(self, merge: MergeTask) -> bool:
         return self.rng.random() < self.merge_acceptance
