@@ -45,17 +45,6 @@ VALSET = None
 Items = Sequence[tuple[str, int | list[int] | None]] | Sequence[tuple[str, str]]
 
 
-def merge_setup(scenario: Scenario) -> dict[str, Any]:
-    """gepa's merge setup as the recorder writes it in run_start meta (nothing when off)."""
-    if not scenario.merge:
-        return {}
-    return {
-        "use_merge": True,
-        "max_merge_invocations": scenario.max_merges,
-        "components": scenario.components,
-    }
-
-
 def instant(now: float, iteration: int) -> dict[str, Any]:
     """An event's time fields, for one at an instant of this iteration."""
     return {"start": now, "end": now, "iteration": iteration}
@@ -92,7 +81,13 @@ class SimTrace(NoTrace):
         return self.sampler.examples(iteration, int(key))
 
     def run_start(self, scenario: Scenario, shape: Shape, replicate: int) -> None:
-        servers = scenario.loads.task.servers
+        # The task model's servers and the merge's setup under the keys the runner writes.
+        meta = {"scenario": scenario.to_dict(), "replicate": replicate}
+        if scenario.loads.task.servers is not None:
+            meta["lm_servers"] = scenario.loads.task.servers
+        if scenario.merge:
+            meta |= {"use_merge": True, "max_merge_invocations": scenario.max_merges}
+            meta["components"] = scenario.components
         self.writer.write(
             RunStart(
                 start=0.0,
@@ -106,11 +101,7 @@ class SimTrace(NoTrace):
                 trainset_size=scenario.trainset_size,
                 minibatch=scenario.minibatch,
                 seed=scenario.seed,
-                # The task model's servers and the merge's setup under the keys the runner
-                # writes.
-                meta={"scenario": scenario.to_dict(), "replicate": replicate}
-                | ({} if servers is None else {"lm_servers": servers})
-                | merge_setup(scenario),
+                meta=meta,
             )
         )
 
