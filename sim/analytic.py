@@ -33,20 +33,17 @@ N = min{n : V + X_1 + ... + X_n >= B}, X_n = 2 k b + V Z_n the metric calls of
 iteration n, Z_n its validated children. E[N] = sum over n >= 0 of
 P(X_1 + ... + X_n < B - V), computed by convolving the distribution of the
 calls spent (on the lattice of gcd(2 k b, V)) one iteration at a time until
-no probability is left below the budget; and since iteration n + 1 runs
-exactly when the first n left budget, E[full-validation iterations] is the
-same sum weighted by each iteration's q_k. This is exact for the model's X_n, the
-overshoot of the last iteration included, where B/E[X] alone would leave it
-out. What the closed form leaves out, the simulator models: a stage lasts
-as long as its slowest call (not its mean), gepa skips parents perfect on
-their minibatch, it evaluates a repeated (parent, minibatch) pair once and
-draws parents from its Pareto front (so the parent stage can be smaller than
-k b), and it counts proposals after skips.
+no probability is left below the budget; E[full-validation iterations] is
+the same sum weighted by each iteration's q_k. This is exact for the model's
+X_n, the last iteration's overshoot included (B/E[X] would leave it out).
+What the closed form leaves out, the simulator models: a stage lasts as long
+as its slowest call, gepa skips parents perfect on their minibatch,
+evaluates a repeated (parent, minibatch) pair once, draws parents from its
+Pareto front, and counts proposals after skips.
 
-A local LM pool of K servers (Scenario.loads) narrows W to min(W, K)
-workers and the reflection concurrency C to min(C, K), here as in the simulator.
-Its load slowdown is left out: the paper's model has independent latencies,
-and the simulator carries the slowdown.
+A local LM pool of K servers (Scenario.loads) narrows W to min(W, K) and C
+to min(C, K), as in the simulator; its load slowdown is the simulator's alone
+(the paper's model has independent latencies).
 
 With token counts, T_r is the reflection latency at the scenario's b (shifted
 by Tokens.reflection_latency_shift, floored at 0, as the simulator shifts
@@ -57,8 +54,8 @@ each call). Provider rate limits are not in T(k); beside it stands
 where A is what the run asks of that limit (B metric calls, or the proposals
 E[iterations] k for reflections; times the mean tokens per call for a
 tokens-per-minute limit) and burst the bucket's capacity, which the run
-starts with. No allocation finishes sooner, whatever W (in expectation: A
-uses mean token counts and the expected proposals). 0 without limits.
+starts with: no allocation finishes sooner in expectation, whatever W. 0
+without limits.
 """
 
 from __future__ import annotations

@@ -5,14 +5,10 @@ prediction is the same to the bit however its replicates are spread over
 processes or machines (backends.py).
 
 A scenario with parameter uncertainty runs replicate r with its draw r mod D,
-so the interval spans the parameters and the run-to-run noise together. The
-replicates of one draw are then grouped to tell the two apart (Split): this
-costs no extra simulation. What it does not give is the interval the point
-estimate alone would have; the noise interval stands in for it, the
-run-to-run spread averaged over the draws, which differs from the point
-estimate's only as far as the noise itself depends on the parameters (a
-second simulation at the point estimate would double every prediction's cost
-to settle that).
+so the interval spans the parameters and the run-to-run noise together; the
+replicates of one draw are grouped to tell the two apart (Split), at no extra
+simulation. The noise interval (the run-to-run spread averaged over the draws)
+stands in for the point estimate's own, which would cost a second simulation.
 """
 
 from __future__ import annotations
@@ -37,10 +33,8 @@ from pxn.trace import MERGE_STAGES, STAGES
 
 CHUNK = 25  # replicates per unit of work handed to a process
 SINGLE = Shape(1, 1)  # every speedup's baseline
-# Single's replicates when it is only the speed-ups' baseline (not asked for): its
-# mean to a fraction of a percent, and every parameter draw once. Single runs the
-# most iterations, so simulating it as often as the shape asked cost the CLI over
-# half its time for a column of ratios.
+# Single's replicates when it is only the speed-ups' baseline (not asked for): its mean
+# to a fraction of a percent, every draw once (as many as asked cost over half the time).
 BASELINE_REPLICATES = 200
 PROGRESS_POINTS = 60  # times at which a prediction's best score over time is summarised
 
