@@ -244,24 +244,16 @@ def reflect(
     """The reflection stage: gepa's first pass over the tasks and, when a call of it failed,
     every task again, one at a time (sim/reflections.py). The tasks that proposed."""
     passes = run.choices.reflect(tasks)
-    yield run.reflections.run(
-        iteration, "reflection", reflection_items(passes.first), errors=passes.first_failed
-    )
-    if passes.retried:
-        yield run.reflections.run(
-            iteration,
-            "reflection",
-            reflection_items(passes.retried),
-            errors=passes.retry_failed,
-            one_at_a_time=True,
-        )
+    both = [(passes.first, passes.first_failed, False), (passes.retried, passes.retry_failed, True)]
+    for calls, failed, one_at_a_time in both:
+        if calls:  # the second pass runs only when a call of the first failed
+            items = [(task.proposal, task.parent) for task in calls]
+            yield run.reflections.run(
+                iteration, "reflection", items, errors=failed, one_at_a_time=one_at_a_time
+            )
     run.failed += len(passes.lost)
     run.trace.no_proposals(iteration, run.env.now, passes.lost, "reflection_failed")
     return passes.proposing
-
-
-def reflection_items(tasks: list[ProposalTask]) -> list[tuple[str, str]]:
-    return [(task.proposal, task.parent) for task in tasks]
 
 
 def merge_step(

@@ -184,20 +184,17 @@ def split_schedule(
         place_of[item] = place
         idle[item] = list(range(offsets[place], offsets[place] + threads[item]))[::-1]
 
-    def take_threads() -> None:
-        for item in sorted(idle):
-            free = idle[item]
-            while free and next_call[item] < (item + 1) * per_item:
-                ready.append((next_call[item], free.pop()))
-                next_call[item] += 1
-
     def payable_at(call: int) -> float:
         return max((bucket.payable_at(paid[call], now) for bucket, paid in asks), default=now)
 
     for place in range(at_once):
         admit(place, place)
     while True:
-        take_threads()
+        for item in sorted(idle):  # each candidate's free threads take its next calls
+            free = idle[item]
+            while free and next_call[item] < (item + 1) * per_item:
+                ready.append((next_call[item], free.pop()))
+                next_call[item] += 1
         while ready and serving + len(line) < capacity:  # a server each, in turn
             call, thread = ready.pop(0)
             line.append((call, thread, now))
