@@ -4,9 +4,7 @@ Read from gepa's source; what each stands for (the search model, search.py,
 answers what the rules ask of the candidates):
 
 - Parents (ParetoCandidateSelector): each of the P parents drawn from the
-  Pareto front, by the search model (search.py): gepa's own front of real
-  candidates under the quality model, or labels from the newest
-  `front_share` of the pool under acceptance rates.
+  Pareto front, by the search model.
 - Minibatches (EpochShuffledBatchSampler): task j of iteration i gets the
   chunk minibatches.py names, all from the same epoch's shuffle.
 - The parent stage (ReflectiveMutationProposer) evaluates each distinct

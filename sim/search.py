@@ -4,16 +4,14 @@ how they score, which proposals beat them, and how a merge fares.
 `SearchModel` is what those rules need of a search; two models implement it:
 
 - `QualitySearch` (quality_search.py), the mechanistic one (pxn.quality):
-  candidates of latent quality, scored example by example, judged by gepa's
-  own rules; every rollout has a score.
-- `RateSearch` (here), the phenomenological one (pxn.acceptance): a proposal
-  passes at a rate, parents are labels drawn from the newest `front_share`
-  of the pool, a parent is perfect on its minibatch by chance, a merge passes
-  its subsample at the scenario's merge_acceptance; no rollout has a score.
+  candidates of latent quality, scored example by example by gepa's rules.
+- `RateSearch` (here), the phenomenological one (pxn.acceptance): proposals
+  and merges pass at rates, parents are labels drawn from the newest
+  `front_share` of the pool, perfect by chance; no rollout has a score.
 
-Each operation is asked where gepa makes the choice, so each model draws from
-its random stream in the order gepa's run would: the rate model shares its
-stream with the latencies, and moving a draw would change every replicate.
+Each operation is asked where gepa makes the choice, so each model draws in
+the order gepa's run would: the rate model shares its stream with the
+latencies, and moving a draw would change every replicate.
 """
 
 from __future__ import annotations
