@@ -32,7 +32,7 @@ from pxn.quality import Quality
 from pxn.run_summary import Repeats, SearchFigures, example_spread
 from pxn.sim.merge import subsample
 from pxn.sim.minibatches import EpochSampler
-from pxn.sim.search import SCALAR_DRAWS, Pair
+from pxn.sim.search import Pair, uniforms
 
 if TYPE_CHECKING:
     from pxn.sim.gepa_rules import MergeTask, ProposalTask
@@ -93,12 +93,7 @@ class ParetoFront:
         """`count` parents, each independently, as gepa's candidate selector draws them."""
         ids, cumulative = self.weights()
         total = cumulative[-1]
-        draws = (
-            [rng.random() for _ in range(count)]
-            if count <= SCALAR_DRAWS
-            else rng.random(count).tolist()
-        )
-        return [ids[bisect.bisect_right(cumulative, u * total)] for u in draws]
+        return [ids[bisect.bisect_right(cumulative, u * total)] for u in uniforms(rng, count)]
 
     @property
     def best_candidate(self) -> int:

@@ -37,8 +37,8 @@ SCALAR_DRAWS = 3
 
 
 def uniforms(rng: np.random.Generator, n: int) -> list[float]:
-    """n uniform draws in [0, 1); one is numpy's scalar draw (the same number, cheaper)."""
-    return [rng.random()] if n == 1 else rng.random(n).tolist()
+    """n uniform draws in [0, 1); up to SCALAR_DRAWS with numpy's scalar draw, one each."""
+    return [rng.random() for _ in range(n)] if n <= SCALAR_DRAWS else rng.random(n).tolist()
 
 
 class SearchModel(Protocol):
