@@ -122,9 +122,7 @@ class Ask:
 
     def allocations(self) -> list[Allocation]:
         """Every setup at every budget (its budget None when the ask has one)."""
-        if not self.several_budgets:
-            return self.setups()
-        return [replace(a, budget=budget) for budget in self.budgets for a in self.setups()]
+        return [at_budget(self, a, budget) for budget in self.budgets for a in self.setups()]
 
     def budget_of(self, allocation: Allocation) -> int:
         return self.budgets[0] if allocation.budget is None else allocation.budget

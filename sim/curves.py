@@ -112,8 +112,7 @@ def curve_of(
                 "test_gain": paired_gain(at, before, "test_score"),
                 "best_gain": paired_gain(at, before, "best_score"),
             }
-        draws = prediction.draws
-        noise = noise_of([r.test_score for r in at], draws) if scored else None
+        noise = noise_of([r.test_score for r in at], prediction.draws) if scored else None
         points.append(CurvePoint(budget, names[budget], prediction, test_noise=noise, **gains))
     return Curve(shape, tuple(points), knee_of(points) if scored else None)
 
