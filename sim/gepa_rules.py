@@ -1,4 +1,4 @@
-"""gepa 0.1.4's rules in a batched iteration: parents, minibatches, skips, verdicts.
+"""gepa 0.1.4's rules in a batched iteration: parents, minibatches, skips, reflections, verdicts.
 
 Read from gepa's source; what each stands for (the search model, search.py,
 answers what the rules ask of the candidates):
@@ -20,6 +20,16 @@ answers what the rules ask of the candidates):
   dropped: each selected child after the first repeats an earlier one with
   chance `duplicate_children`, and a repeat gets no full validation and no
   place in the pool (gepa reports it rejected).
+- Reflections (ReflectiveMutationProposer.propose), when proposals can be
+  lost (pxn.failures): a task whose reflective dataset cannot be built is
+  dropped (`dataset`, drawn per distinct (parent, minibatch) pair: tasks
+  sharing one share its fate). The rest reflect in one pass
+  (`_propose_texts_batch_safe`): every call at once, C at a time, or one
+  after another when C = 1, a pass that then stops at its first failure.
+  When any call of it fails gepa throws the pass away and asks again for
+  every task, one at a time: a task whose call failed fails again with
+  chance `retry`, any other with chance `reflection`. A task whose last
+  call failed makes no proposal.
 - Merging (use_merge, in a program of two components or more): when a merge
   is tried and which candidates it merges are merge.py's; how it fares, the
   search model's. Each proposal rewrites its parent's next component, and
@@ -28,17 +38,19 @@ answers what the rules ask of the candidates):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from pxn.failures import Failures
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.merge import Lineage, MergeSchedule, Triplet
 from pxn.sim.minibatches import EpochSampler
 from pxn.sim.quality_search import MergedChild, QualitySearch
-from pxn.sim.reflections import Passes, lose_before_reflection, reflection_passes
 from pxn.sim.search import Pair, RateSearch, SearchModel, uniforms
+
+FAILED = "reflection failed (simulated)"  # a failed call's error in a simulated trace
 
 
 @dataclass(slots=True)
@@ -67,6 +79,29 @@ class MergeTask:
     child: MergedChild | None = None
     before: float | None = None
     after: float | None = None
+
+
+@dataclass
+class Passes:
+    """An iteration's reflection calls, pass by pass, and which of them failed."""
+
+    first: list[ProposalTask]
+    first_failed: list[bool]
+    retried: list[ProposalTask] = field(default_factory=list)  # every task, one at a time
+    retry_failed: list[bool] = field(default_factory=list)
+
+    @property
+    def proposing(self) -> list[ProposalTask]:
+        """The tasks whose last call gave texts, in order."""
+        if not self.retried:
+            return self.first
+        return [t for t, failed in zip(self.retried, self.retry_failed, strict=True) if not failed]
+
+    @property
+    def lost(self) -> list[ProposalTask]:
+        if not self.retried:
+            return []
+        return [t for t, failed in zip(self.retried, self.retry_failed, strict=True) if failed]
 
 
 class GepaChoices:
@@ -126,7 +161,12 @@ class GepaChoices:
         chance = self.scenario.failures.dataset
         if not chance:
             return tasks, []
-        return lose_before_reflection(tasks, chance, self.failures_rng)
+        # Drawn per distinct (parent, minibatch) pair.
+        pairs = list(dict.fromkeys((task.parent, task.chunk) for task in tasks))
+        draws = self.failures_rng.random(len(pairs))
+        failed = {pair for pair, u in zip(pairs, draws, strict=True) if u < chance}
+        kept = [task for task in tasks if (task.parent, task.chunk) not in failed]
+        return kept, [task for task in tasks if (task.parent, task.chunk) in failed]
 
     def reflect(self, tasks: list[ProposalTask]) -> Passes:
         """gepa's reflection passes over these tasks, and which calls failed."""
@@ -193,6 +233,23 @@ class GepaChoices:
         self.lineage.add((triplet.first, triplet.second), triplet.texts)
         self.candidates += 1
         return self.search.join_merge(merge)
+
+
+def reflection_passes(
+    tasks: list[ProposalTask], failures: Failures, one_at_a_time: bool, rng: np.random.Generator
+) -> Passes:
+    """gepa's passes over these tasks' reflections."""
+    failed = (rng.random(len(tasks)) < failures.reflection).tolist()
+    if not any(failed):
+        return Passes(tasks, failed)
+    # One at a time, the pass stops at its first failure: the tasks after it never ran.
+    reached = failed.index(True) + 1 if one_at_a_time else len(tasks)
+    chances = [
+        failures.retry_failure if i < reached and failed[i] else failures.reflection
+        for i in range(len(tasks))
+    ]
+    again = (rng.random(len(tasks)) < np.asarray(chances)).tolist()
+    return Passes(tasks[:reached], failed[:reached], list(tasks), again)
 
 
 def search_model(

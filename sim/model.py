@@ -242,7 +242,7 @@ def reflect(
     run: SimulatedRun, iteration: int, tasks: list[ProposalTask]
 ) -> Generator[simpy.Event, None, list[ProposalTask]]:
     """The reflection stage: gepa's first pass over the tasks and, when a call of it failed,
-    every task again, one at a time (sim/reflections.py). The tasks that proposed."""
+    every task again, one at a time (gepa_rules.reflection_passes). The tasks that proposed."""
     passes = run.choices.reflect(tasks)
     both = [(passes.first, passes.first_failed, False), (passes.retried, passes.retry_failed, True)]
     for calls, failed, one_at_a_time in both:

@@ -21,9 +21,8 @@ import numpy as np
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.sim.accounting import TokenCounts
-from pxn.sim.gepa_rules import MergeTask, ProposalTask
+from pxn.sim.gepa_rules import FAILED, MergeTask, ProposalTask
 from pxn.sim.minibatches import EpochSampler
-from pxn.sim.reflections import FAILED
 from pxn.trace import (
     Decision,
     Iteration,

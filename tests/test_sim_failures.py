@@ -18,9 +18,8 @@ from pxn.failures import Failures
 from pxn.run_summary import summarize
 from pxn.scenario import Scenario
 from pxn.shape import Shape
-from pxn.sim.gepa_rules import ProposalTask
+from pxn.sim.gepa_rules import ProposalTask, reflection_passes
 from pxn.sim.model import simulate_once
-from pxn.sim.reflections import reflection_passes
 from pxn.trace import NoProposal, Reflection, TraceWriter
 from pxn.trace_reading import read_trace
 
