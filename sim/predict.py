@@ -173,13 +173,12 @@ def split(values: Sequence[float], draws: int) -> Split | None:
     )
     noise = float(np.sum([np.sum((g - g.mean()) ** 2) for g in groups])) / within_df
     between = 0.0
+    mean = float(y.mean())
     if len(groups) > 1:
-        grand = float(y.mean())
-        spread_of_means = float(np.sum(sizes * (means - grand) ** 2)) / (len(groups) - 1)
+        spread_of_means = float(np.sum(sizes * (means - mean) ** 2)) / (len(groups) - 1)
         per_draw = (len(y) - float(np.sum(sizes**2)) / len(y)) / (len(groups) - 1)
         between = max(0.0, (spread_of_means - noise) / per_draw)
     total = between + noise
-    mean = float(y.mean())
     low, high = np.percentile(residuals, PERCENTILES)
     return Split(
         parameter_share=between / total if total > 0 else 0.0,
