@@ -137,11 +137,9 @@ class Ask:
 class Assessment:
     """One allocation's replicates, judged against the ask.
 
-    What the race and the ranking read (the per-replicate figures, their
-    intervals, feasibility) is worked out at once; the full Prediction (its
-    stages, the closed form, the progress band) when first asked for: a
-    large grid at several budgets has thousands of allocations and a report
-    shows a few.
+    What the race and the ranking read is worked out at once; the full
+    Prediction when first asked for (a large grid has thousands of
+    allocations, and a report shows a few).
     """
 
     allocation: Allocation

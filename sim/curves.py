@@ -1,20 +1,16 @@
 """Learning curves: what each budget buys, per shape, and where buying more stops paying.
 
 A curve is one shape's predictions at several budgets, each replicate one
-run to the largest budget read at every smaller one (model.simulate_budgets):
-so replicate r at budget B and at the next budget are the same run, and the
-gain of a budget over the previous one is paired, replicate r's test score at
-the one less its test score at the other. Its interval is the spread of what a
-run gains, not of two independent predictions.
+run to the largest budget read at every smaller one (model.simulate_budgets),
+so the gain of a budget over the previous one is paired: replicate r's test
+score at one less its score at the other, the spread of what a run gains.
 
-The knee is the budget past which doubling adds less to the expected test
-score than the run-to-run noise of that score (its standard deviation over
-replicates at that budget, within a parameter draw where the draws ran twice
-or more: two runs of one setup differ by that much): the first budget B
-whose double's expected score (read off the curve, linear in log2 B between
-the budgets asked) is less than that noise above its own.
-Past it, two runs at the same budget differ by more than doubling the budget
-moves their mean. Without a quality model there is no score, and no knee.
+The knee is the first budget B whose double's expected test score (read off
+the curve, linear in log2 B between the budgets asked) is less than the
+run-to-run noise of that score above its own (its standard deviation at B,
+within a parameter draw where the draws ran twice or more): past it, two runs
+at one budget differ by more than doubling the budget moves their mean.
+Without a quality model there is no score, and no knee.
 """
 
 from __future__ import annotations

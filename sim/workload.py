@@ -8,10 +8,9 @@ stages. A replicate of shape k = P x N runs about (B - V) / (2 k b + s V)
 iterations, s the children validated per iteration (k a0, at most the
 selection's limit), and simulates its B metric calls plus k reflections per
 iteration. A process's memory peaks with its largest stage (k b or s V calls
-of BYTES_PER_CALL each); the summaries of every replicate are held until the
-end. These are estimates within a small factor (acceptance decays, gepa skips
-perfect parents, and large stages vectorise better than small ones), made to
-refuse work that could never finish here and to say how long the rest takes.
+of BYTES_PER_CALL each), and every replicate's summary is held to the end.
+Estimates within a small factor, made to refuse work that could never finish
+here and to say how long the rest takes.
 """
 
 from __future__ import annotations
