@@ -130,10 +130,11 @@ class RateSearch:
             draws = self.rng.integers(0, front, size=count).tolist()
         return [newest + d for d in draws]
 
-    def no_scores(self, *asked: object) -> None:
-        """What a rate model answers where the quality model scores rollouts."""
-
-    seed_validation = evaluate_parents = evaluate_children = evaluate_merge = no_scores
+    # No rollout has a score: where the quality model scores rollouts, None.
+    def seed_validation(self) -> None: ...
+    def evaluate_parents(self, iteration: int, pairs: list[Pair]) -> None: ...
+    def evaluate_children(self, iteration: int, tasks: list[ProposalTask]) -> None: ...
+    def evaluate_merge(self, merge: MergeTask) -> None: ...
 
     def perfect(self, pairs: list[Pair]) -> set[Pair]:
         """Each pair is perfect by chance."""

@@ -55,11 +55,29 @@ class NoTrace:
     enabled = False
     sampler: EpochSampler | None = None  # the run's, for the examples of a minibatch
 
-    def _drop(self, *event: object) -> None:
-        pass
-
-    run_start = run_end = calls = stage = decisions = validations = _drop
-    merge = no_proposals = iteration = _drop
+    # Each event's own signature, so a call is as cheap as a call gets (no *args).
+    def run_start(self, scenario: Scenario, shape: Shape, replicate: int) -> None: ...
+    def run_end(self, wall_clock: float, metric_calls: int, iterations: int) -> None: ...
+    def calls(self, *stage_calls: object) -> None: ...  # never asked while not `enabled`
+    def stage(self, iteration: int, name: str, start: float, end: float) -> None: ...
+    def decisions(
+        self,
+        iteration: int,
+        now: float,
+        judged: list[ProposalTask],
+        joined: list[ProposalTask],
+        ids: list[str],
+    ) -> None: ...
+    def validations(
+        self, iteration: int, now: float, candidates: list[str], scores: list[float], valset: int
+    ) -> None: ...
+    def merge(
+        self, iteration: int, now: float, merge: MergeTask, proposal: str, new: str | None
+    ) -> None: ...
+    def no_proposals(
+        self, iteration: int, now: float, tasks: list[ProposalTask], reason: str
+    ) -> None: ...
+    def iteration(self, iteration: int, start: float, end: float) -> None: ...
 
 
 class SimTrace(NoTrace):
