@@ -207,11 +207,14 @@ class QualitySearch:
         return self.train_residual_list[candidate]
 
     def val_scores(
-        self, quality: float, residuals: np.ndarray, examples: slice | list[int] = slice(None)
+        self, quality: float, residuals: np.ndarray, examples: list[int] | None = None
     ) -> np.ndarray:
-        """A candidate's scores on these validation examples (all of them unless told), one
+        """A candidate's scores on these validation examples (None: all of them), one
         evaluation each, from its quality and its validation residuals."""
-        latent = quality - self.val_difficulty[examples] + residuals[examples]
+        difficulty = self.val_difficulty
+        if examples is not None:
+            difficulty, residuals = difficulty[examples], residuals[examples]
+        latent = quality - difficulty + residuals
         if self.noise:
             latent += self.noise * self.rng.standard_normal(len(latent))
         return self.model.score(latent)
