@@ -24,10 +24,14 @@ Items = list[tuple[dict[str, str], list[Any]]]  # gepa's (candidate, examples) p
 
 class AdapterAround:
     """An adapter whose every evaluation of `inner`'s runs inside `_around(items, call)`,
-    `call(items)` being gepa's call on the examples given (pairs as gepa passes them)."""
+    `call(items)` being gepa's call on the examples given (pairs as gepa passes them);
+    gepa reaches the inner adapter's state (to save and resume it) through this one."""
 
     def __init__(self, inner: Any):
         self.inner = inner
+        for name in ("get_adapter_state", "set_adapter_state"):
+            if hasattr(inner, name):
+                setattr(self, name, getattr(inner, name))
 
     def evaluate(self, batch: list[Any], candidate: dict[str, str], capture_traces: bool = False):
         def call(items: Items) -> list[Any]:
@@ -62,9 +66,6 @@ class RecordingAdapter(AdapterAround):
         self.propose_new_texts = None
         if getattr(inner, "propose_new_texts", None) is not None:
             self.propose_new_texts = self._proposed
-        for name in ("get_adapter_state", "set_adapter_state"):
-            if hasattr(inner, name):
-                setattr(self, name, getattr(inner, name))
 
     def evaluate(self, batch: list[Any], candidate: dict[str, str], capture_traces: bool = False):
         if self._skip_seed_val and self.recorder.phase == "seed_val":

@@ -84,12 +84,6 @@ class DspyRollouts(BatchAround):
                 )
                 self.rec.report_reflection(0, report)
 
-    def get_adapter_state(self) -> dict[str, Any]:
-        return self.inner.get_adapter_state()
-
-    def set_adapter_state(self, state: dict[str, Any]) -> None:
-        self.inner.set_adapter_state(state)
-
 
 @dataclass
 class Evaluation:
