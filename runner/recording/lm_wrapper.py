@@ -31,17 +31,9 @@ class RecordingLM:
         self.recorder = recorder
 
     # gepa reads these (for its cost stopper); the inner LM has them (see wrap_reflection_lm).
-    @property
-    def total_cost(self) -> float:
-        return self.inner.total_cost
-
-    @property
-    def total_tokens_in(self) -> int:
-        return self.inner.total_tokens_in
-
-    @property
-    def total_tokens_out(self) -> int:
-        return self.inner.total_tokens_out
+    total_cost = property(lambda self: self.inner.total_cost)
+    total_tokens_in = property(lambda self: self.inner.total_tokens_in)
+    total_tokens_out = property(lambda self: self.inner.total_tokens_out)
 
     def __call__(self, prompt: Any) -> str:
         return self._recorded(1, lambda: [self._one(0, prompt)])[0]
