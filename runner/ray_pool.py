@@ -113,8 +113,6 @@ class RayRollouts:
     """W Ray actors on the cluster at `address`, or on a private local Ray started for the
     run; `start()` creates them and checks each reaches the LM."""
 
-    name = "ray"
-
     def __init__(self, workers: int, address: str | None = None):
         self.workers = workers
         self.address = address
@@ -125,7 +123,7 @@ class RayRollouts:
         self._sigterm: Any = None
         self.nodes: list[str] = []  # the Ray node of each slot
 
-    def open(self) -> RayRollouts:
+    def __enter__(self) -> RayRollouts:
         main = threading.current_thread() is threading.main_thread()
         if main:
             self._sigterm = signal.getsignal(signal.SIGTERM)
@@ -243,9 +241,6 @@ class RayRollouts:
         self._actors = []
         self._connection.close()
         self._ray = None
-
-    def __enter__(self) -> RayRollouts:
-        return self.open()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
