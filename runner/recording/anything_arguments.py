@@ -65,7 +65,9 @@ def check_anything_arguments(kwargs: dict[str, Any]) -> None:
     config = kwargs.get("config")
     if config is not None and not isinstance(config, GEPAConfig):
         raise PxnError(f"must be a GEPAConfig: got {type(config).__name__}", subject="config")
-    _check_config(config or GEPAConfig(), validation_size(kwargs))
+    valset = kwargs.get("valset")
+    size = len(valset) if valset is not None else len(trainset(kwargs))
+    _check_config(config or GEPAConfig(), size)
 
 
 def _check_seed(seed: Any) -> None:
@@ -139,11 +141,6 @@ def trainset(kwargs: dict[str, Any]) -> list[Any]:
         return [_SINGLE_INSTANCE_SENTINEL]
     dataset = kwargs.get("dataset")
     return dataset if dataset is not None else [None]
-
-
-def validation_size(kwargs: dict[str, Any]) -> int:
-    valset = kwargs.get("valset")
-    return len(valset) if valset is not None else len(trainset(kwargs))
 
 
 def seed_texts(kwargs: dict[str, Any]) -> dict[str, str]:

@@ -295,10 +295,8 @@ class Recording:
             kwargs.get("reflection_lm"), rec, kwargs.get("reflection_lm_kwargs")
         )
         stoppers = kwargs.get("stop_callbacks")
-        if stoppers is None:
-            stoppers = []
-        elif not isinstance(stoppers, Sequence):
-            stoppers = [stoppers]
+        if not isinstance(stoppers, Sequence):
+            stoppers = [] if stoppers is None else [stoppers]
         self._stops = StopWatch(
             run_dir,
             max_metric_calls=kwargs.get("max_metric_calls"),
@@ -348,12 +346,14 @@ class Recording:
                 stacklevel=2,
             )
         if rec is not None:
-            rec.settle()
-        if self._nothing_written():
-            # Stopped before run_start (Ctrl-C, an error while wrapping): no trace.
+            rec.stages.settle()  # gepa has moved on
+        path = self.trace_path
+        if not self._resume and path.exists() and path.stat().st_size == 0:
+            # This session opened a new trace and was stopped before run_start (Ctrl-C, an
+            # error while wrapping): no trace.
             if rec is not None:
                 rec.sink.close()
-            self.trace_path.unlink()
+            path.unlink()
             return False
         if rec is None:
             return False
@@ -389,11 +389,6 @@ class Recording:
         )
         rec.sink.close()
         return False
-
-    def _nothing_written(self) -> bool:
-        """This session opened a new trace and wrote nothing to it."""
-        path = self.trace_path
-        return not self._resume and path.exists() and path.stat().st_size == 0
 
 
 def _ending(
