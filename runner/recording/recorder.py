@@ -132,8 +132,8 @@ class Recorder:
         self.phase = "parent_minibatch"
         self.labels.forget_children()
         self.decisions.new_iteration(number)
-        self.merges.new_iteration(number)
-        self.no_proposals.new_iteration()
+        self.merges = Merges(self.sink, number)
+        self.no_proposals = NoProposals(self.sink)
 
     def on_candidate_selected(self, event: dict[str, Any]) -> None:
         self.book.task_parents.append(event["candidate_idx"])
