@@ -53,24 +53,19 @@ class TimedTaskLM(MeteredLM):
 
 
 class TimedModelCall:
-    """A callable task model, as DefaultAdapter calls it (one message list after another),
-    each call timed."""
+    """A callable task model, as DefaultAdapter calls it (one message list after another,
+    the first raise ending the adapter call), each call timed."""
 
     def __init__(self, model: Callable[..., str], clock: Callable[[], float]):
         self.model = model
         self._clock = clock
-        self.replies: Replies | None = None
-        self._next = 0
-
-    def start_call(self, replies: Replies) -> None:
-        self.replies, self._next = replies, 0
+        self.replies: Replies | None = None  # set by the adapter for each call
 
     def __call__(self, messages: Any) -> str:
-        index, self._next = self._next, self._next + 1
         start = self._clock()
         text = self.model(messages)
-        if self.replies is not None:
-            self.replies[index] = RolloutReport(start=start, end=self._clock())
+        if self.replies is not None:  # the call's position: one after the replies so far
+            self.replies[len(self.replies)] = RolloutReport(start=start, end=self._clock())
         return text
 
 
@@ -93,10 +88,7 @@ class TimedDefaultAdapter(AdapterAround):
 
     def _around(self, items: Items, call: Callable[[Items], list[Any]]) -> list[Any]:
         replies: Replies = {}
-        if isinstance(self._model, TimedModelCall):
-            self._model.start_call(replies)
-        else:
-            self._model.replies = replies
+        self._model.replies = replies
         [result] = call(items)
         for index, reply in sorted(replies.items()):
             score = result.scores[index] if index < len(result.scores) else None
