@@ -38,7 +38,7 @@ from pxn.runner.recording.arguments import (
     require_release,
 )
 from pxn.runner.recording.calls import ReflectionReport, RolloutNote, RolloutReport
-from pxn.runner.recording.default_adapter import default_adapter, model_label
+from pxn.runner.recording.default_adapter import TimedDefaultAdapter
 from pxn.runner.recording.events import RolloutLabels
 from pxn.runner.recording.lm_wrapper import wrap_reflection_lm
 from pxn.runner.recording.recorder import Recorder
@@ -221,14 +221,10 @@ class Recording:
         meta: dict[str, Any] = {"api": "gepa.optimize"}
         workers = self._workers
         if kwargs.get("adapter") is None:  # gepa would build its default adapter: built here
-            task_lm = kwargs["task_lm"]
-            adapter = default_adapter(task_lm, kwargs.get("evaluator"), self)
+            adapter = TimedDefaultAdapter(kwargs["task_lm"], kwargs.get("evaluator"), self)
             kwargs = {k: v for k, v in kwargs.items() if k not in ("task_lm", "evaluator")}
             kwargs["adapter"] = adapter
-            meta |= {
-                "task_lm": model_label(task_lm),
-                "max_litellm_workers": adapter.max_litellm_workers,
-            }
+            meta |= {"task_lm": adapter.label, "max_litellm_workers": adapter.max_litellm_workers}
             workers = workers or adapter.max_litellm_workers
         run_dir = Path(kwargs.get("run_dir") or self.out / "gepa")
         parts = self._start(kwargs, run_dir, workers, meta)

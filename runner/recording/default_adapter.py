@@ -70,21 +70,24 @@ class TimedModelCall:
 
 
 class TimedDefaultAdapter(AdapterAround):
-    """gepa's DefaultAdapter for `task_lm`, each rollout reported to the recording with its
-    own times and the evaluator's score."""
+    """The DefaultAdapter gepa.optimize builds from `task_lm` and `evaluator`, each rollout
+    reported to `recording` with its own times and the evaluator's score."""
 
     # gepa asks this first: None, as DefaultAdapter's, means the reflection LM proposes.
     propose_new_texts = None
 
-    def __init__(self, inner: DefaultAdapter, recording: Any):
+    def __init__(self, task_lm: Any, evaluator: Any, recording: Any):
+        inner = DefaultAdapter(model=task_lm, evaluator=evaluator)
         super().__init__(inner)
         self.recording = recording
         self.max_litellm_workers = inner.max_litellm_workers
         self._model: TimedTaskLM | TimedModelCall
-        if isinstance(inner.model, str):
-            self._model = inner._lm = TimedTaskLM(inner.model, recording.clock)
+        if isinstance(task_lm, str):
+            self.label = task_lm  # the task model as run_start's meta names it
+            self._model = inner._lm = TimedTaskLM(task_lm, recording.clock)
         else:
-            self._model = inner.model = TimedModelCall(inner.model, recording.clock)
+            self.label = type(task_lm).__name__
+            self._model = inner.model = TimedModelCall(task_lm, recording.clock)
 
     def _around(self, items: Items, call: Callable[[Items], list[Any]]) -> list[Any]:
         replies: Replies = {}
@@ -94,13 +97,3 @@ class TimedDefaultAdapter(AdapterAround):
             score = result.scores[index] if index < len(result.scores) else None
             self.recording.report_rollout(index, replace(reply, score=score))
         return [result]
-
-
-def default_adapter(task_lm: Any, evaluator: Any, recording: Any) -> TimedDefaultAdapter:
-    """The adapter gepa.optimize builds from `task_lm` and `evaluator`, timed for `recording`."""
-    return TimedDefaultAdapter(DefaultAdapter(model=task_lm, evaluator=evaluator), recording)
-
-
-def model_label(task_lm: Any) -> str:
-    """The task model as run_start's meta names it: the model string, or the callable's type."""
-    return task_lm if isinstance(task_lm, str) else type(task_lm).__name__
