@@ -20,8 +20,14 @@ from typing import Any
 from gepa.strategies.proposal_selection import AllImprovements
 
 from pxn.errors import PxnError
-from pxn.runner.recording.adapter_wrapper import RecordingSelection, wrap_adapter
-from pxn.runner.recording.anything_adapter import AdapterSeam, LessRefinements, running_note
+from pxn.runner.recording.adapter_wrapper import (
+    AdapterSeam,
+    LessRefinements,
+    RecordingSelection,
+    TimedDefaultAdapter,
+    running_note,
+    wrap_adapter,
+)
 from pxn.runner.recording.anything_arguments import (
     RecordedParts,
     anything_meta,
@@ -38,7 +44,6 @@ from pxn.runner.recording.arguments import (
     require_release,
 )
 from pxn.runner.recording.calls import ReflectionReport, RolloutNote, RolloutReport
-from pxn.runner.recording.default_adapter import TimedDefaultAdapter
 from pxn.runner.recording.events import RolloutLabels
 from pxn.runner.recording.lm_wrapper import wrap_reflection_lm
 from pxn.runner.recording.recorder import Recorder
