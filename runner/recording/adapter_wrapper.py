@@ -191,11 +191,9 @@ class TimedTaskLM(MeteredLM):
         self._clock = clock
         self.replies: Replies | None = None  # set by the adapter for each call
 
-    def batch_complete(
-        self, messages_list: list[list[dict[str, Any]]], max_workers: int = 10, **kwargs: Any
+    def batch_complete(  # no litellm_batch_completion_kwargs: the recording built the adapter
+        self, messages_list: list[list[dict[str, Any]]], max_workers: int = 10
     ) -> list[str]:
-        if kwargs:  # litellm_batch_completion_kwargs, which gepa.optimize never sets: as gepa
-            return super().batch_complete(messages_list, max_workers=max_workers, **kwargs)
         return fan_out(partial(self._one, replies=self.replies), messages_list, max_workers)
 
     def _one(self, index: int, messages: list[dict[str, Any]], replies: Replies | None) -> str:
