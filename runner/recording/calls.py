@@ -152,13 +152,12 @@ class AdapterCalls:
         self._sink = sink
         self._clock = clock
         self._call: AdapterCall | None = None
-        self._lock = threading.Lock()  # the call in flight, against late reports
+        self._lock = threading.Lock()  # the call in flight (against late reports), the count
         # A call that raised has reported every rollout it started, or has them running in
         # `rollout()`: declared, or seen once the adapter times a rollout with `rollout()`.
         self._timed = reports_rollouts
         self._slots = Slots()
         self._in_flight = InFlight()
-        self._count_lock = threading.Lock()
         self.written = 0  # rollouts written (read by the live progress line)
 
     def begin(self, phase: str, iteration: int, start: float, tags: list[tuple[str, str]]) -> None:
@@ -244,7 +243,7 @@ class AdapterCalls:
                 timed=timed,
             )
         )
-        with self._count_lock:
+        with self._lock:
             self.written += 1
 
 
