@@ -41,7 +41,9 @@ from pxn.runner.recording.arguments import (
     check_gepa_arguments,
     check_options,
     checked_out,
+    gepa_shape,
     require_release,
+    run_start,
 )
 from pxn.runner.recording.calls import ReflectionReport, RolloutNote, RolloutReport
 from pxn.runner.recording.events import RolloutLabels
@@ -55,7 +57,6 @@ from pxn.runner.recording.run_directory import (
     no_longer_recorded,
     resume_event,
 )
-from pxn.runner.recording.run_start import gepa_shape, run_start
 from pxn.runner.recording.stopping import StopWatch, default_limit
 from pxn.runner.recording.totals import RecordedRun, run_totals
 from pxn.runner.redact import describe_error, redact
