@@ -29,7 +29,6 @@ from pxn.runner.recording.adapter_wrapper import (
     wrap_adapter,
 )
 from pxn.runner.recording.anything_arguments import (
-    RecordedParts,
     anything_meta,
     check_anything_arguments,
     gepa_view,
@@ -234,16 +233,10 @@ class Recording:
             workers = workers or adapter.max_litellm_workers
         run_dir = Path(kwargs.get("run_dir") or self.out / "gepa")
         parts = self._start(kwargs, run_dir, workers, meta)
-        wrapped = {
-            **kwargs,
-            "adapter": self._recorded_adapter(kwargs["adapter"]),
-            "selection_strategy": parts.selection_strategy,
-            "callbacks": parts.callbacks,
-            "stop_callbacks": parts.stop_callbacks,
-            "run_dir": parts.run_dir,
-        }
-        if parts.reflection_lm is not None:
-            wrapped["reflection_lm"] = parts.reflection_lm
+        reflection_lm = parts.pop("reflection_lm")
+        wrapped = {**kwargs, **parts, "adapter": self._recorded_adapter(kwargs["adapter"])}
+        if reflection_lm is not None:
+            wrapped["reflection_lm"] = reflection_lm
             wrapped.pop("reflection_lm_kwargs", None)  # used above to build the same LM
         return wrapped
 
@@ -262,8 +255,7 @@ class Recording:
             seam.remove()
             raise
         self._seam = seam
-        config = recorded_config(kwargs.get("config"), parts)
-        return {**kwargs, "config": config}
+        return {**kwargs, "config": recorded_config(kwargs.get("config"), parts)}
 
     def _recorded_adapter(self, adapter: Any) -> Any:
         # Resuming gepa's saved state, gepa validates the seed again only to throw it away.
@@ -271,8 +263,9 @@ class Recording:
 
     def _start(
         self, kwargs: dict[str, Any], run_dir: Path, workers: int | None, meta: dict[str, Any]
-    ) -> RecordedParts:
-        """The recorder and its parts for a run with gepa.optimize's `kwargs` (or what
+    ) -> dict[str, Any]:
+        """The recorder, and its parts as gepa.optimize's keyword arguments (reflection_lm
+        None: none was given), for a run with gepa.optimize's `kwargs` (or what
         optimize_anything's stand for): run_start written (or a resume event)."""
         self._run_workers = workers
         self._run_meta = {**meta, **self._meta}
@@ -312,15 +305,15 @@ class Recording:
             rec.sink.write(resume_event(self.clock(), saved))
         else:
             rec.sink.write(self._run_start(kwargs, reflection_lm))
-        return RecordedParts(
-            run_dir=str(run_dir),
-            callbacks=[rec, *(kwargs.get("callbacks") or [])],
-            stop_callbacks=[*watched, rec.failures],
-            selection_strategy=RecordingSelection(
+        return {
+            "run_dir": str(run_dir),
+            "callbacks": [rec, *(kwargs.get("callbacks") or [])],
+            "stop_callbacks": [*watched, rec.failures],
+            "selection_strategy": RecordingSelection(
                 kwargs.get("selection_strategy") or AllImprovements(), rec
             ),
-            reflection_lm=reflection_lm,
-        )
+            "reflection_lm": reflection_lm,
+        }
 
     def _run_start(self, kwargs: dict[str, Any], reflection_lm: Any) -> RunStart:
         return run_start(
