@@ -243,8 +243,13 @@ def run_engine(
     finish = partial(_finish, config, pl, pool, wrap_split("test", task.test), versions)
     end = read_trace(Path(config.out) / "trace.jsonl").run_end if resume else None
     if end is not None and end.status == "completed":
+        # Interrupted after gepa's loop completed: gepa's result and the whole run's totals
+        # as that session had them (its saved state, its trace), the test split scored now.
         try:
-            return _score_completed_loop(config, finish)
+            state = GEPAState.load(str(Path(config.out) / "gepa"))
+            run = completed_run(config.out, state)
+            done = "gepa's loop had completed: the best candidate was scored on the test split now"
+            return finish(GEPAResult.from_state(state), run, done)
         finally:
             pool.close()
     rec = recording(
@@ -306,16 +311,6 @@ def _record(
     if gepa_result is None or run.status != "completed":
         return RunResult(out=out, status=run.status, message=run.message)
     return finish(gepa_result, run)
-
-
-def _score_completed_loop(config: RunConfig, finish: Callable[..., RunResult]) -> RunResult:
-    """Resuming a run interrupted after gepa's loop completed: gepa's result and the whole
-    run's totals as that session had them (its saved state, its trace), the test split
-    scored now."""
-    state = GEPAState.load(str(Path(config.out) / "gepa"))
-    run = completed_run(config.out, state)
-    done = "gepa's loop had completed: the best candidate was scored on the test split now"
-    return finish(GEPAResult.from_state(state), run, done)
 
 
 def _finish(
