@@ -138,17 +138,10 @@ class MeteredLM(LM):
         self._local = threading.local()
         super().__init__(model, **kwargs)
 
-    def usage(self) -> tuple[int, int, float]:
-        """Tokens in, out and cost added on this thread since the last `usage()` call."""
-        got = getattr(self._local, "got", (0, 0, 0.0))
-        self._local.got = (0, 0, 0.0)
-        return got
-
     def metered(self, prompt: Any) -> tuple[str, tuple[int, int, float]]:
         """`prompt` answered on this thread, and the tokens in, out and cost the call added."""
-        self.usage()  # this thread's count starts at this call
-        text = self(prompt)
-        return text, self.usage()
+        self._local.got = (0, 0, 0.0)  # this thread's count starts at this call
+        return self(prompt), self._local.got
 
     def _note(self, position: int, delta: float) -> None:
         got = list(getattr(self._local, "got", (0, 0, 0.0)))
