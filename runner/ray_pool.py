@@ -173,14 +173,6 @@ class RayRollouts:
             "ray_nodes": self.nodes,
         }
 
-    def _server(self) -> int | None:
-        """The least busy local LM server, as the thread pool's litellm Router picks it."""
-        if not self._busy:
-            return None
-        server = min(range(len(self._busy)), key=self._busy.__getitem__)
-        self._busy[server] += 1
-        return server
-
     def run(
         self, requests: Sequence[RolloutRequest], clock: Callable[[], float], on_failure: OnFailure
     ) -> Iterator[tuple[int, int, RolloutOutcome]]:
@@ -198,7 +190,10 @@ class RayRollouts:
                 if nxt is None:
                     return
                 index, request = nxt
-                slot, server = free.pop(), self._server()
+                slot, server = free.pop(), None
+                if self._busy:  # the least busy local LM server, as litellm's Router picks it
+                    server = min(range(len(self._busy)), key=self._busy.__getitem__)
+                    self._busy[server] += 1
                 submitted = clock()  # before the call: the rollout cannot start earlier
                 ref = self._actors[slot].rollout.remote(request, server)
                 flying[ref] = (index, slot, server, submitted)

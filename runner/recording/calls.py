@@ -180,7 +180,11 @@ class AdapterCalls:
         note = RolloutNote()
         with self._in_flight.slot() as slot:
             start = self._clock()
-            self._started(index, start, slot)
+            with self._lock:
+                call = self._call
+                if call is not None and 0 <= index < len(call.tags):
+                    call.running[index] = (start, slot)
+                    self._timed = True
             error: str | None = None
             try:
                 yield note
@@ -212,13 +216,6 @@ class AdapterCalls:
             report = RolloutReport(start=start, end=end, score=score, slot=slot, error=error)
             self._write(call, index, report, timed=index in call.running)
         return end
-
-    def _started(self, index: int, start: float, slot: int) -> None:
-        with self._lock:
-            call = self._call
-            if call is not None and 0 <= index < len(call.tags):
-                call.running[index] = (start, slot)
-                self._timed = True
 
     def _write(self, call: AdapterCall, index: int, r: RolloutReport, timed: bool = True) -> None:
         slot = r.slot if r.slot is not None else self._slots.take(r.start, r.end)

@@ -123,7 +123,9 @@ def _metered(key: str, position: int, zero: float) -> property:
         return self.__dict__.get(key, zero)
 
     def set(self: MeteredLM, value: float) -> None:
-        self._note(position, value - self.__dict__.get(key, zero))
+        got = list(getattr(self._local, "got", (0, 0, 0.0)))
+        got[position] += value - self.__dict__.get(key, zero)
+        self._local.got = tuple(got)
         self.__dict__[key] = value
 
     return property(get, set)
@@ -142,11 +144,6 @@ class MeteredLM(LM):
         """`prompt` answered on this thread, and the tokens in, out and cost the call added."""
         self._local.got = (0, 0, 0.0)  # this thread's count starts at this call
         return self(prompt), self._local.got
-
-    def _note(self, position: int, delta: float) -> None:
-        got = list(getattr(self._local, "got", (0, 0, 0.0)))
-        got[position] += delta
-        self._local.got = tuple(got)
 
     _total_tokens_in = _metered("_tin", 0, 0)
     _total_tokens_out = _metered("_tout", 1, 0)
