@@ -104,7 +104,15 @@ def check_gepa_arguments(kwargs: dict[str, Any]) -> None:
             "adapter with its own propose_new_texts)",
             subject="reflection_lm",
         )
-    _check_budget(kwargs, val)
+    budget = kwargs.get("max_metric_calls")
+    if budget is not None:
+        check_budget_after_seed(budget, val, "max_metric_calls")
+    elif kwargs.get("max_reflection_cost") is None and not kwargs.get("stop_callbacks"):
+        raise PxnError(
+            "is needed (or max_reflection_cost, or stop_callbacks of your own): gepa "
+            "needs a stopping condition",
+            subject="max_metric_calls",
+        )
     minibatch = kwargs.get("reflection_minibatch_size")
     if minibatch is not None:
         whole(minibatch, "reflection_minibatch_size")
@@ -155,19 +163,6 @@ def _examples(data: Any, name: str) -> int:
     if len(data) == 0:
         raise PxnError("is empty: give at least one example", subject=name)
     return len(data)
-
-
-def _check_budget(kwargs: dict[str, Any], valset_size: int) -> None:
-    budget = kwargs.get("max_metric_calls")
-    if budget is None:
-        if kwargs.get("max_reflection_cost") is None and not kwargs.get("stop_callbacks"):
-            raise PxnError(
-                "is needed (or max_reflection_cost, or stop_callbacks of your own): gepa "
-                "needs a stopping condition",
-                subject="max_metric_calls",
-            )
-        return
-    check_budget_after_seed(budget, valset_size, "max_metric_calls")
 
 
 def check_budget_after_seed(budget: Any, valset_size: int, name: str) -> None:
