@@ -50,6 +50,9 @@ class AdapterAround:
     `call(items)` being gepa's call on the examples given (pairs as gepa passes them);
     gepa reaches the inner adapter's state (to save and resume it) through this one."""
 
+    # gepa asks for this first: None means gepa's reflection LM proposes the texts.
+    propose_new_texts: Any = None
+
     def __init__(self, inner: Any):
         self.inner = inner
         for name in ("get_adapter_state", "set_adapter_state"):
@@ -85,8 +88,6 @@ class RecordingAdapter(AdapterAround):
         # On resume gepa evaluates the seed again and then throws the result away for the
         # saved state: answering without running anything keeps the trace and the bill honest.
         self._skip_seed_val = skip_seed_val
-        # gepa asks for this first: None means gepa's reflection LM proposes the texts.
-        self.propose_new_texts = None
         if getattr(inner, "propose_new_texts", None) is not None:
             self.propose_new_texts = self._proposed
 
@@ -227,9 +228,6 @@ class TimedDefaultAdapter(AdapterAround):
     """The DefaultAdapter gepa.optimize builds from `task_lm` and `evaluator`, each rollout
     reported to `recording` with its own times and the evaluator's score."""
 
-    # gepa asks this first: None, as DefaultAdapter's, means the reflection LM proposes.
-    propose_new_texts = None
-
     def __init__(self, task_lm: Any, evaluator: Any, recording: Any):
         inner = DefaultAdapter(model=task_lm, evaluator=evaluator)
         super().__init__(inner)
@@ -286,9 +284,6 @@ class Pairs:
 class TimedAnythingAdapter(BatchAround):
     """gepa's OptimizeAnythingAdapter, as gepa calls it, with each evaluator call (or, with a
     refiner, each example's loop) timed as the rollout of its pair."""
-
-    # gepa asks the adapter for this first: None, as gepa's own, means the reflection LM.
-    propose_new_texts = None
 
     def __init__(self, inner: Any, recording: Any):
         super().__init__(inner)
