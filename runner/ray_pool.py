@@ -120,16 +120,14 @@ class RayRollouts:
         self._ray: Any = None
         self._actors: list[Any] = []
         self._busy: list[int] = []  # rollouts in flight per local LM server
-        self._sigterm: Any = None
         self.nodes: list[str] = []  # the Ray node of each slot
 
     def __enter__(self) -> RayRollouts:
         main = threading.current_thread() is threading.main_thread()
-        if main:
-            self._sigterm = signal.getsignal(signal.SIGTERM)
+        handler = signal.getsignal(signal.SIGTERM) if main else None
         self._ray = self._connection.open()  # ray.init installs a SIGTERM handler (sys.exit) ...
         if main:  # ... which would end a run without its run_end: the caller's stays
-            signal.signal(signal.SIGTERM, self._sigterm)
+            signal.signal(signal.SIGTERM, handler)
         return self
 
     def start(self, task_spec: str | None, endpoint: Endpoint, seed: int) -> None:
