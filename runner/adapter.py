@@ -170,32 +170,26 @@ class _Usage:
                 setattr(self, name, (getattr(self, name) or 0) + told)
 
 
-class SlotThreads:
+class SlotThreads(ThreadPoolExecutor):
     """A thread pool whose threads each keep one slot id, 0..workers-1, for life."""
 
     def __init__(self, workers: int, prefix: str):
-        self._slots = itertools.count()
-        self._local = threading.local()
-        self.pool = ThreadPoolExecutor(
-            max_workers=workers, thread_name_prefix=prefix, initializer=self._init_slot
+        slots, self._slot_of = itertools.count(), threading.local()
+        super().__init__(
+            workers, prefix, initializer=lambda: setattr(self._slot_of, "slot", next(slots))
         )
-
-    def _init_slot(self) -> None:
-        self._local.slot = next(self._slots)
 
     @property
     def slot(self) -> int:
         """The slot of the calling thread, one of the pool's."""
-        return self._local.slot
+        return self._slot_of.slot
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.shutdown(wait=False, cancel_futures=True)
 
 
 class ThreadRollouts:
     """W threads in this process, each keeping one slot id for its life (--backend local)."""
-
-    name = "local"
 
     def __init__(self, task: Task, lm: ChatModel, workers: int):
         self.task = task
@@ -213,7 +207,7 @@ class ThreadRollouts:
         self, requests: Sequence[RolloutRequest], clock: Callable[[], float], on_failure: OnFailure
     ) -> Iterator[tuple[int, int, RolloutOutcome]]:
         futures = {
-            self._threads.pool.submit(self._execute, request, clock, on_failure): index
+            self._threads.submit(self._execute, request, clock, on_failure): index
             for index, request in enumerate(requests)
         }
         for future in as_completed(futures):
@@ -239,9 +233,6 @@ class InstrumentedAdapter:
         self.task = task
         self.recording = recording
         self.pool = pool
-
-    def close(self) -> None:
-        self.pool.close()
 
     def evaluate(
         self, batch: list[Item], candidate: dict[str, str], capture_traces: bool = False

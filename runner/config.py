@@ -50,10 +50,6 @@ class RunConfig:
     api: str = "gepa.optimize"  # gepa's entry point: gepa.optimize or optimize_anything
 
 
-# gepa's entry points `pxn run` drives a task through (run.py).
-APIS = ("gepa.optimize", "optimize_anything")
-
-
 @dataclass(frozen=True)
 class Plan:
     """The validated inputs."""
@@ -94,7 +90,7 @@ def plan(config: RunConfig) -> Plan:
     if config.max_merges < 1:
         raise PxnError(f"must be at least 1, got {config.max_merges}", subject="max merges")
     check_eval_backend(config)
-    if config.api not in APIS:
+    if config.api not in ("gepa.optimize", "optimize_anything"):  # gepa's entry points
         raise PxnError(f"is gepa.optimize or optimize_anything, got {config.api!r}", subject="api")
     if config.api == "optimize_anything" and config.eval_backend != "local":
         raise PxnError(

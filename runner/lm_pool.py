@@ -52,16 +52,6 @@ def model_path() -> Path:
     return path
 
 
-def _check_server_installed() -> None:
-    try:
-        importlib.metadata.distribution("llama_cpp_python")
-    except importlib.metadata.PackageNotFoundError:
-        raise PxnError(
-            "llama-cpp-python[server] is not installed; run `make setup`, "
-            "or use other task and reflection models"
-        ) from None
-
-
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -130,7 +120,13 @@ class LMPool:
         return None if self.log_dir is None else self.log_dir / f"lm-server-{k}.log"
 
     def start(self) -> PoolInfo:
-        _check_server_installed()
+        try:
+            importlib.metadata.distribution("llama_cpp_python")
+        except importlib.metadata.PackageNotFoundError:
+            raise PxnError(
+                "llama-cpp-python[server] is not installed; run `make setup`, "
+                "or use other task and reflection models"
+            ) from None
         weights = model_path()
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)

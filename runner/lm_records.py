@@ -34,7 +34,11 @@ class Server:
 
     def alive(self) -> bool:
         """A llama.cpp server on this port still runs under this pid."""
-        args = _cmdline(self.pid)
+        try:
+            raw = Path(f"/proc/{self.pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+        args = raw.decode(errors="replace").split("\0")
         return "llama_cpp.server" in args and str(self.port) in args
 
 
@@ -197,11 +201,3 @@ def start_time(pid: int) -> int | None:
         return None
     # Field 22; the fields after the command name (which may hold spaces) start at 3.
     return int(stat.rpartition(")")[2].split()[19])
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return raw.decode(errors="replace").split("\0")

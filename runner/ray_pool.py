@@ -113,8 +113,6 @@ class RayRollouts:
     """W Ray actors on the cluster at `address`, or on a private local Ray started for the
     run; `start()` creates them and checks each reaches the LM."""
 
-    name = "ray"
-
     def __init__(self, workers: int, address: str | None = None):
         self.workers = workers
         self.address = address
@@ -122,16 +120,14 @@ class RayRollouts:
         self._ray: Any = None
         self._actors: list[Any] = []
         self._busy: list[int] = []  # rollouts in flight per local LM server
-        self._sigterm: Any = None
         self.nodes: list[str] = []  # the Ray node of each slot
 
-    def open(self) -> RayRollouts:
+    def __enter__(self) -> RayRollouts:
         main = threading.current_thread() is threading.main_thread()
-        if main:
-            self._sigterm = signal.getsignal(signal.SIGTERM)
+        handler = signal.getsignal(signal.SIGTERM) if main else None
         self._ray = self._connection.open()  # ray.init installs a SIGTERM handler (sys.exit) ...
         if main:  # ... which would end a run without its run_end: the caller's stays
-            signal.signal(signal.SIGTERM, self._sigterm)
+            signal.signal(signal.SIGTERM, handler)
         return self
 
     def start(self, task_spec: str | None, endpoint: Endpoint, seed: int) -> None:
@@ -175,14 +171,6 @@ class RayRollouts:
             "ray_nodes": self.nodes,
         }
 
-    def _server(self) -> int | None:
-        """The least busy local LM server, as the thread pool's litellm Router picks it."""
-        if not self._busy:
-            return None
-        server = min(range(len(self._busy)), key=self._busy.__getitem__)
-        self._busy[server] += 1
-        return server
-
     def run(
         self, requests: Sequence[RolloutRequest], clock: Callable[[], float], on_failure: OnFailure
     ) -> Iterator[tuple[int, int, RolloutOutcome]]:
@@ -200,7 +188,10 @@ class RayRollouts:
                 if nxt is None:
                     return
                 index, request = nxt
-                slot, server = free.pop(), self._server()
+                slot, server = free.pop(), None
+                if self._busy:  # the least busy local LM server, as litellm's Router picks it
+                    server = min(range(len(self._busy)), key=self._busy.__getitem__)
+                    self._busy[server] += 1
                 submitted = clock()  # before the call: the rollout cannot start earlier
                 ref = self._actors[slot].rollout.remote(request, server)
                 flying[ref] = (index, slot, server, submitted)
@@ -243,9 +234,6 @@ class RayRollouts:
         self._actors = []
         self._connection.close()
         self._ray = None
-
-    def __enter__(self) -> RayRollouts:
-        return self.open()
 
     def __exit__(self, *exc: object) -> None:
         self.close()

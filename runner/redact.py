@@ -20,15 +20,12 @@ _SECRET_ENV = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|AUTH)")
 MAX_LEN = 300  # an error message in the trace is a diagnosis, not a dump
 
 
-def _secret_values() -> list[str]:
-    """Values of environment variables that look like credentials (read fresh each time,
-    so a key set after import is still caught)."""
-    return [v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= 6]
-
-
 def redact(text: str) -> str:
-    for value in _secret_values():
-        text = text.replace(value, "[REDACTED]")
+    # Values of environment variables that look like credentials, read fresh each time so
+    # a key set after import is still caught.
+    for key, value in list(os.environ.items()):
+        if _SECRET_ENV.search(key) and len(value) >= 6:
+            text = text.replace(value, "[REDACTED]")
     for pattern in _PATTERNS:
         text = pattern.sub(lambda m: (m.group(1) if m.lastindex else "") + "[REDACTED]", text)
     return text

@@ -63,7 +63,7 @@ class InstrumentedReflectionLM:
             self.recording.report_reflection(0, None)  # answered from the batch: no call
             answer = stored.pop(0)
         else:
-            answer = self._threads.pool.submit(self._call, 0, messages).result()
+            answer = self._threads.submit(self._call, 0, messages).result()
             if isinstance(answer, CallFailed):
                 # gepa retries a failed reflection once through this same method: keep the
                 # failure so that retry re-raises instead of making (and tracing) a new call.
@@ -75,7 +75,7 @@ class InstrumentedReflectionLM:
     def batch_complete(self, messages_list: list[list[dict[str, Any]]]) -> list[str]:
         self._fresh_iteration()
         futures = [
-            self._threads.pool.submit(self._call, index, messages)
+            self._threads.submit(self._call, index, messages)
             for index, messages in enumerate(messages_list)
         ]
         answers = [f.result() for f in futures]

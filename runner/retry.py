@@ -81,10 +81,9 @@ def call_with_retries(
     policy: RetryPolicy,
     clock: Callable[[], float],
     on_failure: Callable[[FailedAttempt], None],
-    rng: random.Random | None = None,
 ) -> tuple[T, int]:
     """Return (fn's result, attempts used); raise CallFailed when no attempt succeeded."""
-    rng = rng or random.Random()
+    rng = random.Random()
     for attempt in range(1, policy.max_attempts + 1):
         start = clock()
         try:

@@ -243,8 +243,13 @@ def run_engine(
     finish = partial(_finish, config, pl, pool, wrap_split("test", task.test), versions)
     end = read_trace(Path(config.out) / "trace.jsonl").run_end if resume else None
     if end is not None and end.status == "completed":
+        # Interrupted after gepa's loop completed: gepa's result and the whole run's totals
+        # as that session had them (its saved state, its trace), the test split scored now.
         try:
-            return _score_completed_loop(config, finish)
+            state = GEPAState.load(str(Path(config.out) / "gepa"))
+            run = completed_run(config.out, state)
+            done = "gepa's loop had completed: the best candidate was scored on the test split now"
+            return finish(GEPAResult.from_state(state), run, done)
         finally:
             pool.close()
     rec = recording(
@@ -288,34 +293,20 @@ def _record(
     """gepa under the recording (`run_gepa_loop` wraps its arguments and runs it), then
     result.json from what it recorded."""
     out = rec.out
-    gepa_result = None
-    error: BaseException | None = None
-    try:
-        with rec:
-            if not rec.resuming:
-                out.mkdir(parents=True, exist_ok=True)
-                text = json.dumps(asdict(config), indent=2)
-                (out / "config.json").write_text(text, encoding="utf-8")
-            gepa_result = run_gepa_loop()
-    except (KeyboardInterrupt, Exception) as exc:  # in run_end by now; raised again below
-        error = exc
+    # Interrupted, a bug (not bad input: keep its traceback) or a refusal before the run
+    # raises on, in run_end by then when the run had started.
+    with rec:
+        if not rec.resuming:
+            out.mkdir(parents=True, exist_ok=True)
+            text = json.dumps(asdict(config), indent=2)
+            (out / "config.json").write_text(text, encoding="utf-8")
+        gepa_result = run_gepa_loop()
     run = rec.result
-    if run is None or error is not None:
-        # Interrupted, a bug (not bad input: keep its traceback), or a refusal before the run.
-        raise error if error is not None else RuntimeError("the run did not start")
+    if run is None:
+        raise RuntimeError("the run did not start")
     if gepa_result is None or run.status != "completed":
         return RunResult(out=out, status=run.status, message=run.message)
     return finish(gepa_result, run)
-
-
-def _score_completed_loop(config: RunConfig, finish: Callable[..., RunResult]) -> RunResult:
-    """Resuming a run interrupted after gepa's loop completed: gepa's result and the whole
-    run's totals as that session had them (its saved state, its trace), the test split
-    scored now."""
-    state = GEPAState.load(str(Path(config.out) / "gepa"))
-    run = completed_run(config.out, state)
-    done = "gepa's loop had completed: the best candidate was scored on the test split now"
-    return finish(GEPAResult.from_state(state), run, done)
 
 
 def _finish(

@@ -71,7 +71,12 @@ def load_task(spec: str | None) -> Task:
             f"unknown task {spec!r}; built-in tasks: {', '.join(builtins)}; "
             "or pass module:function returning a pxn.runner.tasks.Task"
         )
-    _validate(task, spec)
+    if not task.train or not task.val:
+        raise PxnError(f"task {spec!r} needs a non-empty train and val split")
+    if not task.seed_candidate:
+        raise PxnError(f"task {spec!r} has an empty seed candidate")
+    if task.minibatch < 1:
+        raise PxnError(f"task {spec!r}: minibatch must be at least 1")
     return task
 
 
@@ -90,12 +95,3 @@ def _load_plugin(spec: str) -> Task:
     if not isinstance(task, Task):
         raise PxnError(f"{spec} returned {type(task).__name__}, expected pxn.runner.tasks.Task")
     return task
-
-
-def _validate(task: Task, spec: str) -> None:
-    if not task.train or not task.val:
-        raise PxnError(f"task {spec!r} needs a non-empty train and val split")
-    if not task.seed_candidate:
-        raise PxnError(f"task {spec!r} has an empty seed candidate")
-    if task.minibatch < 1:
-        raise PxnError(f"task {spec!r}: minibatch must be at least 1")

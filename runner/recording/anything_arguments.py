@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gepa.optimize_anything import (
@@ -65,7 +65,9 @@ def check_anything_arguments(kwargs: dict[str, Any]) -> None:
     config = kwargs.get("config")
     if config is not None and not isinstance(config, GEPAConfig):
         raise PxnError(f"must be a GEPAConfig: got {type(config).__name__}", subject="config")
-    _check_config(config or GEPAConfig(), validation_size(kwargs))
+    valset = kwargs.get("valset")
+    size = len(valset) if valset is not None else len(trainset(kwargs))
+    _check_config(config or GEPAConfig(), size)
 
 
 def _check_seed(seed: Any) -> None:
@@ -139,11 +141,6 @@ def trainset(kwargs: dict[str, Any]) -> list[Any]:
         return [_SINGLE_INSTANCE_SENTINEL]
     dataset = kwargs.get("dataset")
     return dataset if dataset is not None else [None]
-
-
-def validation_size(kwargs: dict[str, Any]) -> int:
-    valset = kwargs.get("valset")
-    return len(valset) if valset is not None else len(trainset(kwargs))
 
 
 def seed_texts(kwargs: dict[str, Any]) -> dict[str, str]:
@@ -241,27 +238,17 @@ def anything_meta(kwargs: dict[str, Any]) -> dict[str, Any]:
     return meta
 
 
-@dataclass(frozen=True)
-class RecordedParts:
-    """What the recording puts into a run (gepa.optimize's arguments, or the config)."""
-
-    run_dir: str
-    callbacks: list[Any]
-    stop_callbacks: list[Any]
-    selection_strategy: Any
-    reflection_lm: Any  # the recorded reflection LM, or None (none was given)
-
-
-def recorded_config(config: GEPAConfig | None, parts: RecordedParts) -> GEPAConfig:
-    """The user's GEPAConfig with the recorder's parts, each part changed a copy
+def recorded_config(config: GEPAConfig | None, parts: dict[str, Any]) -> GEPAConfig:
+    """The user's GEPAConfig with the recorder's parts (as gepa.optimize's keyword
+    arguments, `Recording._start`'s), each part changed a copy
     (optimize_anything writes into the config it is given). A refiner naming no LM is
     given the reflection LM as the user gave it, as gepa would, so its calls are not
     taken for reflections."""
     config = config or GEPAConfig()
     reflection = replace(config.reflection)
-    if parts.reflection_lm is not None:
+    if parts["reflection_lm"] is not None:
         # reflection_lm_kwargs made the recorded LM already (a model name), as gepa would.
-        reflection.reflection_lm = parts.reflection_lm
+        reflection.reflection_lm = parts["reflection_lm"]
         reflection.reflection_lm_kwargs = None
     refiner = config.refiner
     if refiner is not None:
@@ -270,12 +257,14 @@ def recorded_config(config: GEPAConfig | None, parts: RecordedParts) -> GEPAConf
     return replace(
         config,
         engine=replace(
-            config.engine, run_dir=parts.run_dir, selection_strategy=parts.selection_strategy
+            config.engine,
+            run_dir=parts["run_dir"],
+            selection_strategy=parts["selection_strategy"],
         ),
         reflection=reflection,
         tracking=replace(config.tracking),
         merge=None if config.merge is None else replace(config.merge),
         refiner=refiner,
-        callbacks=parts.callbacks,
-        stop_callbacks=parts.stop_callbacks,
+        callbacks=parts["callbacks"],
+        stop_callbacks=parts["stop_callbacks"],
     )

@@ -20,10 +20,15 @@ from typing import Any
 from gepa.strategies.proposal_selection import AllImprovements
 
 from pxn.errors import PxnError
-from pxn.runner.recording.adapter_wrapper import RecordingSelection, wrap_adapter
-from pxn.runner.recording.anything_adapter import AdapterSeam, LessRefinements, running_note
+from pxn.runner.recording.adapter_wrapper import (
+    AdapterSeam,
+    LessRefinements,
+    RecordingSelection,
+    TimedDefaultAdapter,
+    running_note,
+    wrap_adapter,
+)
 from pxn.runner.recording.anything_arguments import (
-    RecordedParts,
     anything_meta,
     check_anything_arguments,
     gepa_view,
@@ -35,10 +40,11 @@ from pxn.runner.recording.arguments import (
     check_gepa_arguments,
     check_options,
     checked_out,
+    gepa_shape,
     require_release,
+    run_start,
 )
 from pxn.runner.recording.calls import ReflectionReport, RolloutNote, RolloutReport
-from pxn.runner.recording.default_adapter import default_adapter, model_label
 from pxn.runner.recording.events import RolloutLabels
 from pxn.runner.recording.lm_wrapper import wrap_reflection_lm
 from pxn.runner.recording.recorder import Recorder
@@ -50,7 +56,6 @@ from pxn.runner.recording.run_directory import (
     no_longer_recorded,
     resume_event,
 )
-from pxn.runner.recording.run_start import gepa_shape, run_start
 from pxn.runner.recording.stopping import StopWatch, default_limit
 from pxn.runner.recording.totals import RecordedRun, run_totals
 from pxn.runner.redact import describe_error, redact
@@ -221,27 +226,17 @@ class Recording:
         meta: dict[str, Any] = {"api": "gepa.optimize"}
         workers = self._workers
         if kwargs.get("adapter") is None:  # gepa would build its default adapter: built here
-            task_lm = kwargs["task_lm"]
-            adapter = default_adapter(task_lm, kwargs.get("evaluator"), self)
+            adapter = TimedDefaultAdapter(kwargs["task_lm"], kwargs.get("evaluator"), self)
             kwargs = {k: v for k, v in kwargs.items() if k not in ("task_lm", "evaluator")}
             kwargs["adapter"] = adapter
-            meta |= {
-                "task_lm": model_label(task_lm),
-                "max_litellm_workers": adapter.max_litellm_workers,
-            }
+            meta |= {"task_lm": adapter.label, "max_litellm_workers": adapter.max_litellm_workers}
             workers = workers or adapter.max_litellm_workers
         run_dir = Path(kwargs.get("run_dir") or self.out / "gepa")
         parts = self._start(kwargs, run_dir, workers, meta)
-        wrapped = {
-            **kwargs,
-            "adapter": self._recorded_adapter(kwargs["adapter"]),
-            "selection_strategy": parts.selection_strategy,
-            "callbacks": parts.callbacks,
-            "stop_callbacks": parts.stop_callbacks,
-            "run_dir": parts.run_dir,
-        }
-        if parts.reflection_lm is not None:
-            wrapped["reflection_lm"] = parts.reflection_lm
+        reflection_lm = parts.pop("reflection_lm")
+        wrapped = {**kwargs, **parts, "adapter": self._recorded_adapter(kwargs["adapter"])}
+        if reflection_lm is not None:
+            wrapped["reflection_lm"] = reflection_lm
             wrapped.pop("reflection_lm_kwargs", None)  # used above to build the same LM
         return wrapped
 
@@ -260,8 +255,7 @@ class Recording:
             seam.remove()
             raise
         self._seam = seam
-        config = recorded_config(kwargs.get("config"), parts)
-        return {**kwargs, "config": config}
+        return {**kwargs, "config": recorded_config(kwargs.get("config"), parts)}
 
     def _recorded_adapter(self, adapter: Any) -> Any:
         # Resuming gepa's saved state, gepa validates the seed again only to throw it away.
@@ -269,8 +263,9 @@ class Recording:
 
     def _start(
         self, kwargs: dict[str, Any], run_dir: Path, workers: int | None, meta: dict[str, Any]
-    ) -> RecordedParts:
-        """The recorder and its parts for a run with gepa.optimize's `kwargs` (or what
+    ) -> dict[str, Any]:
+        """The recorder, and its parts as gepa.optimize's keyword arguments (reflection_lm
+        None: none was given), for a run with gepa.optimize's `kwargs` (or what
         optimize_anything's stand for): run_start written (or a resume event)."""
         self._run_workers = workers
         self._run_meta = {**meta, **self._meta}
@@ -295,10 +290,8 @@ class Recording:
             kwargs.get("reflection_lm"), rec, kwargs.get("reflection_lm_kwargs")
         )
         stoppers = kwargs.get("stop_callbacks")
-        if stoppers is None:
-            stoppers = []
-        elif not isinstance(stoppers, Sequence):
-            stoppers = [stoppers]
+        if not isinstance(stoppers, Sequence):
+            stoppers = [] if stoppers is None else [stoppers]
         self._stops = StopWatch(
             run_dir,
             max_metric_calls=kwargs.get("max_metric_calls"),
@@ -312,15 +305,15 @@ class Recording:
             rec.sink.write(resume_event(self.clock(), saved))
         else:
             rec.sink.write(self._run_start(kwargs, reflection_lm))
-        return RecordedParts(
-            run_dir=str(run_dir),
-            callbacks=[rec, *(kwargs.get("callbacks") or [])],
-            stop_callbacks=[*watched, rec.failures],
-            selection_strategy=RecordingSelection(
+        return {
+            "run_dir": str(run_dir),
+            "callbacks": [rec, *(kwargs.get("callbacks") or [])],
+            "stop_callbacks": [*watched, rec.failures],
+            "selection_strategy": RecordingSelection(
                 kwargs.get("selection_strategy") or AllImprovements(), rec
             ),
-            reflection_lm=reflection_lm,
-        )
+            "reflection_lm": reflection_lm,
+        }
 
     def _run_start(self, kwargs: dict[str, Any], reflection_lm: Any) -> RunStart:
         return run_start(
@@ -348,12 +341,14 @@ class Recording:
                 stacklevel=2,
             )
         if rec is not None:
-            rec.settle()
-        if self._nothing_written():
-            # Stopped before run_start (Ctrl-C, an error while wrapping): no trace.
+            rec.stages.settle()  # gepa has moved on
+        path = self.trace_path
+        if not self._resume and path.exists() and path.stat().st_size == 0:
+            # This session opened a new trace and was stopped before run_start (Ctrl-C, an
+            # error while wrapping): no trace.
             if rec is not None:
                 rec.sink.close()
-            self.trace_path.unlink()
+            path.unlink()
             return False
         if rec is None:
             return False
@@ -389,11 +384,6 @@ class Recording:
         )
         rec.sink.close()
         return False
-
-    def _nothing_written(self) -> bool:
-        """This session opened a new trace and wrote nothing to it."""
-        path = self.trace_path
-        return not self._resume and path.exists() and path.stat().st_size == 0
 
 
 def _ending(

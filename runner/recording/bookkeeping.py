@@ -38,9 +38,6 @@ class IterationBook:
     def proposal_id(self, task: int) -> str:
         return f"{self.number}-{task}"
 
-    def parent_selected(self, candidate_idx: int) -> None:
-        self.task_parents.append(candidate_idx)
-
     def task_skipped(self) -> None:
         self.task_cursor += 1
 

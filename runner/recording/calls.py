@@ -152,13 +152,12 @@ class AdapterCalls:
         self._sink = sink
         self._clock = clock
         self._call: AdapterCall | None = None
-        self._lock = threading.Lock()  # the call in flight, against late reports
+        self._lock = threading.Lock()  # the call in flight (against late reports), the count
         # A call that raised has reported every rollout it started, or has them running in
         # `rollout()`: declared, or seen once the adapter times a rollout with `rollout()`.
         self._timed = reports_rollouts
         self._slots = Slots()
         self._in_flight = InFlight()
-        self._count_lock = threading.Lock()
         self.written = 0  # rollouts written (read by the live progress line)
 
     def begin(self, phase: str, iteration: int, start: float, tags: list[tuple[str, str]]) -> None:
@@ -181,7 +180,11 @@ class AdapterCalls:
         note = RolloutNote()
         with self._in_flight.slot() as slot:
             start = self._clock()
-            self._started(index, start, slot)
+            with self._lock:
+                call = self._call
+                if call is not None and 0 <= index < len(call.tags):
+                    call.running[index] = (start, slot)
+                    self._timed = True
             error: str | None = None
             try:
                 yield note
@@ -214,13 +217,6 @@ class AdapterCalls:
             self._write(call, index, report, timed=index in call.running)
         return end
 
-    def _started(self, index: int, start: float, slot: int) -> None:
-        with self._lock:
-            call = self._call
-            if call is not None and 0 <= index < len(call.tags):
-                call.running[index] = (start, slot)
-                self._timed = True
-
     def _write(self, call: AdapterCall, index: int, r: RolloutReport, timed: bool = True) -> None:
         slot = r.slot if r.slot is not None else self._slots.take(r.start, r.end)
         candidate, example = call.tags[index]
@@ -244,7 +240,7 @@ class AdapterCalls:
                 timed=timed,
             )
         )
-        with self._count_lock:
+        with self._lock:
             self.written += 1
 
 

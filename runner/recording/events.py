@@ -18,18 +18,14 @@ def merge_proposal(iteration: int) -> str:
 
 
 class Merges:
-    """gepa's merge of the iteration, judged on a validation subsample (the only evaluation
+    """gepa's merge of an iteration, judged on a validation subsample (the only evaluation
     gepa asks without traces), then accepted or not; its parents' and subsample scores and
     their common ancestor are in the iteration's entry of gepa's `full_program_trace`."""
 
-    def __init__(self, sink: TraceSink):
+    def __init__(self, sink: TraceSink, iteration: int = 0):
         self._sink = sink
-        self._iteration = 0
+        self._iteration = iteration
         self._pending: Merge | None = None  # its verdict not yet known
-
-    def new_iteration(self, number: int) -> None:
-        self._iteration = number
-        self._pending = None
 
     def attempted_now(self, parents: list[int], state: Any, now: float) -> None:
         """gepa judged a merge of `parents` at `now`; `state` is its GEPAState."""
@@ -249,7 +245,7 @@ class Decisions:
 
 
 class NoProposals:
-    """Every task of an iteration that ended without a proposal gepa judged (gepa 0.1.4
+    """Every task of the iteration that ended without a proposal gepa judged (gepa 0.1.4
     logs these and goes on): skipped (on_evaluation_skipped), its reflective dataset
     raised, its reflection failed or gave no texts, or gepa caught an error
     (on_error); and a due merge that found no pair (`invoked_merge` without `merged`).
@@ -260,10 +256,6 @@ class NoProposals:
         self._sink = sink
         self._written: set[int] = set()  # tasks of the iteration already accounted for
         self._error: str | None = None  # the exception gepa caught in this iteration
-
-    def new_iteration(self) -> None:
-        self._written = set()
-        self._error = None
 
     def skipped(self, book: IterationBook, reason: str, now: float) -> None:
         """gepa skipped the next task of the iteration (`reason`: gepa's own word)."""

@@ -31,17 +31,9 @@ class RecordingLM:
         self.recorder = recorder
 
     # gepa reads these (for its cost stopper); the inner LM has them (see wrap_reflection_lm).
-    @property
-    def total_cost(self) -> float:
-        return self.inner.total_cost
-
-    @property
-    def total_tokens_in(self) -> int:
-        return self.inner.total_tokens_in
-
-    @property
-    def total_tokens_out(self) -> int:
-        return self.inner.total_tokens_out
+    total_cost = property(lambda self: self.inner.total_cost)
+    total_tokens_in = property(lambda self: self.inner.total_tokens_in)
+    total_tokens_out = property(lambda self: self.inner.total_tokens_out)
 
     def __call__(self, prompt: Any) -> str:
         return self._recorded(1, lambda: [self._one(0, prompt)])[0]
@@ -131,7 +123,9 @@ def _metered(key: str, position: int, zero: float) -> property:
         return self.__dict__.get(key, zero)
 
     def set(self: MeteredLM, value: float) -> None:
-        self._note(position, value - self.__dict__.get(key, zero))
+        got = list(getattr(self._local, "got", (0, 0, 0.0)))
+        got[position] += value - self.__dict__.get(key, zero)
+        self._local.got = tuple(got)
         self.__dict__[key] = value
 
     return property(get, set)
@@ -146,22 +140,10 @@ class MeteredLM(LM):
         self._local = threading.local()
         super().__init__(model, **kwargs)
 
-    def usage(self) -> tuple[int, int, float]:
-        """Tokens in, out and cost added on this thread since the last `usage()` call."""
-        got = getattr(self._local, "got", (0, 0, 0.0))
-        self._local.got = (0, 0, 0.0)
-        return got
-
     def metered(self, prompt: Any) -> tuple[str, tuple[int, int, float]]:
         """`prompt` answered on this thread, and the tokens in, out and cost the call added."""
-        self.usage()  # this thread's count starts at this call
-        text = self(prompt)
-        return text, self.usage()
-
-    def _note(self, position: int, delta: float) -> None:
-        got = list(getattr(self._local, "got", (0, 0, 0.0)))
-        got[position] += delta
-        self._local.got = tuple(got)
+        self._local.got = (0, 0, 0.0)  # this thread's count starts at this call
+        return self(prompt), self._local.got
 
     _total_tokens_in = _metered("_tin", 0, 0)
     _total_tokens_out = _metered("_tout", 1, 0)

@@ -65,10 +65,6 @@ class Recorder:
     def iteration(self) -> int:
         return self.book.number
 
-    def settle(self) -> None:
-        """gepa has moved on: the rollout stage in flight, if any, is written."""
-        self.stages.settle()
-
     def begin_rollouts(self, items: Sequence[tuple[dict[str, str], Sequence[Any]]]) -> None:
         start = self.clock()
         self.stages.open(self.phase, start)
@@ -136,14 +132,14 @@ class Recorder:
         self.phase = "parent_minibatch"
         self.labels.forget_children()
         self.decisions.new_iteration(number)
-        self.merges.new_iteration(number)
-        self.no_proposals.new_iteration()
+        self.merges = Merges(self.sink, number)
+        self.no_proposals = NoProposals(self.sink)
 
     def on_candidate_selected(self, event: dict[str, Any]) -> None:
-        self.book.parent_selected(event["candidate_idx"])
+        self.book.task_parents.append(event["candidate_idx"])
 
     def on_evaluation_start(self, event: dict[str, Any]) -> None:
-        self.settle()
+        self.stages.settle()
         if not event["capture_traces"]:
             self.phase = "merge_subsample"
             return
@@ -151,7 +147,7 @@ class Recorder:
         self.phase = "parent_minibatch" if parent else "child_minibatch"
 
     def on_evaluation_end(self, event: dict[str, Any]) -> None:
-        self.settle()
+        self.stages.settle()
 
     def on_evaluation_skipped(self, event: dict[str, Any]) -> None:
         self.no_proposals.skipped(self.book, str(event.get("reason")), self.clock())
@@ -175,26 +171,26 @@ class Recorder:
         self.labels.child_proposed(child, book.proposal_id(task))
 
     def on_merge_attempted(self, event: dict[str, Any]) -> None:
-        self.settle()
+        self.stages.settle()
         self.merges.attempted_now(list(event["parent_ids"]), self.state, self.clock())
         proposal = merge_proposal(self.iteration)
         self.labels.child_proposed(dict(event["merged_candidate"]), proposal)
         self.phase = "full_val"  # gepa validates an accepted merge next
 
     def on_merge_accepted(self, event: dict[str, Any]) -> None:
-        self.settle()
+        self.stages.settle()
         self.merges.decided(accepted=True, candidate=event["new_candidate_idx"])
 
     def on_merge_rejected(self, event: dict[str, Any]) -> None:
         self.merges.decided(accepted=False)
 
     def on_candidate_accepted(self, event: dict[str, Any]) -> None:
-        self.settle()
+        self.stages.settle()
         idx = event["new_candidate_idx"]
         self.decisions.joined(self.state.program_candidates[idx], idx)
 
     def on_valset_evaluated(self, event: dict[str, Any]) -> None:
-        self.settle()
+        self.stages.settle()
         score = event["average_score"]
         now = self.clock()
         self.sink.write(
@@ -211,7 +207,7 @@ class Recorder:
             self.best_val = score
 
     def on_budget_updated(self, event: dict[str, Any]) -> None:
-        self.settle()
+        self.stages.settle()
         self.metric_calls = event["metric_calls_used"]
         now = self.clock()
         self.sink.write(
@@ -225,7 +221,7 @@ class Recorder:
         )
 
     def on_iteration_end(self, event: dict[str, Any]) -> None:
-        self.settle()
+        self.stages.settle()
         book = self.book
         now = self.clock()
         self.stages.end_iteration(now)
@@ -236,5 +232,5 @@ class Recorder:
         self.failures.iteration_ended(len(book.started), book.ended)
 
     def on_optimization_end(self, event: dict[str, Any]) -> None:
-        self.settle()
+        self.stages.settle()
         self.state = event["final_state"]

@@ -28,11 +28,6 @@ class Totals:
     merges: int = 0  # merges gepa judged
     merges_accepted: int = 0
 
-    @property
-    def new_candidates(self) -> int:
-        """Candidates added to gepa's pool: accepted proposals and accepted merges."""
-        return self.accepted + self.merges_accepted
-
 
 def trace_totals(trace: Trace) -> Totals:
     rollouts = trace.live(Rollout)  # without the work a resume threw away
@@ -60,14 +55,12 @@ def mismatches(totals: Totals, state: Any, workers: int | None) -> list[str]:
     """Each failed invariant of the trace against gepa's `state` (its GEPAState) as one line;
     empty when they agree (and, when W was declared, no more timed rollouts ran at once than
     W: untimed ones overlap in the trace by construction, max_concurrency)."""
-    candidates = (
-        f"new candidates ({totals.accepted} accepted proposals, {totals.merges_accepted} "
-        "accepted merges)"
-    )
+    accepted, merged = totals.accepted, totals.merges_accepted  # gepa's pool grew by both
+    candidates = f"new candidates ({accepted} accepted proposals, {merged} accepted merges)"
     compared = [
         ("metric calls", totals.metric_calls, "counted", state.total_num_evals),
         ("full validations", totals.full_val_evals, "counted", state.num_full_ds_evals),
-        (candidates, totals.new_candidates, "added", len(state.program_candidates) - 1),
+        (candidates, accepted + merged, "added", len(state.program_candidates) - 1),
         ("iterations", totals.iterations, "ran", state.i + 1),
     ]
     problems = [
