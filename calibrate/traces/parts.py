@@ -5,7 +5,6 @@ one part and adds that part's notes to the evidence's list. pipeline.py runs the
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 
@@ -15,10 +14,7 @@ from pxn.calibrate.traces.costs import RecordedCosts, recorded_costs
 from pxn.calibrate.traces.evidence import Evidence
 from pxn.calibrate.traces.fit import LatencyFit, fit_latency
 from pxn.calibrate.traces.load_effect import LoadEffect, fit_load_effects
-from pxn.calibrate.traces.phases import PhaseFits, fit_phases
-from pxn.calibrate.traces.prefix_cache import PrefixCacheFit, fit_prefix_cache
 from pxn.calibrate.traces.prompt_lengths import PromptFit, fit_prompt_lengths
-from pxn.calibrate.traces.run_spread import RunSpreadFit, fit_run_spread
 from pxn.calibrate.traces.served import latency_sample, served_alone
 from pxn.calibrate.traces.slowdown import ROLE_KIND, ModelSlowdown, fit_model_slowdowns
 from pxn.calibrate.traces.tokens import TokenCounts, TokenFit, fit_token_counts, fit_tokens
@@ -114,19 +110,6 @@ def rollout_latency(
     )
 
 
-def phases(
-    evidence: Evidence,
-    served: Calls,
-    rollout: LatencyFit,
-    choice: str,
-    untimed: UntimedFit | None,
-) -> PhaseFits:
-    """Each phase's own latency where the phases differ; one for all with untimed calls."""
-    if untimed is None:
-        return fit_phases(served, rollout, choice, evidence.notes)
-    return PhaseFits({}, math.nan, {})
-
-
 def latency_fit(evidence: Evidence, served: Calls, kind: str, choice: str) -> LatencyFit:
     observed, timed_out = latency_sample(served, kind)
     retries = evidence.units.retries.get(kind, ())
@@ -165,17 +148,6 @@ def _token_notes(fit: TokenCounts, first_b: int, notes: list[str]) -> None:
             f"b={r.measured_minibatch}; base is held at 0 and per_example = the measured mean / b "
             f"= {r.per_example:.4g} tokens (b's effect on the input is then an upper bound)"
         )
-
-
-def run_spreads(evidence: Evidence, served: Calls) -> dict[str, RunSpreadFit]:
-    return {role: fit_run_spread(served, evidence.units.design, role) for role in ROLE_KIND}
-
-
-def prefix_cache(
-    evidence: Evidence, token_counts: TokenCounts | None, declared: bool | None
-) -> PrefixCacheFit:
-    latency = None if token_counts is None else token_counts.latency
-    return fit_prefix_cache(evidence.traces, latency, evidence.lm_servers, declared)
 
 
 def latency_on_tokens_out(evidence: Evidence) -> list[TokenFit]:

@@ -28,6 +28,7 @@ run can say how far it extrapolates.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +56,8 @@ from pxn.calibrate.traces.overhead import (
     fit_concurrency,
     fit_overhead,
 )
-from pxn.calibrate.traces.prefix_cache import PrefixCacheFit
+from pxn.calibrate.traces.phases import PhaseFits, fit_phases
+from pxn.calibrate.traces.prefix_cache import PrefixCacheFit, fit_prefix_cache
 from pxn.calibrate.traces.prompt_lengths import PromptFit
 from pxn.calibrate.traces.quality import QualityFit, fit_quality, scored
 from pxn.calibrate.traces.run_setup import (
@@ -65,8 +67,8 @@ from pxn.calibrate.traces.run_setup import (
     optimizer_of,
     worker_split,
 )
-from pxn.calibrate.traces.run_spread import RunSpreadFit
-from pxn.calibrate.traces.slowdown import ModelSlowdown
+from pxn.calibrate.traces.run_spread import RunSpreadFit, fit_run_spread
+from pxn.calibrate.traces.slowdown import ROLE_KIND, ModelSlowdown
 from pxn.calibrate.traces.tokens import TokenCounts, TokenFit
 from pxn.calibrate.traces.units import Units, selection_of
 from pxn.calibrate.traces.untimed_latency import UntimedFit
@@ -187,7 +189,12 @@ def fit_parts(
     prompt = parts.prompt_lengths(evidence, betas)
     served = parts.served(evidence, betas, prompt)
     rollout, untimed = parts.rollout_latency(evidence, served, latency, betas)
-    phases = parts.phases(evidence, served, rollout, latency, untimed)
+    # Each phase's own latency where the phases differ; one for all with untimed calls.
+    phases = (
+        fit_phases(served, rollout, latency, evidence.notes)
+        if untimed is None
+        else PhaseFits({}, math.nan, {})
+    )
     token_counts = parts.token_counts(evidence, served)
     at_measured_b = parts.at_measured_b(evidence, betas, token_counts, prompt)
     # The keywords are evaluated in order: each fit's notes follow those of the fits before.
@@ -200,8 +207,13 @@ def fit_parts(
         prompt=prompt,
         phase_pvalue=phases.pvalue,
         reflection=parts.latency_fit(evidence, at_measured_b, "reflection", latency),
-        run_spreads=parts.run_spreads(evidence, at_measured_b),
-        prefix_cache=parts.prefix_cache(evidence, token_counts, prefix_cache),
+        run_spreads={role: fit_run_spread(at_measured_b, units.design, role) for role in ROLE_KIND},
+        prefix_cache=fit_prefix_cache(
+            traces,
+            None if token_counts is None else token_counts.latency,
+            evidence.lm_servers,
+            prefix_cache,
+        ),
         tokens=parts.latency_on_tokens_out(evidence),
         token_counts=token_counts,
         tokens_missing=evidence.tokens_missing,
