@@ -204,7 +204,8 @@ def fit_latency(
         raise PxnError(f"{what}: no positive latencies to fit ({len(values)} observed)")
     fits = _fit_families(data, np.empty(0))
     if tail is None:
-        tail = detect_cap(data, _frozen(fits[0]) if fits else None, cut, retries)
+        best = getattr(scipy.stats, fits[0].family)(**fits[0].params) if fits else None
+        tail = detect_cap(data, best, cut, retries)
     if tail.capped:
         below, censored = censor(data, cut, tail.low)
         fits = _fit_families(below, censored) if len(below) >= MIN_FIT_POINTS else []
@@ -246,10 +247,6 @@ def _fit_or_none(family: str, data: np.ndarray, censored: np.ndarray) -> FamilyF
         return fit_family(family, data, censored)
     except (ValueError, RuntimeError):
         return None
-
-
-def _frozen(fit: FamilyFit):
-    return getattr(scipy.stats, fit.family)(**fit.params)
 
 
 def _choose(data: np.ndarray, fits: list[FamilyFit], choice: str) -> tuple[Distribution, str]:

@@ -38,24 +38,19 @@ class PhaseFits:
 
 
 def fit_phases(served: Calls, pooled: LatencyFit, choice: str, notes: list[str]) -> PhaseFits:
-    by_phase = _fit_each(served, pooled, choice)
-    pvalue = phase_test([f.samples for f in by_phase.values()])
-    return PhaseFits(by_phase, pvalue, _own_phases(by_phase, pvalue, notes))
-
-
-def _fit_each(served: Calls, pooled: LatencyFit, choice: str) -> dict[str, LatencyFit]:
-    fits = {}
+    by_phase = {}
     for phase in ROLLOUT_PHASES:
         observed, timed_out = latency_sample(served, "rollout", phase)
         if len(observed):
-            fits[phase] = fit_latency(
+            by_phase[phase] = fit_latency(
                 f"rollout {phase}",
                 observed,
                 choice if len(observed) >= PHASE_OWN_MIN else "auto",
                 timed_out=timed_out,
                 tail=pooled.tail,
             )
-    return fits
+    pvalue = phase_test([f.samples for f in by_phase.values()])
+    return PhaseFits(by_phase, pvalue, _own_phases(by_phase, pvalue, notes))
 
 
 def _own_phases(

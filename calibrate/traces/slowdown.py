@@ -49,13 +49,6 @@ class SlowdownFit:
         return 1 + self.chosen * (np.asarray(load, dtype=float) - 1)
 
 
-def _rss(beta: float, log_latency: np.ndarray, load: np.ndarray, groups: np.ndarray) -> float:
-    """Residual sum of squares of the log model with each group's c at its best."""
-    shifted = log_latency - np.log1p(beta * (load - 1))
-    means = np.bincount(groups, shifted) / np.bincount(groups)
-    return float(np.sum((shifted - means[groups]) ** 2))
-
-
 def _usable(groups, loads, latencies, servers: int | None):
     """The calls the fit uses (not queued, positive latency): group codes, loads, log latencies."""
     groups, loads = np.asarray(groups), np.asarray(loads, dtype=float)
@@ -70,7 +63,10 @@ def _least_squares(codes: np.ndarray, loads: np.ndarray, log_latency: np.ndarray
     """beta's least-squares estimate, the residual sum of squares there, and the rss function."""
 
     def rss(beta: float) -> float:
-        return _rss(beta, log_latency, loads, codes)
+        """Residual sum of squares of the log model with each group's c at its best."""
+        shifted = log_latency - np.log1p(beta * (loads - 1))
+        means = np.bincount(codes, shifted) / np.bincount(codes)
+        return float(np.sum((shifted - means[codes]) ** 2))
 
     # beta may come out negative (calls faster under load: noise, or a warm cache);
     # the factor must stay positive at the highest load.

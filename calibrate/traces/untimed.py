@@ -46,10 +46,6 @@ def untimed_calls(trace: Trace) -> tuple[list[UntimedCall], int]:
     return calls, set_aside
 
 
-def has_untimed(trace: Trace) -> bool:
-    return any(not r.timed for r in trace.of(Rollout))
-
-
 def resolve_workers(traces: list[Trace], workers: int | None) -> list[Trace]:
     """The traces, each run_start carrying the W its spans need (module docstring): `workers`
     for a run whose recording declared none; PxnError naming a run with untimed calls and no
@@ -62,7 +58,7 @@ def resolve_workers(traces: list[Trace], workers: int | None) -> list[Trace]:
         if declared == 0 and workers is not None:
             start = dataclasses.replace(trace.events[0], workers=workers)
             trace = dataclasses.replace(trace, events=[start, *trace.events[1:]])
-        elif trace.run_start.workers == 0 and has_untimed(trace):
+        elif trace.run_start.workers == 0 and any(not r.timed for r in trace.of(Rollout)):
             raise PxnError(
                 f"is unknown for {trace.path}: its adapter timed none of its rollouts, so each "
                 "call's span is a makespan on W workers the trace does not name; record with "
