@@ -199,17 +199,16 @@ def fit_rho(steps: Steps, mean: np.ndarray) -> float:
 def fit_correlation(steps: Steps, mean: np.ndarray) -> CorrelationFit:
     several = steps.judged >= 2
     m = np.clip(mean, 0.0, 1.0)
+    why_not = ""
     if not several.any() or np.all((m <= 0) | (m >= 1)):
-        return CorrelationFit(
-            False, 0.0, 0.0, 1.0, 0.0,
-            "not identifiable: no iteration judged two proposals or more; kept 0",
-        )  # fmt: skip
-    if several.sum() < CORRELATION_MIN_STEPS:
-        return CorrelationFit(
-            False, 0.0, 0.0, 1.0, 0.0,
+        why_not = "not identifiable: no iteration judged two proposals or more; kept 0"
+    elif several.sum() < CORRELATION_MIN_STEPS:
+        why_not = (
             f"not testable: {several.sum()} iteration(s) judged two proposals or more "
-            f"(needs {CORRELATION_MIN_STEPS}); kept 0",
-        )  # fmt: skip
+            f"(needs {CORRELATION_MIN_STEPS}); kept 0"
+        )
+    if why_not:
+        return CorrelationFit(False, 0.0, 0.0, 1.0, 0.0, why_not)
     rho = fit_rho(steps, mean)
     informative = steps.take(several)
     gain = betabinomial_log_likelihood(informative, mean[several], rho)

@@ -57,7 +57,10 @@ def gather_evidence(
             f"calibrated ({runs_ended(traces)}); run until at least one iteration completes"
         )
     if not any(t.live(Decision) for t in traces):
-        failed = reflections_failed(reflections)
+        errors = [r.error for r in reflections if r.error]
+        failed = ""
+        if len(errors) == len(reflections):
+            failed = f"; all {len(errors)} reflection(s) failed (last: {errors[-1]})"
         hint = (
             "give the reflection LM room to write a usable reply (a larger model or max_tokens), "
             "or run until one proposal is judged"
@@ -68,7 +71,11 @@ def gather_evidence(
             "no judged proposals (decision events) in the traces: acceptance cannot be "
             f"calibrated ({runs_ended(traces)}{failed}); {hint}"
         )
-    notes += failed_rollouts(rollouts)
+    if failed := [r for r in rollouts if r.error]:
+        notes.append(
+            f"{len(failed)} of {len(rollouts)} rollouts failed (first: {failed[0].error}); "
+            "their latencies are fitted with the others'"
+        )
     missing_tokens = missing_token_counts(rollouts, reflections)
     if priced and missing_tokens:
         raise PxnError(
@@ -86,22 +93,3 @@ def gather_evidence(
         tokens_missing=missing_tokens,
         notes=notes,
     )
-
-
-def reflections_failed(reflections: list[Reflection]) -> str:
-    """'; all N reflection(s) failed (last: ...)' when every one failed, else ''."""
-    errors = [r.error for r in reflections if r.error]
-    if len(errors) < len(reflections):
-        return ""
-    return f"; all {len(errors)} reflection(s) failed (last: {errors[-1]})"
-
-
-def failed_rollouts(rollouts: list[Rollout]) -> list[str]:
-    """A note when rollouts failed: their latencies are fitted with the others'."""
-    failed = [r for r in rollouts if r.error]
-    if not failed:
-        return []
-    return [
-        f"{len(failed)} of {len(rollouts)} rollouts failed (first: {failed[0].error}); "
-        "their latencies are fitted with the others'"
-    ]

@@ -67,17 +67,11 @@ def iteration_counts(trace: Trace) -> dict[int, np.ndarray]:
     merged = {m.iteration for m in trace.live(Merge)}
     done = {i.iteration for i in trace.of(Iteration)} - merged
     k = Shape.parse(trace.run_start.shape).k
-    counts = {iteration: np.zeros(len(COUNTS)) for iteration in done}
-    lost = trace.live(NoProposal)
-    skipped = [e for e in lost if e.reason == "perfect_parent"]
-    for iteration in done:
-        counts[iteration][0] = k
-    for event in skipped:
+    counts = {iteration: np.r_[k, np.zeros(len(COUNTS) - 1)] for iteration in done}
+    for event in trace.live(NoProposal):
         if event.iteration in done:
-            counts[event.iteration][0] -= 1
-    for event in lost:
-        if event.iteration in done and event.reason in BEFORE_REFLECTION:
-            counts[event.iteration][1] += 1
+            counts[event.iteration][0] -= event.reason == "perfect_parent"
+            counts[event.iteration][1] += event.reason in BEFORE_REFLECTION
     by_iteration: dict[int, list[Reflection]] = {}
     for r in trace.live(Reflection):
         if r.iteration in done:
