@@ -246,6 +246,14 @@ def fit_latency_on_tokens(
     return fit, ""
 
 
+# The token-count families of [tokens], each (kind of call, its count).
+TOKEN_FIELDS = {
+    "rollout_input": ("rollout", "tokens_in"),
+    "rollout_output": ("rollout", "tokens_out"),
+    "reflection_output": ("reflection", "tokens_out"),
+}
+
+
 @dataclass(frozen=True)
 class TokenCounts:
     """Every fit behind the [tokens] table, and the table."""
@@ -303,36 +311,27 @@ def fit_token_counts(
         per_input = 0.0
         reason = "its 95% interval holds 0" if latency.per_input > 0 else "not positive"
         reason += ": not used, the reflection latency does not change with b"
-    rollout_input = fit_counts("rollout input", counts(rollouts, "tokens_in"), capped=False)
-    rollout_output = fit_counts("rollout output", counts(rollouts, "tokens_out"), capped=True)
-    reflection_output = fit_counts(
-        "reflection output", counts(reflections, "tokens_out"), capped=True
-    )
+    events = {"rollout": rollouts, "reflection": reflections}
+    fits = {
+        name: fit_counts(
+            name.replace("_", " "), counts(events[kind], column), capped=column == "tokens_out"
+        )
+        for name, (kind, column) in TOKEN_FIELDS.items()
+    }
     tokens = Tokens(
-        rollout_input=rollout_input.chosen,
-        rollout_output=rollout_output.chosen,
-        reflection_output=reflection_output.chosen,
+        **{name: fit.chosen for name, fit in fits.items()},
         reflection_input_base=reflection_input.base,
         reflection_input_per_example=reflection_input.per_example,
         measured_minibatch=reflection_input.measured_minibatch,
         reflection_seconds_per_input_token=per_input,
     )
     return TokenCounts(
-        rollout_input=rollout_input,
-        rollout_output=rollout_output,
-        reflection_output=reflection_output,
+        **fits,
         reflection_input=reflection_input,
         latency=latency,
         latency_reason=reason,
         chosen=tokens,
     )
-
-
-TOKEN_FIELDS = {
-    "rollout_input": ("rollout", "tokens_in"),
-    "rollout_output": ("rollout", "tokens_out"),
-    "reflection_output": ("reflection", "tokens_out"),
-}
 
 
 def draw_token_counts(resample: Resample) -> dict[str, float]:
