@@ -1,33 +1,21 @@
 """Parameter uncertainty: the calibration's own fits, bootstrapped.
 
-The draws carry how well the traces pin the parameters. A two-stage
-bootstrap: the runs are resampled with replacement within their design
-(shape, W, C, b, servers: every draw keeps the loads and shapes the
-calibration saw), then the iterations within each drawn run (the unit: an
-iteration's calls, its verdicts, its stages, units.py). That is how well the
-runs pin a mean; how far a new run strays from it is each model's
-run_spread (run_spread.py), which the simulator draws per run. With ONE run
-per design the draws hold sampling error alone, and the source says so. The
-two stages together slightly overstate the spread when runs differ little.
+The draws carry how well the traces pin the parameters. A two-stage bootstrap: the runs
+are resampled with replacement within their design (shape, W, C, b, servers: every draw
+keeps the loads and shapes the calibration saw), then the iterations within each drawn run
+(the unit, units.py). That is how well the runs pin a mean; how far a new run strays from
+it is each model's run_spread (run_spread.py), which the simulator draws per run. With ONE
+run per design the draws hold sampling error alone, and the source says so. The two stages
+together slightly overstate the spread when runs differ little.
 
-Each draw refits every parameter the scenario holds, with the model the point
-estimate chose: the same latency family (an empirical sample's draw is its
-`scale`, the resampled mean over the sample's), the cap where it was found,
-decay or constant acceptance, the batched iterations' ratio if fitted, and the
-correlation if kept, each model's
-slowdown if kept (on the same calls and groups) and run_spread if kept (each
-drawn copy of a run a run of its own: copies of one run agree, so the draws
-of a spread sit a little below its point estimate, as a bootstrap of a
-variance does; a spread measured but kept 0 is drawn from its confidence
-distribution instead, run_spread.py), front_share and
-duplicate_children if fitted, the stage overhead, the skip share, the [failures] shares,
-merge_acceptance where gepa could merge, and the token-count families. A
-rollout latency fitted to untimed calls' spans is refitted to the resampled
-spans and timed latencies (untimed_latency.py), at the draw's slowdown.
-Model choices are not redone per draw (a draw is a scenario of the chosen
-model), and no draw is bootstrapped again. What is fixed: the setup,
-lm_servers, the cap's place, decay_until, the tokens' reflection input line
-and its latency shift, the prices.
+Each draw refits every parameter the scenario holds with the model the point estimate
+chose, one refit per part (REFITS; an empirical latency's draw is its `scale`). Copies of
+one run agree, so a drawn run spread sits a little below its point estimate, as a
+bootstrap of a variance does; a spread measured but kept 0 is drawn from its confidence
+distribution instead (run_spread.py). Model choices are not redone per draw (a draw is a
+scenario of the chosen model), and no draw is bootstrapped again. What is fixed: the
+setup, lm_servers, the cap's place, decay_until, the tokens' reflection input line and its
+latency shift, the prices.
 """
 
 from __future__ import annotations

@@ -1,29 +1,16 @@
 """Traces -> a calibrated Scenario, with every fit behind it and its uncertainty.
 
-The procedure, one fitted part at a time (parts.py; each fit in its own module):
-the evidence is gathered once (evidence.py: the traces, their setup as
-run_start declares it, their units), with every run's W known where
-adapter calls that timed none of their rollouts need it (untimed.py); then
-each model's load slowdown
-(slowdown.py), the calls as the simulator draws them, served alone
-(served.py) at their candidates' prompt lengths (prompt_lengths.py), the
-rollout latency with its cap (fit.py, tails.py) and each
-phase's own when the phases differ (phases.py), or, when some calls timed
-none of their rollouts, from their spans as makespans (untimed_latency.py,
-makespan.py), the [tokens] table
-(tokens.py) and with it the reflection latency at the measured b, how much
-whole runs differ in speed (run_spread.py), the reflections' prefix cache
-(prefix_cache.py), the recorded costs and the [prices] table (costs.py),
-acceptance with its decay, the siblings' correlation and batched iterations'
-own rate (acceptance.py), the proposals lost before gepa judged them
-(failures.py), the skipping of perfect parents, recurring parents and
-duplicate children (bookkeeping.py), gepa's merge: its setup and how often a
-merge passed (merges.py), the engine overhead and concurrency (overhead.py),
-the load effect (load_effect.py). Then the Scenario is
-assembled and checked; with `draws`, its [uncertainty] table holds parameter
-draws from a bootstrap of the same fits (draws.py). [calibrated_on] records
-the longest run's metric calls and proposals, so a prediction for a longer
-run can say how far it extrapolates.
+The evidence is gathered once (evidence.py: the traces, their setup as run_start declares
+it, their units), with every run's W known where untimed adapter calls need it
+(untimed.py). Then the parts are fitted in the order each needs the ones before
+(fit_parts; parts.py, and a module per part): each model's load slowdown first, since the
+latencies are fitted to the calls as the simulator draws them, served alone (served.py) at
+their candidates' prompt lengths; then the latencies, tokens, run spreads, prefix cache,
+costs, the search's parts, the overhead and the bookkeeping. The Scenario is assembled and
+checked; with `draws`, its [uncertainty] table holds a bootstrap of the same fits
+(draws.py); with scores, the quality model can decide acceptance (quality.py).
+[calibrated_on] records the longest run's metric calls and proposals, so a prediction for
+a longer run can say how far it extrapolates.
 """
 
 from __future__ import annotations
