@@ -178,13 +178,10 @@ class _Builder:
     def __init__(self) -> None:
         self.unit_of: dict[tuple[int, int], int] = {}
         self.unit_run: list[int] = []
-        self.calls: dict[str, list] = defaultdict(list)
-        self.call_unit: list[int] = []
-        self.spans: dict[str, list] = defaultdict(list)
-        self.span_unit: list[int] = []
+        # Per table ("calls", "spans", "steps"): its columns, and each row's unit.
+        self.tables: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+        self.row_unit: dict[str, list[int]] = defaultdict(list)
         self.spans_set_aside = 0
-        self.step_rows: dict[str, list] = defaultdict(list)
-        self.step_unit: list[int] = []
         self.per_unit: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
         self.retries: dict[str, list[int]] = defaultdict(list)
 
@@ -195,15 +192,13 @@ class _Builder:
             self.unit_run.append(run)
         return self.unit_of[key]
 
-    def call(self, run: int, iteration: int, **row) -> None:
-        for name, value in (row | {"run": run}).items():
-            self.calls[name].append(value)
-        self.call_unit.append(self.unit(run, iteration))
+    def row(self, table: str, run: int, iteration: int, /, **columns) -> None:
+        for name, value in columns.items():
+            self.tables[table][name].append(value)
+        self.row_unit[table].append(self.unit(run, iteration))
 
-    def span(self, run: int, iteration: int, **row) -> None:
-        for name, value in row.items():
-            self.spans[name].append(value)
-        self.span_unit.append(self.unit(run, iteration))
+    def unit_of_rows(self, table: str) -> np.ndarray:
+        return np.array(self.row_unit[table], dtype=int)
 
     def add(self, name: str, run: int, iteration: int, value: float) -> None:
         self.per_unit[name][self.unit(run, iteration)] += value
@@ -225,8 +220,7 @@ def cut_into_units(traces: list[Trace]) -> Units:
         _tasks(builder, run, trace)
         _losses(builder, run, trace)
         _merges(builder, run, trace)
-    calls = builder.calls
-    steps = builder.step_rows
+    calls, spans, steps = (builder.tables[t] for t in ("calls", "spans", "steps"))
     scored = [_scored(t) for t in traces]
     unlimited = [selection_of(t).limit is None for t in traces]
     shown = any(s and u for s, u in zip(scored, unlimited, strict=True))
@@ -253,19 +247,19 @@ def cut_into_units(traces: list[Trace]) -> Units:
             run=np.array(calls["run"], dtype=int),
             wait=np.array(calls["wait"], dtype=float),
         ),
-        call_unit=np.array(builder.call_unit, dtype=int),
+        call_unit=builder.unit_of_rows("calls"),
         spans=Spans(
-            span=np.array(builder.spans["span"], dtype=float),
-            size=np.array(builder.spans["size"], dtype=int),
-            workers=np.array(builder.spans["workers"], dtype=int),
+            span=np.array(spans["span"], dtype=float),
+            size=np.array(spans["size"], dtype=int),
+            workers=np.array(spans["workers"], dtype=int),
         ),
-        span_unit=np.array(builder.span_unit, dtype=int),
+        span_unit=builder.unit_of_rows("spans"),
         spans_set_aside=builder.spans_set_aside,
         steps=Steps.of(steps["made"], steps["judged"], steps["passed"], steps["batched"]),
         parents=Parents(*(np.array(steps[f], dtype=float) for f in Parents.__dataclass_fields__)),
         later=np.array(steps["later"], dtype=float),
         dropped=np.array(steps["dropped"], dtype=float),
-        step_unit=np.array(builder.step_unit, dtype=int),
+        step_unit=builder.unit_of_rows("steps"),
         gap=builder.dense("gap"),
         stages=builder.dense("stages"),
         tasks=builder.dense("tasks"),
@@ -324,19 +318,14 @@ def _calls(builder: _Builder, run: int, trace: Trace) -> None:
                 for t in tries
                 if event.start - MATCH <= t.start < event.end - MATCH and t.end <= event.end + MATCH
             ]
+            if tries:  # a call whose every try timed out shows the client's retries exactly
+                finished = len(tries) < event.attempts
+                builder.retries[kind].append(len(tries) if finished else len(tries) - 1)
             row = {"kind": kind, "phase": phase, "load": load, "minibatch": b, "event": event}
-            if not tries:
-                builder.call(
-                    run, event.iteration, latency=event.duration, censored=False, wait=wait, **row
-                )
-                continue
-            # A call whose every try timed out shows the client's retries exactly.
-            finished = len(tries) < event.attempts
-            builder.retries[kind].append(len(tries) if finished else len(tries) - 1)
-            for attempt in tries:
-                builder.call(
-                    run, event.iteration, latency=attempt.duration, censored=True, wait=0.0, **row
-                )
+            observed = [(t.duration, True, 0.0) for t in tries] or [(event.duration, False, wait)]
+            for latency, censored, waited in observed:
+                row |= {"run": run, "latency": latency, "censored": censored, "wait": waited}
+                builder.row("calls", run, event.iteration, **row)
 
 
 def one_server_waits(calls: list[Rollout] | list[Reflection]) -> np.ndarray:
@@ -357,7 +346,7 @@ def _spans(builder: _Builder, run: int, trace: Trace) -> None:
     calls, set_aside = untimed_calls(trace)
     workers = trace.run_start.workers
     for call in calls:
-        builder.span(run, call.iteration, span=call.span, size=call.size, workers=workers)
+        builder.row("spans", run, call.iteration, span=call.span, size=call.size, workers=workers)
     builder.spans_set_aside += set_aside
 
 
@@ -408,7 +397,7 @@ def _steps(builder: _Builder, run: int, trace: Trace) -> None:
         accepted = sum(d.accepted for d in decisions)
         dropped = sum(dropped_after_passing(d) for d in decisions)
         drawn = parents.get(iteration, [])
-        rows = builder.step_rows
+        rows = builder.tables["steps"]
         rows["made"].append(made)
         rows["judged"].append(len(decisions))
         rows["passed"].append(accepted + dropped)
@@ -425,7 +414,7 @@ def _steps(builder: _Builder, run: int, trace: Trace) -> None:
         front += drawn
         rows["drawn"].append(len(front))
         rows["distinct"].append(len(set(front)))
-        builder.step_unit.append(builder.unit(run, iteration))
+        builder.row_unit["steps"].append(builder.unit(run, iteration))
         made += len(decisions)
         added_before += accepted
         if accepted:  # a child joined the pool: the next iteration draws from a new front
