@@ -44,26 +44,18 @@ class RecordedCosts:
 def recorded_costs(
     rollouts: Sequence[Rollout], reflections: Sequence[Reflection], prices: Prices | None
 ) -> RecordedCosts:
-    dollars = compared_dollars = priced = 0.0
-    calls = compared = 0
-    for events, role in ((rollouts, "task"), (reflections, "reflection")):
-        for e in events:
-            if e.cost is None:
-                continue
-            dollars += e.cost
-            calls += 1
-            if e.tokens_in is None or e.tokens_out is None:
-                continue
-            compared += 1
-            compared_dollars += e.cost
-            if prices is not None:
-                priced += prices.dollars(role, e.tokens_in, e.tokens_out)
+    roles = ((rollouts, "task"), (reflections, "reflection"))
+    costed = [(e, role) for events, role in roles for e in events if e.cost is not None]
+    counted = [(e, r) for e, r in costed if e.tokens_in is not None and e.tokens_out is not None]
+    priced = None
+    if prices is not None:
+        priced = sum((prices.dollars(r, e.tokens_in, e.tokens_out) for e, r in counted), 0.0)
     return RecordedCosts(
-        dollars=dollars,
-        calls=calls,
-        compared=compared,
-        compared_dollars=compared_dollars,
-        priced=priced if prices is not None else None,
+        dollars=sum((e.cost for e, _ in costed), 0.0),
+        calls=len(costed),
+        compared=len(counted),
+        compared_dollars=sum((e.cost for e, _ in counted), 0.0),
+        priced=priced,
     )
 
 
