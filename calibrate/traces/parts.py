@@ -14,7 +14,7 @@ from pxn.calibrate.traces.costs import RecordedCosts, recorded_costs
 from pxn.calibrate.traces.evidence import Evidence
 from pxn.calibrate.traces.fit import LatencyFit, fit_latency
 from pxn.calibrate.traces.load_effect import LoadEffect, fit_load_effects
-from pxn.calibrate.traces.prompt_lengths import PromptFit, fit_prompt_lengths
+from pxn.calibrate.traces.prompt_lengths import PromptFit
 from pxn.calibrate.traces.served import latency_sample, served_alone
 from pxn.calibrate.traces.slowdown import ROLE_KIND, ModelSlowdown, fit_model_slowdowns
 from pxn.calibrate.traces.tokens import TokenCounts, TokenFit, fit_token_counts, fit_tokens
@@ -56,12 +56,6 @@ def slowdowns(evidence: Evidence) -> dict[str, ModelSlowdown]:
     return fits
 
 
-def prompt_lengths(evidence: Evidence, betas: dict[str, float]) -> PromptFit:
-    """How a candidate's prompt length scales its rollouts, from the calls at the slowdowns."""
-    load_only, _ = served_alone(evidence.units.calls, betas, evidence.lm_servers, None)
-    return fit_prompt_lengths(evidence.traces, load_only)
-
-
 def served(evidence: Evidence, betas: dict[str, float], prompt: PromptFit) -> Calls:
     """The calls as the simulator draws them, each at its own run's b."""
     calls = evidence.units.calls
@@ -75,18 +69,6 @@ def served(evidence: Evidence, betas: dict[str, float], prompt: PromptFit) -> Ca
             "waits in (an overestimate)"
         )
     return calls
-
-
-def at_measured_b(
-    evidence: Evidence,
-    betas: dict[str, float],
-    token_counts: TokenCounts | None,
-    prompt: PromptFit,
-) -> Calls:
-    """The calls as the simulator draws them, reflections shifted to the measured b."""
-    tokens = None if token_counts is None else token_counts.chosen
-    calls = evidence.units.calls
-    return served_alone(calls, betas, evidence.lm_servers, tokens, prompt.factors(calls))[0]
 
 
 def rollout_latency(

@@ -45,7 +45,7 @@ from pxn.calibrate.traces.overhead import (
 )
 from pxn.calibrate.traces.phases import PhaseFits, fit_phases
 from pxn.calibrate.traces.prefix_cache import PrefixCacheFit, fit_prefix_cache
-from pxn.calibrate.traces.prompt_lengths import PromptFit
+from pxn.calibrate.traces.prompt_lengths import PromptFit, fit_prompt_lengths
 from pxn.calibrate.traces.quality import QualityFit, fit_quality, scored
 from pxn.calibrate.traces.run_setup import (
     budget_of,
@@ -55,6 +55,7 @@ from pxn.calibrate.traces.run_setup import (
     worker_split,
 )
 from pxn.calibrate.traces.run_spread import RunSpreadFit, fit_run_spread
+from pxn.calibrate.traces.served import served_alone
 from pxn.calibrate.traces.slowdown import ROLE_KIND, ModelSlowdown
 from pxn.calibrate.traces.tokens import TokenCounts, TokenFit
 from pxn.calibrate.traces.units import Units, selection_of
@@ -170,10 +171,11 @@ def fit_parts(
     """Every part fitted to the evidence, in the order each needs the ones before: the
     slowdowns, the calls served alone at them, the latencies, tokens, run spreads and prefix
     cache, then the search's parts, the overhead and the bookkeeping."""
-    units, traces = evidence.units, evidence.traces
+    units, traces, servers = evidence.units, evidence.traces, evidence.lm_servers
     slowdowns = parts.slowdowns(evidence)
     betas = {role: fit.chosen for role, fit in slowdowns.items()}
-    prompt = parts.prompt_lengths(evidence, betas)
+    # How a candidate's prompt length scales its rollouts, from the calls at the slowdowns.
+    prompt = fit_prompt_lengths(traces, served_alone(units.calls, betas, servers, None)[0])
     served = parts.served(evidence, betas, prompt)
     rollout, untimed = parts.rollout_latency(evidence, served, latency, betas)
     # Each phase's own latency where the phases differ; one for all with untimed calls.
@@ -183,7 +185,10 @@ def fit_parts(
         else PhaseFits({}, math.nan, {})
     )
     token_counts = parts.token_counts(evidence, served)
-    at_measured_b = parts.at_measured_b(evidence, betas, token_counts, prompt)
+    # The calls as the simulator draws them, reflections shifted to the measured b.
+    tokens = None if token_counts is None else token_counts.chosen
+    factors = prompt.factors(units.calls)
+    at_measured_b, _ = served_alone(units.calls, betas, servers, tokens, factors)
     # The keywords are evaluated in order: each fit's notes follow those of the fits before.
     calibration = Calibration(
         loaded=evidence.loaded,
@@ -198,7 +203,7 @@ def fit_parts(
         prefix_cache=fit_prefix_cache(
             traces,
             None if token_counts is None else token_counts.latency,
-            evidence.lm_servers,
+            servers,
             prefix_cache,
         ),
         tokens=parts.latency_on_tokens_out(evidence),
