@@ -62,10 +62,14 @@ class FailuresFit:
         return lines
 
 
+def reflective_iterations(trace: Trace) -> set[int]:
+    """The iterations that completed, but for those a merge took."""
+    return {i.iteration for i in trace.of(Iteration)} - {m.iteration for m in trace.live(Merge)}
+
+
 def iteration_counts(trace: Trace) -> dict[int, np.ndarray]:
     """Each reflective iteration's COUNTS."""
-    merged = {m.iteration for m in trace.live(Merge)}
-    done = {i.iteration for i in trace.of(Iteration)} - merged
+    done = reflective_iterations(trace)
     k = Shape.parse(trace.run_start.shape).k
     counts = {iteration: np.r_[k, np.zeros(len(COUNTS) - 1)] for iteration in done}
     for event in trace.live(NoProposal):

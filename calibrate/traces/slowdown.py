@@ -44,10 +44,6 @@ class SlowdownFit:
     chosen: float  # the Scenario's [load] slowdown
     reason: str
 
-    def factor(self, load: np.ndarray) -> np.ndarray:
-        """What the chosen slowdown multiplies a latency by at these loads."""
-        return 1 + self.chosen * (np.asarray(load, dtype=float) - 1)
-
 
 def _usable(groups, loads, latencies, servers: int | None):
     """The calls the fit uses (not queued, positive latency): group codes, loads, log latencies."""

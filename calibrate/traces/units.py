@@ -30,14 +30,14 @@ import numpy as np
 
 from pxn.calibrate.traces.acceptance_likelihood import Steps
 from pxn.calibrate.traces.bookkeeping import Parents, dropped_after_passing
-from pxn.calibrate.traces.failures import COUNTS, iteration_counts
+from pxn.calibrate.traces.failures import COUNTS, iteration_counts, reflective_iterations
 from pxn.calibrate.traces.load_effect import call_loads
 from pxn.calibrate.traces.makespan import Spans
 from pxn.calibrate.traces.overhead import loop_end
 from pxn.calibrate.traces.untimed import untimed_calls
 from pxn.selection import Selection
 from pxn.shape import Shape
-from pxn.trace import Attempt, Decision, Iteration, Merge, Reflection, Rollout, Stage
+from pxn.trace import Attempt, Decision, Merge, Reflection, Rollout, Stage
 from pxn.trace_reading import Trace
 
 TIMEOUT = re.compile(r"time[d ]?out", re.IGNORECASE)
@@ -450,8 +450,7 @@ def _tasks(builder: _Builder, run: int, trace: Trace) -> None:
     however often its reflection ran: gepa asks again for every task of an iteration after a
     failed reflection, and the retry carries the task's proposal id again."""
     k = Shape.parse(trace.run_start.shape).k
-    merged = {m.iteration for m in trace.live(Merge)}  # a merge took the iteration
-    done = {i.iteration for i in trace.of(Iteration)} - merged
+    done = reflective_iterations(trace)
     for iteration in done:
         builder.add("tasks", run, iteration, k)
     reached = {(r.iteration, r.proposal) for r in trace.live(Reflection) if r.iteration in done}
