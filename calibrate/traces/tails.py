@@ -58,16 +58,9 @@ def detect_cap(
     n = len(observed)
     if len(timed_out):
         cap = float(np.median(timed_out))
-        low = cap * (1 - CAP_WINDOW)
-        return TailFit(
-            n=n,
-            low=low,
-            pvalue=math.nan,
-            timed_out=len(timed_out),
-            cap=cap,
-            cap_retries=max(retries, default=0),
-            reason=f"{len(timed_out)} tries timed out at {cap:.4g} and were retried",
-        )
+        reason = f"{len(timed_out)} tries timed out at {cap:.4g} and were retried"
+        low, most = cap * (1 - CAP_WINDOW), max(retries, default=0)
+        return TailFit(n, low, math.nan, len(timed_out), cap, most, reason)
     if uncapped is None or n < CAP_MIN_SAMPLE:
         return no_tail(n, f"not testable: {n} latencies (needs {CAP_MIN_SAMPLE} and a family fit)")
     maximum = float(observed.max())
