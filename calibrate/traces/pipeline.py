@@ -296,14 +296,8 @@ def fit_search_model(
             subject="search model",
         )
     try:
-        calibration.quality = fit_quality(
-            traces,
-            draws,
-            calibration.failures.failures,
-            jobs=jobs,
-            on_generation=on_generation,
-            backend=backend,
-        )
+        failures = calibration.failures.failures
+        calibration.quality = fit_quality(traces, draws, failures, jobs, on_generation, backend)
     except PxnError as exc:
         if search == "quality":
             raise

@@ -170,15 +170,7 @@ def fit_reflection_input(
     floored = base < 0
     if floored:
         base, per_example = 0.0, measured_mean / measured
-    return ReflectionInput(
-        base=base,
-        per_example=per_example,
-        measured_minibatch=measured,
-        by_minibatch=by_b,
-        method=method,
-        per_example_ci=ci,
-        floored=floored,
-    )
+    return ReflectionInput(base, per_example, measured, by_b, method, ci, floored)
 
 
 @dataclass(frozen=True)
