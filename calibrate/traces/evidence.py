@@ -83,13 +83,5 @@ def gather_evidence(
             f"{', '.join(missing_tokens)}; calibrate without it, or from traces with token counts",
             subject="task model",
         )
-    return Evidence(
-        loaded=loaded,
-        units=cut_into_units(traces),
-        rollouts=rollouts,
-        reflections=reflections,
-        lm_servers=servers,
-        lm_servers_source=source,
-        tokens_missing=missing_tokens,
-        notes=notes,
-    )
+    units = cut_into_units(traces)
+    return Evidence(loaded, units, rollouts, reflections, servers, source, missing_tokens, notes)

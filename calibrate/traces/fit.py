@@ -234,9 +234,7 @@ def _fit_families(data: np.ndarray, censored: np.ndarray) -> list[FamilyFit]:
         return []
     with np.errstate(all="ignore"):
         fits = [fit for family in FAMILIES if (fit := _fit_or_none(family, data, censored))]
-    fits = [f for f in fits if math.isfinite(f.aic)]
-    fits.sort(key=lambda f: f.aic)
-    return fits
+    return sorted((f for f in fits if math.isfinite(f.aic)), key=lambda f: f.aic)
 
 
 def _fit_or_none(family: str, data: np.ndarray, censored: np.ndarray) -> FamilyFit | None:
