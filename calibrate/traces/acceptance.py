@@ -51,8 +51,8 @@ from pxn.calibrate.traces.acceptance_likelihood import (
 from pxn.errors import PxnError
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.draws import Resample
     from pxn.calibrate.traces.pipeline import Calibration
-    from pxn.calibrate.traces.resample import Resample
 
 DECAY_ALPHA = 0.05  # significance the decay must reach to replace the constant
 # Below any of these, decay is not testable: acceptance stays constant.

@@ -37,17 +37,35 @@ from pxn.calibrate.traces.overhead import draw_stage_overhead
 from pxn.calibrate.traces.phases import draw_rollout_phases
 from pxn.calibrate.traces.prefix_cache import draw_prefix_seconds
 from pxn.calibrate.traces.prompt_lengths import refit_exponent
-from pxn.calibrate.traces.resample import Resample
 from pxn.calibrate.traces.run_spread import RunSpreadFit, draw_run_spreads
 from pxn.calibrate.traces.served import served_alone
 from pxn.calibrate.traces.slowdown import draw_slowdowns
 from pxn.calibrate.traces.tokens import draw_token_counts
-from pxn.calibrate.traces.units import Units
+from pxn.calibrate.traces.units import Calls, Units
 from pxn.calibrate.traces.untimed_latency import draw_rollout
 from pxn.uncertainty import Uncertainty
 
 if TYPE_CHECKING:
     from pxn.calibrate.traces.pipeline import Calibration
+    from pxn.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class Resample:
+    """One bootstrap resample as every part's refit reads it: the calibration whose models
+    the refits keep, the resampled units, each model's slowdown refitted to them, and the
+    calls as the simulator draws them at those slowdowns."""
+
+    calibration: Calibration
+    units: Units
+    betas: dict[str, float]  # each model's load slowdown, refitted (0 where none was kept)
+    served: Calls  # the resampled calls served alone, at `betas`
+
+    @property
+    def scenario(self) -> Scenario:
+        """The point estimate: the model each refit keeps."""
+        return self.calibration.scenario
+
 
 SEED = 20260801
 RUN_SPREAD_SEED = 20261207  # the unsupported spreads' draws: a generator of their own

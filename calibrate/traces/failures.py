@@ -22,8 +22,8 @@ from pxn.trace import BEFORE_REFLECTION, Iteration, Merge, NoProposal, Reflectio
 from pxn.trace_reading import Trace
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.draws import Resample
     from pxn.calibrate.traces.pipeline import Calibration
-    from pxn.calibrate.traces.resample import Resample
 
 # The per-iteration counts, the columns of Units.losses.
 COUNTS = ("reached", "dataset_lost", "first_tries", "first_failed", "retries", "retry_failed")

@@ -34,7 +34,7 @@ from pxn.distribution import Distribution
 from pxn.errors import PxnError
 
 if TYPE_CHECKING:
-    from pxn.calibrate.traces.resample import Resample
+    from pxn.calibrate.traces.draws import Resample
     from pxn.calibrate.traces.units import Calls
 
 FAMILIES = ("lognorm", "gamma", "weibull_min", "expon")

@@ -16,8 +16,8 @@ import numpy as np
 from pxn.trace_reading import Trace
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.draws import Resample
     from pxn.calibrate.traces.pipeline import Calibration
-    from pxn.calibrate.traces.resample import Resample
 
 UNDECLARED = {"use_merge": False, "max_merge_invocations": 5, "components": 1}
 

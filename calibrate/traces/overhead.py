@@ -20,8 +20,8 @@ from pxn.trace import ROLLOUT_PHASES, Iteration, Reflection, Rollout, Stage
 from pxn.trace_reading import Trace
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.draws import Resample
     from pxn.calibrate.traces.pipeline import Calibration
-    from pxn.calibrate.traces.resample import Resample
 
 TOLERANCE = 1e-9  # seconds
 SUBSAMPLE = 2000  # pairs a Theil-Sen line weighs at most

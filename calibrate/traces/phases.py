@@ -22,8 +22,8 @@ from pxn.distribution import Distribution
 from pxn.trace import ROLLOUT_PHASES
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.draws import Resample
     from pxn.calibrate.traces.pipeline import Calibration
-    from pxn.calibrate.traces.resample import Resample
 
 PHASE_TEST_MIN = 5  # points a phase needs to enter the test of phases differing
 PHASE_ALPHA = 0.01

@@ -21,8 +21,8 @@ from pxn.trace import Reflection
 from pxn.trace_reading import Trace
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.draws import Resample
     from pxn.calibrate.traces.pipeline import Calibration
-    from pxn.calibrate.traces.resample import Resample
 
 # The server pxn's own pool runs; it reuses the longest prefix of its last prompt.
 CACHING_SERVER = "llama-cpp-python"

@@ -28,7 +28,7 @@ from pxn.calibrate.traces.units import Calls
 from pxn.load import RUN_SPREAD_MAX
 
 if TYPE_CHECKING:
-    from pxn.calibrate.traces.resample import Resample
+    from pxn.calibrate.traces.draws import Resample
 
 ALPHA = 0.05  # leaving a real spread out narrows every interval: keep it when plausible
 RUN_SPREAD_PRIOR = 0.4  # log-sd: an unmeasured spread's draws are uniform up to this

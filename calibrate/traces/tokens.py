@@ -38,8 +38,8 @@ from pxn.trace import Event, Reflection, Rollout
 from pxn.trace_reading import Trace
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.draws import Resample
     from pxn.calibrate.traces.pipeline import Calibration
-    from pxn.calibrate.traces.resample import Resample
 
 MIN_POINTS = 5
 

@@ -30,8 +30,8 @@ from pxn.calibrate.traces.tails import no_tail
 from pxn.distribution import Distribution
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.draws import Resample
     from pxn.calibrate.traces.pipeline import Calibration
-    from pxn.calibrate.traces.resample import Resample
 
 SEED = 20261207
 POOR_FIT = 0.01  # a KS p-value of the spans below this earns a note
