@@ -14,18 +14,18 @@ from pxn.calibrate.traces.costs import RecordedCosts, recorded_costs
 from pxn.calibrate.traces.evidence import Evidence
 from pxn.calibrate.traces.fit import LatencyFit, fit_latency
 from pxn.calibrate.traces.load_effect import LoadEffect, fit_load_effects
+from pxn.calibrate.traces.makespan import resolve_workers
 from pxn.calibrate.traces.prompt_lengths import PromptFit
 from pxn.calibrate.traces.served import latency_sample, served_alone
 from pxn.calibrate.traces.slowdown import ROLE_KIND, ModelSlowdown, fit_model_slowdowns
 from pxn.calibrate.traces.tokens import TokenCounts, TokenFit, fit_token_counts, fit_tokens
 from pxn.calibrate.traces.units import Calls, cut_into_units
-from pxn.calibrate.traces.untimed import resolve_workers
 from pxn.calibrate.traces.untimed_latency import UntimedFit, fit_untimed_latency
 from pxn.prices import Prices
 
 
 def with_workers(evidence: Evidence, workers: int | None) -> Evidence:
-    """The evidence with every run's W known where its untimed calls need it (untimed.py);
+    """The evidence with every run's W known where its untimed calls need it (makespan.py);
     `workers`: W for the runs whose recording declared none."""
     traces = resolve_workers(evidence.traces, workers)
     if all(a is b for a, b in zip(traces, evidence.traces, strict=True)):

@@ -2,7 +2,7 @@
 
 The evidence is gathered once (evidence.py: the traces, their setup as run_start declares
 it, their units), with every run's W known where untimed adapter calls need it
-(untimed.py). Then the parts are fitted in the order each needs the ones before
+(makespan.py). Then the parts are fitted in the order each needs the ones before
 (fit_parts; parts.py, and a module per part): each model's load slowdown first, since the
 latencies are fitted to the calls as the simulator draws them, served alone (served.py) at
 their candidates' prompt lengths; then the latencies, tokens, run spreads, prefix cache,
@@ -135,7 +135,7 @@ def calibrate_traces(
     """Read the traces and fit everything the Scenario needs.
 
     `lm_servers`: the LM pool's size when the traces do not say (it overrides them).
-    `workers`: W of the runs whose recording did not declare it (untimed.py).
+    `workers`: W of the runs whose recording did not declare it (makespan.py).
     `task_model`, `reflection_model`: model names litellm prices, for [prices].
     `draws`: parameter draws for the [uncertainty] table (0: none).
     `prefix_cache`: whether the reflections' servers keep their last prompt (None: known for

@@ -16,7 +16,7 @@ was longer than the try) and its last try, whose start the trace does not
 record, is left out. Tries are independent draws, so leaving it out biases
 nothing. An untimed rollout (trace.Rollout.timed) is no call here: its
 duration is its adapter call's span. Each such call is a row of the unit's
-spans instead (untimed.py), its span a makespan (makespan.py).
+spans instead, its span a makespan (makespan.py).
 """
 
 from __future__ import annotations
@@ -32,9 +32,8 @@ from pxn.calibrate.traces.acceptance_likelihood import Steps
 from pxn.calibrate.traces.bookkeeping import Parents, dropped_after_passing
 from pxn.calibrate.traces.failures import COUNTS, iteration_counts, reflective_iterations
 from pxn.calibrate.traces.load_effect import call_loads
-from pxn.calibrate.traces.makespan import Spans
+from pxn.calibrate.traces.makespan import Spans, untimed_calls
 from pxn.calibrate.traces.overhead import loop_end
-from pxn.calibrate.traces.untimed import untimed_calls
 from pxn.selection import Selection
 from pxn.shape import Shape
 from pxn.trace import Attempt, Decision, Merge, Reflection, Rollout, Stage
