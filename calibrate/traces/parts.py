@@ -10,7 +10,6 @@ import numpy as np
 
 from pxn.calibrate.traces.acceptance import AcceptanceFit, fit_acceptance
 from pxn.calibrate.traces.bookkeeping import DuplicateFit, fit_duplicates
-from pxn.calibrate.traces.costs import RecordedCosts, recorded_costs
 from pxn.calibrate.traces.evidence import Evidence
 from pxn.calibrate.traces.fit import LatencyFit, fit_latency
 from pxn.calibrate.traces.load_effect import LoadEffect, fit_load_effects
@@ -18,7 +17,14 @@ from pxn.calibrate.traces.makespan import resolve_workers
 from pxn.calibrate.traces.prompt_lengths import PromptFit
 from pxn.calibrate.traces.served import latency_sample, served_alone
 from pxn.calibrate.traces.slowdown import ROLE_KIND, ModelSlowdown, fit_model_slowdowns
-from pxn.calibrate.traces.tokens import TokenCounts, TokenFit, fit_token_counts, fit_tokens
+from pxn.calibrate.traces.tokens import (
+    RecordedCosts,
+    TokenCounts,
+    TokenFit,
+    fit_token_counts,
+    fit_tokens,
+    recorded_costs,
+)
 from pxn.calibrate.traces.units import Calls, cut_into_units
 from pxn.calibrate.traces.untimed_latency import UntimedFit, fit_untimed_latency
 from pxn.prices import Prices

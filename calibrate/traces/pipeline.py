@@ -30,7 +30,6 @@ from pxn.calibrate.traces.bookkeeping import (
     fit_front_share,
     fit_skip,
 )
-from pxn.calibrate.traces.costs import RecordedCosts, lookup_prices
 from pxn.calibrate.traces.draws import DrawsFit, parameter_draws
 from pxn.calibrate.traces.evidence import Evidence, gather_evidence
 from pxn.calibrate.traces.failures import FailuresFit, fit_failures
@@ -57,7 +56,7 @@ from pxn.calibrate.traces.run_setup import (
 from pxn.calibrate.traces.run_spread import RunSpreadFit, fit_run_spread
 from pxn.calibrate.traces.served import served_alone
 from pxn.calibrate.traces.slowdown import ROLE_KIND, ModelSlowdown
-from pxn.calibrate.traces.tokens import TokenCounts, TokenFit
+from pxn.calibrate.traces.tokens import RecordedCosts, TokenCounts, TokenFit, lookup_prices
 from pxn.calibrate.traces.units import Units, selection_of
 from pxn.calibrate.traces.untimed_latency import UntimedFit
 from pxn.distribution import Distribution
