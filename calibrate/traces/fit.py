@@ -105,9 +105,7 @@ def mle_params(family: str, data: np.ndarray) -> dict[str, float]:
     dist = getattr(scipy.stats, family)
     *shapes, _loc, scale = dist.fit(data, floc=0)
     names = dist.shapes.split(", ") if dist.shapes else []
-    params = {name: float(v) for name, v in zip(names, shapes, strict=True)}
-    params["scale"] = float(scale)
-    return params
+    return {name: float(v) for name, v in zip(names, shapes, strict=True)} | {"scale": float(scale)}
 
 
 def _weibull_params(data: np.ndarray) -> dict[str, float]:

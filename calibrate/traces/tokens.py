@@ -230,7 +230,7 @@ def fit_latency_on_tokens(
     cov = bread @ meat @ bread * n / (n - k)
     half = scipy.stats.t.ppf(0.975, n - k) * np.sqrt(np.diag(cov))
     total = np.sum((y - y.mean()) ** 2)
-    fit = LatencyOnTokens(
+    return LatencyOnTokens(
         what=what,
         n=n,
         intercept=float(coef[0]),
@@ -239,8 +239,7 @@ def fit_latency_on_tokens(
         per_output=float(coef[2]),
         per_output_ci=(float(coef[2] - half[2]), float(coef[2] + half[2])),
         r_squared=float(1 - np.sum(residuals**2) / total) if total > 0 else float("nan"),
-    )
-    return fit, ""
+    ), ""
 
 
 # The token-count families of [tokens], each (kind of call, its count).
