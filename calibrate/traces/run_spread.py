@@ -45,16 +45,16 @@ TAIL = (1 - CONFIDENCE) / 2
 class RunSpreadFit:
     role: str  # "task" (rollouts) or "reflection"
     calls: int
-    runs: int  # runs that share their setup with another run
-    setups: int  # setups run more than once
-    identified: bool
-    spread: float  # the moment estimate's square root (nan when not identified)
-    interval: tuple[float, float]  # 95%, from the F distribution
-    f_statistic: float
-    freedom: tuple[int, int]  # the F test's degrees of freedom (runs, calls)
-    pvalue: float
     chosen: float  # load.<role>.run_spread
     reason: str
+    identified: bool = False
+    runs: int = 0  # runs that share their setup with another run
+    setups: int = 0  # setups run more than once
+    spread: float = math.nan  # the moment estimate's square root
+    interval: tuple[float, float] = (math.nan, math.nan)  # 95%, from the F distribution
+    f_statistic: float = math.nan
+    freedom: tuple[int, int] = (0, 0)  # the F test's degrees of freedom (runs, calls)
+    pvalue: float = math.nan
     anova: _Anova | None = None  # the analysis, for the draws
     lone_runs: int = 0  # no setup was run twice: the runs, each its design's only one
 
@@ -183,11 +183,8 @@ def fit_run_spread(calls: Calls, design: tuple[str, ...], role: str) -> RunSprea
             if lone
             else "not measurable: no setup run twice has timed calls of this model; kept 0"
         )
-        return RunSpreadFit(
-            role, int(np.sum(calls.of(ROLE_KIND[role]))), 0, 0, False, math.nan,
-            (math.nan, math.nan), math.nan, (0, 0), math.nan, 0.0, reason,
-            lone_runs=len(design) if lone else 0,
-        )  # fmt: skip
+        of_kind = int(np.sum(calls.of(ROLE_KIND[role])))
+        return RunSpreadFit(role, of_kind, 0.0, reason, lone_runs=len(design) if lone else 0)
     pvalue = anova.pvalue()
     supported = pvalue < ALPHA and anova.spread > 0
     d_runs, d_calls = anova.freedom
