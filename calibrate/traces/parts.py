@@ -9,7 +9,6 @@ import dataclasses
 import numpy as np
 
 from pxn.calibrate.traces.acceptance import AcceptanceFit, fit_acceptance
-from pxn.calibrate.traces.bookkeeping import DuplicateFit, fit_duplicates
 from pxn.calibrate.traces.evidence import Evidence
 from pxn.calibrate.traces.fit import LatencyFit, fit_latency
 from pxn.calibrate.traces.load_effect import LoadEffect, fit_load_effects
@@ -180,13 +179,3 @@ def load_effects(evidence: Evidence) -> list[LoadEffect]:
                 "see the load slowdown fitted below"
             )
     return effects
-
-
-def duplicates(evidence: Evidence) -> DuplicateFit:
-    units = evidence.units
-    return fit_duplicates(
-        int(units.later.sum()),
-        int(units.dropped.sum()),
-        units.duplicates_shown,
-        units.duplicates_why_not,
-    )

@@ -27,6 +27,7 @@ from pxn.calibrate.traces.bookkeeping import (
     DuplicateFit,
     FrontFit,
     SkipFit,
+    fit_duplicates,
     fit_front_share,
     fit_skip,
 )
@@ -218,7 +219,12 @@ def fit_parts(
         slowdowns=slowdowns,
         lm_servers_source=evidence.lm_servers_source,
         front=fit_front_share(units.parents),
-        duplicates=parts.duplicates(evidence),
+        duplicates=fit_duplicates(
+            int(units.later.sum()),
+            int(units.dropped.sum()),
+            units.duplicates_shown,
+            units.duplicates_why_not,
+        ),
         merges=fit_merges(traces, units.merges, units.merges_accepted, evidence.notes),
         notes=evidence.notes,
         untimed=untimed,
