@@ -32,7 +32,15 @@ from pxn.calibrate.traces.bookkeeping import (
     fit_skip,
 )
 from pxn.calibrate.traces.draws import DrawsFit, parameter_draws
-from pxn.calibrate.traces.evidence import Evidence, gather_evidence
+from pxn.calibrate.traces.evidence import (
+    Evidence,
+    budget_of,
+    calibrated_on,
+    gather_evidence,
+    note_incomplete_runs,
+    optimizer_of,
+    worker_split,
+)
 from pxn.calibrate.traces.failures import FailuresFit, fit_failures
 from pxn.calibrate.traces.fit import LatencyFit
 from pxn.calibrate.traces.load_effect import LoadEffect
@@ -47,13 +55,6 @@ from pxn.calibrate.traces.phases import PhaseFits, fit_phases
 from pxn.calibrate.traces.prefix_cache import PrefixCacheFit, fit_prefix_cache
 from pxn.calibrate.traces.prompt_lengths import PromptFit, fit_prompt_lengths
 from pxn.calibrate.traces.quality import QualityFit, fit_quality, scored
-from pxn.calibrate.traces.run_setup import (
-    budget_of,
-    calibrated_on,
-    note_incomplete_runs,
-    optimizer_of,
-    worker_split,
-)
 from pxn.calibrate.traces.run_spread import RunSpreadFit, fit_run_spread
 from pxn.calibrate.traces.served import served_alone
 from pxn.calibrate.traces.slowdown import ROLE_KIND, ModelSlowdown
