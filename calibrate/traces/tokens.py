@@ -31,10 +31,10 @@ from pxn.calibrate.traces.fit import (
     fit_latency,
     interval,
     latency_lines,
+    no_tail,
     refit_distribution,
 )
 from pxn.calibrate.traces.overhead import subsample_pairs
-from pxn.calibrate.traces.tails import no_tail
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.prices import Prices

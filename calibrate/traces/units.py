@@ -94,7 +94,7 @@ class Units:
     merges: np.ndarray  # per unit: merges gepa judged (0 or 1)
     merges_accepted: np.ndarray  # per unit: of those, accepted
     retries: dict[str, tuple[int, ...]]  # per kind, per call retried after a timeout:
-    # the retries it made and then finished (tails.detect_cap)
+    # the retries it made and then finished (fit.detect_cap)
     duplicates_shown: bool
     duplicates_why_not: str
     passes_hidden: bool  # a run with a selection limit and no scores: passes not all seen

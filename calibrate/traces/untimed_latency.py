@@ -22,11 +22,11 @@ from pxn.calibrate.traces.fit import (
     describe_latency,
     interval,
     latency_lines,
+    no_tail,
     refit_served,
 )
 from pxn.calibrate.traces.makespan import SpanFit, Spans, fit_spans, refit_spans
 from pxn.calibrate.traces.served import latency_sample
-from pxn.calibrate.traces.tails import no_tail
 from pxn.distribution import Distribution
 
 if TYPE_CHECKING:
