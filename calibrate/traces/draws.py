@@ -27,8 +27,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pxn.calibrate.traces.acceptance import draw_acceptance
-from pxn.calibrate.traces.acceptance_batched import BATCHED_PRIOR_SEED, BatchedFit, batched_prior
+from pxn.calibrate.traces.acceptance import (
+    BATCHED_PRIOR_SEED,
+    BatchedFit,
+    batched_prior,
+    draw_acceptance,
+)
 from pxn.calibrate.traces.bookkeeping import draw_duplicates, draw_front_share, draw_skip
 from pxn.calibrate.traces.failures import draw_failures
 from pxn.calibrate.traces.fit import draw_reflection
