@@ -42,8 +42,7 @@ from pxn.calibrate.traces.phases import draw_rollout_phases
 from pxn.calibrate.traces.prefix_cache import draw_prefix_seconds
 from pxn.calibrate.traces.prompt_lengths import refit_exponent
 from pxn.calibrate.traces.run_spread import RunSpreadFit, draw_run_spreads
-from pxn.calibrate.traces.served import served_alone
-from pxn.calibrate.traces.slowdown import draw_slowdowns
+from pxn.calibrate.traces.slowdown import draw_slowdowns, served_alone
 from pxn.calibrate.traces.tokens import draw_token_counts
 from pxn.calibrate.traces.units import Calls, Units
 from pxn.calibrate.traces.untimed_latency import draw_rollout

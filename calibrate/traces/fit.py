@@ -34,7 +34,7 @@ import numpy as np
 import scipy.optimize
 import scipy.stats
 
-from pxn.calibrate.traces.served import latency_sample
+from pxn.calibrate.traces.slowdown import latency_sample
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 

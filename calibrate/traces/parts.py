@@ -14,8 +14,13 @@ from pxn.calibrate.traces.fit import LatencyFit, fit_latency
 from pxn.calibrate.traces.load_effect import LoadEffect, fit_load_effects
 from pxn.calibrate.traces.makespan import resolve_workers
 from pxn.calibrate.traces.prompt_lengths import PromptFit
-from pxn.calibrate.traces.served import latency_sample, served_alone
-from pxn.calibrate.traces.slowdown import ROLE_KIND, ModelSlowdown, fit_model_slowdowns
+from pxn.calibrate.traces.slowdown import (
+    ROLE_KIND,
+    ModelSlowdown,
+    fit_model_slowdowns,
+    latency_sample,
+    served_alone,
+)
 from pxn.calibrate.traces.tokens import (
     RecordedCosts,
     TokenCounts,

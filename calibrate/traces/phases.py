@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import scipy.stats
 
 from pxn.calibrate.traces.fit import LatencyFit, describe_latency, fit_latency, refit_served
-from pxn.calibrate.traces.served import latency_sample
+from pxn.calibrate.traces.slowdown import latency_sample
 from pxn.calibrate.traces.units import Calls
 from pxn.distribution import Distribution
 from pxn.trace import ROLLOUT_PHASES

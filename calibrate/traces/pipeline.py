@@ -56,8 +56,7 @@ from pxn.calibrate.traces.prefix_cache import PrefixCacheFit, fit_prefix_cache
 from pxn.calibrate.traces.prompt_lengths import PromptFit, fit_prompt_lengths
 from pxn.calibrate.traces.quality import QualityFit, fit_quality, scored
 from pxn.calibrate.traces.run_spread import RunSpreadFit, fit_run_spread
-from pxn.calibrate.traces.served import served_alone
-from pxn.calibrate.traces.slowdown import ROLE_KIND, ModelSlowdown
+from pxn.calibrate.traces.slowdown import ROLE_KIND, ModelSlowdown, served_alone
 from pxn.calibrate.traces.tokens import RecordedCosts, TokenCounts, TokenFit, lookup_prices
 from pxn.calibrate.traces.units import Units, selection_of
 from pxn.calibrate.traces.untimed_latency import UntimedFit

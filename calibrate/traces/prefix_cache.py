@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pxn.calibrate.traces.served import served_alone
+from pxn.calibrate.traces.slowdown import served_alone
 from pxn.calibrate.traces.tokens import LatencyOnTokens, fit_latency_on_tokens
 from pxn.trace import Reflection
 from pxn.trace_reading import Trace

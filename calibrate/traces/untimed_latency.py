@@ -26,7 +26,7 @@ from pxn.calibrate.traces.fit import (
     refit_served,
 )
 from pxn.calibrate.traces.makespan import SpanFit, Spans, fit_spans, refit_spans
-from pxn.calibrate.traces.served import latency_sample
+from pxn.calibrate.traces.slowdown import latency_sample
 from pxn.distribution import Distribution
 
 if TYPE_CHECKING:
