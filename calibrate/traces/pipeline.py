@@ -4,7 +4,7 @@ The evidence is gathered once (evidence.py: the traces, their setup as run_start
 it, their units), with every run's W known where untimed adapter calls need it
 (makespan.py). Then the parts are fitted in the order each needs the ones before
 (fit_parts; parts.py, and a module per part): each model's load slowdown first, since the
-latencies are fitted to the calls as the simulator draws them, served alone (served.py) at
+latencies are fitted to the calls as the simulator draws them, served alone (slowdown.py) at
 their candidates' prompt lengths; then the latencies, tokens, run spreads, prefix cache,
 costs, the search's parts, the overhead and the bookkeeping. The Scenario is assembled and
 checked; with `draws`, its [uncertainty] table holds a bootstrap of the same fits

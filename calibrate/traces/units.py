@@ -59,7 +59,7 @@ class Calls:
     run: np.ndarray  # the run it is from (in a resample: the drawn copy of a run)
     # Seconds it may have waited, were its model one server serving calls one at a time:
     # from its start to the end of the call of its model that ended last before it (0 for
-    # a try cut at a timeout). served.py takes it off when every call waited for the one
+    # a try cut at a timeout). served_alone takes it off when every call waited for the one
     # server.
     wait: np.ndarray
 
