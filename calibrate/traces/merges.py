@@ -106,9 +106,7 @@ def merge_lines(cal: Calibration) -> list[str]:
     if not m.merges:
         return [f"{setup}: gepa merges only programs of two components or more"]
     judged = (
-        f"{m.accepted}/{m.judged} merges passed their subsample"
-        if m.judged
-        else ("no merge judged")
+        f"{m.accepted}/{m.judged} merges passed their subsample" if m.judged else "no merge judged"
     )
     return [
         f"{setup}; {judged} -> merge_acceptance=(accepted + 1)/(judged + 2)={m.rate:.3g}",
