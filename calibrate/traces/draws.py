@@ -93,8 +93,6 @@ REFITS: tuple[Callable[[Resample], dict[str, float]], ...] = (
 @dataclass(frozen=True)
 class DrawsFit:
     uncertainty: Uncertainty
-    runs: int
-    units: int
     point: dict[str, float]  # each drawn parameter's point estimate
     spread: dict[str, tuple[float, float]]  # each parameter's central 90% over the draws
 
@@ -127,7 +125,7 @@ def parameter_draws(cal: Calibration, count: int) -> DrawsFit:
         path: tuple(np.percentile([d[path] for d in draws if path in d], [5, 95]).tolist())
         for path in sorted({p for d in draws for p in d})
     }
-    return DrawsFit(Uncertainty(source, draws), units.runs, len(units.run), point, spread)
+    return DrawsFit(Uncertainty(source, draws), point, spread)
 
 
 def with_batched_prior(draws: tuple[dict[str, float], ...], fit: BatchedFit):
