@@ -112,14 +112,11 @@ class Units:
     def resample(self, rng: np.random.Generator) -> Units:
         """Runs drawn with replacement within each design, then units within each drawn run.
 
-        Runs are resampled within their design (a stratified bootstrap), so every
-        draw keeps the calibration's design: the loads it ran at, the shapes and
-        W it saw. Resampling across designs could draw, say, only the W = 2 runs,
-        where every rollout ran at load 2 and every reflection at load 1, and a
-        slowdown fitted there is noise. A design with one run only varies its
-        units. Each drawn copy of a run is a run of its own in the resample
-        (numbered in the order drawn), as a new run in the same conditions
-        would be.
+        Stratified by design, every draw keeps the loads, shapes and W the calibration saw:
+        resampling across designs could draw, say, only the W = 2 runs, where every rollout
+        ran at load 2 and every reflection at load 1, and a slowdown fitted there is noise.
+        A design with one run only varies its units. Each drawn copy of a run is a run of
+        its own (numbered in the order drawn), as a new run in the same conditions would be.
         """
         by_run = [np.flatnonzero(self.run == r) for r in range(self.runs)]
         drawn_runs = []
