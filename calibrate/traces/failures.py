@@ -37,30 +37,6 @@ class FailuresFit:
     counts: dict[str, int]  # COUNTS summed over the traces
     unseen: list[str]  # traces that cannot show losses before the reflection (schema < 3)
 
-    def lines(self) -> list[str]:
-        """The report's lines for this part."""
-        c, f = self.counts, self.failures
-        if not c["reached"] and not c["first_tries"]:
-            return ["proposals lost: none could be seen (no task reached its reflection)"]
-        lines = [
-            f"proposals lost before their reflection: {c['dataset_lost']} of {c['reached']} "
-            f"tasks ({f.dataset:.0%}; the adapter built no reflective dataset)",
-            f"reflection calls that gave no text: {c['first_failed']} of {c['first_tries']} "
-            f"first tries ({f.reflection:.0%})"
-            + (
-                f", {c['retry_failed']} of {c['retries']} retries of a failed one "
-                f"({f.retry_failure:.0%})"
-                if c["retries"]
-                else ""
-            ),
-        ]
-        if self.unseen:
-            lines.append(
-                f"{len(self.unseen)} trace(s) predate the no_proposal event (schema 3): their "
-                "tasks lost before a reflection count as skipped there"
-            )
-        return lines
-
 
 def reflective_iterations(trace: Trace) -> set[int]:
     """The iterations that completed, but for those a merge took."""
@@ -139,10 +115,29 @@ def draw_failures(resample: Resample) -> dict[str, float]:
 
 def failure_lines(cal: Calibration) -> list[str]:
     """The proposals the runs lost before gepa judged them, and the [failures] shares."""
-    failures = cal.failures.failures
+    c, f, unseen = cal.failures.counts, cal.failures.failures, cal.failures.unseen
     chosen = (
-        ", ".join(f"failures.{name}={value:.3g}" for name, value in failures.to_dict().items())
-        if failures.any
+        ", ".join(f"failures.{name}={value:.3g}" for name, value in f.to_dict().items())
+        if f.any
         else "no [failures] table: no proposal was lost"
     )
-    return [*cal.failures.lines(), f"  -> {chosen}"]
+    if not c["reached"] and not c["first_tries"]:
+        seen = ["proposals lost: none could be seen (no task reached its reflection)"]
+        return [*seen, f"  -> {chosen}"]
+    retries = (
+        f", {c['retry_failed']} of {c['retries']} retries of a failed one ({f.retry_failure:.0%})"
+        if c["retries"]
+        else ""
+    )
+    lines = [
+        f"proposals lost before their reflection: {c['dataset_lost']} of {c['reached']} "
+        f"tasks ({f.dataset:.0%}; the adapter built no reflective dataset)",
+        f"reflection calls that gave no text: {c['first_failed']} of {c['first_tries']} "
+        f"first tries ({f.reflection:.0%}){retries}",
+    ]
+    if unseen:
+        lines.append(
+            f"{len(unseen)} trace(s) predate the no_proposal event (schema 3): their "
+            "tasks lost before a reflection count as skipped there"
+        )
+    return [*lines, f"  -> {chosen}"]
