@@ -135,16 +135,15 @@ def fit_slowdown(groups, loads, latencies, servers: int | None) -> SlowdownFit:
         return float(scipy.optimize.brentq(lambda b: statistic(b) - limit, beta, bound))
 
     interval = (edge(low), edge(BETA_MAX))
+    chosen = beta if beta > 0 and pvalue < ALPHA else 0.0  # never where untestable (nan)
     if math.isnan(pvalue):
-        chosen = 0.0
         reason = (
             f"kept 0: slowdown not testable: {n} calls (needs {SLOWDOWN_MIN_CALLS}), {off} "
             f"away from their group's commonest load (needs {SLOWDOWN_MIN_OFF})"
         )
-    elif beta > 0 and pvalue < ALPHA:
-        chosen, reason = beta, f"slowdown supported (LR={lr:.2f}, F test p={pvalue:.2g})"
+    elif chosen:
+        reason = f"slowdown supported (LR={lr:.2f}, F test p={pvalue:.2g})"
     else:
-        chosen = 0.0
         reason = f"kept 0: slowdown not supported (LR={lr:.2f}, F test p={pvalue:.2g})"
     return SlowdownFit(n, set_aside, counts, True, beta, interval, lr, pvalue, chosen, reason)
 
