@@ -59,13 +59,9 @@ class TokenFit:
     spearman: float  # rank correlation of latency and tokens out
 
 
-def fit_tokens(what: str, events: list[Event]) -> TokenFit | None:
+def fit_tokens(what: str, events: Sequence[Rollout | Reflection]) -> TokenFit | None:
     """Fit the line to the calls that report tokens_out; None when too few do."""
-    pairs = [
-        (float(e.tokens_out), e.duration)  # type: ignore[attr-defined]
-        for e in events
-        if getattr(e, "tokens_out", None) is not None
-    ]
+    pairs = [(float(e.tokens_out), e.duration) for e in events if e.tokens_out is not None]
     if len(pairs) < MIN_POINTS:
         return None
     tokens, seconds = subsample_pairs(*np.array(pairs).T)
@@ -202,17 +198,15 @@ class LatencyOnTokens:
 
 
 def fit_latency_on_tokens(
-    what: str, calls: Sequence[tuple[Event, float]]
+    what: str, calls: Sequence[tuple[Rollout | Reflection, float]]
 ) -> tuple[LatencyOnTokens | None, str]:
     """Fit the plane to (call, seconds) pairs; None and why when it cannot be fitted. Only
     first-try successes count: a retry's back-off is no token count's."""
     rows = [
-        (1.0, float(e.tokens_in), float(e.tokens_out), seconds)  # type: ignore[attr-defined]
+        (1.0, float(e.tokens_in), float(e.tokens_out), seconds)
         for e, seconds in calls
-        if getattr(e, "tokens_in", None) is not None
-        and getattr(e, "tokens_out", None) is not None
-        and getattr(e, "error", None) is None
-        and getattr(e, "attempts", 1) == 1
+        if e.tokens_in is not None and e.tokens_out is not None
+        if e.error is None and e.attempts == 1
     ]
     if len(rows) < MIN_LATENCY_FIT:
         return None, f"{len(rows)} {what}s with both token counts, too few (need {MIN_LATENCY_FIT})"
