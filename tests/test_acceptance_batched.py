@@ -17,8 +17,7 @@ from calibrate_helpers import TRUE, write_traces
 from conftest import assert_user_error, run_pxn
 
 from pxn.acceptance import Acceptance
-from pxn.calibrate.traces.acceptance import fit_acceptance
-from pxn.calibrate.traces.acceptance_batched import RATIO_MIN_PROPOSALS, BatchedFit
+from pxn.calibrate.traces.acceptance import RATIO_MIN_PROPOSALS, BatchedFit, fit_acceptance
 from pxn.calibrate.traces.acceptance_likelihood import Steps
 from pxn.calibrate.traces.draws import with_batched_prior
 from pxn.calibrate.traces.pipeline import calibrate_traces

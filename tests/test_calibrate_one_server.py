@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pxn.calibrate.traces.served import served_alone
+from pxn.calibrate.traces.slowdown import served_alone
 from pxn.calibrate.traces.units import Calls, one_server_waits
 from pxn.trace import Rollout
 

@@ -22,7 +22,7 @@ from pxn.acceptance import Acceptance
 from pxn.api.advice_report import advice_report
 from pxn.api.prediction_report import EXTRAPOLATION, extrapolation_warning, predictions_report
 from pxn.api.report import Note
-from pxn.calibrate.traces import load_effect, slowdown, tails
+from pxn.calibrate.traces import load_effect, slowdown
 from pxn.calibrate.traces.acceptance import (
     CORRELATION_MIN_STEPS,
     DECAY_ALPHA,
@@ -33,7 +33,7 @@ from pxn.calibrate.traces.acceptance import (
     fit_correlation,
 )
 from pxn.calibrate.traces.acceptance_likelihood import Steps
-from pxn.calibrate.traces.fit import fit_latency
+from pxn.calibrate.traces.fit import CAP_ALPHA, CAP_MIN_SAMPLE, fit_latency
 from pxn.calibrate.traces.load_effect import fit_load_effects
 from pxn.calibrate.traces.phases import PHASE_ALPHA, PHASE_TEST_MIN, phase_test
 from pxn.calibrate.traces.pipeline import calibrate_traces
@@ -262,8 +262,8 @@ def test_no_cap_is_claimed_on_uncapped_latencies_at_small_n() -> None:
         for n in (8, 12, 20, 40):
             fits = [fit_latency(name, draw(n)) for _ in range(100)]
             claims = sum(fit.tail.capped for fit in fits)
-            assert at_most(claims, 100, tails.CAP_ALPHA), f"{name}, n={n}: {claims}"
-            if n < tails.CAP_MIN_SAMPLE:
+            assert at_most(claims, 100, CAP_ALPHA), f"{name}, n={n}: {claims}"
+            if n < CAP_MIN_SAMPLE:
                 assert all("not testable" in fit.tail.reason for fit in fits)
 
 

@@ -17,9 +17,8 @@ import pytest
 from calibrate_helpers import TOKENS, TRUE, relative, strip_tokens, write_token_traces, write_traces
 from conftest import assert_user_error, run_pxn
 
-from pxn.calibrate.traces.costs import lookup_prices
 from pxn.calibrate.traces.pipeline import Calibration, calibrate_traces
-from pxn.calibrate.traces.tokens import fit_counts, fit_reflection_input
+from pxn.calibrate.traces.tokens import fit_counts, fit_reflection_input, lookup_prices
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 

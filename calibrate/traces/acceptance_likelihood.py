@@ -32,8 +32,7 @@ class Steps:
 
     @classmethod
     def of(cls, made, judged, passed, batched=None) -> Steps:
-        columns = (np.asarray(v, dtype=float) for v in (made, judged, passed))
-        made, judged, passed = columns
+        made, judged, passed = (np.asarray(v, dtype=float) for v in (made, judged, passed))
         flags = np.zeros(len(made), dtype=bool) if batched is None else np.asarray(batched, bool)
         return cls(made, judged, passed, flags)
 

@@ -24,8 +24,8 @@ import scipy.stats
 from pxn.trace import Decision
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.draws import Resample
     from pxn.calibrate.traces.pipeline import Calibration
-    from pxn.calibrate.traces.resample import Resample
 
 ALPHA = 0.05
 SHARE_GRID = np.linspace(0.005, 1.0, 200)

@@ -1,33 +1,21 @@
 """Parameter uncertainty: the calibration's own fits, bootstrapped.
 
-The draws carry how well the traces pin the parameters. A two-stage
-bootstrap: the runs are resampled with replacement within their design
-(shape, W, C, b, servers: every draw keeps the loads and shapes the
-calibration saw), then the iterations within each drawn run (the unit: an
-iteration's calls, its verdicts, its stages, units.py). That is how well the
-runs pin a mean; how far a new run strays from it is each model's
-run_spread (run_spread.py), which the simulator draws per run. With ONE run
-per design the draws hold sampling error alone, and the source says so. The
-two stages together slightly overstate the spread when runs differ little.
+The draws carry how well the traces pin the parameters. A two-stage bootstrap: the runs
+are resampled with replacement within their design (shape, W, C, b, servers: every draw
+keeps the loads and shapes the calibration saw), then the iterations within each drawn run
+(the unit, units.py). That is how well the runs pin a mean; how far a new run strays from
+it is each model's run_spread (run_spread.py), which the simulator draws per run. With ONE
+run per design the draws hold sampling error alone, and the source says so. The two stages
+together slightly overstate the spread when runs differ little.
 
-Each draw refits every parameter the scenario holds, with the model the point
-estimate chose: the same latency family (an empirical sample's draw is its
-`scale`, the resampled mean over the sample's), the cap where it was found,
-decay or constant acceptance, the batched iterations' ratio if fitted, and the
-correlation if kept, each model's
-slowdown if kept (on the same calls and groups) and run_spread if kept (each
-drawn copy of a run a run of its own: copies of one run agree, so the draws
-of a spread sit a little below its point estimate, as a bootstrap of a
-variance does; a spread measured but kept 0 is drawn from its confidence
-distribution instead, run_spread.py), front_share and
-duplicate_children if fitted, the stage overhead, the skip share, the [failures] shares,
-merge_acceptance where gepa could merge, and the token-count families. A
-rollout latency fitted to untimed calls' spans is refitted to the resampled
-spans and timed latencies (untimed_latency.py), at the draw's slowdown.
-Model choices are not redone per draw (a draw is a scenario of the chosen
-model), and no draw is bootstrapped again. What is fixed: the setup,
-lm_servers, the cap's place, decay_until, the tokens' reflection input line
-and its latency shift, the prices.
+Each draw refits every parameter the scenario holds with the model the point estimate
+chose, one refit per part (REFITS; an empirical latency's draw is its `scale`). Copies of
+one run agree, so a drawn run spread sits a little below its point estimate, as a
+bootstrap of a variance does; a spread measured but kept 0 is drawn from its confidence
+distribution instead (run_spread.py). Model choices are not redone per draw (a draw is a
+scenario of the chosen model), and no draw is bootstrapped again. What is fixed: the
+setup, lm_servers, the cap's place, decay_until, the tokens' reflection input line and its
+latency shift, the prices.
 """
 
 from __future__ import annotations
@@ -39,8 +27,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pxn.calibrate.traces.acceptance import draw_acceptance
-from pxn.calibrate.traces.acceptance_batched import BATCHED_PRIOR_SEED, BatchedFit, batched_prior
+from pxn.calibrate.traces.acceptance import (
+    BATCHED_PRIOR_SEED,
+    BatchedFit,
+    batched_prior,
+    draw_acceptance,
+)
 from pxn.calibrate.traces.bookkeeping import draw_duplicates, draw_front_share, draw_skip
 from pxn.calibrate.traces.failures import draw_failures
 from pxn.calibrate.traces.fit import draw_reflection
@@ -49,17 +41,34 @@ from pxn.calibrate.traces.overhead import draw_stage_overhead
 from pxn.calibrate.traces.phases import draw_rollout_phases
 from pxn.calibrate.traces.prefix_cache import draw_prefix_seconds
 from pxn.calibrate.traces.prompt_lengths import refit_exponent
-from pxn.calibrate.traces.resample import Resample
 from pxn.calibrate.traces.run_spread import RunSpreadFit, draw_run_spreads
-from pxn.calibrate.traces.served import served_alone
-from pxn.calibrate.traces.slowdown import draw_slowdowns
+from pxn.calibrate.traces.slowdown import draw_slowdowns, served_alone
 from pxn.calibrate.traces.tokens import draw_token_counts
-from pxn.calibrate.traces.units import Units
+from pxn.calibrate.traces.units import Calls, Units
 from pxn.calibrate.traces.untimed_latency import draw_rollout
 from pxn.uncertainty import Uncertainty
 
 if TYPE_CHECKING:
     from pxn.calibrate.traces.pipeline import Calibration
+    from pxn.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class Resample:
+    """One bootstrap resample as every part's refit reads it: the calibration whose models
+    the refits keep, the resampled units, each model's slowdown refitted to them, and the
+    calls as the simulator draws them at those slowdowns."""
+
+    calibration: Calibration
+    units: Units
+    betas: dict[str, float]  # each model's load slowdown, refitted (0 where none was kept)
+    served: Calls  # the resampled calls served alone, at `betas`
+
+    @property
+    def scenario(self) -> Scenario:
+        """The point estimate: the model each refit keeps."""
+        return self.calibration.scenario
+
 
 SEED = 20260801
 RUN_SPREAD_SEED = 20261207  # the unsupported spreads' draws: a generator of their own
@@ -84,8 +93,6 @@ REFITS: tuple[Callable[[Resample], dict[str, float]], ...] = (
 @dataclass(frozen=True)
 class DrawsFit:
     uncertainty: Uncertainty
-    runs: int
-    units: int
     point: dict[str, float]  # each drawn parameter's point estimate
     spread: dict[str, tuple[float, float]]  # each parameter's central 90% over the draws
 
@@ -118,7 +125,7 @@ def parameter_draws(cal: Calibration, count: int) -> DrawsFit:
         path: tuple(np.percentile([d[path] for d in draws if path in d], [5, 95]).tolist())
         for path in sorted({p for d in draws for p in d})
     }
-    return DrawsFit(Uncertainty(source, draws), units.runs, len(units.run), point, spread)
+    return DrawsFit(Uncertainty(source, draws), point, spread)
 
 
 def with_batched_prior(draws: tuple[dict[str, float], ...], fit: BatchedFit):

@@ -22,8 +22,8 @@ from pxn.trace import BEFORE_REFLECTION, Iteration, Merge, NoProposal, Reflectio
 from pxn.trace_reading import Trace
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.draws import Resample
     from pxn.calibrate.traces.pipeline import Calibration
-    from pxn.calibrate.traces.resample import Resample
 
 # The per-iteration counts, the columns of Units.losses.
 COUNTS = ("reached", "dataset_lost", "first_tries", "first_failed", "retries", "retry_failed")
@@ -37,47 +37,21 @@ class FailuresFit:
     counts: dict[str, int]  # COUNTS summed over the traces
     unseen: list[str]  # traces that cannot show losses before the reflection (schema < 3)
 
-    def lines(self) -> list[str]:
-        """The report's lines for this part."""
-        c, f = self.counts, self.failures
-        if not c["reached"] and not c["first_tries"]:
-            return ["proposals lost: none could be seen (no task reached its reflection)"]
-        lines = [
-            f"proposals lost before their reflection: {c['dataset_lost']} of {c['reached']} "
-            f"tasks ({f.dataset:.0%}; the adapter built no reflective dataset)",
-            f"reflection calls that gave no text: {c['first_failed']} of {c['first_tries']} "
-            f"first tries ({f.reflection:.0%})"
-            + (
-                f", {c['retry_failed']} of {c['retries']} retries of a failed one "
-                f"({f.retry_failure:.0%})"
-                if c["retries"]
-                else ""
-            ),
-        ]
-        if self.unseen:
-            lines.append(
-                f"{len(self.unseen)} trace(s) predate the no_proposal event (schema 3): their "
-                "tasks lost before a reflection count as skipped there"
-            )
-        return lines
+
+def reflective_iterations(trace: Trace) -> set[int]:
+    """The iterations that completed, but for those a merge took."""
+    return {i.iteration for i in trace.of(Iteration)} - {m.iteration for m in trace.live(Merge)}
 
 
 def iteration_counts(trace: Trace) -> dict[int, np.ndarray]:
     """Each reflective iteration's COUNTS."""
-    merged = {m.iteration for m in trace.live(Merge)}
-    done = {i.iteration for i in trace.of(Iteration)} - merged
+    done = reflective_iterations(trace)
     k = Shape.parse(trace.run_start.shape).k
-    counts = {iteration: np.zeros(len(COUNTS)) for iteration in done}
-    lost = trace.live(NoProposal)
-    skipped = [e for e in lost if e.reason == "perfect_parent"]
-    for iteration in done:
-        counts[iteration][0] = k
-    for event in skipped:
+    counts = {iteration: np.r_[k, np.zeros(len(COUNTS) - 1)] for iteration in done}
+    for event in trace.live(NoProposal):
         if event.iteration in done:
-            counts[event.iteration][0] -= 1
-    for event in lost:
-        if event.iteration in done and event.reason in BEFORE_REFLECTION:
-            counts[event.iteration][1] += 1
+            counts[event.iteration][0] -= event.reason == "perfect_parent"
+            counts[event.iteration][1] += event.reason in BEFORE_REFLECTION
     by_iteration: dict[int, list[Reflection]] = {}
     for r in trace.live(Reflection):
         if r.iteration in done:
@@ -141,10 +115,29 @@ def draw_failures(resample: Resample) -> dict[str, float]:
 
 def failure_lines(cal: Calibration) -> list[str]:
     """The proposals the runs lost before gepa judged them, and the [failures] shares."""
-    failures = cal.failures.failures
+    c, f, unseen = cal.failures.counts, cal.failures.failures, cal.failures.unseen
     chosen = (
-        ", ".join(f"failures.{name}={value:.3g}" for name, value in failures.to_dict().items())
-        if failures.any
+        ", ".join(f"failures.{name}={value:.3g}" for name, value in f.to_dict().items())
+        if f.any
         else "no [failures] table: no proposal was lost"
     )
-    return [*cal.failures.lines(), f"  -> {chosen}"]
+    if not c["reached"] and not c["first_tries"]:
+        seen = ["proposals lost: none could be seen (no task reached its reflection)"]
+        return [*seen, f"  -> {chosen}"]
+    retries = (
+        f", {c['retry_failed']} of {c['retries']} retries of a failed one ({f.retry_failure:.0%})"
+        if c["retries"]
+        else ""
+    )
+    lines = [
+        f"proposals lost before their reflection: {c['dataset_lost']} of {c['reached']} "
+        f"tasks ({f.dataset:.0%}; the adapter built no reflective dataset)",
+        f"reflection calls that gave no text: {c['first_failed']} of {c['first_tries']} "
+        f"first tries ({f.reflection:.0%}){retries}",
+    ]
+    if unseen:
+        lines.append(
+            f"{len(unseen)} trace(s) predate the no_proposal event (schema 3): their "
+            "tasks lost before a reflection count as skipped there"
+        )
+    return [*lines, f"  -> {chosen}"]

@@ -9,11 +9,17 @@ observed latencies) is the alternative when no family fits or there are too
 few points to fit one. Bootstrap intervals say how uncertain a small sample
 leaves the mean, the median and the chosen family's parameters.
 
-A sample that piles up at a cap (tails.py) is fitted with the piled-up
-latencies right-censored: the likelihood takes the survival function there,
-maximised numerically from the uncensored fit; the KS test then checks the
-latencies below the cap against the fit conditioned on being below it, and
-the chosen distribution carries the cap.
+Bounded tails. Given the maximum M, the count within CAP_WINDOW of M is binomial at the
+share the best family fitted to every latency (the pile included, so conservative) gives
+that window; a pile of CAP_MIN_PILE at p < CAP_ALPHA in CAP_MIN_SAMPLE latencies or more
+is a cap. A naturally bounded latency can read as one. Where the runner retried after
+timeouts the cap is known: those tries are right-censored, the cap is their median
+duration and cap_retries the most retries a finished call made. A capped sample is fitted
+with the piled-up latencies right-censored at the window's edge: the likelihood takes the
+survival function there, maximised numerically from the uncensored fit; the KS test then
+checks the latencies below the cap against the fit conditioned on being below it, and the
+chosen distribution carries the cap, which sits on latencies served alone, where the
+simulator applies it (docs/calibration.md, "Caps").
 """
 
 from __future__ import annotations
@@ -28,13 +34,12 @@ import numpy as np
 import scipy.optimize
 import scipy.stats
 
-from pxn.calibrate.traces.served import latency_sample
-from pxn.calibrate.traces.tails import TailFit, censor, detect_cap
+from pxn.calibrate.traces.slowdown import latency_sample
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 
 if TYPE_CHECKING:
-    from pxn.calibrate.traces.resample import Resample
+    from pxn.calibrate.traces.draws import Resample
     from pxn.calibrate.traces.units import Calls
 
 FAMILIES = ("lognorm", "gamma", "weibull_min", "expon")
@@ -43,6 +48,76 @@ MIN_FIT_POINTS = 8  # below this a two-parameter family is a guess: resample ins
 KS_REJECT = 0.01  # auto falls back to the empirical bootstrap below this KS p-value
 BOOTSTRAP = 200  # resamples for the intervals; enough for a 95% percentile interval
 SEED = 20260730  # fixed, so the same traces give the same report
+CAP_WINDOW = 0.02  # a pile is within 2% of the maximum
+CAP_ALPHA = 1e-3  # every latency sample is screened: a cap must be clear
+CAP_MIN_PILE = 5
+CAP_MIN_SAMPLE = 20
+
+
+@dataclass(frozen=True)
+class TailFit:
+    n: int  # latencies screened
+    low: float  # the window's lower edge: latencies at or above it are censored there
+    pvalue: float  # binomial test of the pile; nan when not tested
+    timed_out: int  # tries the runner cut at a timeout and retried (Attempt events)
+    cap: float | None
+    cap_retries: int
+    reason: str
+
+    @property
+    def capped(self) -> bool:
+        return self.cap is not None
+
+
+def no_tail(n: int, reason: str) -> TailFit:
+    return TailFit(n, math.inf, math.nan, 0, None, 0, reason)
+
+
+def detect_cap(
+    observed: np.ndarray,
+    uncapped: scipy.stats.rv_continuous | None,
+    timed_out: np.ndarray,
+    retries: tuple[int, ...],
+) -> TailFit:
+    """Screen one latency sample for a cap.
+
+    `uncapped` is the best family fitted to the observed latencies (None when too
+    few for one); `timed_out` the durations of tries cut at a timeout; `retries`
+    per retried call, the retries it made after timeouts and then finished.
+    """
+    n = len(observed)
+    if len(timed_out):
+        cap = float(np.median(timed_out))
+        reason = f"{len(timed_out)} tries timed out at {cap:.4g} and were retried"
+        low, most = cap * (1 - CAP_WINDOW), max(retries, default=0)
+        return TailFit(n, low, math.nan, len(timed_out), cap, most, reason)
+    if uncapped is None or n < CAP_MIN_SAMPLE:
+        return no_tail(n, f"not testable: {n} latencies (needs {CAP_MIN_SAMPLE} and a family fit)")
+    maximum = float(observed.max())
+    low = maximum * (1 - CAP_WINDOW)
+    piled = int(np.sum(observed >= low))
+    below_max = float(uncapped.cdf(maximum))
+    share = (below_max - float(uncapped.cdf(low))) / below_max if below_max > 0 else 1.0
+    expected = (n - 1) * share
+    pvalue = float(scipy.stats.binom.sf(piled - 2, n - 1, share))
+    found = piled >= CAP_MIN_PILE and pvalue < CAP_ALPHA
+    words = (
+        f"{piled} values within {CAP_WINDOW:.0%} of the maximum {maximum:.4g}, "
+        f"{expected + 1:.2g} expected without a cap (binomial p={pvalue:.2g})"
+    )
+    if not found:
+        return TailFit(n, math.inf, pvalue, 0, None, 0, f"no cap: {words}")
+    cap = float(np.median(observed[observed >= low]))
+    return TailFit(n, low, pvalue, 0, cap, 0, f"capped at {cap:.4g}: {words}")
+
+
+def censor(
+    observed: np.ndarray, timed_out: np.ndarray, low: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(uncensored latencies, right-censoring points): the pile at `low`, timeouts as they ran."""
+    piled = observed >= low
+    points = np.concatenate([np.full(int(piled.sum()), low), timed_out])
+    return observed[~piled], points
 
 
 @dataclass(frozen=True)
@@ -105,9 +180,7 @@ def mle_params(family: str, data: np.ndarray) -> dict[str, float]:
     dist = getattr(scipy.stats, family)
     *shapes, _loc, scale = dist.fit(data, floc=0)
     names = dist.shapes.split(", ") if dist.shapes else []
-    params = {name: float(v) for name, v in zip(names, shapes, strict=True)}
-    params["scale"] = float(scale)
-    return params
+    return {name: float(v) for name, v in zip(names, shapes, strict=True)} | {"scale": float(scale)}
 
 
 def _weibull_params(data: np.ndarray) -> dict[str, float]:
@@ -191,7 +264,7 @@ def fit_latency(
     """Fit the families to `durations` (seconds) and choose one as `choice` asks.
 
     `timed_out`: durations of tries cut at a timeout (right-censored); `retries`:
-    per retried call, its retries after timeouts (tails.detect_cap). A `tail`
+    per retried call, its retries after timeouts (detect_cap). A `tail`
     given (a phase's share of a sample already screened) is applied, not tested.
     """
     if choice not in CHOICES:
@@ -204,7 +277,8 @@ def fit_latency(
         raise PxnError(f"{what}: no positive latencies to fit ({len(values)} observed)")
     fits = _fit_families(data, np.empty(0))
     if tail is None:
-        tail = detect_cap(data, _frozen(fits[0]) if fits else None, cut, retries)
+        best = getattr(scipy.stats, fits[0].family)(**fits[0].params) if fits else None
+        tail = detect_cap(data, best, cut, retries)
     if tail.capped:
         below, censored = censor(data, cut, tail.low)
         fits = _fit_families(below, censored) if len(below) >= MIN_FIT_POINTS else []
@@ -233,9 +307,7 @@ def _fit_families(data: np.ndarray, censored: np.ndarray) -> list[FamilyFit]:
         return []
     with np.errstate(all="ignore"):
         fits = [fit for family in FAMILIES if (fit := _fit_or_none(family, data, censored))]
-    fits = [f for f in fits if math.isfinite(f.aic)]
-    fits.sort(key=lambda f: f.aic)
-    return fits
+    return sorted((f for f in fits if math.isfinite(f.aic)), key=lambda f: f.aic)
 
 
 def _fit_or_none(family: str, data: np.ndarray, censored: np.ndarray) -> FamilyFit | None:
@@ -246,10 +318,6 @@ def _fit_or_none(family: str, data: np.ndarray, censored: np.ndarray) -> FamilyF
         return fit_family(family, data, censored)
     except (ValueError, RuntimeError):
         return None
-
-
-def _frozen(fit: FamilyFit):
-    return getattr(scipy.stats, fit.family)(**fit.params)
 
 
 def _choose(data: np.ndarray, fits: list[FamilyFit], choice: str) -> tuple[Distribution, str]:

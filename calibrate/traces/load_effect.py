@@ -62,24 +62,12 @@ def call_loads(calls: list[Rollout | Reflection]) -> np.ndarray:
     return np.maximum(np.array(loads), 1)  # itself, even when it took no time
 
 
-def _loads(trace: Trace) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per kind of call: (calls of its kind in flight at its start, its latency)."""
-    pairs = {}
-    rollouts = [r for r in trace.of(Rollout) if r.timed]
-    for what, calls in (("rollout", rollouts), ("reflection", trace.of(Reflection))):
-        if calls:
-            latency = np.array([c.duration for c in calls])
-            pairs[what] = (call_loads(calls), latency)
-    return pairs
-
-
 def fit_load_effects(traces: list[Trace]) -> list[LoadEffect]:
-    per_trace = [_loads(t) for t in traces]
     effects = []
-    for what in ("rollout", "reflection"):
-        pairs = [p[what] for p in per_trace if what in p]
-        load = np.concatenate([p[0] for p in pairs]) if pairs else np.empty(0)
-        latency = np.concatenate([p[1] for p in pairs]) if pairs else np.empty(0)
+    for what, kind in (("rollout", Rollout), ("reflection", Reflection)):
+        runs = [[c for c in t.of(kind) if kind is Reflection or c.timed] for t in traces]
+        load = np.concatenate([call_loads(calls) for calls in runs])
+        latency = np.array([c.duration for calls in runs for c in calls])
         if len(load) < 3:
             continue
         rho = pvalue = slope = math.nan

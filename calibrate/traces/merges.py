@@ -16,8 +16,8 @@ import numpy as np
 from pxn.trace_reading import Trace
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.draws import Resample
     from pxn.calibrate.traces.pipeline import Calibration
-    from pxn.calibrate.traces.resample import Resample
 
 UNDECLARED = {"use_merge": False, "max_merge_invocations": 5, "components": 1}
 
@@ -106,9 +106,7 @@ def merge_lines(cal: Calibration) -> list[str]:
     if not m.merges:
         return [f"{setup}: gepa merges only programs of two components or more"]
     judged = (
-        f"{m.accepted}/{m.judged} merges passed their subsample"
-        if m.judged
-        else ("no merge judged")
+        f"{m.accepted}/{m.judged} merges passed their subsample" if m.judged else "no merge judged"
     )
     return [
         f"{setup}; {judged} -> merge_acceptance=(accepted + 1)/(judged + 2)={m.rate:.3g}",

@@ -20,8 +20,8 @@ from pxn.trace import ROLLOUT_PHASES, Iteration, Reflection, Rollout, Stage
 from pxn.trace_reading import Trace
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.draws import Resample
     from pxn.calibrate.traces.pipeline import Calibration
-    from pxn.calibrate.traces.resample import Resample
 
 TOLERANCE = 1e-9  # seconds
 SUBSAMPLE = 2000  # pairs a Theil-Sen line weighs at most
@@ -86,8 +86,10 @@ def in_flight(starts: np.ndarray, ends: np.ndarray, at: np.ndarray) -> np.ndarra
     )
 
 
-def _peak(starts: np.ndarray, ends: np.ndarray) -> int:
-    return int(in_flight(starts, ends, starts).max()) if len(starts) else 0
+def _peak(calls: list[Rollout] | list[Reflection]) -> int:
+    """The most calls in flight at one instant."""
+    starts = np.array([c.start for c in calls])
+    return int(in_flight(starts, np.array([c.end for c in calls]), starts).max()) if calls else 0
 
 
 def _usable_slot_seconds(trace: Trace, rollouts: list[Rollout]) -> float:
@@ -121,15 +123,9 @@ def fit_concurrency(traces: list[Trace]) -> ConcurrencyFit:
     workers = max(t.run_start.workers for t in traces)
     for trace in traces:
         rollouts = [r for r in trace.of(Rollout) if r.timed]
-        starts = np.array([r.start for r in rollouts])
-        ends = np.array([r.end for r in rollouts])
-        peak = max(peak, _peak(starts, ends))
-        reflections = trace.of(Reflection)
-        reflection_peak = max(
-            reflection_peak,
-            _peak(np.array([r.start for r in reflections]), np.array([r.end for r in reflections])),
-        )
-        busy += float(np.sum(ends - starts))
+        peak = max(peak, _peak(rollouts))
+        reflection_peak = max(reflection_peak, _peak(trace.of(Reflection)))
+        busy += float(np.sum(np.array([r.duration for r in rollouts])))
         stage_seconds += _usable_slot_seconds(trace, rollouts)
     return ConcurrencyFit(
         workers=workers,

@@ -5,31 +5,37 @@ one part and adds that part's notes to the evidence's list. pipeline.py runs the
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 
 from pxn.calibrate.traces.acceptance import AcceptanceFit, fit_acceptance
-from pxn.calibrate.traces.bookkeeping import DuplicateFit, fit_duplicates
-from pxn.calibrate.traces.costs import RecordedCosts, recorded_costs
 from pxn.calibrate.traces.evidence import Evidence
 from pxn.calibrate.traces.fit import LatencyFit, fit_latency
 from pxn.calibrate.traces.load_effect import LoadEffect, fit_load_effects
-from pxn.calibrate.traces.phases import PhaseFits, fit_phases
-from pxn.calibrate.traces.prefix_cache import PrefixCacheFit, fit_prefix_cache
-from pxn.calibrate.traces.prompt_lengths import PromptFit, fit_prompt_lengths
-from pxn.calibrate.traces.run_spread import RunSpreadFit, fit_run_spread
-from pxn.calibrate.traces.served import latency_sample, served_alone
-from pxn.calibrate.traces.slowdown import ROLE_KIND, ModelSlowdown, fit_model_slowdowns
-from pxn.calibrate.traces.tokens import TokenCounts, TokenFit, fit_token_counts, fit_tokens
+from pxn.calibrate.traces.makespan import resolve_workers
+from pxn.calibrate.traces.prompt_lengths import PromptFit
+from pxn.calibrate.traces.slowdown import (
+    ROLE_KIND,
+    ModelSlowdown,
+    fit_model_slowdowns,
+    latency_sample,
+    served_alone,
+)
+from pxn.calibrate.traces.tokens import (
+    RecordedCosts,
+    TokenCounts,
+    TokenFit,
+    fit_token_counts,
+    fit_tokens,
+    recorded_costs,
+)
 from pxn.calibrate.traces.units import Calls, cut_into_units
-from pxn.calibrate.traces.untimed import resolve_workers
 from pxn.calibrate.traces.untimed_latency import UntimedFit, fit_untimed_latency
 from pxn.prices import Prices
 
 
 def with_workers(evidence: Evidence, workers: int | None) -> Evidence:
-    """The evidence with every run's W known where its untimed calls need it (untimed.py);
+    """The evidence with every run's W known where its untimed calls need it (makespan.py);
     `workers`: W for the runs whose recording declared none."""
     traces = resolve_workers(evidence.traces, workers)
     if all(a is b for a, b in zip(traces, evidence.traces, strict=True)):
@@ -60,12 +66,6 @@ def slowdowns(evidence: Evidence) -> dict[str, ModelSlowdown]:
     return fits
 
 
-def prompt_lengths(evidence: Evidence, betas: dict[str, float]) -> PromptFit:
-    """How a candidate's prompt length scales its rollouts, from the calls at the slowdowns."""
-    load_only, _ = served_alone(evidence.units.calls, betas, evidence.lm_servers, None)
-    return fit_prompt_lengths(evidence.traces, load_only)
-
-
 def served(evidence: Evidence, betas: dict[str, float], prompt: PromptFit) -> Calls:
     """The calls as the simulator draws them, each at its own run's b."""
     calls = evidence.units.calls
@@ -79,18 +79,6 @@ def served(evidence: Evidence, betas: dict[str, float], prompt: PromptFit) -> Ca
             "waits in (an overestimate)"
         )
     return calls
-
-
-def at_measured_b(
-    evidence: Evidence,
-    betas: dict[str, float],
-    token_counts: TokenCounts | None,
-    prompt: PromptFit,
-) -> Calls:
-    """The calls as the simulator draws them, reflections shifted to the measured b."""
-    tokens = None if token_counts is None else token_counts.chosen
-    calls = evidence.units.calls
-    return served_alone(calls, betas, evidence.lm_servers, tokens, prompt.factors(calls))[0]
 
 
 def rollout_latency(
@@ -112,19 +100,6 @@ def rollout_latency(
         choice=choice,
         notes=evidence.notes,
     )
-
-
-def phases(
-    evidence: Evidence,
-    served: Calls,
-    rollout: LatencyFit,
-    choice: str,
-    untimed: UntimedFit | None,
-) -> PhaseFits:
-    """Each phase's own latency where the phases differ; one for all with untimed calls."""
-    if untimed is None:
-        return fit_phases(served, rollout, choice, evidence.notes)
-    return PhaseFits({}, math.nan, {})
 
 
 def latency_fit(evidence: Evidence, served: Calls, kind: str, choice: str) -> LatencyFit:
@@ -165,17 +140,6 @@ def _token_notes(fit: TokenCounts, first_b: int, notes: list[str]) -> None:
             f"b={r.measured_minibatch}; base is held at 0 and per_example = the measured mean / b "
             f"= {r.per_example:.4g} tokens (b's effect on the input is then an upper bound)"
         )
-
-
-def run_spreads(evidence: Evidence, served: Calls) -> dict[str, RunSpreadFit]:
-    return {role: fit_run_spread(served, evidence.units.design, role) for role in ROLE_KIND}
-
-
-def prefix_cache(
-    evidence: Evidence, token_counts: TokenCounts | None, declared: bool | None
-) -> PrefixCacheFit:
-    latency = None if token_counts is None else token_counts.latency
-    return fit_prefix_cache(evidence.traces, latency, evidence.lm_servers, declared)
 
 
 def latency_on_tokens_out(evidence: Evidence) -> list[TokenFit]:
@@ -220,13 +184,3 @@ def load_effects(evidence: Evidence) -> list[LoadEffect]:
                 "see the load slowdown fitted below"
             )
     return effects
-
-
-def duplicates(evidence: Evidence) -> DuplicateFit:
-    units = evidence.units
-    return fit_duplicates(
-        int(units.later.sum()),
-        int(units.dropped.sum()),
-        units.duplicates_shown,
-        units.duplicates_why_not,
-    )

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING
 import scipy.stats
 
 from pxn.calibrate.traces.fit import LatencyFit, describe_latency, fit_latency, refit_served
-from pxn.calibrate.traces.served import latency_sample
+from pxn.calibrate.traces.slowdown import latency_sample
 from pxn.calibrate.traces.units import Calls
 from pxn.distribution import Distribution
 from pxn.trace import ROLLOUT_PHASES
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.draws import Resample
     from pxn.calibrate.traces.pipeline import Calibration
-    from pxn.calibrate.traces.resample import Resample
 
 PHASE_TEST_MIN = 5  # points a phase needs to enter the test of phases differing
 PHASE_ALPHA = 0.01
@@ -38,24 +38,19 @@ class PhaseFits:
 
 
 def fit_phases(served: Calls, pooled: LatencyFit, choice: str, notes: list[str]) -> PhaseFits:
-    by_phase = _fit_each(served, pooled, choice)
-    pvalue = phase_test([f.samples for f in by_phase.values()])
-    return PhaseFits(by_phase, pvalue, _own_phases(by_phase, pvalue, notes))
-
-
-def _fit_each(served: Calls, pooled: LatencyFit, choice: str) -> dict[str, LatencyFit]:
-    fits = {}
+    by_phase = {}
     for phase in ROLLOUT_PHASES:
         observed, timed_out = latency_sample(served, "rollout", phase)
         if len(observed):
-            fits[phase] = fit_latency(
+            by_phase[phase] = fit_latency(
                 f"rollout {phase}",
                 observed,
                 choice if len(observed) >= PHASE_OWN_MIN else "auto",
                 timed_out=timed_out,
                 tail=pooled.tail,
             )
-    return fits
+    pvalue = phase_test([f.samples for f in by_phase.values()])
+    return PhaseFits(by_phase, pvalue, _own_phases(by_phase, pvalue, notes))
 
 
 def _own_phases(

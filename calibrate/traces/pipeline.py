@@ -1,33 +1,21 @@
 """Traces -> a calibrated Scenario, with every fit behind it and its uncertainty.
 
-The procedure, one fitted part at a time (parts.py; each fit in its own module):
-the evidence is gathered once (evidence.py: the traces, their setup as
-run_start declares it, their units), with every run's W known where
-adapter calls that timed none of their rollouts need it (untimed.py); then
-each model's load slowdown
-(slowdown.py), the calls as the simulator draws them, served alone
-(served.py) at their candidates' prompt lengths (prompt_lengths.py), the
-rollout latency with its cap (fit.py, tails.py) and each
-phase's own when the phases differ (phases.py), or, when some calls timed
-none of their rollouts, from their spans as makespans (untimed_latency.py,
-makespan.py), the [tokens] table
-(tokens.py) and with it the reflection latency at the measured b, how much
-whole runs differ in speed (run_spread.py), the reflections' prefix cache
-(prefix_cache.py), the recorded costs and the [prices] table (costs.py),
-acceptance with its decay, the siblings' correlation and batched iterations'
-own rate (acceptance.py), the proposals lost before gepa judged them
-(failures.py), the skipping of perfect parents, recurring parents and
-duplicate children (bookkeeping.py), gepa's merge: its setup and how often a
-merge passed (merges.py), the engine overhead and concurrency (overhead.py),
-the load effect (load_effect.py). Then the Scenario is
-assembled and checked; with `draws`, its [uncertainty] table holds parameter
-draws from a bootstrap of the same fits (draws.py). [calibrated_on] records
-the longest run's metric calls and proposals, so a prediction for a longer
-run can say how far it extrapolates.
+The evidence is gathered once (evidence.py: the traces, their setup as run_start declares
+it, their units), with every run's W known where untimed adapter calls need it
+(makespan.py). Then the parts are fitted in the order each needs the ones before
+(fit_parts; parts.py, and a module per part): each model's load slowdown first, since the
+latencies are fitted to the calls as the simulator draws them, served alone (slowdown.py) at
+their candidates' prompt lengths; then the latencies, tokens, run spreads, prefix cache,
+costs, the search's parts, the overhead and the bookkeeping. The Scenario is assembled and
+checked; with `draws`, its [uncertainty] table holds a bootstrap of the same fits
+(draws.py); with scores, the quality model can decide acceptance (quality.py).
+[calibrated_on] records the longest run's metric calls and proposals, so a prediction for
+a longer run can say how far it extrapolates.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,12 +27,20 @@ from pxn.calibrate.traces.bookkeeping import (
     DuplicateFit,
     FrontFit,
     SkipFit,
+    fit_duplicates,
     fit_front_share,
     fit_skip,
 )
-from pxn.calibrate.traces.costs import RecordedCosts, lookup_prices
 from pxn.calibrate.traces.draws import DrawsFit, parameter_draws
-from pxn.calibrate.traces.evidence import Evidence, gather_evidence
+from pxn.calibrate.traces.evidence import (
+    Evidence,
+    budget_of,
+    calibrated_on,
+    gather_evidence,
+    note_incomplete_runs,
+    optimizer_of,
+    worker_split,
+)
 from pxn.calibrate.traces.failures import FailuresFit, fit_failures
 from pxn.calibrate.traces.fit import LatencyFit
 from pxn.calibrate.traces.load_effect import LoadEffect
@@ -55,19 +51,13 @@ from pxn.calibrate.traces.overhead import (
     fit_concurrency,
     fit_overhead,
 )
-from pxn.calibrate.traces.prefix_cache import PrefixCacheFit
-from pxn.calibrate.traces.prompt_lengths import PromptFit
+from pxn.calibrate.traces.phases import PhaseFits, fit_phases
+from pxn.calibrate.traces.prefix_cache import PrefixCacheFit, fit_prefix_cache
+from pxn.calibrate.traces.prompt_lengths import PromptFit, fit_prompt_lengths
 from pxn.calibrate.traces.quality import QualityFit, fit_quality, scored
-from pxn.calibrate.traces.run_setup import (
-    budget_of,
-    calibrated_on,
-    note_incomplete_runs,
-    optimizer_of,
-    worker_split,
-)
-from pxn.calibrate.traces.run_spread import RunSpreadFit
-from pxn.calibrate.traces.slowdown import ModelSlowdown
-from pxn.calibrate.traces.tokens import TokenCounts, TokenFit
+from pxn.calibrate.traces.run_spread import RunSpreadFit, fit_run_spread
+from pxn.calibrate.traces.slowdown import ROLE_KIND, ModelSlowdown, served_alone
+from pxn.calibrate.traces.tokens import RecordedCosts, TokenCounts, TokenFit, lookup_prices
 from pxn.calibrate.traces.units import Units, selection_of
 from pxn.calibrate.traces.untimed_latency import UntimedFit
 from pxn.distribution import Distribution
@@ -145,7 +135,7 @@ def calibrate_traces(
     """Read the traces and fit everything the Scenario needs.
 
     `lm_servers`: the LM pool's size when the traces do not say (it overrides them).
-    `workers`: W of the runs whose recording did not declare it (untimed.py).
+    `workers`: W of the runs whose recording did not declare it (makespan.py).
     `task_model`, `reflection_model`: model names litellm prices, for [prices].
     `draws`: parameter draws for the [uncertainty] table (0: none).
     `prefix_cache`: whether the reflections' servers keep their last prompt (None: known for
@@ -181,15 +171,24 @@ def fit_parts(
     """Every part fitted to the evidence, in the order each needs the ones before: the
     slowdowns, the calls served alone at them, the latencies, tokens, run spreads and prefix
     cache, then the search's parts, the overhead and the bookkeeping."""
-    units, traces = evidence.units, evidence.traces
+    units, traces, servers = evidence.units, evidence.traces, evidence.lm_servers
     slowdowns = parts.slowdowns(evidence)
     betas = {role: fit.chosen for role, fit in slowdowns.items()}
-    prompt = parts.prompt_lengths(evidence, betas)
+    # How a candidate's prompt length scales its rollouts, from the calls at the slowdowns.
+    prompt = fit_prompt_lengths(traces, served_alone(units.calls, betas, servers, None)[0])
     served = parts.served(evidence, betas, prompt)
     rollout, untimed = parts.rollout_latency(evidence, served, latency, betas)
-    phases = parts.phases(evidence, served, rollout, latency, untimed)
+    # Each phase's own latency where the phases differ; one for all with untimed calls.
+    phases = (
+        fit_phases(served, rollout, latency, evidence.notes)
+        if untimed is None
+        else PhaseFits({}, math.nan, {})
+    )
     token_counts = parts.token_counts(evidence, served)
-    at_measured_b = parts.at_measured_b(evidence, betas, token_counts, prompt)
+    # The calls as the simulator draws them, reflections shifted to the measured b.
+    tokens = None if token_counts is None else token_counts.chosen
+    factors = prompt.factors(units.calls)
+    at_measured_b, _ = served_alone(units.calls, betas, servers, tokens, factors)
     # The keywords are evaluated in order: each fit's notes follow those of the fits before.
     calibration = Calibration(
         loaded=evidence.loaded,
@@ -200,8 +199,13 @@ def fit_parts(
         prompt=prompt,
         phase_pvalue=phases.pvalue,
         reflection=parts.latency_fit(evidence, at_measured_b, "reflection", latency),
-        run_spreads=parts.run_spreads(evidence, at_measured_b),
-        prefix_cache=parts.prefix_cache(evidence, token_counts, prefix_cache),
+        run_spreads={role: fit_run_spread(at_measured_b, units.design, role) for role in ROLE_KIND},
+        prefix_cache=fit_prefix_cache(
+            traces,
+            None if token_counts is None else token_counts.latency,
+            servers,
+            prefix_cache,
+        ),
         tokens=parts.latency_on_tokens_out(evidence),
         token_counts=token_counts,
         tokens_missing=evidence.tokens_missing,
@@ -215,7 +219,12 @@ def fit_parts(
         slowdowns=slowdowns,
         lm_servers_source=evidence.lm_servers_source,
         front=fit_front_share(units.parents),
-        duplicates=parts.duplicates(evidence),
+        duplicates=fit_duplicates(
+            int(units.later.sum()),
+            int(units.dropped.sum()),
+            units.duplicates_shown,
+            units.duplicates_why_not,
+        ),
         merges=fit_merges(traces, units.merges, units.merges_accepted, evidence.notes),
         notes=evidence.notes,
         untimed=untimed,
@@ -292,14 +301,8 @@ def fit_search_model(
             subject="search model",
         )
     try:
-        calibration.quality = fit_quality(
-            traces,
-            draws,
-            calibration.failures.failures,
-            jobs=jobs,
-            on_generation=on_generation,
-            backend=backend,
-        )
+        failures = calibration.failures.failures
+        calibration.quality = fit_quality(traces, draws, failures, jobs, on_generation, backend)
     except PxnError as exc:
         if search == "quality":
             raise

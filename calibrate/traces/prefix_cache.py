@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pxn.calibrate.traces.served import served_alone
+from pxn.calibrate.traces.slowdown import served_alone
 from pxn.calibrate.traces.tokens import LatencyOnTokens, fit_latency_on_tokens
 from pxn.trace import Reflection
 from pxn.trace_reading import Trace
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.draws import Resample
     from pxn.calibrate.traces.pipeline import Calibration
-    from pxn.calibrate.traces.resample import Resample
 
 # The server pxn's own pool runs; it reuses the longest prefix of its last prompt.
 CACHING_SERVER = "llama-cpp-python"
@@ -63,28 +63,20 @@ def fit_prefix_cache(
     reflections = [r for t in traces for r in t.of(Reflection)]
     prefix, recorded = mean_prefix_tokens(reflections)
 
-    def none(reason: str) -> PrefixCacheFit:
-        return PrefixCacheFit(caches, why, prefix, recorded, 0.0, None, reason)
+    def chosen(reason: str, seconds: float = 0.0, interval=None) -> PrefixCacheFit:
+        return PrefixCacheFit(caches, why, prefix, recorded, seconds, interval, reason)
 
     if not caches:
-        return none("the servers are not taken to cache prompts")
+        return chosen("the servers are not taken to cache prompts")
     if servers is None:
-        return none("no lm_servers: a cache is a server's (pass --lm-servers K)")
+        return chosen("no lm_servers: a cache is a server's (pass --lm-servers K)")
     if prefix is None:
-        return none("no reflection records prefix_tokens (traces from before pxn recorded it)")
+        return chosen("no reflection records prefix_tokens (traces from before pxn recorded it)")
     if latency is None or not latency.input_effect:
-        return none("the reflection latency does not grow with its input tokens")
-    seconds = latency.per_input * prefix
+        return chosen("the reflection latency does not grow with its input tokens")
     low, high = (bound * prefix for bound in latency.per_input_ci)
-    return PrefixCacheFit(
-        caches,
-        why,
-        prefix,
-        recorded,
-        seconds,
-        (max(0.0, low), high),
-        "seconds per input token x mean prefix tokens",
-    )
+    reason = "seconds per input token x mean prefix tokens"
+    return chosen(reason, latency.per_input * prefix, (max(0.0, low), high))
 
 
 def draw_prefix_seconds(resample: Resample) -> dict[str, float]:

@@ -53,11 +53,8 @@ class PromptFit:
         if self.chosen is None:
             return None
         power = self.chosen.exponent if exponent is None else exponent
-        return self.row_lengths(calls) ** power
-
-    def row_lengths(self, calls: Calls) -> np.ndarray:
-        """Each call's candidate's length (1 for reflections and unknown candidates)."""
-        return np.array([self.length_of.get(id(event), 1.0) for event in calls.event])
+        # Each call's candidate's length (1 for reflections and unknown candidates).
+        return np.array([self.length_of.get(id(event), 1.0) for event in calls.event]) ** power
 
 
 def candidate_lengths(trace: Trace) -> tuple[dict[str, float], list[str]]:

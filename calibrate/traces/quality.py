@@ -161,9 +161,7 @@ def fit_quality(
     )
     quality = replace(inference.scenario.quality, seed_validation=seed_validation(traces))
     accepted = sum(s.accepted + s.merges_accepted for s in map(summarize, traces))
-    if not accepted:
-        return QualityFit(quality, inference, posterior)
-    kept = tuple(d for d in posterior if improvable(d))
+    kept = tuple(d for d in posterior if improvable(d)) if accepted else posterior
     if len(kept) == len(posterior):
         return QualityFit(quality, inference, posterior)
     if not kept:

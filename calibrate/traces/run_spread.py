@@ -28,7 +28,7 @@ from pxn.calibrate.traces.units import Calls
 from pxn.load import RUN_SPREAD_MAX
 
 if TYPE_CHECKING:
-    from pxn.calibrate.traces.resample import Resample
+    from pxn.calibrate.traces.draws import Resample
 
 ALPHA = 0.05  # leaving a real spread out narrows every interval: keep it when plausible
 RUN_SPREAD_PRIOR = 0.4  # log-sd: an unmeasured spread's draws are uniform up to this
@@ -38,24 +38,24 @@ PRIOR_SOURCE = (
     "unknown speed (calibrate from two runs of one setup to measure it)"
 )
 CONFIDENCE = 0.95
+TAIL = (1 - CONFIDENCE) / 2
 
 
 @dataclass(frozen=True)
 class RunSpreadFit:
     role: str  # "task" (rollouts) or "reflection"
     calls: int
-    runs: int  # runs that share their setup with another run
-    setups: int  # setups run more than once
-    identified: bool
-    spread: float  # the moment estimate's square root (nan when not identified)
-    interval: tuple[float, float]  # 95%, from the F distribution
-    f_statistic: float
-    freedom: tuple[int, int]  # the F test's degrees of freedom (runs, calls)
-    pvalue: float
     chosen: float  # load.<role>.run_spread
     reason: str
-    ms_calls: float = math.nan  # the calls' mean square and calls per run, for the draws
-    n0: float = math.nan
+    identified: bool = False
+    runs: int = 0  # runs that share their setup with another run
+    setups: int = 0  # setups run more than once
+    spread: float = math.nan  # the moment estimate's square root
+    interval: tuple[float, float] = (math.nan, math.nan)  # 95%, from the F distribution
+    f_statistic: float = math.nan
+    freedom: tuple[int, int] = (0, 0)  # the F test's degrees of freedom (runs, calls)
+    pvalue: float = math.nan
+    anova: _Anova | None = None  # the analysis, for the draws
     lone_runs: int = 0  # no setup was run twice: the runs, each its design's only one
 
     @property
@@ -82,13 +82,10 @@ class RunSpreadFit:
 
     def confidence_draws(self, rng: np.random.Generator, count: int) -> list[float]:
         """`count` spreads from sigma_runs' confidence distribution within its 95% interval:
-        the F pivot at a quantile drawn uniformly in the interval's (0 where the quantile's
-        F exceeds the one observed), at most what a scenario admits."""
-        d_runs, d_calls = self.freedom
-        tail = (1 - CONFIDENCE) / 2
-        quantiles = scipy.stats.f.ppf(rng.uniform(tail, 1 - tail, size=count), d_runs, d_calls)
-        ratios = np.maximum(0.0, (self.f_statistic / quantiles - 1) / self.n0)
-        return np.minimum(np.sqrt(ratios * self.ms_calls), RUN_SPREAD_MAX).tolist()
+        the F pivot at a quantile drawn uniformly in the interval's, at most what a scenario
+        admits."""
+        spreads = self.anova.spreads(rng.uniform(TAIL, 1 - TAIL, size=count))
+        return np.minimum(spreads, RUN_SPREAD_MAX).tolist()
 
 
 def prior_spreads(rng: np.random.Generator, count: int, runs: int) -> list[float]:
@@ -121,15 +118,16 @@ class _Anova:
     def pvalue(self) -> float:
         return float(scipy.stats.f.sf(self.f_statistic, *self.freedom))
 
+    def spreads(self, probabilities) -> np.ndarray:
+        """The F pivot: sigma_runs with the F observed taken as these quantiles of F (0 where
+        the quantile exceeds it)."""
+        ratios = (self.f_statistic / scipy.stats.f.ppf(probabilities, *self.freedom) - 1) / self.n0
+        return np.sqrt(np.maximum(0.0, ratios) * self.ms_calls)
+
     def interval(self) -> tuple[float, float]:
-        """sigma_runs' 95% interval: sigma_runs^2 / sigma_calls^2 from F's quantiles."""
-        f, (d_runs, d_calls) = self.f_statistic, self.freedom
-        tail = (1 - CONFIDENCE) / 2
-        ratios = [
-            max(0.0, (f / scipy.stats.f.ppf(q, d_runs, d_calls) - 1) / self.n0)
-            for q in (1 - tail, tail)
-        ]
-        return math.sqrt(ratios[0] * self.ms_calls), math.sqrt(ratios[1] * self.ms_calls)
+        """sigma_runs' 95% interval."""
+        low, high = self.spreads([1 - TAIL, TAIL]).tolist()
+        return low, high
 
 
 def _anova(calls: Calls, kind: str, design: tuple[str, ...]) -> _Anova | None:
@@ -185,11 +183,8 @@ def fit_run_spread(calls: Calls, design: tuple[str, ...], role: str) -> RunSprea
             if lone
             else "not measurable: no setup run twice has timed calls of this model; kept 0"
         )
-        return RunSpreadFit(
-            role, int(np.sum(calls.of(ROLE_KIND[role]))), 0, 0, False, math.nan,
-            (math.nan, math.nan), math.nan, (0, 0), math.nan, 0.0, reason,
-            lone_runs=len(design) if lone else 0,
-        )  # fmt: skip
+        of_kind = int(np.sum(calls.of(ROLE_KIND[role])))
+        return RunSpreadFit(role, of_kind, 0.0, reason, lone_runs=len(design) if lone else 0)
     pvalue = anova.pvalue()
     supported = pvalue < ALPHA and anova.spread > 0
     d_runs, d_calls = anova.freedom
@@ -212,8 +207,7 @@ def fit_run_spread(calls: Calls, design: tuple[str, ...], role: str) -> RunSprea
         pvalue=pvalue,
         chosen=anova.spread if supported else 0.0,
         reason=reason,
-        ms_calls=anova.ms_calls,
-        n0=anova.n0,
+        anova=anova,
     )
 
 

@@ -8,10 +8,18 @@ beta = 0 rejects it (the LR's chi-square claims too many slowdowns on small samp
 Where every phase ran at one load the phases are pooled; a model whose own calls cannot
 tell a slowdown borrows both models' fit when they share a known local pool. Calls that
 may have waited for a server (more than K in flight at their start) are set aside.
+
+Served alone: each call's latency as the simulator draws it, at the measured b. The
+simulator draws, caps, shifts a reflection for b, scales a rollout by its candidate's
+prompt length (pxn.prompt_lengths) and stretches by load; served_alone undoes the last
+three. Calls that may have waited for a server are left out, unless every call of a kind
+would be: then on one server each is taken less its wait, on more with the wait in (an
+overestimate the caller reports).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -22,7 +30,8 @@ import scipy.stats
 
 if TYPE_CHECKING:
     from pxn.calibrate.traces.pipeline import Calibration
-    from pxn.calibrate.traces.units import Units
+    from pxn.calibrate.traces.units import Calls, Units
+    from pxn.tokens import Tokens
 
 ALPHA = 0.01  # a slowdown changes every prediction: it must be clearly supported
 BETA_MAX = 20.0  # search range; a call 20 times slower per extra call is beyond any pool
@@ -44,17 +53,6 @@ class SlowdownFit:
     chosen: float  # the Scenario's [load] slowdown
     reason: str
 
-    def factor(self, load: np.ndarray) -> np.ndarray:
-        """What the chosen slowdown multiplies a latency by at these loads."""
-        return 1 + self.chosen * (np.asarray(load, dtype=float) - 1)
-
-
-def _rss(beta: float, log_latency: np.ndarray, load: np.ndarray, groups: np.ndarray) -> float:
-    """Residual sum of squares of the log model with each group's c at its best."""
-    shifted = log_latency - np.log1p(beta * (load - 1))
-    means = np.bincount(groups, shifted) / np.bincount(groups)
-    return float(np.sum((shifted - means[groups]) ** 2))
-
 
 def _usable(groups, loads, latencies, servers: int | None):
     """The calls the fit uses (not queued, positive latency): group codes, loads, log latencies."""
@@ -70,7 +68,10 @@ def _least_squares(codes: np.ndarray, loads: np.ndarray, log_latency: np.ndarray
     """beta's least-squares estimate, the residual sum of squares there, and the rss function."""
 
     def rss(beta: float) -> float:
-        return _rss(beta, log_latency, loads, codes)
+        """Residual sum of squares of the log model with each group's c at its best."""
+        shifted = log_latency - np.log1p(beta * (loads - 1))
+        means = np.bincount(codes, shifted) / np.bincount(codes)
+        return float(np.sum((shifted - means[codes]) ** 2))
 
     # beta may come out negative (calls faster under load: noise, or a warm cache);
     # the factor must stay positive at the highest load.
@@ -134,16 +135,15 @@ def fit_slowdown(groups, loads, latencies, servers: int | None) -> SlowdownFit:
         return float(scipy.optimize.brentq(lambda b: statistic(b) - limit, beta, bound))
 
     interval = (edge(low), edge(BETA_MAX))
+    chosen = beta if beta > 0 and pvalue < ALPHA else 0.0  # never where untestable (nan)
     if math.isnan(pvalue):
-        chosen = 0.0
         reason = (
             f"kept 0: slowdown not testable: {n} calls (needs {SLOWDOWN_MIN_CALLS}), {off} "
             f"away from their group's commonest load (needs {SLOWDOWN_MIN_OFF})"
         )
-    elif beta > 0 and pvalue < ALPHA:
-        chosen, reason = beta, f"slowdown supported (LR={lr:.2f}, F test p={pvalue:.2g})"
+    elif chosen:
+        reason = f"slowdown supported (LR={lr:.2f}, F test p={pvalue:.2g})"
     else:
-        chosen = 0.0
         reason = f"kept 0: slowdown not supported (LR={lr:.2f}, F test p={pvalue:.2g})"
     return SlowdownFit(n, set_aside, counts, True, beta, interval, lr, pvalue, chosen, reason)
 
@@ -239,3 +239,46 @@ def draw_slowdowns(cal: Calibration, units: Units) -> dict[str, float]:
             refitted = refit_beta(groups, calls.load[rows], calls.latency[rows], cal.servers)
             betas[role] = fit.chosen if refitted is None else refitted
     return betas
+
+
+def served_alone(
+    calls: Calls,
+    slowdown: dict[str, float],
+    servers: int | None,
+    tokens: Tokens | None,
+    prompt_factor: np.ndarray | None = None,
+) -> tuple[Calls, list[str]]:
+    """The calls kept, their latencies as drawn; and the kinds kept with their waits in.
+    `prompt_factor`: each call's latency over its seed's, at its candidate's prompt length."""
+    keep = np.ones(len(calls.load), bool) if servers is None else calls.load <= servers
+    waited = []
+    for kind in ROLE_KIND.values():
+        mine = calls.kind == kind
+        if mine.any() and not (keep & mine).any():
+            keep |= mine
+            waited.append(kind)
+    kept = calls.take(np.flatnonzero(keep))
+    factor = np.ones(len(kept.load))
+    for role, kind in ROLE_KIND.items():
+        mine = kept.kind == kind
+        factor[mine] = 1 + slowdown.get(role, 0.0) * (kept.load[mine] - 1)
+    latency = kept.latency
+    if servers == 1 and waited:  # each call served alone, after the one before it
+        alone = np.isin(kept.kind, waited)
+        latency = np.where(alone, latency - kept.wait, latency)
+        factor[alone] = 1.0
+    latency = latency / factor
+    if prompt_factor is not None:
+        latency = latency / prompt_factor[keep]
+    if tokens is not None:
+        reflections = kept.kind == "reflection"
+        shifts = {b: tokens.reflection_latency_shift(b) for b in np.unique(kept.minibatch)}
+        shift = np.array([shifts[b] for b in kept.minibatch])
+        latency = np.where(reflections, np.maximum(0.0, latency - shift), latency)
+    return dataclasses.replace(kept, latency=latency), waited
+
+
+def latency_sample(calls: Calls, kind: str, phase: str | None = None):
+    """(latencies observed, tries cut at a timeout) of one kind (and phase) of call."""
+    rows = calls.of(kind, phase)
+    return calls.latency[rows & ~calls.censored], calls.latency[rows & calls.censored]

@@ -9,6 +9,10 @@ this says what they are made of.
 Token counts: the Scenario's [tokens] table (dollars, tokens-per-minute
 limits, and b's effect on the reflection's input and latency), fitted from
 traces whose calls report tokens_in and tokens_out.
+
+Prices: the [prices] table, from litellm's offline price table for the models named,
+and the dollars the traces recorded. A trace's `cost` does not say which price list
+produced it, so without a model name no [prices] table is written.
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.stats
 
-from pxn.calibrate.traces.costs import price_lines
 from pxn.calibrate.traces.fit import (
     BOOTSTRAP,
     SEED,
@@ -28,18 +31,20 @@ from pxn.calibrate.traces.fit import (
     fit_latency,
     interval,
     latency_lines,
+    no_tail,
     refit_distribution,
 )
 from pxn.calibrate.traces.overhead import subsample_pairs
-from pxn.calibrate.traces.tails import no_tail
 from pxn.distribution import Distribution
+from pxn.errors import PxnError
+from pxn.prices import Prices
 from pxn.tokens import Tokens
 from pxn.trace import Event, Reflection, Rollout
 from pxn.trace_reading import Trace
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.draws import Resample
     from pxn.calibrate.traces.pipeline import Calibration
-    from pxn.calibrate.traces.resample import Resample
 
 MIN_POINTS = 5
 
@@ -54,13 +59,9 @@ class TokenFit:
     spearman: float  # rank correlation of latency and tokens out
 
 
-def fit_tokens(what: str, events: list[Event]) -> TokenFit | None:
+def fit_tokens(what: str, events: Sequence[Rollout | Reflection]) -> TokenFit | None:
     """Fit the line to the calls that report tokens_out; None when too few do."""
-    pairs = [
-        (float(e.tokens_out), e.duration)  # type: ignore[attr-defined]
-        for e in events
-        if getattr(e, "tokens_out", None) is not None
-    ]
+    pairs = [(float(e.tokens_out), e.duration) for e in events if e.tokens_out is not None]
     if len(pairs) < MIN_POINTS:
         return None
     tokens, seconds = subsample_pairs(*np.array(pairs).T)
@@ -170,15 +171,7 @@ def fit_reflection_input(
     floored = base < 0
     if floored:
         base, per_example = 0.0, measured_mean / measured
-    return ReflectionInput(
-        base=base,
-        per_example=per_example,
-        measured_minibatch=measured,
-        by_minibatch=by_b,
-        method=method,
-        per_example_ci=ci,
-        floored=floored,
-    )
+    return ReflectionInput(base, per_example, measured, by_b, method, ci, floored)
 
 
 @dataclass(frozen=True)
@@ -205,17 +198,15 @@ class LatencyOnTokens:
 
 
 def fit_latency_on_tokens(
-    what: str, calls: Sequence[tuple[Event, float]]
+    what: str, calls: Sequence[tuple[Rollout | Reflection, float]]
 ) -> tuple[LatencyOnTokens | None, str]:
     """Fit the plane to (call, seconds) pairs; None and why when it cannot be fitted. Only
     first-try successes count: a retry's back-off is no token count's."""
     rows = [
-        (1.0, float(e.tokens_in), float(e.tokens_out), seconds)  # type: ignore[attr-defined]
+        (1.0, float(e.tokens_in), float(e.tokens_out), seconds)
         for e, seconds in calls
-        if getattr(e, "tokens_in", None) is not None
-        and getattr(e, "tokens_out", None) is not None
-        and getattr(e, "error", None) is None
-        and getattr(e, "attempts", 1) == 1
+        if e.tokens_in is not None and e.tokens_out is not None
+        if e.error is None and e.attempts == 1
     ]
     if len(rows) < MIN_LATENCY_FIT:
         return None, f"{len(rows)} {what}s with both token counts, too few (need {MIN_LATENCY_FIT})"
@@ -233,7 +224,7 @@ def fit_latency_on_tokens(
     cov = bread @ meat @ bread * n / (n - k)
     half = scipy.stats.t.ppf(0.975, n - k) * np.sqrt(np.diag(cov))
     total = np.sum((y - y.mean()) ** 2)
-    fit = LatencyOnTokens(
+    return LatencyOnTokens(
         what=what,
         n=n,
         intercept=float(coef[0]),
@@ -242,8 +233,15 @@ def fit_latency_on_tokens(
         per_output=float(coef[2]),
         per_output_ci=(float(coef[2] - half[2]), float(coef[2] + half[2])),
         r_squared=float(1 - np.sum(residuals**2) / total) if total > 0 else float("nan"),
-    )
-    return fit, ""
+    ), ""
+
+
+# The token-count families of [tokens], each (kind of call, its count).
+TOKEN_FIELDS = {
+    "rollout_input": ("rollout", "tokens_in"),
+    "rollout_output": ("rollout", "tokens_out"),
+    "reflection_output": ("reflection", "tokens_out"),
+}
 
 
 @dataclass(frozen=True)
@@ -303,36 +301,27 @@ def fit_token_counts(
         per_input = 0.0
         reason = "its 95% interval holds 0" if latency.per_input > 0 else "not positive"
         reason += ": not used, the reflection latency does not change with b"
-    rollout_input = fit_counts("rollout input", counts(rollouts, "tokens_in"), capped=False)
-    rollout_output = fit_counts("rollout output", counts(rollouts, "tokens_out"), capped=True)
-    reflection_output = fit_counts(
-        "reflection output", counts(reflections, "tokens_out"), capped=True
-    )
+    events = {"rollout": rollouts, "reflection": reflections}
+    fits = {
+        name: fit_counts(
+            name.replace("_", " "), counts(events[kind], column), capped=column == "tokens_out"
+        )
+        for name, (kind, column) in TOKEN_FIELDS.items()
+    }
     tokens = Tokens(
-        rollout_input=rollout_input.chosen,
-        rollout_output=rollout_output.chosen,
-        reflection_output=reflection_output.chosen,
+        **{name: fit.chosen for name, fit in fits.items()},
         reflection_input_base=reflection_input.base,
         reflection_input_per_example=reflection_input.per_example,
         measured_minibatch=reflection_input.measured_minibatch,
         reflection_seconds_per_input_token=per_input,
     )
     return TokenCounts(
-        rollout_input=rollout_input,
-        rollout_output=rollout_output,
-        reflection_output=reflection_output,
+        **fits,
         reflection_input=reflection_input,
         latency=latency,
         latency_reason=reason,
         chosen=tokens,
     )
-
-
-TOKEN_FIELDS = {
-    "rollout_input": ("rollout", "tokens_in"),
-    "rollout_output": ("rollout", "tokens_out"),
-    "reflection_output": ("reflection", "tokens_out"),
-}
 
 
 def draw_token_counts(resample: Resample) -> dict[str, float]:
@@ -408,4 +397,71 @@ def token_lines(cal: Calibration) -> list[str]:
             f"-> reflection_seconds_per_input_token={t.reflection_seconds_per_input_token:.4g}",
         ]
     lines.extend(price_lines(cal))
+    return lines
+
+
+# ---- prices: the [prices] table ----
+
+
+def lookup_prices(task_model: str | None, reflection_model: str | None) -> Prices | None:
+    """Prices for the named models (the reflection model defaults to the task model)."""
+    if reflection_model and not task_model:
+        raise PxnError("needs a task model too (the model the rollouts ran on)",
+                       subject="reflection model")  # fmt: skip
+    if not task_model:
+        return None
+    table = {"task_model": task_model}
+    if reflection_model:
+        table["reflection_model"] = reflection_model
+    return Prices.from_dict(table)
+
+
+@dataclass(frozen=True)
+class RecordedCosts:
+    """What the traces' `cost` fields add up to, and the same calls at the given prices."""
+
+    dollars: float  # every cost field, summed
+    calls: int  # calls with a cost field
+    compared: int  # of those, calls with both token counts (what `priced` covers)
+    compared_dollars: float  # their recorded cost
+    priced: float | None  # their tokens at the given prices; None without prices
+
+
+def recorded_costs(
+    rollouts: Sequence[Rollout], reflections: Sequence[Reflection], prices: Prices | None
+) -> RecordedCosts:
+    roles = ((rollouts, "task"), (reflections, "reflection"))
+    costed = [(e, role) for events, role in roles for e in events if e.cost is not None]
+    counted = [(e, r) for e, r in costed if e.tokens_in is not None and e.tokens_out is not None]
+    priced = None
+    if prices is not None:
+        priced = sum((prices.dollars(r, e.tokens_in, e.tokens_out) for e, r in counted), 0.0)
+    return RecordedCosts(
+        dollars=sum((e.cost for e, _ in costed), 0.0),
+        calls=len(costed),
+        compared=len(counted),
+        compared_dollars=sum((e.cost for e, _ in counted), 0.0),
+        priced=priced,
+    )
+
+
+def price_lines(cal: Calibration) -> list[str]:
+    prices, tokens, costs = cal.scenario.prices, cal.scenario.tokens, cal.costs
+    if prices is None or tokens is None:
+        return ["prices: none (--task-model NAME prices the tokens from litellm's table)"]
+    b = cal.scenario.minibatch
+    rollout = cal.scenario.mean_call_dollars("task")
+    reflection = cal.scenario.mean_call_dollars("reflection")
+    reflection_model = prices.reflection_model or "(by hand)"
+    lines = [
+        f"prices ($ per million tokens in / out, litellm's offline table): task "
+        f"{prices.task_model} {prices.task_input:g} / {prices.task_output:g}, reflection "
+        f"{reflection_model} {prices.reflection_input:g} / {prices.reflection_output:g}; "
+        f"a mean rollout ${rollout:.3g}, a mean reflection at b={b} ${reflection:.3g}"
+    ]
+    if costs.compared_dollars > 0 and costs.priced is not None:
+        lines.append(
+            f"  the traces record ${costs.compared_dollars:.4g} for the {costs.compared} calls "
+            f"with token counts; these prices give ${costs.priced:.4g} for them"
+        )
     return lines

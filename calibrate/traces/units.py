@@ -16,7 +16,7 @@ was longer than the try) and its last try, whose start the trace does not
 record, is left out. Tries are independent draws, so leaving it out biases
 nothing. An untimed rollout (trace.Rollout.timed) is no call here: its
 duration is its adapter call's span. Each such call is a row of the unit's
-spans instead (untimed.py), its span a makespan (makespan.py).
+spans instead, its span a makespan (makespan.py).
 """
 
 from __future__ import annotations
@@ -30,14 +30,13 @@ import numpy as np
 
 from pxn.calibrate.traces.acceptance_likelihood import Steps
 from pxn.calibrate.traces.bookkeeping import Parents, dropped_after_passing
-from pxn.calibrate.traces.failures import COUNTS, iteration_counts
+from pxn.calibrate.traces.failures import COUNTS, iteration_counts, reflective_iterations
 from pxn.calibrate.traces.load_effect import call_loads
-from pxn.calibrate.traces.makespan import Spans
+from pxn.calibrate.traces.makespan import Spans, untimed_calls
 from pxn.calibrate.traces.overhead import loop_end
-from pxn.calibrate.traces.untimed import untimed_calls
 from pxn.selection import Selection
 from pxn.shape import Shape
-from pxn.trace import Attempt, Decision, Iteration, Merge, Reflection, Rollout, Stage
+from pxn.trace import Attempt, Decision, Merge, Reflection, Rollout, Stage
 from pxn.trace_reading import Trace
 
 TIMEOUT = re.compile(r"time[d ]?out", re.IGNORECASE)
@@ -60,7 +59,7 @@ class Calls:
     run: np.ndarray  # the run it is from (in a resample: the drawn copy of a run)
     # Seconds it may have waited, were its model one server serving calls one at a time:
     # from its start to the end of the call of its model that ended last before it (0 for
-    # a try cut at a timeout). served.py takes it off when every call waited for the one
+    # a try cut at a timeout). served_alone takes it off when every call waited for the one
     # server.
     wait: np.ndarray
 
@@ -95,7 +94,7 @@ class Units:
     merges: np.ndarray  # per unit: merges gepa judged (0 or 1)
     merges_accepted: np.ndarray  # per unit: of those, accepted
     retries: dict[str, tuple[int, ...]]  # per kind, per call retried after a timeout:
-    # the retries it made and then finished (tails.detect_cap)
+    # the retries it made and then finished (fit.detect_cap)
     duplicates_shown: bool
     duplicates_why_not: str
     passes_hidden: bool  # a run with a selection limit and no scores: passes not all seen
@@ -113,14 +112,11 @@ class Units:
     def resample(self, rng: np.random.Generator) -> Units:
         """Runs drawn with replacement within each design, then units within each drawn run.
 
-        Runs are resampled within their design (a stratified bootstrap), so every
-        draw keeps the calibration's design: the loads it ran at, the shapes and
-        W it saw. Resampling across designs could draw, say, only the W = 2 runs,
-        where every rollout ran at load 2 and every reflection at load 1, and a
-        slowdown fitted there is noise. A design with one run only varies its
-        units. Each drawn copy of a run is a run of its own in the resample
-        (numbered in the order drawn), as a new run in the same conditions
-        would be.
+        Stratified by design, every draw keeps the loads, shapes and W the calibration saw:
+        resampling across designs could draw, say, only the W = 2 runs, where every rollout
+        ran at load 2 and every reflection at load 1, and a slowdown fitted there is noise.
+        A design with one run only varies its units. Each drawn copy of a run is a run of
+        its own (numbered in the order drawn), as a new run in the same conditions would be.
         """
         by_run = [np.flatnonzero(self.run == r) for r in range(self.runs)]
         drawn_runs = []
@@ -178,13 +174,10 @@ class _Builder:
     def __init__(self) -> None:
         self.unit_of: dict[tuple[int, int], int] = {}
         self.unit_run: list[int] = []
-        self.calls: dict[str, list] = defaultdict(list)
-        self.call_unit: list[int] = []
-        self.spans: dict[str, list] = defaultdict(list)
-        self.span_unit: list[int] = []
+        # Per table ("calls", "spans", "steps"): its columns, and each row's unit.
+        self.tables: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+        self.row_unit: dict[str, list[int]] = defaultdict(list)
         self.spans_set_aside = 0
-        self.step_rows: dict[str, list] = defaultdict(list)
-        self.step_unit: list[int] = []
         self.per_unit: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
         self.retries: dict[str, list[int]] = defaultdict(list)
 
@@ -195,15 +188,13 @@ class _Builder:
             self.unit_run.append(run)
         return self.unit_of[key]
 
-    def call(self, run: int, iteration: int, **row) -> None:
-        for name, value in (row | {"run": run}).items():
-            self.calls[name].append(value)
-        self.call_unit.append(self.unit(run, iteration))
+    def row(self, table: str, run: int, iteration: int, /, **columns) -> None:
+        for name, value in columns.items():
+            self.tables[table][name].append(value)
+        self.row_unit[table].append(self.unit(run, iteration))
 
-    def span(self, run: int, iteration: int, **row) -> None:
-        for name, value in row.items():
-            self.spans[name].append(value)
-        self.span_unit.append(self.unit(run, iteration))
+    def unit_of_rows(self, table: str) -> np.ndarray:
+        return np.array(self.row_unit[table], dtype=int)
 
     def add(self, name: str, run: int, iteration: int, value: float) -> None:
         self.per_unit[name][self.unit(run, iteration)] += value
@@ -225,8 +216,7 @@ def cut_into_units(traces: list[Trace]) -> Units:
         _tasks(builder, run, trace)
         _losses(builder, run, trace)
         _merges(builder, run, trace)
-    calls = builder.calls
-    steps = builder.step_rows
+    calls, spans, steps = (builder.tables[t] for t in ("calls", "spans", "steps"))
     scored = [_scored(t) for t in traces]
     unlimited = [selection_of(t).limit is None for t in traces]
     shown = any(s and u for s, u in zip(scored, unlimited, strict=True))
@@ -253,19 +243,19 @@ def cut_into_units(traces: list[Trace]) -> Units:
             run=np.array(calls["run"], dtype=int),
             wait=np.array(calls["wait"], dtype=float),
         ),
-        call_unit=np.array(builder.call_unit, dtype=int),
+        call_unit=builder.unit_of_rows("calls"),
         spans=Spans(
-            span=np.array(builder.spans["span"], dtype=float),
-            size=np.array(builder.spans["size"], dtype=int),
-            workers=np.array(builder.spans["workers"], dtype=int),
+            span=np.array(spans["span"], dtype=float),
+            size=np.array(spans["size"], dtype=int),
+            workers=np.array(spans["workers"], dtype=int),
         ),
-        span_unit=np.array(builder.span_unit, dtype=int),
+        span_unit=builder.unit_of_rows("spans"),
         spans_set_aside=builder.spans_set_aside,
         steps=Steps.of(steps["made"], steps["judged"], steps["passed"], steps["batched"]),
         parents=Parents(*(np.array(steps[f], dtype=float) for f in Parents.__dataclass_fields__)),
         later=np.array(steps["later"], dtype=float),
         dropped=np.array(steps["dropped"], dtype=float),
-        step_unit=np.array(builder.step_unit, dtype=int),
+        step_unit=builder.unit_of_rows("steps"),
         gap=builder.dense("gap"),
         stages=builder.dense("stages"),
         tasks=builder.dense("tasks"),
@@ -324,19 +314,14 @@ def _calls(builder: _Builder, run: int, trace: Trace) -> None:
                 for t in tries
                 if event.start - MATCH <= t.start < event.end - MATCH and t.end <= event.end + MATCH
             ]
+            if tries:  # a call whose every try timed out shows the client's retries exactly
+                finished = len(tries) < event.attempts
+                builder.retries[kind].append(len(tries) if finished else len(tries) - 1)
             row = {"kind": kind, "phase": phase, "load": load, "minibatch": b, "event": event}
-            if not tries:
-                builder.call(
-                    run, event.iteration, latency=event.duration, censored=False, wait=wait, **row
-                )
-                continue
-            # A call whose every try timed out shows the client's retries exactly.
-            finished = len(tries) < event.attempts
-            builder.retries[kind].append(len(tries) if finished else len(tries) - 1)
-            for attempt in tries:
-                builder.call(
-                    run, event.iteration, latency=attempt.duration, censored=True, wait=0.0, **row
-                )
+            observed = [(t.duration, True, 0.0) for t in tries] or [(event.duration, False, wait)]
+            for latency, censored, waited in observed:
+                row |= {"run": run, "latency": latency, "censored": censored, "wait": waited}
+                builder.row("calls", run, event.iteration, **row)
 
 
 def one_server_waits(calls: list[Rollout] | list[Reflection]) -> np.ndarray:
@@ -357,7 +342,7 @@ def _spans(builder: _Builder, run: int, trace: Trace) -> None:
     calls, set_aside = untimed_calls(trace)
     workers = trace.run_start.workers
     for call in calls:
-        builder.span(run, call.iteration, span=call.span, size=call.size, workers=workers)
+        builder.row("spans", run, call.iteration, span=call.span, size=call.size, workers=workers)
     builder.spans_set_aside += set_aside
 
 
@@ -408,7 +393,7 @@ def _steps(builder: _Builder, run: int, trace: Trace) -> None:
         accepted = sum(d.accepted for d in decisions)
         dropped = sum(dropped_after_passing(d) for d in decisions)
         drawn = parents.get(iteration, [])
-        rows = builder.step_rows
+        rows = builder.tables["steps"]
         rows["made"].append(made)
         rows["judged"].append(len(decisions))
         rows["passed"].append(accepted + dropped)
@@ -425,7 +410,7 @@ def _steps(builder: _Builder, run: int, trace: Trace) -> None:
         front += drawn
         rows["drawn"].append(len(front))
         rows["distinct"].append(len(set(front)))
-        builder.step_unit.append(builder.unit(run, iteration))
+        builder.row_unit["steps"].append(builder.unit(run, iteration))
         made += len(decisions)
         added_before += accepted
         if accepted:  # a child joined the pool: the next iteration draws from a new front
@@ -461,8 +446,7 @@ def _tasks(builder: _Builder, run: int, trace: Trace) -> None:
     however often its reflection ran: gepa asks again for every task of an iteration after a
     failed reflection, and the retry carries the task's proposal id again."""
     k = Shape.parse(trace.run_start.shape).k
-    merged = {m.iteration for m in trace.live(Merge)}  # a merge took the iteration
-    done = {i.iteration for i in trace.of(Iteration)} - merged
+    done = reflective_iterations(trace)
     for iteration in done:
         builder.add("tasks", run, iteration, k)
     reached = {(r.iteration, r.proposal) for r in trace.live(Reflection) if r.iteration in done}

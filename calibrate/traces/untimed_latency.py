@@ -22,16 +22,16 @@ from pxn.calibrate.traces.fit import (
     describe_latency,
     interval,
     latency_lines,
+    no_tail,
     refit_served,
 )
 from pxn.calibrate.traces.makespan import SpanFit, Spans, fit_spans, refit_spans
-from pxn.calibrate.traces.served import latency_sample
-from pxn.calibrate.traces.tails import no_tail
+from pxn.calibrate.traces.slowdown import latency_sample
 from pxn.distribution import Distribution
 
 if TYPE_CHECKING:
+    from pxn.calibrate.traces.draws import Resample
     from pxn.calibrate.traces.pipeline import Calibration
-    from pxn.calibrate.traces.resample import Resample
 
 SEED = 20261207
 POOR_FIT = 0.01  # a KS p-value of the spans below this earns a note
