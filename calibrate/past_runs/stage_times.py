@@ -38,13 +38,13 @@ import numpy as np
 import scipy.stats
 
 from pxn.calibrate.past_runs.gepa_log import GepaLog
-from pxn.calibrate.past_runs.mlflow_run import MlflowRun, steps
+from pxn.calibrate.past_runs.mlflow_run import MlflowRun
 from pxn.calibrate.past_runs.past_run import IterationRecord, PastRun
 from pxn.calibrate.summaries.priors import DEFAULT_PRIORS, Prior
 from pxn.calibrate.traces.fit import MIN_FIT_POINTS, LatencyFit, fit_latency
 from pxn.calibrate.traces.makespan import Spans, mean_makespan
 from pxn.calibrate.traces.prompt_lengths import DIFFERS
-from pxn.calibrate.traces.untimed_latency import UntimedFit, fit_untimed_latency
+from pxn.calibrate.traces.untimed_latency import fit_untimed_latency
 from pxn.prompt_lengths import PromptLengths
 
 MIN_SPANS = 3  # fewer marked stages fit no latency
@@ -99,7 +99,6 @@ class StageLatency:
     source: str  # what marked the stages: "MLflow's stage times", "DSPy's log lines"
     spans: tuple[StageSpan, ...]
     latency: LatencyFit  # the seed's, where the candidates' factors are kept
-    untimed: UntimedFit
     candidates: CandidateFactors
     notes: tuple[str, ...]
 
@@ -137,13 +136,10 @@ class ReflectionLatency:
 def mlflow_stage_spans(run: PastRun, tracked: MlflowRun) -> MarkedSpans:
     """The rollout stages and the single tasks' proposals both of whose ends the MLflow run
     marks."""
-    selected = steps(tracked.points("selected_program_candidate"))
-    after = steps(tracked.points("subsample/after"))
-    validated = steps(tracked.points("val_program_average"))
-    every: dict[int, list[float]] = {}
-    for key in tracked.metrics:
-        for step, times in steps(tracked.points(key)).items():
-            every.setdefault(step, []).extend(times)
+    selected = tracked.steps("selected_program_candidate")
+    after = tracked.steps("subsample/after")
+    validated = tracked.steps("val_program_average")
+    every = tracked.steps(*tracked.metrics)
     spans, proposals = [], []
     if 0 in validated:
         seed = min(validated[0]) - tracked.start
@@ -240,7 +236,7 @@ def fit_stage_latency(spans: list[StageSpan], workers: int, source: str) -> Stag
         np.full(len(spans), workers, dtype=int),
     )
     notes: list[str] = []
-    latency, untimed = fit_untimed_latency(
+    latency, _ = fit_untimed_latency(
         table,
         0,
         np.empty(0),
@@ -250,7 +246,7 @@ def fit_stage_latency(spans: list[StageSpan], workers: int, source: str) -> Stag
         choice="auto",
         notes=notes,
     )
-    return StageLatency(source, tuple(spans), latency, untimed, candidates, tuple(notes))
+    return StageLatency(source, tuple(spans), latency, candidates, tuple(notes))
 
 
 def log_stage_spans(run: PastRun, log: GepaLog) -> MarkedSpans:
