@@ -1,32 +1,20 @@
 """The latencies from the stage times a run's MLflow run or DSPy's log keeps.
 
-Each rollout stage gepa marks is one adapter call (`batch_evaluate` over all its pairs),
-so a stage marked at both ends spans the makespan of its rollouts on the W workers, as an
-untimed adapter call does in a recorded trace; untimed_latency.py's likelihood fits the
-rollout latency to those spans. MLflow's points (mlflow_run.py) mark the seed's
-validation (the run's start to step 0), a parents' minibatch (the previous iteration's
-last point to `selected_program_candidate`, gepa's state save inside it) and a full
-validation (`subsample/after` to the iteration's last `val_program_average`). Between
-them, `selected_program_candidate` to `subsample/after`, a single task's reflection and its
-child's minibatch: the reflection is that span less the child's minibatch at its mean
-makespan under the rollout latency the stages measured.
+docs/calibration.md ("The time", "What is fitted, and how") says which marks bound which
+stage. Each rollout stage gepa marks is one adapter call (`batch_evaluate` over all its
+pairs), so a stage marked at both ends spans the makespan of its rollouts on the W workers,
+fitted as a recorded untimed adapter call is (untimed_latency.py). A single task's span from
+its parent's selection to its child's verdict holds its reflection and then its child's
+minibatch: the reflection is that span less the minibatch at its mean makespan under the
+rollout latency the stages measured. DSPy's log lines, to the second, also time the
+reflection alone; spans rounded to the second are used only when their median is at least
+LOG_RESOLUTION_FACTOR seconds.
 
-DSPy's log lines (gepa_log.py) mark more, each to the second: the seed's validation, a
-parents' minibatch and, in a single run, the reflection ("Selected program" to the first
-"Proposed new text") and a child's minibatch (to "New subsample score" or "Accepted
-candidate"), so the reflection and its child's minibatch together as MLflow's are. Spans
-rounded to the second are used only when their median is at least LOG_RESOLUTION_FACTOR
-seconds.
-
-A candidate's rollouts take their own time (its prompt's length, its answers'), and the
-run's accepted candidates set how long its stages took. Each span of one candidate's
-rollouts (the seed's validation, a single parent's minibatch, a child's full validation)
-gives each candidate's latency factor over the seed's, by medians within each kind of
-stage. Kept where the candidates' spans differ, the seed's among them (Kruskal-Wallis,
-p < ALPHA), and one candidate's factor from the seed's by more than DIFFERS: the spans are
-then divided by their candidates' factors before the latency fit (the seed's latency),
-and the factors are the scenario's [prompt] lengths at exponent 1, each proposal's drawn
-from the accepted ones' (a run_dir keeps no token counts).
+A candidate's rollouts take their own time (its prompt's length, its answers'): each span of
+one candidate's rollouts gives its latency factor over the seed's, kept where the candidates'
+spans differ (Kruskal-Wallis, p < ALPHA) by more than DIFFERS; the spans are then divided by
+their factors before the fit (the seed's latency), and the factors are the scenario's
+[prompt] lengths at exponent 1 (a run_dir keeps no token counts).
 """
 
 from __future__ import annotations
@@ -250,7 +238,7 @@ def fit_stage_latency(spans: list[StageSpan], workers: int, source: str) -> Stag
 
 
 def log_stage_spans(run: PastRun, log: GepaLog) -> MarkedSpans:
-    """The stages DSPy's log lines mark (module docstring); none without their times."""
+    """The stages DSPy's log lines mark (docs/calibration.md); none without their times."""
     if not log.timed:
         return MarkedSpans([])
     by_iteration: dict[int | None, list] = {}
