@@ -119,8 +119,6 @@ def calibrate_past_run(
     name: str = "calibrated",
     draws: int = 100,
     search: str = "auto",
-    options: InferenceOptions | None = None,
-    jobs: int = 1,
     on_generation: Callable[[Generation], None] | None = None,
     backend: Backend | None = None,
 ) -> PastCalibration:
@@ -142,7 +140,7 @@ def calibrate_past_run(
     acceptance = fit_acceptance(units.steps)
     failures = fit_failures([trace], units.losses)
     merges = fit_merges([trace], units.merges, units.merges_accepted, notes)
-    options = options or default_options(draws)
+    options = default_options(draws)
     stages, reflections = _marked_stages(run, tracked, the_log, setup.workers)
     notes += [] if stages is None else list(stages.notes)
     summaries = past_run_summaries(
@@ -155,14 +153,16 @@ def calibrate_past_run(
         path=files.path,
         prompt=None if stages is None else stages.candidates.chosen,
     )
-    inference = infer_from_summaries(summaries, name, jobs, on_generation, backend)
+    inference = infer_from_summaries(summaries, name, on_generation=on_generation, backend=backend)
     scenario = inference.scenario.replace(
         name=name,
         description=f"calibrated by pxn calibrate from the past run {files.path}",
         **_bookkeeping_fields(units, failures, merges, setup, scored),
     )
-    if scored:
-        scenario = _with_seed_validation(scenario, trace)
+    if scored:  # the seed's validation kept as measured, as for a recorded run
+        assert scenario.quality is not None
+        quality = dataclasses.replace(scenario.quality, seed_validation=seed_validation([trace]))
+        scenario = scenario.replace(quality=quality)
     scenario = _with_run_spread_prior(scenario, notes)
     scenario.validate()
     scenario.validate_draws()
@@ -192,9 +192,9 @@ def past_run_summaries(
     scored: bool,
     failures: Failures,
     options: InferenceOptions,
-    priors: dict[str, Prior] | None = None,
-    path: Path | None = None,
-    prompt: PromptLengths | None = None,
+    priors: dict[str, Prior],
+    path: Path,
+    prompt: PromptLengths | None,
 ) -> Summaries:
     """The run's figures as facts of one run at its own setup and shape, its candidates'
     rollouts at `prompt`'s factors where the stages measured them."""
@@ -229,13 +229,7 @@ def past_run_summaries(
         ),
     ]
     runs = [dataclasses.replace(r, setup=dataclasses.replace(r.setup, prompt=prompt)) for r in runs]
-    return Summaries(
-        path or trace.path,
-        tuple(runs),
-        tuple(facts),
-        {**fixed, **(priors or {})},
-        options,
-    )
+    return Summaries(path, tuple(runs), tuple(facts), fixed | priors, options)
 
 
 def _count(quantity: str, value: int) -> Fact:
@@ -373,7 +367,6 @@ def _setup(
 ) -> RunSetup:
     """W, C and B: given, else what the run shows, else one line asking for them."""
     dspy = (files.state is not None and files.state.dspy) or (log is not None and log.timed)
-    said = []
     if workers is None:
         raise PxnError(
             "is not kept in a run_dir (the adapter decides how many rollouts run at once): give "
@@ -382,7 +375,6 @@ def _setup(
         )
     if workers < 1:
         raise PxnError(f"must be a whole number >= 1: got {workers}", subject="workers")
-    said.append(f"W={workers} (given)")
     k = run.shape.k
     if dspy:
         if concurrency not in (None, 1):
@@ -390,18 +382,17 @@ def _setup(
                 f"is 1 for dspy.GEPA, whose adapter reflects one task at a time: got {concurrency}",
                 subject="reflection concurrency",
             )
-        concurrency, source = 1, "dspy.GEPA reflects one task at a time"
+        concurrency, reflections = 1, "dspy.GEPA reflects one task at a time"
     elif concurrency is not None:
-        source = "given"
+        reflections = "given"
     elif k == 1:
-        concurrency, source = 1, "one reflection an iteration"
+        concurrency, reflections = 1, "one reflection an iteration"
     else:
         raise PxnError(
             f"is not kept in a run_dir: give the reflections the run made at once (its {k} "
             "an iteration with gepa's own LM, up to 10; 1 with a plain callable)",
             subject="reflection concurrency",
         )
-    said.append(f"C={concurrency} ({source})")
     if budget is not None:
         source = "given"
     elif log is not None and log.budget is not None:
@@ -412,13 +403,5 @@ def _setup(
             f"the metric calls the run made; its max_metric_calls lay in ({run.budget_low}, "
             f"{run.budget_high}], every one of which stops it where it stopped"
         )
-    said.append(f"B={budget} ({source})")
-    return RunSetup(workers, concurrency, budget, dspy, tuple(said))
-
-
-def _with_seed_validation(scenario: Scenario, trace: Trace) -> Scenario:
-    """The seed's validation kept as measured (the draws keep every posterior draw, as
-    calibrate/traces/quality.py does for a recorded run)."""
-    assert scenario.quality is not None
-    quality = dataclasses.replace(scenario.quality, seed_validation=seed_validation([trace]))
-    return scenario.replace(quality=quality)
+    said = (f"W={workers} (given)", f"C={concurrency} ({reflections})", f"B={budget} ({source})")
+    return RunSetup(workers, concurrency, budget, dspy, said)

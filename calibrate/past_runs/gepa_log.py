@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ast
 import re
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -105,56 +104,42 @@ class GepaLog:
 def parse_log(lines: list[str] | tuple[str, ...], source: str) -> GepaLog:
     """gepa's lines among `lines` (others, such as a progress bar or DSPy's warnings, are
     passed over)."""
-    parsed: list[LogLine] = []
-    before: dict[int, list[str]] = defaultdict(list)
-    at: dict[int, list[str]] = defaultdict(list)
-    failed: set[int] = set()
-    budget = None
+    log = GepaLog([], source=source)
     current: int | None = None
-    seed_score: SeedScore | None = None
-    new_scores: dict[int, NewScores] = {}
     pending: dict[Any, float] | None = None  # a new program's scores, before its index
     for raw in lines:
         time, logger, text = _split_time(raw)
         if logger is not None and not logger.startswith(GEPA_LOGGER):
             continue  # DSPy's own lines (its LM's warnings, its evaluator's errors)
         if (found := BUDGET.search(text)) is not None:
-            budget = int(found.group(1))
+            log.budget = int(found.group(1))
         numbered = ITERATION.search(text)
         if numbered is not None:
             current = int(numbered.group(1))
             text = numbered.group(2)
-        elif time is None and not _reflection_line(text):
+        elif time is None and not any(text.startswith(start) for start in AT_REFLECTION):
             continue  # neither gepa's nor DSPy's line
-        parsed.append(LogLine(time, current, text))
+        log.lines.append(LogLine(time, current, text))
         if current is None:
             continue
-        for start, reason in BEFORE_REFLECTION.items():
-            if text.startswith(start):
-                before[current].append(reason)
-        for start, reason in AT_REFLECTION.items():
-            if text.startswith(start):
-                at[current].append(reason)
+        for table, reasons in (
+            (BEFORE_REFLECTION, log.before_reflection),
+            (AT_REFLECTION, log.at_reflection),
+        ):
+            for start, reason in table.items():
+                if text.startswith(start):
+                    reasons.setdefault(current, []).append(reason)
         if text.startswith(ITERATION_FAILED):
-            failed.add(current)
+            log.failed_iterations.add(current)
         if (seed := SEED_SCORE.match(text)) is not None:
-            if seed_score is None or current == 0:
-                seed_score = _seed_score(seed)
+            if log.seed_score is None or current == 0:
+                log.seed_score = _seed_score(seed)
         elif text.startswith(NEW_SCORES):
             pending = _scores(text.removeprefix(NEW_SCORES))
         elif (index := NEW_INDEX.match(text)) is not None and pending is not None:
-            new_scores[int(index.group(1))] = NewScores(current, pending)
+            log.new_scores[int(index.group(1))] = NewScores(current, pending)
             pending = None
-    return GepaLog(
-        parsed,
-        dict(before),
-        dict(at),
-        failed,
-        budget,
-        source,
-        seed_score=seed_score,
-        new_scores=new_scores,
-    )
+    return log
 
 
 def _seed_score(found: re.Match[str]) -> SeedScore | None:
@@ -202,7 +187,3 @@ def _split_time(raw: str) -> tuple[datetime | None, str | None, str]:
     if found is None:
         return None, None, raw.strip()
     return datetime.strptime(found.group(1), DSPY_TIME), found.group(2), found.group(3)
-
-
-def _reflection_line(text: str) -> bool:
-    return any(text.startswith(start) for start in AT_REFLECTION)

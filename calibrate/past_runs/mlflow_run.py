@@ -58,8 +58,13 @@ class MlflowRun:
         value = self.params.get("run_dir")
         return None if value in (None, "", "None") else value
 
-    def points(self, key: str) -> tuple[Point, ...]:
-        return self.metrics.get(key, ())
+    def steps(self, *keys: str) -> dict[int, list[float]]:
+        """The times of the keys' points, by step."""
+        by_step: dict[int, list[float]] = defaultdict(list)
+        for key in keys:
+            for point in self.metrics.get(key, ()):
+                by_step[point.step].append(point.time)
+        return dict(by_step)
 
     @property
     def last_time(self) -> float:
@@ -84,14 +89,11 @@ def read_mlflow_run(reference: str, tracking_uri: str | None) -> MlflowRun:
         )
     client, errors = _client(uri)
     name = reference[len(PREFIX) :]
-    try:
-        run = client.get_run(_run_id(client, name, uri)) if name else None
-    except errors as exc:
-        raise PxnError(f"cannot be read from {uri}: {_first_line(exc)}", subject=what) from None
-    if run is None:
+    if not name:
         raise PxnError("names no run: write mlflow:RUN_ID or mlflow:experiment:NAME", subject=what)
     metrics: dict[str, tuple[Point, ...]] = {}
     try:
+        run = client.get_run(_run_id(client, name, uri))
         for key in READ:
             if key in run.data.metrics:
                 history = client.get_metric_history(run.info.run_id, key)
@@ -196,11 +198,3 @@ def _run_id(client: Any, name: str, uri: str) -> str:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
-
-
-def steps(points: tuple[Point, ...]) -> dict[int, list[float]]:
-    """The times of the points, by step."""
-    by_step: dict[int, list[float]] = defaultdict(list)
-    for point in points:
-        by_step[point.step].append(point.time)
-    return dict(by_step)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,6 @@ class Task:
     after: tuple[float, ...] | None  # the child's
     candidate: int | None = None  # the child's index in the pool, when it joined it
     reason: str | None = None  # why no child was judged (trace.NoProposal's reasons)
-    reason_from_log: bool = False
 
     @property
     def judged(self) -> bool:
@@ -87,10 +86,6 @@ class ValScores:
     def from_log(self) -> bool:
         return self.source != STATE
 
-    @property
-    def seed_examples_known(self) -> bool:
-        return bool(self.per_example[0])
-
 
 @dataclass(frozen=True)
 class PastRun:
@@ -124,15 +119,11 @@ def past_run(files: RunDirFiles, log: GepaLog | None = None, shape: Shape | None
     valset = _valset(files, val_scores, log)
     records = [_matched(r, files) for r in records]
     scores_by_parent = _known_scores(records)
-    guessed = 0
-    with_reasons = []
-    for record in records:
-        record, unknown = _with_reasons(record, log, scores_by_parent)
-        guessed += unknown
-        with_reasons.append(record)
+    reasoned = [_with_reasons(record, log, scores_by_parent) for record in records]
+    with_reasons = [record for record, _ in reasoned]
     minibatch = _minibatch(with_reasons)
     found_shape, shape_note = _shape(with_reasons) if shape is None else (shape, "given")
-    counted = _counted_calls(with_reasons, len(valset), minibatch)
+    counted = len(valset) + sum(_iteration_calls(r, len(valset)) for r in with_reasons)
     metric_calls, calls_note = counted, "counted from run_log.json"
     if files.state is not None:
         metric_calls, calls_note = files.state.metric_calls, "gepa's count (gepa_state.bin)"
@@ -142,9 +133,9 @@ def past_run(files: RunDirFiles, log: GepaLog | None = None, shape: Shape | None
                 f"evaluations make {counted} (an adapter that counts its own calls, or gepa's "
                 "cache): gepa's count is used"
             )
-    train_ids = [i for r in with_reasons for t in r.tasks for i in _ints(t.minibatch)]
-    last = with_reasons[-1]
-    last_calls = _iteration_calls(last, len(valset), minibatch)
+    train_ids = [
+        i for r in with_reasons for t in r.tasks for i in t.minibatch if isinstance(i, int)
+    ]
     return PastRun(
         path=files.path,
         iterations=tuple(with_reasons),
@@ -158,17 +149,13 @@ def past_run(files: RunDirFiles, log: GepaLog | None = None, shape: Shape | None
         components=len(files.candidates[0]) if files.candidates else 1,
         metric_calls=metric_calls,
         metric_calls_note=calls_note,
-        budget_low=metric_calls - last_calls,
+        budget_low=metric_calls - _iteration_calls(with_reasons[-1], len(valset)),
         budget_high=metric_calls,
         merges_on=any(r.merge is not None or r.merge_not_found for r in with_reasons),
-        reasons_guessed=guessed,
+        reasons_guessed=sum(guessed for _, guessed in reasoned),
         log=log,
         notes=tuple(notes),
     )
-
-
-def _ints(ids: tuple[Any, ...]) -> list[int]:
-    return [i for i in ids if isinstance(i, int)]
 
 
 def _iteration(entry: dict[str, Any]) -> IterationRecord:
@@ -251,7 +238,7 @@ def _of(per_example: Sequence[dict[Any, float]], source: str) -> ValScores:
 
 
 def _valset(files: RunDirFiles, val_scores: ValScores | None, log: GepaLog | None) -> tuple:
-    if val_scores is not None and val_scores.seed_examples_known:
+    if val_scores is not None and val_scores.per_example[0]:  # the seed's, example by example
         return tuple(val_scores.per_example[0])
     for entry in files.run_log:
         if "evaluated_val_indices" in entry:
@@ -273,17 +260,16 @@ def _matched(record: IterationRecord, files: RunDirFiles) -> IterationRecord:
     new = list(record.new_programs)
     if record.merge is not None:
         accepted = sum(record.merge.after) >= record.merge.before and bool(new)
-        merge = MergeAttempt(**{**record.merge.__dict__, "candidate": new[0] if accepted else None})
-        return IterationRecord(**{**record.__dict__, "merge": merge})
+        return replace(record, merge=replace(record.merge, candidate=new[0] if accepted else None))
     parents = files.state.parents if files.state is not None else None
     tasks = list(record.tasks)
     for program in new:
         wanted = parents[program][0] if parents is not None and program < len(parents) else None
         for j, task in enumerate(tasks):
             if task.passed and task.candidate is None and wanted in (None, task.parent):
-                tasks[j] = Task(**{**task.__dict__, "candidate": program})
+                tasks[j] = replace(task, candidate=program)
                 break
-    return IterationRecord(**{**record.__dict__, "tasks": tuple(tasks)})
+    return replace(record, tasks=tuple(tasks))
 
 
 def _known_scores(records: list[IterationRecord]) -> dict[int, dict[Any, float]]:
@@ -309,16 +295,16 @@ def _with_reasons(
     for position, j in enumerate(silent):
         task = tasks[j]
         if position < len(logged):
-            reason, from_log = logged[position], True
+            reason = logged[position]
         elif failed:
-            reason, from_log = "iteration_failed", True
+            reason = "iteration_failed"
         else:
             scores = [known[task.parent].get(i) for i in task.minibatch]
             perfect = all(s is not None and s >= PERFECT for s in scores)
-            reason, from_log = ("perfect_parent" if perfect else "reflective_dataset"), False
+            reason = "perfect_parent" if perfect else "reflective_dataset"
             guessed += 1
-        tasks[j] = Task(**{**task.__dict__, "reason": reason, "reason_from_log": from_log})
-    return IterationRecord(**{**record.__dict__, "tasks": tuple(tasks), "failed": failed}), guessed
+        tasks[j] = replace(task, reason=reason)
+    return replace(record, tasks=tuple(tasks), failed=failed), guessed
 
 
 def _minibatch(records: list[IterationRecord]) -> int:
@@ -350,7 +336,7 @@ def _shape(records: list[IterationRecord]) -> tuple[Shape, str]:
     return shape, f"read as {shape.label} from the parents of its {len(parents)} iterations"
 
 
-def _iteration_calls(record: IterationRecord, valset_size: int, minibatch: int) -> int:
+def _iteration_calls(record: IterationRecord, valset_size: int) -> int:
     """The metric calls gepa made in an iteration, as its run log records them."""
     if record.merge is not None:
         return len(record.merge.subsample) + valset_size * len(record.new_programs)
@@ -358,7 +344,3 @@ def _iteration_calls(record: IterationRecord, valset_size: int, minibatch: int) 
     parent_calls = sum(len(mb) for _, mb in pairs)
     child_calls = sum(len(t.minibatch) for t in record.tasks if t.judged)
     return parent_calls + child_calls + valset_size * len(record.new_programs)
-
-
-def _counted_calls(records: list[IterationRecord], valset_size: int, minibatch: int) -> int:
-    return valset_size + sum(_iteration_calls(r, valset_size, minibatch) for r in records)

@@ -34,7 +34,6 @@ GIVE_IT = "give the run_dir= (dspy.GEPA's log_dir=) the run was given"
 class GepaState:
     """What pxn reads of gepa_state.bin (the rest it leaves alone)."""
 
-    schema: int
     val_scores: tuple[dict[Any, float], ...]  # per candidate: validation id -> score
     parents: tuple[tuple[int | None, ...], ...]  # per candidate
     metric_calls: int  # total_num_evals
@@ -183,7 +182,6 @@ def _state(path: Path) -> tuple[GepaState | None, str]:
         scores = tuple(dict(s) for s in data["prog_candidate_val_subscores"])
         parents = tuple(tuple(p) for p in data["parent_program_for_candidate"])
         state = GepaState(
-            schema=schema,
             val_scores=tuple({k: float(v) for k, v in s.items()} for s in scores),
             parents=parents,
             metric_calls=int(data["total_num_evals"]),

@@ -1,32 +1,20 @@
 """The latencies from the stage times a run's MLflow run or DSPy's log keeps.
 
-Each rollout stage gepa marks is one adapter call (`batch_evaluate` over all its pairs),
-so a stage marked at both ends spans the makespan of its rollouts on the W workers, as an
-untimed adapter call does in a recorded trace; untimed_latency.py's likelihood fits the
-rollout latency to those spans. MLflow's points (mlflow_run.py) mark the seed's
-validation (the run's start to step 0), a parents' minibatch (the previous iteration's
-last point to `selected_program_candidate`, gepa's state save inside it) and a full
-validation (`subsample/after` to the iteration's last `val_program_average`). Between
-them, `selected_program_candidate` to `subsample/after`, a single task's reflection and its
-child's minibatch: the reflection is that span less the child's minibatch at its mean
-makespan under the rollout latency the stages measured.
+docs/calibration.md ("The time", "What is fitted, and how") says which marks bound which
+stage. Each rollout stage gepa marks is one adapter call (`batch_evaluate` over all its
+pairs), so a stage marked at both ends spans the makespan of its rollouts on the W workers,
+fitted as a recorded untimed adapter call is (untimed_latency.py). A single task's span from
+its parent's selection to its child's verdict holds its reflection and then its child's
+minibatch: the reflection is that span less the minibatch at its mean makespan under the
+rollout latency the stages measured. DSPy's log lines, to the second, also time the
+reflection alone; spans rounded to the second are used only when their median is at least
+LOG_RESOLUTION_FACTOR seconds.
 
-DSPy's log lines (gepa_log.py) mark more, each to the second: the seed's validation, a
-parents' minibatch and, in a single run, the reflection ("Selected program" to the first
-"Proposed new text") and a child's minibatch (to "New subsample score" or "Accepted
-candidate"), so the reflection and its child's minibatch together as MLflow's are. Spans
-rounded to the second are used only when their median is at least LOG_RESOLUTION_FACTOR
-seconds.
-
-A candidate's rollouts take their own time (its prompt's length, its answers'), and the
-run's accepted candidates set how long its stages took. Each span of one candidate's
-rollouts (the seed's validation, a single parent's minibatch, a child's full validation)
-gives each candidate's latency factor over the seed's, by medians within each kind of
-stage. Kept where the candidates' spans differ, the seed's among them (Kruskal-Wallis,
-p < ALPHA), and one candidate's factor from the seed's by more than DIFFERS: the spans are
-then divided by their candidates' factors before the latency fit (the seed's latency),
-and the factors are the scenario's [prompt] lengths at exponent 1, each proposal's drawn
-from the accepted ones' (a run_dir keeps no token counts).
+A candidate's rollouts take their own time (its prompt's length, its answers'): each span of
+one candidate's rollouts gives its latency factor over the seed's, kept where the candidates'
+spans differ (Kruskal-Wallis, p < ALPHA) by more than DIFFERS; the spans are then divided by
+their factors before the fit (the seed's latency), and the factors are the scenario's
+[prompt] lengths at exponent 1 (a run_dir keeps no token counts).
 """
 
 from __future__ import annotations
@@ -38,13 +26,13 @@ import numpy as np
 import scipy.stats
 
 from pxn.calibrate.past_runs.gepa_log import GepaLog
-from pxn.calibrate.past_runs.mlflow_run import MlflowRun, steps
+from pxn.calibrate.past_runs.mlflow_run import MlflowRun
 from pxn.calibrate.past_runs.past_run import IterationRecord, PastRun
 from pxn.calibrate.summaries.priors import DEFAULT_PRIORS, Prior
 from pxn.calibrate.traces.fit import MIN_FIT_POINTS, LatencyFit, fit_latency
 from pxn.calibrate.traces.makespan import Spans, mean_makespan
 from pxn.calibrate.traces.prompt_lengths import DIFFERS
-from pxn.calibrate.traces.untimed_latency import UntimedFit, fit_untimed_latency
+from pxn.calibrate.traces.untimed_latency import fit_untimed_latency
 from pxn.prompt_lengths import PromptLengths
 
 MIN_SPANS = 3  # fewer marked stages fit no latency
@@ -99,7 +87,6 @@ class StageLatency:
     source: str  # what marked the stages: "MLflow's stage times", "DSPy's log lines"
     spans: tuple[StageSpan, ...]
     latency: LatencyFit  # the seed's, where the candidates' factors are kept
-    untimed: UntimedFit
     candidates: CandidateFactors
     notes: tuple[str, ...]
 
@@ -137,13 +124,10 @@ class ReflectionLatency:
 def mlflow_stage_spans(run: PastRun, tracked: MlflowRun) -> MarkedSpans:
     """The rollout stages and the single tasks' proposals both of whose ends the MLflow run
     marks."""
-    selected = steps(tracked.points("selected_program_candidate"))
-    after = steps(tracked.points("subsample/after"))
-    validated = steps(tracked.points("val_program_average"))
-    every: dict[int, list[float]] = {}
-    for key in tracked.metrics:
-        for step, times in steps(tracked.points(key)).items():
-            every.setdefault(step, []).extend(times)
+    selected = tracked.steps("selected_program_candidate")
+    after = tracked.steps("subsample/after")
+    validated = tracked.steps("val_program_average")
+    every = tracked.steps(*tracked.metrics)
     spans, proposals = [], []
     if 0 in validated:
         seed = min(validated[0]) - tracked.start
@@ -240,7 +224,7 @@ def fit_stage_latency(spans: list[StageSpan], workers: int, source: str) -> Stag
         np.full(len(spans), workers, dtype=int),
     )
     notes: list[str] = []
-    latency, untimed = fit_untimed_latency(
+    latency, _ = fit_untimed_latency(
         table,
         0,
         np.empty(0),
@@ -250,11 +234,11 @@ def fit_stage_latency(spans: list[StageSpan], workers: int, source: str) -> Stag
         choice="auto",
         notes=notes,
     )
-    return StageLatency(source, tuple(spans), latency, untimed, candidates, tuple(notes))
+    return StageLatency(source, tuple(spans), latency, candidates, tuple(notes))
 
 
 def log_stage_spans(run: PastRun, log: GepaLog) -> MarkedSpans:
-    """The stages DSPy's log lines mark (module docstring); none without their times."""
+    """The stages DSPy's log lines mark (docs/calibration.md); none without their times."""
     if not log.timed:
         return MarkedSpans([])
     by_iteration: dict[int | None, list] = {}

@@ -40,16 +40,6 @@ class FileTimes:
     trusted: bool
     why: str  # which files, and why they are trusted or not
 
-    @property
-    def after_seed(self) -> float | None:
-        """Seconds from the seed validation's end to the run's end."""
-        return None if self.seed_end is None else self.end - self.seed_end
-
-    @property
-    def whole(self) -> float | None:
-        """Seconds from the run's start to its end."""
-        return None if self.start is None else self.end - self.start
-
 
 def file_times(path: Path, log_lines: tuple[str, ...]) -> FileTimes:
     """What the files' modification times say of the run at `path`."""
@@ -144,11 +134,12 @@ def files_wall_clock(times: FileTimes, seed_calls: int, later_calls: int) -> Wal
     """From the files' times (module docstring), when they are trusted."""
     if not times.trusted:
         return None
-    if times.whole is not None:
-        return WallClock(times.whole, times.whole, 0.5, f"the files' times: {times.why}", False)
-    after = times.after_seed
-    if after is None:
+    if times.start is not None:
+        whole = times.end - times.start
+        return WallClock(whole, whole, 0.5, f"the files' times: {times.why}", False)
+    if times.seed_end is None:
         return None
+    after = times.end - times.seed_end
     seed_at_most = after * seed_calls / max(later_calls, 1)
     return WallClock(
         after,

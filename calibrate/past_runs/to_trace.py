@@ -35,7 +35,12 @@ FROM_KEY = "from"  # run_start meta: what the trace was made from
 
 
 def past_run_events(
-    run: PastRun, *, workers: int, reflection_concurrency: int, budget: int, meta: dict[str, Any]
+    run: PastRun,
+    *,
+    workers: int,
+    reflection_concurrency: int,
+    budget: int,
+    meta: dict[str, Any],
 ) -> list[Event]:
     """The run's events, in the order a recording would write them."""
     events: list[Event] = [
@@ -86,43 +91,42 @@ def write_past_run_trace(path: Path, events: list[Event]) -> Path:
     return path
 
 
-def _rollouts(
-    i: int, at: float, phase: str, candidate: str, examples: list[str], scores: Any
-) -> list[Event]:
-    """One untimed rollout per example, all at the instant `at`."""
+def _at(kind: type[Event], i: int, **fields: Any) -> Event:
+    """An event of iteration i, at the instant i on the order-only clock."""
+    return kind(start=float(i), end=float(i), iteration=i, **fields)
+
+
+def _rollouts(i: int, phase: str, candidate: str, examples: list[str], scores: Any) -> list:
+    """One untimed rollout per example, all at the iteration's instant."""
     return [
-        Rollout(
-            start=at,
-            end=at,
-            iteration=i,
+        _at(
+            Rollout,
+            i,
             phase=phase,
             worker=lane,
             candidate=candidate,
-            example=example,
+            example=e,
             score=score,
             timed=False,
         )
-        for lane, (example, score) in enumerate(zip(examples, scores, strict=False))
+        for lane, (e, score) in enumerate(zip(examples, scores, strict=False))
     ]
 
 
-def _val_rollouts(run: PastRun, iteration: int, phase: str, candidate: int, at: float) -> list:
+def _val_rollouts(run: PastRun, i: int, phase: str, candidate: int) -> list[Event]:
     scores = run.val_scores.per_example[candidate] if run.val_scores is not None else {}
     examples = [f"val/{example}" for example in run.valset]
-    return _rollouts(
-        iteration, at, phase, str(candidate), examples, [scores.get(e) for e in run.valset]
-    )
+    return _rollouts(i, phase, str(candidate), examples, [scores.get(e) for e in run.valset])
 
 
-def _validation(run: PastRun, iteration: int, candidate: int, at: float) -> list[Event]:
+def _validation(run: PastRun, i: int, candidate: int) -> list[Event]:
     scores = run.val_scores
     if scores is None or candidate >= len(scores.means):
         return []
     return [
-        Validation(
-            start=at,
-            end=at,
-            iteration=iteration,
+        _at(
+            Validation,
+            i,
             candidate=str(candidate),
             score=scores.means[candidate],
             examples=scores.examples[candidate],
@@ -132,64 +136,55 @@ def _validation(run: PastRun, iteration: int, candidate: int, at: float) -> list
 
 def _seed(run: PastRun) -> list[Event]:
     return [
-        *_val_rollouts(run, 0, "seed_val", 0, 0.0),
-        Stage(start=0.0, end=0.0, iteration=0, name="seed_val"),
-        *_validation(run, 0, 0, 0.0),
+        *_val_rollouts(run, 0, "seed_val", 0),
+        _at(Stage, 0, name="seed_val"),
+        *_validation(run, 0, 0),
     ]
 
 
 def _iteration(run: PastRun, record: IterationRecord) -> list[Event]:
-    i, at = record.number, float(record.number)
+    i = record.number
     events: list[Event] = []
     if record.merge_not_found:
-        events.append(
-            NoProposal(
-                start=at, end=at, iteration=i, proposal=f"{i}-merge", reason="merge_not_found"
-            )
-        )
-    if record.merge is not None:
-        events += _merge(run, record, at)
-    else:
-        events += _proposals(run, record, at)
+        events.append(_at(NoProposal, i, proposal=f"{i}-merge", reason="merge_not_found"))
+    events += _merge(record) if record.merge is not None else _proposals(record)
     for program in record.new_programs:
-        events += _val_rollouts(run, i, "full_val", program, at)
+        events += _val_rollouts(run, i, "full_val", program)
     if record.new_programs:
-        events.append(Stage(start=at, end=at, iteration=i, name="full_val"))
+        events.append(_at(Stage, i, name="full_val"))
     for program in record.new_programs:
-        events += _validation(run, i, program, at)
-    events.append(Iteration(start=at, end=at, iteration=i))
+        events += _validation(run, i, program)
+    events.append(_at(Iteration, i))
     return events
 
 
 def _minibatch_rollouts(
-    i: int, at: float, phase: str, candidate: str, task: Task, scores: tuple[float, ...] | None
+    i: int, phase: str, candidate: str, task: Task, scores: tuple[float, ...] | None
 ) -> list[Event]:
     examples = [f"train/{example}" for example in task.minibatch]
-    return _rollouts(i, at, phase, candidate, examples, scores or [None] * len(examples))
+    return _rollouts(i, phase, candidate, examples, scores or [None] * len(examples))
 
 
-def _proposals(run: PastRun, record: IterationRecord, at: float) -> list[Event]:
+def _proposals(record: IterationRecord) -> list[Event]:
     i = record.number
     events: list[Event] = []
     evaluated: set[tuple[int, tuple]] = set()
     for task in record.tasks:  # gepa evaluates each distinct (parent, minibatch) once
         key = (task.parent, tuple(task.minibatch))
-        if key in evaluated:
-            continue
-        evaluated.add(key)
-        events += _minibatch_rollouts(
-            i, at, "parent_minibatch", str(task.parent), task, task.before
-        )
+        if key not in evaluated:
+            evaluated.add(key)
+            events += _minibatch_rollouts(
+                i, "parent_minibatch", str(task.parent), task, task.before
+            )
     if record.tasks:
-        events.append(Stage(start=at, end=at, iteration=i, name="parent_minibatch"))
+        events.append(_at(Stage, i, name="parent_minibatch"))
     reflected = [t for t in record.tasks if t.judged or t.reason in REFLECTED]
     for slot, task in enumerate(reflected):
         failed = task.reason == "reflection_failed"
         events.append(
-            Reflection(
-                start=at,
-                end=at,
-                iteration=i,
+            _at(
+                Reflection,
+                i,
                 slot=slot,
                 proposal=task.proposal,
                 parent=str(task.parent),
@@ -197,38 +192,30 @@ def _proposals(run: PastRun, record: IterationRecord, at: float) -> list[Event]:
             )
         )
     if reflected:
-        events.append(Stage(start=at, end=at, iteration=i, name="reflection"))
-    for task in record.tasks:
-        if task.reason is not None:
-            events.append(
-                NoProposal(
-                    start=at,
-                    end=at,
-                    iteration=i,
-                    proposal=task.proposal,
-                    parent=str(task.parent),
-                    reason=task.reason,
-                )
-            )
+        events.append(_at(Stage, i, name="reflection"))
+    events += [
+        _at(NoProposal, i, proposal=t.proposal, parent=str(t.parent), reason=t.reason)
+        for t in record.tasks
+        if t.reason is not None
+    ]
     judged = [t for t in record.tasks if t.judged]
     for task in judged:
-        events += _minibatch_rollouts(i, at, "child_minibatch", task.proposal, task, task.after)
+        events += _minibatch_rollouts(i, "child_minibatch", task.proposal, task, task.after)
     if judged:
-        events.append(Stage(start=at, end=at, iteration=i, name="child_minibatch"))
-    for task in judged:
-        events.append(
-            Decision(
-                start=at,
-                end=at,
-                iteration=i,
-                proposal=task.proposal,
-                parent=str(task.parent),
-                accepted=task.candidate is not None,
-                candidate=None if task.candidate is None else str(task.candidate),
-                score_before=sum(task.before or ()),
-                score_after=sum(task.after or ()),
-            )
+        events.append(_at(Stage, i, name="child_minibatch"))
+    events += [
+        _at(
+            Decision,
+            i,
+            proposal=t.proposal,
+            parent=str(t.parent),
+            accepted=t.candidate is not None,
+            candidate=None if t.candidate is None else str(t.candidate),
+            score_before=sum(t.before or ()),
+            score_after=sum(t.after or ()),
         )
+        for t in judged
+    ]
     return events
 
 
@@ -236,19 +223,17 @@ def _proposals(run: PastRun, record: IterationRecord, at: float) -> list[Event]:
 REFLECTED = ("reflection_failed", "no_texts")
 
 
-def _merge(run: PastRun, record: IterationRecord, at: float) -> list[Event]:
+def _merge(record: IterationRecord) -> list[Event]:
     i, merge = record.number, record.merge
     assert merge is not None
     proposal = f"{i}-merge"
     examples = [f"val/{example}" for example in merge.subsample]
-    rollouts = _rollouts(i, at, "merge_subsample", proposal, examples, merge.after)
     return [
-        *rollouts,
-        Stage(start=at, end=at, iteration=i, name="merge_subsample"),
-        Merge(
-            start=at,
-            end=at,
-            iteration=i,
+        *_rollouts(i, "merge_subsample", proposal, examples, merge.after),
+        _at(Stage, i, name="merge_subsample"),
+        _at(
+            Merge,
+            i,
             proposal=proposal,
             parents=f"{merge.parents[0]},{merge.parents[1]}",
             ancestor=None if merge.ancestor is None else str(merge.ancestor),

@@ -141,11 +141,14 @@ class Chain:
         if steps == 0 or len(points) == 0:
             return Walked(points, figures, distances, np.zeros(len(points), dtype=int), 0)
         columns = [points, figures, distances, lengths, seeds]
-        parts = _in_chunks(run, _walk_chunk, (self, steps), columns)
-        arrays = ("points", "figures", "distances", "accepted")
+        moved = [m for part in _in_chunks(run, _walk_chunk, (self, steps), columns) for m in part]
+        points, figures, distances, accepted, simulations = zip(*moved, strict=True)
         return Walked(
-            *(np.concatenate([getattr(p, name) for p in parts]) for name in arrays),
-            sum(p.simulations for p in parts),
+            np.array(points),
+            np.array(figures),
+            np.array(distances),
+            np.array(accepted, dtype=int),
+            sum(simulations),
         )
 
     def move(
@@ -189,20 +192,12 @@ def _walk_chunk(
     distances: np.ndarray,
     lengths: np.ndarray,
     seeds: list[int],
-) -> Walked:
+) -> list[tuple[np.ndarray, np.ndarray, float, int, int]]:
     """One unit of work: a few particles' chains (a worker process runs it)."""
-    moved = [
+    return [
         chain.move(p, f, float(d), float(a), steps, s)
         for p, f, d, a, s in zip(points, figures, distances, lengths, seeds, strict=True)
     ]
-    points, figures, distances, accepted, simulations = zip(*moved, strict=True)
-    return Walked(
-        np.array(points),
-        np.array(figures),
-        np.array(distances),
-        np.array(accepted, dtype=int),
-        sum(simulations),
-    )
 
 
 @dataclass(frozen=True)

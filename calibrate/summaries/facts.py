@@ -46,25 +46,14 @@ RUN_QUANTITIES = (
 # The scale a quantity's misfit is measured on: ratios for sizes, odds for a
 # share, ratios of one more for counts that can be zero.
 SCALES = {
-    "wall_clock": "log",
-    "iterations": "log",
-    "metric_calls": "log",
-    "dollars": "log",
-    "full_val_share": "logit",
-    "full_val_iterations": "log1p",
-    "accepted": "log1p",
-    "most_speedup": "log",
-    "fastest_speedup": "log",
-    "cheapest_dollars": "log",
-    "dearest_dollars": "log",
-    "seed_score": "logit",
-    "best_score": "logit",
-    "test_score": "logit",
-    "acceptance": "logit",
-    "skip_share": "logit",
-    "repeat_agreement": "logit",
-    "val_gain": "linear",
-    "example_spread": "linear",
+    **dict.fromkeys(("wall_clock", "iterations", "metric_calls", "dollars"), "log"),
+    **dict.fromkeys(
+        ("most_speedup", "fastest_speedup", "cheapest_dollars", "dearest_dollars"), "log"
+    ),
+    **dict.fromkeys(("full_val_iterations", "accepted"), "log1p"),
+    **dict.fromkeys(("full_val_share", "acceptance", "skip_share", "repeat_agreement"), "logit"),
+    **dict.fromkeys(("seed_score", "best_score", "test_score"), "logit"),
+    **dict.fromkeys(("val_gain", "example_spread"), "linear"),
 }
 
 

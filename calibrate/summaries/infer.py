@@ -313,12 +313,9 @@ def infer_from_summaries(
         f"{outcome.simulations} simulations (seed {options.seed})"
     )
     rows = tuple(
-        {
-            path: _significant(float(p.from_working(z)))
-            for (path, p), z in zip(priors, d, strict=True)
-        }
+        {path: float(f"{p.from_working(z):.6g}") for (path, p), z in zip(priors, d, strict=True)}
         for d in draws
-    )
+    )  # each value to 6 significant digits
     uncertainty = Uncertainty(source, rows)
     scenario = (
         bases[0]
@@ -411,7 +408,3 @@ def _check_fact(fact: Fact, figures: np.ndarray, noise: float) -> FactCheck:
         fact, float(quantiles[1]), float(quantiles[0]), float(quantiles[2]), share,
         bool(on[0] <= high and low <= on[2]), noise_low, noise_high,
     )  # fmt: skip
-
-
-def _significant(value: float, digits: int = 6) -> float:
-    return float(f"{value:.{digits}g}")

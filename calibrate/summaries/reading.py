@@ -138,11 +138,9 @@ def _sweep_facts(sweep: dict[str, Any], defaults: dict[str, Any], runs: list[Run
     indices = []
     for shape in [Shape(1, 1), *batched] if Shape(1, 1) in parsed else parsed:
         # A listed run of this shape on the sweep's setup is the sweep's run.
-        index = next((i for i, r in enumerate(runs) if r == Run(shape, setup)), None)
-        if index is None:
+        if Run(shape, setup) not in runs:
             runs.append(Run(shape, setup))
-            index = len(runs) - 1
-        indices.append(index)
+        indices.append(runs.index(Run(shape, setup)))
     facts = []
     for key, quantity, label in SWEEP_FACTS:
         if key not in sweep:
@@ -317,7 +315,7 @@ def _run_facts(entry: dict[str, Any], runs: list[Run], run: Run, where: str, par
     for key, (low, high) in given.items():
         per_unit = WALL_CLOCK_UNITS.get(key, 1.0)
         quantity = "wall_clock" if key in WALL_CLOCK_UNITS else key
-        unit = UNIT_NAMES[key] if key in WALL_CLOCK_UNITS else ""
+        unit = UNIT_NAMES.get(key, "")
         label = f"{name} {quantity.replace('_', ' ')}"
         said = _said(entry[key]) + (f" {unit}" if unit else "")
         precision = _half_unit(entry[key]) * per_unit
@@ -344,27 +342,24 @@ def _test_examples(entry: dict[str, Any], where: str) -> int:
 def _check_possible(given: dict[str, tuple[float, float]], run: Run, where: str) -> None:
     """Refuse figures no gepa run has: each pair compared at its most lenient ends."""
 
-    def low(key: str) -> float:
-        return given[key][0]
-
-    def high(key: str) -> float:
-        return given[key][1]
+    low = {key: ends[0] for key, ends in given.items()}
+    high = {key: ends[1] for key, ends in given.items()}
 
     def refuse(problem: str) -> None:
         raise PxnError(problem, subject=where)
 
     for key in WALL_CLOCK_UNITS:
-        if key in given and high(key) <= 0:
+        if high.get(key, 1) <= 0:
             refuse(f"{key} must be > 0")
-    if "full_val_share" in given and low("full_val_share") > 1:
-        refuse(f"full_val_share {low('full_val_share'):g} is above 1 (a share of iterations)")
+    if low.get("full_val_share", 0) > 1:
+        refuse(f"full_val_share {low['full_val_share']:g} is above 1 (a share of iterations)")
     for key in SCORE_QUANTITIES:
-        if key in given and SCALES[key] == "logit" and high(key) > 1:
-            refuse(f"{key} {high(key):g} is above 1 (scores and shares are 0 to 1)")
+        if SCALES[key] == "logit" and high.get(key, 0) > 1:
+            refuse(f"{key} {high[key]:g} is above 1 (scores and shares are 0 to 1)")
 
     def more(key: str, than: str, problem: str, times: int = 1) -> None:
         """Refuse `key` above `than` (times `times`), compared at their most lenient ends."""
-        if key in given and than in given and low(key) > high(than) * times:
+        if key in given and than in given and low[key] > high[than] * times:
             refuse(problem)
 
     more(
@@ -372,7 +367,7 @@ def _check_possible(given: dict[str, tuple[float, float]], run: Run, where: str)
         "metric_calls",
         "has more iterations than metric calls (every iteration evaluates its parents)",
     )
-    if "metric_calls" in given and high("metric_calls") < run.setup.budget:
+    if high.get("metric_calls", math.inf) < run.setup.budget:
         refuse(
             f"has fewer metric calls than its budget {run.setup.budget} (gepa stops only "
             "once the budget is spent)"
