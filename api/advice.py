@@ -124,7 +124,7 @@ def advise(
     check_ask(the_scenario, ask)  # before the progress bar draws anything
     narrowest = Shape(min(ask.p), min(ask.n))
     warnings = proposal_warnings(
-        ask.budgets, the_scenario.valset_size, max(ask.b), [narrowest], min_proposals, progress
+        the_scenario, ask.budgets, [narrowest], min_proposals, progress, minibatch=max(ask.b)
     )
     if bound_reasons(the_scenario, ask):  # refused before anything is simulated
         advice = advise_ask(the_scenario, ask)

@@ -15,13 +15,11 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pxn.api.console import WorkProgress, say, stderr
 from pxn.budget import (
-    FEW_PROPOSALS,
     dspy_auto_levels,
     metric_calls_of,
     resolve_budgets,
@@ -33,7 +31,6 @@ from pxn.shape import Shape, parse_shapes
 if TYPE_CHECKING:  # imported when the work runs: `pxn --help` needs none of numpy and scipy
     from pxn.scenario import Scenario
     from pxn.sim.backends import Backend
-    from pxn.sim.predict import Prediction
     from pxn.sim.workload import Work
 
     ScenarioLike = Scenario | str | Path
@@ -41,7 +38,6 @@ if TYPE_CHECKING:  # imported when the work runs: `pxn --help` needs none of num
     Spread = tuple[int, str, str | None, bool]  # jobs, backend, address, progress
 
 DEFAULT_JOBS = min(2, os.cpu_count() or 1)  # local processes, unless asked for more
-SMALLER_SWEEP = "ask for fewer replicates or a smaller budget, or fewer or smaller shapes"
 
 
 def scenario_of(
@@ -133,21 +129,6 @@ def metered(
             yield meter, the_backend
 
 
-def run_sweep(
-    scenario: Scenario, shapes: list[Shape], reps: int, spread: Spread
-) -> list[Prediction]:
-    """Every shape's prediction, the replicates counted on stderr when asked."""
-    from pxn.sim.predict import check_sweep, sweep, sweep_work, total_replicates
-
-    check_sweep(shapes, reps, spread[0])  # before the progress bar draws anything
-    total = total_replicates(scenario, shapes, reps)
-    work = partial(sweep_work, scenario, shapes, reps)
-    with metered(total, work, "this sweep", SMALLER_SWEEP, spread) as (meter, backend):
-        return sweep(
-            scenario, shapes, reps, jobs=spread[0], on_progress=meter.advance, backend=backend
-        )
-
-
 @dataclass(frozen=True)
 class Budgets:
     """The budgets asked about, smallest first, with how each was given."""
@@ -194,29 +175,30 @@ def budgets_of(
 
 
 def proposal_warnings(
+    scenario: Scenario,
     budgets: Sequence[int],
-    valset_size: int,
-    minibatch: int,
     shapes: Sequence[Shape],
-    min_proposals: int = FEW_PROPOSALS,
-    told: bool = False,
-) -> list[str]:
+    min_proposals: int,
+    told: bool,
+    minibatch: int | None = None,
+) -> tuple[str, ...]:
     """The budgets that afford fewer than `min_proposals` proposals, the narrowest shape's
-    (the fewest) at b: the largest such budget in full, the smaller ones counted. Said on
-    stderr when `told`."""
+    (the fewest) at b (by default the scenario's): the largest such budget in full, the
+    smaller ones counted. Said on stderr when `told`."""
     if min_proposals < 1:
         raise PxnError(f"must be a whole number >= 1: got {min_proposals}", subject="min proposals")
     k = min(shape.k for shape in shapes)
+    b = scenario.minibatch if minibatch is None else minibatch
     flagged = [
         (budget, reason)
         for budget in sorted(budgets)
-        if (reason := too_few_proposals(budget, valset_size, minibatch, k, min_proposals))
+        if (reason := too_few_proposals(budget, scenario.valset_size, b, k, min_proposals))
     ]
     if not flagged:
-        return []
+        return ()
     reason = flagged[-1][1]
     more = len(flagged) - 1
     warning = reason + (f" (and {more} smaller budget(s) asked afford fewer)" if more else "")
     if told:
         say(f"pxn: warning: {warning}", stderr)
-    return [warning]
+    return (warning,)
