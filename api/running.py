@@ -58,31 +58,17 @@ def scenario_of(
         raise PxnError(f"must be a whole number >= 0: got {seed}", subject="seed")
     loaded = scenario if isinstance(scenario, Scenario) else load_scenario(str(scenario))
     if budget is not None:
-        budget = budget_of(loaded, budget, predictors)
+        budget = metric_calls_of(
+            budget,
+            predictors=loaded.program_predictors if predictors is None else predictors,
+            valset_size=loaded.valset_size,
+            trainset_size=loaded.trainset_size,
+        )
     elif predictors is not None and loaded.budget_given is not None:
         loaded = loaded.replace(predictors=predictors)
-    changes = {
-        key: value
-        for key, value in {
-            "seed": seed,
-            "workers": workers,
-            "budget": budget,
-            "minibatch": minibatch,
-        }.items()
-        if value is not None
-    }
+    given = {"seed": seed, "workers": workers, "budget": budget, "minibatch": minibatch}
+    changes = {key: value for key, value in given.items() if value is not None}
     return loaded.replace(**changes) if changes else loaded
-
-
-def budget_of(scenario: Scenario, budget: int | str, predictors: int | None) -> int:
-    """B in metric calls for the scenario's V and trainset size (and its predictors, unless
-    given)."""
-    return metric_calls_of(
-        budget,
-        predictors=scenario.program_predictors if predictors is None else predictors,
-        valset_size=scenario.valset_size,
-        trainset_size=scenario.trainset_size,
-    )
 
 
 def shapes_of(shapes: ShapesLike) -> list[Shape]:
@@ -90,20 +76,6 @@ def shapes_of(shapes: ShapesLike) -> list[Shape]:
     if isinstance(shapes, str):
         return parse_shapes(shapes)
     return parse_shapes(",".join(s.label if isinstance(s, Shape) else str(s) for s in shapes))
-
-
-def checked_work(
-    work: Work, what: str, backend: str, address: str | None, jobs: int, smaller: str
-) -> str:
-    """Refuse work that could never finish here; else what it should take, in words."""
-    from pxn.sim.workload import check_work, roughly
-
-    # None: a Ray cluster's processes, unknown here.
-    processes = None if backend == "ray" and address is not None else jobs
-    check_work(work, processes, what, smaller)
-    if processes is None:  # a cluster's size is unknown: its time is not judged here
-        return f"{roughly(work.seconds)} of CPU"
-    return f"{roughly(work.wall_seconds(processes))} on {processes} process(es) if idle"
 
 
 @contextmanager
@@ -117,13 +89,23 @@ def metered(
     race: str = "",
 ) -> Iterator[tuple[WorkProgress, Backend]]:
     """The progress of `total` replicates and the backend to run them on; within, the work is
-    judged first (`checked_work`), and Ctrl-C's note says how far it got."""
+    judged first (refused when it could never finish here, else its time estimated), and
+    Ctrl-C's note says how far it got."""
     from pxn.sim.backends import make_backend
+    from pxn.sim.workload import check_work, roughly
 
     jobs, backend, address, progress = spread
     meter = WorkProgress(description, "replicates", total, shown=progress)
     with meter.told_when_stopped():
-        meter.estimate = checked_work(work(), what, backend, address, jobs, smaller) + race
+        # None: a Ray cluster's processes, unknown here, and so its time is not judged.
+        processes = None if backend == "ray" and address is not None else jobs
+        judged = work()
+        check_work(judged, processes, what, smaller)
+        if processes is None:
+            meter.estimate = f"{roughly(judged.seconds)} of CPU{race}"
+        else:
+            seconds = roughly(judged.wall_seconds(processes))
+            meter.estimate = f"{seconds} on {processes} process(es) if idle{race}"
         # Opened (Ray connected) before the bar too: a bad address is one line.
         with make_backend(backend, address, jobs) as the_backend, meter:
             yield meter, the_backend
