@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
-from pxn.api.report import Result
+from pxn.api.report import Report, Result
 from pxn.api.running import DEFAULT_JOBS, budgets_of, metered, proposal_warnings, scenario_of
 from pxn.budget import FEW_PROPOSALS
 from pxn.errors import PxnError
@@ -16,7 +16,6 @@ from pxn.errors import PxnError
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from pxn.api.report import Report
     from pxn.api.running import ScenarioLike
     from pxn.sim.advise import Advice, Assessment
 

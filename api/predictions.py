@@ -11,7 +11,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pxn.api.report import Note, Result
+from pxn.api.report import Note, Report, Result
 from pxn.api.running import (
     DEFAULT_JOBS,
     budgets_of,
@@ -27,7 +27,6 @@ from pxn.shape import Shape
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from pxn.api.report import Report
     from pxn.api.running import ScenarioLike, ShapesLike, Spread
     from pxn.scenario import Scenario
     from pxn.sim.curves import Curve
