@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
-from pxn.api.report import Result
+from pxn.api.report import Report, Result
 from pxn.api.running import DEFAULT_JOBS, budgets_of, metered, proposal_warnings, scenario_of
 from pxn.budget import FEW_PROPOSALS
 from pxn.errors import PxnError
@@ -16,7 +16,6 @@ from pxn.errors import PxnError
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from pxn.api.report import Report
     from pxn.api.running import ScenarioLike
     from pxn.sim.advise import Advice, Assessment
 
@@ -124,7 +123,7 @@ def advise(
     check_ask(the_scenario, ask)  # before the progress bar draws anything
     narrowest = Shape(min(ask.p), min(ask.n))
     warnings = proposal_warnings(
-        ask.budgets, the_scenario.valset_size, max(ask.b), [narrowest], min_proposals, progress
+        the_scenario, ask.budgets, [narrowest], min_proposals, progress, minibatch=max(ask.b)
     )
     if bound_reasons(the_scenario, ask):  # refused before anything is simulated
         advice = advise_ask(the_scenario, ask)

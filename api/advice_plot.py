@@ -56,11 +56,9 @@ class AdviceAxis:
     def label(self) -> str:
         if self.scored:
             return "expected test score of the chosen candidate (mean)"
-        return (
-            "predicted dollars (mean)"
-            if self.priced
-            else ("iterations (mean): how often the search adapts")
-        )
+        if self.priced:
+            return "predicted dollars (mean)"
+        return "iterations (mean): how often the search adapts"
 
 
 def advice_figure(advice: Advice) -> Figure:
@@ -115,14 +113,11 @@ def draw_allocations(ax: Axes, advice: Advice, axis: AdviceAxis, size: float) ->
     ask = advice.ask
     full = [x for x in advice.assessments if x.replicates == ask.replicates]
     dropped = [x for x in advice.assessments if x.replicates != ask.replicates]
-    groups: Sequence[int] = ask.budgets if ask.several_budgets else ask.workers
-
-    def group_of(x: Assessment) -> int:
-        return x.budget if ask.several_budgets else x.allocation.workers
-
-    def group_label(value: int) -> str:
-        return ask.budget_label(value) if ask.several_budgets else f"W={value}"
-
+    if ask.several_budgets:
+        groups, group_of, group_label = ask.budgets, (lambda x: x.budget), ask.budget_label
+    else:
+        groups, group_of = ask.workers, (lambda x: x.allocation.workers)
+        group_label = "W={}".format
     shades = colormaps["viridis"]([i / max(1, len(groups) - 1) for i in range(len(groups))])
     colours = dict(zip(groups, shades, strict=True))
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pxn.api.console import progress_bar
-from pxn.api.report import Result
+from pxn.api.report import Report, Result, flattened
 from pxn.api.running import DEFAULT_JOBS
 from pxn.errors import PxnError
 from pxn.fields import whole
@@ -19,7 +19,6 @@ from pxn.fields import whole
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from pxn.api.report import Report
     from pxn.calibrate.past_runs.calibration import PastCalibration
     from pxn.calibrate.reproduction import Reproduction
     from pxn.calibrate.summaries.abc_smc import Generation
@@ -86,8 +85,6 @@ class CalibrateResult(Result):
         return Path(path)
 
     def report(self) -> Report:
-        from pxn.api.report import Report
-
         document = self.scenario.to_dict()
         if self.reproduction is not None:
             document = {"reproduction": self.reproduction.to_dict(), **document}
@@ -96,8 +93,6 @@ class CalibrateResult(Result):
     def rows(self) -> list[dict[str, Any]]:
         """One row, the scenario's parameters: its JSON document, flattened (no CSV has
         them)."""
-        from pxn.api.report import flattened
-
         return [flattened(self.scenario.to_dict())]
 
     def fits(self) -> dict[str, LatencyFit]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pxn.api.console import WorkProgress, print_set_aside
-from pxn.api.report import Result
+from pxn.api.report import Report, Result
 from pxn.api.running import DEFAULT_JOBS, scenario_of
 from pxn.errors import PxnError
 
@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 
     from matplotlib.figure import Figure
 
-    from pxn.api.report import Report
     from pxn.api.running import ScenarioLike, ShapesLike
     from pxn.checks.conformance import Conformance
     from pxn.checks.search_conformance import SearchConformance

@@ -133,16 +133,6 @@ def lost_line(v: ScenarioValidation) -> str | None:
     )
 
 
-def validation_document(v: ScenarioValidation) -> dict[str, Any]:
-    return {
-        "scenario": v.scenario.to_dict(),
-        "summary": summary_record(v),
-        "runs": [check_row(c) for c in v.checks],
-        "set_aside": v.rejected,
-        "skipped_lines": v.skipped_lines,
-    }
-
-
 def run_label(run: str) -> str:
     """A run directory by its name (runs/NAME -> NAME); a loose trace file by its path."""
     path = Path(run)
@@ -199,7 +189,13 @@ def validation_report(v: ScenarioValidation) -> Report:
         + ([] if lost is None else [Note(lost, label="lost")])
         + ([] if v.acceptance is None else [Note(v.acceptance.verdict, label="acceptance")]),
         rows=[check_row(c) for c in v.checks],
-        document=validation_document(v),
+        document={
+            "scenario": v.scenario.to_dict(),
+            "summary": summary_record(v),
+            "runs": [check_row(c) for c in v.checks],
+            "set_aside": v.rejected,
+            "skipped_lines": v.skipped_lines,
+        },
     )
 
 

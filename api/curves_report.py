@@ -18,7 +18,7 @@ from pxn.api.tables import Column, Grid
 from pxn.durations import format_duration, format_span
 from pxn.scenario import Scenario
 from pxn.sim.advise_ranking import score_text
-from pxn.sim.curves import Curve, CurvePoint, doubling_gains
+from pxn.sim.curves import Curve, CurvePoint, Knee, doubling_gains
 from pxn.sim.predict import Interval, Prediction
 
 
@@ -29,7 +29,7 @@ def gain_text(interval: Interval | None) -> str:
     return f"{interval.mean:+.3f} [{interval.low:+.2f}/{interval.high:+.2f}]"
 
 
-def budget_text(point: CurvePoint) -> str:
+def budget_text(point: CurvePoint | Knee) -> str:
     """A budget as given, with its metric calls where DSPy names it: 780 (auto:light)."""
     return point.given if point.given == str(point.budget) else f"{point.budget} ({point.given})"
 
@@ -58,9 +58,8 @@ def knee_text(curve: Curve) -> str:
     w = knee.wall_clock
     d = knee.dollars
     cost = "" if d is None else f" and costs ${d.mean:,.2f} [{d.low:,.2f}-{d.high:,.2f}]"
-    given = "" if knee.given == str(knee.budget) else f" ({knee.given})"
     return (
-        f"{shape}: the knee is B={knee.budget}{given}: past it, doubling the budget adds "
+        f"{shape}: the knee is B={budget_text(knee)}: past it, doubling the budget adds "
         f"{knee.gain_per_doubling:+.3f} to the expected test score, less than its run-to-run "
         f"noise (sd {knee.noise:.3f}); a run to it takes {format_duration(w.mean)} "
         f"[{format_span(w.low, w.high)}]{cost}"
@@ -116,7 +115,7 @@ def curves_table(
     )
     for curve in curves:
         for point in curve.points:
-            p = point.prediction
+            p, d = point.prediction, point.prediction.dollars
             grid.add_row(
                 *(["over" if over_limits(p, deadline, max_dollars) else ""] if limited else []),
                 curve.shape.label,
@@ -128,15 +127,10 @@ def curves_table(
                 ),
                 format_duration(p.wall_clock.mean),
                 format_span(p.wall_clock.low, p.wall_clock.high),
-                *(dollar_cells(p.dollars) if priced else []),
+                *([f"${d.mean:,.2f}", f"{d.low:,.2f}-{d.high:,.2f}"] if priced else []),
                 f"{p.iterations.mean:.1f}",
             )
     return grid
-
-
-def dollar_cells(d: Interval) -> list[str]:
-    """The mean and the 5-95%, two cells: $5.67 and 4.85-6.45."""
-    return [f"${d.mean:,.2f}", f"{d.low:,.2f}-{d.high:,.2f}"]
 
 
 def curve_row(scenario: Scenario, point: CurvePoint) -> dict[str, Any]:

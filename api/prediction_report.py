@@ -110,13 +110,6 @@ def prediction_document(scenario: Scenario, p: Prediction) -> dict[str, Any]:
     return data
 
 
-def predictions_document(scenario: Scenario, predictions: list[Prediction]) -> dict[str, Any]:
-    return {
-        "scenario": scenario.to_dict(),
-        "predictions": [prediction_document(scenario, p) for p in predictions],
-    }
-
-
 def loads_text(scenario: Scenario) -> str:
     """The LM servers, load slowdown, prefix cache and run spread, once when both models share
     them, else per model."""
@@ -180,9 +173,10 @@ def predictions_table(scenario: Scenario, predictions: list[Prediction]) -> Grid
         setting += f", rate limits {limits_text(scenario)}"
     if shown.draws:
         setting += f", {shown.draws} parameter draws"
+    given = "" if scenario.budget_given is None else f" ({scenario.budget_given})"  # auto:light
     grid = Grid(
         title=(
-            f"{scenario.name}: B={scenario.budget}{given_as(scenario)} metric calls, "
+            f"{scenario.name}: B={scenario.budget}{given} metric calls, "
             f"V={scenario.valset_size}, "
             f"b={scenario.minibatch}, W={scenario.workers}{setting}, "
             f"{predictions[0].replicates} replicates"
@@ -280,11 +274,6 @@ def prediction_cells(p: Prediction, shown: Shown) -> list[str]:
     ]
 
 
-def given_as(scenario: Scenario) -> str:
-    """How the scenario gave its budget, where DSPy spells it: " (auto:light)"."""
-    return "" if scenario.budget_given is None else f" ({scenario.budget_given})"
-
-
 def stage_table(prediction: Prediction) -> Grid:
     """Where one shape's wall-clock goes, stage by stage (simulated means)."""
     grid = Grid(
@@ -364,5 +353,8 @@ def predictions_report(
         name="sweep",
         shown=shown,
         rows=[prediction_row(scenario, p) for p in predictions],
-        document=predictions_document(scenario, predictions),
+        document={
+            "scenario": scenario.to_dict(),
+            "predictions": [prediction_document(scenario, p) for p in predictions],
+        },
     )

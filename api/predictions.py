@@ -11,13 +11,12 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pxn.api.report import Note, Result
+from pxn.api.report import Note, Report, Result
 from pxn.api.running import (
     DEFAULT_JOBS,
     budgets_of,
     metered,
     proposal_warnings,
-    run_sweep,
     scenario_of,
     shapes_of,
 )
@@ -28,7 +27,6 @@ from pxn.shape import Shape
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from pxn.api.report import Report
     from pxn.api.running import ScenarioLike, ShapesLike, Spread
     from pxn.scenario import Scenario
     from pxn.sim.curves import Curve
@@ -179,7 +177,9 @@ def simulate(
     `progress` counts the replicates on stderr."""
     the_shape = shape if isinstance(shape, Shape) else Shape.parse(shape)
     the_scenario = scenario_of(scenario, seed, workers, budget, predictors, minibatch)
-    warnings = scenario_warnings(the_scenario, [the_shape], min_proposals, progress)
+    warnings = proposal_warnings(
+        the_scenario, [the_scenario.budget], [the_shape], min_proposals, progress
+    )
     [prediction] = run_sweep(the_scenario, [the_shape], reps, (jobs, backend, address, progress))
     return SimulateResult(the_scenario, prediction, warnings)
 
@@ -208,6 +208,7 @@ def sweep(
     curve, one simulation a replicate read at every budget. The other keywords are `pxn
     sweep`'s flags (its --help says each), and `simulate`'s."""
     from pxn.durations import parse_duration
+    from pxn.sim.predict import check_sweep
 
     if budget is not None and budgets is not None:
         raise PxnError("give one budget, or a curve's budgets, not both", subject="budgets")
@@ -217,70 +218,49 @@ def sweep(
     for name, value in (("deadline", seconds), ("dollar cap", max_dollars)):
         if value is not None and value <= 0:
             raise PxnError(f"must be positive: got {value:g}", subject=name)
+    spread = (jobs, backend, address, progress)
     if budgets is not None:
         try:
             asked = budgets_of(the_scenario, budgets, predictors)
         except PxnError as error:  # the flag is --budgets here
             raise error.naming("budgets") if error.subject == "budget" else error from None
         if len(asked.names) > 1:
-            return sweep_curves(
-                the_scenario, the_shapes, reps, asked.names, asked.notes,
-                (seconds, max_dollars, min_proposals), (jobs, backend, address, progress),
-            )  # fmt: skip
+            check_sweep(the_shapes, reps, jobs)  # refused before the budgets are warned of
+            budgets = list(asked.names)
+            warnings = proposal_warnings(the_scenario, budgets, the_shapes, min_proposals, progress)
+            curves = tuple(run_sweep(the_scenario, the_shapes, reps, spread, asked.names))
+            last = tuple(curve.last.prediction for curve in curves)
+            longest = the_scenario.replace(budget=max(budgets))
+            return SweepResult(longest, last, curves, seconds, max_dollars, warnings, asked.notes)
         the_scenario = the_scenario.replace(budget=asked.values[0])
-    warnings = scenario_warnings(the_scenario, the_shapes, min_proposals, progress)
-    predictions = run_sweep(the_scenario, the_shapes, reps, (jobs, backend, address, progress))
-    return SweepResult(
-        the_scenario, tuple(predictions), (), seconds, max_dollars, warnings=warnings
-    )
-
-
-def scenario_warnings(
-    scenario: Scenario, shapes: Sequence[Shape], min_proposals: int, told: bool
-) -> tuple[str, ...]:
-    """The scenario's budget, warned of when too small to search (before simulating)."""
     warnings = proposal_warnings(
-        [scenario.budget], scenario.valset_size, scenario.minibatch, shapes, min_proposals, told
+        the_scenario, [the_scenario.budget], the_shapes, min_proposals, progress
     )
-    return tuple(warnings)
+    predictions = run_sweep(the_scenario, the_shapes, reps, spread)
+    return SweepResult(the_scenario, tuple(predictions), (), seconds, max_dollars, warnings)
 
 
-def sweep_curves(
+def run_sweep(
     scenario: Scenario,
     shapes: list[Shape],
     reps: int,
-    names: dict[int, str],
-    notes: tuple[str, ...],
-    limits: tuple[float | None, float | None, int],
     spread: Spread,
-) -> SweepResult:
-    """Every shape's learning curve over the budgets of `names` (`limits`: the deadline,
-    the dollar cap and the fewest proposals warned of)."""
-    from pxn.sim.curves import sweep_curves as curves_of
-    from pxn.sim.predict import check_sweep, sweep_work, total_replicates
+    names: dict[int, str] | None = None,
+) -> list:
+    """Every shape's prediction, or with budgets (`names`: B -> as given) its learning curve
+    over them, one run a replicate read at every budget; the replicates counted on stderr
+    when asked."""
+    from pxn.sim.curves import sweep_curves
+    from pxn.sim.predict import check_sweep, sweep, sweep_work, total_replicates
 
-    deadline, max_dollars, min_proposals = limits
     check_sweep(shapes, reps, spread[0])  # before the progress bar draws anything
-    longest = scenario.replace(budget=max(names))
-    warnings = proposal_warnings(
-        list(names), scenario.valset_size, scenario.minibatch, shapes, min_proposals, spread[3]
-    )
+    longest = scenario if names is None else scenario.replace(budget=max(names))
     total = total_replicates(longest, shapes, reps)
     work = partial(sweep_work, longest, shapes, reps)
-    with metered(total, work, "this sweep", SMALLER_CURVES, spread) as (meter, backend):
-        curves = curves_of(
-            scenario, shapes, reps, names, jobs=spread[0], on_progress=meter.advance,
-            backend=backend,
-        )  # fmt: skip
-    return SweepResult(
-        longest,
-        tuple(curve.last.prediction for curve in curves),
-        tuple(curves),
-        deadline,
-        max_dollars,
-        tuple(warnings),
-        notes,
-    )
-
-
-SMALLER_CURVES = "ask for fewer replicates or smaller budgets, or fewer or smaller shapes"
+    budget = "a smaller budget" if names is None else "smaller budgets"
+    smaller = f"ask for fewer replicates or {budget}, or fewer or smaller shapes"
+    with metered(total, work, "this sweep", smaller, spread) as (meter, backend):
+        how = {"jobs": spread[0], "on_progress": meter.advance, "backend": backend}
+        if names is None:
+            return sweep(scenario, shapes, reps, **how)
+        return sweep_curves(scenario, shapes, reps, names, **how)

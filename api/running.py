@@ -15,13 +15,11 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pxn.api.console import WorkProgress, say, stderr
 from pxn.budget import (
-    FEW_PROPOSALS,
     dspy_auto_levels,
     metric_calls_of,
     resolve_budgets,
@@ -33,7 +31,6 @@ from pxn.shape import Shape, parse_shapes
 if TYPE_CHECKING:  # imported when the work runs: `pxn --help` needs none of numpy and scipy
     from pxn.scenario import Scenario
     from pxn.sim.backends import Backend
-    from pxn.sim.predict import Prediction
     from pxn.sim.workload import Work
 
     ScenarioLike = Scenario | str | Path
@@ -41,7 +38,6 @@ if TYPE_CHECKING:  # imported when the work runs: `pxn --help` needs none of num
     Spread = tuple[int, str, str | None, bool]  # jobs, backend, address, progress
 
 DEFAULT_JOBS = min(2, os.cpu_count() or 1)  # local processes, unless asked for more
-SMALLER_SWEEP = "ask for fewer replicates or a smaller budget, or fewer or smaller shapes"
 
 
 def scenario_of(
@@ -62,31 +58,17 @@ def scenario_of(
         raise PxnError(f"must be a whole number >= 0: got {seed}", subject="seed")
     loaded = scenario if isinstance(scenario, Scenario) else load_scenario(str(scenario))
     if budget is not None:
-        budget = budget_of(loaded, budget, predictors)
+        budget = metric_calls_of(
+            budget,
+            predictors=loaded.program_predictors if predictors is None else predictors,
+            valset_size=loaded.valset_size,
+            trainset_size=loaded.trainset_size,
+        )
     elif predictors is not None and loaded.budget_given is not None:
         loaded = loaded.replace(predictors=predictors)
-    changes = {
-        key: value
-        for key, value in {
-            "seed": seed,
-            "workers": workers,
-            "budget": budget,
-            "minibatch": minibatch,
-        }.items()
-        if value is not None
-    }
+    given = {"seed": seed, "workers": workers, "budget": budget, "minibatch": minibatch}
+    changes = {key: value for key, value in given.items() if value is not None}
     return loaded.replace(**changes) if changes else loaded
-
-
-def budget_of(scenario: Scenario, budget: int | str, predictors: int | None) -> int:
-    """B in metric calls for the scenario's V and trainset size (and its predictors, unless
-    given)."""
-    return metric_calls_of(
-        budget,
-        predictors=scenario.program_predictors if predictors is None else predictors,
-        valset_size=scenario.valset_size,
-        trainset_size=scenario.trainset_size,
-    )
 
 
 def shapes_of(shapes: ShapesLike) -> list[Shape]:
@@ -94,20 +76,6 @@ def shapes_of(shapes: ShapesLike) -> list[Shape]:
     if isinstance(shapes, str):
         return parse_shapes(shapes)
     return parse_shapes(",".join(s.label if isinstance(s, Shape) else str(s) for s in shapes))
-
-
-def checked_work(
-    work: Work, what: str, backend: str, address: str | None, jobs: int, smaller: str
-) -> str:
-    """Refuse work that could never finish here; else what it should take, in words."""
-    from pxn.sim.workload import check_work, roughly
-
-    # None: a Ray cluster's processes, unknown here.
-    processes = None if backend == "ray" and address is not None else jobs
-    check_work(work, processes, what, smaller)
-    if processes is None:  # a cluster's size is unknown: its time is not judged here
-        return f"{roughly(work.seconds)} of CPU"
-    return f"{roughly(work.wall_seconds(processes))} on {processes} process(es) if idle"
 
 
 @contextmanager
@@ -121,31 +89,26 @@ def metered(
     race: str = "",
 ) -> Iterator[tuple[WorkProgress, Backend]]:
     """The progress of `total` replicates and the backend to run them on; within, the work is
-    judged first (`checked_work`), and Ctrl-C's note says how far it got."""
+    judged first (refused when it could never finish here, else its time estimated), and
+    Ctrl-C's note says how far it got."""
     from pxn.sim.backends import make_backend
+    from pxn.sim.workload import check_work, roughly
 
     jobs, backend, address, progress = spread
     meter = WorkProgress(description, "replicates", total, shown=progress)
     with meter.told_when_stopped():
-        meter.estimate = checked_work(work(), what, backend, address, jobs, smaller) + race
+        # None: a Ray cluster's processes, unknown here, and so its time is not judged.
+        processes = None if backend == "ray" and address is not None else jobs
+        judged = work()
+        check_work(judged, processes, what, smaller)
+        if processes is None:
+            meter.estimate = f"{roughly(judged.seconds)} of CPU{race}"
+        else:
+            seconds = roughly(judged.wall_seconds(processes))
+            meter.estimate = f"{seconds} on {processes} process(es) if idle{race}"
         # Opened (Ray connected) before the bar too: a bad address is one line.
         with make_backend(backend, address, jobs) as the_backend, meter:
             yield meter, the_backend
-
-
-def run_sweep(
-    scenario: Scenario, shapes: list[Shape], reps: int, spread: Spread
-) -> list[Prediction]:
-    """Every shape's prediction, the replicates counted on stderr when asked."""
-    from pxn.sim.predict import check_sweep, sweep, sweep_work, total_replicates
-
-    check_sweep(shapes, reps, spread[0])  # before the progress bar draws anything
-    total = total_replicates(scenario, shapes, reps)
-    work = partial(sweep_work, scenario, shapes, reps)
-    with metered(total, work, "this sweep", SMALLER_SWEEP, spread) as (meter, backend):
-        return sweep(
-            scenario, shapes, reps, jobs=spread[0], on_progress=meter.advance, backend=backend
-        )
 
 
 @dataclass(frozen=True)
@@ -194,29 +157,30 @@ def budgets_of(
 
 
 def proposal_warnings(
+    scenario: Scenario,
     budgets: Sequence[int],
-    valset_size: int,
-    minibatch: int,
     shapes: Sequence[Shape],
-    min_proposals: int = FEW_PROPOSALS,
-    told: bool = False,
-) -> list[str]:
+    min_proposals: int,
+    told: bool,
+    minibatch: int | None = None,
+) -> tuple[str, ...]:
     """The budgets that afford fewer than `min_proposals` proposals, the narrowest shape's
-    (the fewest) at b: the largest such budget in full, the smaller ones counted. Said on
-    stderr when `told`."""
+    (the fewest) at b (by default the scenario's): the largest such budget in full, the
+    smaller ones counted. Said on stderr when `told`."""
     if min_proposals < 1:
         raise PxnError(f"must be a whole number >= 1: got {min_proposals}", subject="min proposals")
     k = min(shape.k for shape in shapes)
+    b = scenario.minibatch if minibatch is None else minibatch
     flagged = [
         (budget, reason)
         for budget in sorted(budgets)
-        if (reason := too_few_proposals(budget, valset_size, minibatch, k, min_proposals))
+        if (reason := too_few_proposals(budget, scenario.valset_size, b, k, min_proposals))
     ]
     if not flagged:
-        return []
+        return ()
     reason = flagged[-1][1]
     more = len(flagged) - 1
     warning = reason + (f" (and {more} smaller budget(s) asked afford fewer)" if more else "")
     if told:
         say(f"pxn: warning: {warning}", stderr)
-    return [warning]
+    return (warning,)

@@ -43,30 +43,26 @@ def check_writable(path: Path | None, subject: str, directory: bool = False) -> 
             raise PxnError(f"{path} is a file, not a directory", subject=subject)
         if not directory and path.is_dir():
             raise PxnError(f"{path} is a directory, not a file", subject=subject)
-        check_creatable(path if directory else path.parent, path, subject)
+        parent = path if directory else path.parent
+        existing = next(p for p in (parent, *parent.parents) if p.exists())
+        if not existing.is_dir():
+            raise PxnError(f"{path} cannot be created: {existing} is a file", subject=subject)
+        # Files are written beside their final place, then renamed (pxn.files): try one.
+        try:
+            fd, probe = tempfile.mkstemp(dir=existing, prefix=".pxn-probe-")
+        except OSError as exc:
+            raise PxnError(
+                f"{path} cannot be written: {existing} takes no new file ({reason_of(exc)})",
+                subject=subject,
+            ) from None
+        os.close(fd)
+        os.unlink(probe)
     except OSError as exc:  # a name too long, a missing device: the user's error about it
         raise PxnError(f"{path} cannot be written: {reason_of(exc)}", subject=subject) from None
 
 
 def reason_of(error: OSError) -> str:
     return (error.strerror or type(error).__name__).lower()
-
-
-def check_creatable(directory: Path, named: Path, subject: str) -> None:
-    """`directory` exists and takes a new file, or can be created: `named` can be written."""
-    existing = next(p for p in (directory, *directory.parents) if p.exists())
-    if not existing.is_dir():
-        raise PxnError(f"{named} cannot be created: {existing} is a file", subject=subject)
-    # Files are written beside their final place, then renamed (pxn.files): try one.
-    try:
-        fd, probe = tempfile.mkstemp(dir=existing, prefix=".pxn-probe-")
-    except OSError as exc:
-        raise PxnError(
-            f"{named} cannot be written: {existing} takes no new file ({reason_of(exc)})",
-            subject=subject,
-        ) from None
-    os.close(fd)
-    os.unlink(probe)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,5 @@
-"""`pxn conformance`: the installed gepa on synthetic work, against the simulator.
-
-Two synthetic tasks (`--task`): levels, whose children pass at a scenario's
-[acceptance] rates (the time check), and quality, whose scores follow a
-scenario's [quality] model (the time check and the search's figures). The
-task follows the scenario when not given; each has its own default workload,
-shapes and worker pools.
-"""
+"""`pxn conformance`: the installed gepa on synthetic work, against the simulator (its two
+synthetic tasks: pxn.api.checks.conformance)."""
 
 from __future__ import annotations
 

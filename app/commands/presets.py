@@ -20,12 +20,7 @@ def presets() -> None:
         title="presets (sim/presets/; each file's header says how it was inferred)",
         columns=[
             Column("name", left=True),
-            Column("B"),
-            Column("V"),
-            Column("W"),
-            Column("mean\nrollout"),
-            Column("mean\nreflection"),
-            Column("search"),
+            *map(Column, ("B", "V", "W", "mean\nrollout", "mean\nreflection", "search")),
         ],
     )
     scenarios = [load_scenario(name) for name in preset_names()]
