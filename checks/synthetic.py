@@ -217,15 +217,11 @@ class SyntheticTaskModel(SleepingModel):
         return "ok"
 
 
-class SleepingReflectionModel(SleepingModel):
-    """A reflection LM sleeping a reflection's latency; what it writes is a subclass's."""
-
-    role = "reflection"
-
-
-class SyntheticReflectionModel(SleepingReflectionModel):
+class SyntheticReflectionModel(SleepingModel):
     """The reflection LM: sleeps a reflection's latency and writes the child a level up
     with the iteration's acceptance rate, else at its parent's level."""
+
+    role = "reflection"
 
     def __init__(self, scenario: Scenario, rng: np.random.Generator, conditions: float = 0.0):
         super().__init__(scenario, rng, conditions)
@@ -255,6 +251,11 @@ class SyntheticReflectionModel(SleepingReflectionModel):
         return f"```\n{candidate_text(parent + up, tag)}\n```"
 
 
+def record(example: Any, output: str, fb: Feedback) -> dict[str, str]:
+    """What the reflection LM reads of a synthetic example: no output, only the score."""
+    return {"Input": str(example), "Feedback": fb.feedback}
+
+
 def synthetic_task(scenario: Scenario) -> Task:
     """A task of the scenario's sizes whose candidates are levels (see the module's doc)."""
 
@@ -265,9 +266,6 @@ def synthetic_task(scenario: Scenario) -> Task:
     def metric(example: Any, output: str) -> Feedback:
         score = score_of(int(output))
         return Feedback(score, f"scored {score:.4f}")
-
-    def record(example: Any, output: str, fb: Feedback) -> dict[str, str]:
-        return {"Input": str(example), "Feedback": fb.feedback}
 
     return Task(
         name="synthetic",

@@ -33,8 +33,9 @@ from pxn.checks.synthetic import (
     COMPONENT,
     PROMPT,
     SearchOutcome,
-    SleepingReflectionModel,
+    SleepingModel,
     SyntheticWork,
+    record,
 )
 from pxn.errors import PxnError
 from pxn.files import write_text_atomically
@@ -175,9 +176,6 @@ def quality_task(scenario: Scenario, search: SyntheticSearch) -> Task:
     def metric(example: Example, output: str) -> Feedback:
         return Feedback(float(output), f"scored {output}")
 
-    def record(example: Example, output: str, fb: Feedback) -> dict[str, str]:
-        return {"Input": str(example), "Feedback": fb.feedback}
-
     return Task(
         name="synthetic-quality",
         description="scores follow the quality model; models sleep the scenario's latencies",
@@ -192,9 +190,11 @@ def quality_task(scenario: Scenario, search: SyntheticSearch) -> Task:
     )
 
 
-class ProposingModel(SleepingReflectionModel):
+class ProposingModel(SleepingModel):
     """The reflection LM: sleeps a reflection's latency and writes a new child of the
     prompt's parent."""
+
+    role = "reflection"
 
     def __init__(
         self,
@@ -211,10 +211,7 @@ class ProposingModel(SleepingReflectionModel):
 
 
 def quality_work(
-    scenario: Scenario,
-    rng: np.random.Generator,
-    conditions: float,
-    seed: np.random.SeedSequence,
+    scenario: Scenario, rng: np.random.Generator, conditions: float, seed: np.random.SeedSequence
 ) -> SyntheticWork:
     """The synthetic search of a scenario with a [quality] table: the task and its proposing
     reflection model share one search."""

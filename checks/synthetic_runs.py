@@ -37,7 +37,6 @@ class SyntheticRun:
     rollout_calls: int
     rollout_drawn: float  # seconds the rollouts' calls were meant to sleep
     rollout_slept: float  # seconds they slept
-    reflection_calls: int
     reflection_drawn: float
     reflection_slept: float
     search: SearchOutcome
@@ -105,7 +104,6 @@ def run_synthetic(
         rollout_calls=task_lm.calls,
         rollout_drawn=task_lm.drawn,
         rollout_slept=task_lm.slept,
-        reflection_calls=reflection_lm.calls,
         reflection_drawn=reflection_lm.drawn,
         reflection_slept=reflection_lm.slept,
         search=work.outcome(result),
@@ -162,8 +160,6 @@ def run_grid(
 def oversleep(runs: list[SyntheticRun]) -> dict[str, float]:
     """How much longer than drawn the calls took, over the runs: the part of a rollout's
     or reflection's latency the machine added (its threads woken late)."""
-    return {
-        "rollouts": sum(r.rollout_slept for r in runs) / sum(r.rollout_drawn for r in runs) - 1,
-        "reflections": sum(r.reflection_slept for r in runs) / sum(r.reflection_drawn for r in runs)
-        - 1,
-    }
+    rollouts = sum(r.rollout_slept for r in runs) / sum(r.rollout_drawn for r in runs)
+    reflections = sum(r.reflection_slept for r in runs) / sum(r.reflection_drawn for r in runs)
+    return {"rollouts": rollouts - 1, "reflections": reflections - 1}
