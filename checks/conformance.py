@@ -133,6 +133,16 @@ class ConformingRuns:
     def mean_percentile(self) -> float:
         return float(np.mean([r.percentile for r in self.runs]))
 
+    @property
+    def p_uniform(self) -> float:
+        """Kolmogorov-Smirnov: the percentiles are uniform."""
+        return p_uniform([r.percentile for r in self.runs])
+
+    @property
+    def p_coverage(self) -> float:
+        """One-sided binomial: as many inside as a right interval holds."""
+        return p_coverage(self.inside, len(self.runs), "less")
+
 
 @dataclass(frozen=True)
 class Group(ConformingRuns):
@@ -142,9 +152,11 @@ class Group(ConformingRuns):
     workers: int
     runs: list[RunConformance]
     stage_overhead: float  # seconds per stage the engine added (engine_overhead), as simulated
-    p_uniform: float  # Kolmogorov-Smirnov: the percentiles are uniform
-    p_coverage: float  # one-sided binomial: as many inside as a right interval holds
-    flagged: bool
+    level: float  # each test's level: ALPHA / (2 x groups)
+
+    @property
+    def flagged(self) -> bool:
+        return min(self.p_uniform, self.p_coverage) < self.level
 
     @property
     def where(self) -> str:
@@ -161,8 +173,6 @@ class Conformance(ConformingRuns):
     scenario: Scenario  # the truth the synthetic work realised (overhead per group apart)
     runs: list[RunConformance]
     groups: list[Group]
-    p_uniform: float
-    p_coverage: float
     gepa_versions: list[str]
     replicates: int
     acceptance_measured: float  # accepted / judged proposals over all runs
@@ -268,8 +278,6 @@ def judge(
         scenario=scenario,
         runs=runs,
         groups=grouped(runs, overhead),
-        p_uniform=p_uniform([r.percentile for r in runs]),
-        p_coverage=p_coverage(sum(r.check.inside for r in runs), len(runs), "less"),
         gepa_versions=sorted({str(t.run_start.meta.get("gepa", "unknown")) for t in counted}),
         replicates=replicates,
         acceptance_measured=accepted_share(counted),
@@ -286,22 +294,11 @@ def grouped(runs: list[RunConformance], overhead: dict[tuple[Shape, int], float]
     members: dict[tuple[Shape, int], list[RunConformance]] = defaultdict(list)
     for run in runs:
         members[run.group].append(run)
-    groups = []
-    for (shape, workers), its_runs in sorted(members.items()):
-        uniform = p_uniform([r.percentile for r in its_runs])
-        coverage = p_coverage(sum(r.check.inside for r in its_runs), len(its_runs), "less")
-        groups.append(
-            Group(
-                shape=shape,
-                workers=workers,
-                runs=its_runs,
-                stage_overhead=overhead[shape, workers],
-                p_uniform=uniform,
-                p_coverage=coverage,
-                flagged=min(uniform, coverage) < ALPHA / (2 * len(members)),
-            )
-        )
-    return groups
+    level = ALPHA / (2 * len(members))
+    return [
+        Group(shape, workers, its_runs, overhead[shape, workers], level)
+        for (shape, workers), its_runs in sorted(members.items())
+    ]
 
 
 def accepted_share(traces: Sequence[Trace]) -> float:
