@@ -38,11 +38,11 @@ the load.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from pxn.errors import PxnError
-from pxn.fields import at_least, known_keys, table, whole
+from pxn.fields import at_least, table, whole
 from pxn.prices import ROLES
 
 RUN_SPREAD_MAX = 1.0
@@ -93,23 +93,12 @@ class Load:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {} if self.servers is None else {"servers": self.servers}
-        data |= {"slowdown": self.slowdown} if self.slowdown else {}
-        data |= {"prefix_seconds": self.prefix_seconds} if self.prefix_seconds else {}
-        return data | ({"run_spread": self.run_spread} if self.run_spread else {})
+        """The fields set (servers >= 1 when set, so only what is unset is left out)."""
+        return {name: value for name, value in asdict(self).items() if value}
 
     @classmethod
     def from_dict(cls, data: Any, role: str) -> Load:
-        fields = table(data, f"[load.{role}]")
-        known_keys(
-            fields, {"servers", "slowdown", "prefix_seconds", "run_spread"}, f"[load.{role}]"
-        )
-        return cls(
-            fields.get("servers"),
-            fields.get("slowdown", 0.0),
-            fields.get("prefix_seconds", 0.0),
-            fields.get("run_spread", 0.0),
-        )
+        return cls(**table(data, f"[load.{role}]", set(cls.__dataclass_fields__)))
 
 
 @dataclass(frozen=True)
@@ -134,6 +123,5 @@ class Loads:
 
     @classmethod
     def from_dict(cls, data: Any) -> Loads:
-        fields = table(data, "[load]")
-        known_keys(fields, set(ROLES), "[load]")
+        fields = table(data, "[load]", set(ROLES))
         return cls(*(Load.from_dict(fields.get(role, {}), role) for role in ROLES))
