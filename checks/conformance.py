@@ -274,13 +274,16 @@ def judge(
     if not runs:
         raise PxnError("none of the runs completed: there is nothing to judge")
     counted = [t for t in loaded.traces if str(t.path) in {r.check.run for r in runs}]
+    decisions = [d for trace in counted for d in trace.live(Decision)]
     return Conformance(
         scenario=scenario,
         runs=runs,
         groups=grouped(runs, overhead),
         gepa_versions=sorted({str(t.run_start.meta.get("gepa", "unknown")) for t in counted}),
         replicates=replicates,
-        acceptance_measured=accepted_share(counted),
+        acceptance_measured=(
+            sum(d.accepted for d in decisions) / len(decisions) if decisions else math.nan
+        ),
         acceptance_simulated=(
             sum(r.check.predicted.accepted.mean for r in runs)
             / sum(r.check.predicted.proposals.mean for r in runs)
@@ -299,9 +302,3 @@ def grouped(runs: list[RunConformance], overhead: dict[tuple[Shape, int], float]
         Group(shape, workers, its_runs, overhead[shape, workers], level)
         for (shape, workers), its_runs in sorted(members.items())
     ]
-
-
-def accepted_share(traces: Sequence[Trace]) -> float:
-    """Accepted proposals over judged ones, over the runs."""
-    decisions = [d for trace in traces for d in trace.live(Decision)]
-    return sum(d.accepted for d in decisions) / len(decisions) if decisions else math.nan

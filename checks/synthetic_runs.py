@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,10 +134,7 @@ class RunGrid:
     def cells(self) -> Iterator[tuple[int, Shape, int]]:
         """(replicate, shape, W), replicates outermost: a slow spell of a shared machine
         then falls on every shape and W alike instead of on one of them."""
-        for replicate in range(self.runs):
-            for shape in self.shapes:
-                for workers in self.workers:
-                    yield replicate, shape, workers
+        return itertools.product(range(self.runs), self.shapes, self.workers)
 
 
 def run_grid(
