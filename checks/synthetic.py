@@ -1,9 +1,8 @@
 """Synthetic work of known latency and acceptance for the real gepa engine (`pxn conformance`).
 
-gepa and the runner run unchanged (run.run_engine); only the two language models are
-synthetic (docs/validation.md). A `SyntheticWork` is the task gepa optimises and the
-reflection model writing its children: here levels realising [acceptance] rates;
-synthetic_quality.py realises a [quality] model.
+gepa and the runner run unchanged; only the two language models are synthetic
+(docs/validation.md). A `SyntheticWork` is the task and the reflection model writing its
+children: here levels realising [acceptance] rates (synthetic_quality.py: a [quality] model).
 
 What the models realise of a scenario, in its seconds:
 - a rollout sleeps a draw of `scenario.rollout_latency(phase)`, a reflection
@@ -13,15 +12,12 @@ What the models realise of a scenario, in its seconds:
   trace, m is the most calls served over the call's first DISPATCH_WINDOW: a
   stage's calls reach the model microseconds apart yet count each other;
 - each run draws one z, and every call sleeps Load.run_factor(z) times more;
-- acceptance: a level-L candidate scores L / (L + 1) on every example (below
-  1, so never skipped as perfect). A reflection writes its child at L + 1 with
-  the iteration's rate (`acceptance.step_rate`, drawn once per iteration from
-  the proposals made before it), else at L; gepa's strict minibatch rule then
-  accepts exactly the children a level up. Each child carries its own tag so
-  siblings are never one text.
-check_realisable refuses what it cannot realise. Not used: tokens and prices (nothing
-is paid), stage_overhead (gepa's own work is measured) and parameter uncertainty
-(the scenario's values are the truth).
+- acceptance: a level-L candidate scores L / (L + 1) on every example (never
+  perfect). A reflection writes its child at L + 1 with the iteration's rate
+  (`acceptance.step_rate`), else at L, so gepa's strict minibatch rule accepts
+  exactly the children a level up. A tag keeps siblings distinct texts.
+Not used: tokens and prices (nothing is paid), stage_overhead (gepa's own work is
+measured) and parameter uncertainty (the scenario's values are the truth).
 """
 
 from __future__ import annotations

@@ -1,19 +1,16 @@
 """A synthetic task of known quality for the real gepa engine (`pxn conformance --task quality`).
 
-The task's scores follow the quality model (pxn.quality) exactly; everything
-else is gepa's own. Candidates live in a registry keyed by their text,
-`[[candidate LABEL]]`: the seed is candidate 0, and a reflection writes a
-child of the first candidate its prompt names (gepa's template puts the
-parent's text first), its quality and residuals drawn as the model says.
-Example difficulties are drawn once per run, train and validation apart.
+The scores follow the quality model (pxn.quality) exactly. Candidates are
+texts `[[candidate LABEL]]` in a registry: the seed is candidate 0, and a
+reflection writes a child of the first candidate its prompt names (gepa's
+template puts the parent first), drawn as the model says.
 
 Every draw comes from a Generator keyed within the run's seed by what it is
 for, so scores do not hang on the order the W rollout and C reflection
-threads run in: the examples and the seed on one key; a child on its prompt's
-64-bit BLAKE2b digest and how often that prompt was seen (gepa repeats a
-prompt only for two alike tasks of one parent and minibatch); an
-evaluation's noise on its candidate, example and how often that pair was
-evaluated.
+threads run in: the examples and the seed on one key; a child on its
+prompt's digest and how often that prompt was seen (gepa repeats one only for
+two alike tasks); an evaluation's noise on its candidate, example and how
+often that pair was evaluated.
 """
 
 from __future__ import annotations
