@@ -121,8 +121,8 @@ class Served:
 
 class SleepingModel:
     """A model that only takes time: the scenario's task or reflection model (`role`), its
-    latency and load. Thread-safe: the W rollout threads (or C reflection threads) call it
-    at once."""
+    latency and load. As the task LM it answers "ok"; a reflection model (a subclass) writes
+    children. Thread-safe: the W rollout threads (or C reflection threads) call it at once."""
 
     role = "task"
 
@@ -153,7 +153,7 @@ class SleepingModel:
         return self.scenario.reflection
 
     def reply(self, messages: list[dict[str, Any]], site: CallSite) -> str:
-        raise NotImplementedError
+        return "ok"
 
     def complete(
         self,
@@ -204,13 +204,6 @@ class SleepingModel:
             self.drawn += seconds
             self.slept += end - start
             self._late += end - woken - rest
-
-
-class SyntheticTaskModel(SleepingModel):
-    """The task LM: a rollout's call sleeps its phase's latency and answers "ok"."""
-
-    def reply(self, messages: list[dict[str, Any]], site: CallSite) -> str:
-        return "ok"
 
 
 class SyntheticReflectionModel(SleepingModel):

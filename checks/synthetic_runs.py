@@ -12,7 +12,7 @@ import numpy as np
 
 from pxn.checks.synthetic import (
     SearchOutcome,
-    SyntheticTaskModel,
+    SleepingModel,
     SyntheticWork,
     check_realisable,
     levels_work,
@@ -70,7 +70,7 @@ def run_synthetic(
     # Latencies of each model, the run's conditions (one z for both models), the search.
     streams = np.random.SeedSequence(scenario.seed, spawn_key=key).spawn(4)
     z = np.random.default_rng(streams[2]).standard_normal() if scenario.loads.varies_by_run else 0
-    task_lm = SyntheticTaskModel(scenario, np.random.default_rng(streams[0]), float(z))
+    task_lm = SleepingModel(scenario, np.random.default_rng(streams[0]), float(z))
     work = make_work(scenario, np.random.default_rng(streams[1]), float(z), streams[3])
     config = RunConfig(
         out=str(out),
