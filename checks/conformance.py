@@ -107,10 +107,6 @@ class RunConformance:
         """The share of simulated wall-clocks below the measured one."""
         return self.check.percentile
 
-    @property
-    def group(self) -> tuple[Shape, int]:
-        return self.check.shape, self.check.measured_setup["workers"]
-
 
 class ConformingRuns:
     """What some runs (all of them, or a group's) say of the simulator."""
@@ -260,25 +256,32 @@ def judge(
         by_group[Shape.parse(start.shape), start.workers].append(trace)
     overhead = {group: engine_overhead(traces) for group, traces in by_group.items()}
 
-    runs: list[RunConformance] = []
+    members: dict[tuple[Shape, int], list[RunConformance]] = {}  # a group's completed runs
     rejected = list(loaded.rejected)
-    for (shape, workers), traces in by_group.items():
-        with_overhead = scenario.replace(stage_overhead=overhead[shape, workers])
+    for group, traces in by_group.items():
+        with_overhead = scenario.replace(stage_overhead=overhead[group])
         plan = plan_validation(with_overhead, Loaded(traces), replicates)
         validation = validate_planned(plan, jobs)
         rejected += [f"{c.run}: {c.status}, not a whole run" for c in validation.checks
                      if not c.complete]  # fmt: skip
         for check in validation.counted:
             checked = (trace_checks or {}).get(check.run, "ok")
-            runs.append(RunConformance(check, checked, validation.simulated[check.run]))
-    if not runs:
+            run = RunConformance(check, checked, validation.simulated[check.run])
+            members.setdefault(group, []).append(run)
+    if not members:
         raise PxnError("none of the runs completed: there is nothing to judge")
+    runs = [run for its_runs in members.values() for run in its_runs]
+    # Each group is tested on its own (Bonferroni over the groups).
+    level = ALPHA / (2 * len(members))
     counted = [t for t in loaded.traces if str(t.path) in {r.check.run for r in runs}]
     decisions = [d for trace in counted for d in trace.live(Decision)]
     return Conformance(
         scenario=scenario,
         runs=runs,
-        groups=grouped(runs, overhead),
+        groups=[
+            Group(shape, workers, its_runs, overhead[shape, workers], level)
+            for (shape, workers), its_runs in sorted(members.items())
+        ],
         gepa_versions=sorted({str(t.run_start.meta.get("gepa", "unknown")) for t in counted}),
         replicates=replicates,
         acceptance_measured=(
@@ -290,15 +293,3 @@ def judge(
         ),
         rejected=rejected,
     )
-
-
-def grouped(runs: list[RunConformance], overhead: dict[tuple[Shape, int], float]) -> list[Group]:
-    """The runs by shape and W, each group tested on its own (Bonferroni over the groups)."""
-    members: dict[tuple[Shape, int], list[RunConformance]] = defaultdict(list)
-    for run in runs:
-        members[run.group].append(run)
-    level = ALPHA / (2 * len(members))
-    return [
-        Group(shape, workers, its_runs, overhead[shape, workers], level)
-        for (shape, workers), its_runs in sorted(members.items())
-    ]
