@@ -107,10 +107,6 @@ class RunConformance:
         """The share of simulated wall-clocks below the measured one."""
         return self.check.percentile
 
-    @property
-    def group(self) -> tuple[Shape, int]:
-        return self.check.shape, self.check.measured_setup["workers"]
-
 
 class ConformingRuns:
     """What some runs (all of them, or a group's) say of the simulator."""
@@ -133,6 +129,16 @@ class ConformingRuns:
     def mean_percentile(self) -> float:
         return float(np.mean([r.percentile for r in self.runs]))
 
+    @property
+    def p_uniform(self) -> float:
+        """Kolmogorov-Smirnov: the percentiles are uniform."""
+        return p_uniform([r.percentile for r in self.runs])
+
+    @property
+    def p_coverage(self) -> float:
+        """One-sided binomial: as many inside as a right interval holds."""
+        return p_coverage(self.inside, len(self.runs), "less")
+
 
 @dataclass(frozen=True)
 class Group(ConformingRuns):
@@ -142,9 +148,11 @@ class Group(ConformingRuns):
     workers: int
     runs: list[RunConformance]
     stage_overhead: float  # seconds per stage the engine added (engine_overhead), as simulated
-    p_uniform: float  # Kolmogorov-Smirnov: the percentiles are uniform
-    p_coverage: float  # one-sided binomial: as many inside as a right interval holds
-    flagged: bool
+    level: float  # each test's level: ALPHA / (2 x groups)
+
+    @property
+    def flagged(self) -> bool:
+        return min(self.p_uniform, self.p_coverage) < self.level
 
     @property
     def where(self) -> str:
@@ -161,8 +169,6 @@ class Conformance(ConformingRuns):
     scenario: Scenario  # the truth the synthetic work realised (overhead per group apart)
     runs: list[RunConformance]
     groups: list[Group]
-    p_uniform: float
-    p_coverage: float
     gepa_versions: list[str]
     replicates: int
     acceptance_measured: float  # accepted / judged proposals over all runs
@@ -250,61 +256,40 @@ def judge(
         by_group[Shape.parse(start.shape), start.workers].append(trace)
     overhead = {group: engine_overhead(traces) for group, traces in by_group.items()}
 
-    runs: list[RunConformance] = []
+    members: dict[tuple[Shape, int], list[RunConformance]] = {}  # a group's completed runs
     rejected = list(loaded.rejected)
-    for (shape, workers), traces in by_group.items():
-        with_overhead = scenario.replace(stage_overhead=overhead[shape, workers])
+    for group, traces in by_group.items():
+        with_overhead = scenario.replace(stage_overhead=overhead[group])
         plan = plan_validation(with_overhead, Loaded(traces), replicates)
         validation = validate_planned(plan, jobs)
         rejected += [f"{c.run}: {c.status}, not a whole run" for c in validation.checks
                      if not c.complete]  # fmt: skip
         for check in validation.counted:
             checked = (trace_checks or {}).get(check.run, "ok")
-            runs.append(RunConformance(check, checked, validation.simulated[check.run]))
-    if not runs:
+            run = RunConformance(check, checked, validation.simulated[check.run])
+            members.setdefault(group, []).append(run)
+    if not members:
         raise PxnError("none of the runs completed: there is nothing to judge")
+    runs = [run for its_runs in members.values() for run in its_runs]
+    # Each group is tested on its own (Bonferroni over the groups).
+    level = ALPHA / (2 * len(members))
     counted = [t for t in loaded.traces if str(t.path) in {r.check.run for r in runs}]
+    decisions = [d for trace in counted for d in trace.live(Decision)]
     return Conformance(
         scenario=scenario,
         runs=runs,
-        groups=grouped(runs, overhead),
-        p_uniform=p_uniform([r.percentile for r in runs]),
-        p_coverage=p_coverage(sum(r.check.inside for r in runs), len(runs), "less"),
+        groups=[
+            Group(shape, workers, its_runs, overhead[shape, workers], level)
+            for (shape, workers), its_runs in sorted(members.items())
+        ],
         gepa_versions=sorted({str(t.run_start.meta.get("gepa", "unknown")) for t in counted}),
         replicates=replicates,
-        acceptance_measured=accepted_share(counted),
+        acceptance_measured=(
+            sum(d.accepted for d in decisions) / len(decisions) if decisions else math.nan
+        ),
         acceptance_simulated=(
             sum(r.check.predicted.accepted.mean for r in runs)
             / sum(r.check.predicted.proposals.mean for r in runs)
         ),
         rejected=rejected,
     )
-
-
-def grouped(runs: list[RunConformance], overhead: dict[tuple[Shape, int], float]) -> list[Group]:
-    """The runs by shape and W, each group tested on its own (Bonferroni over the groups)."""
-    members: dict[tuple[Shape, int], list[RunConformance]] = defaultdict(list)
-    for run in runs:
-        members[run.group].append(run)
-    groups = []
-    for (shape, workers), its_runs in sorted(members.items()):
-        uniform = p_uniform([r.percentile for r in its_runs])
-        coverage = p_coverage(sum(r.check.inside for r in its_runs), len(its_runs), "less")
-        groups.append(
-            Group(
-                shape=shape,
-                workers=workers,
-                runs=its_runs,
-                stage_overhead=overhead[shape, workers],
-                p_uniform=uniform,
-                p_coverage=coverage,
-                flagged=min(uniform, coverage) < ALPHA / (2 * len(members)),
-            )
-        )
-    return groups
-
-
-def accepted_share(traces: Sequence[Trace]) -> float:
-    """Accepted proposals over judged ones, over the runs."""
-    decisions = [d for trace in traces for d in trace.live(Decision)]
-    return sum(d.accepted for d in decisions) / len(decisions) if decisions else math.nan

@@ -1,9 +1,8 @@
 """Synthetic work of known latency and acceptance for the real gepa engine (`pxn conformance`).
 
-gepa and the runner run unchanged (run.run_engine); only the two language models are
-synthetic (docs/validation.md). A `SyntheticWork` is the task gepa optimises and the
-reflection model writing its children: here levels realising [acceptance] rates;
-synthetic_quality.py realises a [quality] model.
+gepa and the runner run unchanged; only the two language models are synthetic
+(docs/validation.md). A `SyntheticWork` is the task and the reflection model writing its
+children: here levels realising [acceptance] rates (synthetic_quality.py: a [quality] model).
 
 What the models realise of a scenario, in its seconds:
 - a rollout sleeps a draw of `scenario.rollout_latency(phase)`, a reflection
@@ -13,15 +12,12 @@ What the models realise of a scenario, in its seconds:
   trace, m is the most calls served over the call's first DISPATCH_WINDOW: a
   stage's calls reach the model microseconds apart yet count each other;
 - each run draws one z, and every call sleeps Load.run_factor(z) times more;
-- acceptance: a level-L candidate scores L / (L + 1) on every example (below
-  1, so never skipped as perfect). A reflection writes its child at L + 1 with
-  the iteration's rate (`acceptance.step_rate`, drawn once per iteration from
-  the proposals made before it), else at L; gepa's strict minibatch rule then
-  accepts exactly the children a level up. Each child carries its own tag so
-  siblings are never one text.
-check_realisable refuses what it cannot realise. Not used: tokens and prices (nothing
-is paid), stage_overhead (gepa's own work is measured) and parameter uncertainty
-(the scenario's values are the truth).
+- acceptance: a level-L candidate scores L / (L + 1) on every example (never
+  perfect). A reflection writes its child at L + 1 with the iteration's rate
+  (`acceptance.step_rate`), else at L, so gepa's strict minibatch rule accepts
+  exactly the children a level up. A tag keeps siblings distinct texts.
+Not used: tokens and prices (nothing is paid), stage_overhead (gepa's own work is
+measured) and parameter uncertainty (the scenario's values are the truth).
 """
 
 from __future__ import annotations
@@ -125,8 +121,8 @@ class Served:
 
 class SleepingModel:
     """A model that only takes time: the scenario's task or reflection model (`role`), its
-    latency and load. Thread-safe: the W rollout threads (or C reflection threads) call it
-    at once."""
+    latency and load. As the task LM it answers "ok"; a reflection model (a subclass) writes
+    children. Thread-safe: the W rollout threads (or C reflection threads) call it at once."""
 
     role = "task"
 
@@ -157,7 +153,7 @@ class SleepingModel:
         return self.scenario.reflection
 
     def reply(self, messages: list[dict[str, Any]], site: CallSite) -> str:
-        raise NotImplementedError
+        return "ok"
 
     def complete(
         self,
@@ -210,22 +206,11 @@ class SleepingModel:
             self._late += end - woken - rest
 
 
-class SyntheticTaskModel(SleepingModel):
-    """The task LM: a rollout's call sleeps its phase's latency and answers "ok"."""
-
-    def reply(self, messages: list[dict[str, Any]], site: CallSite) -> str:
-        return "ok"
-
-
-class SleepingReflectionModel(SleepingModel):
-    """A reflection LM sleeping a reflection's latency; what it writes is a subclass's."""
-
-    role = "reflection"
-
-
-class SyntheticReflectionModel(SleepingReflectionModel):
+class SyntheticReflectionModel(SleepingModel):
     """The reflection LM: sleeps a reflection's latency and writes the child a level up
     with the iteration's acceptance rate, else at its parent's level."""
+
+    role = "reflection"
 
     def __init__(self, scenario: Scenario, rng: np.random.Generator, conditions: float = 0.0):
         super().__init__(scenario, rng, conditions)
@@ -255,6 +240,11 @@ class SyntheticReflectionModel(SleepingReflectionModel):
         return f"```\n{candidate_text(parent + up, tag)}\n```"
 
 
+def record(example: Any, output: str, fb: Feedback) -> dict[str, str]:
+    """What the reflection LM reads of a synthetic example: no output, only the score."""
+    return {"Input": str(example), "Feedback": fb.feedback}
+
+
 def synthetic_task(scenario: Scenario) -> Task:
     """A task of the scenario's sizes whose candidates are levels (see the module's doc)."""
 
@@ -265,9 +255,6 @@ def synthetic_task(scenario: Scenario) -> Task:
     def metric(example: Any, output: str) -> Feedback:
         score = score_of(int(output))
         return Feedback(score, f"scored {score:.4f}")
-
-    def record(example: Any, output: str, fb: Feedback) -> dict[str, str]:
-        return {"Input": str(example), "Feedback": fb.feedback}
 
     return Task(
         name="synthetic",

@@ -1,19 +1,16 @@
 """A synthetic task of known quality for the real gepa engine (`pxn conformance --task quality`).
 
-The task's scores follow the quality model (pxn.quality) exactly; everything
-else is gepa's own. Candidates live in a registry keyed by their text,
-`[[candidate LABEL]]`: the seed is candidate 0, and a reflection writes a
-child of the first candidate its prompt names (gepa's template puts the
-parent's text first), its quality and residuals drawn as the model says.
-Example difficulties are drawn once per run, train and validation apart.
+The scores follow the quality model (pxn.quality) exactly. Candidates are
+texts `[[candidate LABEL]]` in a registry: the seed is candidate 0, and a
+reflection writes a child of the first candidate its prompt names (gepa's
+template puts the parent first), drawn as the model says.
 
 Every draw comes from a Generator keyed within the run's seed by what it is
 for, so scores do not hang on the order the W rollout and C reflection
-threads run in: the examples and the seed on one key; a child on its prompt's
-64-bit BLAKE2b digest and how often that prompt was seen (gepa repeats a
-prompt only for two alike tasks of one parent and minibatch); an
-evaluation's noise on its candidate, example and how often that pair was
-evaluated.
+threads run in: the examples and the seed on one key; a child on its
+prompt's digest and how often that prompt was seen (gepa repeats one only for
+two alike tasks); an evaluation's noise on its candidate, example and how
+often that pair was evaluated.
 """
 
 from __future__ import annotations
@@ -33,8 +30,9 @@ from pxn.checks.synthetic import (
     COMPONENT,
     PROMPT,
     SearchOutcome,
-    SleepingReflectionModel,
+    SleepingModel,
     SyntheticWork,
+    record,
 )
 from pxn.errors import PxnError
 from pxn.files import write_text_atomically
@@ -175,9 +173,6 @@ def quality_task(scenario: Scenario, search: SyntheticSearch) -> Task:
     def metric(example: Example, output: str) -> Feedback:
         return Feedback(float(output), f"scored {output}")
 
-    def record(example: Example, output: str, fb: Feedback) -> dict[str, str]:
-        return {"Input": str(example), "Feedback": fb.feedback}
-
     return Task(
         name="synthetic-quality",
         description="scores follow the quality model; models sleep the scenario's latencies",
@@ -192,9 +187,11 @@ def quality_task(scenario: Scenario, search: SyntheticSearch) -> Task:
     )
 
 
-class ProposingModel(SleepingReflectionModel):
+class ProposingModel(SleepingModel):
     """The reflection LM: sleeps a reflection's latency and writes a new child of the
     prompt's parent."""
+
+    role = "reflection"
 
     def __init__(
         self,
@@ -211,10 +208,7 @@ class ProposingModel(SleepingReflectionModel):
 
 
 def quality_work(
-    scenario: Scenario,
-    rng: np.random.Generator,
-    conditions: float,
-    seed: np.random.SeedSequence,
+    scenario: Scenario, rng: np.random.Generator, conditions: float, seed: np.random.SeedSequence
 ) -> SyntheticWork:
     """The synthetic search of a scenario with a [quality] table: the task and its proposing
     reflection model share one search."""

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +12,7 @@ import numpy as np
 
 from pxn.checks.synthetic import (
     SearchOutcome,
-    SyntheticTaskModel,
+    SleepingModel,
     SyntheticWork,
     check_realisable,
     levels_work,
@@ -37,7 +38,6 @@ class SyntheticRun:
     rollout_calls: int
     rollout_drawn: float  # seconds the rollouts' calls were meant to sleep
     rollout_slept: float  # seconds they slept
-    reflection_calls: int
     reflection_drawn: float
     reflection_slept: float
     search: SearchOutcome
@@ -70,7 +70,7 @@ def run_synthetic(
     # Latencies of each model, the run's conditions (one z for both models), the search.
     streams = np.random.SeedSequence(scenario.seed, spawn_key=key).spawn(4)
     z = np.random.default_rng(streams[2]).standard_normal() if scenario.loads.varies_by_run else 0
-    task_lm = SyntheticTaskModel(scenario, np.random.default_rng(streams[0]), float(z))
+    task_lm = SleepingModel(scenario, np.random.default_rng(streams[0]), float(z))
     work = make_work(scenario, np.random.default_rng(streams[1]), float(z), streams[3])
     config = RunConfig(
         out=str(out),
@@ -105,7 +105,6 @@ def run_synthetic(
         rollout_calls=task_lm.calls,
         rollout_drawn=task_lm.drawn,
         rollout_slept=task_lm.slept,
-        reflection_calls=reflection_lm.calls,
         reflection_drawn=reflection_lm.drawn,
         reflection_slept=reflection_lm.slept,
         search=work.outcome(result),
@@ -135,10 +134,7 @@ class RunGrid:
     def cells(self) -> Iterator[tuple[int, Shape, int]]:
         """(replicate, shape, W), replicates outermost: a slow spell of a shared machine
         then falls on every shape and W alike instead of on one of them."""
-        for replicate in range(self.runs):
-            for shape in self.shapes:
-                for workers in self.workers:
-                    yield replicate, shape, workers
+        return itertools.product(range(self.runs), self.shapes, self.workers)
 
 
 def run_grid(
@@ -162,8 +158,6 @@ def run_grid(
 def oversleep(runs: list[SyntheticRun]) -> dict[str, float]:
     """How much longer than drawn the calls took, over the runs: the part of a rollout's
     or reflection's latency the machine added (its threads woken late)."""
-    return {
-        "rollouts": sum(r.rollout_slept for r in runs) / sum(r.rollout_drawn for r in runs) - 1,
-        "reflections": sum(r.reflection_slept for r in runs) / sum(r.reflection_drawn for r in runs)
-        - 1,
-    }
+    rollouts = sum(r.rollout_slept for r in runs) / sum(r.rollout_drawn for r in runs)
+    reflections = sum(r.reflection_slept for r in runs) / sum(r.reflection_drawn for r in runs)
+    return {"rollouts": rollouts - 1, "reflections": reflections - 1}

@@ -201,9 +201,7 @@ class Honesty:
         # The mean of n uniform percentiles has standard deviation 1 / sqrt(12 n), z's unit.
         _, bias_p = z_test((mean - 0.5) * math.sqrt(12 * runs), 1.0, alike=mean == 0.5)
         off = coverage_p < SIGNIFICANCE
-        biased = None
-        if bias_p < SIGNIFICANCE:
-            biased = "slower" if mean > 0.5 else "faster"
+        biased = ("slower" if mean > 0.5 else "faster") if bias_p < SIGNIFICANCE else None
         told = f"{inside}/{runs} runs inside the 5-95% interval ({expected:.1f} expected)"
         told += f", mean percentile {mean:.2f} (0.5 expected)"
         findings = []

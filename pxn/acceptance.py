@@ -80,13 +80,9 @@ class Acceptance:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        optional = {"tau": self.tau, "decay_until": self.decay_until}
-        data = {"a0": self.a0} | {k: v for k, v in optional.items() if v is not None}
-        if self.correlation:
-            data["correlation"] = self.correlation
-        if self.batched != 1:
-            data["batched"] = self.batched
-        return data
+        """a0, and each other field unless at its default."""
+        fields = self.__dataclass_fields__.values()
+        return {f.name: v for f in fields if (v := getattr(self, f.name)) != f.default}
 
     @classmethod
     def from_dict(cls, data: Any) -> Acceptance:

@@ -231,8 +231,7 @@ class Distribution:
             samples = data.pop("samples", ())
             if not isinstance(samples, list) or not all(is_number(x) for x in samples):
                 raise PxnError("samples must be a list of numbers", subject=what)
-            params = {k: v for k, v in data.items()}
-            return cls(EMPIRICAL, params=params, samples=tuple(map(float, samples)), **bounds)
+            return cls(EMPIRICAL, params=data, samples=tuple(map(float, samples)), **bounds)
         bad = [k for k, v in data.items() if not is_number(v)]
         if bad:
             raise PxnError(f"parameter(s) {', '.join(bad)} must be numbers", subject=what)

@@ -1,48 +1,37 @@
 """Latency under load, per model: how many calls it serves at once, and how it slows.
 
-A local LM pool of K single-request servers serves K calls at once (the rest
-wait for a server) and, sharing a CPU, each call is slower the more are
-served; a hosted API serves any number but slows under concurrency too; a
-retrieval tool shares the machine's cores. Each model (task: the rollouts;
-reflection) has its own: `servers` (None: no limit beyond the workers W or
-the reflection concurrency C) and `slowdown` beta: a call that starts while m
-calls of its model are in flight (itself included) takes 1 + beta (m - 1)
-times its sampled latency. Rollouts and reflections never overlap in gepa
-(a barrier separates their stages), so one model's load never meets the
-other's.
+A local LM pool of K single-request servers serves K calls at once and, sharing
+a CPU, each call is slower the more are served; a hosted API slows under
+concurrency too. Each model (task: the rollouts; reflection) has its own
+`servers` (None: no limit beyond W or C) and `slowdown` beta: a call that starts
+while m calls of its model are in flight (itself included) takes 1 + beta (m - 1)
+times its sampled latency. A barrier separates rollouts from reflections in
+gepa, so one model's load never meets the other's.
 
-A server that keeps the prompt it served last (llama.cpp and
-llama-cpp-python reuse its cached prefix) serves a reflection faster when
-it has just served a sibling: a reflection of the same parent in the same
-iteration, whose prompt begins with the same gepa template and parent text.
-`prefix_seconds` (reflections only, servers required) is what such a
-reflection saves: the processing of the shared prefix. Its sampled latency
-is shortened by it (floored at 0) before the load factor applies. Singles
-never send two reflections of one iteration, so a prediction for them is
-unchanged; `pxn calibrate` estimates it from the prefix tokens the runner
-records and the reflection's seconds per input token.
+A server that keeps its last prompt's cached prefix (llama.cpp) serves a
+reflection faster right after a sibling (same parent, same iteration: the same
+template and parent text). `prefix_seconds` (reflections only, servers
+required) is what that saves; the sampled latency is shortened by it (floored
+at 0) before the load factor. Singles never send two reflections of one
+iteration, so their predictions are unchanged.
 
-A run has conditions of its own: the provider's load that hour, what else
-the machine runs, the prompts this seed's search happens to grow. They make
-every call of a run a little faster or slower together. `run_spread` is
-their log-sd per model: each run draws one standard normal z, and every call
-of the model takes exp(run_spread z - run_spread^2 / 2) times its sampled
-latency (lognormal with mean 1, so a mean is unchanged and the closed form
-with it).
-Both models take the same z: a run's conditions (a busy machine, a slow
-hour) reach both, and where they do not, one z overstates how runs differ
-rather than understating it. The factor applies before the prefix cache and
-the load.
+A run's own conditions (the provider's load that hour, what else the machine
+runs) make all its calls faster or slower together. `run_spread` is their
+log-sd per model: each run draws one standard normal z, and every call takes
+exp(run_spread z - run_spread^2 / 2) times its sampled latency (mean 1, so
+means and the closed form are unchanged). Both models take the same z: where
+conditions reach only one, this overstates how runs differ rather than
+understating it. The factor applies before the prefix cache and the load.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from pxn.errors import PxnError
-from pxn.fields import at_least, known_keys, table, whole
+from pxn.fields import at_least, table, whole
 from pxn.prices import ROLES
 
 RUN_SPREAD_MAX = 1.0
@@ -93,23 +82,12 @@ class Load:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {} if self.servers is None else {"servers": self.servers}
-        data |= {"slowdown": self.slowdown} if self.slowdown else {}
-        data |= {"prefix_seconds": self.prefix_seconds} if self.prefix_seconds else {}
-        return data | ({"run_spread": self.run_spread} if self.run_spread else {})
+        """The fields set (servers >= 1 when set, so only what is unset is left out)."""
+        return {name: value for name, value in asdict(self).items() if value}
 
     @classmethod
     def from_dict(cls, data: Any, role: str) -> Load:
-        fields = table(data, f"[load.{role}]")
-        known_keys(
-            fields, {"servers", "slowdown", "prefix_seconds", "run_spread"}, f"[load.{role}]"
-        )
-        return cls(
-            fields.get("servers"),
-            fields.get("slowdown", 0.0),
-            fields.get("prefix_seconds", 0.0),
-            fields.get("run_spread", 0.0),
-        )
+        return cls(**table(data, f"[load.{role}]", set(cls.__dataclass_fields__)))
 
 
 @dataclass(frozen=True)
@@ -134,6 +112,5 @@ class Loads:
 
     @classmethod
     def from_dict(cls, data: Any) -> Loads:
-        fields = table(data, "[load]")
-        known_keys(fields, set(ROLES), "[load]")
+        fields = table(data, "[load]", set(ROLES))
         return cls(*(Load.from_dict(fields.get(role, {}), role) for role in ROLES))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -47,13 +47,10 @@ class Prices:
             at_least(getattr(self, name), f"prices.{name}", unit=" dollars per million tokens")
 
     def to_dict(self) -> dict[str, Any]:
-        names = {"task_model": self.task_model, "reflection_model": self.reflection_model}
-        return {k: v for k, v in names.items() if v} | {
-            "task_input": self.task_input,
-            "task_output": self.task_output,
-            "reflection_input": self.reflection_input,
-            "reflection_output": self.reflection_output,
-        }
+        """The models' names, when known, then the four prices."""
+        prices = asdict(self)
+        names = {name: prices.pop(name) for name in ("task_model", "reflection_model")}
+        return {k: v for k, v in names.items() if v} | prices
 
     @classmethod
     def from_dict(cls, data: Any) -> Prices:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pxn.errors import PxnError
-from pxn.fields import required_table
+from pxn.fields import is_number, required_table
 
 MAX_EXPONENT = 3.0  # beyond cubic in the prompt, no LM's latency grows
 
@@ -54,12 +54,9 @@ class PromptLengths:
     def from_dict(cls, data: Any) -> PromptLengths:
         names = sorted(cls.__dataclass_fields__)
         fields = required_table(data, set(names), names, "[prompt]")
-        lengths = fields["lengths"]
-        if not isinstance(lengths, list) or not all(
-            isinstance(x, int | float) and not isinstance(x, bool) for x in lengths
-        ):
+        lengths, exponent = fields["lengths"], fields["exponent"]
+        if not isinstance(lengths, list) or not all(is_number(x) for x in lengths):
             raise PxnError("must be a list of numbers", subject="prompt.lengths")
-        exponent = fields["exponent"]
-        if not isinstance(exponent, int | float) or isinstance(exponent, bool):
+        if not is_number(exponent):
             raise PxnError(f"must be a number: got {exponent!r}", subject="prompt.exponent")
         return cls(float(exponent), tuple(float(x) for x in lengths)).validate()

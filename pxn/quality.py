@@ -66,7 +66,7 @@ from scipy.optimize import brentq
 from scipy.special import ndtr, ndtri
 
 from pxn.errors import PxnError
-from pxn.fields import at_least, is_number, known_keys, share, table
+from pxn.fields import at_least, is_number, share, table
 
 METRICS = ("binary", "graded", "continuous")
 # Qualities are searched for in [-LATENT_RANGE, LATENT_RANGE]: scores at its ends
@@ -248,8 +248,7 @@ class Quality:
 
     @classmethod
     def from_dict(cls, data: Any) -> Quality:
-        given = table(data, "[quality]")
-        known_keys(given, {f.name for f in fields(cls)}, "[quality]")
+        given = table(data, "[quality]", {f.name for f in fields(cls)})
         if "seed_score" not in given:
             raise PxnError("needs seed_score, the seed program's expected score (0 to 1)",
                            subject="[quality]")  # fmt: skip

@@ -67,8 +67,8 @@ class RateLimits:
     @classmethod
     def from_dict(cls, data: Any) -> RateLimits:
         fields = table(data, "[rate_limits]", {*ROLES, "burst_seconds"})
-        limits = {}
-        for role in ROLES:
-            sub = table(fields.get(role, {}), f"[rate_limits.{role}]", {"rpm", "tpm"})
-            limits[role] = RateLimit(sub.get("rpm"), sub.get("tpm"))
-        return cls(limits["task"], limits["reflection"], fields.get("burst_seconds", 60.0))
+        limits = (
+            RateLimit(**table(fields.get(role, {}), f"[rate_limits.{role}]", {"rpm", "tpm"}))
+            for role in ROLES
+        )
+        return cls(*limits, fields.get("burst_seconds", 60.0))

@@ -105,14 +105,6 @@ def _read_up_to(sock: socket.socket, size: int) -> bytes:
     return data
 
 
-def import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise PxnError(RAY_MISSING, subject="backend") from None
-    return ray
-
-
 @dataclass
 class RayConnection:
     """Ray at `address`, or a private local Ray of `num_cpus` CPUs, stopped on close. A Ray
@@ -131,7 +123,10 @@ class RayConnection:
         imported = sys.modules.get("ray")
         if target is not None and not (imported is not None and imported.is_initialized()):
             target.check_reachable()  # before Ray's import, which takes seconds
-        ray = import_ray()
+        try:
+            import ray
+        except ImportError:
+            raise PxnError(RAY_MISSING, subject="backend") from None
         if ray.is_initialized():
             self._ray = ray
             return ray

@@ -31,13 +31,12 @@ from pxn.trace_reading import Trace
 class SearchFigures:
     """What a run's scores say about its search, beyond its best score (NaN: not seen).
 
-    val_gain: the mean of a new candidate's mean validation score less its parent's;
-    example_spread: the sd, over validation examples, of each example's mean score over
-    the candidates validated (how much examples differ in difficulty; not seen where the
-    seed's validation is known as a mean alone, as gepa's log gives it: over the other
-    candidates it would be another figure); repeat_agreement:
+    val_gain: a new candidate's mean validation score less its parent's, on average;
+    example_spread: the sd over validation examples of their mean score over the candidates
+    (how examples differ in difficulty; not seen when the seed's validation is a mean
+    alone, as in gepa's log: without the seed it is another figure); repeat_agreement:
     the share of a parent's repeated evaluations on one train example that scored as the
-    one before (how noisy an evaluation is).
+    one before (evaluation noise).
     """
 
     val_gain: float
@@ -158,7 +157,6 @@ def summarize(trace: Trace) -> RunSummary:
     busy = sum(r.duration for r in rollouts)
     costs = [c.cost for c in (*rollouts, *trace.live(Reflection)) if c.cost is not None]
     workers = trace.run_start.workers
-    phases_per_iteration = Counter(s.iteration for s in stages if s.name == "full_val")
     validations = trace.live(Validation)
     progress = best_score_progress(validations)
     iterations = trace.live(Iteration)
@@ -166,7 +164,7 @@ def summarize(trace: Trace) -> RunSummary:
     return RunSummary(
         wall_clock=wall_clock,
         iterations=len(iterations),
-        full_val_iterations=len(phases_per_iteration),
+        full_val_iterations=len({s.iteration for s in stages if s.name == "full_val"}),
         proposals=len(decisions),
         accepted=sum(d.accepted for d in decisions),
         metric_calls=len(rollouts),

@@ -320,22 +320,16 @@ class Scenario:
         if "budget" in changes and changes["budget"] != self.budget:
             changes.setdefault("budget_given", None)
         elif self.budget_given is not None and "budget_given" not in changes:
+            from pxn.budget import metric_calls_of
+
             given = dataclasses.replace(self, **changes)
-            if given.resolved_budget() != self.budget:
-                changes["budget"] = given.resolved_budget()
+            changes["budget"] = metric_calls_of(
+                self.budget_given,
+                predictors=given.program_predictors,
+                valset_size=given.valset_size,
+                trainset_size=given.trainset_size,
+            )
         return dataclasses.replace(self, **changes).validate()
-
-    def resolved_budget(self) -> int:
-        """B from `budget_given` for this scenario's V, trainset and predictors."""
-        from pxn.budget import metric_calls_of
-
-        assert self.budget_given is not None
-        return metric_calls_of(
-            self.budget_given,
-            predictors=self.program_predictors,
-            valset_size=self.valset_size,
-            trainset_size=self.trainset_size,
-        )
 
     def with_parameters(self, values: dict[str, float]) -> Scenario:
         """This scenario with the parameters at these paths set, without its uncertainty.

@@ -175,38 +175,23 @@ def _dspy_budget(data: dict[str, Any]) -> int:
     )
 
 
-def refuse_non_finite(data: dict[str, Any]) -> None:
-    """Refuse a NaN or infinity anywhere in a scenario's TOML, named by its table and index.
+def refuse_non_finite(value: Any, where: tuple[str | int, ...] = ()) -> None:
+    """Refuse a NaN or infinity anywhere in a scenario's TOML (tables and lists, however
+    deep), named by its table and index.
 
     TOML spells them nan and inf; no field of a scenario means them, and one
     let through makes every prediction NaN or never ending.
     """
-    found = _non_finite(data, [])
-    if found is not None:
-        where, value = found
+    if isinstance(value, float) and not math.isfinite(value):
         raise PxnError(
             f"is {value}: a scenario's numbers must be finite", subject=_field_name(where)
         )
+    if isinstance(value, dict | list):
+        for key, item in value.items() if isinstance(value, dict) else enumerate(value):
+            refuse_non_finite(item, (*where, key))
 
 
-def _non_finite(value: Any, where: list[str | int]) -> tuple[list[str | int], float] | None:
-    """The first NaN or infinity in `value` (tables and lists, however deep) and its path."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return where, value
-    if isinstance(value, dict):
-        items: Any = value.items()
-    elif isinstance(value, list):
-        items = enumerate(value)
-    else:
-        return None
-    for key, item in items:
-        found = _non_finite(item, [*where, key])
-        if found is not None:
-            return found
-    return None
-
-
-def _field_name(where: list[str | int]) -> str:
+def _field_name(where: tuple[str | int, ...]) -> str:
     """A path as the TOML file shows it: ["rollout", "samples", 3] -> "[rollout] samples[3]"."""
     in_list = next((i for i, part in enumerate(where) if isinstance(part, int)), len(where))
     table, key = where[: in_list - 1], where[in_list - 1 :]

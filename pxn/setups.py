@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from pxn.errors import PxnError
 from pxn.load import Loads
+from pxn.prices import ROLES
 from pxn.scenario import Scenario
 from pxn.shape import Shape
 from pxn.trace_reading import Trace
@@ -45,10 +46,7 @@ def at_setup(scenario: Scenario, setup: dict[str, int]) -> Scenario:
     servers = setup.pop("lm_servers", None)
     if servers is not None:
         loads = scenario.loads
-        setup["loads"] = Loads(
-            dataclasses.replace(loads.task, servers=servers),
-            dataclasses.replace(loads.reflection, servers=servers),
-        )
+        setup["loads"] = Loads(*(dataclasses.replace(loads.of(r), servers=servers) for r in ROLES))
     return scenario.replace(**setup)
 
 

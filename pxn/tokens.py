@@ -63,17 +63,8 @@ class Tokens:
     @classmethod
     def from_dict(cls, data: Any, minibatch: int) -> Tokens:
         """`minibatch`: the scenario's b, the measured one unless the table says otherwise."""
-        known = set(cls.__dataclass_fields__)
-        fields = required_table(data, known, [*DRAWN, *FIXED], "[tokens]")
-        return cls(
-            **{
-                name: Distribution.from_dict(fields[name], f"tokens.{name}", unit="tokens")
-                for name in DRAWN
-            },
-            reflection_input_base=fields["reflection_input_base"],
-            reflection_input_per_example=fields["reflection_input_per_example"],
-            measured_minibatch=fields.get("measured_minibatch", minibatch),
-            reflection_seconds_per_input_token=fields.get(
-                "reflection_seconds_per_input_token", 0.0
-            ),
-        )
+        fields = required_table(data, set(cls.__dataclass_fields__), [*DRAWN, *FIXED], "[tokens]")
+        values = {**fields, "measured_minibatch": fields.get("measured_minibatch", minibatch)}
+        for name in DRAWN:
+            values[name] = Distribution.from_dict(fields[name], f"tokens.{name}", unit="tokens")
+        return cls(**values)

@@ -306,20 +306,17 @@ def _field_types(cls: type[Event]) -> dict[str, Any]:
 def _fits(value: Any, hint: Any) -> bool:
     """Whether a parsed JSON value fits a field's declared type (the few the schema uses)."""
     options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
-    for option in options:
-        kind = typing.get_origin(option) or option
-        if option is type(None):
-            if value is None:
-                return True
-        elif isinstance(value, bool):  # JSON true/false: only a bool field takes it
-            if kind is bool:
-                return True
-        elif kind is float:
-            if isinstance(value, int | float) and math.isfinite(value):
-                return True
-        elif isinstance(value, kind):
-            return True
-    return False
+    return any(_fits_one(value, typing.get_origin(option) or option) for option in options)
+
+
+def _fits_one(value: Any, kind: type) -> bool:
+    if kind is type(None):
+        return value is None
+    if isinstance(value, bool):  # JSON true/false: only a bool field takes it
+        return kind is bool
+    if kind is float:
+        return isinstance(value, int | float) and math.isfinite(value)
+    return isinstance(value, kind)
 
 
 class TraceWriter:

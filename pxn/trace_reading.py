@@ -97,17 +97,16 @@ def read_trace(path: str | Path) -> Trace:
             what = "truncated last line" if number == len(lines) else "not valid JSON"
             skipped.append(f"line {number}: {what}")
             continue
+        if not events:  # without its header a trace cannot be read at all
+            _check_header(path, number, data)
         try:
             event = event_from_dict(data)
         except ValueError as exc:
-            if not events:  # without its header a trace cannot be read at all
-                _check_header(path, number, data)
+            if not events:
                 raise PxnError(f"{path} line {number}: {exc}") from None
             skipped.append(f"line {number}: {exc}")
             continue
-        if not events:
-            _check_header(path, number, data)
-        elif isinstance(event, RunStart):
+        if events and isinstance(event, RunStart):
             raise PxnError(
                 f"{path} line {number}: a second run_start: the file holds two runs one after "
                 f"the other; split it there (head -n {number - 1} and tail -n +{number}) and "

@@ -29,8 +29,8 @@ from pxn.checks.conformance import (
     scaled,
 )
 from pxn.checks.synthetic import (
+    SleepingModel,
     SyntheticReflectionModel,
-    SyntheticTaskModel,
     candidate_text,
     check_realisable,
 )
@@ -186,7 +186,7 @@ def test_a_models_servers_bound_the_calls_it_serves_at_once() -> None:
         rollout=Distribution("empirical", samples=(draw,)),
         loads=Loads(task=Load(servers=2, slowdown=1.0)),
     )
-    model = SyntheticTaskModel(scenario, np.random.default_rng(0))
+    model = SleepingModel(scenario, np.random.default_rng(0))
     start = threading.Barrier(4)
 
     def call() -> None:
@@ -208,7 +208,7 @@ def test_a_runs_conditions_scale_every_call_of_a_model() -> None:
         rollout=Distribution("empirical", samples=(0.002,)),
         loads=Loads(task=Load(run_spread=0.5)),
     )
-    model = SyntheticTaskModel(scenario, np.random.default_rng(0), conditions=1.0)
+    model = SleepingModel(scenario, np.random.default_rng(0), conditions=1.0)
     for _ in range(3):
         model.complete([], clock=lambda: 0.0, on_failure=print, site=CallSite("full_val", 1))
     assert model.drawn == pytest.approx(3 * 0.002 * math.exp(0.5 - 0.125))
@@ -219,7 +219,7 @@ def test_a_phase_draws_its_own_latency() -> None:
         rollout=Distribution("empirical", samples=(0.001,)),
         rollout_phases={"full_val": Distribution("empirical", samples=(0.003,))},
     )
-    model = SyntheticTaskModel(scenario, np.random.default_rng(0))
+    model = SleepingModel(scenario, np.random.default_rng(0))
     for phase in ("parent_minibatch", "full_val"):
         model.complete([], clock=lambda: 0.0, on_failure=print, site=CallSite(phase, 1))
     assert model.drawn == pytest.approx(0.004)

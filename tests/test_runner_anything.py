@@ -36,7 +36,7 @@ from gepa.utils import NoImprovementStopper, ScoreThresholdStopper, TimeoutStopC
 from record_helpers import SEED, TRAIN, VAL, BatchLM, CallableLM, Counting
 from sim_helpers import fixed, make_scenario
 
-from pxn.checks.synthetic import SyntheticReflectionModel, SyntheticTaskModel, synthetic_task
+from pxn.checks.synthetic import SleepingModel, SyntheticReflectionModel, synthetic_task
 from pxn.errors import PxnError
 from pxn.run_summary import summarize
 from pxn.runner.config import Plan, RunConfig
@@ -405,7 +405,7 @@ def test_pxn_run_drives_its_task_through_optimize_anything(tmp_path):
     )
     rng = np.random.default_rng(0)
     result = run_engine(
-        config, plan, SyntheticTaskModel(scenario, rng), SyntheticReflectionModel(scenario, rng)
+        config, plan, SleepingModel(scenario, rng), SyntheticReflectionModel(scenario, rng)
     )
     assert result.status == "completed" and result.warnings == [], result
     trace = read_trace(out / "trace.jsonl")

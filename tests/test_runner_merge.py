@@ -26,7 +26,7 @@ from merge_helpers import (
 from sim_helpers import fixed, make_scenario
 
 from pxn.calibrate.traces.pipeline import calibrate_traces
-from pxn.checks.synthetic import SyntheticTaskModel
+from pxn.checks.synthetic import SleepingModel
 from pxn.runner.config import Plan, RunConfig
 from pxn.runner.record import recording
 from pxn.runner.run import run_engine
@@ -184,7 +184,7 @@ def test_pxn_run_merge_records_the_engines_merges(tmp_path):
     plan = Plan(2, 2, merging_task(), reflection_concurrency=4, max_failures=20, budget=BUDGET)
     rng = np.random.default_rng(0)
     result = run_engine(
-        config, plan, SyntheticTaskModel(scenario, rng), AlikeReflectionModel(scenario, rng)
+        config, plan, SleepingModel(scenario, rng), AlikeReflectionModel(scenario, rng)
     )
     assert result.status == "completed" and result.warnings == [], result
     trace = read_trace(out / "trace.jsonl")
