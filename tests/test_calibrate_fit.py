@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from pxn.calibrate.traces.fit import MIN_FIT_POINTS, fit_latency
+from pxn.calibrate.traces.fit import MIN_FIT_POINTS, fit_latency, mle_params
 from pxn.errors import PxnError
 
 
@@ -31,6 +31,15 @@ def test_each_family_is_recovered_and_chosen(family: str, params: dict[str, floa
         assert fit.chosen.params[name] == pytest.approx(truth, rel=0.08)
     assert fit.fit_of(family).ks_pvalue > 0.01
     assert [f.aic for f in fit.fits] == sorted(f.aic for f in fit.fits)
+
+
+@pytest.mark.parametrize("sample", [[2.0, 2.0, 2.0], [1.0, 1.0001, 1.0, 1.00005]])
+def test_a_weibull_fit_to_a_sample_with_almost_no_spread_is_a_point_mass(sample) -> None:
+    # A bootstrap resample of a few tied latencies looks like this: the MLE's
+    # shape has no finite root, and the fit must still return (CI saw brentq fail).
+    params = mle_params("weibull_min", np.array(sample))
+    assert params["c"] >= 1e4
+    assert params["scale"] == pytest.approx(max(sample), rel=1e-4)
 
 
 def test_small_sample_works_and_says_it_is_uncertain() -> None:

@@ -202,7 +202,9 @@ def _weibull_params(data: np.ndarray) -> dict[str, float]:
     low, high = 1e-3, 1.0
     while gap(high) > 0 and high < 1e4:
         high *= 2
-    c = float(scipy.optimize.brentq(gap, low, high, xtol=1e-12))
+    # A (nearly) constant sample, as a resample of a few points can be, has no
+    # root: its MLE shape runs off to infinity, so the cap stands in for it.
+    c = high if gap(high) > 0 else float(scipy.optimize.brentq(gap, low, high, xtol=1e-12))
     scale = float(np.exp(logs.max()) * np.mean(np.exp(c * shifted)) ** (1 / c))
     return {"c": c, "scale": scale}
 
