@@ -120,7 +120,8 @@ def terminate(pool: ProcessPoolExecutor) -> None:
     # The executor has no public way to end running work (shutdown waits for it,
     # or leaves it running): its processes are terminated directly.
     processes = list((pool._processes or {}).values())
-    call_queue, manager = pool._call_queue, pool._executor_manager_thread  # (shutdown lets go)
+    call_queue, result_queue = pool._call_queue, pool._result_queue  # (shutdown lets go)
+    manager = pool._executor_manager_thread
     pool.shutdown(wait=False, cancel_futures=True)
     # Units that fill the pipe (one scenario with its draws can) leave the call queue's
     # feeder thread blocked writing to the processes; once they are gone, the executor's
@@ -131,9 +132,13 @@ def terminate(pool: ProcessPoolExecutor) -> None:
     # where fixed) cannot be closing it at the same moment.
     call_queue._reader.close()
     for process in processes:
-        process.terminate()
+        process.kill()  # not SIGTERM, which a stopped process, or one not yet started, holds
     for process in processes:
         process.join()
+    # A process killed while writing a large result leaves the manager thread reading a
+    # message that never ends, and the exit waits for that thread forever: this
+    # process's own writing end was the last open one, and closing it ends the read.
+    result_queue._writer.close()
     # The interpreter's exit wakes every pool's manager thread through a pipe the thread
     # closes as it ends: the two raced ("Exception ignored ... Bad file descriptor" on
     # stderr after the command's one line). This manager needs no waking (it sees its
