@@ -98,8 +98,7 @@ def advise(
     are `pxn advise`'s flags (its --help says each)."""
     from pxn.durations import parse_duration
     from pxn.shape import Shape
-    from pxn.sim.advise import Ask
-    from pxn.sim.advise_refusals import bound_reasons, check_ask
+    from pxn.sim.advise import Ask, bound_reasons, check_ask
     from pxn.sim.advise_search import advise as advise_ask
     from pxn.sim.advise_search import advise_work
 

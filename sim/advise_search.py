@@ -35,9 +35,18 @@ from itertools import pairwise
 
 from pxn.run_summary import RunSummary
 from pxn.scenario import Scenario
-from pxn.sim.advise import Advice, Allocation, Ask, Assessment, all_variants, at_budget, variants
+from pxn.sim.advise import (
+    Advice,
+    Allocation,
+    Ask,
+    Assessment,
+    all_variants,
+    at_budget,
+    check_ask,
+    unreachable_budgets,
+    variants,
+)
 from pxn.sim.advise_ranking import decide, race
-from pxn.sim.advise_refusals import check_ask, unreachable_budgets
 from pxn.sim.backends import Backend, LocalBackend, gather
 from pxn.sim.predict import CHUNK, Interval, simulate_replicates_at
 from pxn.sim.workload import Cost, Work, estimate

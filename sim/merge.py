@@ -191,27 +191,25 @@ class Lineage:
         return (first, second)[int(self.rng.integers(2))]
 
 
-def subsample(
-    first: np.ndarray, second: np.ndarray, rng: np.random.Generator, size: int = SUBSAMPLE
-) -> list[int]:
-    """The validation examples gepa scores a merge on, from its parents' validation scores
-    (select_eval_subsample_for_merged_program): up to ceil(size / 3) where the first did
-    better, as many where the second did, as many where they tied, then any others; drawn
-    with replacement only when the valset holds fewer than `size`."""
+def subsample(first: np.ndarray, second: np.ndarray, rng: np.random.Generator) -> list[int]:
+    """The SUBSAMPLE validation examples gepa scores a merge on, from its parents' validation
+    scores (select_eval_subsample_for_merged_program): up to ceil(SUBSAMPLE / 3) where the
+    first did better, as many where the second did, as many where they tied, then any
+    others; drawn with replacement only when the valset holds fewer than SUBSAMPLE."""
     examples = range(len(first))
     buckets = [
         [e for e in examples if first[e] > second[e]],
         [e for e in examples if second[e] > first[e]],
         [e for e in examples if first[e] == second[e]],
     ]
-    each = max(1, -(-size // 3))
+    each = max(1, -(-SUBSAMPLE // 3))
     chosen: list[int] = []
     for bucket in buckets:
-        take = min(len(bucket), each, size - len(chosen))
+        take = min(len(bucket), each, SUBSAMPLE - len(chosen))
         if take > 0:
             chosen += rng.choice(bucket, size=take, replace=False).tolist()
     rest = [e for e in examples if e not in chosen]
-    missing = size - len(chosen)
+    missing = SUBSAMPLE - len(chosen)
     if missing > 0:
         if len(rest) >= missing:
             chosen += rng.choice(rest, size=missing, replace=False).tolist()

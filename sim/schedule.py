@@ -159,36 +159,22 @@ def split_schedule(
     """
     n = len(draws)
     items = n // per_item
-    at_once, threads = thread_shares(items, workers)
+    places = _Places(items, workers)
+    idle = places.idle  # candidate -> its threads not serving a call
     capacity = math.inf if servers is None else servers
     asks = [(bucket, list(islice(_per_call(amount, n), n))) for bucket, amount in charges]
     starts = [start] * n
     slot_of = [0] * n
     durations = list(draws)
-    # Thread ids: place k's candidate uses ids from the k-th offset; a place keeps its ids.
-    offsets = [sum(threads[:k]) for k in range(at_once)]
-    place_of = [0] * items
     next_call = [i * per_item for i in range(items)]  # each candidate's next call to start
-    idle: dict[int, list[int]] = {}  # candidate -> its threads not serving a call
     ready: list[tuple[int, int]] = []  # (call, thread) holding a thread, waiting for a server
     line: list[tuple[int, int, float]] = []  # (call, thread, since) holding both, to be paid
     head_at = math.inf  # when the buckets can pay the first call in line
     ends: list[tuple[float, int]] = []  # (end, call) of the calls in flight, a heap
     left = [per_item] * items  # calls of each candidate not yet ended
-    waiting = list(range(at_once, items))[::-1]  # candidates for a place, next one last
     serving = 0
     throttled = 0
     now = start
-
-    def admit(item: int, place: int) -> None:
-        place_of[item] = place
-        idle[item] = list(range(offsets[place], offsets[place] + threads[item]))[::-1]
-
-    def payable_at(call: int) -> float:
-        return max((bucket.payable_at(paid[call], now) for bucket, paid in asks), default=now)
-
-    for place in range(at_once):
-        admit(place, place)
     while True:
         for item in sorted(idle):  # each candidate's free threads take its next calls
             free = idle[item]
@@ -199,7 +185,7 @@ def split_schedule(
             call, thread = ready.pop(0)
             line.append((call, thread, now))
             if len(line) == 1:
-                head_at = payable_at(call)
+                head_at = _payable_at(asks, call, now)
         starting = []
         while line and head_at <= now:  # the buckets pay the line's head, then the next
             call, thread, since = line.pop(0)
@@ -207,14 +193,13 @@ def split_schedule(
                 bucket.pay(paid[call], now)
             throttled += int(now > since)
             starting.append((call, thread))
-            head_at = payable_at(line[0][0]) if line else math.inf
-        in_flight = serving + len(starting)
-        factor = 1 + slowdown * (in_flight - 1)
+            head_at = _payable_at(asks, line[0][0], now) if line else math.inf
+        serving += len(starting)
+        factor = 1 + slowdown * (serving - 1)
         for call, thread in starting:
             starts[call], slot_of[call] = now, thread
             durations[call] = draws[call] * factor
             heapq.heappush(ends, (now + durations[call], call))
-        serving = in_flight
         if not ends and not line:
             break
         now = ends[0][0] if ends and ends[0][0] < head_at else head_at
@@ -225,10 +210,39 @@ def split_schedule(
             idle[item].append(slot_of[call])
             left[item] -= 1
             if left[item] == 0:  # the candidate is done: its place goes to the next one
-                del idle[item]
-                if waiting:
-                    admit(waiting.pop(), place_of[item])
+                places.done(item)
     return starts, slot_of, durations, throttled
+
+
+class _Places:
+    """A split stage's places: min(items, W) candidates under way at once, each on its
+    share of the threads (thread_shares); the rest wait for a place to free."""
+
+    def __init__(self, items: int, workers: int):
+        at_once, self.threads = thread_shares(items, workers)
+        # Thread ids: place k's candidate uses ids from the k-th offset; a place keeps its ids.
+        self.offsets = [sum(self.threads[:k]) for k in range(at_once)]
+        self.place_of = [0] * items
+        self.idle: dict[int, list[int]] = {}  # candidate -> its threads not serving a call
+        self.waiting = list(range(at_once, items))[::-1]  # candidates for a place, next one last
+        for place in range(at_once):
+            self.admit(place, place)
+
+    def admit(self, item: int, place: int) -> None:
+        self.place_of[item] = place
+        first = self.offsets[place]
+        self.idle[item] = list(range(first, first + self.threads[item]))[::-1]
+
+    def done(self, item: int) -> None:
+        """The candidate's last call ended: its place goes to the next one waiting."""
+        del self.idle[item]
+        if self.waiting:
+            self.admit(self.waiting.pop(), self.place_of[item])
+
+
+def _payable_at(asks: list[tuple[Bucket, list[float]]], call: int, now: float) -> float:
+    """The earliest time at or after `now` that every bucket of `asks` can pay `call`."""
+    return max((bucket.payable_at(paid[call], now) for bucket, paid in asks), default=now)
 
 
 def together(draws: np.ndarray, slowdown: float) -> tuple[np.ndarray, float]:
@@ -317,8 +331,30 @@ def rate_limited_schedule(
     if n <= slots and pay_at_once(asks, start):  # nothing waits: all start now
         factor = 1 + slowdown * (n - 1)
         return [start] * n, list(range(n)), [d * factor for d in draws] if slowdown else draws, 0
-    rate_a, cap_a, level_a, time_a = _state(bucket_a, start)
-    rate_b, cap_b, level_b, time_b = _state(bucket_b, start)
+    # strict=False: a repeated amount never ends; _per_call checks a sequence's length.
+    per_call = zip(range(n), _per_call(amounts_a, n), _per_call(amounts_b, n), strict=False)
+    starts, slot_of, durations, throttled, paid_a, paid_b = _start_in_order(
+        draws, slots, start, per_call, _state(bucket_a, start), _state(bucket_b, start), slowdown
+    )
+    for bucket, (level, time) in ((bucket_a, paid_a), (bucket_b, paid_b)):
+        if bucket is not None:
+            bucket.level, bucket.time = level, time
+    return starts, slot_of, durations, throttled
+
+
+def _start_in_order(
+    draws: Sequence[float],
+    slots: int,
+    start: float,
+    per_call: Iterable[tuple[int, float, float]],
+    bucket_a: tuple[float, float, float, float],
+    bucket_b: tuple[float, float, float, float],
+    slowdown: float,
+) -> tuple[list[float], list[int], list[float], int, tuple[float, float], tuple[float, float]]:
+    """rate_limited_schedule's loop over the calls (call, amount a, amount b): its schedule,
+    and each bucket's (level, time) after it; a bucket is given as _state gives it."""
+    rate_a, cap_a, level_a, time_a = bucket_a
+    rate_b, cap_b, level_b, time_b = bucket_b
     starts: list[float] = []
     slot_of: list[int] = []
     durations = list(draws) if slowdown else draws
@@ -333,20 +369,6 @@ def rate_limited_schedule(
     group: list[int] = []  # calls starting at `group_start` (slowdown only)
     group_start = start
     running: list[float] = []  # ends of the calls started before the group, a heap
-
-    def close_group() -> None:
-        while running and running[0] <= group_start:
-            heappop(running)
-        factor = 1 + slowdown * (len(running) + len(group) - 1)
-        for call in group:
-            end = group_start + durations[call] * factor
-            durations[call] = end - group_start
-            heappush(used, (end, slot_of[call]))
-            heappush(running, end)
-        group.clear()
-
-    # strict=False: a repeated amount never ends; _per_call checks a sequence's length.
-    per_call = zip(range(n), _per_call(amounts_a, n), _per_call(amounts_b, n), strict=False)
     for call, amount_a, amount_b in per_call:
         while True:
             if fresh < slots and not (used and used[0][0] <= start):
@@ -354,19 +376,16 @@ def rate_limited_schedule(
             elif used:
                 (free, slot), new = used[0], False
             else:  # the open group holds every slot: it ends before any frees
-                close_group()
+                _close_group(group, group_start, slowdown, durations, slot_of, used, running)
                 continue
-            # Each bucket: the earliest time at or after `free` and its last
-            # payment it holds min(amount, capacity). x = max(a, b) is
-            # `b if b > a else a`, min(a, b) is `b if b < a else a`. Buckets a and b
-            # are written out twice on purpose: when tried, a loop over the buckets
-            # here lost most of the speed-up.
+            # Each bucket's earliest time at or after `free` (and its last payment) that it
+            # holds min(amount, capacity), written out for a and b: a loop over the buckets
+            # here lost most of the speed-up. Bucket a's is never before `free`.
             now_a = time_a if time_a > free else free
             full_a = level_a + rate_a * (now_a - time_a)
             full_a = cap_a if cap_a < full_a else full_a
             need = cap_a if cap_a < amount_a else amount_a
-            ready = now_a if full_a >= need else now_a + (need - full_a) / rate_a
-            begin = ready if ready > free else free
+            begin = now_a if full_a >= need else now_a + (need - full_a) / rate_a
             now_b = time_b if time_b > free else free
             full_b = level_b + rate_b * (now_b - time_b)
             full_b = cap_b if cap_b < full_b else full_b
@@ -374,7 +393,7 @@ def rate_limited_schedule(
             ready = now_b if full_b >= need else now_b + (need - full_b) / rate_b
             begin = ready if ready > begin else begin
             if group and begin != group_start:  # the group is complete: fix its lengths
-                close_group()
+                _close_group(group, group_start, slowdown, durations, slot_of, used, running)
                 continue
             break
         # Pay both at `begin`: refilled to it (already done when it is `now`).
@@ -400,11 +419,30 @@ def rate_limited_schedule(
         else:
             heappush(used, (begin + draws[call], slot))
     if group:
-        close_group()
-    for bucket, level, time in ((bucket_a, level_a, time_a), (bucket_b, level_b, time_b)):
-        if bucket is not None:
-            bucket.level, bucket.time = level, time
-    return starts, slot_of, durations, throttled
+        _close_group(group, group_start, slowdown, durations, slot_of, used, running)
+    return starts, slot_of, durations, throttled, (level_a, time_a), (level_b, time_b)
+
+
+def _close_group(
+    group: list[int],
+    group_start: float,
+    slowdown: float,
+    durations: list[float],
+    slot_of: list[int],
+    used: list[tuple[float, int]],
+    running: list[float],
+) -> None:
+    """Fix the lengths of the open group's calls, all started at `group_start`: each is
+    slowed by them and by the calls still `running`; then their slots are `used` again."""
+    while running and running[0] <= group_start:
+        heapq.heappop(running)
+    factor = 1 + slowdown * (len(running) + len(group) - 1)
+    for call in group:
+        end = group_start + durations[call] * factor
+        durations[call] = end - group_start
+        heapq.heappush(used, (end, slot_of[call]))
+        heapq.heappush(running, end)
+    group.clear()
 
 
 def pay_at_once(asks: Iterable[tuple[Bucket, float]], start: float) -> bool:
