@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -217,7 +216,7 @@ def _answers(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as resp:
             return resp.status == 200
-    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+    except OSError:  # refused, reset, timed out, an HTTP error: no answer yet
         return False
 
 
@@ -238,7 +237,7 @@ def _warm_up(server: Server, log: Path | None, deadline: float) -> None:
         timeout = max(deadline - time.monotonic(), 0.001)
         with urllib.request.urlopen(request, timeout=timeout) as resp:
             resp.read()
-    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
+    except OSError as exc:
         raise PxnError(
             f"llama.cpp server on port {server.port} failed its first call: {exc}; {_see_log(log)}"
         ) from None

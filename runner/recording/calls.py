@@ -288,10 +288,9 @@ class ReflectionCalls:
     def end(self, replies: Sequence[str] | None, error: str | None) -> list[ReflectionJob] | None:
         """The LM returned `replies` or raised `error` (failing every job not reported); the
         call's jobs, None when no call was in flight."""
-        call = self._call
+        call, self._call = self._call, None
         if call is None:
             return None
-        self._call = None
         end = self._clock()
         for index in range(len(call.jobs)):
             text = replies[index] if replies is not None and index < len(replies) else None
