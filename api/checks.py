@@ -136,9 +136,8 @@ def conformance(
     temporary directory removed at the end."""
     from pxn.checks.conformance import at_time_scale, judge
     from pxn.checks.search_conformance import judge_search
-    from pxn.checks.synthetic import check_realisable, levels_work
+    from pxn.checks.synthetic import RunGrid, check_realisable, levels_work, oversleep, run_grid
     from pxn.checks.synthetic_quality import quality_work
-    from pxn.checks.synthetic_runs import RunGrid, oversleep, run_grid
     from pxn.shape import parse_shapes
     from pxn.sim.predict import check_sweep
 

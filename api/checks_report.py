@@ -182,17 +182,18 @@ def validation_table(v: ScenarioValidation) -> Grid:
 
 def validation_report(v: ScenarioValidation) -> Report:
     score, lost = score_line(v), lost_line(v)
+    rows = [check_row(c) for c in v.checks]
     return Report(
         name="validation",
         shown=[validation_table(v)]
         + ([] if score is None else [Note(score, label="score")])
         + ([] if lost is None else [Note(lost, label="lost")])
         + ([] if v.acceptance is None else [Note(v.acceptance.verdict, label="acceptance")]),
-        rows=[check_row(c) for c in v.checks],
+        rows=rows,
         document={
             "scenario": v.scenario.to_dict(),
             "summary": summary_record(v),
-            "runs": [check_row(c) for c in v.checks],
+            "runs": rows,
             "set_aside": v.rejected,
             "skipped_lines": v.skipped_lines,
         },

@@ -133,11 +133,11 @@ def curves_table(
     return grid
 
 
-def curve_row(scenario: Scenario, point: CurvePoint) -> dict[str, Any]:
+def curve_row(point: CurvePoint) -> dict[str, Any]:
     """One flat record per shape and budget: the columns of the curves' CSV."""
     row: dict[str, Any] = {"shape": point.prediction.shape.label, "budget": point.budget}
     row["budget_given"] = point.given
-    row |= {k: v for k, v in prediction_row(scenario, point.prediction).items() if k != "shape"}
+    row |= {k: v for k, v in prediction_row(point.prediction).items() if k != "shape"}
     row |= interval_columns("test_gain", point.test_gain)
     row |= interval_columns("best_gain", point.best_gain)
     row["test_score_sd"] = point.test_noise
@@ -172,19 +172,19 @@ def curves_report(
     return Report(
         name="sweep",
         shown=shown,
-        rows=[curve_row(scenario, point) for curve in curves for point in curve.points],
+        rows=[curve_row(point) for curve in curves for point in curve.points],
         document={
             "scenario": scenario.to_dict(),
             "budgets": {str(p.budget): p.given for p in curves[0].points},
             "deadline_s": deadline,
             "max_dollars": max_dollars,
-            "curves": [curve_document(scenario, curve) for curve in curves],
+            "curves": [curve_document(curve) for curve in curves],
             "notes": list(notes),
         },
     )
 
 
-def curve_document(scenario: Scenario, curve: Curve) -> dict[str, Any]:
+def curve_document(curve: Curve) -> dict[str, Any]:
     return {
         "shape": curve.shape.label,
         "knee": None if curve.knee is None else asdict(curve.knee),
@@ -195,7 +195,7 @@ def curve_document(scenario: Scenario, curve: Curve) -> dict[str, Any]:
                 "test_gain": None if point.test_gain is None else asdict(point.test_gain),
                 "best_gain": None if point.best_gain is None else asdict(point.best_gain),
                 "test_score_sd": point.test_noise,
-                "prediction": prediction_document(scenario, point.prediction),
+                "prediction": prediction_document(point.prediction),
             }
             for point in curve.points
         ],

@@ -61,7 +61,7 @@ def analytic_speedup(p: Prediction) -> float:
     return p.analytic_single / p.analytic.wall_clock
 
 
-def prediction_row(scenario: Scenario, p: Prediction) -> dict[str, Any]:
+def prediction_row(p: Prediction) -> dict[str, Any]:
     """One flat record per shape: the columns of the CSV."""
     row: dict[str, Any] = {"shape": p.shape.label, "p": p.shape.p, "n": p.shape.n, "k": p.shape.k}
     row["replicates"] = p.replicates
@@ -99,7 +99,7 @@ def prediction_row(scenario: Scenario, p: Prediction) -> dict[str, Any]:
     return row
 
 
-def prediction_document(scenario: Scenario, p: Prediction) -> dict[str, Any]:
+def prediction_document(p: Prediction) -> dict[str, Any]:
     data = asdict(p)
     data["shape"] = p.shape.label
     data["analytic"]["paper_ratio"] = data["analytic"].pop("speedup")
@@ -352,9 +352,9 @@ def predictions_report(
     return Report(
         name="sweep",
         shown=shown,
-        rows=[prediction_row(scenario, p) for p in predictions],
+        rows=[prediction_row(p) for p in predictions],
         document={
             "scenario": scenario.to_dict(),
-            "predictions": [prediction_document(scenario, p) for p in predictions],
+            "predictions": [prediction_document(p) for p in predictions],
         },
     )

@@ -175,11 +175,14 @@ def simulate(
     preset's name or a TOML path) over `reps` replicates. The other keywords are `pxn
     simulate`'s flags, which replace the scenario's own where given (its --help says each);
     `progress` counts the replicates on stderr."""
+    from pxn.sim.predict import check_sweep
+
     the_shape = shape if isinstance(shape, Shape) else Shape.parse(shape)
     the_scenario = scenario_of(scenario, seed, workers, budget, predictors, minibatch)
     warnings = proposal_warnings(
         the_scenario, [the_scenario.budget], [the_shape], min_proposals, progress
     )
+    check_sweep([the_shape], reps, jobs)  # after the warnings; before the progress bar
     [prediction] = run_sweep(the_scenario, [the_shape], reps, (jobs, backend, address, progress))
     return SimulateResult(the_scenario, prediction, warnings)
 
@@ -236,6 +239,7 @@ def sweep(
     warnings = proposal_warnings(
         the_scenario, [the_scenario.budget], the_shapes, min_proposals, progress
     )
+    check_sweep(the_shapes, reps, jobs)  # after the warnings; before the progress bar
     predictions = run_sweep(the_scenario, the_shapes, reps, spread)
     return SweepResult(the_scenario, tuple(predictions), (), seconds, max_dollars, warnings)
 
@@ -249,11 +253,10 @@ def run_sweep(
 ) -> list:
     """Every shape's prediction, or with budgets (`names`: B -> as given) its learning curve
     over them, one run a replicate read at every budget; the replicates counted on stderr
-    when asked."""
+    when asked (the caller has refused a sweep that cannot give an answer: check_sweep)."""
     from pxn.sim.curves import sweep_curves
-    from pxn.sim.predict import check_sweep, sweep, sweep_work, total_replicates
+    from pxn.sim.predict import sweep, sweep_work, total_replicates
 
-    check_sweep(shapes, reps, spread[0])  # before the progress bar draws anything
     longest = scenario if names is None else scenario.replace(budget=max(names))
     total = total_replicates(longest, shapes, reps)
     work = partial(sweep_work, longest, shapes, reps)

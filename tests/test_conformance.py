@@ -29,12 +29,13 @@ from pxn.checks.conformance import (
     scaled,
 )
 from pxn.checks.synthetic import (
+    RunGrid,
     SleepingModel,
     SyntheticReflectionModel,
     candidate_text,
     check_realisable,
+    run_grid,
 )
-from pxn.checks.synthetic_runs import RunGrid, run_grid
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.load import Load, Loads

@@ -29,6 +29,7 @@ from pxn.checks.search_conformance import (
     pooled_acceptance,
     progress_inside,
 )
+from pxn.checks.synthetic import RunGrid, run_grid
 from pxn.checks.synthetic_quality import (
     COMPONENT,
     Example,
@@ -38,7 +39,6 @@ from pxn.checks.synthetic_quality import (
     label_of,
     quality_work,
 )
-from pxn.checks.synthetic_runs import RunGrid, run_grid
 from pxn.quality import Quality
 from pxn.run_summary import RunSummary, summarize
 from pxn.runner.lm import CallSite
