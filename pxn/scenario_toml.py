@@ -27,10 +27,9 @@ from pxn.prices import Prices
 from pxn.prompt_lengths import PromptLengths
 from pxn.quality import Quality
 from pxn.rate_limits import RateLimits
-from pxn.scenario import SEARCH_MODELS, CalibratedOn, Scenario
+from pxn.scenario import SEARCH_MODELS, CalibratedOn, Scenario, Uncertainty
 from pxn.selection import Selection
 from pxn.tokens import Tokens
-from pxn.uncertainty import Uncertainty
 
 # What a scenario cannot do without, each as a line to add: the smallest scenario.
 REQUIRED = {
