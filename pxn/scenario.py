@@ -24,7 +24,7 @@ from pxn.failures import Failures
 from pxn.fields import at_least, is_number, required_table, share, table, whole
 from pxn.files import write_text_atomically
 from pxn.load import Loads
-from pxn.prices import Prices
+from pxn.prices import ROLES, Prices
 from pxn.prompt_lengths import PromptLengths
 from pxn.quality import Quality
 from pxn.rate_limits import RateLimits
@@ -194,12 +194,8 @@ class Scenario:
     @property
     def counts_tokens(self) -> bool:
         """Whether a run draws token counts: something (prices, a token limit) uses them."""
-        limits = self.rate_limits
-        return self.tokens is not None and (
-            self.prices is not None
-            or limits.task.tpm is not None
-            or limits.reflection.tpm is not None
-        )
+        tpm = any(self.rate_limits.of(role).tpm is not None for role in ROLES)
+        return self.tokens is not None and (self.prices is not None or tpm)
 
     # -- validation ------------------------------------------------------------
 

@@ -64,12 +64,10 @@ def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
         if scenario.merge_acceptance is not None:
             top["merge_acceptance"] = scenario.merge_acceptance
     top |= {"rollout": rollout, "reflection": scenario.reflection.to_dict()}
-    if scenario.acceptance is not None:
-        top["acceptance"] = scenario.acceptance.to_dict()
-    if scenario.quality is not None:
-        top["quality"] = scenario.quality.to_dict()
     limits = scenario.rate_limits
     optional = {
+        "acceptance": None if scenario.acceptance is None else scenario.acceptance.to_dict(),
+        "quality": None if scenario.quality is None else scenario.quality.to_dict(),
         "failures": scenario.failures.to_dict(),
         "prompt": None if scenario.prompt is None else scenario.prompt.to_dict(),
         "load": scenario.loads.to_dict(),
