@@ -11,6 +11,7 @@ fix.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -20,17 +21,16 @@ from pxn.acceptance import Acceptance
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.failures import Failures
-from pxn.fields import at_least, required_table, share, whole
+from pxn.fields import at_least, is_number, required_table, share, table, whole
 from pxn.files import write_text_atomically
 from pxn.load import Loads
-from pxn.prices import Prices
+from pxn.prices import ROLES, Prices
 from pxn.prompt_lengths import PromptLengths
 from pxn.quality import Quality
 from pxn.rate_limits import RateLimits
 from pxn.selection import Selection
 from pxn.tokens import Tokens
 from pxn.trace import ROLLOUT_PHASES
-from pxn.uncertainty import Uncertainty
 
 WORKER_SPLITS = ("pooled", "per_candidate")  # Scenario.worker_split
 OPTIMIZERS = ("gepa", "dspy.GEPA")  # Scenario.optimizer
@@ -39,6 +39,56 @@ SEARCH_MODELS = (
     "[acceptance] a0 = 0.25 (the chance a child beats its parent), or a [quality] table "
     "(the search model: the seed's score and what a proposal does to it; docs/scenario.md)"
 )
+
+
+@dataclass(frozen=True)
+class Uncertainty:
+    """What a scenario does not know exactly: a set of parameter draws ([uncertainty]).
+
+    A scenario calibrated from a few runs, or inferred from a paper's few
+    numbers, knows its parameters only up to an uncertainty. It carries that as
+    draws: each a set of parameter values, named by their path in the scenario
+    ("rollout.scale", "acceptance.a0", "load.task.slowdown",
+    "rollout.phases.full_val.s", "stage_overhead"), that replace the point
+    estimate's (Scenario.with_parameters). A prediction runs replicate r with
+    draw r mod D, so its interval spans the parameters and the run-to-run noise
+    together, and the share of the spread each explains can be told apart (law
+    of total variance).
+    """
+
+    source: str  # how the draws were made, in a sentence
+    draws: tuple[dict[str, float], ...]
+
+    def __len__(self) -> int:
+        return len(self.draws)
+
+    def draw_of(self, replicate: int) -> dict[str, float]:
+        return self.draws[replicate % len(self.draws)]
+
+    @property
+    def parameters(self) -> list[str]:
+        return sorted({path for draw in self.draws for path in draw})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "draws": [dict(d) for d in self.draws]}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Uncertainty:
+        fields = table(data, "[uncertainty]")
+        draws = fields.get("draws")
+        if not isinstance(draws, list) or not draws:
+            raise PxnError("needs a non-empty list of [[uncertainty.draws]]",
+                           subject="[uncertainty]")  # fmt: skip
+        for i, draw in enumerate(draws, start=1):
+            if not isinstance(draw, dict) or not draw:
+                raise PxnError(f"draw {i} is not a table of parameter values",
+                               subject="[uncertainty]")  # fmt: skip
+            bad = [k for k, v in draw.items() if not (is_number(v) and math.isfinite(v))]
+            if bad:
+                raise PxnError(f"draw {i}: {bad[0]} must be a finite number",
+                               subject="[uncertainty]")  # fmt: skip
+        source = str(fields.get("source", ""))
+        return cls(source, tuple({k: float(v) for k, v in d.items()} for d in draws))
 
 
 @dataclass(frozen=True)
@@ -144,12 +194,8 @@ class Scenario:
     @property
     def counts_tokens(self) -> bool:
         """Whether a run draws token counts: something (prices, a token limit) uses them."""
-        limits = self.rate_limits
-        return self.tokens is not None and (
-            self.prices is not None
-            or limits.task.tpm is not None
-            or limits.reflection.tpm is not None
-        )
+        tpm = any(self.rate_limits.of(role).tpm is not None for role in ROLES)
+        return self.tokens is not None and (self.prices is not None or tpm)
 
     # -- validation ------------------------------------------------------------
 

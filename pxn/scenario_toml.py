@@ -27,10 +27,9 @@ from pxn.prices import Prices
 from pxn.prompt_lengths import PromptLengths
 from pxn.quality import Quality
 from pxn.rate_limits import RateLimits
-from pxn.scenario import SEARCH_MODELS, CalibratedOn, Scenario
+from pxn.scenario import SEARCH_MODELS, CalibratedOn, Scenario, Uncertainty
 from pxn.selection import Selection
 from pxn.tokens import Tokens
-from pxn.uncertainty import Uncertainty
 
 # What a scenario cannot do without, each as a line to add: the smallest scenario.
 REQUIRED = {
@@ -65,12 +64,10 @@ def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
         if scenario.merge_acceptance is not None:
             top["merge_acceptance"] = scenario.merge_acceptance
     top |= {"rollout": rollout, "reflection": scenario.reflection.to_dict()}
-    if scenario.acceptance is not None:
-        top["acceptance"] = scenario.acceptance.to_dict()
-    if scenario.quality is not None:
-        top["quality"] = scenario.quality.to_dict()
     limits = scenario.rate_limits
     optional = {
+        "acceptance": None if scenario.acceptance is None else scenario.acceptance.to_dict(),
+        "quality": None if scenario.quality is None else scenario.quality.to_dict(),
         "failures": scenario.failures.to_dict(),
         "prompt": None if scenario.prompt is None else scenario.prompt.to_dict(),
         "load": scenario.loads.to_dict(),

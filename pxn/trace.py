@@ -37,9 +37,13 @@ MERGE_STAGES = ("merge_subsample",)
 
 @dataclass(frozen=True, kw_only=True)
 class Event:
-    kind: ClassVar[str]
+    kind: ClassVar[str]  # its JSON "kind", given as `class Stage(Event, kind="stage")`
     start: float
     end: float
+
+    def __init_subclass__(cls, *, kind: str, **rest: Any) -> None:
+        super().__init_subclass__(**rest)
+        cls.kind = kind
 
     @property
     def duration(self) -> float:
@@ -47,10 +51,9 @@ class Event:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunStart(Event):
+class RunStart(Event, kind="run_start"):
     """What was run: the shape, the budget and the pool. Always the first line."""
 
-    kind: ClassVar[str] = "run_start"
     schema: int = SCHEMA_VERSION
     source: str  # "sim" or "runner"
     shape: str  # "PxN", e.g. "2x2"; "1x1" for single
@@ -66,8 +69,7 @@ class RunStart(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunEnd(Event):
-    kind: ClassVar[str] = "run_end"
+class RunEnd(Event, kind="run_end"):
     status: str  # "completed", "interrupted" or "failed"
     metric_calls: int
     iterations: int
@@ -78,27 +80,24 @@ class RunEnd(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Iteration(Event):
+class Iteration(Event, kind="iteration"):
     """One gepa iteration, numbered as gepa's callbacks number it (from 1)."""
 
-    kind: ClassVar[str] = "iteration"
     iteration: int
 
 
 @dataclass(frozen=True, kw_only=True)
-class Stage(Event):
+class Stage(Event, kind="stage"):
     """One stage between two barriers: a name from STAGES. Iteration 0 is the seed."""
 
-    kind: ClassVar[str] = "stage"
     iteration: int
     name: str
 
 
 @dataclass(frozen=True, kw_only=True)
-class Rollout(Event):
+class Rollout(Event, kind="rollout"):
     """One metric call: one candidate run on one example, by one of the W workers."""
 
-    kind: ClassVar[str] = "rollout"
     iteration: int
     phase: str  # one of ROLLOUT_PHASES
     worker: int
@@ -120,10 +119,9 @@ class Rollout(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Reflection(Event):
+class Reflection(Event, kind="reflection"):
     """One reflection LM call proposing a child of `parent`."""
 
-    kind: ClassVar[str] = "reflection"
     iteration: int
     slot: int  # which of the C reflections in flight, 0..C-1
     proposal: str  # gepa's proposal id "i-j"
@@ -144,14 +142,13 @@ class Reflection(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Attempt(Event):
+class Attempt(Event, kind="attempt"):
     """One failed try of an LM call that was then retried or given up (the runner).
 
     The rollout or reflection event covers the whole call; its `attempts` counts
     these failed tries plus the last one.
     """
 
-    kind: ClassVar[str] = "attempt"
     iteration: int
     call: str  # "rollout" or "reflection"
     phase: str  # the rollout phase, or "reflection"
@@ -161,26 +158,24 @@ class Attempt(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Resume(Event):
+class Resume(Event, kind="resume"):
     """A resumed run continues here (`pxn run --resume`); times keep counting on.
 
     gepa resumes from the state saved at the top of iteration `iteration + 1`: events
     written before this one for later iterations were lost work (Trace.live).
     """
 
-    kind: ClassVar[str] = "resume"
     iteration: int  # gepa iterations completed in the saved state
     metric_calls: int  # gepa's metric-call count in the saved state
 
 
 @dataclass(frozen=True, kw_only=True)
-class Validation(Event):
+class Validation(Event, kind="validation"):
     """A candidate's full-validation score as gepa recorded it (the runner; an instant).
 
     Iteration 0 is the seed. `candidate` is gepa's index in its pool.
     """
 
-    kind: ClassVar[str] = "validation"
     iteration: int
     candidate: str
     score: float  # mean over the examples evaluated
@@ -188,23 +183,21 @@ class Validation(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Budget(Event):
+class Budget(Event, kind="budget"):
     """gepa's own metric-call count after an increment (the runner; an instant).
 
     gepa sends none for the seed validation, so the first one already includes it.
     """
 
-    kind: ClassVar[str] = "budget"
     iteration: int
     metric_calls: int
     delta: int
 
 
 @dataclass(frozen=True, kw_only=True)
-class Decision(Event):
+class Decision(Event, kind="decision"):
     """Whether a proposal beat its parent on the minibatch and joined the pool."""
 
-    kind: ClassVar[str] = "decision"
     iteration: int
     proposal: str
     parent: str
@@ -215,7 +208,7 @@ class Decision(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Merge(Event):
+class Merge(Event, kind="merge"):
     """gepa's merge of two candidates sharing an ancestor, and its verdict (an instant).
 
     gepa 0.1.4 scores the merged program on a few validation examples (rollouts of phase
@@ -224,7 +217,6 @@ class Merge(Event):
     `candidate`. The merge takes the iteration's place: it makes no proposal.
     """
 
-    kind: ClassVar[str] = "merge"
     iteration: int
     proposal: str  # "i-merge": the merged program's name in its rollouts
     parents: str  # "a,b": the two candidates merged, gepa's pool indices
@@ -250,14 +242,13 @@ NO_PROPOSAL_REASONS = SKIPPED_REASONS + LOST_REASONS + MERGE_REASONS
 
 
 @dataclass(frozen=True, kw_only=True)
-class NoProposal(Event):
+class NoProposal(Event, kind="no_proposal"):
     """A task of an iteration that ended without a proposal gepa judged, and why (an instant).
 
     gepa logs these and goes on, so nothing else says what its parent minibatch and
     reflections bought. A merge due that found no pair is one too (`proposal` "i-merge").
     """
 
-    kind: ClassVar[str] = "no_proposal"
     iteration: int
     proposal: str  # the task's id "i-j", or "i-merge"
     parent: str | None = None  # gepa's index of the task's parent, when known

@@ -25,11 +25,10 @@ from pxn.api.report import json_text
 from pxn.api.tables import Column, Grid, fit
 from pxn.errors import PxnError
 from pxn.files import write_text_atomically
-from pxn.scenario import Scenario
+from pxn.scenario import Scenario, Uncertainty
 from pxn.shape import Shape, parse_shapes
 from pxn.sim.predict import sweep
 from pxn.sim.presets import load_scenario
-from pxn.uncertainty import Uncertainty
 
 ROOT = Path(__file__).resolve().parents[1]
 PRICED_AND_LIMITED = ROOT / "experiments" / "advise_example" / "livebench-math-api.toml"

@@ -39,14 +39,13 @@ from pxn.calibrate.traces.phases import PHASE_ALPHA, PHASE_TEST_MIN, phase_test
 from pxn.calibrate.traces.pipeline import calibrate_traces
 from pxn.calibrate.traces.slowdown import fit_slowdown
 from pxn.run_summary import summarize
-from pxn.scenario import CalibratedOn, Scenario
+from pxn.scenario import CalibratedOn, Scenario, Uncertainty
 from pxn.shape import Shape
 from pxn.sim.advise import Ask
 from pxn.sim.advise_search import advise
 from pxn.sim.predict import sweep
 from pxn.trace import Rollout, RunStart
 from pxn.trace_reading import Trace, read_one
-from pxn.uncertainty import Uncertainty
 
 SHAPES = {"single": 1, "2x2": 4, "4x4": 16}  # proposals a step judges
 

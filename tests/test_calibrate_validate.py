@@ -21,11 +21,11 @@ from pxn.api.tables import Grid
 from pxn.calibrate.traces.overhead import fit_overhead
 from pxn.checks.validate import Honesty, ScenarioValidation, validate_runs
 from pxn.run_summary import summarize
+from pxn.scenario import Uncertainty
 from pxn.shape import Shape
 from pxn.sim.model import simulate_once
 from pxn.sim.predict import sweep
 from pxn.trace_reading import read_one, read_trace
-from pxn.uncertainty import Uncertainty
 
 SMALL = TRUE.replace(budget=800)
 SHAPES = (Shape(1, 1), Shape(2, 2), Shape(4, 1))

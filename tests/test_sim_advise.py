@@ -25,14 +25,13 @@ from pxn.durations import parse_duration
 from pxn.errors import PxnError
 from pxn.prices import Prices
 from pxn.rate_limits import RateLimit, RateLimits
-from pxn.scenario import Scenario
+from pxn.scenario import Scenario, Uncertainty
 from pxn.sim import advise as advise_module
 from pxn.sim.advise import Allocation, Ask, parse_values
 from pxn.sim.advise_ranking import NOISE
 from pxn.sim.advise_search import advise
 from pxn.sim.predict import Interval
 from pxn.tokens import Tokens
-from pxn.uncertainty import Uncertainty
 
 T_E, T_R, V = 2.0, 10.0, 20  # rollout and reflection seconds, valset size
 

@@ -22,6 +22,7 @@ from sim_helpers import EVERYTHING, lognormal, make_scenario
 from pxn.acceptance import Acceptance
 from pxn.distribution import DIRECT_SAMPLERS, Distribution
 from pxn.rate_limits import RateLimit, RateLimits
+from pxn.scenario import Uncertainty
 from pxn.shape import Shape
 from pxn.sim import gepa_rules, search
 from pxn.sim.accounting import Accountant, ModelAccount, call_tokens, stage_tokens
@@ -30,7 +31,6 @@ from pxn.sim.model import simulate_once
 from pxn.sim.presets import load_scenario
 from pxn.sim.schedule import Bucket, loaded_makespan, rate_limited_schedule, together
 from pxn.sim.stage import total
-from pxn.uncertainty import Uncertainty
 
 
 @pytest.mark.parametrize("seed", range(40))

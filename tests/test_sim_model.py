@@ -33,7 +33,7 @@ from pxn.api.report import csv_text
 from pxn.distribution import Distribution
 from pxn.load import Load, Loads
 from pxn.run_summary import summarize
-from pxn.scenario import Scenario
+from pxn.scenario import Scenario, Uncertainty
 from pxn.shape import Shape, parse_shapes
 from pxn.sim.gepa_rules import GepaChoices
 from pxn.sim.minibatches import EpochSampler
@@ -55,7 +55,6 @@ from pxn.sim.schedule import (
 )
 from pxn.trace import ROLLOUT_PHASES, Decision, Iteration, Reflection, Rollout, Stage, TraceWriter
 from pxn.trace_reading import Trace, read_trace
-from pxn.uncertainty import Uncertainty
 
 
 def traced(scenario: Scenario, shape: Shape, tmp_path: Path, replicate: int = 0):

@@ -86,7 +86,7 @@ def test_the_prefixes_hold_scores_that_move_and_merges_and_losses() -> None:
 
 def test_a_parameter_draws_replicates_are_prefixes_too() -> None:
     """With draws, replicate r runs draw r mod D at every budget."""
-    from pxn.uncertainty import Uncertainty
+    from pxn.scenario import Uncertainty
 
     draws = Uncertainty(
         "three", ({"acceptance.a0": 0.1}, {"acceptance.a0": 0.5}, {"acceptance.a0": 0.3})

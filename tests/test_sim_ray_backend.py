@@ -21,10 +21,10 @@ from ray_heads import free_port, started_head, token_auth
 from sim_helpers import make_scenario
 
 from pxn.errors import PxnError
+from pxn.scenario import Uncertainty
 from pxn.shape import Shape
 from pxn.sim.backends import WINDOW_MIN, LocalBackend, RayBackend, gather, make_backend
 from pxn.sim.predict import simulate_replicates, sweep
-from pxn.uncertainty import Uncertainty
 
 pytestmark = pytest.mark.slow
 

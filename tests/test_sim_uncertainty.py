@@ -17,7 +17,7 @@ from sim_helpers import fixed, make_scenario
 
 from pxn.acceptance import Acceptance
 from pxn.prices import Prices
-from pxn.scenario import Scenario
+from pxn.scenario import Scenario, Uncertainty
 from pxn.shape import Shape
 from pxn.sim.advise import Ask
 from pxn.sim.advise_search import advise
@@ -25,7 +25,6 @@ from pxn.sim.backends import LocalBackend
 from pxn.sim.model import simulate_once
 from pxn.sim.predict import Interval, split, sweep
 from pxn.tokens import Tokens
-from pxn.uncertainty import Uncertainty
 
 SHAPE = Shape(2, 2)
 BASE = make_scenario()

@@ -67,11 +67,10 @@ from pxn.errors import PxnError
 from pxn.failures import Failures
 from pxn.prompt_lengths import PromptLengths
 from pxn.run_summary import summarize
-from pxn.scenario import Scenario
+from pxn.scenario import Scenario, Uncertainty
 from pxn.shape import Shape
 from pxn.sim.backends import Backend
 from pxn.trace_reading import Trace, load_traces
-from pxn.uncertainty import Uncertainty
 
 TRACE_FILE = "past-run.jsonl"
 

@@ -43,12 +43,11 @@ from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.prices import Prices
 from pxn.quality import Quality
-from pxn.scenario import Scenario
+from pxn.scenario import Scenario, Uncertainty
 from pxn.shape import Shape
 from pxn.sim.backends import Backend, LocalBackend, gather
 from pxn.sim.model import simulate_once
 from pxn.tokens import Tokens
-from pxn.uncertainty import Uncertainty
 
 TOKEN_LOG_SD = 0.5
 REFLECTION_PROMPT_TOKENS = 1000.0  # the reflection template and the candidate's text

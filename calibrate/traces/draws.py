@@ -46,7 +46,7 @@ from pxn.calibrate.traces.slowdown import draw_slowdowns, served_alone
 from pxn.calibrate.traces.tokens import draw_token_counts
 from pxn.calibrate.traces.units import Calls, Units
 from pxn.calibrate.traces.untimed_latency import draw_rollout
-from pxn.uncertainty import Uncertainty
+from pxn.scenario import Uncertainty
 
 if TYPE_CHECKING:
     from pxn.calibrate.traces.pipeline import Calibration

@@ -64,10 +64,9 @@ from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.load import Load, Loads
 from pxn.prices import Prices
-from pxn.scenario import Scenario
+from pxn.scenario import Scenario, Uncertainty
 from pxn.sim.backends import Backend
 from pxn.trace_reading import Loaded, Trace
-from pxn.uncertainty import Uncertainty
 
 SEARCH_MODELS = ("auto", "quality", "rates")
 

@@ -15,8 +15,7 @@ import sys
 from pathlib import Path
 
 from pxn.load import Loads
-from pxn.scenario import Scenario
-from pxn.uncertainty import Uncertainty
+from pxn.scenario import Scenario, Uncertainty
 
 
 def main(study: Path) -> None:

@@ -37,10 +37,9 @@ from quality_run import Arm, arm, run
 
 from pxn.calibrate.traces.quality import seed_validation
 from pxn.quality import Quality
-from pxn.scenario import Scenario
+from pxn.scenario import Scenario, Uncertainty
 from pxn.shape import Shape
 from pxn.trace_reading import read_one
-from pxn.uncertainty import Uncertainty
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent.relative_to(ROOT)  # paths as the reports show them
