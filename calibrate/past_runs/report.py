@@ -1,6 +1,6 @@
 """What a past run's calibration read, measured, inferred and assumed, line by line.
 
-The lines come before the inference's own report (api/inference_report.py):
+The lines come before the inference's own report (api/calibration_report.py):
 which files were read and how, the setup and where each figure of it came
 from, the run's measured figures, where its time came from and how far it
 is trusted, what was assumed, and how much a recorded run would narrow the
