@@ -131,7 +131,6 @@ def calibrate_past_run(
     acceptance = fit_acceptance(units.steps)
     failures = fit_failures([trace], units.losses)
     merges = fit_merges([trace], units.merges, units.merges_accepted, notes)
-    options = default_options(draws)
     stages, reflections = _marked_stages(run, tracked, the_log, setup.workers)
     notes += [] if stages is None else list(stages.notes)
     summaries = past_run_summaries(
@@ -139,7 +138,7 @@ def calibrate_past_run(
         clock,
         scored=scored,
         failures=failures.failures,
-        options=options,
+        options=default_options(draws),
         priors=_latency_priors(stages, reflections),
         path=files.path,
         prompt=None if stages is None else stages.candidates.chosen,

@@ -209,8 +209,7 @@ def _val_scores(
     seed's mean and every new program's scores (each logged in the iteration run_log.json
     found it in); and why they are not the state's, or why unknown."""
     if files.state is not None:
-        per_example = files.state.val_scores
-        return _of(per_example, STATE), ""
+        return _of(files.state.val_scores, STATE), ""
     why = files.state_note
     if log is None:
         return None, f"{why}, and no gepa log was read"

@@ -224,14 +224,7 @@ def fit_stage_latency(spans: list[StageSpan], workers: int, source: str) -> Stag
     )
     notes: list[str] = []
     latency, _ = fit_untimed_latency(
-        table,
-        0,
-        np.empty(0),
-        np.empty(0),
-        servers=None,
-        slowdown=0.0,
-        choice="auto",
-        notes=notes,
+        table, 0, np.empty(0), np.empty(0), servers=None, slowdown=0.0, choice="auto", notes=notes
     )
     return StageLatency(source, tuple(spans), latency, candidates, tuple(notes))
 
