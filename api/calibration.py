@@ -200,7 +200,7 @@ def generations_told(
 ) -> Iterator[Callable[[Generation], None]]:
     """A function telling each ABC-SMC generation on a progress bar: on a terminal only,
     gone when done (errors stay one line); shown from the first generation on."""
-    from pxn.api.inference_report import generation_line
+    from pxn.api.calibration_report import generation_line
 
     with progress_bar(progress) as bar:
         task = bar.add_task(what, total=total, visible=visible)
@@ -253,7 +253,7 @@ def search_refusal(calibration: Calibration) -> list[str]:
 
 
 def from_summaries(path: Path, name: str, backend: Backend, progress: bool) -> CalibrateResult:
-    from pxn.api.inference_report import inference_header, inference_lines
+    from pxn.api.calibration_report import inference_header, inference_lines
     from pxn.calibrate.summaries.infer import infer_from_summaries
     from pxn.calibrate.summaries.reading import read_summaries
 
@@ -302,7 +302,7 @@ def from_past_run(
 ) -> CalibrateResult:
     """A past run (a run_dir, or an MLflow run and the run_dir it names) calibrated;
     `options` are calibrate_past_run's."""
-    from pxn.api.inference_report import inference_header, inference_lines
+    from pxn.api.calibration_report import inference_header, inference_lines
     from pxn.calibrate.past_runs.calibration import calibrate_past_run
     from pxn.calibrate.past_runs.mlflow_run import (
         find_tracked_run,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from sim_helpers import searched
 
-from pxn.api.inference_report import seed_validation_line
+from pxn.api.calibration_report import seed_validation_line
 from pxn.calibrate.summaries.facts import InferenceOptions
 from pxn.calibrate.traces.pipeline import calibrate_traces
 from pxn.calibrate.traces.quality import (

@@ -15,7 +15,7 @@ import pytest
 import scipy.stats
 from conftest import assert_user_error, run_pxn
 
-from pxn.api.inference_report import reported
+from pxn.api.calibration_report import reported
 from pxn.calibrate.summaries.abc_smc import (
     AbcSmcResult,
     Cutoff,

@@ -34,16 +34,7 @@ from pxn.calibrate.past_runs.stage_times import (
     log_stage_spans,
     mlflow_stage_spans,
 )
-from pxn.calibrate.past_runs.timing import (
-    FileTimes,
-    WallClock,
-    choose_wall_clock,
-    file_times,
-    files_wall_clock,
-    given_wall_clock,
-    logged_wall_clock,
-    tracked_wall_clock,
-)
+from pxn.calibrate.past_runs.timing import FileTimes, WallClock, file_times, run_wall_clock
 from pxn.calibrate.past_runs.to_trace import past_run_events, write_past_run_trace
 from pxn.calibrate.summaries.abc_smc import Generation
 from pxn.calibrate.summaries.facts import Fact, InferenceOptions, Run, Setup, Summaries
@@ -132,14 +123,13 @@ def calibrate_past_run(
     setup = _setup(files, run, the_log, workers, reflection_concurrency, budget)
     notes = [*run.notes]
     times = file_times(files.path, files.log_lines)
-    clock = _wall_clock(run, times, wall_clock, tracked, the_log)
+    clock = run_wall_clock(run, times, wall_clock, tracked, the_log)
     scored = _scored(search, run)
     trace = _as_trace(run, setup)
     units = cut_into_units([trace])
     acceptance = fit_acceptance(units.steps)
     failures = fit_failures([trace], units.losses)
     merges = fit_merges([trace], units.merges, units.merges_accepted, notes)
-    options = default_options(draws)
     stages, reflections = _marked_stages(run, tracked, the_log, setup.workers)
     notes += [] if stages is None else list(stages.notes)
     summaries = past_run_summaries(
@@ -147,7 +137,7 @@ def calibrate_past_run(
         clock,
         scored=scored,
         failures=failures.failures,
-        options=options,
+        options=default_options(draws),
         priors=_latency_priors(stages, reflections),
         path=files.path,
         prompt=None if stages is None else stages.candidates.chosen,
@@ -287,28 +277,6 @@ def _latency_priors(
     if reflections is None:
         return priors
     return priors | latency_priors(reflections.latency, "reflection")
-
-
-def _wall_clock(
-    run: PastRun,
-    times: FileTimes,
-    given: str | None,
-    tracked: MlflowRun | None,
-    log: GepaLog | None,
-) -> WallClock:
-    """The run's wall-clock from the best source it left: the user's word, its MLflow run,
-    DSPy's log lines, its files' own times."""
-    seed_calls = len(run.valset)
-    return choose_wall_clock(
-        [
-            given_wall_clock(given) if given is not None else None,
-            None
-            if tracked is None
-            else tracked_wall_clock(tracked.start, tracked.end, tracked.last_time, tracked.run_id),
-            logged_wall_clock(log) if log is not None and log.timed else None,
-            files_wall_clock(times, seed_calls, run.metric_calls - seed_calls),
-        ]
-    )
 
 
 def _as_trace(run: PastRun, setup: RunSetup) -> Trace:

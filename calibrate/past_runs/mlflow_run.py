@@ -23,8 +23,7 @@ PREFIX = "mlflow:"
 EXPERIMENT = "experiment:"  # mlflow:experiment:NAME, the experiment's latest run
 GEPA_METRICS = ("total_metric_calls", "val_program_average")
 READ = (
-    "total_metric_calls",
-    "val_program_average",
+    *GEPA_METRICS,
     "best_score_on_valset",
     "selected_program_candidate",
     "subsample/before",

@@ -72,6 +72,14 @@ class IterationRecord:
     new_programs: tuple[int, ...]
     failed: bool  # gepa logged an exception that ended it
 
+    def parent_evaluations(self) -> list[Task]:
+        """The tasks whose parent's minibatch gepa evaluated: it evaluates each distinct
+        (parent, minibatch) once, for the first task that draws it."""
+        first: dict[tuple[int, tuple[Any, ...]], Task] = {}
+        for task in self.tasks:
+            first.setdefault((task.parent, task.minibatch), task)
+        return list(first.values())
+
 
 @dataclass(frozen=True)
 class ValScores:
@@ -201,8 +209,7 @@ def _val_scores(
     seed's mean and every new program's scores (each logged in the iteration run_log.json
     found it in); and why they are not the state's, or why unknown."""
     if files.state is not None:
-        per_example = files.state.val_scores
-        return _of(per_example, STATE), ""
+        return _of(files.state.val_scores, STATE), ""
     why = files.state_note
     if log is None:
         return None, f"{why}, and no gepa log was read"
@@ -340,7 +347,6 @@ def _iteration_calls(record: IterationRecord, valset_size: int) -> int:
     """The metric calls gepa made in an iteration, as its run log records them."""
     if record.merge is not None:
         return len(record.merge.subsample) + valset_size * len(record.new_programs)
-    pairs = {(t.parent, tuple(t.minibatch)) for t in record.tasks}
-    parent_calls = sum(len(mb) for _, mb in pairs)
+    parent_calls = sum(len(t.minibatch) for t in record.parent_evaluations())
     child_calls = sum(len(t.minibatch) for t in record.tasks if t.judged)
     return parent_calls + child_calls + valset_size * len(record.new_programs)

@@ -1,6 +1,6 @@
 """What a past run's calibration read, measured, inferred and assumed, line by line.
 
-The lines come before the inference's own report (api/inference_report.py):
+The lines come before the inference's own report (api/calibration_report.py):
 which files were read and how, the setup and where each figure of it came
 from, the run's measured figures, where its time came from and how far it
 is trusted, what was assumed, and how much a recorded run would narrow the
@@ -75,7 +75,7 @@ def past_run_lines(cal: PastCalibration) -> list[str]:
         "assumed: lognormal latencies, one for every rollout phase; no engine overhead, no "
         "load slowdown, no prefix cache (a trace without durations shows none of them); "
         "runs' speeds differing by the run spread's prior (one run cannot show how much)",
-        *_narrowing_lines(cal),
+        *_narrowing_lines(cal, summary.proposals),
         *(f"note: {note}" for note in cal.notes),
         "",
     ]
@@ -152,12 +152,11 @@ def _measured(source: str, spans: str, kind: str, fit: LatencyFit) -> str:
     )
 
 
-def _narrowing_lines(cal: PastCalibration) -> list[str]:
+def _narrowing_lines(cal: PastCalibration, proposals: int) -> list[str]:
     """How wide the latencies' medians are here, against what a recording of this run would
     leave them: its n latencies' median known to about z * 1.25 s / sqrt(n) on the log
     scale either side (the median's standard error), at the posterior's own s; both 5-95%."""
-    summary = summarize(cal.trace)
-    counts = {"rollout": cal.run.metric_calls, "reflection": max(summary.proposals, 1)}
+    counts = {"rollout": cal.run.metric_calls, "reflection": max(proposals, 1)}
     posterior = {p.path: p for p in cal.inference.parameters}
     lines = []
     for kind, n in counts.items():

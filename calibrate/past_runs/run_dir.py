@@ -37,8 +37,6 @@ class GepaState:
     val_scores: tuple[dict[Any, float], ...]  # per candidate: validation id -> score
     parents: tuple[tuple[int | None, ...], ...]  # per candidate
     metric_calls: int  # total_num_evals
-    full_validations: int  # num_full_ds_evals, the seed's included
-    calls_at_discovery: tuple[int, ...]  # per candidate: metric calls when it was found
     iterations: int  # state.i + 1
     trace_length: int  # entries of its full_program_trace
     # dspy.GEPA's adapter keeps its random state there (DspyAdapter.get_adapter_state); no
@@ -185,8 +183,6 @@ def _state(path: Path) -> tuple[GepaState | None, str]:
             val_scores=tuple({k: float(v) for k, v in s.items()} for s in scores),
             parents=parents,
             metric_calls=int(data["total_num_evals"]),
-            full_validations=int(data["num_full_ds_evals"]),
-            calls_at_discovery=tuple(int(c) for c in data["num_metric_calls_by_discovery"]),
             iterations=int(data["i"]) + 1,
             trace_length=len(data["full_program_trace"]),
             dspy="rng_state" in (data.get("adapter_state") or {}),

@@ -152,10 +152,9 @@ def mlflow_stage_spans(run: PastRun, tracked: MlflowRun) -> MarkedSpans:
 
 
 def _parents(record: IterationRecord) -> tuple[int, tuple[int, ...]]:
-    """The parents' minibatch rollouts (each distinct (parent, minibatch) evaluated once) and
-    the parents."""
-    evaluated = {(t.parent, tuple(t.minibatch)) for t in record.tasks}
-    return sum(len(mb) for _, mb in evaluated), tuple(sorted({p for p, _ in evaluated}))
+    """The parents' minibatch rollouts and the parents."""
+    evaluated = record.parent_evaluations()
+    return sum(len(t.minibatch) for t in evaluated), tuple(sorted({t.parent for t in evaluated}))
 
 
 def fit_candidate_factors(spans: list[StageSpan]) -> CandidateFactors:
@@ -225,14 +224,7 @@ def fit_stage_latency(spans: list[StageSpan], workers: int, source: str) -> Stag
     )
     notes: list[str] = []
     latency, _ = fit_untimed_latency(
-        table,
-        0,
-        np.empty(0),
-        np.empty(0),
-        servers=None,
-        slowdown=0.0,
-        choice="auto",
-        notes=notes,
+        table, 0, np.empty(0), np.empty(0), servers=None, slowdown=0.0, choice="auto", notes=notes
     )
     return StageLatency(source, tuple(spans), latency, candidates, tuple(notes))
 

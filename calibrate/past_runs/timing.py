@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pxn.calibrate.past_runs.gepa_log import GepaLog
+from pxn.calibrate.past_runs.mlflow_run import MlflowRun
+from pxn.calibrate.past_runs.past_run import PastRun
 from pxn.calibrate.past_runs.run_dir import CANDIDATES, RUN_LOG, STATE
 from pxn.durations import format_duration, parse_duration
 from pxn.errors import PxnError
@@ -121,13 +123,14 @@ def logged_wall_clock(log: GepaLog) -> WallClock | None:
     )
 
 
-def tracked_wall_clock(start: float, end: float | None, last: float, run_id: str) -> WallClock:
+def tracked_wall_clock(tracked: MlflowRun) -> WallClock:
     """From an MLflow run's start to its end (to its last metric point, while it is open)."""
-    if end is None:
-        span, said = last - start, "start to its last metric point (the run was never ended)"
+    if tracked.end is None:
+        span = tracked.last_time - tracked.start
+        said = "start to its last metric point (the run was never ended)"
     else:
-        span, said = end - start, "start and end"
-    return WallClock(span, span, 0.5, f"the MLflow run {run_id}'s {said}", False)
+        span, said = tracked.end - tracked.start, "start and end"
+    return WallClock(span, span, 0.5, f"the MLflow run {tracked.run_id}'s {said}", False)
 
 
 def files_wall_clock(times: FileTimes, seed_calls: int, later_calls: int) -> WallClock | None:
@@ -151,8 +154,21 @@ def files_wall_clock(times: FileTimes, seed_calls: int, later_calls: int) -> Wal
     )
 
 
-def choose_wall_clock(found: list[WallClock | None]) -> WallClock:
-    """The first of the sources found, in the module docstring's order."""
+def run_wall_clock(
+    run: PastRun,
+    times: FileTimes,
+    given: str | None,
+    tracked: MlflowRun | None,
+    log: GepaLog | None,
+) -> WallClock:
+    """The run's wall-clock from the first source it left, in the module docstring's order."""
+    seed_calls = len(run.valset)
+    found = [
+        given_wall_clock(given) if given is not None else None,
+        tracked_wall_clock(tracked) if tracked is not None else None,
+        logged_wall_clock(log) if log is not None and log.timed else None,
+        files_wall_clock(times, seed_calls, run.metric_calls - seed_calls),
+    ]
     for clock in found:
         if clock is not None:
             return clock

@@ -168,14 +168,8 @@ def _minibatch_rollouts(
 def _proposals(record: IterationRecord) -> list[Event]:
     i = record.number
     events: list[Event] = []
-    evaluated: set[tuple[int, tuple]] = set()
-    for task in record.tasks:  # gepa evaluates each distinct (parent, minibatch) once
-        key = (task.parent, tuple(task.minibatch))
-        if key not in evaluated:
-            evaluated.add(key)
-            events += _minibatch_rollouts(
-                i, "parent_minibatch", str(task.parent), task, task.before
-            )
+    for task in record.parent_evaluations():
+        events += _minibatch_rollouts(i, "parent_minibatch", str(task.parent), task, task.before)
     if record.tasks:
         events.append(_at(Stage, i, name="parent_minibatch"))
     reflected = [t for t in record.tasks if t.judged or t.reason in REFLECTED]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pxn.api.inference_report import generation_line, inference_header, inference_lines
+from pxn.api.calibration_report import generation_line, inference_header, inference_lines
 from pxn.calibrate.summaries.infer import Inference, infer_from_summaries
 from pxn.calibrate.summaries.priors import Prior
 from pxn.calibrate.summaries.reading import read_summaries
