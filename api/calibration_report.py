@@ -14,9 +14,8 @@ from pxn.calibrate.traces.bookkeeping import bookkeeping_lines
 from pxn.calibrate.traces.draws import draws_lines
 from pxn.calibrate.traces.failures import failure_lines
 from pxn.calibrate.traces.fit import latency_lines
-from pxn.calibrate.traces.load_effect import load_effect_lines
 from pxn.calibrate.traces.merges import merge_lines
-from pxn.calibrate.traces.overhead import concurrency_lines, overhead_lines
+from pxn.calibrate.traces.overhead import concurrency_lines, load_effect_lines, overhead_lines
 from pxn.calibrate.traces.phases import phase_lines
 from pxn.calibrate.traces.pipeline import Calibration
 from pxn.calibrate.traces.prefix_cache import prefix_cache_line

@@ -11,8 +11,8 @@ import numpy as np
 from pxn.calibrate.traces.acceptance import AcceptanceFit, fit_acceptance
 from pxn.calibrate.traces.evidence import Evidence
 from pxn.calibrate.traces.fit import LatencyFit, fit_latency
-from pxn.calibrate.traces.load_effect import LoadEffect, fit_load_effects
 from pxn.calibrate.traces.makespan import resolve_workers
+from pxn.calibrate.traces.overhead import LoadEffect, fit_load_effects
 from pxn.calibrate.traces.prompt_lengths import PromptFit
 from pxn.calibrate.traces.slowdown import (
     ROLE_KIND,

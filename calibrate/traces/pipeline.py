@@ -43,10 +43,10 @@ from pxn.calibrate.traces.evidence import (
 )
 from pxn.calibrate.traces.failures import FailuresFit, fit_failures
 from pxn.calibrate.traces.fit import LatencyFit
-from pxn.calibrate.traces.load_effect import LoadEffect
 from pxn.calibrate.traces.merges import MergeFit, fit_merges
 from pxn.calibrate.traces.overhead import (
     ConcurrencyFit,
+    LoadEffect,
     OverheadFit,
     fit_concurrency,
     fit_overhead,
