@@ -10,11 +10,10 @@ from pathlib import Path
 
 from pxn.api.inference_report import quality_lines
 from pxn.calibrate.traces.acceptance import acceptance_lines
-from pxn.calibrate.traces.bookkeeping import bookkeeping_lines
+from pxn.calibrate.traces.bookkeeping import bookkeeping_lines, merge_lines
 from pxn.calibrate.traces.draws import draws_lines
 from pxn.calibrate.traces.failures import failure_lines
 from pxn.calibrate.traces.fit import latency_lines
-from pxn.calibrate.traces.merges import merge_lines
 from pxn.calibrate.traces.overhead import concurrency_lines, load_effect_lines, overhead_lines
 from pxn.calibrate.traces.phases import phase_lines
 from pxn.calibrate.traces.pipeline import Calibration

@@ -33,10 +33,14 @@ from pxn.calibrate.traces.acceptance import (
     batched_prior,
     draw_acceptance,
 )
-from pxn.calibrate.traces.bookkeeping import draw_duplicates, draw_front_share, draw_skip
+from pxn.calibrate.traces.bookkeeping import (
+    draw_duplicates,
+    draw_front_share,
+    draw_merge_acceptance,
+    draw_skip,
+)
 from pxn.calibrate.traces.failures import draw_failures
 from pxn.calibrate.traces.fit import draw_reflection
-from pxn.calibrate.traces.merges import draw_merge_acceptance
 from pxn.calibrate.traces.overhead import draw_stage_overhead
 from pxn.calibrate.traces.phases import draw_rollout_phases
 from pxn.calibrate.traces.prefix_cache import draw_prefix_seconds

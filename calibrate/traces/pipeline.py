@@ -26,9 +26,11 @@ from pxn.calibrate.traces.acceptance import AcceptanceFit
 from pxn.calibrate.traces.bookkeeping import (
     DuplicateFit,
     FrontFit,
+    MergeFit,
     SkipFit,
     fit_duplicates,
     fit_front_share,
+    fit_merges,
     fit_skip,
 )
 from pxn.calibrate.traces.draws import DrawsFit, parameter_draws
@@ -43,7 +45,6 @@ from pxn.calibrate.traces.evidence import (
 )
 from pxn.calibrate.traces.failures import FailuresFit, fit_failures
 from pxn.calibrate.traces.fit import LatencyFit
-from pxn.calibrate.traces.merges import MergeFit, fit_merges
 from pxn.calibrate.traces.overhead import (
     ConcurrencyFit,
     LoadEffect,
