@@ -14,6 +14,7 @@ from pxn.calibrate.traces.bookkeeping import bookkeeping_lines, merge_lines
 from pxn.calibrate.traces.draws import draws_lines
 from pxn.calibrate.traces.failures import failure_lines
 from pxn.calibrate.traces.fit import latency_lines
+from pxn.calibrate.traces.makespan import rollout_lines
 from pxn.calibrate.traces.overhead import concurrency_lines, load_effect_lines, overhead_lines
 from pxn.calibrate.traces.phases import phase_lines
 from pxn.calibrate.traces.pipeline import Calibration
@@ -21,7 +22,6 @@ from pxn.calibrate.traces.prefix_cache import prefix_cache_line
 from pxn.calibrate.traces.prompt_lengths import prompt_line
 from pxn.calibrate.traces.run_spread import run_spread_line
 from pxn.calibrate.traces.tokens import token_lines, tokens_out_lines
-from pxn.calibrate.traces.untimed_latency import rollout_lines
 
 
 def _digest(path: Path) -> str:

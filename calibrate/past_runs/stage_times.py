@@ -30,9 +30,8 @@ from pxn.calibrate.past_runs.mlflow_run import MlflowRun
 from pxn.calibrate.past_runs.past_run import IterationRecord, PastRun
 from pxn.calibrate.summaries.priors import DEFAULT_PRIORS, Prior
 from pxn.calibrate.traces.fit import MIN_FIT_POINTS, LatencyFit, fit_latency
-from pxn.calibrate.traces.makespan import Spans, mean_makespan
+from pxn.calibrate.traces.makespan import Spans, fit_untimed_latency, mean_makespan
 from pxn.calibrate.traces.prompt_lengths import DIFFERS
-from pxn.calibrate.traces.untimed_latency import fit_untimed_latency
 from pxn.prompt_lengths import PromptLengths
 
 MIN_SPANS = 3  # fewer marked stages fit no latency

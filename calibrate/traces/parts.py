@@ -11,7 +11,7 @@ import numpy as np
 from pxn.calibrate.traces.acceptance import AcceptanceFit, fit_acceptance
 from pxn.calibrate.traces.evidence import Evidence
 from pxn.calibrate.traces.fit import LatencyFit, fit_latency
-from pxn.calibrate.traces.makespan import resolve_workers
+from pxn.calibrate.traces.makespan import UntimedFit, fit_untimed_latency, resolve_workers
 from pxn.calibrate.traces.overhead import LoadEffect, fit_load_effects
 from pxn.calibrate.traces.prompt_lengths import PromptFit
 from pxn.calibrate.traces.slowdown import (
@@ -30,7 +30,6 @@ from pxn.calibrate.traces.tokens import (
     recorded_costs,
 )
 from pxn.calibrate.traces.units import Calls, cut_into_units
-from pxn.calibrate.traces.untimed_latency import UntimedFit, fit_untimed_latency
 from pxn.prices import Prices
 
 
@@ -85,7 +84,7 @@ def rollout_latency(
     evidence: Evidence, served: Calls, choice: str, betas: dict[str, float]
 ) -> tuple[LatencyFit, UntimedFit | None]:
     """The rollout latency: from the timed rollouts, or with the untimed calls' spans when
-    there are any (untimed_latency.py)."""
+    there are any (makespan.py)."""
     units = evidence.units
     if not len(units.spans):
         return latency_fit(evidence, served, "rollout", choice), None

@@ -45,6 +45,7 @@ from pxn.calibrate.traces.evidence import (
 )
 from pxn.calibrate.traces.failures import FailuresFit, fit_failures
 from pxn.calibrate.traces.fit import LatencyFit
+from pxn.calibrate.traces.makespan import UntimedFit
 from pxn.calibrate.traces.overhead import (
     ConcurrencyFit,
     LoadEffect,
@@ -60,7 +61,6 @@ from pxn.calibrate.traces.run_spread import RunSpreadFit, fit_run_spread
 from pxn.calibrate.traces.slowdown import ROLE_KIND, ModelSlowdown, served_alone
 from pxn.calibrate.traces.tokens import RecordedCosts, TokenCounts, TokenFit, lookup_prices
 from pxn.calibrate.traces.units import Units, selection_of
-from pxn.calibrate.traces.untimed_latency import UntimedFit
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.load import Load, Loads
