@@ -13,7 +13,6 @@ from pxn.calibrate.traces.evidence import Evidence
 from pxn.calibrate.traces.fit import LatencyFit, fit_latency
 from pxn.calibrate.traces.makespan import UntimedFit, fit_untimed_latency, resolve_workers
 from pxn.calibrate.traces.overhead import LoadEffect, fit_load_effects
-from pxn.calibrate.traces.prompt_lengths import PromptFit
 from pxn.calibrate.traces.slowdown import (
     ROLE_KIND,
     ModelSlowdown,
@@ -65,10 +64,11 @@ def slowdowns(evidence: Evidence) -> dict[str, ModelSlowdown]:
     return fits
 
 
-def served(evidence: Evidence, betas: dict[str, float], prompt: PromptFit) -> Calls:
-    """The calls as the simulator draws them, each at its own run's b."""
+def served(evidence: Evidence, betas: dict[str, float], factors: np.ndarray | None) -> Calls:
+    """The calls as the simulator draws them, each at its own run's b; `factors`: each call's
+    prompt factor (PromptFit.factors)."""
     calls = evidence.units.calls
-    calls, waited = served_alone(calls, betas, evidence.lm_servers, None, prompt.factors(calls))
+    calls, waited = served_alone(calls, betas, evidence.lm_servers, None, factors)
     for kind in waited:
         evidence.notes.append(
             f"every {kind} may have waited for the one server: its latency is fitted as the "

@@ -177,7 +177,8 @@ def fit_parts(
     betas = {role: fit.chosen for role, fit in slowdowns.items()}
     # How a candidate's prompt length scales its rollouts, from the calls at the slowdowns.
     prompt = fit_prompt_lengths(traces, served_alone(units.calls, betas, servers, None)[0])
-    served = parts.served(evidence, betas, prompt)
+    factors = prompt.factors(units.calls)
+    served = parts.served(evidence, betas, factors)
     rollout, untimed = parts.rollout_latency(evidence, served, latency, betas)
     # Each phase's own latency where the phases differ; one for all with untimed calls.
     phases = (
@@ -188,7 +189,6 @@ def fit_parts(
     token_counts = parts.token_counts(evidence, served)
     # The calls as the simulator draws them, reflections shifted to the measured b.
     tokens = None if token_counts is None else token_counts.chosen
-    factors = prompt.factors(units.calls)
     at_measured_b, _ = served_alone(units.calls, betas, servers, tokens, factors)
     # The keywords are evaluated in order: each fit's notes follow those of the fits before.
     calibration = Calibration(
