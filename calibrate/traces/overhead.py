@@ -123,13 +123,6 @@ def subsample_pairs(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return x[pick], y[pick]
 
 
-def robust_slope(y: np.ndarray, x: np.ndarray) -> float:
-    """Theil-Sen slope, of a fixed subsample past SUBSAMPLE pairs."""
-    x, y = subsample_pairs(x, y)
-    with np.errstate(invalid="ignore"):  # its interval, unused, is NaN for a tiny sample
-        return float(scipy.stats.theilslopes(y, x).slope)
-
-
 def fit_concurrency(traces: list[Trace]) -> ConcurrencyFit:
     peak = reflection_peak = 0
     busy = stage_seconds = 0.0
@@ -241,7 +234,9 @@ def fit_load_effects(traces: list[Trace]) -> list[LoadEffect]:
         if np.ptp(load) > 0 and np.ptp(latency) > 0:
             result = scipy.stats.spearmanr(load, latency)
             rho, pvalue = float(result.statistic), float(result.pvalue)
-            slope = robust_slope(latency, load.astype(float))
+            x, y = subsample_pairs(load.astype(float), latency)
+            with np.errstate(invalid="ignore"):  # its interval, unused, is NaN for a tiny sample
+                slope = float(scipy.stats.theilslopes(y, x).slope)
         by_load = {
             int(level): (int(np.sum(load == level)), float(latency[load == level].mean()))
             for level in np.unique(load)
