@@ -23,20 +23,18 @@ from pxn.calibrate.summaries.infer import (
     Inference,
 )
 from pxn.calibrate.traces.acceptance import acceptance_lines
-from pxn.calibrate.traces.bookkeeping import bookkeeping_lines
+from pxn.calibrate.traces.bookkeeping import bookkeeping_lines, merge_lines
 from pxn.calibrate.traces.draws import draws_lines
 from pxn.calibrate.traces.failures import failure_lines
 from pxn.calibrate.traces.fit import latency_lines
-from pxn.calibrate.traces.load_effect import load_effect_lines
-from pxn.calibrate.traces.merges import merge_lines
-from pxn.calibrate.traces.overhead import concurrency_lines, overhead_lines
+from pxn.calibrate.traces.makespan import rollout_lines
+from pxn.calibrate.traces.overhead import concurrency_lines, load_effect_lines, overhead_lines
 from pxn.calibrate.traces.phases import phase_lines
 from pxn.calibrate.traces.pipeline import Calibration
 from pxn.calibrate.traces.prefix_cache import prefix_cache_line
 from pxn.calibrate.traces.prompt_lengths import prompt_line
 from pxn.calibrate.traces.run_spread import run_spread_line
 from pxn.calibrate.traces.tokens import token_lines, tokens_out_lines
-from pxn.calibrate.traces.untimed_latency import rollout_lines
 
 if TYPE_CHECKING:
     from pxn.quality import Quality

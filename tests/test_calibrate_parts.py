@@ -11,8 +11,7 @@ from calibrate_helpers import TRUE, write_traces
 
 from pxn.calibrate.traces.acceptance import DECAY_PERMUTATIONS, fit_acceptance
 from pxn.calibrate.traces.acceptance_likelihood import Steps
-from pxn.calibrate.traces.load_effect import fit_load_effects
-from pxn.calibrate.traces.overhead import fit_concurrency, fit_overhead, in_flight
+from pxn.calibrate.traces.overhead import fit_concurrency, fit_load_effects, fit_overhead, in_flight
 from pxn.calibrate.traces.tokens import fit_tokens
 from pxn.calibrate.traces.units import cut_into_units
 from pxn.errors import PxnError

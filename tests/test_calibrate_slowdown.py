@@ -18,7 +18,7 @@ from calibrate_helpers import TRUE, relative, write_traces
 from conftest import assert_user_error, run_pxn
 from sim_helpers import with_local_pool
 
-from pxn.calibrate.traces.load_effect import call_loads
+from pxn.calibrate.traces.overhead import call_loads
 from pxn.calibrate.traces.pipeline import Calibration, calibrate_traces
 from pxn.calibrate.traces.slowdown import fit_model_slowdowns, fit_slowdown, refit_beta
 from pxn.load import Load, Loads

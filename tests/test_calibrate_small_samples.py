@@ -22,7 +22,7 @@ from pxn.acceptance import Acceptance
 from pxn.api.advice_report import advice_report
 from pxn.api.prediction_report import EXTRAPOLATION, extrapolation_warning, predictions_report
 from pxn.api.report import Note
-from pxn.calibrate.traces import load_effect, slowdown
+from pxn.calibrate.traces import overhead, slowdown
 from pxn.calibrate.traces.acceptance import (
     CORRELATION_MIN_STEPS,
     DECAY_ALPHA,
@@ -34,7 +34,7 @@ from pxn.calibrate.traces.acceptance import (
 )
 from pxn.calibrate.traces.acceptance_likelihood import Steps
 from pxn.calibrate.traces.fit import CAP_ALPHA, CAP_MIN_SAMPLE, fit_latency
-from pxn.calibrate.traces.load_effect import fit_load_effects
+from pxn.calibrate.traces.overhead import fit_load_effects
 from pxn.calibrate.traces.phases import PHASE_ALPHA, PHASE_TEST_MIN, phase_test
 from pxn.calibrate.traces.pipeline import calibrate_traces
 from pxn.calibrate.traces.slowdown import fit_slowdown
@@ -236,13 +236,13 @@ def test_the_load_effect_is_declared_at_most_nominally_and_never_below_its_minim
             trace = batches(list(rng.integers(1, 5, batches_per_trace)), rng)
             [effect] = fit_load_effects([trace])
             claims += effect.significant
-            if effect.n < load_effect.MIN_CALLS:
+            if effect.n < overhead.MIN_CALLS:
                 assert not effect.significant
-        assert at_most(claims, trials, load_effect.ALPHA / 2), f"{batches_per_trace}: {claims}"
+        assert at_most(claims, trials, overhead.ALPHA / 2), f"{batches_per_trace}: {claims}"
     # 15 calls, each 2 s longer per other call in flight: plain, and still too few.
     [effect] = fit_load_effects([batches([1, 2, 3, 4, 2, 3], rng, per_call=2.0)])
-    assert effect.spearman > 0.8 and effect.pvalue < load_effect.ALPHA
-    assert effect.n < load_effect.MIN_CALLS and not effect.significant
+    assert effect.spearman > 0.8 and effect.pvalue < overhead.ALPHA
+    assert effect.n < overhead.MIN_CALLS and not effect.significant
 
 
 # ---- caps and phases -----------------------------------------------------------------

@@ -41,10 +41,9 @@ from pxn.calibrate.summaries.facts import Fact, InferenceOptions, Run, Setup, Su
 from pxn.calibrate.summaries.infer import Inference, infer_from_summaries
 from pxn.calibrate.summaries.priors import Prior
 from pxn.calibrate.traces.acceptance import AcceptanceFit, fit_acceptance
-from pxn.calibrate.traces.bookkeeping import fit_front_share, fit_skip
+from pxn.calibrate.traces.bookkeeping import MergeFit, fit_front_share, fit_merges, fit_skip
 from pxn.calibrate.traces.draws import RUN_SPREAD_SEED
 from pxn.calibrate.traces.failures import FailuresFit, fit_failures
-from pxn.calibrate.traces.merges import MergeFit, fit_merges
 from pxn.calibrate.traces.pipeline import SEARCH_MODELS
 from pxn.calibrate.traces.quality import (
     FIXED_TIMES,

@@ -3,7 +3,7 @@
 docs/calibration.md ("The time", "What is fitted, and how") says which marks bound which
 stage. Each rollout stage gepa marks is one adapter call (`batch_evaluate` over all its
 pairs), so a stage marked at both ends spans the makespan of its rollouts on the W workers,
-fitted as a recorded untimed adapter call is (untimed_latency.py). A single task's span from
+fitted as a recorded untimed adapter call is (makespan.py). A single task's span from
 its parent's selection to its child's verdict holds its reflection and then its child's
 minibatch: the reflection is that span less the minibatch at its mean makespan under the
 rollout latency the stages measured. DSPy's log lines, to the second, also time the
@@ -30,9 +30,8 @@ from pxn.calibrate.past_runs.mlflow_run import MlflowRun
 from pxn.calibrate.past_runs.past_run import IterationRecord, PastRun
 from pxn.calibrate.summaries.priors import DEFAULT_PRIORS, Prior
 from pxn.calibrate.traces.fit import MIN_FIT_POINTS, LatencyFit, fit_latency
-from pxn.calibrate.traces.makespan import Spans, mean_makespan
+from pxn.calibrate.traces.makespan import Spans, fit_untimed_latency, mean_makespan
 from pxn.calibrate.traces.prompt_lengths import DIFFERS
-from pxn.calibrate.traces.untimed_latency import fit_untimed_latency
 from pxn.prompt_lengths import PromptLengths
 
 MIN_SPANS = 3  # fewer marked stages fit no latency

@@ -1,5 +1,6 @@
 """gepa's bookkeeping: how often parents recur (front_share), children that repeat a
-sibling (duplicate_children), and tasks skipped for a perfect parent (skip_perfect).
+sibling (duplicate_children), tasks skipped for a perfect parent (skip_perfect), and the
+runs' merge setup with how often a merge passed (merge_acceptance).
 
 front_share: P parents drawn uniformly from a front of F = max(1, ceil(share x
 candidates)); d distinct among g draws from one front has likelihood F (F - 1) ...
@@ -9,19 +10,25 @@ function of the share, so the estimate is the middle of the grid's plateau of ma
 is kept unless the chi-bar-square test rejects it. duplicate_children: with selection
 'all', a child that beat its parent and was not accepted was dropped as a duplicate.
 skip_perfect: the share of tasks that never reached a reflection, at most SKIP_MAX.
+
+merge: the setup is read from run_start meta (use_merge, max_merge_invocations,
+components); a trace declaring none ran without merge, and where traces differ the first's
+is taken with a note. merge_acceptance is (accepted + 1) / (judged + 2), the posterior
+mean under a uniform prior, since a run judges only a handful of merges.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.special
 import scipy.stats
 
 from pxn.trace import Decision
+from pxn.trace_reading import Trace
 
 if TYPE_CHECKING:
     from pxn.calibrate.traces.draws import Resample
@@ -29,6 +36,8 @@ if TYPE_CHECKING:
 
 ALPHA = 0.05
 SHARE_GRID = np.linspace(0.005, 1.0, 200)
+# gepa's merge setup where run_start declares none
+UNDECLARED = {"use_merge": False, "max_merge_invocations": 5, "components": 1}
 
 
 def dropped_after_passing(decision: Decision) -> bool:
@@ -220,3 +229,95 @@ def bookkeeping_lines(cal: Calibration) -> list[str]:
     if d.chosen:
         dup += f" -> duplicate_children={d.chosen:.3g}"
     return [front, dup]
+
+
+@dataclass(frozen=True)
+class MergeFit:
+    merge: bool
+    max_merges: int
+    components: int
+    judged: int  # merges gepa judged in the traces
+    accepted: int
+
+    @property
+    def merges(self) -> bool:
+        """Whether gepa could merge anything: merge on, and two components or more."""
+        return self.merge and self.components > 1
+
+    @property
+    def rate(self) -> float:
+        return merge_rate(self.judged, self.accepted)
+
+    def scenario_fields(self) -> dict[str, Any]:
+        """The scenario's merge fields (none when the runs ran without merge)."""
+        if not self.merge:
+            return {}
+        fields = {"merge": True, "max_merges": self.max_merges, "components": self.components}
+        return fields | ({"merge_acceptance": self.rate} if self.merges else {})
+
+
+def merge_rate(judged: float, accepted: float) -> float:
+    """merge_acceptance from the merges judged and accepted."""
+    return (accepted + 1) / (judged + 2)
+
+
+def fit_merges(
+    traces: list[Trace], judged: np.ndarray, accepted: np.ndarray, notes: list[str]
+) -> MergeFit:
+    """`judged`, `accepted`: the merges per unit (units.py)."""
+    declared = [
+        {key: t.run_start.meta.get(key, value) for key, value in UNDECLARED.items()} for t in traces
+    ]
+    first = declared[0]
+    differ = sorted({key for setup in declared for key in setup if setup[key] != first[key]})
+    if differ:
+        notes.append(
+            f"traces differ in gepa's merge setup ({', '.join(differ)}); the scenario takes "
+            f"{traces[0].path}'s"
+        )
+    fit = MergeFit(
+        merge=bool(first["use_merge"]),
+        max_merges=int(first["max_merge_invocations"]),
+        components=int(first["components"]),
+        judged=int(judged.sum()),
+        accepted=int(accepted.sum()),
+    )
+    if fit.merge and not fit.merges:
+        notes.append(
+            "gepa's merge was on, for a program of one component, which it never merges: "
+            "the scenario's merge changes nothing"
+        )
+    elif fit.merges and fit.judged == 0:
+        notes.append(
+            "gepa's merge was on, but the traces hold no merge it judged: merge_acceptance "
+            "= 0.5 is unmeasured"
+        )
+    return fit
+
+
+def draw_merge_acceptance(resample: Resample) -> dict[str, float]:
+    """How often a merge passed, where gepa could merge, refitted to a resample."""
+    if resample.scenario.merge_acceptance is None:
+        return {}
+    units = resample.units
+    return {"merge_acceptance": merge_rate(units.merges.sum(), units.merges_accepted.sum())}
+
+
+def merge_lines(cal: Calibration) -> list[str]:
+    """gepa's merge: the runs' setup, and how often a merge passed its subsample."""
+    m = cal.merges
+    if not m.merge:
+        return ["merge: off in the runs (gepa's use_merge)"]
+    setup = (
+        f"merge: on in the runs (use_merge, at most {m.max_merges} accepted; a program of "
+        f"{m.components} component(s))"
+    )
+    if not m.merges:
+        return [f"{setup}: gepa merges only programs of two components or more"]
+    judged = (
+        f"{m.accepted}/{m.judged} merges passed their subsample" if m.judged else "no merge judged"
+    )
+    return [
+        f"{setup}; {judged} -> merge_acceptance=(accepted + 1)/(judged + 2)={m.rate:.3g}",
+        "  merge latency: the merge's subsample rollouts are rollouts (phase merge_subsample)",
+    ]

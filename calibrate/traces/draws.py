@@ -33,10 +33,15 @@ from pxn.calibrate.traces.acceptance import (
     batched_prior,
     draw_acceptance,
 )
-from pxn.calibrate.traces.bookkeeping import draw_duplicates, draw_front_share, draw_skip
+from pxn.calibrate.traces.bookkeeping import (
+    draw_duplicates,
+    draw_front_share,
+    draw_merge_acceptance,
+    draw_skip,
+)
 from pxn.calibrate.traces.failures import draw_failures
 from pxn.calibrate.traces.fit import draw_reflection
-from pxn.calibrate.traces.merges import draw_merge_acceptance
+from pxn.calibrate.traces.makespan import draw_rollout
 from pxn.calibrate.traces.overhead import draw_stage_overhead
 from pxn.calibrate.traces.phases import draw_rollout_phases
 from pxn.calibrate.traces.prefix_cache import draw_prefix_seconds
@@ -45,7 +50,6 @@ from pxn.calibrate.traces.run_spread import RunSpreadFit, draw_run_spreads
 from pxn.calibrate.traces.slowdown import draw_slowdowns, served_alone
 from pxn.calibrate.traces.tokens import draw_token_counts
 from pxn.calibrate.traces.units import Calls, Units
-from pxn.calibrate.traces.untimed_latency import draw_rollout
 from pxn.scenario import Uncertainty
 
 if TYPE_CHECKING:

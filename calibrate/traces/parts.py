@@ -11,9 +11,8 @@ import numpy as np
 from pxn.calibrate.traces.acceptance import AcceptanceFit, fit_acceptance
 from pxn.calibrate.traces.evidence import Evidence
 from pxn.calibrate.traces.fit import LatencyFit, fit_latency
-from pxn.calibrate.traces.load_effect import LoadEffect, fit_load_effects
-from pxn.calibrate.traces.makespan import resolve_workers
-from pxn.calibrate.traces.prompt_lengths import PromptFit
+from pxn.calibrate.traces.makespan import UntimedFit, fit_untimed_latency, resolve_workers
+from pxn.calibrate.traces.overhead import LoadEffect, fit_load_effects
 from pxn.calibrate.traces.slowdown import (
     ROLE_KIND,
     ModelSlowdown,
@@ -30,7 +29,6 @@ from pxn.calibrate.traces.tokens import (
     recorded_costs,
 )
 from pxn.calibrate.traces.units import Calls, cut_into_units
-from pxn.calibrate.traces.untimed_latency import UntimedFit, fit_untimed_latency
 from pxn.prices import Prices
 
 
@@ -66,10 +64,11 @@ def slowdowns(evidence: Evidence) -> dict[str, ModelSlowdown]:
     return fits
 
 
-def served(evidence: Evidence, betas: dict[str, float], prompt: PromptFit) -> Calls:
-    """The calls as the simulator draws them, each at its own run's b."""
+def served(evidence: Evidence, betas: dict[str, float], factors: np.ndarray | None) -> Calls:
+    """The calls as the simulator draws them, each at its own run's b; `factors`: each call's
+    prompt factor (PromptFit.factors)."""
     calls = evidence.units.calls
-    calls, waited = served_alone(calls, betas, evidence.lm_servers, None, prompt.factors(calls))
+    calls, waited = served_alone(calls, betas, evidence.lm_servers, None, factors)
     for kind in waited:
         evidence.notes.append(
             f"every {kind} may have waited for the one server: its latency is fitted as the "
@@ -85,7 +84,7 @@ def rollout_latency(
     evidence: Evidence, served: Calls, choice: str, betas: dict[str, float]
 ) -> tuple[LatencyFit, UntimedFit | None]:
     """The rollout latency: from the timed rollouts, or with the untimed calls' spans when
-    there are any (untimed_latency.py)."""
+    there are any (makespan.py)."""
     units = evidence.units
     if not len(units.spans):
         return latency_fit(evidence, served, "rollout", choice), None

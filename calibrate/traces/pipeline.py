@@ -26,9 +26,11 @@ from pxn.calibrate.traces.acceptance import AcceptanceFit
 from pxn.calibrate.traces.bookkeeping import (
     DuplicateFit,
     FrontFit,
+    MergeFit,
     SkipFit,
     fit_duplicates,
     fit_front_share,
+    fit_merges,
     fit_skip,
 )
 from pxn.calibrate.traces.draws import DrawsFit, parameter_draws
@@ -43,10 +45,10 @@ from pxn.calibrate.traces.evidence import (
 )
 from pxn.calibrate.traces.failures import FailuresFit, fit_failures
 from pxn.calibrate.traces.fit import LatencyFit
-from pxn.calibrate.traces.load_effect import LoadEffect
-from pxn.calibrate.traces.merges import MergeFit, fit_merges
+from pxn.calibrate.traces.makespan import UntimedFit
 from pxn.calibrate.traces.overhead import (
     ConcurrencyFit,
+    LoadEffect,
     OverheadFit,
     fit_concurrency,
     fit_overhead,
@@ -59,7 +61,6 @@ from pxn.calibrate.traces.run_spread import RunSpreadFit, fit_run_spread
 from pxn.calibrate.traces.slowdown import ROLE_KIND, ModelSlowdown, served_alone
 from pxn.calibrate.traces.tokens import RecordedCosts, TokenCounts, TokenFit, lookup_prices
 from pxn.calibrate.traces.units import Units, selection_of
-from pxn.calibrate.traces.untimed_latency import UntimedFit
 from pxn.distribution import Distribution
 from pxn.errors import PxnError
 from pxn.load import Load, Loads
@@ -175,7 +176,8 @@ def fit_parts(
     betas = {role: fit.chosen for role, fit in slowdowns.items()}
     # How a candidate's prompt length scales its rollouts, from the calls at the slowdowns.
     prompt = fit_prompt_lengths(traces, served_alone(units.calls, betas, servers, None)[0])
-    served = parts.served(evidence, betas, prompt)
+    factors = prompt.factors(units.calls)
+    served = parts.served(evidence, betas, factors)
     rollout, untimed = parts.rollout_latency(evidence, served, latency, betas)
     # Each phase's own latency where the phases differ; one for all with untimed calls.
     phases = (
@@ -186,7 +188,6 @@ def fit_parts(
     token_counts = parts.token_counts(evidence, served)
     # The calls as the simulator draws them, reflections shifted to the measured b.
     tokens = None if token_counts is None else token_counts.chosen
-    factors = prompt.factors(units.calls)
     at_measured_b, _ = served_alone(units.calls, betas, servers, tokens, factors)
     # The keywords are evaluated in order: each fit's notes follow those of the fits before.
     calibration = Calibration(

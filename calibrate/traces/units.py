@@ -8,7 +8,7 @@ The point estimate fits all units; the parameter bootstrap (draws.py)
 resamples them, so one function computes both.
 
 Calls. A call's load counts the calls of its own model (rollouts, or
-reflections) in flight at its start (load_effect.call_loads): a model's load
+reflections) in flight at its start (overhead.call_loads): a model's load
 never meets the other's, as gepa's barriers keep its stages apart. A call
 that the runner retried after a try was cut at a timeout is not a latency:
 its tries that timed out enter as right-censored observations (the latency
@@ -31,9 +31,8 @@ import numpy as np
 from pxn.calibrate.traces.acceptance_likelihood import Steps
 from pxn.calibrate.traces.bookkeeping import Parents, dropped_after_passing
 from pxn.calibrate.traces.failures import COUNTS, iteration_counts, reflective_iterations
-from pxn.calibrate.traces.load_effect import call_loads
 from pxn.calibrate.traces.makespan import Spans, untimed_calls
-from pxn.calibrate.traces.overhead import loop_end
+from pxn.calibrate.traces.overhead import call_loads, loop_end
 from pxn.selection import Selection
 from pxn.shape import Shape
 from pxn.trace import Attempt, Decision, Merge, Reflection, Rollout, Stage
