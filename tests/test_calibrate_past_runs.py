@@ -321,6 +321,49 @@ def test_a_run_dir_reused_afresh_gives_the_last_runs_scores(
     assert earlier_seed is not None and earlier_seed.mean != scores.means[0]
 
 
+def proposing_log(run_dir: Path, budget: int) -> list[str]:
+    """run_log.txt's lines after gepa's proposing run in `run_dir` (resumed if its state is
+    there)."""
+    gepa_run(run_dir, ProposingAdapter(), CallableLM(), max_metric_calls=budget)
+    return (run_dir / "run_log.txt").read_text().splitlines()
+
+
+def why_no_proposal(lines: list[str]) -> tuple:
+    log = parse_log(lines, "run_log.txt")
+    return log.before_reflection, log.at_reflection, log.failed_iterations
+
+
+def test_a_run_dir_reused_afresh_gives_the_last_runs_reasons(tmp_path, single_run):
+    """Why tasks made no proposal, from a run_log.txt a later run appended to: the earlier
+    run's reasons are not the later one's."""
+    earlier = proposing_log(tmp_path / "earlier", 150)
+    later = (single_run / "run_log.txt").read_text().splitlines()
+    assert why_no_proposal(earlier)[0]  # reasons the later run must not inherit
+    assert why_no_proposal(earlier + later) == why_no_proposal(later)
+
+
+def test_a_resumed_run_gives_its_reasons_after_the_iteration_it_resumed_at(tmp_path):
+    """A resumed gepa logs its seed line again at the last iteration its state had finished,
+    and runs the iterations after it: before that line the first run's reasons hold."""
+    first = proposing_log(tmp_path / "gepa", 60)
+    both = proposing_log(tmp_path / "gepa", 150)
+    assert both[: len(first)] == first
+    appended = both[len(first) :]  # "Loading gepa state from run dir", then gepa's lines
+    at = next(i for i, line in enumerate(appended) if "Base program full valset score" in line)
+    seed_line, later = appended[at], appended[at + 1 :]
+    resumed_at = int(seed_line.split(":")[0].removeprefix("Iteration "))
+    assert resumed_at > 0
+    assert int(later[0].split(":")[0].removeprefix("Iteration ")) == resumed_at + 1
+    kept = [
+        {i: r for i, r in table.items() if i <= resumed_at} if isinstance(table, dict)
+        else {i for i in table if i <= resumed_at}
+        for table in why_no_proposal(first)
+    ]  # fmt: skip
+    redone = why_no_proposal([seed_line, *later])
+    expected = (kept[0] | redone[0], kept[1] | redone[1], kept[2] | redone[2])
+    assert why_no_proposal(both) == expected
+
+
 def calibrated(run_dir: Path, wall_clock: str, out: Path):
     """`pxn calibrate` on a run_dir at W = 2 and a few draws; it must succeed."""
     done = run_pxn(

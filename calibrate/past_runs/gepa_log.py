@@ -14,9 +14,11 @@ score: M over C / V examples"), and for each program that joins the pool (a prop
 merge, one block each, in the order they join) its scores by validation id ("Individual
 valset scores for new program: {...}"), the block ending with its index in the pool ("New
 program candidate index: N"). gepa appends to run_log.txt: a resumed run logs the seed's
-line again at the iteration it resumes from (kept: the line at iteration 0), a run started
-afresh in the same run_dir at iteration 0 (kept: the last such line), and a program's block
-logged again (an iteration redone, a run started afresh) replaces the earlier one.
+line again at the last iteration its saved state had finished (kept: the line at iteration
+0), a run started afresh in the same run_dir at iteration 0 (kept: the last such line), and
+a program's block logged again (an iteration redone, a run started afresh) replaces the
+earlier one. Either way the iterations after that seed line are run again, so why their
+tasks made no proposal, and whether they failed, is the later run's alone.
 """
 
 from __future__ import annotations
@@ -100,6 +102,13 @@ class GepaLog:
     def reasons(self, iteration: int) -> list[str]:
         return [*self.before_reflection.get(iteration, []), *self.at_reflection.get(iteration, [])]
 
+    def run_again_after(self, iteration: int) -> None:
+        """Forget the reasons and failures logged after `iteration`: a later run redoes them."""
+        for table in (self.before_reflection, self.at_reflection):
+            for redone in [i for i in table if i > iteration]:
+                del table[redone]
+        self.failed_iterations = {i for i in self.failed_iterations if i <= iteration}
+
 
 def parse_log(lines: list[str] | tuple[str, ...], source: str) -> GepaLog:
     """gepa's lines among `lines` (others, such as a progress bar or DSPy's warnings, are
@@ -132,6 +141,7 @@ def parse_log(lines: list[str] | tuple[str, ...], source: str) -> GepaLog:
         if text.startswith(ITERATION_FAILED):
             log.failed_iterations.add(current)
         if (seed := SEED_SCORE.match(text)) is not None:
+            log.run_again_after(current)
             if log.seed_score is None or current == 0:
                 log.seed_score = _seed_score(seed)
         elif text.startswith(NEW_SCORES):
