@@ -203,12 +203,12 @@ def quality_lines(cal: Calibration) -> list[str]:
         f"  the runs' figures inside their posterior predictive 5-95%: {inside} of "
         f"{len(inference.checks)}",
         *(
-            [
-                f"  {fit.no_headroom} of {len(fit.draws)} posterior draws put the ceiling at "
+            indented(
+                f"{fit.no_headroom} of {len(fit.draws)} posterior draws put the ceiling at "
                 "or below the seed's score: the point's medians taken from the rest, as the "
                 "runs found headroom; the draws keep them (on noisy scores a search that "
                 "changes nothing still accepts proposals, and a next run may find nothing)"
-            ]
+            )
             if fit.no_headroom
             else []
         ),

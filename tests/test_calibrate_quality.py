@@ -8,12 +8,13 @@ posterior predictive.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 from sim_helpers import searched
 
-from pxn.api.calibration_report import seed_validation_line
+from pxn.api.calibration_report import WIDTH, quality_lines, seed_validation_line
 from pxn.calibrate.summaries.facts import InferenceOptions
 from pxn.calibrate.traces.pipeline import calibrate_traces
 from pxn.calibrate.traces.quality import (
@@ -121,6 +122,14 @@ def test_the_quality_model_round_trips(tmp_path: Path) -> None:
     assert fit.quality.seed_validation == ()  # each run drew examples of its own
     drawn = {p for d in cal.scenario.uncertainty.draws for p in d}
     assert "quality.change_mean" in drawn and not any(p.startswith("acceptance.") for p in drawn)
+    # The note on draws without headroom is a paragraph wrapped to the report's width.
+    noted = dataclasses.replace(cal, quality=dataclasses.replace(fit, no_headroom=3))
+    lines = quality_lines(noted)
+    start = next(i for i, line in enumerate(lines) if "posterior draws put the ceiling" in line)
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith("    "))
+    note = lines[start:end]
+    assert note[0].startswith("  3 of ") and len(note) > 1
+    assert all(len(line) <= WIDTH for line in note), note
 
 
 def test_validate_sets_the_runs_best_scores_beside_their_prediction(tmp_path: Path) -> None:
